@@ -1,0 +1,65 @@
+/*
+ * common: the few helpers every zest program shares: logging, clocks, size parsing.
+ * Everything here is thread-safe and allocation-free.
+ */
+#ifndef ZEST_ZC_H
+#define ZEST_ZC_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+enum zc_level { ZC_LEVEL_ERR, ZC_LEVEL_WARN, ZC_LEVEL_INFO, ZC_LEVEL_DBG };
+
+/* Messages above this level are dropped; ZEST_LOG=debug|info|warn|error sets it. */
+extern enum zc_level zc_log_level;
+
+/* One line to stderr: "<time> <LEVEL> <component>: <message>". */
+void zc_log(enum zc_level level, const char *component, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define ZC_ERR(comp, ...)  zc_log(ZC_LEVEL_ERR, comp, __VA_ARGS__)
+#define ZC_WARN(comp, ...) zc_log(ZC_LEVEL_WARN, comp, __VA_ARGS__)
+#define ZC_INFO(comp, ...) zc_log(ZC_LEVEL_INFO, comp, __VA_ARGS__)
+#define ZC_DBG(comp, ...)                                  \
+	do {                                               \
+		if (zc_log_level >= ZC_LEVEL_DBG)          \
+			zc_log(ZC_LEVEL_DBG, comp, __VA_ARGS__); \
+	} while (0)
+
+/* Read ZEST_LOG from the environment once, at program start. */
+void zc_log_init(void);
+
+/* Monotonic clock in nanoseconds. */
+static inline uint64_t
+zc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Thread CPU time (user + system) in nanoseconds. */
+static inline uint64_t
+zc_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Parse a byte size: a number with an optional unit B, KiB, MiB, GiB, TiB (binary) or
+ * KB, MB, GB, TB (decimal); K/M/G/T alone are binary. Returns 0 or -EINVAL.
+ */
+int zc_parse_size(const char *s, uint64_t *out);
+
+/* Parse a duration: a number with unit ms, s, m or h (default s). Returns 0 or -EINVAL. */
+int zc_parse_duration_ns(const char *s, uint64_t *out);
+
+/* Median of n doubles; sorts v in place. n must be > 0. */
+double zc_median(double *v, size_t n);
+
+#endif

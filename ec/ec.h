@@ -1,0 +1,125 @@
+/*
+ * ec: Reed-Solomon erasure coding over ISA-L, and CRC32C chunk checksums.
+ *
+ * A codec RS(k, m) turns k data cells into m parity cells with a Cauchy generator
+ * matrix, so that any k of the k + m cells rebuild the rest. The streaming stripe
+ * encoder takes data cells as fragments exactly where they lie (gRPC receive slices:
+ * any size, any alignment), so the payload is never gathered into one buffer.
+ *
+ * Threading: a codec is immutable after ec_codec_create() except for its decode-table
+ * cache, which is locked inside; share one codec between threads freely. A stripe
+ * belongs to one thread at a time.
+ *
+ * Errors: functions return >= 0 on success and -errno on failure (-EINVAL for bad
+ * parameters, -ENOMEM).
+ */
+#ifndef ZEST_EC_H
+#define ZEST_EC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EC_MAX_CELLS 32 /* k + m */
+
+struct ec_codec;
+
+/*
+ * Create a codec for RS(k, m): 1 <= k, 1 <= m, k + m <= EC_MAX_CELLS.
+ * Returns 0 and stores the codec in *out, or -EINVAL / -ENOMEM.
+ */
+int ec_codec_create(unsigned k, unsigned m, struct ec_codec **out);
+
+/* Free a codec; NULL is a no-op. No stripe may still use it. */
+void ec_codec_destroy(struct ec_codec *codec);
+
+unsigned ec_codec_k(const struct ec_codec *codec);
+unsigned ec_codec_m(const struct ec_codec *codec);
+
+/*
+ * Full-stripe encode: k data cells of len bytes each -> m parity cells of len bytes.
+ * Buffers are borrowed and need no alignment. Returns 0 or -EINVAL.
+ */
+int ec_codec_encode(const struct ec_codec *codec, size_t len, const uint8_t *const *data,
+		    uint8_t *const *parity);
+
+/*
+ * Rebuild missing cells. cells[0..k+m) points at every cell, len bytes each; bit i of
+ * erased says cell i is missing and cells[i] is where to write it. At most m bits may
+ * be set; the first k cells not erased are read. Decode tables are cached per erasure
+ * pattern. Returns 0, -EINVAL (too many erasures, bad arguments) or -ENOMEM.
+ */
+int ec_codec_decode(struct ec_codec *codec, size_t len, uint8_t *const *cells, uint32_t erased);
+
+/*
+ * Streaming encoder for one stripe. Data cells arrive as fragments, in order within a
+ * cell, cells in any order; each fragment updates the parity right away with
+ * ec_encode_data_update, so nothing is gathered. Cells shorter than cell_len (the end of
+ * an object) count as zero-padded. Parity equals ec_codec_encode() byte for byte.
+ *
+ * The parity buffers are the caller's (cell_len bytes each, any alignment); they are
+ * zeroed by ec_stripe_init.
+ */
+struct ec_stripe {
+	const struct ec_codec *codec;
+	size_t cell_len;
+	uint8_t *parity[EC_MAX_CELLS];
+	size_t filled[EC_MAX_CELLS]; /* bytes received per data cell */
+};
+
+/* Start a stripe; parity[0..m) are zeroed. Returns 0 or -EINVAL. */
+int ec_stripe_init(struct ec_stripe *stripe, const struct ec_codec *codec, size_t cell_len,
+		   uint8_t *const *parity);
+
+/*
+ * Append len bytes of data cell `cell` (0 <= cell < k) at its current fill and fold
+ * them into the parity. The fragment is borrowed only for the call.
+ * Returns 0, or -EINVAL when cell is out of range or the cell would overflow.
+ */
+int ec_stripe_add(struct ec_stripe *stripe, unsigned cell, const void *frag, size_t len);
+
+/* Bytes received so far for data cell `cell`. */
+static inline size_t
+ec_stripe_filled(const struct ec_stripe *stripe, unsigned cell)
+{
+	return stripe->filled[cell];
+}
+
+/*
+ * CRC32C (Castagnoli, as iSCSI and S3's x-amz-checksum-crc32c), over ISA-L's
+ * crc32_iscsi. Chain calls by passing the previous result: ec_crc32c(0, buf, n) is the
+ * CRC of buf; ec_crc32c(ec_crc32c(0, a, n), b, p) is the CRC of a followed by b.
+ */
+uint32_t ec_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/*
+ * Per-chunk checksums: one CRC32C for every bytes_per_checksum bytes of a stream (the
+ * last chunk may be short). Feed fragments of any size in order.
+ */
+struct ec_chunk_crc {
+	size_t bytes_per_checksum;
+	size_t in_chunk;  /* bytes folded into the current chunk */
+	uint32_t crc;     /* CRC of the current, unfinished chunk */
+	uint32_t *out;    /* caller's array, one entry per chunk */
+	size_t out_cap;
+	size_t count;     /* finished chunks written to out */
+};
+
+/* Start a chunker that writes up to out_cap CRCs to out. Returns 0 or -EINVAL. */
+int ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
+		      size_t out_cap);
+
+/* Fold a fragment in. Returns 0, or -ENOSPC when out would overflow. */
+int ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len);
+
+/* Close the last, short chunk if any. Returns the number of CRCs in out, or -ENOSPC. */
+int ec_chunk_crc_finish(struct ec_chunk_crc *c);
+
+/* Number of chunks a stream of len bytes has: ceil(len / bytes_per_checksum). */
+static inline size_t
+ec_chunk_count(size_t len, size_t bytes_per_checksum)
+{
+	return (len + bytes_per_checksum - 1) / bytes_per_checksum;
+}
+
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every suite: all tests on the normal build, then the unit tests again under
+# ASan+UBSan. Ends with "N passed, N failed" and exits non-zero on any failure.
+set -u
+build=${1:-build}
+asan=${2:-build-asan}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+run_suite() { # build-dir label [meson test args...]
+	local dir=$1 label=$2
+	shift 2
+	echo "== $label ($dir)"
+	meson test -C "$dir" --print-errorlogs --num-processes 2 "$@"
+	python3 - "$dir/meson-logs/testlog.json" "$label" >>"$tally" <<'PY'
+import json, sys
+ok = bad = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL", "SKIP"):
+        ok += r != "SKIP"
+    else:
+        bad += 1
+        print("FAILED", sys.argv[2], json.loads(line)["name"], file=sys.stderr)
+print(ok, bad)
+PY
+}
+
+tally=$(mktemp)
+trap 'rm -f "$tally"' EXIT
+run_suite "$build" "all tests"
+run_suite "$asan" "unit tests, ASan+UBSan" --suite unit
+
+read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$tally")
+[ -s "$tally" ] || failed=1
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
