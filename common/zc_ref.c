@@ -1,0 +1,3 @@
+#include "zc_ref.h"
+
+atomic_long zc_ref_live_count;
