@@ -11,6 +11,7 @@ static const struct {
 	const char *what;
 } commands[] = {
 	{ "ec", bench_ec_main, "Reed-Solomon codec vs raw ISA-L ec_encode_data" },
+	{ "s3", bench_s3_main, "S3 load in warp's shape: put, get, mixed, delete" },
 };
 
 static void
