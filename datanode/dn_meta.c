@@ -949,8 +949,11 @@ dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e)
 			return err;
 		ext_key(id, kb, &k);
 		rc = mdb_cursor_open(txn, r->extents, &cur);
-		if (!rc)
+		if (!rc) {
 			rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+			if (rc)
+				mdb_cursor_close(cur);
+		}
 		if (rc) {
 			mdb_txn_abort(txn);
 			return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
@@ -959,6 +962,7 @@ dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e)
 		for (int i = 0; i < 8; i++)
 			id = id << 8 | ((uint8_t *)k.mv_data)[i];
 		err = ext_decode(&v, id, &e);
+		mdb_cursor_close(cur); /* read-only txns do not free their cursors */
 		mdb_txn_abort(txn);
 		if (err)
 			return err;
@@ -1070,7 +1074,7 @@ dn_meta_bucket_list(struct dn_meta *m, struct dn_bucket_info **out, size_t *n)
 {
 	struct dn_bucket_info *v = NULL;
 	size_t cnt = 0, cap = 0;
-	MDB_cursor *cur;
+	MDB_cursor *cur = NULL;
 	MDB_txn *txn;
 	struct rep *r;
 	MDB_val k, d;
@@ -1100,6 +1104,8 @@ dn_meta_bucket_list(struct dn_meta *m, struct dn_bucket_info **out, size_t *n)
 			memcpy(&v[cnt].ctime_ns, d.mv_data, 8);
 		cnt++;
 	}
+	if (cur)
+		mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
 	if (rc != MDB_NOTFOUND) {
 		dn_bucket_list_free(v, cnt);
@@ -1154,7 +1160,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 	char seek[BUCKET_MAX + KEY_MAX + 8];
 	const char *last = NULL;
 	size_t last_len = 0, count = 0;
-	MDB_cursor *cur;
+	MDB_cursor *cur = NULL;
 	MDB_txn *txn;
 	struct rep *r;
 	MDB_val k, v;
@@ -1256,6 +1262,8 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 	}
 	if (!err && out->truncated && last)
 		out->next_start_after = strndup(last, last_len);
+	if (cur)
+		mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
 	if (!err && rc && rc != MDB_NOTFOUND)
 		err = mdb_err(rc);

@@ -134,6 +134,8 @@ read_extent(struct dn_store *s, const struct dn_extent *e, uint64_t from, uint64
 	unsigned n = g->k + g->m;
 	uint64_t at = from - from % sb;
 
+	if (from >= to)
+		return 0;
 	for (; at < to; at += sb) {
 		uint32_t group = (uint32_t)(at / gb), stripe = (uint32_t)(at % gb / sb);
 		uint64_t lo = from > at ? from - at : 0, hi = to - at < sb ? to - at : sb;

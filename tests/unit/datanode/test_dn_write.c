@@ -1,0 +1,107 @@
+/* dn_write + dn_read: round trips for several schemes and sizes fed as unaligned segments. */
+#include "dn_test.h"
+
+static void
+round_trip(struct t_env *e, unsigned k, size_t size, bool size_known)
+{
+	size_t cell = e->o.cell_size, stripe = k * cell, group = stripe * e->o.stripes_per_group;
+	uint8_t *buf = malloc(size + 1);
+	struct dn_object_info info;
+	struct dn_write *w;
+	uint32_t crc = 0;
+	char key[64];
+
+	CHECK(buf);
+	t_fill(buf, size);
+	snprintf(key, sizeof(key), "../../k%u/%zu/%d", k, size, size_known);
+	CHECK_EQ(t_feed(e->s, "b", key, buf, size, 1 + t_rand() % 70000, size_known, &w), 0);
+	CHECK_EQ(t_commit(w, "e1", &crc), 0);
+	CHECK_EQ(crc, ec_crc32c(0, buf, size));
+	CHECK_EQ(dn_stat(e->s, "b", key, &info), 0);
+	CHECK_EQ(info.size, size);
+	CHECK_EQ(info.crc32c, crc);
+	CHECK(strcmp(info.etag, "e1") == 0);
+	CHECK_EQ(info.nattrs, 1);
+	CHECK(strcmp(info.attrs[0].name, "content-type") == 0);
+	dn_object_info_fini(&info);
+	CHECK_EQ(t_check_read(e->s, "b", key, 0, 0, false, buf, size), 0);
+	/* Ranges: inside one cell, across cells, stripes and groups, and the tail. */
+	for (int i = 0; i < 6 && size > 0; i++) {
+		uint64_t off = t_rand() % size, len = t_rand() % (size - off + 1);
+
+		CHECK_EQ(t_check_read(e->s, "b", key, off, len, true, buf + off, len), 0);
+	}
+	if (size > group + 10)
+		CHECK_EQ(t_check_read(e->s, "b", key, group - 5, 10, true, buf + group - 5, 10), 0);
+	CHECK_EQ(t_check_read(e->s, "b", key, size, 0, true, NULL, 0), 0);
+	CHECK_EQ(t_check_read(e->s, "b", key, size, 1, true, NULL, 0), -EINVAL);
+	free(buf);
+}
+
+static void
+scheme(unsigned k, unsigned m, unsigned ndrives)
+{
+	struct t_env e;
+
+	t_env_init(&e, ndrives, k, m);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	size_t cell = e.o.cell_size, stripe = k * cell, group = stripe * e.o.stripes_per_group;
+	size_t sizes[] = { 0,          1,          cell - 1,   cell,          cell + 1,
+			   stripe - 1, stripe,     stripe + 1, 5 * stripe + 7, 3 * group + 123,
+			   group };
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		round_trip(&e, k, sizes[i], true);
+		round_trip(&e, k, sizes[i], false);
+	}
+	t_close(&e);
+	/* Everything is still there after a restart. */
+	t_open(&e);
+	{
+		struct dn_list_result lr;
+
+		CHECK_EQ(dn_list(e.s, "b", "", "", 1000, "", &lr), 0);
+		CHECK_EQ(lr.nentries, 2 * (sizeof(sizes) / sizeof(sizes[0])));
+		dn_list_result_fini(&lr);
+	}
+	t_env_fini(&e);
+}
+
+static void
+size_mismatch(void)
+{
+	struct t_env e;
+	struct dn_write *w;
+	uint8_t buf[100] = { 1 };
+	struct zc_seg seg = { buf, sizeof(buf), NULL };
+	struct dn_list_result lr;
+
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_write_begin(e.s, "nob", "k", 0, false, 0, 0, &w), -ENOENT);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(dn_write_begin(e.s, "b", "k", 50, true, 0, 0, &w), 0);
+	CHECK_EQ(dn_write_data(w, 0, &seg, 1), -EINVAL); /* more than announced */
+	seg.len = 40;
+	CHECK_EQ(dn_write_data(w, 1, &seg, 1), -EINVAL); /* offset gap */
+	CHECK_EQ(dn_write_data(w, 0, &seg, 1), 0);
+	CHECK_EQ(t_commit(w, "x", NULL), -EINVAL); /* 40 of 50 bytes */
+	CHECK_EQ(dn_write_begin(e.s, "b", "k", 0, false, 9, 9, &w), -EINVAL);
+	CHECK_EQ(dn_list(e.s, "b", "", "", 0, "", &lr), 0);
+	CHECK_EQ(lr.nentries, 0);
+	dn_list_result_fini(&lr);
+	t_env_fini(&e);
+}
+
+int
+main(void)
+{
+	size_mismatch();
+	scheme(4, 2, 6);
+	scheme(2, 1, 4);
+	scheme(3, 2, 7);
+	scheme(6, 3, 9);
+	printf("ok\n");
+	return 0;
+}
