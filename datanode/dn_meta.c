@@ -390,7 +390,7 @@ static int
 rep_open(struct dn_meta *m, struct rep *r)
 {
 	MDB_txn *txn;
-	MDB_val k = { 4, "gen" }, v;
+	MDB_val k = { 3, "gen" }, v;
 	int rc;
 
 	if (mkdir(r->dir, 0755) < 0 && errno != EEXIST)
