@@ -74,7 +74,7 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 static void
 serve_one(struct dn_store *s, int fd)
 {
-	char req[2048], *body = NULL, head[256];
+	char req[2048] = "", *body = NULL, head[256];
 	size_t blen = 0, got = 0;
 	struct pollfd p = { fd, POLLIN, 0 };
 	FILE *f;
