@@ -5,8 +5,8 @@
  *
  * Threading: a struct dn_store is shared by all threads; every function taking a store is
  * thread-safe. A struct dn_write belongs to one thread at a time until dn_write_commit()
- * or dn_write_abort() hands it back. Callbacks run on a drive thread (commit) or on the
- * caller's thread (read); they must not block for long.
+ * or dn_write_abort() hands it back. Commit callbacks run on the store's commit thread,
+ * read callbacks on the caller's thread; neither may block for long.
  *
  * Errors: >= 0 on success, -errno on failure: -EINVAL bad argument, -ENOENT no such
  * bucket/key, -EEXIST bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
@@ -98,7 +98,10 @@ struct dn_write_result {
 	uint64_t mtime_ns;
 };
 
-/* Called once, on a drive thread, after every cell is durable and metadata committed. */
+/*
+ * Called once, on the store's commit thread, after every cell is durable (file and folder
+ * fsynced) and the metadata is committed.
+ */
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
 /*

@@ -49,7 +49,7 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 	uint64_t delay = atomic_load(&d->delay_ns);
 
 	/* The ring has twice qd entries and we submit before exceeding qd: never NULL. */
-	if (delay && io->op != DN_IO_FSYNC) {
+	if (delay && io->op != DN_IO_FSYNC && io->op != DN_IO_FSYNC_DIR) {
 		struct timespec ts = { .tv_sec = delay / 1000000000u, .tv_nsec = delay % 1000000000u };
 
 		nanosleep(&ts, NULL);
@@ -65,11 +65,14 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 	case DN_IO_FSYNC:
 		io_uring_prep_fsync(sqe, io->file->slot, IORING_FSYNC_DATASYNC);
 		break;
+	case DN_IO_FSYNC_DIR:
+		io_uring_prep_fsync(sqe, io->file->slot, 0);
+		break;
 	}
 	sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data(sqe, io);
 	d->inflight++;
-	if (io->op != DN_IO_FSYNC)
+	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)
 		atomic_fetch_add(&d->writes_inflight, 1);
 }
 
@@ -78,7 +81,7 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 {
 	io->res = res;
 	d->inflight--;
-	if (io->op != DN_IO_FSYNC) {
+	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
 		atomic_fetch_sub(&d->writes_inflight, 1);
 		if (res > 0)
 			atomic_fetch_add(&d->write_bytes, (uint64_t)res);
@@ -201,16 +204,14 @@ dn_pool_put(struct dn_drive *d, int index)
 	pthread_mutex_unlock(&d->plock);
 }
 
-int
-dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out)
+static int
+file_open(struct dn_drive *d, const char *path, int flags, bool direct, struct dn_file **out)
 {
 	struct dn_file *f = calloc(1, sizeof(*f));
-	int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
 	int err, slot = -1;
 
 	if (!f)
 		return -ENOMEM;
-	direct = direct && d->direct_ok;
 	f->fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
 	if (f->fd < 0) {
 		err = -errno;
@@ -248,6 +249,19 @@ close_fd:
 free_f:
 	free(f);
 	return err;
+}
+
+int
+dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out)
+{
+	return file_open(d, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, direct && d->direct_ok,
+			 out);
+}
+
+int
+dn_dir_open(struct dn_drive *d, const char *path, struct dn_file **out)
+{
+	return file_open(d, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, false, out);
 }
 
 void

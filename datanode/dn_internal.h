@@ -17,7 +17,7 @@
 #define DN_HIST_BUCKETS 12
 
 /* ---- drives (dn_drive.c) ---- */
-enum dn_io_op { DN_IO_WRITEV, DN_IO_WRITE_FIXED, DN_IO_FSYNC };
+enum dn_io_op { DN_IO_WRITEV, DN_IO_WRITE_FIXED, DN_IO_FSYNC, DN_IO_FSYNC_DIR };
 
 struct dn_io;
 typedef void (*dn_io_cb)(struct dn_io *io);
@@ -96,6 +96,8 @@ void dn_drive_fini(struct dn_drive *d);
 void dn_drive_submit(struct dn_drive *d, struct dn_io *io);
 /* Open path on d and register it; direct asks for O_DIRECT (if the drive allows it). */
 int dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out);
+/* Open a directory on d for IORING_OP_FSYNC (makes new names in it durable). */
+int dn_dir_open(struct dn_drive *d, const char *path, struct dn_file **out);
 void dn_file_close(struct dn_file *f);
 /* Take a registered buffer (waits up to wait_ns); returns its index or -EAGAIN. */
 int dn_pool_get(struct dn_drive *d, uint64_t wait_ns);
@@ -218,6 +220,12 @@ int dn_admission_enter(struct dn_store *s);
 void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
 
 /* ---- the store ---- */
+/* Work handed to the store's commit thread (metadata commits, unlinks, callbacks). */
+struct dn_job {
+	struct dn_job *next;
+	void (*fn)(struct dn_job *job);
+};
+
 struct dn_store {
 	struct dn_store_opts o;
 	struct dn_drive drives[DN_MAX_DRIVES];
@@ -236,6 +244,13 @@ struct dn_store {
 	struct dn_io *io_free;
 	pthread_mutex_t io_lock;
 	pthread_cond_t io_cond;
+	/* The commit thread: keeps LMDB syncs and unlinks off the drive threads. */
+	pthread_t commit_thread;
+	bool commit_ok, commit_stop;
+	pthread_mutex_t commit_lock;
+	pthread_cond_t commit_cond;
+	struct dn_job *jhead, *jtail;
+	atomic_uint live_writes; /* begun and not yet freed; close waits for zero */
 	/* Counters. */
 	atomic_uint_fast64_t objects_committed, degraded_reads;
 	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued;
@@ -249,6 +264,8 @@ struct dn_store {
 };
 
 int dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out);
+/* Run job->fn on the commit thread (any thread may call). */
+void dn_store_defer(struct dn_store *s, struct dn_job *job);
 struct dn_io *dn_io_get(struct dn_store *s, uint64_t wait_ns);
 void dn_io_put(struct dn_store *s, struct dn_io *io);
 int dn_credit_take(struct dn_store *s, uint64_t bytes);

@@ -5,6 +5,8 @@
  *   <drive>/data/<id % 256 as 2 hex>/<id as 16 hex>.<group>.<cell>
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,9 +72,25 @@ dn_layout_mkdirs(const char *root, uint64_t id)
 {
 	char path[4096];
 
+	int fd;
+
 	snprintf(path, sizeof(path), "%s/data/%02x", root, (unsigned)(id & 0xff));
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+	if (mkdir(path, 0755) == 0) {
+		/* A new subfolder (at most 256 per drive, ever): make its name durable now. */
+		snprintf(path, sizeof(path), "%s/data", root);
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		if (fsync(fd) < 0) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+		close(fd);
+	} else if (errno != EEXIST) {
 		return -errno;
+	}
 	return 0;
 }
 

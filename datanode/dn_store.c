@@ -173,6 +173,46 @@ collect_garbage(struct dn_store *s)
 		ZC_INFO("store", "removed=%u files of uncommitted writes", removed);
 }
 
+void
+dn_store_defer(struct dn_store *s, struct dn_job *job)
+{
+	job->next = NULL;
+	pthread_mutex_lock(&s->commit_lock);
+	if (s->jtail)
+		s->jtail->next = job;
+	else
+		s->jhead = job;
+	s->jtail = job;
+	pthread_cond_signal(&s->commit_cond);
+	pthread_mutex_unlock(&s->commit_lock);
+}
+
+static void *
+commit_main(void *arg)
+{
+	struct dn_store *s = arg;
+
+	pthread_mutex_lock(&s->commit_lock);
+	for (;;) {
+		struct dn_job *job = s->jhead;
+
+		if (!job) {
+			if (s->commit_stop)
+				break;
+			pthread_cond_wait(&s->commit_cond, &s->commit_lock);
+			continue;
+		}
+		s->jhead = job->next;
+		if (!s->jhead)
+			s->jtail = NULL;
+		pthread_mutex_unlock(&s->commit_lock);
+		job->fn(job);
+		pthread_mutex_lock(&s->commit_lock);
+	}
+	pthread_mutex_unlock(&s->commit_lock);
+	return NULL;
+}
+
 int
 dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 {
@@ -200,6 +240,8 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	pthread_cond_init(&s->io_cond, NULL);
 	pthread_mutex_init(&s->adm.lock, NULL);
 	pthread_cond_init(&s->adm.cond, NULL);
+	pthread_mutex_init(&s->commit_lock, NULL);
+	pthread_cond_init(&s->commit_cond, NULL);
 	nio = (size_t)opts->ndrives * opts->queue_depth * 2;
 	s->io_mem = calloc(nio, sizeof(*s->io_mem));
 	if (!s->io_mem) {
@@ -223,6 +265,10 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	if (err)
 		goto fail;
 	collect_garbage(s);
+	err = -pthread_create(&s->commit_thread, NULL, commit_main, s);
+	if (err)
+		goto fail;
+	s->commit_ok = true;
 	*out = s;
 	return 0;
 fail:
@@ -236,8 +282,22 @@ dn_store_close(struct dn_store *s)
 	if (!s)
 		return;
 	dn_metrics_stop(s);
+	/* An aborted write still finishing (its last completions) must end before the rings go. */
+	for (int i = 0; atomic_load(&s->live_writes) > 0; i++) {
+		if (i == 10000)
+			ZC_ERR("store", "close: %u writes still live", atomic_load(&s->live_writes));
+		usleep(1000);
+	}
+	/* Drives first: their last completions may still hand jobs to the commit thread. */
 	for (unsigned d = 0; d < s->ndrives; d++)
 		dn_drive_fini(&s->drives[d]);
+	if (s->commit_ok) {
+		pthread_mutex_lock(&s->commit_lock);
+		s->commit_stop = true;
+		pthread_cond_signal(&s->commit_cond);
+		pthread_mutex_unlock(&s->commit_lock);
+		pthread_join(s->commit_thread, NULL);
+	}
 	dn_meta_close(s->meta);
 	for (unsigned k = 0; k <= EC_MAX_CELLS; k++)
 		for (unsigned m = 0; m <= EC_MAX_CELLS; m++)
@@ -250,6 +310,8 @@ dn_store_close(struct dn_store *s)
 	pthread_cond_destroy(&s->io_cond);
 	pthread_mutex_destroy(&s->adm.lock);
 	pthread_cond_destroy(&s->adm.cond);
+	pthread_mutex_destroy(&s->commit_lock);
+	pthread_cond_destroy(&s->commit_cond);
 	free(s);
 }
 

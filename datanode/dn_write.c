@@ -10,6 +10,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +63,8 @@ struct dn_write {
 	size_t nattrs;
 	dn_commit_cb cb;
 	void *cb_arg;
+	struct dn_job job;
+	struct dn_file *dirs[DN_MAX_DRIVES];
 };
 
 static void write_unhold(struct dn_write *w);
@@ -153,8 +157,15 @@ io_done(struct dn_io *io)
 	struct dn_write *w = io->arg;
 	struct wgroup *g = io->grp;
 
-	if (io->res < 0)
+	if (io->res < 0 && g) {
 		atomic_fetch_or(&g->missing, 1u << io->cell);
+	} else if (io->res < 0) {
+		/* A directory fsync failed: no cell on that drive is known durable. */
+		for (uint32_t gi = 0; gi < w->ngroups; gi++)
+			for (unsigned c = 0; c < w->n; c++)
+				if (w->groups[gi]->drives[c] == io->cell)
+					atomic_fetch_or(&w->groups[gi]->missing, 1u << c);
+	}
 	if (io->op == DN_IO_WRITEV) {
 		for (unsigned i = 0; i < io->niov; i++)
 			if (io->refs[i])
@@ -388,8 +399,10 @@ dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t
 	w->chunk = (uint32_t)s->o.chunk_size;
 	w->id = dn_meta_next_id(s->meta);
 	atomic_init(&w->outstanding, 1);
+	atomic_fetch_add(&s->live_writes, 1);
 	err = dn_store_codec(s, k, m, &w->codec);
 	if (err || !w->bucket || !w->key) {
+		atomic_fetch_sub(&s->live_writes, 1);
 		free(w->bucket);
 		free(w->key);
 		free(w);
@@ -483,6 +496,10 @@ unlink_files(struct dn_write *w)
 static void
 write_free(struct dn_write *w)
 {
+	struct dn_store *s = w->s;
+
+	for (unsigned d = 0; d < DN_MAX_DRIVES; d++)
+		dn_file_close(w->dirs[d]);
 	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
 		struct wgroup *g = w->groups[gi];
 
@@ -502,6 +519,7 @@ write_free(struct dn_write *w)
 	free(w->bucket);
 	free(w->key);
 	free(w);
+	atomic_fetch_sub(&s->live_writes, 1);
 }
 
 /* Build the extent record from what was written; -EIO when a group missed quorum. */
@@ -604,6 +622,34 @@ fail:
 	write_free(w);
 }
 
+/* fsync the folder holding this write's new files on drive d, once per drive. */
+static void
+sync_dir(struct dn_write *w, unsigned d)
+{
+	struct dn_drive *dr = &w->s->drives[d];
+	char path[PATH_MAX];
+	struct dn_io *io;
+
+	if (w->dirs[d])
+		return;
+	snprintf(path, sizeof(path), "%s/data/%02x", dr->root, (unsigned)(w->id & 0xff));
+	io = calloc(1, sizeof(*io));
+	if (!io || dn_dir_open(dr, path, &w->dirs[d]) < 0) {
+		free(io);
+		ZC_ERR("write", "drive=%u cannot open %s for fsync", d, path);
+		w->dirs[d] = NULL;
+		return; /* the cells' own fdatasync still runs; quorum counts them */
+	}
+	io->op = DN_IO_FSYNC_DIR;
+	io->file = w->dirs[d];
+	io->cb = io_done;
+	io->arg = w;
+	io->grp = NULL;
+	io->cell = d;
+	io->heap = true;
+	submit(w, io);
+}
+
 static void
 start_sync(struct dn_write *w)
 {
@@ -617,6 +663,7 @@ start_sync(struct dn_write *w)
 
 			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
 				continue;
+			sync_dir(w, g->drives[c]);
 			/* Not the data path: one small request per file per commit. */
 			io = calloc(1, sizeof(*io));
 			if (!io) {
@@ -636,16 +683,15 @@ start_sync(struct dn_write *w)
 	write_unhold(w);
 }
 
+/* Terminal work runs on the commit thread: LMDB syncs and unlinks stay off the rings. */
 static void
-write_unhold(struct dn_write *w)
+finish_job(struct dn_job *job)
 {
-	if (atomic_fetch_sub(&w->outstanding, 1) != 1)
-		return;
+	struct dn_write *w = (struct dn_write *)((char *)job - offsetof(struct dn_write, job));
+
 	if (w->aborted) {
 		unlink_files(w);
 		write_free(w);
-	} else if (w->phase == PH_WRITE && w->err == 0 && !w->s->o.discard) {
-		start_sync(w);
 	} else if (w->err) {
 		int err = w->err;
 
@@ -655,6 +701,19 @@ write_unhold(struct dn_write *w)
 	} else {
 		finish_commit(w);
 	}
+}
+
+static void
+write_unhold(struct dn_write *w)
+{
+	if (atomic_fetch_sub(&w->outstanding, 1) != 1)
+		return;
+	if (!w->aborted && w->phase == PH_WRITE && w->err == 0 && !w->s->o.discard) {
+		start_sync(w);
+		return;
+	}
+	w->job.fn = finish_job;
+	dn_store_defer(w->s, &w->job);
 }
 
 void
