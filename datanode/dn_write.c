@@ -5,8 +5,12 @@
  * complete. Every io holds one zc_ref per segment it writes; its completion puts them.
  *
  * Completion order: the writer holds a bias of 1 on `outstanding`; every submitted io adds
- * one. Whoever drops it to zero moves the phase on: WRITE -> fsync every file (SYNC) ->
- * metadata commit -> callback. Both later steps run on a drive thread.
+ * one. Each block group counts its own ios the same way, with a bias the writer drops when
+ * it moves to the next group: when a group drains, its files are fdatasynced and then
+ * closed, so a large object holds the files of only a group or two open (registered-file
+ * slots and fds stay bounded) and durability work starts early. When the write drains
+ * (SYNC), the folders of its new files are fsynced; then the commit thread commits the
+ * metadata and calls back.
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,6 +33,9 @@ struct wgroup {
 	struct ec_chunk_crc cc[EC_MAX_CELLS];
 	uint32_t *crcs[EC_MAX_CELLS];
 	uint64_t file_off[EC_MAX_CELLS];
+	uint32_t created;         /* cells whose file was created (writer thread) */
+	atomic_long outstanding;  /* ios in flight + the writer's bias while current */
+	int phase;                /* 0 writing, 1 syncing: changed by whoever drains it */
 };
 
 struct dn_write {
@@ -58,6 +65,9 @@ struct dn_write {
 	atomic_long outstanding;
 	enum phase phase;
 	bool aborted;
+	atomic_bool doomed;      /* aborted or failed: groups skip their fsync */
+	bool group_held;         /* the writer still holds the last group's bias */
+	uint8_t drives_used[DN_MAX_DRIVES];
 	char *etag;
 	struct dn_attr *attrs;
 	size_t nattrs;
@@ -68,6 +78,55 @@ struct dn_write {
 };
 
 static void write_unhold(struct dn_write *w);
+static void submit(struct dn_write *w, struct dn_io *io);
+static void io_done(struct dn_io *io);
+
+/* Drop one count on a group; the last one syncs its files, then closes them. */
+static void
+group_unhold(struct dn_write *w, struct wgroup *g)
+{
+	if (atomic_fetch_sub(&g->outstanding, 1) != 1)
+		return;
+	if (g->phase == 0 && !atomic_load(&w->doomed)) {
+		g->phase = 1;
+		atomic_store(&g->outstanding, 1);
+		for (unsigned c = 0; c < w->n; c++) {
+			struct dn_io *io;
+
+			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
+				continue;
+			/* Not the data path: one small request per file per group. */
+			io = calloc(1, sizeof(*io));
+			if (!io) {
+				atomic_fetch_or(&g->missing, 1u << c);
+				continue;
+			}
+			io->op = DN_IO_FSYNC;
+			io->file = g->files[c];
+			io->cb = io_done;
+			io->arg = w;
+			io->grp = g;
+			io->cell = c;
+			io->heap = true;
+			submit(w, io);
+		}
+		group_unhold(w, g);
+		return;
+	}
+	for (unsigned c = 0; c < w->n; c++) {
+		dn_file_close(g->files[c]);
+		g->files[c] = NULL;
+	}
+}
+
+static void
+release_group(struct dn_write *w)
+{
+	if (w->group_held) {
+		w->group_held = false;
+		group_unhold(w, w->groups[w->ngroups - 1]);
+	}
+}
 
 /* ---- group setup ---- */
 static int
@@ -89,10 +148,12 @@ group_start(struct dn_write *w)
 		w->groups = ng;
 		w->cap_groups = cap;
 	}
+	release_group(w);
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	g->idx = w->ngroups;
+	atomic_init(&g->outstanding, 1);
 	/* Rotate the first drive per group; prefer healthy drives, fill up with failed ones. */
 	for (unsigned pass = 0; pass < 2 && got < w->n; pass++)
 		for (unsigned i = 0; i < s->ndrives && got < w->n; i++) {
@@ -114,6 +175,7 @@ group_start(struct dn_write *w)
 		ec_chunk_crc_init(&g->cc[c], w->chunk, g->crcs[c], ncrc);
 	}
 	w->groups[w->ngroups++] = g;
+	w->group_held = true;
 	return 0;
 free_g:
 	for (unsigned c = 0; c < w->n; c++)
@@ -139,6 +201,10 @@ group_file(struct dn_write *w, struct wgroup *g, unsigned c)
 		err = dn_layout_path(d->root, w->id, g->idx, c, path, sizeof(path));
 	if (!err)
 		err = dn_file_open(d, path, c >= w->k, &g->files[c]);
+	if (!err) {
+		g->created |= 1u << c;
+		w->drives_used[d->idx] = 1;
+	}
 	if (err) {
 		ZC_ERR("write", "drive=%u open failed err=%s: cell recorded missing", d->idx,
 		       strerror(-err));
@@ -160,7 +226,7 @@ io_done(struct dn_io *io)
 	if (io->res < 0 && g) {
 		atomic_fetch_or(&g->missing, 1u << io->cell);
 	} else if (io->res < 0) {
-		/* A directory fsync failed: no cell on that drive is known durable. */
+		/* A folder fsync failed: no cell on that drive is known durable. */
 		for (uint32_t gi = 0; gi < w->ngroups; gi++)
 			for (unsigned c = 0; c < w->n; c++)
 				if (w->groups[gi]->drives[c] == io->cell)
@@ -178,6 +244,9 @@ io_done(struct dn_io *io)
 		free(io);
 	else
 		dn_io_put(w->s, io);
+	/* The group first: its fsyncs must be counted on the write before it can drain. */
+	if (g)
+		group_unhold(w, g);
 	write_unhold(w);
 }
 
@@ -185,6 +254,8 @@ static void
 submit(struct dn_write *w, struct dn_io *io)
 {
 	atomic_fetch_add(&w->outstanding, 1);
+	if (io->grp)
+		atomic_fetch_add(&((struct wgroup *)io->grp)->outstanding, 1);
 	dn_drive_submit(io->file->drive, io);
 }
 
@@ -484,7 +555,7 @@ unlink_files(struct dn_write *w)
 		struct wgroup *g = w->groups[gi];
 
 		for (unsigned c = 0; c < w->n; c++) {
-			if (!g->files[c])
+			if (!(g->created & (1u << c)))
 				continue;
 			if (!dn_layout_path(w->s->drives[g->drives[c]].root, w->id, gi, c, path,
 					    sizeof(path)))
@@ -655,31 +726,10 @@ start_sync(struct dn_write *w)
 {
 	w->phase = PH_SYNC;
 	atomic_store(&w->outstanding, 1);
-	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
-		struct wgroup *g = w->groups[gi];
-
-		for (unsigned c = 0; c < w->n; c++) {
-			struct dn_io *io;
-
-			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
-				continue;
-			sync_dir(w, g->drives[c]);
-			/* Not the data path: one small request per file per commit. */
-			io = calloc(1, sizeof(*io));
-			if (!io) {
-				atomic_fetch_or(&g->missing, 1u << c);
-				continue;
-			}
-			io->op = DN_IO_FSYNC;
-			io->file = g->files[c];
-			io->cb = io_done;
-			io->arg = w;
-			io->grp = g;
-			io->cell = c;
-			io->heap = true;
-			submit(w, io);
-		}
-	}
+	/* Every group has synced and closed its files by now; their names remain. */
+	for (unsigned d = 0; d < w->s->ndrives; d++)
+		if (w->drives_used[d])
+			sync_dir(w, d);
 	write_unhold(w);
 }
 
@@ -743,11 +793,13 @@ dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attr
 			w->err = err;
 	}
 	if (w->err) {
+		atomic_store(&w->doomed, true);
 		for (unsigned c = 0; c < w->k; c++)
 			drop_pending(w, c);
 		if (w->stripe_open)
 			release_parity(w);
 	}
+	release_group(w);
 	write_unhold(w);
 }
 
@@ -757,9 +809,11 @@ dn_write_abort(struct dn_write *w)
 	if (!w)
 		return;
 	w->aborted = true;
+	atomic_store(&w->doomed, true);
 	for (unsigned c = 0; c < w->k; c++)
 		drop_pending(w, c);
 	if (w->stripe_open)
 		release_parity(w);
+	release_group(w);
 	write_unhold(w);
 }

@@ -94,9 +94,52 @@ size_mismatch(void)
 	t_env_fini(&e);
 }
 
+static unsigned
+open_fds(void)
+{
+	char cmd[64];
+	unsigned n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "ls /proc/%d/fd | wc -l", (int)getpid());
+	p = popen(cmd, "r");
+	CHECK(p && fscanf(p, "%u", &n) == 1);
+	pclose(p);
+	return n;
+}
+
+/* Finished block groups sync and close their files before the object commits. */
+static void
+bounded_files(void)
+{
+	struct t_env e;
+	size_t size;
+	uint8_t *buf;
+	struct dn_write *w;
+	unsigned base, during;
+
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	size = 12 * e.o.cell_size * 4 * e.o.stripes_per_group + 5; /* 13 groups */
+	buf = malloc(size);
+	t_fill(buf, size);
+	base = open_fds();
+	CHECK_EQ(t_feed(e.s, "b", "big", buf, size, 60000, true, &w), 0);
+	usleep(200000);
+	during = open_fds();
+	/* Only the last group's 6 files (and the popen's pipe) may be open; not 13 x 6. */
+	CHECK(during <= base + 6 + 2);
+	CHECK_EQ(t_commit(w, "e", NULL), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "big", 0, 0, false, buf, size), 0);
+	free(buf);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	bounded_files();
 	size_mismatch();
 	scheme(4, 2, 6);
 	scheme(2, 1, 4);
