@@ -113,7 +113,11 @@ heal_extent(void *arg, struct dn_extent *e)
 				return err;
 			}
 		}
-	return changed ? dn_meta_update_extent(h->s->meta, e) : 0;
+	if (!changed)
+		return 0;
+	err = dn_meta_update_extent(h->s->meta, e);
+	/* Deleted while we healed it: the rebuilt files go at the next restart's sweep. */
+	return err == -ENOENT ? 0 : err;
 }
 
 long

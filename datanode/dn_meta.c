@@ -699,8 +699,8 @@ ext_adjust(struct rep *r, MDB_txn *txn, uint64_t id, int delta, struct freelist 
 
 	ext_key(id, kb, &k);
 	err = mdb_err(mdb_get(txn, r->extents, &k, &v));
-	if (err)
-		return err == -ENOENT ? -EBADMSG : err;
+	if (err) /* a part changed under a compose: the caller reads it again */
+		return err == -ENOENT ? -ESTALE : err;
 	err = ext_decode(&v, id, &e);
 	if (err)
 		return err;

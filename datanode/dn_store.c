@@ -420,10 +420,28 @@ dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *
 	return dn_meta_list(s->meta, bucket, prefix, start_after, limit, delimiter, out);
 }
 
+static int compose_once(struct dn_store *s, const char *bucket, const char *key,
+			const char *const *parts, size_t nparts, bool delete_parts, const char *etag,
+			const struct dn_attr *attrs, size_t nattrs, struct dn_write_result *res);
+
 int
 dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
 	   size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
 	   size_t nattrs, struct dn_write_result *res)
+{
+	int err = -ESTALE;
+
+	/* A part overwritten between reading it and the commit: read the parts again. */
+	for (int i = 0; i < 5 && err == -ESTALE; i++)
+		err = compose_once(s, bucket, key, parts, nparts, delete_parts, etag, attrs, nattrs,
+				   res);
+	return err == -ESTALE ? -EAGAIN : err;
+}
+
+static int
+compose_once(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
+	     size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+	     size_t nattrs, struct dn_write_result *res)
 {
 	struct dn_obj o = { 0 }, p;
 	struct dn_extent *freed = NULL;
