@@ -198,6 +198,21 @@ int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, stru
 int dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
 		    struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
 		    struct dn_extent **freed, size_t *nfreed);
+/* One object version to commit in a batch; err and freed are outputs. */
+struct dn_meta_put {
+	const char *bucket, *key;
+	struct dn_obj *o;
+	struct dn_extent *e;
+	int err;
+	struct dn_extent *freed;
+	size_t nfreed;
+};
+/*
+ * Commit n puts in one transaction per replica (one sync each), every put in its own nested
+ * transaction so one refused put (bucket gone) does not sink the others. Returns 0 with
+ * each put's own err set, or -errno when nothing could commit.
+ */
+int dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n);
 int dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_extent **freed,
 		    size_t *nfreed);
 int dn_meta_update_extent(struct dn_meta *m, struct dn_extent *e);
@@ -224,7 +239,10 @@ void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
 struct dn_job {
 	struct dn_job *next;
 	void (*fn)(struct dn_job *job);
+	/* When set, runs of queued jobs with the same batch function go together (<= 64). */
+	void (*batch)(struct dn_job **jobs, size_t n);
 };
+#define DN_BATCH_MAX 64
 
 struct dn_store {
 	struct dn_store_opts o;

@@ -771,6 +771,7 @@ struct put_args {
 	const char *const *drop;
 	size_t ndrop;
 	struct freelist fl;
+	int err; /* batch: this put's own outcome on the primary */
 };
 
 static int
@@ -841,7 +842,7 @@ dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
 		struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
 		struct dn_extent **freed, size_t *nfreed)
 {
-	struct put_args a = { bucket, key, o, e, drop_keys, ndrop, { 0 } };
+	struct put_args a = { bucket, key, o, e, drop_keys, ndrop, { 0 }, 0 };
 	int err = meta_write(m, put_fn, &a);
 
 	if (err < 0) {
@@ -851,6 +852,72 @@ dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
 	*freed = a.fl.v;
 	*nfreed = a.fl.n;
 	return 0;
+}
+
+struct batch_args {
+	struct put_args *a;
+	size_t n;
+};
+
+static int
+batch_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct batch_args *b = arg;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct put_args *a = &b->a[i];
+		MDB_txn *child;
+		int err, rc;
+
+		if (first) {
+			/* Also a retry on a new primary: forget the failed attempt's outputs. */
+			a->err = 0;
+			freelist_drop(&a->fl);
+		} else if (a->err) {
+			continue; /* refused on the primary: replicas skip it as well */
+		}
+		rc = mdb_txn_begin(r->env, txn, 0, &child);
+		if (rc)
+			return mdb_err(rc);
+		err = put_fn(r, child, a, first);
+		if (err < 0) {
+			mdb_txn_abort(child);
+			if (!first)
+				return err; /* this replica diverged from the primary */
+			a->err = err;
+			freelist_drop(&a->fl);
+			continue;
+		}
+		rc = mdb_txn_commit(child);
+		if (rc)
+			return mdb_err(rc);
+	}
+	return 0;
+}
+
+int
+dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
+{
+	struct put_args a[DN_BATCH_MAX];
+	struct batch_args b = { a, n };
+	int err;
+
+	if (n > DN_BATCH_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		a[i] = (struct put_args){ v[i].bucket, v[i].key, v[i].o, v[i].e, NULL, 0, { 0 }, 0 };
+	err = meta_write(m, batch_fn, &b);
+	for (size_t i = 0; i < n; i++) {
+		if (err < 0) {
+			freelist_drop(&a[i].fl);
+			v[i].err = err;
+			continue;
+		}
+		v[i].err = a[i].err;
+		v[i].freed = a[i].fl.v;
+		v[i].nfreed = a[i].fl.n;
+	}
+	return err < 0 ? err : 0;
 }
 
 struct del_args {

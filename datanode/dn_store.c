@@ -187,6 +187,13 @@ dn_store_defer(struct dn_store *s, struct dn_job *job)
 	pthread_mutex_unlock(&s->commit_lock);
 }
 
+/* The batch function a run started with (the job's own for the first one). */
+static void (*batch_fn_of(struct dn_job **batch, size_t n, struct dn_job *job))(struct dn_job **,
+										  size_t)
+{
+	return n ? batch[0]->batch : job->batch;
+}
+
 static void *
 commit_main(void *arg)
 {
@@ -202,11 +209,26 @@ commit_main(void *arg)
 			pthread_cond_wait(&s->commit_cond, &s->commit_lock);
 			continue;
 		}
-		s->jhead = job->next;
-		if (!s->jhead)
-			s->jtail = NULL;
+		/* Take the whole queue: commits that piled up during one sync share the next. */
+		s->jhead = s->jtail = NULL;
 		pthread_mutex_unlock(&s->commit_lock);
-		job->fn(job);
+		while (job) {
+			struct dn_job *batch[DN_BATCH_MAX];
+			size_t n = 0;
+
+			if (!job->batch) {
+				struct dn_job *next = job->next;
+
+				job->fn(job);
+				job = next;
+				continue;
+			}
+			while (job && n < DN_BATCH_MAX && job->batch == batch_fn_of(batch, n, job)) {
+				batch[n++] = job;
+				job = job->next;
+			}
+			batch[0]->batch(batch, n);
+		}
 		pthread_mutex_lock(&s->commit_lock);
 	}
 	pthread_mutex_unlock(&s->commit_lock);

@@ -753,6 +753,75 @@ finish_job(struct dn_job *job)
 	}
 }
 
+/* Commit a run of finished writes with one metadata transaction (one sync per replica). */
+static void
+commit_batch(struct dn_job **jobs, size_t n)
+{
+	struct dn_meta_put puts[DN_BATCH_MAX];
+	struct dn_extent ext[DN_BATCH_MAX];
+	struct dn_piece piece[DN_BATCH_MAX];
+	struct dn_obj obj[DN_BATCH_MAX];
+	struct dn_write *ws[DN_BATCH_MAX];
+	struct dn_store *s = NULL;
+	struct timespec ts;
+	uint64_t now;
+	size_t np = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	for (size_t i = 0; i < n; i++) {
+		struct dn_write *w = (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
+		int err;
+
+		s = w->s;
+		if (w->aborted || w->err || s->o.discard) {
+			finish_job(jobs[i]);
+			continue;
+		}
+		memset(&ext[np], 0, sizeof(ext[np]));
+		if (w->written > 0) {
+			err = build_extent(w, &ext[np]);
+			if (err) {
+				unlink_files(w);
+				w->cb(w->cb_arg, err, NULL);
+				write_free(w);
+				continue;
+			}
+		}
+		piece[np] = (struct dn_piece){ w->id, w->written };
+		obj[np] = (struct dn_obj){ .size = w->written, .mtime_ns = now, .crc32c = w->crc,
+					   .k = w->k, .m = w->m, .etag = w->etag, .attrs = w->attrs,
+					   .nattrs = w->nattrs, .pieces = w->written ? &piece[np] : NULL,
+					   .npieces = w->written ? 1 : 0 };
+		puts[np] = (struct dn_meta_put){ w->bucket, w->key, &obj[np],
+						 w->written ? &ext[np] : NULL, 0, NULL, 0 };
+		ws[np++] = w;
+	}
+	if (np)
+		dn_meta_put_batch(s->meta, puts, np);
+	for (size_t i = 0; i < np; i++) {
+		struct dn_write *w = ws[i];
+		struct dn_write_result res = { w->written, w->crc, w->etag, now };
+
+		dn_extent_free(&ext[i]);
+		if (puts[i].err) {
+			unlink_files(w);
+			w->cb(w->cb_arg, puts[i].err, NULL);
+			write_free(w);
+			continue;
+		}
+		atomic_fetch_add(&s->objects_committed, 1);
+		/* The old version's files go only now that the new one is visible. */
+		for (size_t j = 0; j < puts[i].nfreed; j++) {
+			dn_extent_unlink(s, &puts[i].freed[j]);
+			dn_extent_free(&puts[i].freed[j]);
+		}
+		free(puts[i].freed);
+		w->cb(w->cb_arg, 0, &res);
+		write_free(w);
+	}
+}
+
 static void
 write_unhold(struct dn_write *w)
 {
@@ -763,6 +832,7 @@ write_unhold(struct dn_write *w)
 		return;
 	}
 	w->job.fn = finish_job;
+	w->job.batch = commit_batch;
 	dn_store_defer(w->s, &w->job);
 }
 

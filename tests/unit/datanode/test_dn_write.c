@@ -1,4 +1,6 @@
 /* dn_write + dn_read: round trips for several schemes and sizes fed as unaligned segments. */
+#include <stdint.h>
+
 #include "dn_test.h"
 
 static void
@@ -136,9 +138,83 @@ bounded_files(void)
 	t_env_fini(&e);
 }
 
+/* Writers on several threads, some racing on the same keys; readers never see a mix. */
+#define NTHR  4
+#define NITER 12
+static struct t_env cenv;
+static uint8_t *versions[NTHR][NITER];
+static size_t vlens[NTHR][NITER];
+
+static void *
+writer(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+
+	for (int i = 0; i < NITER; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "shared%d", i % 3);
+		CHECK_EQ(t_put(cenv.s, "b", key, versions[t][i], vlens[t][i]), 0);
+		snprintf(key, sizeof(key), "own%d-%d", t, i);
+		CHECK_EQ(t_put(cenv.s, "b", key, versions[t][i], vlens[t][i]), 0);
+	}
+	return NULL;
+}
+
+static void
+concurrent(void)
+{
+	pthread_t th[NTHR];
+	size_t cell = 16384;
+
+	t_env_init(&cenv, 6, 4, 2);
+	t_open(&cenv);
+	CHECK_EQ(dn_bucket_create(cenv.s, "b", NULL), 0);
+	for (int t = 0; t < NTHR; t++)
+		for (int i = 0; i < NITER; i++) {
+			vlens[t][i] = t_rand() % (20 * cell);
+			versions[t][i] = malloc(vlens[t][i] + 1);
+			t_fill(versions[t][i], vlens[t][i]);
+		}
+	for (int t = 0; t < NTHR; t++)
+		CHECK_EQ(pthread_create(&th[t], NULL, writer, (void *)(intptr_t)t), 0);
+	for (int t = 0; t < NTHR; t++)
+		pthread_join(th[t], NULL);
+	for (int t = 0; t < NTHR; t++)
+		for (int i = 0; i < NITER; i++) {
+			char key[32];
+
+			snprintf(key, sizeof(key), "own%d-%d", t, i);
+			CHECK_EQ(t_check_read(cenv.s, "b", key, 0, 0, false, versions[t][i],
+					      vlens[t][i]),
+				 0);
+		}
+	/* A shared key holds exactly one of the versions written to it. */
+	for (int k = 0; k < 3; k++) {
+		struct t_read r = { NULL, 0, 0, 0 };
+		char key[32];
+		bool found = false;
+
+		snprintf(key, sizeof(key), "shared%d", k);
+		CHECK_EQ(dn_read(cenv.s, "b", key, 0, 0, false, NULL, t_read_cb, &r), 0);
+		for (int t = 0; t < NTHR; t++)
+			for (int i = k; i < NITER; i += 3)
+				if (vlens[t][i] == r.len &&
+				    (r.len == 0 || memcmp(versions[t][i], r.buf, r.len) == 0))
+					found = true;
+		CHECK(found);
+		free(r.buf);
+	}
+	for (int t = 0; t < NTHR; t++)
+		for (int i = 0; i < NITER; i++)
+			free(versions[t][i]);
+	t_env_fini(&cenv);
+}
+
 int
 main(void)
 {
+	concurrent();
 	bounded_files();
 	size_mismatch();
 	scheme(4, 2, 6);
