@@ -182,6 +182,8 @@ int dn_drive_state_get(struct dn_store *s, unsigned drive);
 int dn_drive_fail(struct dn_store *s, unsigned drive);
 /* Test hook: every write SQE on this drive is delayed by delay_ns before submission. */
 void dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns);
+/* Test hook: the next n completed writes on this drive report -EIO (as a dying disk). */
+void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
 /*
  * Rebuild every cell assigned to `drive` that is missing or bad (a replaced, empty folder)
  * from the other cells, make it durable, clear the missing marks, mark the drive OK.

@@ -82,9 +82,16 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 	io->res = res;
 	d->inflight--;
 	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
+		unsigned left = atomic_load(&d->inject_errors);
+
+		while (left > 0 && !atomic_compare_exchange_weak(&d->inject_errors, &left, left - 1))
+			;
+		if (left > 0)
+			res = -EIO;
 		atomic_fetch_sub(&d->writes_inflight, 1);
 		if (res > 0)
 			atomic_fetch_add(&d->write_bytes, (uint64_t)res);
+		io->res = res;
 		if (res >= 0 && (size_t)res != io->len)
 			io->res = -EIO; /* a short write to a regular file: treat as a failure */
 		dn_admission_note(d, zc_now_ns() - io->t_enq);

@@ -67,6 +67,7 @@ struct dn_drive {
 	bool direct_ok;
 	atomic_int state;
 	atomic_uint_fast64_t delay_ns;
+	atomic_uint inject_errors;
 	/* Registered parity buffers: a free stack under plock. */
 	uint8_t *pool_mem;
 	size_t buf_size;

@@ -192,9 +192,50 @@ compose(void)
 	t_env_fini(&e);
 }
 
+static void
+garble(const char *dir)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/meta/data.mdb", dir);
+	f = fopen(path, "r+");
+	CHECK(f);
+	for (int i = 0; i < 16384; i++)
+		fputc(0xa5, f);
+	fclose(f);
+}
+
+/* A corrupted metadata replica is outvoted and rewritten from a good one. */
+static void
+replicas(void)
+{
+	struct t_env e;
+	uint8_t a[20000];
+
+	t_fill(a, sizeof(a));
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(t_put(e.s, "b", "k", a, sizeof(a)), 0);
+	t_close(&e);
+	garble(e.dirs[0]);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, a, sizeof(a)), 0);
+	t_close(&e);
+	/* d0 was re-copied at open: now the other two copies may go bad. */
+	garble(e.dirs[1]);
+	garble(e.dirs[2]);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, a, sizeof(a)), 0);
+	CHECK_EQ(t_put(e.s, "b", "k2", a, 100), 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	replicas();
 	buckets();
 	overwrite();
 	listing();

@@ -195,9 +195,38 @@ quorum(void)
 	t_env_fini(&e);
 }
 
+/* A drive whose ring reports -EIO mid-write: marked failed, the write still commits. */
+static void
+io_error(void)
+{
+	struct t_env e;
+	static uint8_t buf[300000];
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	dn_drive_inject_errors(e.s, 2, 1);
+	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
+	CHECK(degraded(e.s) > 0);
+	/* The disk is swapped: an empty folder at the same path, then heal. */
+	t_rmrf(e.dirs[2]);
+	CHECK(dn_heal(e.s, 2) > 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_OK);
+	t_close(&e);
+	t_rmrf(e.dirs[0]);
+	t_rmrf(e.dirs[4]);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	io_error();
 	missing_drives();
 	corrupted_cell();
 	quorum();
