@@ -49,7 +49,7 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 	uint64_t delay = atomic_load(&d->delay_ns);
 
 	/* The ring has twice qd entries and we submit before exceeding qd: never NULL. */
-	if (delay && io->op != DN_IO_FSYNC && io->op != DN_IO_FSYNC_DIR) {
+	if (delay && (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)) {
 		struct timespec ts = { .tv_sec = delay / 1000000000u, .tv_nsec = delay % 1000000000u };
 
 		nanosleep(&ts, NULL);
@@ -67,6 +67,10 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		break;
 	case DN_IO_FSYNC_DIR:
 		io_uring_prep_fsync(sqe, io->file->slot, 0);
+		break;
+	case DN_IO_READ:
+		io_uring_prep_read(sqe, io->file->slot, io->iov[0].iov_base,
+				   (unsigned)io->iov[0].iov_len, io->off);
 		break;
 	}
 	sqe->flags |= IOSQE_FIXED_FILE;
@@ -96,7 +100,9 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 			io->res = -EIO; /* a short write to a regular file: treat as a failure */
 		dn_admission_note(d, zc_now_ns() - io->t_enq);
 	}
-	if (io->res < 0 && dn_drive_ok(d)) {
+	if (io->op == DN_IO_READ && res >= 0 && (size_t)res != io->len)
+		io->res = -ENODATA; /* a short cell file: this cell is bad, the drive may be fine */
+	if (io->res < 0 && io->res != -ENODATA && dn_drive_ok(d)) {
 		ZC_ERR("drive", "drive=%u op=%d err=%s: marking failed", d->idx, io->op,
 		       strerror(-io->res));
 		atomic_store(&d->state, DN_DRIVE_FAILED);
@@ -263,6 +269,12 @@ dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file *
 {
 	return file_open(d, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, direct && d->direct_ok,
 			 out);
+}
+
+int
+dn_file_open_read(struct dn_drive *d, const char *path, struct dn_file **out)
+{
+	return file_open(d, path, O_RDONLY | O_CLOEXEC, false, out);
 }
 
 int

@@ -2,7 +2,8 @@
  * Heal: rebuild every cell placed on one drive that is marked missing, sits on a failed
  * (replaced) drive, or fails its checks, from the other cells of each stripe; write it to
  * a temp name, fdatasync, rename over, then clear its missing mark in the metadata.
- * Phase 1 runs synchronously on the caller's thread with pread/pwrite.
+ * Reads go through the drive rings (dn_read_stripe); the rebuilt file is written with
+ * pwrite on the caller's thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,7 @@ struct heal {
 	long rebuilt;
 	uint8_t *mem;
 	size_t mem_len;
+	struct dn_rctx *rc;
 };
 
 /* Rebuild cell c of group g into its file if any stripe of it is not good. */
@@ -40,7 +42,7 @@ heal_cell(struct heal *h, struct dn_extent *e, uint32_t g, unsigned c, bool *cha
 		cells[i] = h->mem + (size_t)i * e->g.cell;
 	/* A pass to learn whether anything is wrong; the write pass repeats the reads. */
 	for (uint32_t st = 0; st < ns && !bad; st++) {
-		err = dn_read_stripe(h->s, e, g, st, 1u << c, cells, &bad);
+		err = dn_read_stripe(h->rc, g, st, 1u << c, 0, cells, &bad);
 		if (err)
 			return err;
 	}
@@ -58,12 +60,9 @@ heal_cell(struct heal *h, struct dn_extent *e, uint32_t g, unsigned c, bool *cha
 	for (uint32_t st = 0; st < ns; st++) {
 		uint32_t len = c < e->g.k ? dn_geom_cell_len(&e->g, g, st, c) : e->g.cell;
 		bool degraded = false;
-		/* Read as if this cell were gone, so what we write is rebuilt, never copied. */
-		uint32_t saved = e->groups[g].missing;
 
-		e->groups[g].missing |= 1u << c;
-		err = dn_read_stripe(h->s, e, g, st, 1u << c, cells, &degraded);
-		e->groups[g].missing = saved;
+		/* Skip this cell's own copy, so what we write is rebuilt, never copied. */
+		err = dn_read_stripe(h->rc, g, st, 1u << c, 1u << c, cells, &degraded);
 		if (err)
 			goto close_fd;
 		if (len && pwrite(fd, cells[c], len, (off_t)st * e->g.cell) != (ssize_t)len) {
@@ -92,7 +91,8 @@ heal_extent(void *arg, struct dn_extent *e)
 	struct heal *h = arg;
 	size_t need = (size_t)(e->g.k + e->g.m) * e->g.cell;
 	bool changed = false;
-	int err;
+	struct dn_rctx rc;
+	int err = 0;
 
 	if (need > h->mem_len) {
 		uint8_t *p = realloc(h->mem, need);
@@ -102,17 +102,21 @@ heal_extent(void *arg, struct dn_extent *e)
 		h->mem = p;
 		h->mem_len = need;
 	}
-	for (uint32_t g = 0; g < e->ngroups; g++)
-		for (unsigned c = 0; c < e->g.k + e->g.m; c++) {
+	dn_rctx_init(&rc, h->s, e);
+	h->rc = &rc;
+	for (uint32_t g = 0; g < e->ngroups && !err; g++)
+		for (unsigned c = 0; c < e->g.k + e->g.m && !err; c++) {
 			if (e->groups[g].drives[c] != h->drive)
 				continue;
 			err = heal_cell(h, e, g, c, &changed);
-			if (err) {
+			if (err)
 				ZC_ERR("heal", "id=%llx group=%u cell=%u err=%s",
 				       (unsigned long long)e->id, g, c, strerror(-err));
-				return err;
-			}
 		}
+	dn_rctx_fini(&rc);
+	h->rc = NULL;
+	if (err)
+		return err;
 	if (!changed)
 		return 0;
 	err = dn_meta_update_extent(h->s->meta, e);
@@ -123,7 +127,7 @@ heal_extent(void *arg, struct dn_extent *e)
 long
 dn_heal(struct dn_store *s, unsigned drive)
 {
-	struct heal h = { s, drive, 0, NULL, 0 };
+	struct heal h = { s, drive, 0, NULL, 0, NULL };
 	char path[PATH_MAX];
 	int err;
 

@@ -17,7 +17,7 @@
 #define DN_HIST_BUCKETS 12
 
 /* ---- drives (dn_drive.c) ---- */
-enum dn_io_op { DN_IO_WRITEV, DN_IO_WRITE_FIXED, DN_IO_FSYNC, DN_IO_FSYNC_DIR };
+enum dn_io_op { DN_IO_WRITEV, DN_IO_WRITE_FIXED, DN_IO_FSYNC, DN_IO_FSYNC_DIR, DN_IO_READ };
 
 struct dn_io;
 typedef void (*dn_io_cb)(struct dn_io *io);
@@ -97,6 +97,8 @@ void dn_drive_fini(struct dn_drive *d);
 void dn_drive_submit(struct dn_drive *d, struct dn_io *io);
 /* Open path on d and register it; direct asks for O_DIRECT (if the drive allows it). */
 int dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out);
+/* Open an existing cell file on d for reading through the ring. */
+int dn_file_open_read(struct dn_drive *d, const char *path, struct dn_file **out);
 /* Open a directory on d for IORING_OP_FSYNC (makes new names in it durable). */
 int dn_dir_open(struct dn_drive *d, const char *path, struct dn_file **out);
 void dn_file_close(struct dn_file *f);
@@ -291,9 +293,31 @@ int dn_credit_take(struct dn_store *s, uint64_t bytes);
 void dn_credit_give(struct dn_store *s, uint64_t bytes);
 /* Unlink every file of an extent (best effort). */
 void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
-/* Read (and verify) stripes; shared by dn_read and dn_heal. */
-int dn_read_stripe(struct dn_store *s, const struct dn_extent *e, uint32_t group, uint32_t stripe,
-		   uint32_t need, uint8_t **cells, bool *degraded);
+/*
+ * Reading stripes of one extent through the drive rings: the cells a stripe needs are read
+ * in parallel (one READ SQE per cell, each on its own drive), then checked chunk by chunk.
+ * Files are opened once per block group. One context per reader thread; shared by dn_read
+ * and dn_heal.
+ */
+struct dn_rctx {
+	struct dn_store *s;
+	const struct dn_extent *e;
+	uint32_t group;               /* whose files are open */
+	struct dn_file *files[EC_MAX_CELLS];
+	uint32_t open_failed;         /* cells whose file could not be opened */
+	struct dn_io io[EC_MAX_CELLS];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned pending;
+};
+void dn_rctx_init(struct dn_rctx *r, struct dn_store *s, const struct dn_extent *e);
+void dn_rctx_fini(struct dn_rctx *r);
+/*
+ * Fill cells[c] (cell bytes each, zero padded) for every c in need; when a needed cell is
+ * bad, read others and rebuild (sets *degraded). skip: cells never to trust (heal).
+ */
+int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need,
+		   uint32_t skip, uint8_t **cells, bool *degraded);
 void dn_metrics_stop(struct dn_store *s);
 uint32_t dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *dn_strdup(const char *s);
