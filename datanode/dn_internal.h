@@ -289,7 +289,14 @@ int dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec *
 void dn_store_defer(struct dn_store *s, struct dn_job *job);
 struct dn_io *dn_io_get(struct dn_store *s, uint64_t wait_ns);
 void dn_io_put(struct dn_store *s, struct dn_io *io);
-int dn_credit_take(struct dn_store *s, uint64_t bytes);
+/*
+ * In-flight payload: every byte a write holds a segment reference for (filling cells and
+ * submitted writes) counts until its completion. Adding never blocks; a writer waits at
+ * the start of dn_write_data, after submitting what it holds, while the store is over cap.
+ */
+void dn_credit_add(struct dn_store *s, uint64_t bytes);
+bool dn_credit_over(struct dn_store *s);
+int dn_credit_wait(struct dn_store *s);
 void dn_credit_give(struct dn_store *s, uint64_t bytes);
 /* Unlink every file of an extent (best effort). */
 void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);

@@ -66,23 +66,39 @@ dn_io_put(struct dn_store *s, struct dn_io *io)
 	pthread_mutex_unlock(&s->io_lock);
 }
 
+void
+dn_credit_add(struct dn_store *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->credit_lock);
+	s->inflight += bytes;
+	pthread_mutex_unlock(&s->credit_lock);
+}
+
+bool
+dn_credit_over(struct dn_store *s)
+{
+	bool over;
+
+	pthread_mutex_lock(&s->credit_lock);
+	over = s->inflight > s->o.inflight_cap;
+	pthread_mutex_unlock(&s->credit_lock);
+	return over;
+}
+
 int
-dn_credit_take(struct dn_store *s, uint64_t bytes)
+dn_credit_wait(struct dn_store *s)
 {
 	struct timespec until;
 	int err = 0;
 
 	deadline(&until, s->o.wait_ns);
 	pthread_mutex_lock(&s->credit_lock);
-	/* An empty store always admits, so one oversized request cannot wait forever. */
-	while (s->inflight > 0 && s->inflight + bytes > s->o.inflight_cap) {
+	while (s->inflight > s->o.inflight_cap) {
 		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {
 			err = -EAGAIN;
 			break;
 		}
 	}
-	if (!err)
-		s->inflight += bytes;
 	pthread_mutex_unlock(&s->credit_lock);
 	return err;
 }
@@ -264,7 +280,8 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	pthread_cond_init(&s->adm.cond, NULL);
 	pthread_mutex_init(&s->commit_lock, NULL);
 	pthread_cond_init(&s->commit_cond, NULL);
-	nio = (size_t)opts->ndrives * opts->queue_depth * 2;
+	/* Rings full twice over, plus the cells writers are still filling (k per write). */
+	nio = (size_t)opts->ndrives * opts->queue_depth * 2 + 1024;
 	s->io_mem = calloc(nio, sizeof(*s->io_mem));
 	if (!s->io_mem) {
 		err = -ENOMEM;

@@ -270,6 +270,7 @@ drop_pending(struct dn_write *w, unsigned c)
 	for (unsigned i = 0; i < io->niov; i++)
 		if (io->refs[i])
 			zc_ref_put(io->refs[i]);
+	dn_credit_give(w->s, io->len);
 	dn_io_put(w->s, io);
 	w->pending[c] = NULL;
 }
@@ -277,22 +278,17 @@ drop_pending(struct dn_write *w, unsigned c)
 static int
 flush_cell(struct dn_write *w, unsigned c)
 {
-	struct wgroup *g = w->groups[w->ngroups - 1];
 	struct dn_io *io = w->pending[c];
+	struct wgroup *g;
 	struct dn_file *f;
-	int err;
 
 	if (!io)
-		return 0;
+		return 0; /* also before the first group exists */
+	g = w->groups[w->ngroups - 1];
 	f = group_file(w, g, c);
 	if (!f) {
 		drop_pending(w, c);
 		return 0;
-	}
-	err = dn_credit_take(w->s, io->len);
-	if (err) {
-		drop_pending(w, c);
-		return err;
 	}
 	w->pending[c] = NULL;
 	io->op = DN_IO_WRITEV;
@@ -330,6 +326,7 @@ add_frag(struct dn_write *w, unsigned c, const uint8_t *p, size_t len, struct zc
 	}
 	if (ref)
 		zc_ref_get(ref);
+	dn_credit_add(w->s, len);
 	io->iov[io->niov].iov_base = (void *)p;
 	io->iov[io->niov].iov_len = len;
 	io->refs[io->niov++] = ref;
@@ -500,6 +497,17 @@ dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, si
 	if (w->s->o.discard) {
 		w->written += total;
 		return 0;
+	}
+	if (dn_credit_over(w->s)) {
+		/* Submit the partial cells we hold first: waiting on them would never end. */
+		for (unsigned c = 0; c < w->k; c++) {
+			err = flush_cell(w, c);
+			if (err)
+				goto poison;
+		}
+		err = dn_credit_wait(w->s);
+		if (err)
+			goto poison;
 	}
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *p = segs[i].ptr;

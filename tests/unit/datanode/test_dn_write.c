@@ -1,4 +1,5 @@
 /* dn_write + dn_read: round trips for several schemes and sizes fed as unaligned segments. */
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "dn_test.h"
@@ -211,9 +212,57 @@ concurrent(void)
 	t_env_fini(&cenv);
 }
 
+/* A tiny in-flight cap: writes still complete, and held payload stays near the cap. */
+static atomic_bool watching;
+static uint64_t max_inflight;
+
+static void *
+watcher(void *arg)
+{
+	struct dn_store *s = arg;
+
+	while (atomic_load(&watching)) {
+		struct dn_counters c;
+
+		dn_counters_get(s, &c);
+		if (c.inflight_bytes > max_inflight)
+			max_inflight = c.inflight_bytes;
+		usleep(200);
+	}
+	return NULL;
+}
+
+static void
+inflight_cap(void)
+{
+	struct t_env e;
+	size_t size = 3 << 20;
+	uint8_t *buf = malloc(size);
+	pthread_t th;
+
+	t_fill(buf, size);
+	t_env_init(&e, 6, 4, 2);
+	e.o.inflight_cap = 32768;
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	dn_drive_inject_delay(e.s, 1, 200000);
+	atomic_store(&watching, true);
+	CHECK_EQ(pthread_create(&th, NULL, watcher, e.s), 0);
+	CHECK_EQ(t_put(e.s, "b", "k", buf, size), 0);
+	atomic_store(&watching, false);
+	pthread_join(th, NULL);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, size), 0);
+	/* cap + what one dn_write_data call may add (8 segments of <= 5000 bytes) */
+	CHECK(max_inflight > 0);
+	CHECK(max_inflight <= 32768 + 8 * 5000);
+	free(buf);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	inflight_cap();
 	concurrent();
 	bounded_files();
 	size_mismatch();
