@@ -116,9 +116,12 @@ int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint
  * Append segs (n of them) at offset, which must equal the bytes written so far. The bytes
  * are encoded where they lie and written straight from the segments: each SQE takes its
  * own zc_ref on the segments it writes and drops it on completion; the caller keeps its
- * own references and may drop them when this returns. Returns 0, -EINVAL (offset, size
- * overflow), -EAGAIN (no buffer or credit within wait_ns; the write is then poisoned and
- * must be aborted) or -EIO.
+ * own references and may drop them when this returns. May block: while the store holds
+ * more than inflight_cap payload it waits at its start (flow control: do not read more
+ * from that stream meanwhile), and it waits for parity pool buffers; run it on a thread
+ * that may block. Returns 0, -EINVAL (offset, size overflow), -EAGAIN (no buffer or
+ * credit within wait_ns; the write is then poisoned: commit reports the error, or abort)
+ * or -EIO.
  */
 int dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n);
 
@@ -143,8 +146,9 @@ typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
 /*
  * Read [offset, offset + length) of bucket/key (has_length false: to the end), verifying
  * each chunk's CRC32C and rebuilding from any k cells where a drive is missing or a chunk
- * is bad. info (optional) receives the object facts; fini it. Runs on the caller's
- * thread. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
+ * is bad. A stripe's cells are read in parallel through the drive rings while the caller
+ * sleeps; cb runs on the caller's thread. info (optional) receives the object facts; fini
+ * it. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
  */
 int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
 	    uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
