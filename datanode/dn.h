@@ -31,21 +31,21 @@ struct dn_write;
 struct dn_store_opts {
 	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
 	unsigned ndrives;
-	unsigned k, m;               /* default scheme: 4 + 2 */
-	size_t cell_size;            /* multiple of 4096 and of chunk_size; default 1 MiB */
-	size_t chunk_size;           /* bytes per CRC32C; default 64 KiB */
-	unsigned stripes_per_group;  /* block-group size in stripes; default 16 */
-	unsigned write_quorum;       /* cells that must be durable per group; 0: k + 1 */
-	unsigned queue_depth;        /* SQEs in flight per drive; default 64 */
-	unsigned parity_bufs;        /* registered cell buffers per drive; default 32 */
-	uint64_t inflight_cap;       /* payload bytes held by in-flight writes; default 1 GiB */
-	uint64_t wait_ns;            /* longest wait for a pool buffer / credit; default 2 s */
-	bool no_direct;              /* never try O_DIRECT for parity */
-	bool discard;                /* accept and drop payload (benchmark of the transport) */
+	unsigned k, m;              /* default scheme: 4 + 2 */
+	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
+	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */
+	unsigned stripes_per_group; /* block-group size in stripes; default 16 */
+	unsigned write_quorum;      /* cells that must be durable per group; 0: k + 1 */
+	unsigned queue_depth;       /* SQEs in flight per drive; default 64 */
+	unsigned parity_bufs;       /* registered cell buffers per drive; default 32 */
+	uint64_t inflight_cap;      /* payload bytes held by in-flight writes; default 1 GiB */
+	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
+	bool no_direct;             /* never try O_DIRECT for parity */
+	bool discard;               /* accept and drop payload (benchmark of the transport) */
 	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
-	unsigned adm_queue;          /* Write calls allowed to wait at L2; default 64 */
-	uint64_t meta_map_size;      /* LMDB map size; default 1 GiB */
+	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */
+	uint64_t meta_map_size; /* LMDB map size; default 1 GiB */
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
@@ -110,7 +110,7 @@ typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *r
  * *out, or -ENOENT (no bucket), -EINVAL, -EAGAIN.
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
-		   bool size_known, unsigned k, unsigned m, struct dn_write **out);
+                   bool size_known, unsigned k, unsigned m, struct dn_write **out);
 
 /*
  * Append segs (n of them) at offset, which must equal the bytes written so far. The bytes
@@ -131,7 +131,7 @@ int dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs
  * always called exactly once (err < 0 on failure, nothing visible then).
  */
 void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
-		     size_t nattrs, dn_commit_cb cb, void *arg);
+                     size_t nattrs, dn_commit_cb cb, void *arg);
 
 /* Drop an unfinished write: nothing becomes visible, files are removed. Takes ownership. */
 void dn_write_abort(struct dn_write *w);
@@ -151,8 +151,8 @@ typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
  * it. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
  */
 int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
-	    uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
-	    void *arg);
+            uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
+            void *arg);
 
 int dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info);
 /* Returns 1 when it existed, 0 when not, or -errno. */
@@ -168,7 +168,7 @@ struct dn_list_result {
 };
 /* S3 list semantics: keys > start_after with prefix, common prefixes on delimiter. */
 int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
-	    unsigned limit, const char *delimiter, struct dn_list_result *out);
+            unsigned limit, const char *delimiter, struct dn_list_result *out);
 void dn_list_result_fini(struct dn_list_result *r);
 
 /*
@@ -176,8 +176,8 @@ void dn_list_result_fini(struct dn_list_result *r);
  * only. delete_parts drops the part objects in the same transaction.
  */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-	       size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-	       size_t nattrs, struct dn_write_result *res);
+               size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+               size_t nattrs, struct dn_write_result *res);
 
 /* ---- drives, failures, heal ---- */
 enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1 };

@@ -58,7 +58,8 @@ usage(FILE *out)
 	      "  --write-quorum N           durable cells per group to commit (default k+1)\n"
 	      "  --stripes-per-group N      block-group size in stripes (default 16)\n"
 	      "  --inflight-cap SIZE        payload bytes in flight to drives (default 1GiB)\n"
-	      "  --admission-l1 DURATION    write latency above which writes are paced (default 50ms)\n"
+	      "  --admission-l1 DURATION    write latency above which writes are paced (default "
+	      "50ms)\n"
 	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
 	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
 	      "  --help                     this text\n"
@@ -140,7 +141,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		case OPT_CELL:
 			bad = zc_parse_size(optarg, &c->cell_size);
 			if (!bad && (c->cell_size == 0 || c->cell_size % (64 << 10) ||
-				     c->cell_size > (1u << 30)))
+			             c->cell_size > (1u << 30)))
 				bad = -EINVAL;
 			break;
 		case OPT_MARSHALLER:
@@ -185,12 +186,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			return 1;
 		default:
 			fprintf(err, "zest-datanode: unknown flag or missing value: %s\n",
-				argv[optind - 1]);
+			        argv[optind - 1]);
 			return -EINVAL;
 		}
 		if (bad) {
 			fprintf(err, "zest-datanode: bad value for --%s: %s\n",
-				long_opts[opt - OPT_LISTEN].name, optarg);
+			        long_opts[opt - OPT_LISTEN].name, optarg);
 			return -EINVAL;
 		}
 	}
@@ -200,12 +201,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	}
 	if (c->ndrives < c->k + c->m) {
 		fprintf(err, "zest-datanode: need at least %u --drive folders for %u+%u, got %u\n",
-			c->k + c->m, c->k, c->m, c->ndrives);
+		        c->k + c->m, c->k, c->m, c->ndrives);
 		return -EINVAL;
 	}
 	if (c->write_quorum && (c->write_quorum < c->k || c->write_quorum > c->k + c->m)) {
 		fprintf(err, "zest-datanode: --write-quorum must be within [%u, %u]\n", c->k,
-			c->k + c->m);
+		        c->k + c->m);
 		return -EINVAL;
 	}
 	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {

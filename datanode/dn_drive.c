@@ -16,7 +16,7 @@
 #include "dn_internal.h"
 
 const double dn_hist_bounds_s[DN_HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-						   0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
+	                                           0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
 
 #define EFD_TAG ((void *)1)
 
@@ -50,7 +50,8 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 
 	/* The ring has twice qd entries and we submit before exceeding qd: never NULL. */
 	if (delay && (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)) {
-		struct timespec ts = { .tv_sec = delay / 1000000000u, .tv_nsec = delay % 1000000000u };
+		struct timespec ts = { .tv_sec = delay / 1000000000u,
+			               .tv_nsec = delay % 1000000000u };
 
 		nanosleep(&ts, NULL);
 	}
@@ -59,8 +60,8 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		io_uring_prep_writev(sqe, io->file->slot, io->iov, io->niov, io->off);
 		break;
 	case DN_IO_WRITE_FIXED:
-		io_uring_prep_write_fixed(sqe, io->file->slot, io->iov[0].iov_base, io->iov[0].iov_len,
-					  io->off, io->buf_index);
+		io_uring_prep_write_fixed(sqe, io->file->slot, io->iov[0].iov_base,
+		                          io->iov[0].iov_len, io->off, io->buf_index);
 		break;
 	case DN_IO_FSYNC:
 		io_uring_prep_fsync(sqe, io->file->slot, IORING_FSYNC_DATASYNC);
@@ -70,7 +71,7 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		break;
 	case DN_IO_READ:
 		io_uring_prep_read(sqe, io->file->slot, io->iov[0].iov_base,
-				   (unsigned)io->iov[0].iov_len, io->off);
+		                   (unsigned)io->iov[0].iov_len, io->off);
 		break;
 	}
 	sqe->flags |= IOSQE_FIXED_FILE;
@@ -88,7 +89,8 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
 		unsigned left = atomic_load(&d->inject_errors);
 
-		while (left > 0 && !atomic_compare_exchange_weak(&d->inject_errors, &left, left - 1))
+		while (left > 0 &&
+		       !atomic_compare_exchange_weak(&d->inject_errors, &left, left - 1))
 			;
 		if (left > 0)
 			res = -EIO;
@@ -151,8 +153,7 @@ drive_main(void *arg)
 		if (stop && !head && d->inflight == 0)
 			break;
 		io_uring_submit_and_wait(&d->ring, 1);
-		io_uring_for_each_cqe(&d->ring, h, cqe)
-		{
+		io_uring_for_each_cqe(&d->ring, h, cqe) {
 			void *data = io_uring_cqe_get_data(cqe);
 
 			seen++;
@@ -268,7 +269,7 @@ int
 dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out)
 {
 	return file_open(d, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, direct && d->direct_ok,
-			 out);
+	                 out);
 }
 
 int
@@ -326,8 +327,8 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 		return -errno;
 	d->direct_ok = !s->o.no_direct && probe_direct(root);
 	if (!s->o.no_direct && !d->direct_ok)
-		ZC_INFO("drive", "drive=%u root=%s O_DIRECT unsupported: parity written buffered", idx,
-			root);
+		ZC_INFO("drive", "drive=%u root=%s O_DIRECT unsupported: parity written buffered",
+		        idx, root);
 	d->efd = eventfd(0, EFD_CLOEXEC);
 	if (d->efd < 0)
 		return -errno;

@@ -143,7 +143,7 @@ uint64_t dn_geom_file_len(const struct dn_geom *g, uint32_t group, unsigned c);
 uint32_t dn_geom_cell_len(const struct dn_geom *g, uint32_t group, uint32_t stripe, unsigned j);
 /* Path of a cell file: <root>/data/<xx>/<id>.<group>.<cell>; buf has PATH_MAX. */
 int dn_layout_path(const char *root, uint64_t id, uint32_t group, unsigned cell, char *buf,
-		   size_t len);
+                   size_t len);
 int dn_layout_mkdirs(const char *root, uint64_t id);
 /* Parse a cell file name back to its extent id; -EINVAL when it is not one. */
 int dn_layout_parse(const char *name, uint64_t *id);
@@ -199,8 +199,8 @@ int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, stru
  * whose refs fall to zero are returned in *freed (caller deletes their files then frees).
  */
 int dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-		    struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
-		    struct dn_extent **freed, size_t *nfreed);
+                    struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
+                    struct dn_extent **freed, size_t *nfreed);
 /* One object version to commit in a batch; err and freed are outputs. */
 struct dn_meta_put {
 	const char *bucket, *key;
@@ -216,8 +216,8 @@ struct dn_meta_put {
  * each put's own err set, or -errno when nothing could commit.
  */
 int dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n);
-int dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_extent **freed,
-		    size_t *nfreed);
+int dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key,
+                    struct dn_extent **freed, size_t *nfreed);
 int dn_meta_update_extent(struct dn_meta *m, struct dn_extent *e);
 /* Call fn for every extent (heal). Stops on fn < 0. */
 int dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e), void *arg);
@@ -226,7 +226,7 @@ int dn_meta_bucket_delete(struct dn_meta *m, const char *name);
 int dn_meta_bucket_head(struct dn_meta *m, const char *name, uint64_t *ctime);
 int dn_meta_bucket_list(struct dn_meta *m, struct dn_bucket_info **out, size_t *n);
 int dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const char *start_after,
-		 unsigned limit, const char *delimiter, struct dn_list_result *out);
+                 unsigned limit, const char *delimiter, struct dn_list_result *out);
 
 /* ---- admission (dn_admission.c) ---- */
 struct dn_adm {
@@ -309,9 +309,9 @@ void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
 struct dn_rctx {
 	struct dn_store *s;
 	const struct dn_extent *e;
-	uint32_t group;               /* whose files are open */
+	uint32_t group; /* whose files are open */
 	struct dn_file *files[EC_MAX_CELLS];
-	uint32_t open_failed;         /* cells whose file could not be opened */
+	uint32_t open_failed; /* cells whose file could not be opened */
 	struct dn_io io[EC_MAX_CELLS];
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -323,8 +323,8 @@ void dn_rctx_fini(struct dn_rctx *r);
  * Fill cells[c] (cell bytes each, zero padded) for every c in need; when a needed cell is
  * bad, read others and rebuild (sets *degraded). skip: cells never to trust (heal).
  */
-int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need,
-		   uint32_t skip, uint8_t **cells, bool *degraded);
+int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
+                   uint8_t **cells, bool *degraded);
 void dn_metrics_stop(struct dn_store *s);
 uint32_t dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *dn_strdup(const char *s);

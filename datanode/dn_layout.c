@@ -39,7 +39,7 @@ uint32_t
 dn_geom_cell_len(const struct dn_geom *g, uint32_t group, uint32_t stripe, unsigned j)
 {
 	uint64_t off = (uint64_t)group * dn_geom_group_bytes(g) +
-		       (uint64_t)stripe * dn_geom_stripe_bytes(g) + (uint64_t)j * g->cell;
+	               (uint64_t)stripe * dn_geom_stripe_bytes(g) + (uint64_t)j * g->cell;
 
 	if (off >= g->size)
 		return 0;
@@ -62,7 +62,7 @@ int
 dn_layout_path(const char *root, uint64_t id, uint32_t group, unsigned cell, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%s/data/%02x/%016" PRIx64 ".%" PRIu32 ".%u", root,
-			 (unsigned)(id & 0xff), id, group, cell);
+	                 (unsigned)(id & 0xff), id, group, cell);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -495,7 +495,7 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		if (i == m->primary || (r->ok && r->gen == best))
 			continue;
 		ZC_INFO("meta", "replica=%s gen=%llu behind gen=%llu: copying", r->dir,
-			(unsigned long long)r->gen, (unsigned long long)best);
+		        (unsigned long long)r->gen, (unsigned long long)best);
 		err = rep_resync(m, r);
 		if (err)
 			ZC_WARN("meta", "replica=%s resync failed err=%s", r->dir, strerror(-err));
@@ -600,7 +600,8 @@ rep_failed:
 		       strerror(-err));
 		r->ok = false;
 		if (first) {
-			/* The primary failed before committing: promote the next live one, retry. */
+			/* The primary failed before committing: promote the next live one, retry.
+			 */
 			bool found = false;
 
 			for (unsigned j = 1; j < m->nrep && !found; j++)
@@ -839,8 +840,8 @@ freelist_drop(struct freelist *fl)
 
 int
 dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-		struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
-		struct dn_extent **freed, size_t *nfreed)
+                struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
+                struct dn_extent **freed, size_t *nfreed)
 {
 	struct put_args a = { bucket, key, o, e, drop_keys, ndrop, { 0 }, 0 };
 	int err = meta_write(m, put_fn, &a);
@@ -905,7 +906,9 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 	if (n > DN_BATCH_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		a[i] = (struct put_args){ v[i].bucket, v[i].key, v[i].o, v[i].e, NULL, 0, { 0 }, 0 };
+		a[i] = (struct put_args){
+			v[i].bucket, v[i].key, v[i].o, v[i].e, NULL, 0, { 0 }, 0
+		};
 	err = meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {
 		if (err < 0) {
@@ -946,7 +949,7 @@ del_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 
 int
 dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_extent **freed,
-		size_t *nfreed)
+                size_t *nfreed)
 {
 	struct del_args a = { bucket, key, { 0 }, 0 };
 	int err = meta_write(m, del_fn, &a);
@@ -1097,7 +1100,7 @@ bdelete_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 	ok.mv_size = bl + 1; /* "name\0": the first possible object key */
 	rc = mdb_cursor_get(cur, &ok, &ov, MDB_SET_RANGE);
 	empty = rc == MDB_NOTFOUND ||
-		(rc == 0 && !(ok.mv_size > bl && memcmp(ok.mv_data, a->name, bl + 1) == 0));
+	        (rc == 0 && !(ok.mv_size > bl && memcmp(ok.mv_data, a->name, bl + 1) == 0));
 	mdb_cursor_close(cur);
 	if (rc && rc != MDB_NOTFOUND)
 		return mdb_err(rc);
@@ -1220,7 +1223,7 @@ span_cmp(const char *a, size_t al, const char *b, size_t bl)
 
 int
 dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const char *start_after,
-	     unsigned limit, const char *delimiter, struct dn_list_result *out)
+             unsigned limit, const char *delimiter, struct dn_list_result *out)
 {
 	size_t bl = strlen(bucket), pl = strlen(prefix ? prefix : ""),
 	       dl = strlen(delimiter ? delimiter : ""), sl = strlen(start_after ? start_after : "");
@@ -1299,7 +1302,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 		}
 		{
 			struct dn_object_info *nv =
-				realloc(out->entries, (out->nentries + 1) * sizeof(*nv));
+			        realloc(out->entries, (out->nentries + 1) * sizeof(*nv));
 			struct dn_obj o;
 
 			if (!nv) {

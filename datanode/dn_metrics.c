@@ -31,16 +31,17 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	} else {
 		/* The rpc binding owns these; until it installs its hook they read zero. */
 		fprintf(f, "# TYPE zest_payload_received_bytes_total counter\n"
-			   "zest_payload_received_bytes_total 0\n"
-			   "# TYPE zest_payload_copied_bytes_total counter\n"
-			   "zest_payload_copied_bytes_total{stage=\"marshal\"} 0\n");
+		           "zest_payload_received_bytes_total 0\n"
+		           "# TYPE zest_payload_copied_bytes_total counter\n"
+		           "zest_payload_copied_bytes_total{stage=\"marshal\"} 0\n");
 	}
-	fprintf(f, "# TYPE zest_objects_committed_total counter\nzest_objects_committed_total %llu\n",
-		(unsigned long long)c.objects_committed);
+	fprintf(f,
+	        "# TYPE zest_objects_committed_total counter\nzest_objects_committed_total %llu\n",
+	        (unsigned long long)c.objects_committed);
 	fprintf(f, "# TYPE zest_drive_write_bytes_total counter\n");
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_drive_write_bytes_total{drive=\"%u\"} %llu\n", d,
-			(unsigned long long)atomic_load(&s->drives[d].write_bytes));
+		        (unsigned long long)atomic_load(&s->drives[d].write_bytes));
 	fprintf(f, "# TYPE zest_drive_write_seconds histogram\n");
 	for (unsigned d = 0; d < s->ndrives; d++) {
 		struct dn_drive *dr = &s->drives[d];
@@ -48,27 +49,27 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 
 		for (unsigned b = 0; b < DN_HIST_BUCKETS; b++) {
 			cum += atomic_load(&dr->hist[b]);
-			fprintf(f, "zest_drive_write_seconds_bucket{drive=\"%u\",le=\"%g\"} %llu\n", d,
-				dn_hist_bounds_s[b], (unsigned long long)cum);
+			fprintf(f, "zest_drive_write_seconds_bucket{drive=\"%u\",le=\"%g\"} %llu\n",
+			        d, dn_hist_bounds_s[b], (unsigned long long)cum);
 		}
 		cum += atomic_load(&dr->hist[DN_HIST_BUCKETS]);
 		fprintf(f, "zest_drive_write_seconds_bucket{drive=\"%u\",le=\"+Inf\"} %llu\n", d,
-			(unsigned long long)cum);
+		        (unsigned long long)cum);
 		fprintf(f, "zest_drive_write_seconds_sum{drive=\"%u\"} %.9f\n", d,
-			(double)atomic_load(&dr->hist_sum_ns) / 1e9);
+		        (double)atomic_load(&dr->hist_sum_ns) / 1e9);
 		fprintf(f, "zest_drive_write_seconds_count{drive=\"%u\"} %llu\n", d,
-			(unsigned long long)atomic_load(&dr->hist_count));
+		        (unsigned long long)atomic_load(&dr->hist_count));
 	}
 	fprintf(f, "# TYPE zest_drive_state gauge\n");
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
-			atomic_load(&s->drives[d].state));
+		        atomic_load(&s->drives[d].state));
 	fprintf(f, "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
-		dn_admission_level(s));
+	        dn_admission_level(s));
 	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
-		(unsigned long long)c.degraded_reads);
+	        (unsigned long long)c.degraded_reads);
 	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
-		(unsigned long long)c.inflight_bytes);
+	        (unsigned long long)c.inflight_bytes);
 }
 
 static void
@@ -101,9 +102,9 @@ serve_one(struct dn_store *s, int fd)
 		fputs("not found\n", f);
 	fclose(f);
 	hl = snprintf(head, sizeof(head),
-		      "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
-		      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		      ok ? "200 OK" : "404 Not Found", blen);
+	              "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
+	              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+	              ok ? "200 OK" : "404 Not Found", blen);
 	if (write(fd, head, (size_t)hl) == hl && blen)
 		if (write(fd, body, blen) < 0)
 			ZC_DBG("metrics", "write failed err=%s", strerror(errno));
@@ -116,7 +117,8 @@ metrics_main(void *arg)
 	struct dn_store *s = arg;
 
 	for (;;) {
-		struct pollfd p[2] = { { s->metrics_fd, POLLIN, 0 }, { s->metrics_pipe[0], POLLIN, 0 } };
+		struct pollfd p[2] = { { s->metrics_fd, POLLIN, 0 },
+			               { s->metrics_pipe[0], POLLIN, 0 } };
 		int fd;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -137,8 +139,9 @@ metrics_main(void *arg)
 int
 dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE };
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+		                  .ai_socktype = SOCK_STREAM,
+		                  .ai_flags = AI_PASSIVE };
 	struct addrinfo *ai;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -162,7 +165,7 @@ dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
 		goto close_fd;
 	}
 	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-					       : ((struct sockaddr_in *)&ss)->sin_port);
+	                                       : ((struct sockaddr_in *)&ss)->sin_port);
 	if (pipe2(s->metrics_pipe, O_CLOEXEC) < 0) {
 		err = -errno;
 		goto close_fd;

@@ -89,7 +89,7 @@ cell_file(struct dn_rctx *r, uint32_t group, unsigned c)
 /* Read the cells in mask in parallel and check them; returns the mask of good ones. */
 static uint32_t
 read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, uint32_t skip,
-	   uint8_t **cells, bool *crc_bad)
+           uint8_t **cells, bool *crc_bad)
 {
 	const struct dn_extent *e = r->e;
 	const struct dn_geom *g = &e->g;
@@ -146,13 +146,14 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 		crcs = dn_extent_crcs(e, group, c);
 		off = r->io[c].off;
 		for (uint32_t at = 0; at < r->io[c].len && ok; at += g->chunk) {
-			uint32_t n = (uint32_t)r->io[c].len - at < g->chunk ? (uint32_t)r->io[c].len - at
-									   : g->chunk;
+			uint32_t n = (uint32_t)r->io[c].len - at < g->chunk
+			                     ? (uint32_t)r->io[c].len - at
+			                     : g->chunk;
 			size_t idx = (size_t)(off + at) / g->chunk;
 
 			if (ec_crc32c(0, cells[c] + at, n) != crcs[idx]) {
 				ZC_WARN("read", "id=%llx group=%u cell=%u chunk=%zu crc mismatch",
-					(unsigned long long)e->id, group, c, idx);
+				        (unsigned long long)e->id, group, c, idx);
 				*crc_bad = true;
 				ok = false;
 			}
@@ -165,7 +166,7 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 
 int
 dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
-	       uint8_t **cells, bool *degraded)
+               uint8_t **cells, bool *degraded)
 {
 	const struct dn_extent *e = r->e;
 	unsigned n = e->g.k + e->g.m;
@@ -191,7 +192,7 @@ dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need
 
 static int
 read_extent(struct dn_store *s, const struct dn_extent *e, uint64_t from, uint64_t to,
-	    uint64_t base, dn_read_cb cb, void *arg, bool *degraded)
+            uint64_t base, dn_read_cb cb, void *arg, bool *degraded)
 {
 	const struct dn_geom *g = &e->g;
 	uint64_t sb = dn_geom_stripe_bytes(g), gb = dn_geom_group_bytes(g);
@@ -238,8 +239,8 @@ read_extent(struct dn_store *s, const struct dn_extent *e, uint64_t from, uint64
 }
 
 int
-dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
-	uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb, void *arg)
+dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset, uint64_t length,
+        bool has_length, struct dn_object_info *info, dn_read_cb cb, void *arg)
 {
 	struct dn_obj o;
 	uint64_t base = 0, end;

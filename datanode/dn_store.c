@@ -205,7 +205,7 @@ dn_store_defer(struct dn_store *s, struct dn_job *job)
 
 /* The batch function a run started with (the job's own for the first one). */
 static void (*batch_fn_of(struct dn_job **batch, size_t n, struct dn_job *job))(struct dn_job **,
-										  size_t)
+                                                                                size_t)
 {
 	return n ? batch[0]->batch : job->batch;
 }
@@ -239,7 +239,8 @@ commit_main(void *arg)
 				job = next;
 				continue;
 			}
-			while (job && n < DN_BATCH_MAX && job->batch == batch_fn_of(batch, n, job)) {
+			while (job && n < DN_BATCH_MAX &&
+			       job->batch == batch_fn_of(batch, n, job)) {
 				batch[n++] = job;
 				job = job->next;
 			}
@@ -260,10 +261,10 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 
 	if (!opts || !opts->drives || opts->ndrives == 0 || opts->ndrives > DN_MAX_DRIVES ||
 	    opts->k == 0 || opts->m == 0 || opts->k + opts->m > opts->ndrives ||
-	    opts->k + opts->m > EC_MAX_CELLS || opts->cell_size == 0 ||
-	    opts->cell_size % 4096 || opts->chunk_size == 0 ||
-	    opts->cell_size % opts->chunk_size || opts->cell_size > UINT32_MAX ||
-	    opts->stripes_per_group == 0 || opts->queue_depth == 0 || opts->parity_bufs == 0)
+	    opts->k + opts->m > EC_MAX_CELLS || opts->cell_size == 0 || opts->cell_size % 4096 ||
+	    opts->chunk_size == 0 || opts->cell_size % opts->chunk_size ||
+	    opts->cell_size > UINT32_MAX || opts->stripes_per_group == 0 ||
+	    opts->queue_depth == 0 || opts->parity_bufs == 0)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -324,7 +325,8 @@ dn_store_close(struct dn_store *s)
 	/* An aborted write still finishing (its last completions) must end before the rings go. */
 	for (int i = 0; atomic_load(&s->live_writes) > 0; i++) {
 		if (i == 10000)
-			ZC_ERR("store", "close: %u writes still live", atomic_load(&s->live_writes));
+			ZC_ERR("store", "close: %u writes still live",
+			       atomic_load(&s->live_writes));
 		usleep(1000);
 	}
 	/* Drives first: their last completions may still hand jobs to the commit thread. */
@@ -452,7 +454,7 @@ dn_delete(struct dn_store *s, const char *bucket, const char *key)
 
 int
 dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
-	unsigned limit, const char *delimiter, struct dn_list_result *out)
+        unsigned limit, const char *delimiter, struct dn_list_result *out)
 {
 	if (!bucket)
 		return -EINVAL;
@@ -460,27 +462,28 @@ dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *
 }
 
 static int compose_once(struct dn_store *s, const char *bucket, const char *key,
-			const char *const *parts, size_t nparts, bool delete_parts, const char *etag,
-			const struct dn_attr *attrs, size_t nattrs, struct dn_write_result *res);
+                        const char *const *parts, size_t nparts, bool delete_parts,
+                        const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                        struct dn_write_result *res);
 
 int
 dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-	   size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-	   size_t nattrs, struct dn_write_result *res)
+           size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+           size_t nattrs, struct dn_write_result *res)
 {
 	int err = -ESTALE;
 
 	/* A part overwritten between reading it and the commit: read the parts again. */
 	for (int i = 0; i < 5 && err == -ESTALE; i++)
 		err = compose_once(s, bucket, key, parts, nparts, delete_parts, etag, attrs, nattrs,
-				   res);
+		                   res);
 	return err == -ESTALE ? -EAGAIN : err;
 }
 
 static int
 compose_once(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-	     size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-	     size_t nattrs, struct dn_write_result *res)
+             size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+             size_t nattrs, struct dn_write_result *res)
 {
 	struct dn_obj o = { 0 }, p;
 	struct dn_extent *freed = NULL;
@@ -530,7 +533,7 @@ compose_once(struct dn_store *s, const char *bucket, const char *key, const char
 	o.attrs = (struct dn_attr *)attrs;
 	o.nattrs = nattrs;
 	err = dn_meta_put_obj(s->meta, bucket, key, &o, NULL, delete_parts ? parts : NULL,
-			      delete_parts ? nparts : 0, &freed, &nfreed);
+	                      delete_parts ? nparts : 0, &freed, &nfreed);
 	free(o.pieces);
 	if (err)
 		return err;

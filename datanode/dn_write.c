@@ -33,9 +33,9 @@ struct wgroup {
 	struct ec_chunk_crc cc[EC_MAX_CELLS];
 	uint32_t *crcs[EC_MAX_CELLS];
 	uint64_t file_off[EC_MAX_CELLS];
-	uint32_t created;         /* cells whose file was created (writer thread) */
-	atomic_long outstanding;  /* ios in flight + the writer's bias while current */
-	int phase;                /* 0 writing, 1 syncing: changed by whoever drains it */
+	uint32_t created;        /* cells whose file was created (writer thread) */
+	atomic_long outstanding; /* ios in flight + the writer's bias while current */
+	int phase;               /* 0 writing, 1 syncing: changed by whoever drains it */
 };
 
 struct dn_write {
@@ -65,8 +65,8 @@ struct dn_write {
 	atomic_long outstanding;
 	enum phase phase;
 	bool aborted;
-	atomic_bool doomed;      /* aborted or failed: groups skip their fsync */
-	bool group_held;         /* the writer still holds the last group's bias */
+	atomic_bool doomed; /* aborted or failed: groups skip their fsync */
+	bool group_held;    /* the writer still holds the last group's bias */
 	uint8_t drives_used[DN_MAX_DRIVES];
 	char *etag;
 	struct dn_attr *attrs;
@@ -432,7 +432,7 @@ stripe_close(struct dn_write *w)
 /* ---- public ---- */
 int
 dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
-	       bool size_known, unsigned k, unsigned m, struct dn_write **out)
+               bool size_known, unsigned k, unsigned m, struct dn_write **out)
 {
 	struct dn_write *w;
 	int err;
@@ -566,7 +566,7 @@ unlink_files(struct dn_write *w)
 			if (!(g->created & (1u << c)))
 				continue;
 			if (!dn_layout_path(w->s->drives[g->drives[c]].root, w->id, gi, c, path,
-					    sizeof(path)))
+			                    sizeof(path)))
 				unlink(path);
 		}
 	}
@@ -680,7 +680,7 @@ finish_commit(struct dn_write *w)
 	o.pieces = w->written ? &piece : NULL;
 	o.npieces = w->written ? 1 : 0;
 	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, 0,
-			      &freed, &nfreed);
+	                      &freed, &nfreed);
 	dn_extent_free(&e);
 	if (err)
 		goto fail;
@@ -778,7 +778,8 @@ commit_batch(struct dn_job **jobs, size_t n)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	for (size_t i = 0; i < n; i++) {
-		struct dn_write *w = (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
+		struct dn_write *w =
+		        (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
 		int err;
 
 		s = w->s;
@@ -797,12 +798,19 @@ commit_batch(struct dn_job **jobs, size_t n)
 			}
 		}
 		piece[np] = (struct dn_piece){ w->id, w->written };
-		obj[np] = (struct dn_obj){ .size = w->written, .mtime_ns = now, .crc32c = w->crc,
-					   .k = w->k, .m = w->m, .etag = w->etag, .attrs = w->attrs,
-					   .nattrs = w->nattrs, .pieces = w->written ? &piece[np] : NULL,
-					   .npieces = w->written ? 1 : 0 };
-		puts[np] = (struct dn_meta_put){ w->bucket, w->key, &obj[np],
-						 w->written ? &ext[np] : NULL, 0, NULL, 0 };
+		obj[np] = (struct dn_obj){ .size = w->written,
+			                   .mtime_ns = now,
+			                   .crc32c = w->crc,
+			                   .k = w->k,
+			                   .m = w->m,
+			                   .etag = w->etag,
+			                   .attrs = w->attrs,
+			                   .nattrs = w->nattrs,
+			                   .pieces = w->written ? &piece[np] : NULL,
+			                   .npieces = w->written ? 1 : 0 };
+		puts[np] = (struct dn_meta_put){
+			w->bucket, w->key, &obj[np], w->written ? &ext[np] : NULL, 0, NULL, 0
+		};
 		ws[np++] = w;
 	}
 	if (np)
@@ -846,7 +854,7 @@ write_unhold(struct dn_write *w)
 
 void
 dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
-		dn_commit_cb cb, void *arg)
+                dn_commit_cb cb, void *arg)
 {
 	w->cb = cb;
 	w->cb_arg = arg;

@@ -19,21 +19,21 @@
 #include "dn.h"
 #include "ec.h"
 
-#define CHECK(x)                                                                    \
-	do {                                                                        \
-		if (!(x)) {                                                         \
+#define CHECK(x)                                                                              \
+	do {                                                                                  \
+		if (!(x)) {                                                                   \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x); \
-			abort();                                                    \
-		}                                                                   \
+			abort();                                                              \
+		}                                                                             \
 	} while (0)
-#define CHECK_EQ(a, b)                                                                   \
-	do {                                                                             \
-		long long _a = (long long)(a), _b = (long long)(b);                      \
-		if (_a != _b) {                                                          \
+#define CHECK_EQ(a, b)                                                                        \
+	do {                                                                                  \
+		long long _a = (long long)(a), _b = (long long)(b);                           \
+		if (_a != _b) {                                                               \
 			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, \
-				__LINE__, #a, _a, #b, _b);                               \
-			abort();                                                         \
-		}                                                                        \
+			        __LINE__, #a, _a, #b, _b);                                    \
+			abort();                                                              \
+		}                                                                             \
 	} while (0)
 
 static uint64_t t_rng = 0x9e3779b97f4a7c15ull;
@@ -276,7 +276,7 @@ t_read_cb(void *arg, uint64_t off, const struct zc_seg *seg)
 /* Read a range and compare it with want. Returns dn_read's result. */
 static inline int
 t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t off, uint64_t len,
-	     bool has_len, const uint8_t *want, size_t want_len)
+             bool has_len, const uint8_t *want, size_t want_len)
 {
 	struct t_read r = { NULL, 0, 0, off };
 	struct dn_object_info info;

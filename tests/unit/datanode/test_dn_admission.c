@@ -90,11 +90,12 @@ run(bool admission, unsigned *refused)
 		/* Pacing alone may be enough on a given run; some level must have acted. */
 		CHECK(c.admission_paced + c.admission_queued + c.admission_refused > 0);
 		fprintf(stderr, "admission: paced=%llu queued=%llu refused=%llu\n",
-			(unsigned long long)c.admission_paced, (unsigned long long)c.admission_queued,
-			(unsigned long long)c.admission_refused);
+		        (unsigned long long)c.admission_paced,
+		        (unsigned long long)c.admission_queued,
+		        (unsigned long long)c.admission_refused);
 	}
 	fprintf(stderr, "admission=%d admitted=%d refused=%u worst commit latency=%.0f ms\n",
-		admission, admitted, *refused, (double)worst / 1e6);
+	        admission, admitted, *refused, (double)worst / 1e6);
 	t_env_fini(&e);
 	return worst;
 }

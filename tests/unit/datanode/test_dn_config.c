@@ -33,10 +33,10 @@ main(void)
 	CHECK(c.zerocopy && !c.discard && !c.heal && !c.metrics);
 	CHECK_EQ(c.ndrives, 6);
 	snprintf(line, sizeof(line),
-		 "%s --listen 0.0.0.0:9 --ec 3+2 --cell-size 256KiB --marshaller copy --discard "
-		 "--metrics 127.0.0.1:9100 --write-quorum 4 --stripes-per-group 8 "
-		 "--inflight-cap 64MiB --admission-l1 5ms --admission-l2 10ms --admission-l3 2s",
-		 six);
+	         "%s --listen 0.0.0.0:9 --ec 3+2 --cell-size 256KiB --marshaller copy --discard "
+	         "--metrics 127.0.0.1:9100 --write-quorum 4 --stripes-per-group 8 "
+	         "--inflight-cap 64MiB --admission-l1 5ms --admission-l2 10ms --admission-l3 2s",
+	         six);
 	CHECK_EQ(parse(&c, line), 0);
 	CHECK_EQ(c.k, 3);
 	CHECK_EQ(c.m, 2);

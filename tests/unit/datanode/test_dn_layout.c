@@ -45,8 +45,8 @@ main(void)
 		t_fill(a, sizeof(a));
 		t_fill(b, sizeof(b));
 		CHECK_EQ(dn_crc32c_combine(ec_crc32c(0, a, sizeof(a)), ec_crc32c(0, b, sizeof(b)),
-					   sizeof(b)),
-			 ec_crc32c(ec_crc32c(0, a, sizeof(a)), b, sizeof(b)));
+		                           sizeof(b)),
+		         ec_crc32c(ec_crc32c(0, a, sizeof(a)), b, sizeof(b)));
 	}
 	printf("ok\n");
 	return 0;

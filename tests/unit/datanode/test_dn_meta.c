@@ -92,7 +92,7 @@ overwrite(void)
 
 static void
 expect_list(struct dn_store *s, const char *prefix, const char *after, unsigned limit,
-	    const char *delim, const char *want, bool truncated)
+            const char *delim, const char *want, bool truncated)
 {
 	struct dn_list_result r;
 	char got[1024] = "";
@@ -108,8 +108,8 @@ expect_list(struct dn_store *s, const char *prefix, const char *after, unsigned 
 		strcat(got, " ");
 	}
 	if (strcmp(got, want) != 0) {
-		fprintf(stderr, "list(%s,%s,%u,%s) = '%s', want '%s'\n", prefix, after, limit, delim,
-			got, want);
+		fprintf(stderr, "list(%s,%s,%u,%s) = '%s', want '%s'\n", prefix, after, limit,
+		        delim, got, want);
 		abort();
 	}
 	CHECK_EQ(r.truncated, truncated);

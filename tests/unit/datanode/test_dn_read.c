@@ -38,8 +38,8 @@ check_all(struct t_env *e)
 		snprintf(key, sizeof(key), "o%d", i);
 		CHECK_EQ(t_check_read(e->s, "b", key, 0, 0, false, bufs[i], lens[i]), 0);
 		CHECK_EQ(t_check_read(e->s, "b", key, lens[i] / 3, lens[i] / 2, true,
-				      bufs[i] + lens[i] / 3, lens[i] / 2),
-			 0);
+		                      bufs[i] + lens[i] / 3, lens[i] / 2),
+		         0);
 	}
 }
 

@@ -50,9 +50,9 @@ scheme(unsigned k, unsigned m, unsigned ndrives)
 	t_open(&e);
 	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
 	size_t cell = e.o.cell_size, stripe = k * cell, group = stripe * e.o.stripes_per_group;
-	size_t sizes[] = { 0,          1,          cell - 1,   cell,          cell + 1,
-			   stripe - 1, stripe,     stripe + 1, 5 * stripe + 7, 3 * group + 123,
-			   group };
+	size_t sizes[] = { 0,          1,      cell - 1,   cell,           cell + 1,
+		           stripe - 1, stripe, stripe + 1, 5 * stripe + 7, 3 * group + 123,
+		           group };
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		round_trip(&e, k, sizes[i], true);
@@ -187,8 +187,8 @@ concurrent(void)
 
 			snprintf(key, sizeof(key), "own%d-%d", t, i);
 			CHECK_EQ(t_check_read(cenv.s, "b", key, 0, 0, false, versions[t][i],
-					      vlens[t][i]),
-				 0);
+			                      vlens[t][i]),
+			         0);
 		}
 	/* A shared key holds exactly one of the versions written to it. */
 	for (int k = 0; k < 3; k++) {
