@@ -138,6 +138,10 @@ dn_heal(struct dn_store *s, unsigned drive)
 		return -errno;
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return -errno;
+	/* A replaced folder also lost its metadata copy: make it whole first. */
+	err = dn_meta_rebuild_replica(s->meta, drive);
+	if (err)
+		return err;
 	err = dn_meta_each_extent(s->meta, heal_extent, &h);
 	free(h.mem);
 	if (err < 0)

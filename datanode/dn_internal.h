@@ -191,6 +191,10 @@ struct dn_meta;
 int dn_meta_open(struct dn_store *s, struct dn_meta **out);
 void dn_meta_close(struct dn_meta *m);
 uint64_t dn_meta_next_id(struct dn_meta *m);
+/* The primary's generation: 0 means no write ever committed. */
+uint64_t dn_meta_generation(struct dn_meta *m);
+/* Replace drive's replica (if it holds one) with a fresh copy of the primary (heal). */
+int dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive);
 int dn_meta_extent_exists(struct dn_meta *m, uint64_t id);
 int dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e);
 int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o);

@@ -37,6 +37,7 @@ struct dn_meta {
 	unsigned nrep;
 	unsigned primary;
 	pthread_mutex_t wlock;
+	pthread_rwlock_t envlock;
 	atomic_uint_fast64_t next_id;
 };
 
@@ -448,6 +449,8 @@ rep_resync(struct dn_meta *m, struct rep *r)
 	if (rc)
 		return mdb_err(rc);
 	snprintf(to, sizeof(to), "%s/data.mdb", r->dir);
+	if (mkdir(r->dir, 0755) < 0 && errno != EEXIST) /* a replaced, empty drive folder */
+		return -errno;
 	if (rename(from, to) < 0)
 		return -errno;
 	rmdir(tmp);
@@ -468,6 +471,7 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		return -ENOMEM;
 	m->s = s;
 	pthread_mutex_init(&m->wlock, NULL);
+	pthread_rwlock_init(&m->envlock, NULL);
 	m->nrep = s->o.m + 1 < s->ndrives ? s->o.m + 1 : s->ndrives;
 	for (unsigned i = 0; i < m->nrep; i++) {
 		struct rep *r = &m->rep[i];
@@ -526,7 +530,58 @@ dn_meta_close(struct dn_meta *m)
 		if (m->rep[i].env)
 			mdb_env_close(m->rep[i].env);
 	pthread_mutex_destroy(&m->wlock);
+	pthread_rwlock_destroy(&m->envlock);
 	free(m);
+}
+
+uint64_t
+dn_meta_generation(struct dn_meta *m)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&m->wlock);
+	gen = m->rep[m->primary].gen;
+	pthread_mutex_unlock(&m->wlock);
+	return gen;
+}
+
+int
+dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive)
+{
+	struct rep *r;
+	int err = 0;
+
+	if (drive >= m->nrep)
+		return 0; /* this drive holds no replica */
+	r = &m->rep[drive];
+	pthread_mutex_lock(&m->wlock);
+	pthread_rwlock_wrlock(&m->envlock);
+	if (m->primary == drive) {
+		/* Copy from another live replica: they all carry the same generation. */
+		for (unsigned j = 1; j < m->nrep; j++)
+			if (m->rep[(drive + j) % m->nrep].ok) {
+				m->primary = (drive + j) % m->nrep;
+				break;
+			}
+	}
+	if (m->primary == drive) {
+		/* The only live copy: keep it as it is. */
+		pthread_rwlock_unlock(&m->envlock);
+		pthread_mutex_unlock(&m->wlock);
+		ZC_WARN("meta", "replica=%s is the only live copy: not rebuilt", r->dir);
+		return 0;
+	} else {
+		err = rep_resync(m, r);
+		if (!err)
+			r->gen = m->rep[m->primary].gen;
+	}
+	pthread_rwlock_unlock(&m->envlock);
+	pthread_mutex_unlock(&m->wlock);
+	if (err)
+		ZC_ERR("meta", "replica=%s rebuild failed err=%s", r->dir, strerror(-err));
+	else
+		ZC_INFO("meta", "replica=%s rebuilt from the primary", r->dir);
+	return err;
 }
 
 uint64_t
@@ -618,11 +673,29 @@ rep_failed:
 	return result;
 }
 
+/*
+ * Readers use the primary's environment under a read lock: a heal that replaces a replica
+ * (and may move the primary) takes it for writing, so no reader is inside an environment
+ * being closed.
+ */
 static int
 read_txn(struct dn_meta *m, MDB_txn **txn, struct rep **r)
 {
+	int err;
+
+	pthread_rwlock_rdlock(&m->envlock);
 	*r = &m->rep[m->primary];
-	return mdb_err(mdb_txn_begin((*r)->env, NULL, MDB_RDONLY, txn));
+	err = mdb_err(mdb_txn_begin((*r)->env, NULL, MDB_RDONLY, txn));
+	if (err)
+		pthread_rwlock_unlock(&m->envlock);
+	return err;
+}
+
+static void
+read_end(struct dn_meta *m, MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&m->envlock);
 }
 
 /* ---- extents and objects ---- */
@@ -639,7 +712,7 @@ dn_meta_extent_exists(struct dn_meta *m, uint64_t id)
 		return err;
 	ext_key(id, kb, &k);
 	err = mdb_get(txn, r->extents, &k, &v) == 0;
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	return err;
 }
 
@@ -658,7 +731,7 @@ dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e)
 	err = mdb_err(mdb_get(txn, r->extents, &k, &v));
 	if (!err)
 		err = ext_decode(&v, id, e);
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	return err;
 }
 
@@ -679,7 +752,7 @@ dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
 	err = mdb_err(mdb_get(txn, r->objects, &k, &v));
 	if (!err)
 		err = obj_decode(&v, o);
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	return err;
 }
 
@@ -1025,7 +1098,7 @@ dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e)
 				mdb_cursor_close(cur);
 		}
 		if (rc) {
-			mdb_txn_abort(txn);
+			read_end(m, txn);
 			return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
 		}
 		id = 0;
@@ -1033,7 +1106,7 @@ dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e)
 			id = id << 8 | ((uint8_t *)k.mv_data)[i];
 		err = ext_decode(&v, id, &e);
 		mdb_cursor_close(cur); /* read-only txns do not free their cursors */
-		mdb_txn_abort(txn);
+		read_end(m, txn);
 		if (err)
 			return err;
 		err = fn(arg, &e);
@@ -1135,7 +1208,7 @@ dn_meta_bucket_head(struct dn_meta *m, const char *name, uint64_t *ctime)
 	err = mdb_err(mdb_get(txn, r->buckets, &k, &v));
 	if (!err && ctime && v.mv_size == 8)
 		memcpy(ctime, v.mv_data, 8);
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	return err;
 }
 
@@ -1176,7 +1249,7 @@ dn_meta_bucket_list(struct dn_meta *m, struct dn_bucket_info **out, size_t *n)
 	}
 	if (cur)
 		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	if (rc != MDB_NOTFOUND) {
 		dn_bucket_list_free(v, cnt);
 		return mdb_err(rc);
@@ -1247,7 +1320,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 	if (err)
 		return err;
 	if (!bucket_exists(r, txn, bucket)) {
-		mdb_txn_abort(txn);
+		read_end(m, txn);
 		return -ENOENT;
 	}
 	memcpy(seek, bucket, bl + 1);
@@ -1334,7 +1407,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 		out->next_start_after = strndup(last, last_len);
 	if (cur)
 		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	read_end(m, txn);
 	if (!err && rc && rc != MDB_NOTFOUND)
 		err = mdb_err(rc);
 	if (err)

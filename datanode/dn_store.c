@@ -146,7 +146,8 @@ dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
 static void
 collect_garbage(struct dn_store *s)
 {
-	unsigned removed = 0;
+	unsigned removed = 0, kept = 0;
+	bool empty = dn_meta_generation(s->meta) == 0;
 
 	for (unsigned d = 0; d < s->ndrives; d++) {
 		char dir[PATH_MAX];
@@ -174,6 +175,10 @@ collect_garbage(struct dn_store *s)
 
 				if (fe->d_name[0] == '.')
 					continue;
+				if (dn_layout_parse(fe->d_name, &id) == 0 && empty) {
+					kept++;
+					continue;
+				}
 				if (dn_layout_parse(fe->d_name, &id) == 0 &&
 				    dn_meta_extent_exists(s->meta, id) == 1)
 					continue;
@@ -187,6 +192,13 @@ collect_garbage(struct dn_store *s)
 	}
 	if (removed)
 		ZC_INFO("store", "removed=%u files of uncommitted writes", removed);
+	/*
+	 * No metadata at all (every replica lost or new) beside existing cell files: never
+	 * sweep those, an operator may still bring a metadata copy back.
+	 */
+	if (kept)
+		ZC_ERR("store", "metadata is empty but drives hold %u cell files: left untouched",
+		       kept);
 }
 
 void
