@@ -36,7 +36,8 @@
 		}                                                                             \
 	} while (0)
 
-static uint64_t t_rng = 0x9e3779b97f4a7c15ull;
+static _Thread_local uint64_t t_rng =
+        0x9e3779b97f4a7c15ull; /* per thread: writers race otherwise */
 
 static inline uint64_t
 t_rand(void)
