@@ -553,6 +553,24 @@ poison:
 	return err;
 }
 
+int
+dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n,
+                      uint32_t crc32c)
+{
+	uint32_t before = w->crc;
+	uint64_t from = w->written;
+	int err = dn_write_data(w, offset, segs, n);
+
+	if (err || w->s->o.discard)
+		return err;
+	/* crc(A || B) = shift(crc(A), |B|) ^ crc(B): recover this call's crc(B). */
+	if ((w->crc ^ dn_crc32c_combine(before, 0, w->written - from)) != crc32c) {
+		w->err = -EBADMSG;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 /* ---- finishing ---- */
 static void
 unlink_files(struct dn_write *w)

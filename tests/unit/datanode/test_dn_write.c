@@ -259,9 +259,41 @@ inflight_cap(void)
 	t_env_fini(&e);
 }
 
+/* Per-call CRC32C (a WriteChunk's crc32c) is checked without a second pass. */
+static void
+checked(void)
+{
+	struct t_env e;
+	static uint8_t buf[100000];
+	struct dn_write *w;
+	struct zc_seg a = { buf, 30000, NULL }, b = { buf + 30000, 70000, NULL };
+	struct dn_object_info info;
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(dn_write_begin(e.s, "b", "k", sizeof(buf), true, 0, 0, &w), 0);
+	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, ec_crc32c(0, buf, 30000)), 0);
+	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, ec_crc32c(0, buf + 30000, 70000)), 0);
+	CHECK_EQ(t_commit(w, "e", NULL), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
+	/* One flipped CRC bit: BadDigest, and the object keeps its committed version. */
+	CHECK_EQ(dn_write_begin(e.s, "b", "k", sizeof(buf), true, 0, 0, &w), 0);
+	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, ec_crc32c(0, buf, 30000)), 0);
+	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, ec_crc32c(0, buf + 30000, 70000) ^ 1),
+	         -EBADMSG);
+	CHECK_EQ(t_commit(w, "e", NULL), -EBADMSG);
+	CHECK_EQ(dn_stat(e.s, "b", "k", &info), 0);
+	CHECK(strcmp(info.etag, "e") == 0);
+	dn_object_info_fini(&info);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	checked();
 	inflight_cap();
 	concurrent();
 	bounded_files();
