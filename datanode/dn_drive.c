@@ -60,8 +60,12 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		io_uring_prep_writev(sqe, io->file->slot, io->iov, io->niov, io->off);
 		break;
 	case DN_IO_WRITE_FIXED:
-		io_uring_prep_write_fixed(sqe, io->file->slot, io->iov[0].iov_base,
-		                          io->iov[0].iov_len, io->off, io->buf_index);
+		if (d->fixed_ok)
+			io_uring_prep_write_fixed(sqe, io->file->slot, io->iov[0].iov_base,
+			                          io->iov[0].iov_len, io->off, io->buf_index);
+		else
+			io_uring_prep_write(sqe, io->file->slot, io->iov[0].iov_base,
+			                    io->iov[0].iov_len, io->off);
 		break;
 	case DN_IO_FSYNC:
 		io_uring_prep_fsync(sqe, io->file->slot, IORING_FSYNC_DATASYNC);
@@ -358,8 +362,11 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 	}
 	err = io_uring_register_buffers(&d->ring, iov, d->pool_n);
 	free(iov);
-	if (err < 0)
-		return err;
+	d->fixed_ok = err == 0;
+	if (err < 0) /* e.g. RLIMIT_MEMLOCK for a non-root user: same buffers, plain writes */
+		ZC_WARN("drive",
+		        "drive=%u register_buffers failed err=%s: parity without fixed buffers",
+		        idx, strerror(-err));
 	err = pthread_create(&d->thread, NULL, drive_main, d);
 	if (err)
 		return -err;

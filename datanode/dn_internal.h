@@ -65,6 +65,7 @@ struct dn_drive {
 	unsigned inflight; /* drive thread only */
 	unsigned qd;
 	bool direct_ok;
+	bool fixed_ok; /* the pool is registered: parity goes out as WRITE_FIXED */
 	atomic_int state;
 	atomic_uint_fast64_t delay_ns;
 	atomic_uint inject_errors;
