@@ -38,7 +38,7 @@ struct dn_store_opts {
 	unsigned write_quorum;      /* cells that must be durable per group; 0: k + 1 */
 	unsigned queue_depth;       /* SQEs in flight per drive; default 64 */
 	unsigned parity_bufs;       /* registered cell buffers per drive; default 32 */
-	uint64_t inflight_cap;      /* payload bytes held by in-flight writes; default 1 GiB */
+	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
 	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
 	bool no_direct;             /* never try O_DIRECT for parity */
 	bool discard;               /* accept and drop payload (benchmark of the transport) */
@@ -58,7 +58,10 @@ void dn_store_opts_default(struct dn_store_opts *opts);
  */
 int dn_store_open(const struct dn_store_opts *opts, struct dn_store **out);
 
-/* Stop drive threads and close everything. No write may be in flight. NULL is a no-op. */
+/*
+ * Stop and close everything. Every dn_write must have been handed back (committed or
+ * aborted); close waits for those still finishing. NULL is a no-op.
+ */
 void dn_store_close(struct dn_store *store);
 
 /* ---- buckets ---- */
