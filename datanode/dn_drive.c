@@ -175,17 +175,23 @@ void
 dn_drive_submit(struct dn_drive *d, struct dn_io *io)
 {
 	uint64_t one = 1;
+	bool was_empty;
 
 	io->next = NULL;
 	io->t_enq = zc_now_ns();
 	pthread_mutex_lock(&d->qlock);
+	was_empty = d->qhead == NULL;
 	if (d->qtail)
 		d->qtail->next = io;
 	else
 		d->qhead = io;
 	d->qtail = io;
 	pthread_mutex_unlock(&d->qlock);
-	if (write(d->efd, &one, sizeof(one)) < 0)
+	/*
+	 * Wake the thread only for the first io of a batch: it takes the whole list under the
+	 * lock, so a non-empty list already has a wakeup on its way.
+	 */
+	if (was_empty && write(d->efd, &one, sizeof(one)) < 0)
 		ZC_ERR("drive", "drive=%u eventfd write failed err=%s", d->idx, strerror(errno));
 }
 
