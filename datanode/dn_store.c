@@ -1,6 +1,7 @@
 /* The store: drives, metadata, shared pools and the metadata-only object calls. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,78 @@ dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
 			    !dn_layout_path(s->drives[d].root, e->id, g, c, path, sizeof(path)))
 				unlink(path);
 		}
+}
+
+/*
+ * Drive identity: <drive>/zest-drive names the store and the drive's index in it, so that a
+ * reordered --drive list or a folder from another store is refused instead of misread. A
+ * folder without the file (new, or a replaced disk) gets one.
+ */
+static int
+check_identity(struct dn_store *s)
+{
+	char store[40] = "", line[160], path[PATH_MAX];
+	bool have[DN_MAX_DRIVES] = { false };
+	unsigned char rnd[16];
+
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		char id[40];
+		unsigned idx, of;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/zest-drive", s->drives[d].root);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) ||
+		    sscanf(line, "zest-drive v1 store=%32s index=%u of=%u", id, &idx, &of) != 3) {
+			fclose(f);
+			ZC_ERR("store", "drive=%s: unreadable %s", s->drives[d].root, path);
+			return -EINVAL;
+		}
+		fclose(f);
+		if (idx != d) {
+			ZC_ERR("store",
+			       "drive=%s is drive %u of its store, given as --drive number %u",
+			       s->drives[d].root, idx, d);
+			return -EINVAL;
+		}
+		if (store[0] && strcmp(store, id) != 0) {
+			ZC_ERR("store", "drive=%s belongs to store %s, not %s", s->drives[d].root,
+			       id, store);
+			return -EINVAL;
+		}
+		strcpy(store, id);
+		have[d] = true;
+	}
+	if (!store[0]) {
+		if (getentropy(rnd, sizeof(rnd)) < 0)
+			return -errno;
+		for (unsigned i = 0; i < sizeof(rnd); i++)
+			snprintf(store + 2 * i, 3, "%02x", rnd[i]);
+	}
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		char tmp[PATH_MAX + 8];
+		int fd, n;
+
+		if (have[d])
+			continue;
+		snprintf(path, sizeof(path), "%s/zest-drive", s->drives[d].root);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		n = snprintf(line, sizeof(line), "zest-drive v1 store=%s index=%u of=%u\n", store,
+		             d, s->ndrives);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		if (write(fd, line, (size_t)n) != n || fsync(fd) < 0 || rename(tmp, path) < 0) {
+			int err = errno ? -errno : -EIO;
+
+			close(fd);
+			return err;
+		}
+		close(fd);
+	}
+	return 0;
 }
 
 /* Remove cell files no committed extent owns: what a crash left half-written. */
@@ -313,6 +386,9 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 			goto fail;
 		}
 	}
+	err = check_identity(s);
+	if (err)
+		goto fail;
 	err = dn_meta_open(s, &s->meta);
 	if (err)
 		goto fail;

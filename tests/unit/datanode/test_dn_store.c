@@ -40,9 +40,43 @@ count_files(struct t_env *e)
 	return n;
 }
 
+/* Drive folders know their store and index: reordering or mixing stores is refused. */
+static void
+identity(void)
+{
+	struct t_env e, other;
+	const char *tmp;
+	uint8_t x = 1;
+
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(t_put(e.s, "b", "k", &x, 1), 0);
+	t_close(&e);
+	tmp = e.drives[1];
+	e.drives[1] = e.drives[2];
+	e.drives[2] = tmp;
+	CHECK_EQ(dn_store_open(&e.o, &e.s), -EINVAL);
+	e.drives[2] = e.drives[1];
+	e.drives[1] = tmp;
+	/* A drive of another store in the list. */
+	t_env_init(&other, 6, 4, 2);
+	t_open(&other);
+	t_close(&other);
+	e.drives[5] = other.drives[5];
+	CHECK_EQ(dn_store_open(&e.o, &e.s), -EINVAL);
+	e.drives[5] = e.dirs[5];
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, &x, 1), 0);
+	t_env_fini(&e);
+	e.s = NULL;
+	t_env_fini(&other);
+}
+
 int
 main(void)
 {
+	identity();
 	struct t_env e;
 	static uint8_t buf[400000];
 	unsigned failed = 0; /* drives currently failed, at most m */
