@@ -1,0 +1,261 @@
+/*
+ * datanode: the zest storage engine. Objects are erasure coded RS(k, m) into cells; cells
+ * go to drive folders through one io_uring ring per drive; metadata lives in LMDB,
+ * replicated on m + 1 drives. This header is what the gRPC binding calls.
+ *
+ * Threading: a struct dn_store is shared by all threads; every function taking a store is
+ * thread-safe. A struct dn_write belongs to one thread at a time until dn_write_commit()
+ * or dn_write_abort() hands it back. Commit callbacks run on the store's commit thread,
+ * read callbacks on the caller's thread; neither may block for long.
+ *
+ * Errors: >= 0 on success, -errno on failure: -EINVAL bad argument, -ENOENT no such
+ * bucket/key, -EEXIST bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
+ * (pool empty, admission refused: the binding maps it to RESOURCE_EXHAUSTED / SlowDown),
+ * -EBADMSG checksum mismatch that could not be repaired, -EIO drive failure beyond quorum.
+ */
+#ifndef ZEST_DN_H
+#define ZEST_DN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zc_ref.h"
+
+#define DN_MAX_DRIVES 64
+
+struct dn_store;
+struct dn_write;
+
+struct dn_store_opts {
+	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
+	unsigned ndrives;
+	unsigned k, m;              /* default scheme: 4 + 2 */
+	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
+	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */
+	unsigned stripes_per_group; /* block-group size in stripes; default 16 */
+	unsigned write_quorum;      /* cells that must be durable per group; 0: k + 1 */
+	unsigned queue_depth;       /* SQEs in flight per drive; default 64 */
+	unsigned parity_bufs;       /* registered cell buffers per drive; default 32 */
+	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
+	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
+	bool no_direct;             /* never try O_DIRECT for parity */
+	bool discard;               /* accept and drop payload (benchmark of the transport) */
+	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
+	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
+	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */
+	uint64_t meta_map_size; /* LMDB map size; default 1 GiB */
+};
+
+/* Fill opts with the defaults above (drives left NULL). */
+void dn_store_opts_default(struct dn_store_opts *opts);
+
+/*
+ * Open (creating folders as needed) a store over the drive folders: picks the newest
+ * valid metadata copy, re-replicates it, removes files of uncommitted writes, starts one
+ * thread per drive. Returns 0 and *out, or -errno.
+ */
+int dn_store_open(const struct dn_store_opts *opts, struct dn_store **out);
+
+/*
+ * Stop and close everything. Every dn_write must have been handed back (committed or
+ * aborted); close waits for those still finishing. NULL is a no-op.
+ */
+void dn_store_close(struct dn_store *store);
+
+/* ---- buckets ---- */
+int dn_bucket_create(struct dn_store *s, const char *name, uint64_t *ctime_ns);
+int dn_bucket_delete(struct dn_store *s, const char *name); /* -ENOTEMPTY unless empty */
+int dn_bucket_head(struct dn_store *s, const char *name, uint64_t *ctime_ns);
+struct dn_bucket_info {
+	char *name;
+	uint64_t ctime_ns;
+};
+/* All buckets in name order; free with dn_bucket_list_free. */
+int dn_bucket_list(struct dn_store *s, struct dn_bucket_info **out, size_t *n);
+void dn_bucket_list_free(struct dn_bucket_info *v, size_t n);
+
+/* ---- objects ---- */
+struct dn_attr {
+	char *name;
+	char *value;
+};
+
+struct dn_object_info {
+	char *key;
+	uint64_t size;
+	char *etag;
+	uint64_t mtime_ns;
+	uint32_t crc32c; /* of the whole object */
+	unsigned k, m;
+	struct dn_attr *attrs;
+	size_t nattrs;
+};
+void dn_object_info_fini(struct dn_object_info *info);
+
+struct dn_write_result {
+	uint64_t size;
+	uint32_t crc32c;
+	const char *etag;
+	uint64_t mtime_ns;
+};
+
+/*
+ * Called once, on the store's commit thread, after every cell is durable (file and folder
+ * fsynced) and the metadata is committed.
+ */
+typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
+
+/*
+ * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
+ * store default. Passes admission (may pace or wait; -EAGAIN when refused). Returns 0 and
+ * *out, or -ENOENT (no bucket), -EINVAL, -EAGAIN.
+ */
+int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
+                   bool size_known, unsigned k, unsigned m, struct dn_write **out);
+
+/*
+ * Append segs (n of them) at offset, which must equal the bytes written so far. The bytes
+ * are encoded where they lie and written straight from the segments: each SQE takes its
+ * own zc_ref on the segments it writes and drops it on completion; the caller keeps its
+ * own references and may drop them when this returns. May block: while the store holds
+ * more than inflight_cap payload it waits at its start (flow control: do not read more
+ * from that stream meanwhile), and it waits for parity pool buffers; run it on a thread
+ * that may block. Returns 0, -EINVAL (offset, size overflow), -EAGAIN (no buffer or
+ * credit within wait_ns; the write is then poisoned: commit reports the error, or abort)
+ * or -EIO.
+ */
+int dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n);
+
+/*
+ * dn_write_data, then check that the bytes of this call have CRC32C crc32c (a WriteChunk's
+ * crc32c). The check costs no second pass: the call's CRC is derived from the running
+ * object CRC. A mismatch returns -EBADMSG and poisons the write (nothing will commit).
+ * Not checked with --discard.
+ */
+int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n,
+                          uint32_t crc32c);
+
+/*
+ * Finish: flush, fdatasync every file through its ring, commit metadata (replacing any
+ * old version, whose files are then freed), then call cb. Takes ownership of w; cb is
+ * always called exactly once (err < 0 on failure, nothing visible then).
+ */
+void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
+                     size_t nattrs, dn_commit_cb cb, void *arg);
+
+/* Drop an unfinished write: nothing becomes visible, files are removed. Takes ownership. */
+void dn_write_abort(struct dn_write *w);
+
+/*
+ * Read data delivered in order: seg is valid for the call; to keep the bytes, take
+ * zc_ref_get(seg->ref) and put it later. Return < 0 from the callback to stop (that value
+ * is returned by dn_read).
+ */
+typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
+
+/*
+ * Read [offset, offset + length) of bucket/key (has_length false: to the end), verifying
+ * each chunk's CRC32C and rebuilding from any k cells where a drive is missing or a chunk
+ * is bad. A stripe's cells are read in parallel through the drive rings while the caller
+ * sleeps; cb runs on the caller's thread. info (optional) receives the object facts; fini
+ * it. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
+ */
+int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
+            uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
+            void *arg);
+
+int dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info);
+/* Returns 1 when it existed, 0 when not, or -errno. */
+int dn_delete(struct dn_store *s, const char *bucket, const char *key);
+
+struct dn_list_result {
+	struct dn_object_info *entries; /* attrs left out */
+	size_t nentries;
+	char **prefixes;
+	size_t nprefixes;
+	bool truncated;
+	char *next_start_after;
+};
+/* S3 list semantics: keys > start_after with prefix, common prefixes on delimiter. */
+int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
+            unsigned limit, const char *delimiter, struct dn_list_result *out);
+void dn_list_result_fini(struct dn_list_result *r);
+
+/*
+ * New object bucket/key = concatenation of parts (keys in the same bucket), metadata
+ * only. delete_parts drops the part objects in the same transaction.
+ */
+int dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
+               size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+               size_t nattrs, struct dn_write_result *res);
+
+/* ---- drives, failures, heal ---- */
+enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1 };
+int dn_drive_state_get(struct dn_store *s, unsigned drive);
+/* Mark a drive failed (tests, operator); its cells are then written as missing. */
+int dn_drive_fail(struct dn_store *s, unsigned drive);
+/* Test hook: every write SQE on this drive is delayed by delay_ns before submission. */
+void dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns);
+/* Test hook: the next n completed writes on this drive report -EIO (as a dying disk). */
+void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
+/*
+ * Rebuild every cell assigned to `drive` that is missing or bad (a replaced, empty folder)
+ * from the other cells, make it durable, clear the missing marks, mark the drive OK.
+ * Returns the number of cells rebuilt, or -errno.
+ */
+long dn_heal(struct dn_store *s, unsigned drive);
+
+/* ---- admission, counters, metrics ---- */
+enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
+int dn_admission_level(struct dn_store *s);
+uint64_t dn_drive_latency_ewma_ns(struct dn_store *s, unsigned drive);
+
+struct dn_counters {
+	uint64_t objects_committed;
+	uint64_t degraded_reads;
+	uint64_t inflight_bytes;
+	uint64_t admission_refused;
+	uint64_t admission_paced;
+	uint64_t admission_queued;
+};
+void dn_counters_get(struct dn_store *s, struct dn_counters *c);
+
+/* Hook that appends more series (the rpc module's payload byte counters) to /metrics. */
+typedef void (*dn_metrics_hook)(FILE *out, void *arg);
+void dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg);
+/* Write the Prometheus text exposition to out. */
+void dn_metrics_render(struct dn_store *s, FILE *out);
+/*
+ * Serve GET /metrics on host:port (port 0: any; the bound port is returned in *port) from
+ * one small thread until dn_store_close. Returns 0 or -errno.
+ */
+int dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port);
+
+/* ---- configuration (item 1 flags) ---- */
+struct dn_config {
+	char *listen;
+	char *metrics;
+	const char *drives[DN_MAX_DRIVES];
+	unsigned ndrives;
+	unsigned k, m;
+	uint64_t cell_size;
+	bool zerocopy; /* --marshaller zerocopy (default) | copy */
+	bool discard;
+	unsigned write_quorum;
+	unsigned stripes_per_group;
+	uint64_t inflight_cap;
+	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
+	bool heal; /* `zest-datanode heal --drive ...`: heal all drives and exit */
+};
+
+/*
+ * Parse argv (defaults first). Returns 0 to run, 1 when --help/--version printed to out,
+ * -EINVAL with a one-line message on err for a bad flag. Strings point into argv.
+ */
+int dn_config_parse(struct dn_config *cfg, int argc, char **argv, FILE *out, FILE *err);
+/* Turn a parsed config into store options (drives point into cfg). */
+void dn_config_to_opts(const struct dn_config *cfg, struct dn_store_opts *opts);
+
+#endif

@@ -1,0 +1,235 @@
+/* Command-line flags of zest-datanode (issue 4, item 1): defaults, then long flags. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dn_internal.h"
+
+enum {
+	OPT_LISTEN = 256,
+	OPT_DRIVE,
+	OPT_EC,
+	OPT_CELL,
+	OPT_MARSHALLER,
+	OPT_DISCARD,
+	OPT_METRICS,
+	OPT_QUORUM,
+	OPT_SPG,
+	OPT_INFLIGHT,
+	OPT_L1,
+	OPT_L2,
+	OPT_L3,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "drive", required_argument, NULL, OPT_DRIVE },
+	{ "ec", required_argument, NULL, OPT_EC },
+	{ "cell-size", required_argument, NULL, OPT_CELL },
+	{ "marshaller", required_argument, NULL, OPT_MARSHALLER },
+	{ "discard", no_argument, NULL, OPT_DISCARD },
+	{ "metrics", required_argument, NULL, OPT_METRICS },
+	{ "write-quorum", required_argument, NULL, OPT_QUORUM },
+	{ "stripes-per-group", required_argument, NULL, OPT_SPG },
+	{ "inflight-cap", required_argument, NULL, OPT_INFLIGHT },
+	{ "admission-l1", required_argument, NULL, OPT_L1 },
+	{ "admission-l2", required_argument, NULL, OPT_L2 },
+	{ "admission-l3", required_argument, NULL, OPT_L3 },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void
+usage(FILE *out)
+{
+	fputs("usage: zest-datanode [heal] [flags]\n"
+	      "  heal                       rebuild missing cells on every drive, then exit\n"
+	      "  --listen HOST:PORT         gRPC address (default 127.0.0.1:7070)\n"
+	      "  --drive DIR                a drive folder; repeat, at least k+m (required)\n"
+	      "  --ec K+M                   erasure-coding scheme (default 4+2)\n"
+	      "  --cell-size SIZE           cell size, multiple of 64KiB (default 1MiB)\n"
+	      "  --marshaller zerocopy|copy payload marshaller (default zerocopy)\n"
+	      "  --discard                  accept and drop payload (transport benchmark)\n"
+	      "  --metrics HOST:PORT        serve Prometheus /metrics (default off)\n"
+	      "  --write-quorum N           durable cells per group to commit (default k+1)\n"
+	      "  --stripes-per-group N      block-group size in stripes (default 16)\n"
+	      "  --inflight-cap SIZE        payload bytes in flight to drives (default 1GiB)\n"
+	      "  --admission-l1 DURATION    write latency above which writes are paced (default "
+	      "50ms)\n"
+	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
+	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
+	      "  --help                     this text\n"
+	      "  --version                  print the version\n",
+	      out);
+}
+
+static int
+parse_uint(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > 1000000)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int
+parse_ec(const char *s, unsigned *k, unsigned *m)
+{
+	char buf[32], *plus;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	plus = strchr(buf, '+');
+	if (!plus)
+		return -EINVAL;
+	*plus = 0;
+	if (parse_uint(buf, k) || parse_uint(plus + 1, m) || *k == 0 || *m == 0 ||
+	    *k + *m > EC_MAX_CELLS)
+		return -EINVAL;
+	return 0;
+}
+
+int
+dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err)
+{
+	int opt;
+
+	memset(c, 0, sizeof(*c));
+	c->listen = "127.0.0.1:7070";
+	c->k = 4;
+	c->m = 2;
+	c->cell_size = 1 << 20;
+	c->zerocopy = true;
+	c->stripes_per_group = 16;
+	c->inflight_cap = 1ull << 30;
+	c->adm_l1_ns = 50000000;
+	c->adm_l2_ns = 200000000;
+	c->adm_l3_ns = 1000000000;
+	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
+		c->heal = true;
+		argv++;
+		argc--;
+	}
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		int bad = 0;
+
+		switch (opt) {
+		case OPT_LISTEN:
+			c->listen = optarg;
+			break;
+		case OPT_DRIVE:
+			if (c->ndrives == DN_MAX_DRIVES)
+				bad = -EINVAL;
+			else
+				c->drives[c->ndrives++] = optarg;
+			break;
+		case OPT_EC:
+			bad = parse_ec(optarg, &c->k, &c->m);
+			break;
+		case OPT_CELL:
+			bad = zc_parse_size(optarg, &c->cell_size);
+			if (!bad && (c->cell_size == 0 || c->cell_size % (64 << 10) ||
+			             c->cell_size > (1u << 30)))
+				bad = -EINVAL;
+			break;
+		case OPT_MARSHALLER:
+			if (strcmp(optarg, "zerocopy") == 0)
+				c->zerocopy = true;
+			else if (strcmp(optarg, "copy") == 0)
+				c->zerocopy = false;
+			else
+				bad = -EINVAL;
+			break;
+		case OPT_DISCARD:
+			c->discard = true;
+			break;
+		case OPT_METRICS:
+			c->metrics = optarg;
+			break;
+		case OPT_QUORUM:
+			bad = parse_uint(optarg, &c->write_quorum);
+			break;
+		case OPT_SPG:
+			bad = parse_uint(optarg, &c->stripes_per_group);
+			if (!bad && c->stripes_per_group == 0)
+				bad = -EINVAL;
+			break;
+		case OPT_INFLIGHT:
+			bad = zc_parse_size(optarg, &c->inflight_cap);
+			break;
+		case OPT_L1:
+			bad = zc_parse_duration_ns(optarg, &c->adm_l1_ns);
+			break;
+		case OPT_L2:
+			bad = zc_parse_duration_ns(optarg, &c->adm_l2_ns);
+			break;
+		case OPT_L3:
+			bad = zc_parse_duration_ns(optarg, &c->adm_l3_ns);
+			break;
+		case OPT_HELP:
+			usage(out);
+			return 1;
+		case OPT_VERSION:
+			fprintf(out, "zest-datanode %s\n", ZEST_VERSION);
+			return 1;
+		default:
+			fprintf(err, "zest-datanode: unknown flag or missing value: %s\n",
+			        argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (bad) {
+			fprintf(err, "zest-datanode: bad value for --%s: %s\n",
+			        long_opts[opt - OPT_LISTEN].name, optarg);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(err, "zest-datanode: unexpected argument: %s\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (c->ndrives < c->k + c->m) {
+		fprintf(err, "zest-datanode: need at least %u --drive folders for %u+%u, got %u\n",
+		        c->k + c->m, c->k, c->m, c->ndrives);
+		return -EINVAL;
+	}
+	if (c->write_quorum && (c->write_quorum < c->k || c->write_quorum > c->k + c->m)) {
+		fprintf(err, "zest-datanode: --write-quorum must be within [%u, %u]\n", c->k,
+		        c->k + c->m);
+		return -EINVAL;
+	}
+	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {
+		fprintf(err, "zest-datanode: admission limits need L1 <= L2 <= L3\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void
+dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
+{
+	dn_store_opts_default(o);
+	o->drives = c->drives;
+	o->ndrives = c->ndrives;
+	o->k = c->k;
+	o->m = c->m;
+	o->cell_size = c->cell_size;
+	o->stripes_per_group = c->stripes_per_group;
+	o->write_quorum = c->write_quorum;
+	o->inflight_cap = c->inflight_cap;
+	o->discard = c->discard;
+	o->adm_l1_ns = c->adm_l1_ns;
+	o->adm_l2_ns = c->adm_l2_ns;
+	o->adm_l3_ns = c->adm_l3_ns;
+}

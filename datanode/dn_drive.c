@@ -1,0 +1,407 @@
+/*
+ * One drive: an io_uring ring owned by one thread. Other threads hand it struct dn_io
+ * through a locked list and an eventfd whose read is itself an SQE on the ring, so the
+ * thread sleeps in one place (io_uring_submit_and_wait) for both new work and completions.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dn_internal.h"
+
+const double dn_hist_bounds_s[DN_HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+	                                           0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
+
+#define EFD_TAG ((void *)1)
+
+static bool
+probe_direct(const char *root)
+{
+	char path[PATH_MAX];
+	void *buf = NULL;
+	bool ok = false;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/.direct-probe", root);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return false;
+	if (posix_memalign(&buf, 4096, 4096) == 0) {
+		memset(buf, 0, 4096);
+		ok = pwrite(fd, buf, 4096, 0) == 4096;
+		free(buf);
+	}
+	close(fd);
+	unlink(path);
+	return ok;
+}
+
+static void
+prep_io(struct dn_drive *d, struct dn_io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+	uint64_t delay = atomic_load(&d->delay_ns);
+
+	/* The ring has twice qd entries and we submit before exceeding qd: never NULL. */
+	if (delay && (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)) {
+		struct timespec ts = { .tv_sec = delay / 1000000000u,
+			               .tv_nsec = delay % 1000000000u };
+
+		nanosleep(&ts, NULL);
+	}
+	switch (io->op) {
+	case DN_IO_WRITEV:
+		io_uring_prep_writev(sqe, io->file->slot, io->iov, io->niov, io->off);
+		break;
+	case DN_IO_WRITE_FIXED:
+		if (d->fixed_ok)
+			io_uring_prep_write_fixed(sqe, io->file->slot, io->iov[0].iov_base,
+			                          io->iov[0].iov_len, io->off, io->buf_index);
+		else
+			io_uring_prep_write(sqe, io->file->slot, io->iov[0].iov_base,
+			                    io->iov[0].iov_len, io->off);
+		break;
+	case DN_IO_FSYNC:
+		io_uring_prep_fsync(sqe, io->file->slot, IORING_FSYNC_DATASYNC);
+		break;
+	case DN_IO_FSYNC_DIR:
+		io_uring_prep_fsync(sqe, io->file->slot, 0);
+		break;
+	case DN_IO_READ:
+		io_uring_prep_read(sqe, io->file->slot, io->iov[0].iov_base,
+		                   (unsigned)io->iov[0].iov_len, io->off);
+		break;
+	}
+	sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data(sqe, io);
+	d->inflight++;
+	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)
+		atomic_fetch_add(&d->writes_inflight, 1);
+}
+
+static void
+complete_io(struct dn_drive *d, struct dn_io *io, int res)
+{
+	io->res = res;
+	d->inflight--;
+	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
+		unsigned left = atomic_load(&d->inject_errors);
+
+		while (left > 0 &&
+		       !atomic_compare_exchange_weak(&d->inject_errors, &left, left - 1))
+			;
+		if (left > 0)
+			res = -EIO;
+		atomic_fetch_sub(&d->writes_inflight, 1);
+		if (res > 0)
+			atomic_fetch_add(&d->write_bytes, (uint64_t)res);
+		io->res = res;
+		if (res >= 0 && (size_t)res != io->len)
+			io->res = -EIO; /* a short write to a regular file: treat as a failure */
+		dn_admission_note(d, zc_now_ns() - io->t_enq);
+	}
+	if (io->op == DN_IO_READ && res >= 0 && (size_t)res != io->len)
+		io->res = -ENODATA; /* a short cell file: this cell is bad, the drive may be fine */
+	if (io->res < 0 && io->res != -ENODATA && dn_drive_ok(d)) {
+		ZC_ERR("drive", "drive=%u op=%d err=%s: marking failed", d->idx, io->op,
+		       strerror(-io->res));
+		atomic_store(&d->state, DN_DRIVE_FAILED);
+	}
+	io->cb(io);
+}
+
+static void *
+drive_main(void *arg)
+{
+	struct dn_drive *d = arg;
+	struct dn_io *head = NULL, *tail = NULL;
+	bool efd_armed = false;
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned seen = 0, h;
+		bool stop;
+
+		if (!efd_armed) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+
+			io_uring_prep_read(sqe, d->efd, &d->efd_val, sizeof(d->efd_val), 0);
+			io_uring_sqe_set_data(sqe, EFD_TAG);
+			efd_armed = true;
+		}
+		pthread_mutex_lock(&d->qlock);
+		if (d->qhead) {
+			if (tail)
+				tail->next = d->qhead;
+			else
+				head = d->qhead;
+			tail = d->qtail;
+			d->qhead = d->qtail = NULL;
+		}
+		stop = d->stop;
+		pthread_mutex_unlock(&d->qlock);
+		while (head && d->inflight < d->qd) {
+			struct dn_io *io = head;
+
+			head = io->next;
+			if (!head)
+				tail = NULL;
+			prep_io(d, io);
+		}
+		if (stop && !head && d->inflight == 0)
+			break;
+		io_uring_submit_and_wait(&d->ring, 1);
+		io_uring_for_each_cqe(&d->ring, h, cqe) {
+			void *data = io_uring_cqe_get_data(cqe);
+
+			seen++;
+			if (data == EFD_TAG)
+				efd_armed = false;
+			else
+				complete_io(d, data, cqe->res);
+		}
+		io_uring_cq_advance(&d->ring, seen);
+	}
+	return NULL;
+}
+
+void
+dn_drive_submit(struct dn_drive *d, struct dn_io *io)
+{
+	uint64_t one = 1;
+	bool was_empty;
+
+	io->next = NULL;
+	io->t_enq = zc_now_ns();
+	pthread_mutex_lock(&d->qlock);
+	was_empty = d->qhead == NULL;
+	if (d->qtail)
+		d->qtail->next = io;
+	else
+		d->qhead = io;
+	d->qtail = io;
+	pthread_mutex_unlock(&d->qlock);
+	/*
+	 * Wake the thread only for the first io of a batch: it takes the whole list under the
+	 * lock, so a non-empty list already has a wakeup on its way.
+	 */
+	if (was_empty && write(d->efd, &one, sizeof(one)) < 0)
+		ZC_ERR("drive", "drive=%u eventfd write failed err=%s", d->idx, strerror(errno));
+}
+
+int
+dn_pool_get(struct dn_drive *d, uint64_t wait_ns)
+{
+	struct timespec until;
+	int idx = -EAGAIN;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(wait_ns / 1000000000u);
+	until.tv_nsec += (long)(wait_ns % 1000000000u);
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&d->plock);
+	while (d->pool_top == 0) {
+		if (pthread_cond_timedwait(&d->pcond, &d->plock, &until) == ETIMEDOUT)
+			break;
+	}
+	if (d->pool_top > 0)
+		idx = d->pool_free[--d->pool_top];
+	pthread_mutex_unlock(&d->plock);
+	return idx;
+}
+
+void
+dn_pool_put(struct dn_drive *d, int index)
+{
+	pthread_mutex_lock(&d->plock);
+	d->pool_free[d->pool_top++] = index;
+	pthread_cond_signal(&d->pcond);
+	pthread_mutex_unlock(&d->plock);
+}
+
+static int
+file_open(struct dn_drive *d, const char *path, int flags, bool direct, struct dn_file **out)
+{
+	struct dn_file *f = calloc(1, sizeof(*f));
+	int err, slot = -1;
+
+	if (!f)
+		return -ENOMEM;
+	f->fd = open(path, flags | (direct ? O_DIRECT : 0), 0644);
+	if (f->fd < 0) {
+		err = -errno;
+		goto free_f;
+	}
+	pthread_mutex_lock(&d->slock);
+	for (int i = 0; i < DN_FILE_SLOTS; i++) {
+		if (!d->slot_used[i]) {
+			d->slot_used[i] = 1;
+			slot = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&d->slock);
+	if (slot < 0) {
+		err = -EAGAIN;
+		goto close_fd;
+	}
+	/* Registration takes the ring's own lock in the kernel: safe beside the drive thread. */
+	err = io_uring_register_files_update(&d->ring, (unsigned)slot, &f->fd, 1);
+	if (err < 0)
+		goto free_slot;
+	f->drive = d;
+	f->slot = slot;
+	f->direct = direct;
+	*out = f;
+	return 0;
+
+free_slot:
+	pthread_mutex_lock(&d->slock);
+	d->slot_used[slot] = 0;
+	pthread_mutex_unlock(&d->slock);
+close_fd:
+	close(f->fd);
+free_f:
+	free(f);
+	return err;
+}
+
+int
+dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out)
+{
+	return file_open(d, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, direct && d->direct_ok,
+	                 out);
+}
+
+int
+dn_file_open_read(struct dn_drive *d, const char *path, struct dn_file **out)
+{
+	return file_open(d, path, O_RDONLY | O_CLOEXEC, false, out);
+}
+
+int
+dn_dir_open(struct dn_drive *d, const char *path, struct dn_file **out)
+{
+	return file_open(d, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, false, out);
+}
+
+void
+dn_file_close(struct dn_file *f)
+{
+	struct dn_drive *d;
+	int none = -1;
+
+	if (!f)
+		return;
+	d = f->drive;
+	io_uring_register_files_update(&d->ring, (unsigned)f->slot, &none, 1);
+	pthread_mutex_lock(&d->slock);
+	d->slot_used[f->slot] = 0;
+	pthread_mutex_unlock(&d->slock);
+	close(f->fd);
+	free(f);
+}
+
+int
+dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *root)
+{
+	struct iovec *iov = NULL;
+	char path[PATH_MAX];
+	int err;
+
+	memset(d, 0, sizeof(*d));
+	d->store = s;
+	d->idx = idx;
+	d->efd = -1;
+	d->qd = s->o.queue_depth;
+	pthread_mutex_init(&d->qlock, NULL);
+	pthread_mutex_init(&d->plock, NULL);
+	pthread_cond_init(&d->pcond, NULL);
+	pthread_mutex_init(&d->slock, NULL);
+	d->root = dn_strdup(root);
+	if (!d->root)
+		return -ENOMEM;
+	if (mkdir(root, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/data", root);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	d->direct_ok = !s->o.no_direct && probe_direct(root);
+	if (!s->o.no_direct && !d->direct_ok)
+		ZC_INFO("drive", "drive=%u root=%s O_DIRECT unsupported: parity written buffered",
+		        idx, root);
+	d->efd = eventfd(0, EFD_CLOEXEC);
+	if (d->efd < 0)
+		return -errno;
+	err = io_uring_queue_init(d->qd * 2 + 2, &d->ring, 0);
+	if (err < 0)
+		return err;
+	d->ring_ok = true;
+	err = io_uring_register_files_sparse(&d->ring, DN_FILE_SLOTS);
+	if (err < 0)
+		return err;
+
+	/* The parity pool: cell-sized, 4096-aligned, registered with this ring once. */
+	d->buf_size = s->o.cell_size;
+	d->pool_n = s->o.parity_bufs;
+	if (posix_memalign((void **)&d->pool_mem, 4096, d->buf_size * d->pool_n))
+		return -ENOMEM;
+	d->pool_free = calloc(d->pool_n, sizeof(int));
+	iov = calloc(d->pool_n, sizeof(*iov));
+	if (!d->pool_free || !iov) {
+		free(iov);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < d->pool_n; i++) {
+		iov[i].iov_base = dn_pool_buf(d, (int)i);
+		iov[i].iov_len = d->buf_size;
+		d->pool_free[d->pool_top++] = (int)i;
+	}
+	err = io_uring_register_buffers(&d->ring, iov, d->pool_n);
+	free(iov);
+	d->fixed_ok = err == 0;
+	if (err < 0) /* e.g. RLIMIT_MEMLOCK for a non-root user: same buffers, plain writes */
+		ZC_WARN("drive",
+		        "drive=%u register_buffers failed err=%s: parity without fixed buffers",
+		        idx, strerror(-err));
+	err = pthread_create(&d->thread, NULL, drive_main, d);
+	if (err)
+		return -err;
+	d->thread_ok = true;
+	return 0;
+}
+
+void
+dn_drive_fini(struct dn_drive *d)
+{
+	if (d->thread_ok) {
+		uint64_t one = 1;
+
+		pthread_mutex_lock(&d->qlock);
+		d->stop = true;
+		pthread_mutex_unlock(&d->qlock);
+		if (write(d->efd, &one, sizeof(one)) < 0)
+			ZC_ERR("drive", "drive=%u eventfd write failed", d->idx);
+		pthread_join(d->thread, NULL);
+	}
+	if (d->ring_ok)
+		io_uring_queue_exit(&d->ring);
+	if (d->efd >= 0)
+		close(d->efd);
+	free(d->pool_mem);
+	free(d->pool_free);
+	free(d->root);
+	pthread_mutex_destroy(&d->qlock);
+	pthread_mutex_destroy(&d->plock);
+	pthread_cond_destroy(&d->pcond);
+	pthread_mutex_destroy(&d->slock);
+}

@@ -1,0 +1,205 @@
+/*
+ * Prometheus text exposition on GET /metrics, from one small thread with a blocking
+ * accept loop (poll on the socket and a stop pipe). One request per connection.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dn_internal.h"
+
+void
+dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg)
+{
+	s->hook = hook;
+	s->hook_arg = arg;
+}
+
+void
+dn_metrics_render(struct dn_store *s, FILE *f)
+{
+	struct dn_counters c;
+
+	dn_counters_get(s, &c);
+	if (s->hook) {
+		s->hook(f, s->hook_arg);
+	} else {
+		/* The rpc binding owns these; until it installs its hook they read zero. */
+		fprintf(f, "# TYPE zest_payload_received_bytes_total counter\n"
+		           "zest_payload_received_bytes_total 0\n"
+		           "# TYPE zest_payload_copied_bytes_total counter\n"
+		           "zest_payload_copied_bytes_total{stage=\"marshal\"} 0\n");
+	}
+	fprintf(f,
+	        "# TYPE zest_objects_committed_total counter\nzest_objects_committed_total %llu\n",
+	        (unsigned long long)c.objects_committed);
+	fprintf(f, "# TYPE zest_drive_write_bytes_total counter\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		fprintf(f, "zest_drive_write_bytes_total{drive=\"%u\"} %llu\n", d,
+		        (unsigned long long)atomic_load(&s->drives[d].write_bytes));
+	fprintf(f, "# TYPE zest_drive_write_seconds histogram\n");
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		struct dn_drive *dr = &s->drives[d];
+		uint64_t cum = 0;
+
+		for (unsigned b = 0; b < DN_HIST_BUCKETS; b++) {
+			cum += atomic_load(&dr->hist[b]);
+			fprintf(f, "zest_drive_write_seconds_bucket{drive=\"%u\",le=\"%g\"} %llu\n",
+			        d, dn_hist_bounds_s[b], (unsigned long long)cum);
+		}
+		cum += atomic_load(&dr->hist[DN_HIST_BUCKETS]);
+		fprintf(f, "zest_drive_write_seconds_bucket{drive=\"%u\",le=\"+Inf\"} %llu\n", d,
+		        (unsigned long long)cum);
+		fprintf(f, "zest_drive_write_seconds_sum{drive=\"%u\"} %.9f\n", d,
+		        (double)atomic_load(&dr->hist_sum_ns) / 1e9);
+		fprintf(f, "zest_drive_write_seconds_count{drive=\"%u\"} %llu\n", d,
+		        (unsigned long long)atomic_load(&dr->hist_count));
+	}
+	fprintf(f, "# TYPE zest_drive_state gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
+		        atomic_load(&s->drives[d].state));
+	fprintf(f, "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
+	        dn_admission_level(s));
+	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
+	        (unsigned long long)c.degraded_reads);
+	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
+	        (unsigned long long)c.inflight_bytes);
+}
+
+static void
+serve_one(struct dn_store *s, int fd)
+{
+	char req[2048] = "", *body = NULL, head[256];
+	size_t blen = 0, got = 0;
+	struct pollfd p = { fd, POLLIN, 0 };
+	FILE *f;
+	int n, hl;
+	bool ok;
+
+	/* Read the request head (bounded; we only look at the first line). */
+	while (got < sizeof(req) - 1 && !strstr(req, "\r\n\r\n")) {
+		if (poll(&p, 1, 1000) <= 0)
+			return;
+		n = (int)read(fd, req + got, sizeof(req) - 1 - got);
+		if (n <= 0)
+			return;
+		got += (size_t)n;
+		req[got] = 0;
+	}
+	ok = strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET /metrics?", 13) == 0;
+	f = open_memstream(&body, &blen);
+	if (!f)
+		return;
+	if (ok)
+		dn_metrics_render(s, f);
+	else
+		fputs("not found\n", f);
+	fclose(f);
+	hl = snprintf(head, sizeof(head),
+	              "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
+	              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+	              ok ? "200 OK" : "404 Not Found", blen);
+	if (write(fd, head, (size_t)hl) == hl && blen)
+		if (write(fd, body, blen) < 0)
+			ZC_DBG("metrics", "write failed err=%s", strerror(errno));
+	free(body);
+}
+
+static void *
+metrics_main(void *arg)
+{
+	struct dn_store *s = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { s->metrics_fd, POLLIN, 0 },
+			               { s->metrics_pipe[0], POLLIN, 0 } };
+		int fd;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & POLLIN))
+			continue;
+		fd = accept4(s->metrics_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve_one(s, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+int
+dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+		                  .ai_socktype = SOCK_STREAM,
+		                  .ai_flags = AI_PASSIVE };
+	struct addrinfo *ai;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ps[16];
+	int fd, one = 1, err;
+
+	if (s->metrics_on)
+		return -EEXIST;
+	snprintf(ps, sizeof(ps), "%u", *port);
+	if (getaddrinfo(host, ps, &hints, &ai))
+		return -EINVAL;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err = -errno;
+		goto free_ai;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		err = -errno;
+		goto close_fd;
+	}
+	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                                       : ((struct sockaddr_in *)&ss)->sin_port);
+	if (pipe2(s->metrics_pipe, O_CLOEXEC) < 0) {
+		err = -errno;
+		goto close_fd;
+	}
+	s->metrics_fd = fd;
+	err = pthread_create(&s->metrics_thread, NULL, metrics_main, s);
+	if (err) {
+		err = -err;
+		close(s->metrics_pipe[0]);
+		close(s->metrics_pipe[1]);
+		s->metrics_pipe[0] = s->metrics_pipe[1] = -1;
+		s->metrics_fd = -1;
+		goto close_fd;
+	}
+	s->metrics_on = true;
+	freeaddrinfo(ai);
+	return 0;
+close_fd:
+	close(fd);
+free_ai:
+	freeaddrinfo(ai);
+	return err;
+}
+
+void
+dn_metrics_stop(struct dn_store *s)
+{
+	if (!s->metrics_on)
+		return;
+	if (write(s->metrics_pipe[1], "x", 1) < 0)
+		ZC_ERR("metrics", "stop pipe write failed");
+	pthread_join(s->metrics_thread, NULL);
+	close(s->metrics_fd);
+	close(s->metrics_pipe[0]);
+	close(s->metrics_pipe[1]);
+	s->metrics_on = false;
+}

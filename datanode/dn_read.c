@@ -1,0 +1,298 @@
+/*
+ * Reads: stripe by stripe, each needed data cell is read whole, checked chunk by chunk
+ * against its CRC32C, and handed out in a refcounted buffer the caller may keep. A cell
+ * that is missing, on a failed drive, unreadable or fails a CRC makes the stripe degraded:
+ * any k good cells rebuild it (ec_codec_decode).
+ *
+ * The caller's thread submits a stripe's cell reads to their drives' rings at once and
+ * sleeps until they complete; the checks and any decode run on the caller's thread.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dn_internal.h"
+
+struct rbuf {
+	struct zc_ref ref;
+	uint8_t data[];
+};
+
+static void
+rbuf_release(struct zc_ref *ref)
+{
+	free(ref);
+}
+
+void
+dn_rctx_init(struct dn_rctx *r, struct dn_store *s, const struct dn_extent *e)
+{
+	memset(r, 0, sizeof(*r));
+	r->s = s;
+	r->e = e;
+	r->group = UINT32_MAX;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+}
+
+static void
+rctx_close(struct dn_rctx *r)
+{
+	for (unsigned c = 0; c < EC_MAX_CELLS; c++) {
+		dn_file_close(r->files[c]);
+		r->files[c] = NULL;
+	}
+	r->open_failed = 0;
+}
+
+void
+dn_rctx_fini(struct dn_rctx *r)
+{
+	rctx_close(r);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+}
+
+static void
+read_done(struct dn_io *io)
+{
+	struct dn_rctx *r = io->arg;
+
+	pthread_mutex_lock(&r->lock);
+	if (--r->pending == 0)
+		pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Cell c's file in group; opened (and registered) once per group. */
+static struct dn_file *
+cell_file(struct dn_rctx *r, uint32_t group, unsigned c)
+{
+	const struct dn_extent *e = r->e;
+	struct dn_drive *d = &r->s->drives[e->groups[group].drives[c]];
+	char path[PATH_MAX];
+
+	if (r->group != group) {
+		rctx_close(r);
+		r->group = group;
+	}
+	if (r->files[c] || (r->open_failed & (1u << c)))
+		return r->files[c];
+	if (dn_layout_path(d->root, e->id, group, c, path, sizeof(path)) ||
+	    dn_file_open_read(d, path, &r->files[c]))
+		r->open_failed |= 1u << c;
+	return r->files[c];
+}
+
+/* Read the cells in mask in parallel and check them; returns the mask of good ones. */
+static uint32_t
+read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, uint32_t skip,
+           uint8_t **cells, bool *crc_bad)
+{
+	const struct dn_extent *e = r->e;
+	const struct dn_geom *g = &e->g;
+	uint32_t good = 0, sent = 0;
+
+	for (unsigned c = 0; c < g->k + g->m; c++) {
+		uint32_t len = c < g->k ? dn_geom_cell_len(g, group, stripe, c) : g->cell;
+		unsigned d = e->groups[group].drives[c];
+		struct dn_file *f;
+		struct dn_io *io;
+
+		if (!(mask & (1u << c)))
+			continue;
+		memset(cells[c] + len, 0, g->cell - len);
+		if (len == 0) {
+			good |= 1u << c; /* past the end of the object: zeros by definition */
+			continue;
+		}
+		if ((skip | e->groups[group].missing) & (1u << c) || d >= r->s->ndrives ||
+		    !dn_drive_ok(&r->s->drives[d]))
+			continue;
+		f = cell_file(r, group, c);
+		if (!f)
+			continue;
+		io = &r->io[c];
+		io->op = DN_IO_READ;
+		io->file = f;
+		io->off = (uint64_t)stripe * g->cell;
+		io->iov[0].iov_base = cells[c];
+		io->iov[0].iov_len = len;
+		io->niov = 1;
+		io->len = len;
+		io->cb = read_done;
+		io->arg = r;
+		io->grp = NULL;
+		sent |= 1u << c;
+		pthread_mutex_lock(&r->lock);
+		r->pending++;
+		pthread_mutex_unlock(&r->lock);
+		dn_drive_submit(f->drive, io);
+	}
+	pthread_mutex_lock(&r->lock);
+	while (r->pending > 0)
+		pthread_cond_wait(&r->cond, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+
+	for (unsigned c = 0; c < g->k + g->m; c++) {
+		const uint32_t *crcs;
+		uint64_t off;
+		bool ok = true;
+
+		if (!(sent & (1u << c)) || r->io[c].res < 0)
+			continue;
+		crcs = dn_extent_crcs(e, group, c);
+		off = r->io[c].off;
+		for (uint32_t at = 0; at < r->io[c].len && ok; at += g->chunk) {
+			uint32_t n = (uint32_t)r->io[c].len - at < g->chunk
+			                     ? (uint32_t)r->io[c].len - at
+			                     : g->chunk;
+			size_t idx = (size_t)(off + at) / g->chunk;
+
+			if (ec_crc32c(0, cells[c] + at, n) != crcs[idx]) {
+				ZC_WARN("read", "id=%llx group=%u cell=%u chunk=%zu crc mismatch",
+				        (unsigned long long)e->id, group, c, idx);
+				*crc_bad = true;
+				ok = false;
+			}
+		}
+		if (ok)
+			good |= 1u << c;
+	}
+	return good;
+}
+
+int
+dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
+               uint8_t **cells, bool *degraded)
+{
+	const struct dn_extent *e = r->e;
+	unsigned n = e->g.k + e->g.m;
+	uint32_t all = n == 32 ? UINT32_MAX : (1u << n) - 1, good;
+	struct ec_codec *codec;
+	bool crc_bad = false;
+	int err;
+
+	good = read_cells(r, group, stripe, need, skip, cells, &crc_bad);
+	if ((good & need) == need)
+		return 0;
+	*degraded = true;
+	/* Read every other cell at once: one round trip to the drives, not k - good. */
+	good |= read_cells(r, group, stripe, all & ~need, skip, cells, &crc_bad);
+	if ((unsigned)__builtin_popcount(good) < e->g.k)
+		return crc_bad ? -EBADMSG : -EIO;
+	err = dn_store_codec(r->s, e->g.k, e->g.m, &codec);
+	if (err)
+		return err;
+	/* Every cell not good is rebuilt; n - good <= m because good >= k. */
+	return ec_codec_decode(codec, e->g.cell, cells, all & ~good);
+}
+
+static int
+read_extent(struct dn_store *s, const struct dn_extent *e, uint64_t from, uint64_t to,
+            uint64_t base, dn_read_cb cb, void *arg, bool *degraded)
+{
+	const struct dn_geom *g = &e->g;
+	uint64_t sb = dn_geom_stripe_bytes(g), gb = dn_geom_group_bytes(g);
+	unsigned n = g->k + g->m;
+	uint64_t at = from - from % sb;
+	struct dn_rctx rc;
+	int ret = 0;
+
+	if (from >= to)
+		return 0;
+	dn_rctx_init(&rc, s, e);
+	for (; at < to && !ret; at += sb) {
+		uint32_t group = (uint32_t)(at / gb), stripe = (uint32_t)(at % gb / sb);
+		uint64_t lo = from > at ? from - at : 0, hi = to - at < sb ? to - at : sb;
+		uint32_t need = 0;
+		uint8_t *cells[EC_MAX_CELLS];
+		struct rbuf *b = malloc(sizeof(*b) + (size_t)n * g->cell);
+		struct zc_seg seg;
+		int err;
+
+		if (!b) {
+			ret = -ENOMEM;
+			break;
+		}
+		zc_ref_init(&b->ref, rbuf_release);
+		for (unsigned c = 0; c < n; c++)
+			cells[c] = b->data + (size_t)c * g->cell;
+		for (unsigned c = (unsigned)(lo / g->cell); c < g->k && (uint64_t)c * g->cell < hi;
+		     c++)
+			need |= 1u << c;
+		err = dn_read_stripe(&rc, group, stripe, need, 0, cells, degraded);
+		if (!err) {
+			/* Data cells sit back to back: the stripe's range is one span. */
+			seg.ptr = b->data + lo;
+			seg.len = hi - lo;
+			seg.ref = &b->ref;
+			err = cb(arg, base + at + lo, &seg);
+		}
+		zc_ref_put(&b->ref);
+		ret = err;
+	}
+	dn_rctx_fini(&rc);
+	return ret;
+}
+
+int
+dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset, uint64_t length,
+        bool has_length, struct dn_object_info *info, dn_read_cb cb, void *arg)
+{
+	struct dn_obj o;
+	uint64_t base = 0, end;
+	bool degraded = false;
+	int err;
+
+	if (!bucket || !key || !cb)
+		return -EINVAL;
+	err = dn_meta_get_obj(s->meta, bucket, key, &o);
+	if (err)
+		return err;
+	if (offset > o.size || (has_length && length > o.size - offset)) {
+		err = -EINVAL;
+		goto fini;
+	}
+	end = has_length ? offset + length : o.size;
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->key = dn_strdup(key);
+		info->size = o.size;
+		info->etag = o.etag;
+		info->mtime_ns = o.mtime_ns;
+		info->crc32c = o.crc32c;
+		info->k = o.k;
+		info->m = o.m;
+		info->attrs = o.attrs;
+		info->nattrs = o.nattrs;
+		o.etag = NULL;
+		o.attrs = NULL;
+		o.nattrs = 0;
+	}
+	for (size_t i = 0; i < o.npieces && !err && base < end; i++) {
+		uint64_t psz = o.pieces[i].size;
+		struct dn_extent e;
+
+		if (base + psz > offset) {
+			uint64_t from = offset > base ? offset - base : 0;
+			uint64_t to = end - base < psz ? end - base : psz;
+
+			err = dn_meta_get_extent(s->meta, o.pieces[i].ext_id, &e);
+			if (!err) {
+				err = read_extent(s, &e, from, to, base, cb, arg, &degraded);
+				dn_extent_free(&e);
+			}
+		}
+		base += psz;
+	}
+	if (degraded)
+		atomic_fetch_add(&s->degraded_reads, 1);
+	if (err && info)
+		dn_object_info_fini(info);
+fini:
+	dn_obj_fini(&o);
+	return err;
+}

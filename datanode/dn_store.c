@@ -1,0 +1,734 @@
+/* The store: drives, metadata, shared pools and the metadata-only object calls. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dn_internal.h"
+
+void
+dn_store_opts_default(struct dn_store_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->k = 4;
+	o->m = 2;
+	o->cell_size = 1 << 20;
+	o->chunk_size = 64 << 10;
+	o->stripes_per_group = 16;
+	o->queue_depth = 64;
+	o->parity_bufs = 32;
+	o->inflight_cap = 1ull << 30;
+	o->wait_ns = 2000000000ull;
+	o->adm_queue = 64;
+	o->meta_map_size = 1ull << 30;
+}
+
+static void
+deadline(struct timespec *ts, uint64_t wait_ns)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += (time_t)(wait_ns / 1000000000u);
+	ts->tv_nsec += (long)(wait_ns % 1000000000u);
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+struct dn_io *
+dn_io_get(struct dn_store *s, uint64_t wait_ns)
+{
+	struct timespec until;
+	struct dn_io *io;
+
+	deadline(&until, wait_ns);
+	pthread_mutex_lock(&s->io_lock);
+	while (!s->io_free)
+		if (pthread_cond_timedwait(&s->io_cond, &s->io_lock, &until) == ETIMEDOUT)
+			break;
+	io = s->io_free;
+	if (io)
+		s->io_free = io->next;
+	pthread_mutex_unlock(&s->io_lock);
+	return io;
+}
+
+void
+dn_io_put(struct dn_store *s, struct dn_io *io)
+{
+	pthread_mutex_lock(&s->io_lock);
+	io->next = s->io_free;
+	s->io_free = io;
+	pthread_cond_signal(&s->io_cond);
+	pthread_mutex_unlock(&s->io_lock);
+}
+
+void
+dn_credit_add(struct dn_store *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->credit_lock);
+	s->inflight += bytes;
+	pthread_mutex_unlock(&s->credit_lock);
+}
+
+bool
+dn_credit_over(struct dn_store *s)
+{
+	bool over;
+
+	pthread_mutex_lock(&s->credit_lock);
+	over = s->inflight > s->o.inflight_cap;
+	pthread_mutex_unlock(&s->credit_lock);
+	return over;
+}
+
+int
+dn_credit_wait(struct dn_store *s)
+{
+	struct timespec until;
+	int err = 0;
+
+	deadline(&until, s->o.wait_ns);
+	pthread_mutex_lock(&s->credit_lock);
+	while (s->inflight > s->o.inflight_cap) {
+		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {
+			err = -EAGAIN;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->credit_lock);
+	return err;
+}
+
+void
+dn_credit_give(struct dn_store *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->credit_lock);
+	s->inflight -= bytes;
+	pthread_cond_broadcast(&s->credit_cond);
+	pthread_mutex_unlock(&s->credit_lock);
+}
+
+int
+dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out)
+{
+	int err = 0;
+
+	if (k == 0 || m == 0 || k + m > EC_MAX_CELLS)
+		return -EINVAL;
+	pthread_mutex_lock(&s->codec_lock);
+	if (!s->codecs[k][m])
+		err = ec_codec_create(k, m, &s->codecs[k][m]);
+	*out = s->codecs[k][m];
+	pthread_mutex_unlock(&s->codec_lock);
+	return err;
+}
+
+void
+dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
+{
+	char path[PATH_MAX];
+
+	for (uint32_t g = 0; g < e->ngroups; g++)
+		for (unsigned c = 0; c < e->g.k + e->g.m; c++) {
+			unsigned d = e->groups[g].drives[c];
+
+			if (d < s->ndrives &&
+			    !dn_layout_path(s->drives[d].root, e->id, g, c, path, sizeof(path)))
+				unlink(path);
+		}
+}
+
+/*
+ * Drive identity: <drive>/zest-drive names the store and the drive's index in it, so that a
+ * reordered --drive list or a folder from another store is refused instead of misread. A
+ * folder without the file (new, or a replaced disk) gets one.
+ */
+static int
+check_identity(struct dn_store *s)
+{
+	char store[40] = "", line[160], path[PATH_MAX];
+	bool have[DN_MAX_DRIVES] = { false };
+	unsigned char rnd[16];
+
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		char id[40];
+		unsigned idx, of;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/zest-drive", s->drives[d].root);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(line, sizeof(line), f) ||
+		    sscanf(line, "zest-drive v1 store=%32s index=%u of=%u", id, &idx, &of) != 3) {
+			fclose(f);
+			ZC_ERR("store", "drive=%s: unreadable %s", s->drives[d].root, path);
+			return -EINVAL;
+		}
+		fclose(f);
+		if (idx != d) {
+			ZC_ERR("store",
+			       "drive=%s is drive %u of its store, given as --drive number %u",
+			       s->drives[d].root, idx, d);
+			return -EINVAL;
+		}
+		if (store[0] && strcmp(store, id) != 0) {
+			ZC_ERR("store", "drive=%s belongs to store %s, not %s", s->drives[d].root,
+			       id, store);
+			return -EINVAL;
+		}
+		strcpy(store, id);
+		have[d] = true;
+	}
+	if (!store[0]) {
+		if (getentropy(rnd, sizeof(rnd)) < 0)
+			return -errno;
+		for (unsigned i = 0; i < sizeof(rnd); i++)
+			snprintf(store + 2 * i, 3, "%02x", rnd[i]);
+	}
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		char tmp[PATH_MAX + 8];
+		int fd, n;
+
+		if (have[d])
+			continue;
+		snprintf(path, sizeof(path), "%s/zest-drive", s->drives[d].root);
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		n = snprintf(line, sizeof(line), "zest-drive v1 store=%s index=%u of=%u\n", store,
+		             d, s->ndrives);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		if (write(fd, line, (size_t)n) != n || fsync(fd) < 0 || rename(tmp, path) < 0) {
+			int err = errno ? -errno : -EIO;
+
+			close(fd);
+			return err;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+/* Remove cell files no committed extent owns: what a crash left half-written. */
+static void
+collect_garbage(struct dn_store *s)
+{
+	unsigned removed = 0, kept = 0;
+	bool empty = dn_meta_generation(s->meta) == 0;
+
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		char dir[PATH_MAX];
+		DIR *top;
+		struct dirent *de;
+
+		snprintf(dir, sizeof(dir), "%s/data", s->drives[d].root);
+		top = opendir(dir);
+		if (!top)
+			continue;
+		while ((de = readdir(top))) {
+			char sub[PATH_MAX + 300];
+			DIR *dd;
+			struct dirent *fe;
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+			dd = opendir(sub);
+			if (!dd)
+				continue;
+			while ((fe = readdir(dd))) {
+				char path[PATH_MAX * 2];
+				uint64_t id;
+
+				if (fe->d_name[0] == '.')
+					continue;
+				if (dn_layout_parse(fe->d_name, &id) == 0 && empty) {
+					kept++;
+					continue;
+				}
+				if (dn_layout_parse(fe->d_name, &id) == 0 &&
+				    dn_meta_extent_exists(s->meta, id) == 1)
+					continue;
+				snprintf(path, sizeof(path), "%s/%s", sub, fe->d_name);
+				if (unlink(path) == 0)
+					removed++;
+			}
+			closedir(dd);
+		}
+		closedir(top);
+	}
+	if (removed)
+		ZC_INFO("store", "removed=%u files of uncommitted writes", removed);
+	/*
+	 * No metadata at all (every replica lost or new) beside existing cell files: never
+	 * sweep those, an operator may still bring a metadata copy back.
+	 */
+	if (kept)
+		ZC_ERR("store", "metadata is empty but drives hold %u cell files: left untouched",
+		       kept);
+}
+
+void
+dn_store_defer(struct dn_store *s, struct dn_job *job)
+{
+	job->next = NULL;
+	pthread_mutex_lock(&s->commit_lock);
+	if (s->jtail)
+		s->jtail->next = job;
+	else
+		s->jhead = job;
+	s->jtail = job;
+	pthread_cond_signal(&s->commit_cond);
+	pthread_mutex_unlock(&s->commit_lock);
+}
+
+/* The batch function a run started with (the job's own for the first one). */
+static void (*batch_fn_of(struct dn_job **batch, size_t n, struct dn_job *job))(struct dn_job **,
+                                                                                size_t)
+{
+	return n ? batch[0]->batch : job->batch;
+}
+
+static void *
+commit_main(void *arg)
+{
+	struct dn_store *s = arg;
+
+	pthread_mutex_lock(&s->commit_lock);
+	for (;;) {
+		struct dn_job *job = s->jhead;
+
+		if (!job) {
+			if (s->commit_stop)
+				break;
+			pthread_cond_wait(&s->commit_cond, &s->commit_lock);
+			continue;
+		}
+		/* Take the whole queue: commits that piled up during one sync share the next. */
+		s->jhead = s->jtail = NULL;
+		pthread_mutex_unlock(&s->commit_lock);
+		while (job) {
+			struct dn_job *batch[DN_BATCH_MAX];
+			size_t n = 0;
+
+			if (!job->batch) {
+				struct dn_job *next = job->next;
+
+				job->fn(job);
+				job = next;
+				continue;
+			}
+			while (job && n < DN_BATCH_MAX &&
+			       job->batch == batch_fn_of(batch, n, job)) {
+				batch[n++] = job;
+				job = job->next;
+			}
+			batch[0]->batch(batch, n);
+		}
+		pthread_mutex_lock(&s->commit_lock);
+	}
+	pthread_mutex_unlock(&s->commit_lock);
+	return NULL;
+}
+
+int
+dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
+{
+	struct dn_store *s;
+	size_t nio;
+	int err;
+
+	if (!opts || !opts->drives || opts->ndrives == 0 || opts->ndrives > DN_MAX_DRIVES ||
+	    opts->k == 0 || opts->m == 0 || opts->k + opts->m > opts->ndrives ||
+	    opts->k + opts->m > EC_MAX_CELLS || opts->cell_size == 0 || opts->cell_size % 4096 ||
+	    opts->chunk_size == 0 || opts->cell_size % opts->chunk_size ||
+	    opts->cell_size > UINT32_MAX || opts->stripes_per_group == 0 ||
+	    opts->queue_depth == 0 || opts->parity_bufs == 0)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = *opts;
+	s->metrics_fd = -1;
+	s->metrics_pipe[0] = s->metrics_pipe[1] = -1;
+	pthread_mutex_init(&s->codec_lock, NULL);
+	pthread_mutex_init(&s->credit_lock, NULL);
+	pthread_cond_init(&s->credit_cond, NULL);
+	pthread_mutex_init(&s->io_lock, NULL);
+	pthread_cond_init(&s->io_cond, NULL);
+	pthread_mutex_init(&s->adm.lock, NULL);
+	pthread_cond_init(&s->adm.cond, NULL);
+	pthread_mutex_init(&s->commit_lock, NULL);
+	pthread_cond_init(&s->commit_cond, NULL);
+	/* Rings full twice over, plus the cells writers are still filling (k per write). */
+	nio = (size_t)opts->ndrives * opts->queue_depth * 2 + 1024;
+	s->io_mem = calloc(nio, sizeof(*s->io_mem));
+	if (!s->io_mem) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < nio; i++) {
+		s->io_mem[i].next = s->io_free;
+		s->io_free = &s->io_mem[i];
+	}
+	for (unsigned d = 0; d < opts->ndrives; d++) {
+		s->ndrives = d + 1;
+		err = dn_drive_init(&s->drives[d], s, d, opts->drives[d]);
+		if (err) {
+			ZC_ERR("store", "drive=%s init failed err=%s", opts->drives[d],
+			       strerror(-err));
+			goto fail;
+		}
+	}
+	err = check_identity(s);
+	if (err)
+		goto fail;
+	err = dn_meta_open(s, &s->meta);
+	if (err)
+		goto fail;
+	collect_garbage(s);
+	err = -pthread_create(&s->commit_thread, NULL, commit_main, s);
+	if (err)
+		goto fail;
+	s->commit_ok = true;
+	*out = s;
+	return 0;
+fail:
+	dn_store_close(s);
+	return err;
+}
+
+void
+dn_store_close(struct dn_store *s)
+{
+	if (!s)
+		return;
+	dn_metrics_stop(s);
+	/* An aborted write still finishing (its last completions) must end before the rings go. */
+	for (int i = 0; atomic_load(&s->live_writes) > 0; i++) {
+		if (i == 10000)
+			ZC_ERR("store", "close: %u writes still live",
+			       atomic_load(&s->live_writes));
+		usleep(1000);
+	}
+	/* Drives first: their last completions may still hand jobs to the commit thread. */
+	for (unsigned d = 0; d < s->ndrives; d++)
+		dn_drive_fini(&s->drives[d]);
+	if (s->commit_ok) {
+		pthread_mutex_lock(&s->commit_lock);
+		s->commit_stop = true;
+		pthread_cond_signal(&s->commit_cond);
+		pthread_mutex_unlock(&s->commit_lock);
+		pthread_join(s->commit_thread, NULL);
+	}
+	dn_meta_close(s->meta);
+	for (unsigned k = 0; k <= EC_MAX_CELLS; k++)
+		for (unsigned m = 0; m <= EC_MAX_CELLS; m++)
+			ec_codec_destroy(s->codecs[k][m]);
+	free(s->io_mem);
+	pthread_mutex_destroy(&s->codec_lock);
+	pthread_mutex_destroy(&s->credit_lock);
+	pthread_cond_destroy(&s->credit_cond);
+	pthread_mutex_destroy(&s->io_lock);
+	pthread_cond_destroy(&s->io_cond);
+	pthread_mutex_destroy(&s->adm.lock);
+	pthread_cond_destroy(&s->adm.cond);
+	pthread_mutex_destroy(&s->commit_lock);
+	pthread_cond_destroy(&s->commit_cond);
+	free(s);
+}
+
+/* ---- buckets ---- */
+int
+dn_bucket_create(struct dn_store *s, const char *name, uint64_t *ctime_ns)
+{
+	return dn_meta_bucket_create(s->meta, name, ctime_ns);
+}
+
+int
+dn_bucket_delete(struct dn_store *s, const char *name)
+{
+	return dn_meta_bucket_delete(s->meta, name);
+}
+
+int
+dn_bucket_head(struct dn_store *s, const char *name, uint64_t *ctime_ns)
+{
+	if (!name)
+		return -EINVAL;
+	return dn_meta_bucket_head(s->meta, name, ctime_ns);
+}
+
+int
+dn_bucket_list(struct dn_store *s, struct dn_bucket_info **out, size_t *n)
+{
+	return dn_meta_bucket_list(s->meta, out, n);
+}
+
+/* ---- objects ---- */
+void
+dn_object_info_fini(struct dn_object_info *info)
+{
+	if (!info)
+		return;
+	free(info->key);
+	free(info->etag);
+	for (size_t i = 0; i < info->nattrs; i++) {
+		free(info->attrs[i].name);
+		free(info->attrs[i].value);
+	}
+	free(info->attrs);
+	memset(info, 0, sizeof(*info));
+}
+
+int
+dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info)
+{
+	struct dn_obj o;
+	int err;
+
+	if (!bucket || !key)
+		return -EINVAL;
+	err = dn_meta_get_obj(s->meta, bucket, key, &o);
+	if (err)
+		return err;
+	memset(info, 0, sizeof(*info));
+	info->key = dn_strdup(key);
+	info->size = o.size;
+	info->etag = o.etag;
+	info->mtime_ns = o.mtime_ns;
+	info->crc32c = o.crc32c;
+	info->k = o.k;
+	info->m = o.m;
+	info->attrs = o.attrs;
+	info->nattrs = o.nattrs;
+	o.etag = NULL;
+	o.attrs = NULL;
+	o.nattrs = 0;
+	dn_obj_fini(&o);
+	return info->key ? 0 : -ENOMEM;
+}
+
+static void
+free_extents(struct dn_store *s, struct dn_extent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		dn_extent_unlink(s, &v[i]);
+		dn_extent_free(&v[i]);
+	}
+	free(v);
+}
+
+int
+dn_delete(struct dn_store *s, const char *bucket, const char *key)
+{
+	struct dn_extent *freed = NULL;
+	size_t nfreed = 0;
+	int err;
+
+	if (!bucket || !key)
+		return -EINVAL;
+	err = dn_meta_del_obj(s->meta, bucket, key, &freed, &nfreed);
+	if (err >= 0)
+		free_extents(s, freed, nfreed);
+	return err;
+}
+
+int
+dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
+        unsigned limit, const char *delimiter, struct dn_list_result *out)
+{
+	if (!bucket)
+		return -EINVAL;
+	return dn_meta_list(s->meta, bucket, prefix, start_after, limit, delimiter, out);
+}
+
+static int compose_once(struct dn_store *s, const char *bucket, const char *key,
+                        const char *const *parts, size_t nparts, bool delete_parts,
+                        const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                        struct dn_write_result *res);
+
+int
+dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
+           size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+           size_t nattrs, struct dn_write_result *res)
+{
+	int err = -ESTALE;
+
+	/* A part overwritten between reading it and the commit: read the parts again. */
+	for (int i = 0; i < 5 && err == -ESTALE; i++)
+		err = compose_once(s, bucket, key, parts, nparts, delete_parts, etag, attrs, nattrs,
+		                   res);
+	return err == -ESTALE ? -EAGAIN : err;
+}
+
+static int
+compose_once(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
+             size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
+             size_t nattrs, struct dn_write_result *res)
+{
+	struct dn_obj o = { 0 }, p;
+	struct dn_extent *freed = NULL;
+	struct timespec ts;
+	size_t nfreed = 0, cap = 0;
+	int err = 0;
+
+	if (!bucket || !key || (nparts && !parts))
+		return -EINVAL;
+	o.k = s->o.k;
+	o.m = s->o.m;
+	/* Parts are read outside the write transaction; a part changed meanwhile is caught
+	 * because its extents are re-referenced inside it (a freed extent fails there). */
+	for (size_t i = 0; i < nparts && !err; i++) {
+		err = dn_meta_get_obj(s->meta, bucket, parts[i], &p);
+		if (err)
+			break;
+		if (o.npieces + p.npieces > cap) {
+			struct dn_piece *nv;
+
+			cap = (o.npieces + p.npieces) * 2;
+			nv = realloc(o.pieces, cap * sizeof(*nv));
+			if (!nv) {
+				dn_obj_fini(&p);
+				err = -ENOMEM;
+				break;
+			}
+			o.pieces = nv;
+		}
+		memcpy(o.pieces + o.npieces, p.pieces, p.npieces * sizeof(*p.pieces));
+		o.npieces += p.npieces;
+		o.crc32c = i == 0 ? p.crc32c : dn_crc32c_combine(o.crc32c, p.crc32c, p.size);
+		o.size += p.size;
+		if (i == 0) {
+			o.k = p.k;
+			o.m = p.m;
+		}
+		dn_obj_fini(&p);
+	}
+	if (err) {
+		free(o.pieces);
+		return err;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	o.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	o.etag = (char *)(etag ? etag : "");
+	o.attrs = (struct dn_attr *)attrs;
+	o.nattrs = nattrs;
+	err = dn_meta_put_obj(s->meta, bucket, key, &o, NULL, delete_parts ? parts : NULL,
+	                      delete_parts ? nparts : 0, &freed, &nfreed);
+	free(o.pieces);
+	if (err)
+		return err;
+	free_extents(s, freed, nfreed);
+	atomic_fetch_add(&s->objects_committed, 1);
+	if (res) {
+		res->size = o.size;
+		res->crc32c = o.crc32c;
+		res->etag = etag;
+		res->mtime_ns = o.mtime_ns;
+	}
+	return 0;
+}
+
+/* ---- drives ---- */
+int
+dn_drive_state_get(struct dn_store *s, unsigned drive)
+{
+	if (drive >= s->ndrives)
+		return -EINVAL;
+	return atomic_load(&s->drives[drive].state);
+}
+
+int
+dn_drive_fail(struct dn_store *s, unsigned drive)
+{
+	if (drive >= s->ndrives)
+		return -EINVAL;
+	atomic_store(&s->drives[drive].state, DN_DRIVE_FAILED);
+	ZC_WARN("store", "drive=%u marked failed", drive);
+	return 0;
+}
+
+void
+dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns)
+{
+	if (drive < s->ndrives)
+		atomic_store(&s->drives[drive].delay_ns, delay_ns);
+}
+
+void
+dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n)
+{
+	if (drive < s->ndrives)
+		atomic_store(&s->drives[drive].inject_errors, n);
+}
+
+void
+dn_counters_get(struct dn_store *s, struct dn_counters *c)
+{
+	c->objects_committed = atomic_load(&s->objects_committed);
+	c->degraded_reads = atomic_load(&s->degraded_reads);
+	pthread_mutex_lock(&s->credit_lock);
+	c->inflight_bytes = s->inflight;
+	pthread_mutex_unlock(&s->credit_lock);
+	c->admission_refused = atomic_load(&s->adm_refused);
+	c->admission_paced = atomic_load(&s->adm_paced);
+	c->admission_queued = atomic_load(&s->adm_queued);
+}
+
+/*
+ * CRC32C of A||B from crc(A), crc(B) and len(B): zlib's crc32_combine method (GF(2)
+ * matrix powers of the "append one zero bit" operator), with the Castagnoli polynomial.
+ */
+static uint32_t
+gf2_times(const uint32_t *mat, uint32_t vec)
+{
+	uint32_t sum = 0;
+
+	for (; vec; vec >>= 1, mat++)
+		if (vec & 1)
+			sum ^= *mat;
+	return sum;
+}
+
+static void
+gf2_square(uint32_t *sq, const uint32_t *mat)
+{
+	for (int n = 0; n < 32; n++)
+		sq[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t
+dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+	uint32_t even[32], odd[32], row = 1;
+
+	if (len2 == 0)
+		return crc1;
+	odd[0] = 0x82f63b78u; /* reflected Castagnoli polynomial */
+	for (int n = 1; n < 32; n++) {
+		odd[n] = row;
+		row <<= 1;
+	}
+	gf2_square(even, odd); /* two zero bits */
+	gf2_square(odd, even); /* four zero bits */
+	do {
+		gf2_square(even, odd);
+		if (len2 & 1)
+			crc1 = gf2_times(even, crc1);
+		len2 >>= 1;
+		if (!len2)
+			break;
+		gf2_square(odd, even);
+		if (len2 & 1)
+			crc1 = gf2_times(odd, crc1);
+		len2 >>= 1;
+	} while (len2);
+	return crc1 ^ crc2;
+}

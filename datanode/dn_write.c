@@ -1,0 +1,923 @@
+/*
+ * The write pipeline: segments are fed to the streaming encoder where they lie and each
+ * data cell's fragments become one WRITEV (up to DN_IOV_MAX iovecs) as soon as the cell is
+ * full; parity cells go out as WRITE_FIXED from registered pool buffers once a stripe is
+ * complete. Every io holds one zc_ref per segment it writes; its completion puts them.
+ *
+ * Completion order: the writer holds a bias of 1 on `outstanding`; every submitted io adds
+ * one. Each block group counts its own ios the same way, with a bias the writer drops when
+ * it moves to the next group: when a group drains, its files are fdatasynced and then
+ * closed, so a large object holds the files of only a group or two open (registered-file
+ * slots and fds stay bounded) and durability work starts early. When the write drains
+ * (SYNC), the folders of its new files are fsynced; then the commit thread commits the
+ * metadata and calls back.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dn_internal.h"
+
+enum phase { PH_WRITE, PH_SYNC };
+
+struct wgroup {
+	uint32_t idx;
+	uint8_t drives[EC_MAX_CELLS];
+	atomic_uint missing;
+	struct dn_file *files[EC_MAX_CELLS];
+	struct ec_chunk_crc cc[EC_MAX_CELLS];
+	uint32_t *crcs[EC_MAX_CELLS];
+	uint64_t file_off[EC_MAX_CELLS];
+	uint32_t created;        /* cells whose file was created (writer thread) */
+	atomic_long outstanding; /* ios in flight + the writer's bias while current */
+	int phase;               /* 0 writing, 1 syncing: changed by whoever drains it */
+};
+
+struct dn_write {
+	struct dn_store *s;
+	char *bucket, *key;
+	uint64_t size;
+	bool size_known;
+	struct ec_codec *codec;
+	unsigned k, m, n;
+	uint32_t cell, spg, chunk;
+	uint64_t id;
+	uint64_t written;
+	uint32_t crc;
+	int err; /* poisoned: first error */
+	/* Current position. */
+	uint32_t stripe; /* in the current group */
+	unsigned dcell;  /* data cell being filled */
+	uint32_t fill;   /* bytes in it */
+	bool stripe_open;
+	struct ec_stripe st;
+	int pbuf[EC_MAX_CELLS];
+	uint8_t pdrive[EC_MAX_CELLS];
+	struct dn_io *pending[EC_MAX_CELLS];
+	struct wgroup **groups;
+	uint32_t ngroups, cap_groups;
+	/* Completion. */
+	atomic_long outstanding;
+	enum phase phase;
+	bool aborted;
+	atomic_bool doomed; /* aborted or failed: groups skip their fsync */
+	bool group_held;    /* the writer still holds the last group's bias */
+	uint8_t drives_used[DN_MAX_DRIVES];
+	char *etag;
+	struct dn_attr *attrs;
+	size_t nattrs;
+	dn_commit_cb cb;
+	void *cb_arg;
+	struct dn_job job;
+	struct dn_file *dirs[DN_MAX_DRIVES];
+};
+
+static void write_unhold(struct dn_write *w);
+static void submit(struct dn_write *w, struct dn_io *io);
+static void io_done(struct dn_io *io);
+
+/* Drop one count on a group; the last one syncs its files, then closes them. */
+static void
+group_unhold(struct dn_write *w, struct wgroup *g)
+{
+	if (atomic_fetch_sub(&g->outstanding, 1) != 1)
+		return;
+	if (g->phase == 0 && !atomic_load(&w->doomed)) {
+		g->phase = 1;
+		atomic_store(&g->outstanding, 1);
+		for (unsigned c = 0; c < w->n; c++) {
+			struct dn_io *io;
+
+			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
+				continue;
+			/* Not the data path: one small request per file per group. */
+			io = calloc(1, sizeof(*io));
+			if (!io) {
+				atomic_fetch_or(&g->missing, 1u << c);
+				continue;
+			}
+			io->op = DN_IO_FSYNC;
+			io->file = g->files[c];
+			io->cb = io_done;
+			io->arg = w;
+			io->grp = g;
+			io->cell = c;
+			io->heap = true;
+			submit(w, io);
+		}
+		group_unhold(w, g);
+		return;
+	}
+	for (unsigned c = 0; c < w->n; c++) {
+		dn_file_close(g->files[c]);
+		g->files[c] = NULL;
+	}
+}
+
+static void
+release_group(struct dn_write *w)
+{
+	if (w->group_held) {
+		w->group_held = false;
+		group_unhold(w, w->groups[w->ngroups - 1]);
+	}
+}
+
+/* ---- group setup ---- */
+static int
+group_start(struct dn_write *w)
+{
+	struct dn_store *s = w->s;
+	struct wgroup *g, **ng;
+	unsigned base = atomic_fetch_add(&s->next_base, 1), got = 0;
+	bool used[DN_MAX_DRIVES] = { false };
+	size_t ncrc = (size_t)w->spg * (w->cell / w->chunk);
+	int err;
+
+	if (w->ngroups == w->cap_groups) {
+		uint32_t cap = w->cap_groups ? w->cap_groups * 2 : 4;
+
+		ng = realloc(w->groups, cap * sizeof(*ng));
+		if (!ng)
+			return -ENOMEM;
+		w->groups = ng;
+		w->cap_groups = cap;
+	}
+	release_group(w);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->idx = w->ngroups;
+	atomic_init(&g->outstanding, 1);
+	/* Rotate the first drive per group; prefer healthy drives, fill up with failed ones. */
+	for (unsigned pass = 0; pass < 2 && got < w->n; pass++)
+		for (unsigned i = 0; i < s->ndrives && got < w->n; i++) {
+			unsigned d = (base + i) % s->ndrives;
+
+			if (used[d] || (pass == 0 && !dn_drive_ok(&s->drives[d])))
+				continue;
+			used[d] = true;
+			if (!dn_drive_ok(&s->drives[d]))
+				atomic_fetch_or(&g->missing, 1u << got);
+			g->drives[got++] = (uint8_t)d;
+		}
+	for (unsigned c = 0; c < w->n; c++) {
+		g->crcs[c] = malloc(ncrc * sizeof(uint32_t));
+		if (!g->crcs[c]) {
+			err = -ENOMEM;
+			goto free_g;
+		}
+		ec_chunk_crc_init(&g->cc[c], w->chunk, g->crcs[c], ncrc);
+	}
+	w->groups[w->ngroups++] = g;
+	w->group_held = true;
+	return 0;
+free_g:
+	for (unsigned c = 0; c < w->n; c++)
+		free(g->crcs[c]);
+	free(g);
+	return err;
+}
+
+/* The file of cell c in group g, opened on first use; NULL when its drive is out. */
+static struct dn_file *
+group_file(struct dn_write *w, struct wgroup *g, unsigned c)
+{
+	struct dn_drive *d = &w->s->drives[g->drives[c]];
+	char path[PATH_MAX];
+	int err;
+
+	if (g->files[c] || (atomic_load(&g->missing) & (1u << c)))
+		return g->files[c];
+	if (!dn_drive_ok(d))
+		goto missing;
+	err = dn_layout_mkdirs(d->root, w->id);
+	if (!err)
+		err = dn_layout_path(d->root, w->id, g->idx, c, path, sizeof(path));
+	if (!err)
+		err = dn_file_open(d, path, c >= w->k, &g->files[c]);
+	if (!err) {
+		g->created |= 1u << c;
+		w->drives_used[d->idx] = 1;
+	}
+	if (err) {
+		ZC_ERR("write", "drive=%u open failed err=%s: cell recorded missing", d->idx,
+		       strerror(-err));
+		goto missing;
+	}
+	return g->files[c];
+missing:
+	atomic_fetch_or(&g->missing, 1u << c);
+	return NULL;
+}
+
+/* ---- completions (drive threads) ---- */
+static void
+io_done(struct dn_io *io)
+{
+	struct dn_write *w = io->arg;
+	struct wgroup *g = io->grp;
+
+	if (io->res < 0 && g) {
+		atomic_fetch_or(&g->missing, 1u << io->cell);
+	} else if (io->res < 0) {
+		/* A folder fsync failed: no cell on that drive is known durable. */
+		for (uint32_t gi = 0; gi < w->ngroups; gi++)
+			for (unsigned c = 0; c < w->n; c++)
+				if (w->groups[gi]->drives[c] == io->cell)
+					atomic_fetch_or(&w->groups[gi]->missing, 1u << c);
+	}
+	if (io->op == DN_IO_WRITEV) {
+		for (unsigned i = 0; i < io->niov; i++)
+			if (io->refs[i])
+				zc_ref_put(io->refs[i]);
+		dn_credit_give(w->s, io->len);
+	} else if (io->op == DN_IO_WRITE_FIXED) {
+		dn_pool_put(io->file->drive, io->buf_index);
+	}
+	if (io->heap)
+		free(io);
+	else
+		dn_io_put(w->s, io);
+	/* The group first: its fsyncs must be counted on the write before it can drain. */
+	if (g)
+		group_unhold(w, g);
+	write_unhold(w);
+}
+
+static void
+submit(struct dn_write *w, struct dn_io *io)
+{
+	atomic_fetch_add(&w->outstanding, 1);
+	if (io->grp)
+		atomic_fetch_add(&((struct wgroup *)io->grp)->outstanding, 1);
+	dn_drive_submit(io->file->drive, io);
+}
+
+/* ---- data cells ---- */
+static void
+drop_pending(struct dn_write *w, unsigned c)
+{
+	struct dn_io *io = w->pending[c];
+
+	if (!io)
+		return;
+	for (unsigned i = 0; i < io->niov; i++)
+		if (io->refs[i])
+			zc_ref_put(io->refs[i]);
+	dn_credit_give(w->s, io->len);
+	dn_io_put(w->s, io);
+	w->pending[c] = NULL;
+}
+
+static int
+flush_cell(struct dn_write *w, unsigned c)
+{
+	struct dn_io *io = w->pending[c];
+	struct wgroup *g;
+	struct dn_file *f;
+
+	if (!io)
+		return 0; /* also before the first group exists */
+	g = w->groups[w->ngroups - 1];
+	f = group_file(w, g, c);
+	if (!f) {
+		drop_pending(w, c);
+		return 0;
+	}
+	w->pending[c] = NULL;
+	io->op = DN_IO_WRITEV;
+	io->file = f;
+	io->off = g->file_off[c];
+	io->cb = io_done;
+	io->arg = w;
+	io->grp = g;
+	io->cell = c;
+	g->file_off[c] += io->len;
+	submit(w, io);
+	return 0;
+}
+
+static int
+add_frag(struct dn_write *w, unsigned c, const uint8_t *p, size_t len, struct zc_ref *ref)
+{
+	struct dn_io *io = w->pending[c];
+	int err;
+
+	if (io && io->niov == DN_IOV_MAX) {
+		err = flush_cell(w, c);
+		if (err)
+			return err;
+		io = NULL;
+	}
+	if (!io) {
+		io = dn_io_get(w->s, w->s->o.wait_ns);
+		if (!io)
+			return -EAGAIN;
+		io->niov = 0;
+		io->len = 0;
+		io->heap = false;
+		w->pending[c] = io;
+	}
+	if (ref)
+		zc_ref_get(ref);
+	dn_credit_add(w->s, len);
+	io->iov[io->niov].iov_base = (void *)p;
+	io->iov[io->niov].iov_len = len;
+	io->refs[io->niov++] = ref;
+	io->len += len;
+	return 0;
+}
+
+/* ---- stripes ---- */
+static int
+stripe_open(struct dn_write *w)
+{
+	uint8_t *par[EC_MAX_CELLS];
+	struct wgroup *g;
+	int err;
+
+	if (w->stripe == 0) {
+		err = group_start(w);
+		if (err)
+			return err;
+	}
+	g = w->groups[w->ngroups - 1];
+	for (unsigned p = 0; p < w->m; p++) {
+		/* Take the buffer from the pool of the drive that will write it. */
+		struct dn_drive *d = &w->s->drives[g->drives[w->k + p]];
+		int idx = dn_pool_get(d, w->s->o.wait_ns);
+
+		if (idx < 0) {
+			for (unsigned q = 0; q < p; q++)
+				dn_pool_put(&w->s->drives[w->pdrive[q]], w->pbuf[q]);
+			return -EAGAIN;
+		}
+		w->pbuf[p] = idx;
+		w->pdrive[p] = (uint8_t)d->idx;
+		par[p] = dn_pool_buf(d, idx);
+	}
+	ec_stripe_init(&w->st, w->codec, w->cell, par);
+	w->stripe_open = true;
+	w->dcell = 0;
+	w->fill = 0;
+	return 0;
+}
+
+static void
+release_parity(struct dn_write *w)
+{
+	for (unsigned p = 0; p < w->m; p++)
+		dn_pool_put(&w->s->drives[w->pdrive[p]], w->pbuf[p]);
+	w->stripe_open = false;
+}
+
+/* Flush the data cells, then write parity; the stripe's buffers pass to the ios. */
+static int
+stripe_close(struct dn_write *w)
+{
+	struct wgroup *g = w->groups[w->ngroups - 1];
+	int err = 0;
+
+	for (unsigned c = 0; c < w->k; c++) {
+		int e = flush_cell(w, c);
+
+		if (e && !err)
+			err = e;
+	}
+	for (unsigned p = 0; p < w->m; p++) {
+		unsigned c = w->k + p;
+		struct dn_drive *d = &w->s->drives[w->pdrive[p]];
+		uint8_t *buf = dn_pool_buf(d, w->pbuf[p]);
+		struct dn_file *f;
+		struct dn_io *io;
+
+		ec_chunk_crc_add(&g->cc[c], buf, w->cell);
+		f = group_file(w, g, c);
+		io = f ? dn_io_get(w->s, w->s->o.wait_ns) : NULL;
+		if (!io) {
+			if (f && !err)
+				err = -EAGAIN;
+			dn_pool_put(d, w->pbuf[p]);
+			g->file_off[c] += w->cell;
+			continue;
+		}
+		io->op = DN_IO_WRITE_FIXED;
+		io->file = f;
+		io->off = g->file_off[c];
+		io->iov[0].iov_base = buf;
+		io->iov[0].iov_len = w->cell;
+		io->niov = 0;
+		io->len = w->cell;
+		io->buf_index = w->pbuf[p];
+		io->cb = io_done;
+		io->arg = w;
+		io->grp = g;
+		io->cell = c;
+		io->heap = false;
+		g->file_off[c] += w->cell;
+		submit(w, io);
+	}
+	w->stripe_open = false;
+	if (++w->stripe == w->spg)
+		w->stripe = 0;
+	return err;
+}
+
+/* ---- public ---- */
+int
+dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
+               bool size_known, unsigned k, unsigned m, struct dn_write **out)
+{
+	struct dn_write *w;
+	int err;
+
+	if (!bucket || !key || !*key || strlen(key) > 1024)
+		return -EINVAL;
+	if (k == 0) {
+		k = s->o.k;
+		m = s->o.m;
+	}
+	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
+		return -EINVAL;
+	err = dn_bucket_head(s, bucket, NULL);
+	if (err)
+		return err;
+	err = dn_admission_enter(s);
+	if (err)
+		return err;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->s = s;
+	w->bucket = dn_strdup(bucket);
+	w->key = dn_strdup(key);
+	w->size = size;
+	w->size_known = size_known;
+	w->k = k;
+	w->m = m;
+	w->n = k + m;
+	w->cell = (uint32_t)s->o.cell_size;
+	w->spg = s->o.stripes_per_group;
+	w->chunk = (uint32_t)s->o.chunk_size;
+	w->id = dn_meta_next_id(s->meta);
+	atomic_init(&w->outstanding, 1);
+	atomic_fetch_add(&s->live_writes, 1);
+	err = dn_store_codec(s, k, m, &w->codec);
+	if (err || !w->bucket || !w->key) {
+		atomic_fetch_sub(&s->live_writes, 1);
+		free(w->bucket);
+		free(w->key);
+		free(w);
+		return err ? err : -ENOMEM;
+	}
+	*out = w;
+	return 0;
+}
+
+int
+dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n)
+{
+	uint64_t total = 0;
+	int err;
+
+	if (w->err)
+		return w->err;
+	if (offset != w->written)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		total += segs[i].len;
+	if (w->size_known && total > w->size - w->written)
+		return -EINVAL;
+	if (w->s->o.discard) {
+		w->written += total;
+		return 0;
+	}
+	if (dn_credit_over(w->s)) {
+		/* Submit the partial cells we hold first: waiting on them would never end. */
+		for (unsigned c = 0; c < w->k; c++) {
+			err = flush_cell(w, c);
+			if (err)
+				goto poison;
+		}
+		err = dn_credit_wait(w->s);
+		if (err)
+			goto poison;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *p = segs[i].ptr;
+		size_t len = segs[i].len;
+
+		while (len > 0) {
+			struct wgroup *g;
+			size_t take;
+
+			if (!w->stripe_open) {
+				err = stripe_open(w);
+				if (err)
+					goto poison;
+			}
+			g = w->groups[w->ngroups - 1];
+			take = w->cell - w->fill < len ? w->cell - w->fill : len;
+			ec_stripe_add(&w->st, w->dcell, p, take);
+			ec_chunk_crc_add(&g->cc[w->dcell], p, take);
+			w->crc = ec_crc32c(w->crc, p, take);
+			err = add_frag(w, w->dcell, p, take, segs[i].ref);
+			if (err)
+				goto poison;
+			w->fill += (uint32_t)take;
+			w->written += take;
+			p += take;
+			len -= take;
+			if (w->fill == w->cell) {
+				err = flush_cell(w, w->dcell);
+				if (err)
+					goto poison;
+				w->fill = 0;
+				if (++w->dcell == w->k) {
+					err = stripe_close(w);
+					if (err)
+						goto poison;
+				}
+			}
+		}
+	}
+	return 0;
+poison:
+	w->err = err;
+	return err;
+}
+
+int
+dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n,
+                      uint32_t crc32c)
+{
+	uint32_t before = w->crc;
+	uint64_t from = w->written;
+	int err = dn_write_data(w, offset, segs, n);
+
+	if (err || w->s->o.discard)
+		return err;
+	/* crc(A || B) = shift(crc(A), |B|) ^ crc(B): recover this call's crc(B). */
+	if ((w->crc ^ dn_crc32c_combine(before, 0, w->written - from)) != crc32c) {
+		w->err = -EBADMSG;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* ---- finishing ---- */
+static void
+unlink_files(struct dn_write *w)
+{
+	char path[PATH_MAX];
+
+	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
+		struct wgroup *g = w->groups[gi];
+
+		for (unsigned c = 0; c < w->n; c++) {
+			if (!(g->created & (1u << c)))
+				continue;
+			if (!dn_layout_path(w->s->drives[g->drives[c]].root, w->id, gi, c, path,
+			                    sizeof(path)))
+				unlink(path);
+		}
+	}
+}
+
+static void
+write_free(struct dn_write *w)
+{
+	struct dn_store *s = w->s;
+
+	for (unsigned d = 0; d < DN_MAX_DRIVES; d++)
+		dn_file_close(w->dirs[d]);
+	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
+		struct wgroup *g = w->groups[gi];
+
+		for (unsigned c = 0; c < w->n; c++) {
+			dn_file_close(g->files[c]);
+			free(g->crcs[c]);
+		}
+		free(g);
+	}
+	free(w->groups);
+	for (size_t i = 0; i < w->nattrs; i++) {
+		free(w->attrs[i].name);
+		free(w->attrs[i].value);
+	}
+	free(w->attrs);
+	free(w->etag);
+	free(w->bucket);
+	free(w->key);
+	free(w);
+	atomic_fetch_sub(&s->live_writes, 1);
+}
+
+/* Build the extent record from what was written; -EIO when a group missed quorum. */
+static int
+build_extent(struct dn_write *w, struct dn_extent *e)
+{
+	unsigned quorum = w->s->o.write_quorum ? w->s->o.write_quorum : w->k + 1;
+	int err;
+
+	if (quorum > w->n)
+		quorum = w->n;
+	if (quorum < w->k)
+		quorum = w->k;
+	memset(e, 0, sizeof(*e));
+	e->id = w->id;
+	e->g = (struct dn_geom){ w->written, w->k, w->m, w->cell, w->spg, w->chunk };
+	err = dn_extent_alloc(e);
+	if (err)
+		return err;
+	if (e->ngroups != w->ngroups) {
+		dn_extent_free(e);
+		return -EIO;
+	}
+	for (uint32_t gi = 0; gi < e->ngroups; gi++) {
+		struct wgroup *g = w->groups[gi];
+		uint32_t missing = atomic_load(&g->missing);
+
+		if (w->n - (unsigned)__builtin_popcount(missing) < quorum) {
+			ZC_ERR("write", "id=%llx group=%u missing=%#x below quorum=%u",
+			       (unsigned long long)w->id, gi, missing, quorum);
+			dn_extent_free(e);
+			return -EIO;
+		}
+		memcpy(e->groups[gi].drives, g->drives, w->n);
+		e->groups[gi].missing = missing;
+		for (unsigned c = 0; c < w->n; c++) {
+			int cnt = ec_chunk_crc_finish(&g->cc[c]);
+			size_t want = dn_extent_ncrc(e, gi, c);
+
+			if (cnt < 0 || (size_t)cnt != want) {
+				dn_extent_free(e);
+				return -EIO;
+			}
+			memcpy(dn_extent_crcs(e, gi, c), g->crcs[c], want * sizeof(uint32_t));
+		}
+	}
+	return 0;
+}
+
+static void
+finish_commit(struct dn_write *w)
+{
+	struct dn_store *s = w->s;
+	struct dn_write_result res = { w->written, w->crc, w->etag, 0 };
+	struct dn_extent e = { 0 }, *freed = NULL;
+	struct dn_piece piece = { w->id, w->written };
+	struct dn_obj o = { 0 };
+	struct timespec ts;
+	size_t nfreed = 0;
+	int err = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	res.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (s->o.discard)
+		goto done;
+	if (w->written > 0) {
+		err = build_extent(w, &e);
+		if (err)
+			goto fail;
+	}
+	o.size = w->written;
+	o.mtime_ns = res.mtime_ns;
+	o.crc32c = w->crc;
+	o.k = w->k;
+	o.m = w->m;
+	o.etag = w->etag;
+	o.attrs = w->attrs;
+	o.nattrs = w->nattrs;
+	o.pieces = w->written ? &piece : NULL;
+	o.npieces = w->written ? 1 : 0;
+	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, 0,
+	                      &freed, &nfreed);
+	dn_extent_free(&e);
+	if (err)
+		goto fail;
+	atomic_fetch_add(&s->objects_committed, 1);
+	/* The old version's files go only now that the new one is visible. */
+	for (size_t i = 0; i < nfreed; i++) {
+		dn_extent_unlink(s, &freed[i]);
+		dn_extent_free(&freed[i]);
+	}
+	free(freed);
+done:
+	w->cb(w->cb_arg, 0, &res);
+	write_free(w);
+	return;
+fail:
+	unlink_files(w);
+	w->cb(w->cb_arg, err, NULL);
+	write_free(w);
+}
+
+/* fsync the folder holding this write's new files on drive d, once per drive. */
+static void
+sync_dir(struct dn_write *w, unsigned d)
+{
+	struct dn_drive *dr = &w->s->drives[d];
+	char path[PATH_MAX];
+	struct dn_io *io;
+
+	if (w->dirs[d])
+		return;
+	snprintf(path, sizeof(path), "%s/data/%02x", dr->root, (unsigned)(w->id & 0xff));
+	io = calloc(1, sizeof(*io));
+	if (!io || dn_dir_open(dr, path, &w->dirs[d]) < 0) {
+		free(io);
+		ZC_ERR("write", "drive=%u cannot open %s for fsync", d, path);
+		w->dirs[d] = NULL;
+		return; /* the cells' own fdatasync still runs; quorum counts them */
+	}
+	io->op = DN_IO_FSYNC_DIR;
+	io->file = w->dirs[d];
+	io->cb = io_done;
+	io->arg = w;
+	io->grp = NULL;
+	io->cell = d;
+	io->heap = true;
+	submit(w, io);
+}
+
+static void
+start_sync(struct dn_write *w)
+{
+	w->phase = PH_SYNC;
+	atomic_store(&w->outstanding, 1);
+	/* Every group has synced and closed its files by now; their names remain. */
+	for (unsigned d = 0; d < w->s->ndrives; d++)
+		if (w->drives_used[d])
+			sync_dir(w, d);
+	write_unhold(w);
+}
+
+/* Terminal work runs on the commit thread: LMDB syncs and unlinks stay off the rings. */
+static void
+finish_job(struct dn_job *job)
+{
+	struct dn_write *w = (struct dn_write *)((char *)job - offsetof(struct dn_write, job));
+
+	if (w->aborted) {
+		unlink_files(w);
+		write_free(w);
+	} else if (w->err) {
+		int err = w->err;
+
+		unlink_files(w);
+		w->cb(w->cb_arg, err, NULL);
+		write_free(w);
+	} else {
+		finish_commit(w);
+	}
+}
+
+/* Commit a run of finished writes with one metadata transaction (one sync per replica). */
+static void
+commit_batch(struct dn_job **jobs, size_t n)
+{
+	struct dn_meta_put puts[DN_BATCH_MAX];
+	struct dn_extent ext[DN_BATCH_MAX];
+	struct dn_piece piece[DN_BATCH_MAX];
+	struct dn_obj obj[DN_BATCH_MAX];
+	struct dn_write *ws[DN_BATCH_MAX];
+	struct dn_store *s = NULL;
+	struct timespec ts;
+	uint64_t now;
+	size_t np = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	for (size_t i = 0; i < n; i++) {
+		struct dn_write *w =
+		        (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
+		int err;
+
+		s = w->s;
+		if (w->aborted || w->err || s->o.discard) {
+			finish_job(jobs[i]);
+			continue;
+		}
+		memset(&ext[np], 0, sizeof(ext[np]));
+		if (w->written > 0) {
+			err = build_extent(w, &ext[np]);
+			if (err) {
+				unlink_files(w);
+				w->cb(w->cb_arg, err, NULL);
+				write_free(w);
+				continue;
+			}
+		}
+		piece[np] = (struct dn_piece){ w->id, w->written };
+		obj[np] = (struct dn_obj){ .size = w->written,
+			                   .mtime_ns = now,
+			                   .crc32c = w->crc,
+			                   .k = w->k,
+			                   .m = w->m,
+			                   .etag = w->etag,
+			                   .attrs = w->attrs,
+			                   .nattrs = w->nattrs,
+			                   .pieces = w->written ? &piece[np] : NULL,
+			                   .npieces = w->written ? 1 : 0 };
+		puts[np] = (struct dn_meta_put){
+			w->bucket, w->key, &obj[np], w->written ? &ext[np] : NULL, 0, NULL, 0
+		};
+		ws[np++] = w;
+	}
+	if (np)
+		dn_meta_put_batch(s->meta, puts, np);
+	for (size_t i = 0; i < np; i++) {
+		struct dn_write *w = ws[i];
+		struct dn_write_result res = { w->written, w->crc, w->etag, now };
+
+		dn_extent_free(&ext[i]);
+		if (puts[i].err) {
+			unlink_files(w);
+			w->cb(w->cb_arg, puts[i].err, NULL);
+			write_free(w);
+			continue;
+		}
+		atomic_fetch_add(&s->objects_committed, 1);
+		/* The old version's files go only now that the new one is visible. */
+		for (size_t j = 0; j < puts[i].nfreed; j++) {
+			dn_extent_unlink(s, &puts[i].freed[j]);
+			dn_extent_free(&puts[i].freed[j]);
+		}
+		free(puts[i].freed);
+		w->cb(w->cb_arg, 0, &res);
+		write_free(w);
+	}
+}
+
+static void
+write_unhold(struct dn_write *w)
+{
+	if (atomic_fetch_sub(&w->outstanding, 1) != 1)
+		return;
+	if (!w->aborted && w->phase == PH_WRITE && w->err == 0 && !w->s->o.discard) {
+		start_sync(w);
+		return;
+	}
+	w->job.fn = finish_job;
+	w->job.batch = commit_batch;
+	dn_store_defer(w->s, &w->job);
+}
+
+void
+dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                dn_commit_cb cb, void *arg)
+{
+	w->cb = cb;
+	w->cb_arg = arg;
+	w->etag = dn_strdup(etag ? etag : "");
+	if (nattrs) {
+		w->attrs = calloc(nattrs, sizeof(*w->attrs));
+		if (w->attrs)
+			for (; w->nattrs < nattrs; w->nattrs++) {
+				w->attrs[w->nattrs].name = dn_strdup(attrs[w->nattrs].name);
+				w->attrs[w->nattrs].value = dn_strdup(attrs[w->nattrs].value);
+			}
+	}
+	if (!w->err && (!w->etag || w->nattrs != nattrs))
+		w->err = -ENOMEM;
+	if (!w->err && w->size_known && w->written != w->size)
+		w->err = -EINVAL;
+	if (!w->err && w->stripe_open) {
+		/* The last, short stripe: unfilled cells count as zeros for parity. */
+		int err = stripe_close(w);
+
+		if (err)
+			w->err = err;
+	}
+	if (w->err) {
+		atomic_store(&w->doomed, true);
+		for (unsigned c = 0; c < w->k; c++)
+			drop_pending(w, c);
+		if (w->stripe_open)
+			release_parity(w);
+	}
+	release_group(w);
+	write_unhold(w);
+}
+
+void
+dn_write_abort(struct dn_write *w)
+{
+	if (!w)
+		return;
+	w->aborted = true;
+	atomic_store(&w->doomed, true);
+	for (unsigned c = 0; c < w->k; c++)
+		drop_pending(w, c);
+	if (w->stripe_open)
+		release_parity(w);
+	release_group(w);
+	write_unhold(w);
+}

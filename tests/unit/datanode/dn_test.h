@@ -1,0 +1,295 @@
+/*
+ * Test helpers for datanode/: temp drive folders, a store over them, payload fed as
+ * random unaligned segments that each own a refcounted "slice" (as gRPC's receive slices
+ * do), a synchronous commit and a read into one buffer.
+ */
+#ifndef ZEST_TEST_DN_H
+#define ZEST_TEST_DN_H
+
+#include <assert.h>
+#include <errno.h>
+#include <ftw.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dn.h"
+#include "ec.h"
+
+#define CHECK(x)                                                                              \
+	do {                                                                                  \
+		if (!(x)) {                                                                   \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x); \
+			abort();                                                              \
+		}                                                                             \
+	} while (0)
+#define CHECK_EQ(a, b)                                                                        \
+	do {                                                                                  \
+		long long _a = (long long)(a), _b = (long long)(b);                           \
+		if (_a != _b) {                                                               \
+			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, \
+			        __LINE__, #a, _a, #b, _b);                                    \
+			abort();                                                              \
+		}                                                                             \
+	} while (0)
+
+static _Thread_local uint64_t t_rng =
+        0x9e3779b97f4a7c15ull; /* per thread: writers race otherwise */
+
+static inline uint64_t
+t_rand(void)
+{
+	t_rng ^= t_rng << 13;
+	t_rng ^= t_rng >> 7;
+	t_rng ^= t_rng << 17;
+	return t_rng;
+}
+
+static inline void
+t_fill(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(t_rand() >> 24);
+}
+
+/* Exit 77 (skip) when the kernel gives us no io_uring. */
+static inline void
+t_require_uring(void)
+{
+	struct io_uring r;
+
+	if (io_uring_queue_init(4, &r, 0) < 0) {
+		fprintf(stderr, "io_uring unavailable: skipping\n");
+		exit(77);
+	}
+	io_uring_queue_exit(&r);
+}
+
+struct t_env {
+	char root[256];
+	char dirs[16][300];
+	const char *drives[16];
+	unsigned n;
+	struct dn_store_opts o;
+	struct dn_store *s;
+};
+
+static int
+t_rm(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static inline void
+t_rmrf(const char *path)
+{
+	nftw(path, t_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Small cells so that many stripes and groups stay cheap. */
+static inline void
+t_env_init(struct t_env *e, unsigned ndrives, unsigned k, unsigned m)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+	t_require_uring();
+	memset(e, 0, sizeof(*e));
+	snprintf(e->root, sizeof(e->root), "%s/zest-dn-XXXXXX", base);
+	CHECK(mkdtemp(e->root));
+	e->n = ndrives;
+	for (unsigned i = 0; i < ndrives; i++) {
+		snprintf(e->dirs[i], sizeof(e->dirs[i]), "%s/d%u", e->root, i);
+		e->drives[i] = e->dirs[i];
+	}
+	dn_store_opts_default(&e->o);
+	e->o.drives = e->drives;
+	e->o.ndrives = ndrives;
+	e->o.k = k;
+	e->o.m = m;
+	e->o.cell_size = 16384;
+	e->o.chunk_size = 4096;
+	e->o.stripes_per_group = 4;
+	e->o.queue_depth = 16;
+	e->o.parity_bufs = 8;
+	e->o.meta_map_size = 64 << 20;
+}
+
+static inline void
+t_open(struct t_env *e)
+{
+	CHECK_EQ(dn_store_open(&e->o, &e->s), 0);
+}
+
+static inline void
+t_close(struct t_env *e)
+{
+	dn_store_close(e->s);
+	e->s = NULL;
+}
+
+static inline void
+t_env_fini(struct t_env *e)
+{
+	if (e->s)
+		t_close(e);
+	t_rmrf(e->root);
+	CHECK_EQ(zc_ref_live(), 0);
+}
+
+/* A received "slice": its own copy of the bytes at an odd address, freed on last put. */
+struct t_slice {
+	struct zc_ref ref;
+	uint8_t pad[3];
+	uint8_t data[];
+};
+
+static void
+t_slice_release(struct zc_ref *ref)
+{
+	free(ref);
+}
+
+/*
+ * Write buf[0..len) as bucket/key in random segments of at most max_seg bytes, a few
+ * segments per dn_write_data call, each a separately refcounted slice. Returns the
+ * dn_write_data / begin error, or 0 with the write left open in *out.
+ */
+static inline int
+t_feed(struct dn_store *s, const char *bucket, const char *key, const uint8_t *buf, size_t len,
+       size_t max_seg, bool size_known, struct dn_write **out)
+{
+	struct dn_write *w;
+	size_t at = 0;
+	int err = dn_write_begin(s, bucket, key, len, size_known, 0, 0, &w);
+
+	if (err)
+		return err;
+	while (at < len) {
+		struct zc_seg segs[8];
+		unsigned n = 1 + (unsigned)(t_rand() % 8);
+		size_t start = at;
+
+		for (unsigned i = 0; i < n && at < len; i++) {
+			size_t l = 1 + t_rand() % max_seg;
+			struct t_slice *sl;
+
+			if (l > len - at)
+				l = len - at;
+			sl = malloc(sizeof(*sl) + l);
+			CHECK(sl);
+			zc_ref_init(&sl->ref, t_slice_release);
+			memcpy(sl->data, buf + at, l);
+			segs[i] = (struct zc_seg){ sl->data, l, &sl->ref };
+			at += l;
+			n = i + 1;
+		}
+		err = dn_write_data(w, start, segs, n);
+		for (unsigned i = 0; i < n; i++)
+			zc_ref_put(segs[i].ref); /* ours; the SQEs hold their own */
+		if (err) {
+			dn_write_abort(w);
+			return err;
+		}
+	}
+	*out = w;
+	return 0;
+}
+
+struct t_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int err;
+	uint64_t size;
+	uint32_t crc;
+};
+
+static void
+t_commit_cb(void *arg, int err, const struct dn_write_result *res)
+{
+	struct t_wait *tw = arg;
+
+	pthread_mutex_lock(&tw->lock);
+	tw->err = err;
+	if (res) {
+		tw->size = res->size;
+		tw->crc = res->crc32c;
+	}
+	tw->done = true;
+	pthread_cond_signal(&tw->cond);
+	pthread_mutex_unlock(&tw->lock);
+}
+
+static inline int
+t_commit(struct dn_write *w, const char *etag, uint32_t *crc)
+{
+	struct t_wait tw = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0, 0 };
+	struct dn_attr a = { "content-type", "application/octet-stream" };
+
+	dn_write_commit(w, etag, &a, 1, t_commit_cb, &tw);
+	pthread_mutex_lock(&tw.lock);
+	while (!tw.done)
+		pthread_cond_wait(&tw.cond, &tw.lock);
+	pthread_mutex_unlock(&tw.lock);
+	if (crc)
+		*crc = tw.crc;
+	return tw.err;
+}
+
+static inline int
+t_put(struct dn_store *s, const char *bucket, const char *key, const uint8_t *buf, size_t len)
+{
+	struct dn_write *w;
+	int err = t_feed(s, bucket, key, buf, len, 5000, true, &w);
+
+	return err ? err : t_commit(w, "etag", NULL);
+}
+
+struct t_read {
+	uint8_t *buf;
+	size_t len, cap;
+	uint64_t next;
+};
+
+static int
+t_read_cb(void *arg, uint64_t off, const struct zc_seg *seg)
+{
+	struct t_read *r = arg;
+
+	CHECK_EQ(off, r->next);
+	if (r->len + seg->len > r->cap) {
+		r->cap = (r->len + seg->len) * 2;
+		r->buf = realloc(r->buf, r->cap);
+		CHECK(r->buf);
+	}
+	memcpy(r->buf + r->len, seg->ptr, seg->len);
+	r->len += seg->len;
+	r->next += seg->len;
+	return 0;
+}
+
+/* Read a range and compare it with want. Returns dn_read's result. */
+static inline int
+t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t off, uint64_t len,
+             bool has_len, const uint8_t *want, size_t want_len)
+{
+	struct t_read r = { NULL, 0, 0, off };
+	struct dn_object_info info;
+	int err = dn_read(s, bucket, key, off, len, has_len, &info, t_read_cb, &r);
+
+	if (!err) {
+		CHECK_EQ(r.len, want_len);
+		CHECK(want_len == 0 || memcmp(r.buf, want, want_len) == 0);
+		dn_object_info_fini(&info);
+	}
+	free(r.buf);
+	return err;
+}
+
+#endif

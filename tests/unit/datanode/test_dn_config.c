@@ -1,0 +1,79 @@
+/* Flag parsing: defaults, every flag, --help/--version, and precise refusals. */
+#include "dn_test.h"
+
+static int
+parse(struct dn_config *c, const char *line)
+{
+	char buf[1024], *argv[64];
+	int argc = 0;
+	FILE *null = fopen("/dev/null", "w");
+	int err;
+
+	snprintf(buf, sizeof(buf), "zest-datanode %s", line);
+	for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
+		argv[argc++] = t;
+	argv[argc] = NULL;
+	err = dn_config_parse(c, argc, argv, null, null);
+	fclose(null);
+	return err;
+}
+
+int
+main(void)
+{
+	struct dn_config c;
+	struct dn_store_opts o;
+	const char *six = "--drive a --drive b --drive c --drive d --drive e --drive f";
+	char line[512];
+
+	CHECK_EQ(parse(&c, six), 0);
+	CHECK_EQ(c.k, 4);
+	CHECK_EQ(c.m, 2);
+	CHECK_EQ(c.cell_size, 1 << 20);
+	CHECK(c.zerocopy && !c.discard && !c.heal && !c.metrics);
+	CHECK_EQ(c.ndrives, 6);
+	snprintf(line, sizeof(line),
+	         "%s --listen 0.0.0.0:9 --ec 3+2 --cell-size 256KiB --marshaller copy --discard "
+	         "--metrics 127.0.0.1:9100 --write-quorum 4 --stripes-per-group 8 "
+	         "--inflight-cap 64MiB --admission-l1 5ms --admission-l2 10ms --admission-l3 2s",
+	         six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.k, 3);
+	CHECK_EQ(c.m, 2);
+	CHECK_EQ(c.cell_size, 256 << 10);
+	CHECK(!c.zerocopy && c.discard);
+	CHECK(strcmp(c.listen, "0.0.0.0:9") == 0 && strcmp(c.metrics, "127.0.0.1:9100") == 0);
+	CHECK_EQ(c.write_quorum, 4);
+	CHECK_EQ(c.stripes_per_group, 8);
+	CHECK_EQ(c.inflight_cap, 64 << 20);
+	CHECK_EQ(c.adm_l1_ns, 5000000);
+	CHECK_EQ(c.adm_l3_ns, 2000000000);
+	dn_config_to_opts(&c, &o);
+	CHECK_EQ(o.k, 3);
+	CHECK_EQ(o.ndrives, 6);
+	CHECK(o.discard);
+	snprintf(line, sizeof(line), "heal %s", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(c.heal);
+	CHECK_EQ(parse(&c, "--help"), 1);
+	CHECK_EQ(parse(&c, "--version"), 1);
+	CHECK_EQ(parse(&c, "--drive a"), -EINVAL); /* fewer than k + m */
+	snprintf(line, sizeof(line), "%s --ec 4", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --ec 30+3", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cell-size 1000", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --marshaller fast", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --write-quorum 7", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --admission-l1 2s --admission-l2 1s", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --bogus", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s extra", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,235 @@
+/*
+ * Reads under failure: up to m drive folders removed, a corrupted chunk, a drive marked
+ * failed during writes (quorum), and heal rebuilding a replaced drive folder.
+ */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "dn_test.h"
+
+#define NOBJ 4
+
+static uint8_t *bufs[NOBJ];
+static size_t lens[NOBJ];
+
+static void
+put_all(struct t_env *e)
+{
+	size_t group = e->o.cell_size * e->o.k * e->o.stripes_per_group;
+	size_t sizes[NOBJ] = { 1, e->o.cell_size + 1, 2 * group + 4097, 7 * e->o.cell_size - 3 };
+
+	for (int i = 0; i < NOBJ; i++) {
+		char key[16];
+
+		lens[i] = sizes[i];
+		bufs[i] = malloc(lens[i]);
+		t_fill(bufs[i], lens[i]);
+		snprintf(key, sizeof(key), "o%d", i);
+		CHECK_EQ(t_put(e->s, "b", key, bufs[i], lens[i]), 0);
+	}
+}
+
+static void
+check_all(struct t_env *e)
+{
+	for (int i = 0; i < NOBJ; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "o%d", i);
+		CHECK_EQ(t_check_read(e->s, "b", key, 0, 0, false, bufs[i], lens[i]), 0);
+		CHECK_EQ(t_check_read(e->s, "b", key, lens[i] / 3, lens[i] / 2, true,
+		                      bufs[i] + lens[i] / 3, lens[i] / 2),
+		         0);
+	}
+}
+
+static void
+free_all(void)
+{
+	for (int i = 0; i < NOBJ; i++)
+		free(bufs[i]);
+}
+
+static uint64_t
+degraded(struct dn_store *s)
+{
+	struct dn_counters c;
+
+	dn_counters_get(s, &c);
+	return c.degraded_reads;
+}
+
+/* Flip one byte in the first cell file found on drive d. */
+static void
+corrupt_one(struct t_env *e, unsigned d)
+{
+	char cmd[600], path[512] = "";
+	FILE *p;
+	int fd;
+	uint8_t b;
+
+	snprintf(cmd, sizeof(cmd), "find %s/data -type f -size +1 | sort | head -1", e->dirs[d]);
+	p = popen(cmd, "r");
+	CHECK(p && fgets(path, sizeof(path), p));
+	pclose(p);
+	path[strcspn(path, "\n")] = 0;
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &b, 1, 0), 1);
+	b ^= 0x5a;
+	CHECK_EQ(pwrite(fd, &b, 1, 0), 1);
+	close(fd);
+}
+
+static void
+missing_drives(void)
+{
+	struct t_env e;
+	uint64_t before;
+
+	t_env_init(&e, 7, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	put_all(&e);
+	check_all(&e);
+	CHECK_EQ(degraded(e.s), 0);
+	t_close(&e);
+
+	/* Lose m = 2 drive folders, both holding metadata replicas. */
+	t_rmrf(e.dirs[0]);
+	t_rmrf(e.dirs[2]);
+	t_open(&e);
+	check_all(&e);
+	CHECK(degraded(e.s) > 0);
+	/* The replaced folders are rebuilt; then two other drives may go. */
+	CHECK(dn_heal(e.s, 0) > 0);
+	CHECK(dn_heal(e.s, 2) > 0);
+	CHECK_EQ(dn_heal(e.s, 0), 0); /* nothing left to do */
+	t_close(&e);
+	t_rmrf(e.dirs[1]);
+	t_rmrf(e.dirs[5]);
+	t_open(&e);
+	check_all(&e);
+	t_close(&e);
+
+	/* m + 1 = 3 folders gone: objects that had cells there cannot be rebuilt. */
+	t_rmrf(e.dirs[1]);
+	t_rmrf(e.dirs[3]);
+	t_rmrf(e.dirs[4]);
+	t_open(&e);
+	{
+		struct t_read r = { NULL, 0, 0, 0 };
+		int err = dn_read(e.s, "b", "o2", 0, 0, false, NULL, t_read_cb, &r);
+
+		CHECK(err == -ENOENT || err == -EIO || err == -EBADMSG);
+		free(r.buf);
+	}
+	before = degraded(e.s);
+	(void)before;
+	t_env_fini(&e);
+	free_all();
+}
+
+static void
+corrupted_cell(void)
+{
+	struct t_env e;
+
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	put_all(&e);
+	for (unsigned d = 0; d < 6; d++)
+		corrupt_one(&e, d); /* one bad chunk per drive, in different stripes or not */
+	check_all(&e);
+	CHECK(degraded(e.s) > 0);
+	/* Heal rewrites the bad cells in place. */
+	for (unsigned d = 0; d < 6; d++)
+		CHECK(dn_heal(e.s, d) >= 0);
+	{
+		uint64_t d0 = degraded(e.s);
+
+		check_all(&e);
+		CHECK_EQ(degraded(e.s), d0);
+	}
+	t_env_fini(&e);
+	free_all();
+}
+
+static void
+quorum(void)
+{
+	struct t_env e;
+	uint8_t buf[70000];
+	struct dn_write *w;
+	int err;
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(dn_drive_fail(e.s, 3), 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 3), DN_DRIVE_FAILED);
+	/* 5 of 6 cells durable: quorum k + 1 holds; the missing cell is recorded. */
+	CHECK_EQ(t_put(e.s, "b", "q1", buf, sizeof(buf)), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "q1", 0, 0, false, buf, sizeof(buf)), 0);
+	/* 4 of 6: below quorum, the write fails and nothing becomes visible. */
+	CHECK_EQ(dn_drive_fail(e.s, 4), 0);
+	err = t_feed(e.s, "b", "q2", buf, sizeof(buf), 3000, true, &w);
+	CHECK_EQ(err, 0);
+	CHECK_EQ(t_commit(w, "x", NULL), -EIO);
+	{
+		struct dn_object_info info;
+
+		CHECK_EQ(dn_stat(e.s, "b", "q2", &info), -ENOENT);
+	}
+	/* The drives come back (replaced folders): heal fills in q1's missing cell. */
+	CHECK(dn_heal(e.s, 3) >= 1);
+	CHECK(dn_heal(e.s, 4) >= 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 3), DN_DRIVE_OK);
+	t_close(&e);
+	t_rmrf(e.dirs[0]);
+	t_rmrf(e.dirs[1]);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "q1", 0, 0, false, buf, sizeof(buf)), 0);
+	t_env_fini(&e);
+}
+
+/* A drive whose ring reports -EIO mid-write: marked failed, the write still commits. */
+static void
+io_error(void)
+{
+	struct t_env e;
+	static uint8_t buf[300000];
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	dn_drive_inject_errors(e.s, 2, 1);
+	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
+	CHECK(degraded(e.s) > 0);
+	/* The disk is swapped: an empty folder at the same path, then heal. */
+	t_rmrf(e.dirs[2]);
+	CHECK(dn_heal(e.s, 2) > 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_OK);
+	t_close(&e);
+	t_rmrf(e.dirs[0]);
+	t_rmrf(e.dirs[4]);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
+	t_env_fini(&e);
+}
+
+int
+main(void)
+{
+	io_error();
+	missing_drives();
+	corrupted_cell();
+	quorum();
+	printf("ok\n");
+	return 0;
+}
