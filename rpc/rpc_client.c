@@ -1,0 +1,2 @@
+/* rpc client: placeholder until the next commit. */
+#include "rpc_internal.h"
