@@ -370,7 +370,8 @@ int rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMess
 
 /*
  * Blocking Write of one buffer (tools, tests): open, chunks of `chunk` bytes, commit.
- * buf is borrowed until return. res (optional) receives the result. Returns 0 or the
+ * buf is borrowed until return (it waits until gRPC released every slice). res
+ * (optional) receives size, crc32c and mtime_ns (not etag). Returns 0 or the
  * -errno of the status (st has the details).
  */
 int rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *buf,

@@ -82,6 +82,8 @@ read_varint(struct cur *c, uint64_t *v, struct rpc_chunk *chunk, const char *wha
 
 		if (cur_byte(c, &b))
 			return fail(chunk, "truncated varint (%s) at byte %zu", what, start);
+		if (shift == 63 && (b & 0x80))
+			break;
 		if (shift == 63 && b > 1)
 			return fail(chunk, "varint (%s) overflows 64 bits at byte %zu", what, start);
 		x |= (uint64_t)(b & 0x7f) << shift;
