@@ -104,6 +104,7 @@ struct rpc_read {
 	struct tag t_send;
 	grpc_byte_buffer *send_bb;
 	bool sent_initial;
+	bool sent_pending; /* a send completed while a callback ran */
 };
 
 struct rpc_reply {
@@ -577,6 +578,22 @@ read_settle(struct rpc_read *r)
 	pthread_mutex_unlock(&r->c.mu);
 }
 
+/* Under r->c.mu: run `sent` for a completed send unless a callback runs already. */
+static void
+read_deliver_sent(struct rpc_read *r)
+{
+	while (r->sent_pending && !r->c.busy) {
+		r->sent_pending = false;
+		if (r->c.cancelled || r->c.status_sent || !r->c.handler_holds)
+			break;
+		r->c.busy = true;
+		pthread_mutex_unlock(&r->c.mu);
+		r->c.srv->h.read.sent(r->call_ctx, r);
+		pthread_mutex_lock(&r->c.mu);
+		r->c.busy = false;
+	}
+}
+
 static void
 read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload)
 {
@@ -606,35 +623,32 @@ read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload)
 		return;
 	}
 	r->c.busy = true;
+	r->c.handler_holds = true;
 	pthread_mutex_unlock(&r->c.mu);
 	rc = srv->h.read.start(srv->h.ctx, r, req, &r->call_ctx);
 	protobuf_c_message_free_unpacked(&req->base, NULL);
 	pthread_mutex_lock(&r->c.mu);
 	r->c.busy = false;
-	if (rc < 0)
+	if (rc < 0) {
+		r->c.handler_holds = false;
 		call_fail(&r->c, rc, r->c.errmsg);
-	else
-		r->c.handler_holds = true;
+	}
+	read_deliver_sent(r);
 	read_settle(r);
 }
 
 static void
 read_on_send(struct rpc_read *r, bool success)
 {
-	struct rpc_server *srv = r->c.srv;
-
 	pthread_mutex_lock(&r->c.mu);
 	r->c.pending--;
 	grpc_byte_buffer_destroy(r->send_bb);
 	r->send_bb = NULL;
-	if (success && !r->c.cancelled && !r->c.status_sent && r->c.handler_holds) {
-		pthread_mutex_unlock(&r->c.mu);
-		srv->h.read.sent(r->call_ctx, r);
-		pthread_mutex_lock(&r->c.mu);
-	} else if (!success) {
+	if (success)
+		r->sent_pending = true;
+	else
 		r->c.cancelled = true;
-	}
-	r->c.busy = false;
+	read_deliver_sent(r);
 	read_settle(r);
 }
 
@@ -679,7 +693,6 @@ rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t offset,
 		return -ECANCELED;
 	}
 	r->c.pending++;
-	r->c.busy = true;
 	pthread_mutex_unlock(&r->c.mu);
 	return 0;
 }
