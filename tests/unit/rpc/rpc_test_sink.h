@@ -70,7 +70,8 @@ struct sink {
 	pthread_cond_t cond;
 	struct sink_job *head, *tail;
 	bool stop;
-	unsigned delay_us; /* per data job: a slow drive makes calls pause */
+	unsigned delay_us; /* per data job: a slow drive */
+	bool pause_always; /* pause after every message; the drive thread resumes */
 	atomic_long opened, committed, aborted, finished, bad_bytes, pauses;
 	atomic_ullong bytes;
 };
@@ -130,7 +131,7 @@ sink_drive(void *arg)
 				zc_ref_put(j->segs[i].ref); /* the "drive write" is done */
 			pthread_mutex_lock(&s->mu);
 			o->held -= j->len;
-			if (o->paused && o->held < SINK_CALL_CAP / 2) {
+			if (o->paused && (o->held < SINK_CALL_CAP / 2 || s->pause_always)) {
 				o->paused = false;
 				resume = true;
 			}
@@ -223,7 +224,7 @@ sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_
 	}
 	pthread_mutex_lock(&s->mu);
 	o->held += len;
-	if (o->held > SINK_CALL_CAP && !o->paused) {
+	if ((o->held > SINK_CALL_CAP || s->pause_always) && !o->paused) {
 		o->paused = true;
 		rpc_write_pause(w);
 		atomic_fetch_add(&s->pauses, 1);
