@@ -337,7 +337,8 @@ void rpc_cwrite_destroy(struct rpc_cwrite *w);
  * Read stream callbacks (client CQ thread).
  *  chunk: one ReadChunk; segs point into gRPC's receive slices (zero-copy), borrowed for
  *         the callback unless zc_ref_get. info is set on the first chunk. The CRC was
- *         verified. Return 0 to continue or 1 to pause until rpc_cread_resume().
+ *         verified. Return 0 to continue or 1 to pause until rpc_cread_resume() (any
+ *         thread; a resume that comes while the callback still runs cancels its pause).
  *  done:  exactly once; afterwards rpc_cread_destroy().
  */
 struct rpc_cread_cbs {

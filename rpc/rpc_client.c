@@ -484,6 +484,7 @@ struct rpc_cread {
 	struct ctag t_start, t_recv, t_status;
 	grpc_byte_buffer *req_bb, *recv_bb;
 	bool paused, recv_idle, recv_ended, status_got, done_called, bad;
+	bool in_chunk, resume_early; /* a resume that raced the chunk callback's pause */
 	struct rpc_status bad_st;
 	uint64_t next_off;
 	struct rpc_chunk chunk;
@@ -601,6 +602,10 @@ cread_on_recv(void *obj, bool success)
 				       (unsigned long long)rch->offset);
 			rc = -EBADMSG;
 		} else {
+			pthread_mutex_lock(&r->mu);
+			r->in_chunk = true;
+			r->resume_early = false;
+			pthread_mutex_unlock(&r->mu);
 			verdict = r->cbs.chunk(r->arg, r, rch->info, rch->offset, r->chunk.segs,
 					       r->chunk.n_segs, r->chunk.data_len);
 		}
@@ -610,11 +615,14 @@ cread_on_recv(void *obj, bool success)
 		rpc_status_set(&r->bad_st, -EBADMSG, "bad ReadChunk: %s", r->chunk.err);
 	}
 	pthread_mutex_lock(&r->mu);
+	r->in_chunk = false;
+	if (verdict == 1 && r->resume_early)
+		verdict = 0;
 	if (rc) {
 		r->bad = true;
 		r->recv_ended = true;
 		grpc_call_cancel(r->call, NULL);
-	} else if (verdict == 1 || r->paused) {
+	} else if (verdict == 1) {
 		r->paused = true;
 		r->recv_idle = true;
 	} else {
@@ -682,6 +690,8 @@ rpc_cread_resume(struct rpc_cread *r)
 	if (r->recv_idle) {
 		r->recv_idle = false;
 		cread_post_recv(r);
+	} else if (r->in_chunk) {
+		r->resume_early = true; /* the callback's pause has not taken effect yet */
 	}
 	pthread_mutex_unlock(&r->mu);
 }

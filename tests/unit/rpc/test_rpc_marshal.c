@@ -536,40 +536,6 @@ test_marshal_send_zero_copy(void **state)
 	grpc_shutdown();
 }
 
-static void
-test_status_mapping(void **state)
-{
-	struct rpc_status st;
-	enum rpc_marshaller m;
-
-	(void)state;
-	assert_int_equal(rpc_status_from_err(-EINVAL), GRPC_STATUS_INVALID_ARGUMENT);
-	assert_int_equal(rpc_status_from_err(-EBADMSG), GRPC_STATUS_DATA_LOSS);
-	assert_int_equal(rpc_status_from_err(-ENOENT), GRPC_STATUS_NOT_FOUND);
-	assert_int_equal(rpc_status_from_err(-EAGAIN), GRPC_STATUS_RESOURCE_EXHAUSTED);
-	assert_int_equal(rpc_status_from_err(-ECANCELED), GRPC_STATUS_CANCELLED);
-	assert_int_equal(rpc_status_from_err(-EIO), GRPC_STATUS_INTERNAL);
-	assert_int_equal(rpc_status_from_err(0), GRPC_STATUS_OK);
-	for (int e = 1; e < 140; e++) {
-		grpc_status_code c = rpc_status_from_err(-e);
-
-		if (c != GRPC_STATUS_INTERNAL)
-			assert_int_equal(rpc_status_from_err(rpc_err_from_status(c)), c);
-	}
-	rpc_status_set(&st, -EBADMSG, "crc %d", 5);
-	assert_int_equal(st.code, GRPC_STATUS_DATA_LOSS);
-	assert_string_equal(st.msg, "BadDigest: crc 5");
-	rpc_status_set(&st, -ENOENT, NULL);
-	assert_string_equal(st.msg, "NoSuchKey: No such file or directory");
-	assert_int_equal(rpc_marshaller_parse("copy", &m), 0);
-	assert_int_equal(m, RPC_MARSHAL_COPY);
-	assert_int_equal(rpc_marshaller_parse("zerocopy", &m), 0);
-	assert_int_equal(m, RPC_MARSHAL_ZEROCOPY);
-	assert_int_equal(rpc_marshaller_parse("zero", &m), -EINVAL);
-	assert_string_equal(rpc_stage_name(RPC_STAGE_ALIGN), "align");
-	assert_string_equal(rpc_method_path(RPC_LIST_BUCKETS), "/zest.Datanode/ListBuckets");
-}
-
 int
 main(void)
 {
@@ -581,7 +547,6 @@ main(void)
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_marshal_recv_modes),
 		cmocka_unit_test(test_marshal_send_zero_copy),
-		cmocka_unit_test(test_status_mapping),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
