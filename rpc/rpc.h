@@ -265,7 +265,8 @@ struct rpc_server_handlers {
 
 /*
  * Create, bind and start a server (calls grpc_init). handlers is copied. Returns 0 and
- * *out, -EADDRINUSE / -EINVAL when the address cannot be bound, or -ENOMEM.
+ * *out, -EADDRINUSE when the address cannot be bound (in use or unresolvable; port
+ * sharing is off), -EINVAL for missing options, or -ENOMEM.
  */
 int rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_handlers *h,
 		      struct rpc_server **out);

@@ -992,7 +992,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	struct rpc_server *srv;
 	grpc_server_credentials *creds;
 	grpc_channel_args args;
-	grpc_arg arg[2];
+	grpc_arg arg[3];
 	size_t grpc_limit;
 	int rc = -ENOMEM;
 
@@ -1030,7 +1030,11 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	arg[1].type = GRPC_ARG_INTEGER;
 	arg[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
 	arg[1].value.integer = (int)grpc_limit;
-	args.num_args = 2;
+	/* A second datanode on the same port must fail, not share it. */
+	arg[2].type = GRPC_ARG_INTEGER;
+	arg[2].key = GRPC_ARG_ALLOW_REUSEPORT;
+	arg[2].value.integer = 0;
+	args.num_args = 3;
 	args.args = arg;
 	srv->server = grpc_server_create(&args, NULL);
 	srv->cq = grpc_completion_queue_create_for_next(NULL);

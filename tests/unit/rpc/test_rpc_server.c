@@ -640,10 +640,31 @@ test_big_copy(void **state)
 	run_big(RPC_MARSHAL_COPY);
 }
 
+static void
+test_listen_errors(void **state)
+{
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0" };
+	struct rpc_server_handlers h = { 0 };
+	struct rpc_server *a, *b = NULL;
+	char addr[64];
+
+	(void)state;
+	assert_int_equal(rpc_server_create(&so, &h, &a), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", rpc_server_port(a));
+	so.listen = addr;
+	assert_int_equal(rpc_server_create(&so, &h, &b), -EADDRINUSE);
+	so.listen = "not-an-address:x";
+	assert_int_equal(rpc_server_create(&so, &h, &b), -EADDRINUSE);
+	assert_int_equal(rpc_server_create(NULL, &h, &b), -EINVAL);
+	rpc_server_destroy(a, 0);
+	rpc_server_destroy(NULL, 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_listen_errors),
 		cmocka_unit_test(test_put_zerocopy),
 		cmocka_unit_test(test_put_copy),
 		cmocka_unit_test(test_bad_input_over_the_wire),
