@@ -95,6 +95,15 @@ const char *rpc_stage_name(enum rpc_copy_stage stage);
 /* Received byte buffers / messages still referenced (0 when nothing leaks). */
 long rpc_live_buffers(void);
 
+/*
+ * Keep freed heap memory in the process (glibc: mmap threshold 32 MiB, no trimming
+ * below 1 GiB). Call once at program start in a server that holds receive slices for a
+ * while (the zero-copy datanode): with glibc's defaults the transport's fresh read
+ * buffers are page-faulted in again and again (measured: 830k minor faults and
+ * 0.71 sys CPU-s/GiB, against 44k and 0.36 with this). Returns 0 or -EINVAL.
+ */
+int rpc_tune_malloc(void);
+
 /* ------------------------------------------------------------------ marshallers */
 
 enum rpc_marshaller { RPC_MARSHAL_ZEROCOPY, RPC_MARSHAL_COPY };

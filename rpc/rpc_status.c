@@ -1,5 +1,6 @@
 /* rpc: -errno <-> gRPC status, copy counters, the method table. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -234,4 +235,13 @@ rpc_slice_to_str(grpc_slice s, char *out, size_t cap)
 		n = cap - 1;
 	memcpy(out, GRPC_SLICE_START_PTR(s), n);
 	out[n] = 0;
+}
+
+int
+rpc_tune_malloc(void)
+{
+	/* Setting the mmap threshold also stops glibc's dynamic threshold adjustment. */
+	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, 1 << 30))
+		return -EINVAL;
+	return 0;
 }

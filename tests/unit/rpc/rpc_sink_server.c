@@ -27,6 +27,7 @@ usage(FILE *out)
 		"  --max-message SIZE     data bytes per message (default 16MiB)\n"
 		"  --discard              receive, parse, release (default)\n"
 		"  --hold                 keep refs until a drive thread drops them\n"
+		"  --no-malloc-tune       keep glibc's malloc defaults (see rpc_tune_malloc)\n"
 		"  --help, --version\n");
 }
 
@@ -40,6 +41,7 @@ main(int argc, char **argv)
 		{ "max-message", required_argument, NULL, 'x' },
 		{ "discard", no_argument, NULL, 'd' },
 		{ "hold", no_argument, NULL, 'H' },
+		{ "no-malloc-tune", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -49,7 +51,7 @@ main(int argc, char **argv)
 	struct rpc_server *srv;
 	struct rpc_stats st;
 	struct sink sink;
-	bool discard = true;
+	bool discard = true, tune = true;
 	uint64_t v;
 	sigset_t set;
 	int c, sig;
@@ -82,6 +84,9 @@ main(int argc, char **argv)
 		case 'H':
 			discard = false;
 			break;
+		case 'M':
+			tune = false;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -93,6 +98,8 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (tune && rpc_tune_malloc())
+		fprintf(stderr, "rpc_sink_server: mallopt failed\n");
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
