@@ -15,7 +15,9 @@
  *
  * Threading: server and client callbacks run on the module's own completion-queue
  * threads. Functions documented "any thread" are safe to call from anywhere, including
- * from inside callbacks. Callbacks of one call never run concurrently with each other.
+ * from inside callbacks. A server call's callbacks never run concurrently with each
+ * other. On the client, with cq_threads > 1 a Write stream's `writable` may overlap its
+ * `done` (with the default single thread nothing overlaps).
  *
  * Errors: functions return >= 0 on success and -errno on failure. Call outcomes travel
  * as a gRPC status code plus a message that starts with an S3-style code word

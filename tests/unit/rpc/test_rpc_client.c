@@ -323,6 +323,32 @@ test_unary_async(void **state)
 	env_down(&e);
 }
 
+static void
+test_no_server(void **state)
+{
+	struct rpc_client_opts co = { .target = "127.0.0.1:1" };
+	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	Zest__BucketRequest q = ZEST__BUCKET_REQUEST__INIT;
+	static uint8_t buf[3u << 20];
+	ProtobufCMessage *resp;
+	struct rpc_client *cl;
+	struct rpc_status st;
+
+	(void)state;
+	assert_int_equal(rpc_client_create(&co, &cl), 0);
+	open.bucket = "b";
+	open.key = "k";
+	assert_int_equal(rpc_client_put(cl, &open, buf, sizeof(buf), 1u << 20, NULL, &st),
+			 -ECONNREFUSED);
+	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
+	q.bucket = "b";
+	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q.base, &resp, &st),
+			 -ECONNREFUSED);
+	assert_null(resp);
+	rpc_client_destroy(cl);
+	assert_int_equal(zc_ref_live(), 0);
+}
+
 int
 main(void)
 {
@@ -331,6 +357,7 @@ main(void)
 		cmocka_unit_test(test_many_streams_one_thread),
 		cmocka_unit_test(test_send_refusals),
 		cmocka_unit_test(test_unary_async),
+		cmocka_unit_test(test_no_server),
 	};
 
 	grpc_init();
