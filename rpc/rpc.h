@@ -21,7 +21,9 @@
  *
  * Errors: functions return >= 0 on success and -errno on failure. Call outcomes travel
  * as a gRPC status code plus a message that starts with an S3-style code word
- * ("InvalidArgument: ...", "BadDigest: ...", see rpc/zest.proto).
+ * ("InvalidArgument: ...", "BadDigest: ...", see rpc/zest.proto). Every message a
+ * handler gives (rpc_write_fail, rpc_*_set_error, rpc_reply_error) is sent as is when it
+ * starts with a code word ("NoSuchBucket: b"), else prefixed with rpc_code_word(err).
  *
  * Ownership: payload bytes are named by struct zc_seg (common/zc_ref.h). A segment
  * handed to a callback is borrowed for the callback; to keep the bytes longer, take
@@ -67,7 +69,8 @@ int rpc_err_from_status(grpc_status_code code);
  * "SlowDown", "InternalError", ...), for messages built with rpc_status_set(). */
 const char *rpc_code_word(int err);
 
-/* Fill st with rpc_status_from_err(err) and "<code word>: <fmt...>" (err 0: OK, ""). */
+/* Fill st with rpc_status_from_err(err) and the message (code-word rule above; fmt NULL:
+ * strerror; err 0: OK, ""). */
 void rpc_status_set(struct rpc_status *st, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -187,7 +190,7 @@ struct rpc_reply; /* the answer of one unary call */
  *          borrowed for the callback (take zc_ref_get to keep them). May call
  *          rpc_write_pause() to stop receiving until rpc_write_resume().
  *  commit: the last message arrived (its data, if any, came through `data` first);
- *          chunk has the etag and attrs. The handler makes the object durable and then
+ *          `last` has the etag and attrs. The handler makes the object durable and then
  *          calls rpc_write_finish().
  *  abort:  the call broke (bad input, client cancel, server shutdown); err says why.
  *          No more data/commit. The handler drops its state and still calls
@@ -211,7 +214,8 @@ void rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Complete the call with OK and this result (borrowed; packed at once). Any thread. */
 void rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res);
-/* Complete the call with rpc_status_from_err(err) and "<word>: msg". Any thread. */
+/* Complete the call with rpc_status_from_err(err) and the message (code-word rule).
+ * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The peer address ("ipv4:127.0.0.1:5555"), for logs; valid for the call's life. */
@@ -243,7 +247,8 @@ int rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t off
 		  uint32_t crc32c, const struct zc_seg *segs, size_t n_segs);
 void rpc_read_set_error(struct rpc_read *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* End the stream: err 0 is OK, else the status for err with "<word>: msg". */
+/* End the stream: err 0 is OK, else the status for err and the message (code-word
+ * rule). Any thread; afterwards the handler must not touch r again. */
 void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

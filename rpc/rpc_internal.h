@@ -2,6 +2,7 @@
 #ifndef ZEST_RPC_INTERNAL_H
 #define ZEST_RPC_INTERNAL_H
 
+#include <stdarg.h>
 #include <stdatomic.h>
 
 #include <grpc/grpc.h>
@@ -46,6 +47,16 @@ grpc_byte_buffer *rpc_pack_message(const ProtobufCMessage *msg);
 /* Unpack a small message (gathers; used for requests and results). NULL on error. */
 ProtobufCMessage *rpc_unpack_message(const ProtobufCMessageDescriptor *desc,
 				     grpc_byte_buffer *bb);
+
+/*
+ * A status message: the formatted text (fmt NULL or "": strerror) prefixed with
+ * rpc_code_word(err) unless it already starts with a code word ("NoSuchBucket: ...").
+ * err 0 gives "".
+ */
+void rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap);
+void rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void rpc_format_status_str(char *out, size_t cap, int err, const char *text);
 
 /* Read the peer / status detail slice into a C string. */
 void rpc_slice_to_str(grpc_slice s, char *out, size_t cap);

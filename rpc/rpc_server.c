@@ -218,14 +218,7 @@ call_send_status(struct call *c, grpc_status_code code, const char *msg, grpc_by
 static void
 vformat_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
 {
-	int n = snprintf(out, cap, "%s: ", rpc_code_word(err));
-
-	if (n < 0 || (size_t)n >= cap)
-		return;
-	if (fmt)
-		vsnprintf(out + n, cap - (size_t)n, fmt, ap);
-	else
-		snprintf(out + n, cap - (size_t)n, "%s", strerror(-err));
+	rpc_format_status(out, cap, err, fmt, ap);
 }
 
 /* Under c->mu: fail with err and the handler's message (or a default one). */
@@ -234,11 +227,8 @@ call_fail(struct call *c, int err, const char *msg)
 {
 	char buf[RPC_STATUS_MSG_MAX];
 
-	if (!msg || !msg[0]) {
-		snprintf(buf, sizeof(buf), "%s: %s", rpc_code_word(err), strerror(-err));
-		msg = buf;
-	}
-	call_send_status(c, rpc_status_from_err(err), msg, NULL, true);
+	rpc_format_status_str(buf, sizeof(buf), err, msg);
+	call_send_status(c, rpc_status_from_err(err), buf, NULL, true);
 }
 
 /* ------------------------------------------------------------------ Write */
@@ -771,10 +761,11 @@ unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call, grpc_byt
 	} else {
 		rc = srv->h.unary(srv->h.ctx, m, req, &reply);
 		if (rc < 0) {
+			char tmp[RPC_STATUS_MSG_MAX];
+
 			code = rpc_status_from_err(rc);
-			if (!reply.msg[0])
-				snprintf(reply.msg, sizeof(reply.msg), "%s: %s", rpc_code_word(rc),
-					 strerror(-rc));
+			memcpy(tmp, reply.msg, sizeof(tmp));
+			rpc_format_status_str(reply.msg, sizeof(reply.msg), rc, tmp);
 			if (reply.bb) {
 				grpc_byte_buffer_destroy(reply.bb);
 				reply.bb = NULL;

@@ -1,6 +1,7 @@
 /* rpc: -errno <-> gRPC status, copy counters, the method table. */
 #include <errno.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,20 +120,61 @@ rpc_code_word(int err)
 	}
 }
 
+/* Does text start with an S3-style code word and ": "? */
+static bool
+has_code_word(const char *text)
+{
+	const char *p = text;
+
+	if (*p < 'A' || *p > 'Z')
+		return false;
+	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+		p++;
+	return p[0] == ':' && p[1] == ' ';
+}
+
+void
+rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
+{
+	char text[RPC_STATUS_MSG_MAX];
+
+	if (!cap)
+		return;
+	out[0] = 0;
+	if (!err)
+		return;
+	if (fmt && fmt[0])
+		vsnprintf(text, sizeof(text), fmt, ap);
+	else
+		snprintf(text, sizeof(text), "%s", strerror(-err));
+	if (has_code_word(text))
+		snprintf(out, cap, "%s", text);
+	else
+		snprintf(out, cap, "%s: %.*s", rpc_code_word(err), (int)(cap > 32 ? cap - 32 : 0),
+			 text);
+}
+
+void
+rpc_format_status_str(char *out, size_t cap, int err, const char *text)
+{
+	rpc_format_status_l(out, cap, err, text && text[0] ? "%s" : NULL, text);
+}
+
+void
+rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	rpc_format_status(out, cap, err, fmt, ap);
+	va_end(ap);
+}
+
 static void
 status_vset(struct rpc_status *st, int err, const char *fmt, va_list ap)
 {
-	int n;
-
 	st->code = rpc_status_from_err(err);
-	st->msg[0] = 0;
-	if (!err)
-		return;
-	n = snprintf(st->msg, sizeof(st->msg), "%s: ", rpc_code_word(err));
-	if (fmt && n >= 0 && (size_t)n < sizeof(st->msg))
-		vsnprintf(st->msg + n, sizeof(st->msg) - (size_t)n, fmt, ap);
-	else if (!fmt && n >= 0 && (size_t)n < sizeof(st->msg))
-		snprintf(st->msg + n, sizeof(st->msg) - (size_t)n, "%s", strerror(-err));
+	rpc_format_status(st->msg, sizeof(st->msg), err, fmt, ap);
 }
 
 void

@@ -32,6 +32,13 @@ test_status_mapping(void **state)
 	rpc_status_set(&st, -EBADMSG, "crc %d", 5);
 	assert_int_equal(st.code, GRPC_STATUS_DATA_LOSS);
 	assert_string_equal(st.msg, "BadDigest: crc 5");
+	rpc_status_set(&st, -ENOENT, "NoSuchBucket: %s", "b1");
+	assert_string_equal(st.msg, "NoSuchBucket: b1");
+	rpc_status_set(&st, -ENOENT, "no such thing: %s", "b1");
+	assert_string_equal(st.msg, "NoSuchKey: no such thing: b1");
+	rpc_status_set(&st, 0, "ignored");
+	assert_int_equal(st.code, GRPC_STATUS_OK);
+	assert_string_equal(st.msg, "");
 	rpc_status_set(&st, -ENOENT, NULL);
 	assert_string_equal(st.msg, "NoSuchKey: No such file or directory");
 	assert_int_equal(rpc_marshaller_parse("copy", &m), 0);
