@@ -179,6 +179,8 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 		rc = read_varint(&c, &tag, chunk, "tag");
 		if (rc)
 			return rc;
+		if (c.pos - field_start.pos > 5) /* a tag is a uint32: protobuf-c refuses more */
+			return fail(chunk, "tag longer than 5 bytes at byte %zu", field_start.pos);
 		wt = tag & 7;
 		if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
 			return fail(chunk, "bad field number %llu at byte %zu",

@@ -335,6 +335,8 @@ static const struct bad_case bad_cases[] = {
 	{ "offset as fixed32", { 0x15, 1, 2, 3, 4 }, 5, "field 2 (offset): wire type 5, want 0" },
 	{ "crc as varint", { 0x20, 0x01 }, 2, "field 4 (crc32c): wire type 0, want 5" },
 	{ "field zero", { 0x00, 0x01 }, 2, "bad field number 0" },
+	{ "overlong tag", { 0x80, 0x80, 0x80, 0x84, 0x80, 0x00, 0x01 }, 7,
+	  "tag longer than 5 bytes at byte 0" },
 	{ "group start", { 0x0b }, 1, "unsupported wire type 3" },
 	{ "wire type 7", { 0x0f }, 1, "unsupported wire type 7" },
 	{ "truncated fixed32", { 0x25, 0x01, 0x02 }, 3, "field 4: truncated fixed32" },
