@@ -307,6 +307,7 @@ struct rpc_client_opts {
 	unsigned cq_threads;       /* 0: 1 */
 	size_t max_message;        /* 0: RPC_DEFAULT_MAX_MESSAGE (+ header room) */
 	size_t max_inflight;       /* per Write stream; 0: 4 MiB */
+	unsigned channels;         /* TCP connections, calls spread round-robin; 0: 1, max 16 */
 };
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, or -EINVAL / -ENOMEM. */

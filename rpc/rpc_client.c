@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,12 +26,16 @@ struct ctag {
 	void *obj;
 };
 
+#define MAX_CHANNELS 16
+
 struct rpc_client {
-	grpc_channel *ch;
+	grpc_channel *ch[MAX_CHANNELS];
+	void *methods[MAX_CHANNELS][RPC_METHOD_COUNT];
+	unsigned n_channels;
+	atomic_uint next_channel;
 	grpc_completion_queue *cq;
 	pthread_t *threads;
 	unsigned n_threads;
-	void *methods[RPC_METHOD_COUNT];
 	size_t max_message, max_inflight;
 };
 
@@ -59,8 +64,12 @@ cq_thread(void *arg)
 static grpc_call *
 new_call(struct rpc_client *c, enum rpc_method m)
 {
-	return grpc_channel_create_registered_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-						   c->methods[m],
+	/* calls go round-robin over the channels, each its own TCP connection */
+	unsigned i = atomic_fetch_add_explicit(&c->next_channel, 1, memory_order_relaxed) %
+		     c->n_channels;
+
+	return grpc_channel_create_registered_call(c->ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+						   c->methods[i][m],
 						   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 }
 
@@ -77,7 +86,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	grpc_channel_credentials *creds;
 	struct rpc_client *c;
 	grpc_channel_args args;
-	grpc_arg arg[3];
+	grpc_arg arg[4];
 	size_t limit;
 	unsigned n;
 
@@ -108,14 +117,24 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	arg[2].type = GRPC_ARG_INTEGER;
 	arg[2].key = GRPC_ARG_ENABLE_RETRIES;
 	arg[2].value.integer = 0;
-	args.num_args = 3;
+	/* A channel-local subchannel pool: each channel gets its own connection. */
+	arg[3].type = GRPC_ARG_INTEGER;
+	arg[3].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+	arg[3].value.integer = 1;
+	args.num_args = 4;
 	args.args = arg;
+	c->n_channels = opts->channels ? opts->channels : 1;
+	if (c->n_channels > MAX_CHANNELS)
+		c->n_channels = MAX_CHANNELS;
 	creds = grpc_insecure_credentials_create();
-	c->ch = grpc_channel_create(opts->target, creds, &args);
+	for (unsigned i = 0; i < c->n_channels; i++) {
+		c->ch[i] = grpc_channel_create(opts->target, creds, &args);
+		for (int m = 0; m < RPC_METHOD_COUNT; m++)
+			c->methods[i][m] = grpc_channel_register_call(c->ch[i], rpc_method_path(m),
+								      NULL, NULL);
+	}
 	grpc_channel_credentials_release(creds);
 	c->cq = grpc_completion_queue_create_for_next(NULL);
-	for (int m = 0; m < RPC_METHOD_COUNT; m++)
-		c->methods[m] = grpc_channel_register_call(c->ch, rpc_method_path(m), NULL, NULL);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&c->threads[i], NULL, cq_thread, c))
 			break;
@@ -134,7 +153,8 @@ rpc_client_destroy(struct rpc_client *c)
 {
 	if (!c)
 		return;
-	grpc_channel_destroy(c->ch);
+	for (unsigned i = 0; i < c->n_channels; i++)
+		grpc_channel_destroy(c->ch[i]);
 	grpc_completion_queue_shutdown(c->cq);
 	for (unsigned i = 0; i < c->n_threads; i++)
 		pthread_join(c->threads[i], NULL);

@@ -188,6 +188,7 @@ usage(FILE *out)
 		"  --chunk SIZE           data bytes per WriteChunk (default 1MiB)\n"
 		"  --max-inflight SIZE    unsent bytes per stream (default 4MiB)\n"
 		"  --threads N            client completion-queue threads (default 1)\n"
+		"  --channels N           TCP connections, streams spread over them (default 1)\n"
 		"  --json                 one JSON line instead of text\n");
 }
 
@@ -203,6 +204,7 @@ bench_grpc_main(int argc, char **argv)
 		{ "chunk", required_argument, NULL, 'k' },
 		{ "max-inflight", required_argument, NULL, 'i' },
 		{ "threads", required_argument, NULL, 'T' },
+		{ "channels", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -253,6 +255,9 @@ bench_grpc_main(int argc, char **argv)
 			break;
 		case 'T':
 			co.cq_threads = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'C':
+			co.channels = (unsigned)strtoul(optarg, NULL, 10);
 			break;
 		case 'j':
 			json = true;

@@ -26,10 +26,11 @@ struct env {
 };
 
 static void
-env_up(struct env *e, size_t max_inflight, size_t max_message)
+env_up_ch(struct env *e, size_t max_inflight, size_t max_message, unsigned channels)
 {
 	struct rpc_server_opts so = { .listen = "127.0.0.1:0" };
-	struct rpc_client_opts co = { .max_inflight = max_inflight, .max_message = max_message };
+	struct rpc_client_opts co = { .max_inflight = max_inflight, .max_message = max_message,
+				      .channels = channels };
 	struct rpc_server_handlers h;
 
 	sink_init(&e->sink, true, false);
@@ -38,6 +39,12 @@ env_up(struct env *e, size_t max_inflight, size_t max_message)
 	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
 	co.target = e->target;
 	assert_int_equal(rpc_client_create(&co, &e->cl), 0);
+}
+
+static void
+env_up(struct env *e, size_t max_inflight, size_t max_message)
+{
+	env_up_ch(e, max_inflight, max_message, 1);
 }
 
 static void
@@ -223,7 +230,7 @@ test_many_streams_one_thread(void **state)
 	char key[16];
 
 	(void)state;
-	env_up(&e, 512u << 10, 0);
+	env_up_ch(&e, 512u << 10, 0, 3); /* 3 connections, calls round-robin */
 	for (int i = 0; i < 16; i++) {
 		snprintf(key, sizeof(key), "many-%d", i);
 		own[i] = owner_new(key, len);
