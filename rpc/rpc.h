@@ -181,7 +181,9 @@ struct rpc_reply; /* the answer of one unary call */
 
 /*
  * Write handler. All callbacks run on server CQ threads, one at a time per call.
- *  open:   the first message's WriteOpen. Return 0 to accept (and set *call_ctx), or
+ *  open:   the first message's WriteOpen (bucket and key non-empty, key at most 1024
+ *          bytes, first data within a declared size: checked). Return 0 to accept (and
+ *          set *call_ctx; do not finish or fail from inside open), or
  *          -errno after rpc_write_set_error() / with the default message to refuse; a
  *          refused call gets no further callbacks and no obligation.
  *          Once accepted, the handler MUST eventually call rpc_write_finish() or

@@ -366,6 +366,20 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 		}
 	}
 	if (!w->opened) {
+		size_t klen = strlen(wc->open->key);
+
+		/* The wire contract's own limits, before the handler sees the open. */
+		if (!wc->open->bucket[0] || !klen || klen > 1024) {
+			write_reject(w, -EINVAL, "%s", !wc->open->bucket[0] ? "empty bucket name"
+						       : !klen	       ? "empty key"
+									       : "key longer than 1024 bytes");
+			goto unlock;
+		}
+		if (wc->open->size_known && w->chunk.data_len > wc->open->size) {
+			write_reject(w, -EINVAL, "data past the declared size of %llu bytes",
+				     (unsigned long long)wc->open->size);
+			goto unlock;
+		}
 		pthread_mutex_unlock(&w->c.mu);
 		rc = ops->open(srv->h.ctx, w, wc->open, &w->call_ctx);
 		pthread_mutex_lock(&w->c.mu);

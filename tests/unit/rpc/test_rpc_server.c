@@ -254,6 +254,15 @@ chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size
 	return m;
 }
 
+static const char *
+long_key(void)
+{
+	static char k[1026];
+
+	memset(k, 'k', sizeof(k) - 1);
+	return k;
+}
+
 struct bad_call {
 	const char *name;
 	struct raw_msg msgs[3];
@@ -267,6 +276,7 @@ test_bad_input_over_the_wire(void **state)
 {
 	struct env e;
 	static uint8_t garbage[] = { 0x0a, 0x02, 'b', 'k', 0x1a, 0x09, 'a' };
+
 	struct bad_call cases[] = {
 		{ "no open", { chunk_msg(NULL, 0, 0, 0, 10, true, 0) }, 1,
 		  GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: the first WriteChunk carries no open" },
@@ -286,6 +296,10 @@ test_bad_input_over_the_wire(void **state)
 		  GRPC_STATUS_INVALID_ARGUMENT, "data past the declared size of 5 bytes" },
 		{ "short commit", { chunk_msg("k7", 20, 1, 0, 10, 1, 0) }, 1,
 		  GRPC_STATUS_INVALID_ARGUMENT, "commit after 10 bytes, declared size 20" },
+		{ "empty key", { chunk_msg("", 0, 0, 0, 10, 1, 0) }, 1,
+		  GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: empty key" },
+		{ "long key", { chunk_msg(long_key(), 0, 0, 0, 10, 1, 0) }, 1,
+		  GRPC_STATUS_INVALID_ARGUMENT, "key longer than 1024 bytes" },
 		{ "refused", { chunk_msg("refused", 0, 0, 0, 10, 1, 0) }, 1, GRPC_STATUS_NOT_FOUND,
 		  "NoSuchBucket: nosuchbucket" },
 		{ "data over max", { chunk_msg("k8", 0, 0, 0, (1u << 20) + 1, 1, 0) }, 1,
