@@ -337,7 +337,8 @@ int rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open,
  * the offset and computes the CRC32C). The bytes are not copied: each segment's ref is
  * taken and put once gRPC is done with it. Returns 0; -EAGAIN when in-flight bytes are
  * at max_inflight (nothing queued: wait for `writable`); -EINVAL when the message
- * would exceed max_message; -ECANCELED after commit/cancel/done. Any thread.
+ * would exceed max_message; -ECANCELED after commit or cancel, or once the call has
+ * failed (its status then arrives through `done`). Any thread.
  */
 int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs);
 /*

@@ -1020,7 +1020,8 @@ rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *bu
 		rpc_cwrite_cancel(w);
 	waiter_wait(&p.wt);
 	rpc_cwrite_destroy(w);
-	if (!rc)
+	/* the call's own status says more than a local -ECANCELED from a dead stream */
+	if (rpc_err_from_status(p.wt.st.code))
 		rc = rpc_err_from_status(p.wt.st.code);
 	if (st)
 		*st = p.wt.st;
