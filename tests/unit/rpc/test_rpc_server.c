@@ -436,6 +436,65 @@ test_shutdown_in_flight(void **state)
 	free(buf);
 }
 
+/* ---- graceful shutdown: a call in flight may still commit within the grace period */
+struct destroyer {
+	struct rpc_server *srv;
+	unsigned grace_ms;
+};
+
+static void *
+destroy_main(void *arg)
+{
+	struct destroyer *d = arg;
+
+	rpc_server_destroy(d->srv, d->grace_ms);
+	return NULL;
+}
+
+static void
+test_shutdown_graceful(void **state)
+{
+	struct env e;
+	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_cwrite_cbs cbs = { NULL, cancel_done };
+	struct cancel_ctx c;
+	struct rpc_cwrite *w;
+	uint8_t *buf = pattern_buf("graceful", 2u << 20);
+	struct zc_seg a = { buf, 1u << 20, NULL }, b = { buf + (1u << 20), 1u << 20, NULL };
+	struct destroyer d;
+	pthread_t th;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	pthread_mutex_init(&c.w.mu, NULL);
+	pthread_cond_init(&c.w.cond, NULL);
+	env_up(&e, RPC_MARSHAL_ZEROCOPY, true, 0);
+	open.bucket = "b";
+	open.key = "graceful";
+	assert_int_equal(rpc_cwrite_open(e.cl, &open, &cbs, &c, &w), 0);
+	assert_int_equal(rpc_cwrite_send(w, &a, 1), 0);
+	while (atomic_load(&e.sink.bytes) < (1u << 20))
+		usleep(1000);
+	d = (struct destroyer){ e.srv, 10000 };
+	assert_int_equal(pthread_create(&th, NULL, destroy_main, &d), 0);
+	usleep(100000); /* the server is shutting down now */
+	assert_int_equal(rpc_cwrite_commit(w, &b, 1, NULL, NULL, 0), 0);
+	pthread_mutex_lock(&c.w.mu);
+	while (!c.w.done)
+		pthread_cond_wait(&c.w.cond, &c.w.mu);
+	pthread_mutex_unlock(&c.w.mu);
+	pthread_join(th, NULL);
+	assert_int_equal(c.st.code, GRPC_STATUS_OK);
+	rpc_cwrite_destroy(w);
+	rpc_client_destroy(e.cl);
+	sink_fini(&e.sink);
+	assert_int_equal(atomic_load(&e.sink.committed), 1);
+	assert_int_equal(atomic_load(&e.sink.aborted), 0);
+	assert_int_equal(rpc_live_buffers(), 0);
+	assert_int_equal(zc_ref_live(), 0);
+	free(buf);
+}
+
 /* ---- Read and unary */
 struct read_ctx {
 	pthread_mutex_t mu;
@@ -684,6 +743,7 @@ main(void)
 		cmocka_unit_test(test_bad_input_over_the_wire),
 		cmocka_unit_test(test_client_cancel),
 		cmocka_unit_test(test_shutdown_in_flight),
+		cmocka_unit_test(test_shutdown_graceful),
 		cmocka_unit_test(test_read_and_unary),
 		cmocka_unit_test(test_big_zerocopy),
 		cmocka_unit_test(test_big_copy),
