@@ -3,14 +3,16 @@
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Build and run-time dependencies; docs/dependencies.md says why each is here.
 DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
-	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev
+	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev clang
 
-.PHONY: all deps build build-asan run test bench clean
+.PHONY: all deps build build-asan run test bench fuzz clean
 
 all: build
 
@@ -42,8 +44,24 @@ run: build
 test: build build-asan
 	tests/run.sh $(BUILD) $(ASAN_BUILD)
 
+# libFuzzer: clang build with coverage everywhere; each tests/fuzz target runs for
+# FUZZ_SECONDS on a scratch copy of its seed corpus (tests/fuzz/corpus/<name>/).
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Db_sanitize=address,undefined -Db_lundef=false \
+		-Dc_args=-fsanitize=fuzzer-no-link
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	meson compile -C $(FUZZ_BUILD)
+	@set -e; for f in $(FUZZ_BUILD)/tests/fuzz/*_fuzzer; do \
+		name=$$(basename $$f _fuzzer); corpus=tests/fuzz/corpus/$${name#fuzz_}; \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$name; \
+		echo "== $$name for $(FUZZ_SECONDS) s (seeds: $$corpus)"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			$(FUZZ_BUILD)/corpus/$$name $$corpus; \
+	done
+
 bench: build
 	$(BUILD)/tools/zest-bench ec
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

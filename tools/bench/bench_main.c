@@ -11,6 +11,7 @@ static const struct {
 	const char *what;
 } commands[] = {
 	{ "ec", bench_ec_main, "Reed-Solomon codec vs raw ISA-L ec_encode_data" },
+	{ "grpc", bench_grpc_main, "stream objects to a datanode's Write RPC (throughput)" },
 	{ "s3", bench_s3_main, "S3 load in warp's shape: put, get, mixed, delete" },
 };
 

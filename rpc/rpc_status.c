@@ -1,0 +1,289 @@
+/* rpc: -errno <-> gRPC status, copy counters, the method table. */
+#include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc_internal.h"
+
+atomic_ullong rpc_stat_received;
+atomic_ullong rpc_stat_copied[RPC_STAGE_COUNT];
+atomic_ullong rpc_stat_messages;
+atomic_long rpc_stat_live_buffers;
+
+grpc_status_code
+rpc_status_from_err(int err)
+{
+	switch (err) {
+	case 0:
+		return GRPC_STATUS_OK;
+	case -EINVAL:
+	case -E2BIG:
+	case -EMSGSIZE:
+		return GRPC_STATUS_INVALID_ARGUMENT;
+	case -EBADMSG:
+		return GRPC_STATUS_DATA_LOSS;
+	case -ENOENT:
+		return GRPC_STATUS_NOT_FOUND;
+	case -EEXIST:
+		return GRPC_STATUS_ALREADY_EXISTS;
+	case -ENOTEMPTY:
+		return GRPC_STATUS_FAILED_PRECONDITION;
+	case -EAGAIN:
+	case -ENOMEM:
+	case -ENOSPC:
+		return GRPC_STATUS_RESOURCE_EXHAUSTED;
+	case -ECANCELED:
+		return GRPC_STATUS_CANCELLED;
+	case -ETIMEDOUT:
+		return GRPC_STATUS_DEADLINE_EXCEEDED;
+	case -EACCES:
+	case -EPERM:
+		return GRPC_STATUS_PERMISSION_DENIED;
+	case -EOPNOTSUPP:
+	case -ENOSYS:
+		return GRPC_STATUS_UNIMPLEMENTED;
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -EPIPE:
+		return GRPC_STATUS_UNAVAILABLE;
+	default:
+		return GRPC_STATUS_INTERNAL;
+	}
+}
+
+int
+rpc_err_from_status(grpc_status_code code)
+{
+	switch (code) {
+	case GRPC_STATUS_OK:
+		return 0;
+	case GRPC_STATUS_INVALID_ARGUMENT:
+	case GRPC_STATUS_OUT_OF_RANGE:
+		return -EINVAL;
+	case GRPC_STATUS_DATA_LOSS:
+		return -EBADMSG;
+	case GRPC_STATUS_NOT_FOUND:
+		return -ENOENT;
+	case GRPC_STATUS_ALREADY_EXISTS:
+		return -EEXIST;
+	case GRPC_STATUS_FAILED_PRECONDITION:
+		return -ENOTEMPTY;
+	case GRPC_STATUS_RESOURCE_EXHAUSTED:
+		return -EAGAIN;
+	case GRPC_STATUS_CANCELLED:
+		return -ECANCELED;
+	case GRPC_STATUS_DEADLINE_EXCEEDED:
+		return -ETIMEDOUT;
+	case GRPC_STATUS_PERMISSION_DENIED:
+	case GRPC_STATUS_UNAUTHENTICATED:
+		return -EACCES;
+	case GRPC_STATUS_UNIMPLEMENTED:
+		return -EOPNOTSUPP;
+	case GRPC_STATUS_UNAVAILABLE:
+		return -ECONNREFUSED;
+	default:
+		return -EIO;
+	}
+}
+
+const char *
+rpc_code_word(int err)
+{
+	switch (err) {
+	case -EINVAL:
+	case -E2BIG:
+	case -EMSGSIZE:
+		return "InvalidArgument";
+	case -EBADMSG:
+		return "BadDigest";
+	case -ENOENT:
+		return "NoSuchKey";
+	case -EEXIST:
+		return "BucketAlreadyOwnedByYou";
+	case -ENOTEMPTY:
+		return "BucketNotEmpty";
+	case -EAGAIN:
+	case -ENOMEM:
+		return "SlowDown";
+	case -ECANCELED:
+		return "RequestCanceled";
+	case -ENOSPC:
+		return "InsufficientStorage";
+	case -EOPNOTSUPP:
+	case -ENOSYS:
+		return "NotImplemented";
+	default:
+		return "InternalError";
+	}
+}
+
+/* Does text start with an S3-style code word and ": "? */
+static bool
+has_code_word(const char *text)
+{
+	const char *p = text;
+
+	if (*p < 'A' || *p > 'Z')
+		return false;
+	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
+		p++;
+	return p[0] == ':' && p[1] == ' ';
+}
+
+void
+rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
+{
+	char text[RPC_STATUS_MSG_MAX];
+
+	if (!cap)
+		return;
+	out[0] = 0;
+	if (!err)
+		return;
+	if (fmt && fmt[0])
+		vsnprintf(text, sizeof(text), fmt, ap);
+	else
+		snprintf(text, sizeof(text), "%s", strerror(-err));
+	if (has_code_word(text))
+		snprintf(out, cap, "%s", text);
+	else
+		snprintf(out, cap, "%s: %.*s", rpc_code_word(err), (int)(cap > 32 ? cap - 32 : 0),
+			 text);
+}
+
+void
+rpc_format_status_str(char *out, size_t cap, int err, const char *text)
+{
+	rpc_format_status_l(out, cap, err, text && text[0] ? "%s" : NULL, text);
+}
+
+void
+rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	rpc_format_status(out, cap, err, fmt, ap);
+	va_end(ap);
+}
+
+static void
+status_vset(struct rpc_status *st, int err, const char *fmt, va_list ap)
+{
+	st->code = rpc_status_from_err(err);
+	rpc_format_status(st->msg, sizeof(st->msg), err, fmt, ap);
+}
+
+void
+rpc_status_set(struct rpc_status *st, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	status_vset(st, err, fmt, ap);
+	va_end(ap);
+}
+
+void
+rpc_stats_get(struct rpc_stats *out)
+{
+	out->received_bytes = atomic_load(&rpc_stat_received);
+	for (int i = 0; i < RPC_STAGE_COUNT; i++)
+		out->copied_bytes[i] = atomic_load(&rpc_stat_copied[i]);
+	out->messages = atomic_load(&rpc_stat_messages);
+}
+
+const char *
+rpc_stage_name(enum rpc_copy_stage stage)
+{
+	static const char *const names[RPC_STAGE_COUNT] = { "gather", "unpack", "align" };
+
+	return (unsigned)stage < RPC_STAGE_COUNT ? names[stage] : "unknown";
+}
+
+long
+rpc_live_buffers(void)
+{
+	return atomic_load(&rpc_stat_live_buffers);
+}
+
+int
+rpc_marshaller_parse(const char *name, enum rpc_marshaller *out)
+{
+	if (!strcmp(name, "zerocopy"))
+		*out = RPC_MARSHAL_ZEROCOPY;
+	else if (!strcmp(name, "copy"))
+		*out = RPC_MARSHAL_COPY;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static const struct {
+	const char *path;
+	const ProtobufCMessageDescriptor *req, *resp;
+} methods[RPC_METHOD_COUNT] = {
+	[RPC_WRITE] = { "/zest.Datanode/Write", &zest__write_chunk__descriptor,
+			&zest__write_result__descriptor },
+	[RPC_READ] = { "/zest.Datanode/Read", &zest__read_request__descriptor,
+		       &zest__read_chunk__descriptor },
+	[RPC_STAT] = { "/zest.Datanode/Stat", &zest__object_request__descriptor,
+		       &zest__object_info__descriptor },
+	[RPC_DELETE] = { "/zest.Datanode/Delete", &zest__object_request__descriptor,
+			 &zest__delete_result__descriptor },
+	[RPC_LIST] = { "/zest.Datanode/List", &zest__list_request__descriptor,
+		       &zest__list_result__descriptor },
+	[RPC_COMPOSE] = { "/zest.Datanode/Compose", &zest__compose_request__descriptor,
+			  &zest__write_result__descriptor },
+	[RPC_CREATE_BUCKET] = { "/zest.Datanode/CreateBucket", &zest__bucket_request__descriptor,
+				&zest__bucket_info__descriptor },
+	[RPC_DELETE_BUCKET] = { "/zest.Datanode/DeleteBucket", &zest__bucket_request__descriptor,
+				&zest__empty__descriptor },
+	[RPC_HEAD_BUCKET] = { "/zest.Datanode/HeadBucket", &zest__bucket_request__descriptor,
+			      &zest__bucket_info__descriptor },
+	[RPC_LIST_BUCKETS] = { "/zest.Datanode/ListBuckets", &zest__empty__descriptor,
+			       &zest__bucket_list__descriptor },
+};
+
+const char *
+rpc_method_path(enum rpc_method m)
+{
+	return (unsigned)m < RPC_METHOD_COUNT ? methods[m].path : NULL;
+}
+
+const ProtobufCMessageDescriptor *
+rpc_method_request(enum rpc_method m)
+{
+	return (unsigned)m < RPC_METHOD_COUNT ? methods[m].req : NULL;
+}
+
+const ProtobufCMessageDescriptor *
+rpc_method_response(enum rpc_method m)
+{
+	return (unsigned)m < RPC_METHOD_COUNT ? methods[m].resp : NULL;
+}
+
+void
+rpc_slice_to_str(grpc_slice s, char *out, size_t cap)
+{
+	size_t n = GRPC_SLICE_LENGTH(s);
+
+	if (!cap)
+		return;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, GRPC_SLICE_START_PTR(s), n);
+	out[n] = 0;
+}
+
+int
+rpc_tune_malloc(void)
+{
+	/* Setting the mmap threshold also stops glibc's dynamic threshold adjustment. */
+	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, 1 << 30))
+		return -EINVAL;
+	return 0;
+}

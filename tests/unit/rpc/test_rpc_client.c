@@ -1,0 +1,375 @@
+/*
+ * rpc_client against the in-test sink server: backpressure (-EAGAIN, then `writable`),
+ * size refusal, the caller's memory referenced until gRPC lets go (never copied), many
+ * streams on one client thread, and async unary calls.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <grpc/grpc.h>
+
+#include "rpc_test_sink.h"
+
+struct env {
+	struct sink sink;
+	struct rpc_server *srv;
+	struct rpc_client *cl;
+	char target[64];
+};
+
+static void
+env_up_ch(struct env *e, size_t max_inflight, size_t max_message, unsigned channels)
+{
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0" };
+	struct rpc_client_opts co = { .max_inflight = max_inflight, .max_message = max_message,
+				      .channels = channels };
+	struct rpc_server_handlers h;
+
+	sink_init(&e->sink, true, false);
+	sink_handlers(&e->sink, &h);
+	assert_int_equal(rpc_server_create(&so, &h, &e->srv), 0);
+	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
+	co.target = e->target;
+	assert_int_equal(rpc_client_create(&co, &e->cl), 0);
+}
+
+static void
+env_up(struct env *e, size_t max_inflight, size_t max_message)
+{
+	env_up_ch(e, max_inflight, max_message, 1);
+}
+
+static void
+env_down(struct env *e)
+{
+	rpc_client_destroy(e->cl);
+	rpc_server_destroy(e->srv, 1000);
+	sink_fini(&e->sink);
+	assert_int_equal(rpc_live_buffers(), 0);
+	assert_int_equal(zc_ref_live(), 0);
+	assert_int_equal(atomic_load(&e->sink.bad_bytes), 0);
+}
+
+/* The caller's buffer: released (through zc_ref) only when gRPC has let go. */
+struct owner {
+	struct zc_ref ref;
+	atomic_int released;
+	uint8_t *buf;
+};
+
+static void
+owner_release(struct zc_ref *ref)
+{
+	atomic_store(&((struct owner *)ref)->released, 1);
+}
+
+struct stream {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct owner *own;
+	struct rpc_cwrite *w;
+	size_t len, chunk, off;
+	int eagain, writable;
+	bool done, committed;
+	struct rpc_status st;
+	uint64_t size;
+	uint32_t crc;
+	char etag[64];
+};
+
+/* Send as much as the cap allows; commit at the end. Called under s->mu. */
+static void
+stream_pump(struct stream *s)
+{
+	while (!s->committed) {
+		size_t n = s->len - s->off < s->chunk ? s->len - s->off : s->chunk;
+		struct zc_seg seg = { s->own->buf + s->off, n, &s->own->ref };
+		int rc;
+
+		if (s->off + n == s->len) {
+			assert_int_equal(rpc_cwrite_commit(s->w, &seg, 1, "\"etag\"", NULL, 0), 0);
+			s->committed = true;
+			break;
+		}
+		rc = rpc_cwrite_send(s->w, &seg, 1);
+		if (rc == -EAGAIN) {
+			s->eagain++;
+			assert_true(rpc_cwrite_inflight(s->w) > 0);
+			break;
+		}
+		assert_int_equal(rc, 0);
+		s->off += n;
+	}
+}
+
+static void
+on_writable(void *arg, struct rpc_cwrite *w)
+{
+	struct stream *s = arg;
+
+	(void)w;
+	pthread_mutex_lock(&s->mu);
+	s->writable++;
+	stream_pump(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void
+on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
+	const Zest__WriteResult *res)
+{
+	struct stream *s = arg;
+
+	(void)w;
+	pthread_mutex_lock(&s->mu);
+	s->st = *st;
+	if (res) {
+		s->size = res->size;
+		s->crc = res->crc32c;
+		snprintf(s->etag, sizeof(s->etag), "%s", res->etag);
+	}
+	s->done = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void
+stream_start(struct env *e, struct stream *s, const char *key, struct owner *own, size_t len,
+	     size_t chunk)
+{
+	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_cwrite_cbs cbs = { on_writable, on_done };
+
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->own = own;
+	s->len = len;
+	s->chunk = chunk;
+	open.bucket = "b";
+	open.key = (char *)key;
+	pthread_mutex_lock(&s->mu);
+	assert_int_equal(rpc_cwrite_open(e->cl, &open, &cbs, s, &s->w), 0);
+	stream_pump(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void
+stream_wait(struct stream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (!s->done)
+		pthread_cond_wait(&s->cond, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	rpc_cwrite_destroy(s->w);
+}
+
+static struct owner *
+owner_new(const char *key, size_t len)
+{
+	struct owner *o = calloc(1, sizeof(*o));
+
+	assert_non_null(o);
+	o->buf = malloc(len);
+	assert_non_null(o->buf);
+	sink_fill(sink_seed(key), 0, o->buf, len);
+	zc_ref_init(&o->ref, owner_release);
+	return o;
+}
+
+static void
+owner_drop(struct owner *o)
+{
+	zc_ref_put(&o->ref);
+	for (int i = 0; i < 2000 && !atomic_load(&o->released); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&o->released), 1);
+	free(o->buf);
+	free(o);
+}
+
+static void
+test_backpressure_and_writable(void **state)
+{
+	const size_t len = 24u << 20;
+	struct owner *own = owner_new("bp", len);
+	struct stream s;
+	struct env e;
+
+	(void)state;
+	env_up(&e, 1u << 20, 0);
+	e.sink.delay_us = 2000; /* a slow drive: the server pauses, the client backs up */
+	e.sink.pause_always = true;
+	stream_start(&e, &s, "bp", own, len, 256u << 10);
+	stream_wait(&s);
+	assert_int_equal(s.st.code, GRPC_STATUS_OK);
+	assert_int_equal(s.size, len);
+	assert_int_equal(s.crc, ec_crc32c(0, own->buf, len));
+	assert_string_equal(s.etag, "\"etag\"");
+	assert_true(s.eagain > 0);
+	assert_true(s.writable > 0);
+	owner_drop(own);
+	env_down(&e);
+}
+
+static void
+test_many_streams_one_thread(void **state)
+{
+	const size_t len = 3u << 20;
+	struct owner *own[16];
+	struct stream s[16];
+	struct env e;
+	char key[16];
+
+	(void)state;
+	env_up_ch(&e, 512u << 10, 0, 3); /* 3 connections, calls round-robin */
+	for (int i = 0; i < 16; i++) {
+		snprintf(key, sizeof(key), "many-%d", i);
+		own[i] = owner_new(key, len);
+		stream_start(&e, &s[i], key, own[i], len, 128u << 10);
+	}
+	for (int i = 0; i < 16; i++) {
+		stream_wait(&s[i]);
+		assert_int_equal(s[i].st.code, GRPC_STATUS_OK);
+		assert_int_equal(s[i].crc, ec_crc32c(0, own[i]->buf, len));
+		owner_drop(own[i]);
+	}
+	assert_int_equal(atomic_load(&e.sink.committed), 16);
+	env_down(&e);
+}
+
+static void
+test_send_refusals(void **state)
+{
+	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_cwrite_cbs cbs = { NULL, on_done };
+	struct owner *own = owner_new("refuse", 2u << 20);
+	struct zc_seg big = { own->buf, 2u << 20, &own->ref };
+	struct zc_seg small = { own->buf, 100, &own->ref };
+	struct stream s;
+	struct env e;
+
+	(void)state;
+	env_up(&e, 0, 1u << 20);
+	memset(&s, 0, sizeof(s));
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	open.bucket = "b";
+	open.key = "refuse";
+	assert_int_equal(rpc_cwrite_open(e.cl, &open, &cbs, &s, &s.w), 0);
+	assert_int_equal(rpc_cwrite_send(s.w, &big, 1), -EINVAL); /* over max_message */
+	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL, NULL, 0), 0);
+	assert_int_equal(rpc_cwrite_send(s.w, &small, 1), -ECANCELED); /* after commit */
+	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL, NULL, 0), -ECANCELED);
+	stream_wait(&s);
+	assert_int_equal(s.st.code, GRPC_STATUS_OK);
+	assert_int_equal(s.size, 100);
+	owner_drop(own);
+	env_down(&e);
+}
+
+struct unary_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int calls;
+	grpc_status_code codes[2];
+	char key[32];
+};
+
+static void
+unary_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+{
+	struct unary_wait *u = arg;
+
+	pthread_mutex_lock(&u->mu);
+	if (resp)
+		snprintf(u->key, sizeof(u->key), "%s", ((const Zest__ObjectInfo *)resp)->key);
+	u->codes[u->calls < 2 ? u->calls : 1] = st->code;
+	u->calls++;
+	pthread_cond_signal(&u->cond);
+	pthread_mutex_unlock(&u->mu);
+}
+
+static void
+test_unary_async(void **state)
+{
+	Zest__ObjectRequest q = ZEST__OBJECT_REQUEST__INIT;
+	struct unary_wait u;
+	struct env e;
+
+	(void)state;
+	memset(&u, 0, sizeof(u));
+	pthread_mutex_init(&u.mu, NULL);
+	pthread_cond_init(&u.cond, NULL);
+	env_up(&e, 0, 0);
+	q.bucket = "b";
+	q.key = "async-key";
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q.base, unary_cb, &u), 0);
+	pthread_mutex_lock(&u.mu);
+	while (u.calls < 1)
+		pthread_cond_wait(&u.cond, &u.mu);
+	pthread_mutex_unlock(&u.mu);
+	q.key = "missing";
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q.base, unary_cb, &u), 0);
+	pthread_mutex_lock(&u.mu);
+	while (u.calls < 2)
+		pthread_cond_wait(&u.cond, &u.mu);
+	pthread_mutex_unlock(&u.mu);
+	assert_int_equal(u.codes[0], GRPC_STATUS_OK);
+	assert_string_equal(u.key, "async-key");
+	assert_int_equal(u.codes[1], GRPC_STATUS_NOT_FOUND);
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_WRITE, &q.base, unary_cb, &u), -EINVAL);
+	env_down(&e);
+}
+
+static void
+test_no_server(void **state)
+{
+	struct rpc_client_opts co = { .target = "127.0.0.1:1" };
+	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	Zest__BucketRequest q = ZEST__BUCKET_REQUEST__INIT;
+	static uint8_t buf[3u << 20];
+	ProtobufCMessage *resp;
+	struct rpc_client *cl;
+	struct rpc_status st;
+
+	(void)state;
+	assert_int_equal(rpc_client_create(&co, &cl), 0);
+	open.bucket = "b";
+	open.key = "k";
+	assert_int_equal(rpc_client_put(cl, &open, buf, sizeof(buf), 1u << 20, NULL, &st),
+			 -ECONNREFUSED);
+	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
+	q.bucket = "b";
+	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q.base, &resp, &st),
+			 -ECONNREFUSED);
+	assert_null(resp);
+	rpc_client_destroy(cl);
+	assert_int_equal(zc_ref_live(), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_backpressure_and_writable),
+		cmocka_unit_test(test_many_streams_one_thread),
+		cmocka_unit_test(test_send_refusals),
+		cmocka_unit_test(test_unary_async),
+		cmocka_unit_test(test_no_server),
+	};
+
+	grpc_init();
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+
+	grpc_shutdown();
+	return rc;
+}
