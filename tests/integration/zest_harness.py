@@ -1,0 +1,197 @@
+"""Start real zest daemons on loopback for integration tests.
+
+Every test gets its own temp dir, free ports, a datanode with k+m drive folders and
+(optionally) the S3 gateway in front of it. Daemons are stopped with SIGTERM at the end;
+a daemon that exits non-zero, or that has to be killed, fails the test. Logs stay in
+the temp dir and are printed when a test fails.
+"""
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BUILD = os.environ.get("ZEST_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+DATANODE = os.path.join(BUILD, "datanode", "zest-datanode")
+GATEWAY = os.path.join(BUILD, "s3gw", "zest-s3gw")
+BENCH = os.path.join(BUILD, "tools", "zest-bench")
+
+ACCESS_KEY = "zesttest"
+SECRET_KEY = "zesttestsecret"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(port, path="/metrics", timeout=15.0, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before serving :{port}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing answered on 127.0.0.1:{port}{path}")
+
+
+def metrics(port):
+    """The /metrics text as {series-with-labels: value}."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        out[name] = float(value)
+    return out
+
+
+def metric_sum(m, name):
+    return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
+
+
+class Daemon:
+    def __init__(self, argv, log_path, metrics_port):
+        self.argv = argv
+        self.log_path = log_path
+        self.metrics_port = metrics_port
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_http(metrics_port, proc=self.proc)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"{self.argv[0]} ignored SIGTERM for {timeout}s")
+        self.log.close()
+        return self.proc.returncode
+
+
+class Cluster:
+    """A datanode (k+m drive folders) and optionally the gateway, in a temp dir."""
+
+    def __init__(self, ec="4+2", gateway=True, marshaller="zerocopy", extra_dn=(),
+                 extra_gw=(), cell_size=None, root=None):
+        self.root = root or tempfile.mkdtemp(prefix="zest-it-")
+        k, m = (int(x) for x in ec.split("+"))
+        self.k, self.m = k, m
+        self.ec = ec
+        self.drives = [os.path.join(self.root, f"d{i}") for i in range(k + m)]
+        for d in self.drives:
+            os.makedirs(d, exist_ok=True)
+        self.marshaller = marshaller
+        self.extra_dn = list(extra_dn)
+        self.cell_size = cell_size
+        self.dn_port = free_port()
+        self.dn_metrics = free_port()
+        self.dn = None
+        self.gw = None
+        self.start_datanode()
+        if gateway:
+            self.gw_port = free_port()
+            self.gw_metrics = free_port()
+            argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}",
+                    "--datanode", f"127.0.0.1:{self.dn_port}",
+                    "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
+                    "--metrics", f"127.0.0.1:{self.gw_metrics}", *extra_gw]
+            self.gw = Daemon(argv, os.path.join(self.root, "s3gw.log"), self.gw_metrics)
+
+    def start_datanode(self):
+        argv = [DATANODE, "--listen", f"127.0.0.1:{self.dn_port}",
+                "--metrics", f"127.0.0.1:{self.dn_metrics}", "--ec", self.ec,
+                "--marshaller", self.marshaller]
+        if self.cell_size:
+            argv += ["--cell-size", str(self.cell_size)]
+        for d in self.drives:
+            argv += ["--drive", d]
+        self.dn = Daemon(argv + self.extra_dn, os.path.join(self.root, "datanode.log"),
+                         self.dn_metrics)
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.gw_port}"
+
+    def s3_env(self):
+        env = dict(os.environ)
+        env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+                   AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+                   AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        return env
+
+    def dump_logs(self):
+        for name in ("datanode.log", "s3gw.log"):
+            p = os.path.join(self.root, name)
+            if os.path.exists(p):
+                with open(p, "rb") as f:
+                    tail = f.read()[-6000:]
+                sys.stderr.write(f"----- {name} (tail) -----\n{tail.decode(errors='replace')}\n")
+
+    def stop(self):
+        rcs = []
+        for d in (self.gw, self.dn):
+            if d is not None:
+                rcs.append((d.argv[0], d.stop()))
+        return rcs
+
+
+@contextlib.contextmanager
+def cluster(**kw):
+    c = Cluster(**kw)
+    ok = False
+    try:
+        yield c
+        ok = True
+    finally:
+        try:
+            rcs = c.stop()
+        except Exception:
+            ok = False
+            raise
+        finally:
+            if not ok:
+                c.dump_logs()
+        bad = [(a, rc) for a, rc in rcs if rc != 0]
+        if ok and bad:
+            c.dump_logs()
+            raise AssertionError(f"daemons exited non-zero at shutdown: {bad}")
+        if ok and not os.environ.get("ZEST_KEEP"):
+            shutil.rmtree(c.root, ignore_errors=True)
+
+
+def run_tests(tests):
+    """Run test functions, print one line each and a summary; exit 1 on any failure."""
+    failed = 0
+    for t in tests:
+        t0 = time.time()
+        try:
+            t()
+            print(f"ok   {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception as e:  # report and go on with the next test
+            failed += 1
+            import traceback
+            traceback.print_exc()
+            print(f"FAIL {t.__name__}: {e}", flush=True)
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
