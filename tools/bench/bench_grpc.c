@@ -3,7 +3,8 @@
  * throughput. N streams run concurrently on the rpc client's completion-queue thread(s)
  * (the way the S3 gateway drives them): each sends --chunk sized WriteChunks from one
  * static source buffer (sent without a copy), refills on `writable`, and opens the next
- * object from its done callback. Per-object latency is reported as p50/p99/p99.9.
+ * object from its done callback. Objects started during --warmup are not counted; the
+ * report (warp's shape, latency table, --json) is the one every zest-bench load shares.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_report.h"
 #include "rpc.h"
 #include "zc.h"
 
@@ -31,17 +33,16 @@ struct slot {
 
 struct bench {
 	struct rpc_client *cl;
-	uint64_t obj_size, chunk, objects_max, deadline_ns;
+	uint64_t obj_size, chunk, objects_max, deadline_ns, measure_from;
+	const char *bucket;
 	uint8_t *src;
 	struct slot *slots;
 	unsigned n_slots;
-	atomic_ullong started, done_objects, bytes, errors;
+	atomic_ullong started;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	unsigned active;
-	double *lat_ms;
-	size_t n_lat, cap_lat;
-	char first_error[RPC_STATUS_MSG_MAX + 32];
+	struct bench_stats stats; /* under mu: callbacks may run on several CQ threads */
 };
 
 static void slot_start(struct slot *s);
@@ -90,22 +91,16 @@ slot_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 {
 	struct slot *s = arg;
 	struct bench *b = s->b;
-	double ms = (double)(zc_now_ns() - s->t0) / 1e6;
+	uint64_t now = zc_now_ns();
 
-	if (st->code == GRPC_STATUS_OK && res && res->size == b->obj_size) {
-		atomic_fetch_add(&b->done_objects, 1);
-		atomic_fetch_add(&b->bytes, b->obj_size);
-	} else {
-		atomic_fetch_add(&b->errors, 1);
-		pthread_mutex_lock(&b->mu);
-		if (!b->first_error[0])
-			snprintf(b->first_error, sizeof(b->first_error), "status %d: %s", st->code,
-				 st->msg);
-		pthread_mutex_unlock(&b->mu);
-	}
 	pthread_mutex_lock(&b->mu);
-	if (b->n_lat < b->cap_lat)
-		b->lat_ms[b->n_lat++] = ms;
+	if (s->t0 < b->measure_from) {
+		/* warm-up: neither counted nor timed */
+	} else if (st->code == GRPC_STATUS_OK && res && res->size == b->obj_size) {
+		bench_stats_ok(&b->stats, s->t0 - b->measure_from, now - s->t0, b->obj_size);
+	} else {
+		bench_stats_error(&b->stats, "status %d: %s", st->code, st->msg);
+	}
 	pthread_mutex_unlock(&b->mu);
 	pthread_mutex_lock(&s->mu);
 	s->w = NULL;
@@ -132,7 +127,7 @@ slot_start(struct slot *s)
 	}
 	if (!stop) {
 		snprintf(key, sizeof(key), "bench/%d/%u", s->id, s->seq++);
-		open.bucket = "bench";
+		open.bucket = (char *)b->bucket;
 		open.key = key;
 		open.size = b->obj_size;
 		open.size_known = true;
@@ -141,7 +136,9 @@ slot_start(struct slot *s)
 		s->t0 = zc_now_ns();
 		if (rpc_cwrite_open(b->cl, &open, &cbs, s, &w)) {
 			pthread_mutex_unlock(&s->mu);
-			atomic_fetch_add(&b->errors, 1);
+			pthread_mutex_lock(&b->mu);
+			bench_stats_error(&b->stats, "cannot open a Write stream");
+			pthread_mutex_unlock(&b->mu);
 			stop = true;
 		} else {
 			s->w = w;
@@ -156,23 +153,23 @@ slot_start(struct slot *s)
 	pthread_mutex_unlock(&b->mu);
 }
 
+/* Create the bucket the run writes to; one that already exists is fine. */
 static int
-cmp_double(const void *a, const void *b)
+ensure_bucket(struct rpc_client *cl, const char *bucket)
 {
-	double x = *(const double *)a, y = *(const double *)b;
+	Zest__BucketRequest req = ZEST__BUCKET_REQUEST__INIT;
+	ProtobufCMessage *resp = NULL;
+	struct rpc_status st;
+	int rc;
 
-	return x < y ? -1 : x > y;
-}
-
-static double
-pct(const double *v, size_t n, double p)
-{
-	size_t i;
-
-	if (!n)
-		return 0;
-	i = (size_t)(p * (double)(n - 1) + 0.5);
-	return v[i < n ? i : n - 1];
+	req.bucket = (char *)bucket;
+	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &req.base, &resp, &st);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	if (rc == 0 || rc == -EEXIST || st.code == GRPC_STATUS_UNIMPLEMENTED)
+		return 0; /* UNIMPLEMENTED: a sink server has no buckets */
+	fprintf(stderr, "zest-bench grpc: cannot create bucket %s: %s\n", bucket, st.msg);
+	return rc;
 }
 
 static void
@@ -185,6 +182,8 @@ usage(FILE *out)
 		"  --concurrent N         concurrent Write streams (default 8)\n"
 		"  --duration D           run for D (default 10s) ...\n"
 		"  --objects N            ... or until N objects are written\n"
+		"  --warmup D             uncounted time before the measured run (default 0s)\n"
+		"  --bucket NAME          bucket to write to, created if missing (default bench)\n"
 		"  --chunk SIZE           data bytes per WriteChunk (default 1MiB)\n"
 		"  --max-inflight SIZE    unsent bytes per stream (default 4MiB)\n"
 		"  --threads N            client completion-queue threads (default 1)\n"
@@ -206,12 +205,14 @@ bench_grpc_main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 'T' },
 		{ "channels", required_argument, NULL, 'C' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "bucket", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct rpc_client_opts co = { 0 };
 	struct bench b;
-	uint64_t duration = 10ull * 1000000000ull, t0, v;
+	uint64_t duration = 10ull * 1000000000ull, warmup = 0, t0, v, period;
 	unsigned concurrent = 8;
 	bool json = false, have_objects = false;
 	double secs;
@@ -220,6 +221,7 @@ bench_grpc_main(int argc, char **argv)
 	memset(&b, 0, sizeof(b));
 	b.obj_size = 16u << 20;
 	b.chunk = 1u << 20;
+	b.bucket = "bench";
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
@@ -262,6 +264,15 @@ bench_grpc_main(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'w':
+			if (zc_parse_duration_ns(optarg, &warmup)) {
+				fprintf(stderr, "zest-bench grpc: bad warmup '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'b':
+			b.bucket = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -278,9 +289,8 @@ bench_grpc_main(int argc, char **argv)
 		co.max_message = b.chunk;
 	b.src = malloc(b.chunk);
 	b.slots = calloc(concurrent, sizeof(*b.slots));
-	b.cap_lat = 1u << 20;
-	b.lat_ms = malloc(b.cap_lat * sizeof(*b.lat_ms));
-	if (!b.src || !b.slots || !b.lat_ms) {
+	bench_stats_init(&b.stats, "grpc-put");
+	if (!b.src || !b.slots) {
 		fprintf(stderr, "zest-bench grpc: out of memory\n");
 		return 1;
 	}
@@ -290,12 +300,17 @@ bench_grpc_main(int argc, char **argv)
 		fprintf(stderr, "zest-bench grpc: cannot create a client for %s\n", co.target);
 		return 1;
 	}
+	if (ensure_bucket(b.cl, b.bucket) < 0) {
+		rpc_client_destroy(b.cl);
+		return 1;
+	}
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.cond, NULL);
 	b.n_slots = concurrent;
 	b.active = concurrent;
 	t0 = zc_now_ns();
-	b.deadline_ns = have_objects ? UINT64_MAX : t0 + duration;
+	b.measure_from = have_objects ? t0 : t0 + warmup;
+	b.deadline_ns = have_objects ? UINT64_MAX : b.measure_from + duration;
 	for (unsigned i = 0; i < concurrent; i++) {
 		b.slots[i].b = &b;
 		b.slots[i].id = (int)i;
@@ -307,42 +322,28 @@ bench_grpc_main(int argc, char **argv)
 	while (b.active)
 		pthread_cond_wait(&b.cond, &b.mu);
 	pthread_mutex_unlock(&b.mu);
-	secs = (double)(zc_now_ns() - t0) / 1e9;
+	secs = (double)(zc_now_ns() - b.measure_from) / 1e9;
 	rpc_client_destroy(b.cl);
 
-	qsort(b.lat_ms, b.n_lat, sizeof(*b.lat_ms), cmp_double);
-	{
-		unsigned long long objs = atomic_load(&b.done_objects);
-		unsigned long long bytes = atomic_load(&b.bytes);
-		unsigned long long errs = atomic_load(&b.errors);
-		double mibs = secs > 0 ? (double)bytes / 1048576.0 / secs : 0;
-
-		if (json) {
-			printf("{\"operation\":\"grpc-put\",\"objects\":%llu,\"bytes\":%llu,"
-			       "\"seconds\":%.3f,\"mib_per_s\":%.1f,\"errors\":%llu,"
-			       "\"p50_ms\":%.2f,\"p99_ms\":%.2f,\"p999_ms\":%.2f}\n",
-			       objs, bytes, secs, mibs, errs, pct(b.lat_ms, b.n_lat, 0.5),
-			       pct(b.lat_ms, b.n_lat, 0.99), pct(b.lat_ms, b.n_lat, 0.999));
-		} else {
-			bench_print_context(stdout, argc, argv);
-			printf("grpc-put  objects %llu  bytes %llu  seconds %.3f  %.1f MiB/s  "
-			       "errors %llu\n",
-			       objs, bytes, secs, mibs, errs);
-			printf("latency per object: p50 %.2f ms  p99 %.2f ms  p99.9 %.2f ms\n",
-			       pct(b.lat_ms, b.n_lat, 0.5), pct(b.lat_ms, b.n_lat, 0.99),
-			       pct(b.lat_ms, b.n_lat, 0.999));
-		}
-		if (errs) {
-			fprintf(stderr, "zest-bench grpc: %llu errors, first: %s\n", errs,
-				b.first_error);
-			rc = 1;
-		}
+	/* A timed run is measured over --duration; objects still open then count as late. */
+	period = have_objects ? (uint64_t)(secs * 1e9) : duration;
+	if (json) {
+		bench_report_json(stdout, &b.stats, period);
+		printf("\n");
+	} else {
+		bench_print_context(stdout, argc, argv);
+		bench_report_text(stdout, &b.stats, concurrent, period);
 	}
+	if (b.stats.errors) {
+		fprintf(stderr, "zest-bench grpc: %llu errors, first: %s\n",
+			(unsigned long long)b.stats.errors, b.stats.first_errors[0]);
+		rc = 1;
+	}
+	bench_stats_fini(&b.stats);
 	for (unsigned i = 0; i < concurrent; i++)
 		pthread_mutex_destroy(&b.slots[i].mu);
 	pthread_cond_destroy(&b.cond);
 	pthread_mutex_destroy(&b.mu);
-	free(b.lat_ms);
 	free(b.slots);
 	free(b.src);
 	return rc;
