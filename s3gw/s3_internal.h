@@ -52,7 +52,8 @@ struct s3_req {
 	const struct s3_config *cfg;
 	const struct s3_backend *be;
 	struct s3_creds creds;
-	struct s3_http_req http;
+	struct s3_http_req http; /* points into head_copy */
+	char *head_copy;
 	struct s3_auth auth;
 	char id[20];          /* x-amz-request-id */
 	enum s3_op op;

@@ -2079,7 +2079,8 @@ s3_req_fini(struct s3_req *rq)
 	s3_buf_fini(&rq->body);
 	free(rq->key);
 	free(rq->resource);
-	rq->key = rq->resource = NULL;
+	free(rq->head_copy);
+	rq->key = rq->resource = rq->head_copy = NULL;
 }
 
 int

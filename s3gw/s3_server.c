@@ -715,7 +715,22 @@ process(struct s3_conn *c)
 				send_simple_error(c, rc == -EMSGSIZE ? S3E_HEADER_TOO_LARGE : S3E_BAD_REQUEST);
 				return;
 			}
+			/* the head must outlive buffer compaction: the request keeps its own copy
+			 * (framing, not payload) */
+			rq->head_copy = malloc(rq->http.head_len);
+			if (!rq->head_copy) {
+				send_simple_error(c, S3E_INTERNAL);
+				return;
+			}
+			memcpy(rq->head_copy, c->rb->data + c->rstart, rq->http.head_len);
 			c->rstart += rq->http.head_len;
+			rc = s3_http_parse(&rq->http, rq->head_copy, rq->http.head_len, cfg->max_header);
+			if (rc < 0) {
+				free(rq->head_copy);
+				rq->head_copy = NULL;
+				send_simple_error(c, S3E_INTERNAL);
+				return;
+			}
 			begin_request(c);
 			if (c->rstart == c->rend && c->state == C_HEAD)
 				break;
