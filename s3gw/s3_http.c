@@ -66,6 +66,8 @@ s3_http_parse(struct s3_http_req *req, const char *buf, size_t len, size_t max_h
 	bool conn_close = false, conn_keep = false, te_seen = false;
 
 	memset(req, 0, sizeof(*req));
+	if (!buf)
+		return -EINVAL;
 	/* RFC 9112 2.2: ignore empty lines before the request line. */
 	while (scan >= 2 && p[0] == '\r' && p[1] == '\n') {
 		p += 2;
@@ -85,6 +87,8 @@ s3_http_parse(struct s3_http_req *req, const char *buf, size_t len, size_t max_h
 
 	/* request line */
 	eol = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
+	if (!eol)
+		return -EINVAL;
 	sp = memchr(p, ' ', (size_t)(eol - p));
 	if (!sp || sp == p)
 		return -EINVAL;
@@ -135,6 +139,8 @@ s3_http_parse(struct s3_http_req *req, const char *buf, size_t len, size_t max_h
 		struct s3_hdr *h;
 
 		eol = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
+		if (!eol)
+			return -EINVAL;
 		if (p[0] == ' ' || p[0] == '\t')
 			return -EINVAL; /* obs-fold */
 		colon = memchr(p, ':', (size_t)(eol - p));

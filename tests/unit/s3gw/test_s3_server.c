@@ -580,6 +580,8 @@ test_keepalive_pipeline_continue(void **state)
 	h1 = build("PUT", "/pipe/a", "Content-Length: 5\r\n", hash, 0, false, NULL);
 	h2 = build("GET", "/pipe/a", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	both = malloc(strlen(h1) + strlen(h2) + 16);
+	if (!both)
+		abort();
 	sprintf(both, "%shello%s", h1, h2);
 	fd = dial();
 	send_all(fd, both, strlen(both)); /* two requests in one write */
