@@ -225,20 +225,24 @@ canonical_uri(const struct s3_http_req *req, bool raw, struct s3_buf *out)
 	return out->err;
 }
 
+/* raw_uri: bit 0 the path as sent, bit 1 the query as sent (fallbacks, see top). */
 static int
 canonical_build(const struct s3_http_req *req, const char *sh, size_t sh_len,
-		const char *payload_hash, bool presigned, bool raw_uri, struct s3_buf *out)
+		const char *payload_hash, bool presigned, int raw_uri, struct s3_buf *out)
 {
 	size_t i = 0;
 	int rc;
 
 	s3_buf_add(out, req->method, req->method_len);
 	s3_buf_add(out, "\n", 1);
-	rc = canonical_uri(req, raw_uri, out);
+	rc = canonical_uri(req, raw_uri & 1, out);
 	if (rc)
 		return rc;
 	s3_buf_add(out, "\n", 1);
-	rc = canonical_query(req->query, req->query_len, presigned, out);
+	if (raw_uri & 2) /* the query exactly as sent (curl 7.x signs it unsorted) */
+		rc = s3_buf_add(out, req->query, req->query_len);
+	else
+		rc = canonical_query(req->query, req->query_len, presigned, out);
 	if (rc)
 		return rc;
 	s3_buf_add(out, "\n", 1);
@@ -456,6 +460,22 @@ check_credential(const char *cred, size_t n, const struct s3_creds *creds, struc
 	return S3_OK;
 }
 
+static bool
+path_differs(const struct s3_http_req *req)
+{
+	struct s3_buf a, b;
+	bool same;
+
+	s3_buf_init(&a, 64 * 1024);
+	s3_buf_init(&b, 64 * 1024);
+	canonical_uri(req, false, &a);
+	canonical_uri(req, true, &b);
+	same = a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+	s3_buf_fini(&a);
+	s3_buf_fini(&b);
+	return !same;
+}
+
 static enum s3_err
 finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_auth *auth,
        const char *date8, const char *sh, size_t sh_len, const char *sig, size_t sig_len,
@@ -468,7 +488,12 @@ finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_au
 	if (memcmp(auth->amz_date, date8, 8) != 0)
 		return S3E_SIGNATURE_DOES_NOT_MATCH;
 	s3_sigv4_key(creds->secret_key, date8, creds->region, "s3", auth->key);
-	for (int raw = 0; raw < 2 && res != S3_OK; raw++) {
+	for (int raw = 0; raw < 4 && res != S3_OK; raw++) {
+		/* fallbacks only where the raw form differs from the canonical one */
+		if ((raw & 1) && !path_differs(req))
+			continue;
+		if ((raw & 2) && (presigned || req->query_len == 0))
+			continue;
 		s3_buf_init(&canon, 256 * 1024);
 		s3_buf_init(&sts, 1024);
 		if (canonical_build(req, sh, sh_len, payload_hash, presigned, raw, &canon) != 0) {
@@ -484,21 +509,6 @@ finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_au
 			res = S3_OK;
 		s3_buf_fini(&canon);
 		s3_buf_fini(&sts);
-		/* only retry raw when the raw path differs */
-		if (res != S3_OK && raw == 0) {
-			struct s3_buf a, b;
-			bool same;
-
-			s3_buf_init(&a, 64 * 1024);
-			s3_buf_init(&b, 64 * 1024);
-			canonical_uri(req, false, &a);
-			canonical_uri(req, true, &b);
-			same = a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
-			s3_buf_fini(&a);
-			s3_buf_fini(&b);
-			if (same)
-				break;
-		}
 	}
 	if (res == S3_OK)
 		memcpy(auth->seed_sig, mysig, 65);
