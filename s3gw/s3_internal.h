@@ -118,6 +118,8 @@ enum s3_copy_stage {
 };
 
 void s3_metric_copied(enum s3_copy_stage stage, uint64_t bytes);
+/* Count an upload by its x-amz-content-sha256 mode. */
+void s3_metric_payload(enum s3_payload mode);
 const char *s3_op_name(enum s3_op op);
 
 #endif

@@ -1185,6 +1185,7 @@ op_put_begin(struct s3_req *rq, bool is_part)
 		return be_err_reply(rq, rc);
 	}
 	rq->body_mode = S3_BODY_STREAM;
+	s3_metric_payload(rq->auth.payload);
 	return 0;
 }
 

@@ -52,6 +52,7 @@ static struct {
 	atomic_ulong lat_sum_us[S3_OP_COUNT];
 	atomic_ulong copied[S3_COPY_STAGES];
 	atomic_ulong bytes_in, bytes_out;
+	atomic_ulong payload_mode[5];
 	atomic_long conns;
 } metrics;
 
@@ -74,6 +75,13 @@ void
 s3_metric_copied(enum s3_copy_stage stage, uint64_t bytes)
 {
 	atomic_fetch_add_explicit(&metrics.copied[stage], bytes, memory_order_relaxed);
+}
+
+void
+s3_metric_payload(enum s3_payload mode)
+{
+	if ((unsigned)mode < 5)
+		atomic_fetch_add_explicit(&metrics.payload_mode[mode], 1, memory_order_relaxed);
 }
 
 static void
@@ -132,6 +140,15 @@ metrics_render(struct s3_buf *b)
 			 "zest_s3_payload_bytes_total{dir=\"in\"} %lu\n"
 			 "zest_s3_payload_bytes_total{dir=\"out\"} %lu\n",
 		      atomic_load(&metrics.bytes_in), atomic_load(&metrics.bytes_out));
+	{
+		static const char *const modes[5] = { "sha256", "unsigned", "streaming-signed",
+						       "streaming-signed-trailer", "streaming-unsigned-trailer" };
+
+		s3_buf_adds(b, "# TYPE zest_s3_uploads_by_payload_total counter\n");
+		for (unsigned i = 0; i < 5; i++)
+			s3_buf_printf(b, "zest_s3_uploads_by_payload_total{mode=\"%s\"} %lu\n", modes[i],
+				      atomic_load(&metrics.payload_mode[i]));
+	}
 	s3_buf_printf(b, "# TYPE zest_s3_connections gauge\nzest_s3_connections %ld\n",
 		      atomic_load(&metrics.conns));
 	s3_buf_printf(b, "# TYPE zest_zc_refs_live gauge\nzest_zc_refs_live %ld\n", zc_ref_live());

@@ -170,11 +170,11 @@ m_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool s
 	p->m = m;
 	snprintf(p->bucket, sizeof(p->bucket), "%s", bucket);
 	p->key = strdup(key);
-	if (size_known && size) {
+	if (size_known && size && strncmp(bucket, "discard-", 8) != 0) {
 		p->data = malloc(size);
 		p->cap = size;
 	}
-	if (!p->key || (size_known && size && !p->data)) {
+	if (!p->key || (size_known && size && !p->data && strncmp(bucket, "discard-", 8) != 0)) {
 		free(p->key);
 		free(p->data);
 		free(p);
@@ -189,6 +189,10 @@ m_put_write(void *stream, const struct zc_seg *seg)
 {
 	struct mput *p = stream;
 
+	if (strncmp(p->bucket, "discard-", 8) == 0) {
+		p->len += seg->len; /* size only: lets tests measure the gateway's own memory */
+		return 0;
+	}
 	if (p->len + seg->len > p->cap) {
 		size_t nc = p->cap ? p->cap : 65536;
 		void *d;
@@ -224,6 +228,11 @@ m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len
 	int rc;
 
 	pthread_mutex_lock(&p->m->lock);
+	if (strncmp(p->bucket, "discard-", 8) == 0) {
+		free(p->data);
+		p->data = calloc(1, 1);
+		p->len = 0; /* kept as an empty object: the bytes were dropped */
+	}
 	rc = store(p->m, p->bucket, p->key, p->data, p->len, etag, attrs, attrs_len, out);
 	pthread_mutex_unlock(&p->m->lock);
 	p->data = NULL;
