@@ -442,6 +442,25 @@ s3_backend_err(enum s3_err e)
 	return -(S3_BACKEND_ERR_BASE + (int)e);
 }
 
+/* ---------------------------------------------------------------- placement */
+
+/*
+ * Rendezvous (highest-random-weight) hashing: the index in [0, n) of the datanode that owns
+ * bucket/key, nodes named by their --datanode address. Adding or removing one node moves
+ * only the keys that node gains or owned. n must be >= 1. Pure function, any thread.
+ */
+unsigned s3_place(const char *const *nodes, unsigned n, const char *bucket, const char *key);
+
+/*
+ * Merge per-datanode listings (each in key order, each cut at `limit` items) into out: at
+ * most limit keys + common prefixes in key order, a prefix reported by several nodes once.
+ * A node whose listing was truncated bounds the merge at its last item (beyond it, that
+ * node may hold smaller keys not yet seen); out is then truncated with next_start_after
+ * the last item emitted. Inputs are borrowed; out gets copies. 0 or -ENOMEM.
+ */
+int s3_list_merge(const struct s3_list_result *const *parts, unsigned n, unsigned limit,
+		  struct s3_list_result *out);
+
 /* ---------------------------------------------------------------- server */
 
 struct s3_config {
