@@ -162,7 +162,8 @@ canonical_query(const char *q, size_t qn, bool presigned, struct s3_buf *out)
 next:
 		i = j + 1;
 	}
-	qsort(pairs, n, sizeof(*pairs), qpair_cmp);
+	if (n)
+		qsort(pairs, n, sizeof(*pairs), qpair_cmp);
 	for (size_t k = 0; k < n; k++) {
 		if (k)
 			s3_buf_add(out, "&", 1);
