@@ -8,7 +8,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and run-time dependencies; docs/dependencies.md says why each is here.
 DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
-	libssl-dev libcmocka-dev
+	libssl-dev libcmocka-dev libxml2-dev curl openssl python3-boto3
 
 .PHONY: all deps build build-asan run test bench clean
 
