@@ -17,7 +17,8 @@ enum { ST_SIZE, ST_DATA, ST_DATA_CRLF, ST_TRAILER, ST_DONE };
 /* Gather one CRLF-terminated line. Returns 1 when complete (without CRLF, NUL-terminated),
  * 0 when more input is needed, -EMSGSIZE or -EINVAL (bare LF, NUL). *used counts input. */
 static int
-gather_line(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, size_t *used)
+gather_line_lf(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, size_t *used,
+	       bool lf_ok)
 {
 	size_t i = 0;
 
@@ -25,8 +26,11 @@ gather_line(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, si
 		char c = (char)in[i++];
 
 		if (c == '\n') {
-			if (*len == 0 || line[*len - 1] != '\r')
-				return -EINVAL;
+			if (*len == 0 || line[*len - 1] != '\r') {
+				if (!lf_ok)
+					return -EINVAL;
+				(*len)++; /* a bare LF ends the line too (minio-go trailers) */
+			}
 			(*len)--;
 			line[*len] = '\0';
 			*used = i;
@@ -40,6 +44,12 @@ gather_line(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, si
 	}
 	*used = i;
 	return 0;
+}
+
+static int
+gather_line(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, size_t *used)
+{
+	return gather_line_lf(line, cap, len, in, n, used, false);
 }
 
 /* Parse leading hex digits; stops at ';' or end. -EINVAL on junk or overflow. */
@@ -214,8 +224,8 @@ trailer_line(struct s3_chunked *d)
 	const char *v;
 
 	if (d->line_len == 0) {
-		if (d->sigs && d->trail.len) /* signed trailers must end with their signature */
-			return -EINVAL;
+		if (d->sigs && d->trail.len)
+			return 0; /* the blank line minio-go puts before the trailer signature */
 		d->state = ST_DONE;
 		d->done = true;
 		return 0;
@@ -336,7 +346,10 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 			}
 			break;
 		case ST_TRAILER:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			/* Trailer lines: S3 SDKs end them with CRLF; minio-go ends each header with
+			 * LF and puts a CRLF before x-amz-trailer-signature. Accept both. */
+			rc = gather_line_lf(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+					    &used, d->trailer);
 			pos += used;
 			if (rc < 0)
 				return rc;

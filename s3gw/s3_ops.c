@@ -1229,6 +1229,8 @@ put_end(struct s3_req *rq)
 			 s3_ck_name(p->hdr_ck));
 		return err_reply(rq, S3E_BAD_DIGEST, msg);
 	}
+	if (rq->aws_chunked && !rq->aws.trailer_ck && hdr(rq, "x-amz-trailer"))
+		return err_reply(rq, S3E_MALFORMED_TRAILER, "The trailing checksum named in x-amz-trailer was not sent.");
 	if (rq->aws_chunked && rq->aws.trailer_ck) {
 		if (rq->aws.trailer_ck != p->want_ck || strcmp(rq->aws.trailer_val, ckv) != 0) {
 			char msg[96];

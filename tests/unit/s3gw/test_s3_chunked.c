@@ -214,6 +214,21 @@ test_signed_trailer(void **state)
 		assert_int_equal(s.bytes, 11);
 		s3_chunked_fini(&d);
 	}
+	/* minio-go's layout: LF after each trailer header, a CRLF line before the signature */
+	len = (size_t)snprintf(body, sizeof(body),
+			       "b;chunk-signature=%s\r\nhello world\r\n0;chunk-signature=%s\r\n"
+			       "x-amz-checksum-crc32c:%s\n\r\nx-amz-trailer-signature:%s\r\n\r\n",
+			       sig1, sig0, crc, tsig);
+	for (size_t step = 1; step <= len; step += 5) {
+		struct sink s = { (uint8_t *)body, (uint8_t *)body + len, 0, 0, false };
+
+		assert_int_equal(s3_chunked_init(&d, S3_PAYLOAD_STREAMING_TRAILER, &auth), 0);
+		assert_int_equal(run(&d, body, len, step, &s), 0);
+		assert_true(d.done);
+		assert_string_equal(d.trailer_val, crc);
+		assert_int_equal(s.bytes, 11);
+		s3_chunked_fini(&d);
+	}
 	/* a tampered trailer value fails its signature */
 	{
 		char *p = strstr(body, "crc32c:") + 7;
