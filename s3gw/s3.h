@@ -476,6 +476,7 @@ struct s3_config {
 	unsigned header_timeout_ms; /* 0: 10 s */
 	unsigned idle_timeout_ms;   /* 0: 60 s */
 	uint64_t max_object;      /* 0: 5 TiB */
+	unsigned max_conns;       /* open connections; more are refused. 0: 4096 */
 };
 
 struct s3_server;

@@ -43,6 +43,7 @@ usage(FILE *f)
 		"  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
 		"  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
 		"  --max-object SIZE       largest single PUT (default 5TiB)\n"
+		"  --max-conns N           open connections before new ones are refused (default 4096)\n"
 		"  --help                  this text\n"
 		"  --version               print the version\n");
 }
@@ -65,6 +66,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "header-timeout", required_argument, NULL, 'T' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "max-object", required_argument, NULL, 'O' },
+		{ "max-conns", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -130,6 +132,13 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			cfg.max_object = v;
+			break;
+		case 'C':
+			cfg.max_conns = (unsigned)atoi(optarg);
+			if (cfg.max_conns < 1 || cfg.max_conns > 1000000) {
+				fprintf(stderr, "zest-s3gw: --max-conns must be 1..1000000\n");
+				return 2;
+			}
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("zest-s3gw %s\n", ZEST_VERSION); return 0;

@@ -784,9 +784,19 @@ make_room(struct s3_conn *c)
 static void
 on_readable(struct s3_conn *c)
 {
-	for (int rounds = 0; rounds < 64 && !c->closing; rounds++) {
+	/* TLS may hold decrypted bytes the socket no longer signals: drain them too */
+	for (int rounds = 0; (rounds < 64 || (c->ssl && SSL_pending(c->ssl) > 0)) && !c->closing;
+	     rounds++) {
 		long n;
 
+		if (!c->rb) { /* buffers are taken when bytes come, so idle connections are small */
+			c->rb = rbuf_new();
+			c->rstart = c->rend = 0;
+			if (!c->rb) {
+				c->closing = true;
+				break;
+			}
+		}
 		if (c->rstart == c->rend && atomic_load(&c->rb->ref.refs) == 1)
 			c->rstart = c->rend = 0;
 		if (c->rend == c->rb->cap || (c->rstart > 0 && c->rb->cap - c->rend < 4096) ||
@@ -819,8 +829,15 @@ on_readable(struct s3_conn *c)
 		c->rend += (size_t)n;
 		process(c);
 	}
-	if (c->closing)
+	if (c->closing) {
 		conn_close(c);
+		return;
+	}
+	if (c->rb && !c->in_request && c->rstart == c->rend && atomic_load(&c->rb->ref.refs) == 1) {
+		zc_ref_put(&c->rb->ref);
+		c->rb = NULL;
+		c->rstart = c->rend = 0;
+	}
 }
 
 static void
@@ -836,10 +853,19 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 
 		if (fd < 0)
 			return;
+		if (atomic_load(&metrics.conns) >= (long)srv->cfg.max_conns) {
+			static atomic_ulong last_warn_s;
+			unsigned long now_s = (unsigned long)(zc_now_ns() / 1000000000u);
+
+			if (atomic_exchange(&last_warn_s, now_s) != now_s) /* once a second at most */
+				ZC_WARN("s3", "conns=%ld limit=%u action=refuse",
+					atomic_load(&metrics.conns), srv->cfg.max_conns);
+			close(fd);
+			continue;
+		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = calloc(1, sizeof(*c));
-		if (!c || !(c->rb = rbuf_new())) {
-			free(c);
+		if (!c) {
 			close(fd);
 			continue;
 		}
@@ -850,7 +876,6 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 		if (srv->tls && !is_metrics) {
 			c->ssl = SSL_new(srv->tls);
 			if (!c->ssl) {
-				zc_ref_put(&c->rb->ref);
 				free(c);
 				close(fd);
 				continue;
@@ -997,6 +1022,8 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		srv->cfg.idle_timeout_ms = 60000;
 	if (!srv->cfg.max_object)
 		srv->cfg.max_object = 5ull << 40;
+	if (!srv->cfg.max_conns)
+		srv->cfg.max_conns = 4096;
 	if ((srv->cfg.access_key == NULL) != (srv->cfg.secret_key == NULL)) {
 		rc = -EINVAL;
 		goto fail;
