@@ -19,10 +19,12 @@
  *
  * Datanode access goes only through struct s3_backend (function pointers), so the rpc
  * client plugs in without touching the protocol code. Backend calls are made from the
- * server's event-loop threads and may block (phase 1: the in-memory test double).
+ * server's worker threads and may block (phase 1: the in-memory test double).
  *
  * Threading: parsers, decoders and checksum states belong to one thread at a time. The
- * server runs S3_SERVER_THREADS event loops; each connection belongs to one loop.
+ * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
+ * readable connection is served by one worker at a time (EPOLLONESHOT), which may block on
+ * the client or the backend without stalling any other connection.
  * Errors: >= 0 success, -errno failure (-EINVAL malformed input, -EBADMSG checksum or
  * signature mismatch, -ENOMEM, -EMSGSIZE over a limit, -EAGAIN need more input).
  */
@@ -471,7 +473,8 @@ struct s3_config {
 	const char *region;
 	const char *domain;       /* virtual-host base ("s3.example.com"), NULL: path style only */
 	const char *tls_cert, *tls_key;
-	unsigned threads;         /* event loops; 0: 2 */
+	unsigned threads;         /* event loops (accept, readiness, timeouts); 0: 2 */
+	unsigned workers;         /* threads that serve requests (may block); 0: 16 */
 	size_t max_header;        /* request head limit; 0: 16 KiB */
 	unsigned header_timeout_ms; /* 0: 10 s */
 	unsigned idle_timeout_ms;   /* 0: 60 s */

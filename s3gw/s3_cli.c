@@ -39,6 +39,7 @@ usage(FILE *f)
 		"  --tls-key FILE          PEM private key for --tls-cert\n"
 		"  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
 		"  --threads N             event-loop threads (default 2)\n"
+		"  --workers N             threads serving requests; each may block (default 16)\n"
 		"  --max-header SIZE       request head limit (default 16KiB)\n"
 		"  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
 		"  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
@@ -67,6 +68,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "max-object", required_argument, NULL, 'O' },
 		{ "max-conns", required_argument, NULL, 'C' },
+		{ "workers", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -132,6 +134,13 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			cfg.max_object = v;
+			break;
+		case 'W':
+			cfg.workers = (unsigned)atoi(optarg);
+			if (cfg.workers < 1 || cfg.workers > 256) {
+				fprintf(stderr, "zest-s3gw: --workers must be 1..256\n");
+				return 2;
+			}
 			break;
 		case 'C':
 			cfg.max_conns = (unsigned)atoi(optarg);

@@ -1,16 +1,18 @@
 /*
  * s3_server: the HTTP/1.1 front of the gateway.
  *
- * N event loops (epoll, level-triggered), each owning its connections; the listening
- * socket sits in every loop with EPOLLEXCLUSIVE so one loop takes each connection.
- * A connection reads into a reference-counted read buffer (struct rbuf). Payload handed
- * to the operations is a span of that buffer plus a reference on it; when a consumer keeps
- * a reference past the call, the connection moves on to a fresh buffer rather than
- * overwriting bytes still in use. Memory per connection is bounded by RBUF_SIZE times the
- * buffers a backend holds (its in-flight window), plus small per-request state.
+ * A few event loops (epoll, level-triggered for the listening sockets, one-shot for
+ * connections) accept, watch readiness and enforce timeouts; a pool of worker threads
+ * serves requests. A readable connection is queued to the workers and disarmed until the
+ * worker is done with it, so one worker at a time owns a connection and may block on the
+ * client (a slow reader) or on the backend without stalling anyone else.
  *
- * Writes are done inline: a short poll() waits when the socket is full. Phase 1 keeps it
- * simple; a slow reader stalls its loop for at most the idle timeout (noted in the report).
+ * A connection reads into a reference-counted read buffer (struct rbuf), taken only while
+ * bytes are in flight. Payload handed to the operations is a span of that buffer plus a
+ * reference on it; when a consumer keeps a reference past the call, the connection moves
+ * on to a fresh buffer rather than overwriting bytes still in use. Memory per connection
+ * is bounded by RBUF_SIZE times the buffers a backend holds (its in-flight window), plus
+ * small per-request state; --max-conns bounds the connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,6 +41,7 @@
 
 #define RBUF_SIZE        (256u * 1024u)
 #define MAX_LOOPS        16
+#define MAX_WORKERS      256
 #define LAT_BUCKETS      10
 
 static const double lat_bounds[LAT_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -185,6 +188,10 @@ enum conn_state { C_HEAD, C_BODY, C_DRAIN };
 struct loop;
 
 struct s3_conn {
+	pthread_mutex_t mu;   /* held by whoever works on the connection */
+	atomic_bool queued;   /* handed to the workers, not yet picked up */
+	struct s3_conn *qnext;
+	bool no_wait;         /* writes give up instead of waiting (timeout path) */
 	int fd;
 	SSL *ssl;
 	struct loop *loop;
@@ -207,6 +214,7 @@ struct loop {
 	struct s3_server *srv;
 	int epfd;
 	pthread_t thread;
+	pthread_mutex_t lock; /* the conns list */
 	struct s3_conn *conns;
 };
 
@@ -219,6 +227,13 @@ struct s3_server {
 	unsigned nloops;
 	struct loop loops[MAX_LOOPS];
 	atomic_uint req_seq;
+	/* work queue: connections with bytes to read, served by the worker threads */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct s3_conn *qhead, *qtail;
+	bool stopping;
+	unsigned nworkers;
+	pthread_t workers[MAX_WORKERS];
 };
 
 /* ------------------------------------------------------------------ socket I/O */
@@ -227,7 +242,12 @@ static long
 conn_read(struct s3_conn *c, void *buf, size_t n)
 {
 	if (c->ssl) {
-		int r = SSL_read(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
+		int r;
+
+		/* SSL_get_error reads this thread's error queue: it must start empty, and
+		 * workers serve many connections */
+		ERR_clear_error();
+		r = SSL_read(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
 
 		if (r > 0)
 			return r;
@@ -265,6 +285,8 @@ wait_fd(struct s3_conn *c, short ev)
 	const struct s3_config *cfg = &c->loop->srv->cfg;
 	int r;
 
+	if (c->no_wait)
+		return -EAGAIN;
 	do
 		r = poll(&p, 1, (int)cfg->idle_timeout_ms);
 	while (r < 0 && errno == EINTR);
@@ -286,7 +308,10 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 		long w;
 
 		if (c->ssl) {
-			int r = SSL_write(c->ssl, b, (int)(n > (1u << 30) ? (1u << 30) : n));
+			int r;
+
+			ERR_clear_error();
+			r = SSL_write(c->ssl, b, (int)(n > (1u << 30) ? (1u << 30) : n));
 
 			if (r > 0) {
 				w = r;
@@ -472,8 +497,23 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 
 /* ------------------------------------------------------------------ connections */
 
+/* Take c off its loop's list; the caller holds l->lock. */
 static void
-conn_close(struct s3_conn *c)
+conn_unlink(struct s3_conn *c)
+{
+	struct loop *l = c->loop;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+}
+
+/* Release everything of an unlinked connection; the caller holds c->mu. */
+static void
+conn_destroy(struct s3_conn *c)
 {
 	struct loop *l = c->loop;
 
@@ -484,20 +524,30 @@ conn_close(struct s3_conn *c)
 	}
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	if (c->ssl) {
+		ERR_clear_error();
 		SSL_shutdown(c->ssl);
 		SSL_free(c->ssl);
+		ERR_clear_error();
 	}
 	close(c->fd);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		l->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
 	if (c->rb)
 		zc_ref_put(&c->rb->ref);
 	atomic_fetch_sub(&metrics.conns, 1);
+	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_destroy(&c->mu);
 	free(c);
+}
+
+/* Close and free c; the caller holds c->mu (released here). */
+static void
+conn_close(struct s3_conn *c)
+{
+	struct loop *l = c->loop;
+
+	pthread_mutex_lock(&l->lock);
+	conn_unlink(c);
+	pthread_mutex_unlock(&l->lock);
+	conn_destroy(c);
 }
 
 static void
@@ -781,7 +831,8 @@ make_room(struct s3_conn *c)
 	return 0;
 }
 
-static void
+/* Read and serve what the connection has; returns true when c was closed (and freed). */
+static bool
 on_readable(struct s3_conn *c)
 {
 	/* TLS may hold decrypted bytes the socket no longer signals: drain them too */
@@ -831,13 +882,65 @@ on_readable(struct s3_conn *c)
 	}
 	if (c->closing) {
 		conn_close(c);
-		return;
+		return true;
 	}
 	if (c->rb && !c->in_request && c->rstart == c->rend && atomic_load(&c->rb->ref.refs) == 1) {
 		zc_ref_put(&c->rb->ref);
 		c->rb = NULL;
 		c->rstart = c->rend = 0;
 	}
+	return false;
+}
+
+#define CONN_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)
+
+/* Worker threads: a connection whose socket became readable is served here, so a request
+ * that blocks (a slow reader, a backend call) holds one worker, never an event loop. */
+static void *
+worker_run(void *arg)
+{
+	struct s3_server *srv = arg;
+
+	for (;;) {
+		struct s3_conn *c;
+
+		pthread_mutex_lock(&srv->qlock);
+		while (!srv->qhead && !srv->stopping)
+			pthread_cond_wait(&srv->qcond, &srv->qlock);
+		if (srv->stopping) {
+			pthread_mutex_unlock(&srv->qlock);
+			return NULL;
+		}
+		c = srv->qhead;
+		srv->qhead = c->qnext;
+		if (!srv->qhead)
+			srv->qtail = NULL;
+		pthread_mutex_unlock(&srv->qlock);
+
+		pthread_mutex_lock(&c->mu);
+		atomic_store(&c->queued, false);
+		if (!on_readable(c)) {
+			struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
+
+			epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev); /* re-arm (one-shot) */
+			pthread_mutex_unlock(&c->mu);
+		}
+	}
+}
+
+static void
+enqueue(struct s3_server *srv, struct s3_conn *c)
+{
+	atomic_store(&c->queued, true);
+	pthread_mutex_lock(&srv->qlock);
+	c->qnext = NULL;
+	if (srv->qtail)
+		srv->qtail->qnext = c;
+	else
+		srv->qhead = c;
+	srv->qtail = c;
+	pthread_cond_signal(&srv->qcond);
+	pthread_mutex_unlock(&srv->qlock);
 }
 
 static void
@@ -848,7 +951,7 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 	for (int i = 0; i < 16; i++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct s3_conn *c;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct epoll_event ev = { .events = CONN_EVENTS };
 		int one = 1;
 
 		if (fd < 0)
@@ -869,6 +972,7 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 			close(fd);
 			continue;
 		}
+		pthread_mutex_init(&c->mu, NULL);
 		c->fd = fd;
 		c->loop = l;
 		c->is_metrics = is_metrics;
@@ -876,6 +980,7 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 		if (srv->tls && !is_metrics) {
 			c->ssl = SSL_new(srv->tls);
 			if (!c->ssl) {
+				pthread_mutex_destroy(&c->mu);
 				free(c);
 				close(fd);
 				continue;
@@ -883,10 +988,12 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 			SSL_set_fd(c->ssl, fd);
 			SSL_set_accept_state(c->ssl);
 		}
+		pthread_mutex_lock(&l->lock);
 		c->next = l->conns;
 		if (l->conns)
 			l->conns->prev = c;
 		l->conns = c;
+		pthread_mutex_unlock(&l->lock);
 		atomic_fetch_add(&metrics.conns, 1);
 		ev.data.ptr = c;
 		epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -900,12 +1007,18 @@ check_timeouts(struct loop *l)
 	uint64_t now = zc_now_ns();
 	struct s3_conn *c = l->conns, *next;
 
-	for (; c; c = next) {
+	pthread_mutex_lock(&l->lock);
+	for (c = l->conns; c; c = next) {
 		next = c->next;
+		/* a connection a worker holds or is about to hold is not idle */
+		if (atomic_load(&c->queued) || pthread_mutex_trylock(&c->mu) != 0)
+			continue;
+		c->no_wait = true; /* the loop thread never waits on one client */
 		if (c->state == C_HEAD && c->rend > c->rstart &&
 		    now - c->head_start_ns > (uint64_t)cfg->header_timeout_ms * 1000000u) {
 			send_simple_error(c, S3E_REQUEST_TIMEOUT);
-			conn_close(c);
+			conn_unlink(c);
+			conn_destroy(c);
 		} else if (now - c->last_ns > (uint64_t)cfg->idle_timeout_ms * 1000000u) {
 			if (c->in_request && c->state == C_BODY) {
 				c->rq.close = true;
@@ -913,9 +1026,14 @@ check_timeouts(struct loop *l)
 				s3_req_fini(&c->rq);
 				c->in_request = false;
 			}
-			conn_close(c);
+			conn_unlink(c);
+			conn_destroy(c);
+		} else {
+			c->no_wait = false;
+			pthread_mutex_unlock(&c->mu);
 		}
 	}
+	pthread_mutex_unlock(&l->lock);
 }
 
 static void *
@@ -938,13 +1056,11 @@ loop_run(void *arg)
 			else if (p == &srv->mfd)
 				on_accept(l, srv->mfd, true);
 			else
-				on_readable(p);
+				enqueue(srv, p);
 		}
 		check_timeouts(l);
 	}
 out:
-	while (l->conns)
-		conn_close(l->conns);
 	return NULL;
 }
 
@@ -1024,6 +1140,10 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		srv->cfg.max_object = 5ull << 40;
 	if (!srv->cfg.max_conns)
 		srv->cfg.max_conns = 4096;
+	if (!srv->cfg.workers)
+		srv->cfg.workers = 16;
+	if (srv->cfg.workers > MAX_WORKERS)
+		srv->cfg.workers = MAX_WORKERS;
 	if ((srv->cfg.access_key == NULL) != (srv->cfg.secret_key == NULL)) {
 		rc = -EINVAL;
 		goto fail;
@@ -1067,10 +1187,14 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		goto fail;
 	}
 	srv->nloops = srv->cfg.threads;
+	srv->nworkers = srv->cfg.workers;
+	pthread_mutex_init(&srv->qlock, NULL);
+	pthread_cond_init(&srv->qcond, NULL);
 	for (unsigned i = 0; i < srv->nloops; i++) {
 		struct loop *l = &srv->loops[i];
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE };
 
+		pthread_mutex_init(&l->lock, NULL);
 		l->srv = srv;
 		l->epfd = epoll_create1(EPOLL_CLOEXEC);
 		if (l->epfd < 0) {
@@ -1120,9 +1244,38 @@ s3_server_run(struct s3_server *srv)
 		}
 		started++;
 	}
+	for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
+		if (pthread_create(&srv->workers[i], NULL, worker_run, srv) != 0) {
+			srv->nworkers = i;
+			rc = -EAGAIN;
+			s3_server_stop(srv);
+		}
+	}
 	loop_run(&srv->loops[0]);
 	for (unsigned i = 1; i < started; i++)
 		pthread_join(srv->loops[i].thread, NULL);
+	/* wake workers blocked on a client, let them finish, then close what is left */
+	for (unsigned i = 0; i < srv->nloops; i++) {
+		pthread_mutex_lock(&srv->loops[i].lock);
+		for (struct s3_conn *c = srv->loops[i].conns; c; c = c->next)
+			shutdown(c->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&srv->loops[i].lock);
+	}
+	pthread_mutex_lock(&srv->qlock);
+	srv->stopping = true;
+	pthread_cond_broadcast(&srv->qcond);
+	pthread_mutex_unlock(&srv->qlock);
+	for (unsigned i = 0; i < srv->nworkers; i++)
+		pthread_join(srv->workers[i], NULL);
+	srv->qhead = srv->qtail = NULL;
+	for (unsigned i = 0; i < srv->nloops; i++) {
+		while (srv->loops[i].conns) {
+			struct s3_conn *c = srv->loops[i].conns;
+
+			pthread_mutex_lock(&c->mu);
+			conn_close(c);
+		}
+	}
 	return rc;
 }
 
@@ -1140,9 +1293,16 @@ s3_server_destroy(struct s3_server *srv)
 {
 	if (!srv)
 		return;
-	for (unsigned i = 0; i < MAX_LOOPS; i++)
+	for (unsigned i = 0; i < MAX_LOOPS; i++) {
 		if (srv->loops[i].srv && srv->loops[i].epfd > 0)
 			close(srv->loops[i].epfd);
+		if (srv->loops[i].srv)
+			pthread_mutex_destroy(&srv->loops[i].lock);
+	}
+	if (srv->nloops) {
+		pthread_mutex_destroy(&srv->qlock);
+		pthread_cond_destroy(&srv->qcond);
+	}
 	if (srv->lfd >= 0)
 		close(srv->lfd);
 	if (srv->mfd >= 0)

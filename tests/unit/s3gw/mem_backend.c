@@ -280,20 +280,31 @@ m_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len
 
 	if (!info)
 		return -ENOMEM;
+	uint8_t *copy = NULL;
+	uint64_t n = 0;
+
+	/* copy the range out so the (possibly slow) client write happens without the lock */
 	pthread_mutex_lock(&m->lock);
 	rc = lookup(m, bucket, key, &o);
 	if (rc == 0) {
 		fill_info(o, info);
-		rc = on_info(arg, info);
-	}
-	if (rc == 0 && off < o->size) {
-		uint64_t n = o->size - off;
-
-		if (has_len && len < n)
-			n = len;
-		rc = emit(arg, o->data + off, n);
+		if (off < o->size) {
+			n = o->size - off;
+			if (has_len && len < n)
+				n = len;
+			copy = malloc(n);
+			if (!copy)
+				rc = -ENOMEM;
+			else
+				memcpy(copy, o->data + off, n);
+		}
 	}
 	pthread_mutex_unlock(&m->lock);
+	if (rc == 0)
+		rc = on_info(arg, info);
+	if (rc == 0 && n)
+		rc = emit(arg, copy, n);
+	free(copy);
 	free(info);
 	return rc < 0 ? rc : 0;
 }

@@ -1,7 +1,8 @@
 /*
  * TEST DOUBLE: an in-memory struct s3_backend for the gateway's tests. It copies every
  * payload byte it is given (it is a stand-in for the datanodes, not part of zest) and
- * serialises all calls with one mutex. Never used by the real gateway.
+ * serialises all calls with one mutex (a GET copies its range out under it and writes
+ * without it). Never used by the real gateway.
  * Buckets named "discard-*" keep no payload (objects are stored empty), so tests can
  * stream huge bodies and measure the gateway's own memory.
  */

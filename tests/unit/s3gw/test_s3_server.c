@@ -873,6 +873,42 @@ test_virtual_host(void **state)
 	close(fd);
 }
 
+/* A client that stops reading a large GET holds one worker; everyone else is served. */
+static void
+test_slow_reader_harms_nobody(void **state)
+{
+	struct resp r;
+	char *big = calloc(1, 16 << 20), *h;
+	int slow, rcv = 4096;
+	uint64_t t0;
+
+	(void)state;
+	request("PUT", "/slow", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/slow/big", NULL, big, 16 << 20, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	for (int k = 0; k < 4; k++) {
+		slow = dial();
+		setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+		h = build("GET", "/slow/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+		send_all(slow, h, strlen(h));
+		free(h);
+		usleep(100000); /* the server is now stuck writing to this client */
+		t0 = zc_now_ns();
+		for (int i = 0; i < 10; i++) {
+			request("GET", "/slow?list-type=2", NULL, NULL, 0, &r);
+			assert_int_equal(r.status, 200);
+			resp_free(&r);
+		}
+		/* a liveness bound, not a speed claim: a server waiting on the slow client would
+		 * take the idle timeout (1.5 s here) before answering anyone else */
+		assert_true(zc_now_ns() - t0 < 1000000000ull);
+		close(slow);
+	}
+	free(big);
+}
+
 int
 main(void)
 {
@@ -886,6 +922,7 @@ main(void)
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
 		cmocka_unit_test(test_virtual_host),
+		cmocka_unit_test(test_slow_reader_harms_nobody),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
