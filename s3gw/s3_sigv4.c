@@ -498,10 +498,13 @@ finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_au
 		s3_buf_init(&canon, 256 * 1024);
 		s3_buf_init(&sts, 1024);
 		if (canonical_build(req, sh, sh_len, payload_hash, presigned, raw, &canon) != 0) {
+			/* e.g. a bad %-escape: the raw forms may still be what was signed */
 			res = canon.err == -ENOMEM ? S3E_INTERNAL : S3E_SIGNATURE_DOES_NOT_MATCH;
 			s3_buf_fini(&canon);
 			s3_buf_fini(&sts);
-			break;
+			if (res == S3E_INTERNAL)
+				break;
+			continue;
 		}
 		sha256_hex(canon.p, canon.len, chash);
 		s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", auth->amz_date, auth->scope, chash);

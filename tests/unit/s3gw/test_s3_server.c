@@ -873,6 +873,88 @@ test_virtual_host(void **state)
 	close(fd);
 }
 
+/* A table of bad requests, each signed correctly so that what is wrong is the request
+ * itself; every one gets its precise error and stores nothing. */
+static void
+test_bad_input_table(void **state)
+{
+	static const struct {
+		const char *method, *target, *extra, *body, *hash;
+		int status;
+		const char *code;
+	} t[] = {
+		{ "PATCH", "/tbl/k", NULL, NULL, NULL, 405, "MethodNotAllowed" },
+		{ "GET", "/tbl?acl", NULL, NULL, NULL, 501, "NotImplemented" },
+		{ "PUT", "/tbl/k", "x-amz-copy-source: /tbl/other\r\n", NULL, NULL, 501, "NotImplemented" },
+		{ "PUT", "/tbl/k", "x-amz-checksum-md7: AAAA\r\n", "x", NULL, 400, "InvalidArgument" },
+		{ "PUT", "/tbl/k", "x-amz-trailer: x-amz-checksum-crc32\r\n", "x", NULL, 400,
+		  "InvalidRequest" },
+		{ "PUT", "/tbl/k", "x-amz-checksum-crc32: AAAAAA==\r\nx-amz-checksum-crc32c: AAAAAA==\r\n",
+		  "x", NULL, 400, "InvalidRequest" },
+		{ "PUT", "/tbl/k", NULL, "x", "not-a-hash", 400, "InvalidArgument" },
+		{ "GET", "/tbl?list-type=2&max-keys=-1", NULL, NULL, NULL, 400, "InvalidArgument" },
+		{ "GET", "/tbl?list-type=2&encoding-type=xml", NULL, NULL, NULL, 400, "InvalidArgument" },
+		{ "GET", "/tbl?list-type=2&continuation-token=%21%21", NULL, NULL, NULL, 400,
+		  "InvalidArgument" },
+		{ "POST", "/tbl?delete", NULL, "<Delete></Delete>", NULL, 400, "MalformedXML" },
+		{ "POST", "/tbl?delete", NULL, "not xml at all", NULL, 400, "MalformedXML" },
+		{ "POST", "/tbl?delete", "Content-MD5: !!\r\n", "<Delete/>", NULL, 400, "InvalidDigest" },
+		{ "POST", "/tbl/k?uploads", "x-amz-checksum-algorithm: MD7\r\n", NULL, NULL, 400,
+		  "InvalidArgument" },
+		{ "PUT", "/tbl/k?partNumber=0&uploadId=00000000000000000000000000000000", NULL, "x", NULL,
+		  400, "InvalidArgument" },
+		{ "PUT", "/tbl/k?partNumber=10001&uploadId=00000000000000000000000000000000", NULL, "x",
+		  NULL, 400, "InvalidArgument" },
+		{ "PUT", "/tbl/k?partNumber=1&uploadId=..%2F..%2Fx", NULL, "x", NULL, 404, "NoSuchUpload" },
+		{ "POST", "/tbl/k?uploadId=00000000000000000000000000000000", NULL,
+		  "<CompleteMultipartUpload/>", NULL, 404, "NoSuchUpload" },
+		{ "DELETE", "/tbl/k?uploadId=zz", NULL, NULL, NULL, 404, "NoSuchUpload" },
+		{ "PUT", "/tbl", NULL, "<CreateBucketConfiguration><LocationConstraint>mars-1"
+				       "</LocationConstraint></CreateBucketConfiguration>", NULL, 400,
+		  "InvalidArgument" },
+		{ "PUT", "/xn--bad", NULL, NULL, NULL, 400, "InvalidBucketName" },
+		{ "PUT", "/a..b", NULL, NULL, NULL, 400, "InvalidBucketName" },
+		{ "PUT", "/192.168.1.1", NULL, NULL, NULL, 400, "InvalidBucketName" },
+		{ "GET", "/.zest-mpu/x", NULL, NULL, NULL, 400, "InvalidBucketName" },
+		{ "PUT", "/tbl/a/./b", NULL, "x", NULL, 400, "InvalidArgument" },
+		{ "PUT", "/tbl/k", "x-amz-meta-big: "
+				  "0123456789012345678901234567890123456789012345678901234567890123456789"
+				  "0123456789012345678901234567890123456789012345678901234567890123456789"
+				  "0123456789012345678901234567890123456789012345678901234567890123456789\r\n"
+				  "x-amz-decoded-content-length: 99x\r\n",
+		  "x", "STREAMING-UNSIGNED-PAYLOAD-TRAILER", 400, "InvalidArgument" },
+	};
+	struct resp r;
+	size_t before;
+
+	(void)state;
+	request("PUT", "/tbl", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	before = mem_backend_count(be);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char hash[65], ex[4096], *h;
+		size_t blen = t[i].body ? strlen(t[i].body) : 0;
+		int fd = dial();
+
+		sha_hex(t[i].body ? t[i].body : "", blen, hash);
+		snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", t[i].extra ? t[i].extra : "", blen);
+		h = build(t[i].method, t[i].target, ex, t[i].hash ? t[i].hash : hash, 0, false, NULL);
+		send_all(fd, h, strlen(h));
+		if (blen)
+			send_all(fd, t[i].body, blen);
+		if (recv_resp(fd, &r, false) != 0)
+			fail_msg("case %zu: no response", i);
+		if (r.status != t[i].status || !r.body || !strstr(r.body, t[i].code))
+			fail_msg("case %zu (%s %s): got %d %s", i, t[i].method, t[i].target, r.status,
+				 r.body ? r.body : "");
+		resp_free(&r);
+		free(h);
+		close(fd);
+	}
+	assert_int_equal(mem_backend_count(be), before);
+}
+
 /* A client that stops reading a large GET holds one worker; everyone else is served. */
 static void
 test_slow_reader_harms_nobody(void **state)
@@ -922,6 +1004,7 @@ main(void)
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
 		cmocka_unit_test(test_virtual_host),
+		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_slow_reader_harms_nobody),
 	};
 
