@@ -72,8 +72,8 @@ enum s3_err {
 	S3E_SLOW_DOWN,
 	S3E_AUTH_HEADER_MALFORMED,
 	S3E_INVALID_ACCESS_KEY,
-	S3E_BAD_REQUEST,        /* malformed HTTP */
-	S3E_HEADER_TOO_LARGE,   /* request head over the limit */
+	S3E_BAD_REQUEST,      /* malformed HTTP */
+	S3E_HEADER_TOO_LARGE, /* request head over the limit */
 	S3E_REQUEST_TIMEOUT,
 	S3E_XAMZ_CONTENT_SHA256_MISMATCH,
 	S3E_MALFORMED_TRAILER,
@@ -161,8 +161,8 @@ void s3_sum_update(struct s3_sum *s, const void *p, size_t n);
 void s3_sum_final(struct s3_sum *s, struct s3_sum_out *out); /* may be called once */
 void s3_sum_fini(struct s3_sum *s);
 
-uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);      /* zlib/gzip CRC-32 */
-uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n);  /* CRC-64/NVME */
+uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);     /* zlib/gzip CRC-32 */
+uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n); /* CRC-64/NVME */
 
 /* "crc32" -> S3_CK_CRC32 ... ("CRC32C" too, any case); 0 when unknown. */
 unsigned s3_ck_from_name(const char *name, size_t n);
@@ -183,11 +183,11 @@ struct s3_hdr {
 struct s3_http_req {
 	const char *method, *target, *path, *query; /* path/query: raw (percent-encoded) */
 	size_t method_len, target_len, path_len, query_len;
-	int minor;                                  /* HTTP/1.minor */
+	int minor; /* HTTP/1.minor */
 	struct s3_hdr hdr[S3_HTTP_MAX_HEADERS];
 	unsigned nhdr;
-	size_t head_len;          /* bytes of the head, CRLFCRLF included */
-	uint64_t content_length;  /* valid when has_length */
+	size_t head_len;         /* bytes of the head, CRLFCRLF included */
+	uint64_t content_length; /* valid when has_length */
 	bool has_length, chunked, expect_continue, keep_alive;
 };
 
@@ -210,9 +210,9 @@ struct s3_creds {
 };
 
 enum s3_payload {
-	S3_PAYLOAD_HASH,            /* x-amz-content-sha256: hex digest, verified at the end */
-	S3_PAYLOAD_UNSIGNED,        /* UNSIGNED-PAYLOAD (or presigned) */
-	S3_PAYLOAD_STREAMING,       /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD */
+	S3_PAYLOAD_HASH,              /* x-amz-content-sha256: hex digest, verified at the end */
+	S3_PAYLOAD_UNSIGNED,          /* UNSIGNED-PAYLOAD (or presigned) */
+	S3_PAYLOAD_STREAMING,         /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD */
 	S3_PAYLOAD_STREAMING_TRAILER, /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER */
 	S3_PAYLOAD_UNSIGNED_TRAILER,  /* STREAMING-UNSIGNED-PAYLOAD-TRAILER */
 };
@@ -237,12 +237,12 @@ struct s3_auth {
  * AuthorizationHeaderMalformed, InvalidAccessKeyId, RequestTimeTooSkewed,
  * SignatureDoesNotMatch, InvalidArgument for a bad x-amz-content-sha256).
  */
-enum s3_err s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds,
-			    time_t now, struct s3_auth *auth);
+enum s3_err s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, time_t now,
+                            struct s3_auth *auth);
 
 /* kSigning = HMAC chain over date (YYYYMMDD), region, service, "aws4_request". */
 void s3_sigv4_key(const char *secret, const char *date8, const char *region, const char *service,
-		  uint8_t out[32]);
+                  uint8_t out[32]);
 
 /*
  * The canonical request of req: method, canonical URI (path as sent, S3 style: no
@@ -251,17 +251,17 @@ void s3_sigv4_key(const char *secret, const char *date8, const char *region, con
  * Returns 0 or -EINVAL (a signed header missing) / -ENOMEM.
  */
 int s3_sigv4_canonical(const struct s3_http_req *req, const char *signed_headers, size_t sh_len,
-		       const char *payload_hash, bool presigned, struct s3_buf *out);
+                       const char *payload_hash, bool presigned, struct s3_buf *out);
 
 /* Hex signature of string_to_sign under key. */
 void s3_sigv4_sign(const uint8_t key[32], const char *sts, size_t n, char out[65]);
 
 /* Chunk signature: AWS4-HMAC-SHA256-PAYLOAD over prev_sig and the chunk's SHA-256. */
 void s3_sigv4_chunk_sig(const struct s3_auth *auth, const char *prev_sig,
-			const uint8_t chunk_sha256[32], char out[65]);
+                        const uint8_t chunk_sha256[32], char out[65]);
 /* Trailer signature: AWS4-HMAC-SHA256-TRAILER over prev_sig and SHA-256 of the trailer. */
 void s3_sigv4_trailer_sig(const struct s3_auth *auth, const char *prev_sig, const void *trailer,
-			  size_t n, char out[65]);
+                          size_t n, char out[65]);
 
 /* ---------------------------------------------------------------- body decoders */
 
@@ -281,7 +281,7 @@ void s3_http_chunked_init(struct s3_http_chunked *d);
 /* Consume in[0..n): returns bytes consumed (stops right after the final CRLF), or -EINVAL
  * for malformed framing / -EMSGSIZE for an overlong line / an error from emit. */
 long s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
-			  void *arg);
+                          void *arg);
 
 /* aws-chunked, signed or unsigned, with or without trailers. */
 struct s3_chunked {
@@ -306,18 +306,17 @@ void s3_chunked_fini(struct s3_chunked *d);
 /* Consume in[0..n). Returns bytes consumed (stops after the final CRLF), -EINVAL for bad
  * framing, -EBADMSG for a wrong chunk or trailer signature, -EMSGSIZE for an overlong
  * line, or an error returned by emit. */
-long s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
-		     void *arg);
+long s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit, void *arg);
 
 /* ---------------------------------------------------------------- XML bodies */
 
-#define S3_MAX_KEY      1024
-#define S3_ETAG_MAX     72
-#define S3_ATTRS_MAX    4096
+#define S3_MAX_KEY   1024
+#define S3_ETAG_MAX  72
+#define S3_ATTRS_MAX 4096
 
-#define S3_XML_BODY_MAX   (2u << 20) /* request bodies we parse */
-#define S3_DELETE_MAX     1000
-#define S3_PARTS_MAX      10000
+#define S3_XML_BODY_MAX (2u << 20) /* request bodies we parse */
+#define S3_DELETE_MAX   1000
+#define S3_PARTS_MAX    10000
 
 /* DeleteObjects request: keys owned by the struct. */
 struct s3_delete_req {
@@ -351,7 +350,7 @@ int s3_xml_parse_create_bucket(const char *body, size_t len, char *loc, size_t c
 
 /* Writers append a whole document (with the XML declaration) to b. */
 void s3_xml_error(struct s3_buf *b, const char *code, const char *message, const char *resource,
-		  const char *request_id);
+                  const char *request_id);
 /* ISO 8601 with milliseconds, as S3 lists it: 2006-02-03T16:45:09.000Z (out >= 32). */
 void s3_xml_time(uint64_t ns, char *out);
 /* Key or prefix, percent-encoded when url (encoding-type=url), then XML-escaped. */
@@ -387,8 +386,8 @@ struct s3_list_result {
 };
 
 void s3_list_result_fini(struct s3_list_result *r);
-int s3_list_result_add(struct s3_list_result *r, const char *key, uint64_t size,
-		       const char *etag, uint64_t mtime_ns);
+int s3_list_result_add(struct s3_list_result *r, const char *key, uint64_t size, const char *etag,
+                       uint64_t mtime_ns);
 int s3_list_result_add_prefix(struct s3_list_result *r, const char *prefix);
 
 struct s3_bucket_info {
@@ -412,24 +411,24 @@ typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
 struct s3_backend {
 	void *ctx;
 	int (*put_open)(void *ctx, const char *bucket, const char *key, uint64_t size,
-			bool size_known, void **stream);
+	                bool size_known, void **stream);
 	int (*put_write)(void *stream, const struct zc_seg *seg);
 	/* Commit: the object becomes visible; frees the stream whatever the result. */
 	int (*put_commit)(void *stream, const char *etag, const char *attrs, size_t attrs_len,
-			  struct s3_obj_info *out);
+	                  struct s3_obj_info *out);
 	void (*put_abort)(void *stream); /* frees the stream */
 	/* Read [off, off+len) (has_len false: to the end). on_info first (may fail the call with
 	 * its return value, e.g. for preconditions), then emit with the bytes in order. */
 	int (*get)(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
-		   bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
+	           bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 	int (*stat)(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 	int (*del)(void *ctx, const char *bucket, const char *key, bool *existed);
 	int (*list)(void *ctx, const char *bucket, const char *prefix, const char *start_after,
-		    const char *delimiter, unsigned limit, struct s3_list_result *out);
+	            const char *delimiter, unsigned limit, struct s3_list_result *out);
 	int (*compose)(void *ctx, const char *bucket, const char *key,
-		       const struct s3_objref *parts, size_t nparts, bool delete_parts,
-		       const char *etag, const char *attrs, size_t attrs_len,
-		       struct s3_obj_info *out);
+	               const struct s3_objref *parts, size_t nparts, bool delete_parts,
+	               const char *etag, const char *attrs, size_t attrs_len,
+	               struct s3_obj_info *out);
 	int (*bucket_create)(void *ctx, const char *bucket);
 	int (*bucket_delete)(void *ctx, const char *bucket);
 	int (*bucket_head)(void *ctx, const char *bucket, struct s3_bucket_info *out);
@@ -461,32 +460,32 @@ unsigned s3_place(const char *const *nodes, unsigned n, const char *bucket, cons
  * the last item emitted. Inputs are borrowed; out gets copies. 0 or -ENOMEM.
  */
 int s3_list_merge(const struct s3_list_result *const *parts, unsigned n, unsigned limit,
-		  struct s3_list_result *out);
+                  struct s3_list_result *out);
 
 /* ---------------------------------------------------------------- server */
 
 struct s3_config {
-	const char *listen;       /* host:port, port 0 picks one */
-	const char *metrics;      /* NULL: /metrics on the main port only */
-	const char *access_key;   /* NULL: anonymous */
+	const char *listen;     /* host:port, port 0 picks one */
+	const char *metrics;    /* NULL: /metrics on the main port only */
+	const char *access_key; /* NULL: anonymous */
 	const char *secret_key;
 	const char *region;
-	const char *domain;       /* virtual-host base ("s3.example.com"), NULL: path style only */
+	const char *domain; /* virtual-host base ("s3.example.com"), NULL: path style only */
 	const char *tls_cert, *tls_key;
-	unsigned threads;         /* event loops (accept, readiness, timeouts); 0: 2 */
-	unsigned workers;         /* threads that serve requests (may block); 0: 16 */
-	size_t max_header;        /* request head limit; 0: 16 KiB */
+	unsigned threads;           /* event loops (accept, readiness, timeouts); 0: 2 */
+	unsigned workers;           /* threads that serve requests (may block); 0: 16 */
+	size_t max_header;          /* request head limit; 0: 16 KiB */
 	unsigned header_timeout_ms; /* 0: 10 s */
 	unsigned idle_timeout_ms;   /* 0: 60 s */
-	uint64_t max_object;      /* 0: 5 TiB */
-	unsigned max_conns;       /* open connections; more are refused. 0: 4096 */
+	uint64_t max_object;        /* 0: 5 TiB */
+	unsigned max_conns;         /* open connections; more are refused. 0: 4096 */
 };
 
 struct s3_server;
 
 /* Bind and prepare; the backend is borrowed for the server's life. 0 or -errno. */
 int s3_server_create(const struct s3_config *cfg, const struct s3_backend *be,
-		     struct s3_server **out);
+                     struct s3_server **out);
 /* The bound port (useful with port 0). */
 int s3_server_port(const struct s3_server *srv);
 int s3_server_metrics_port(const struct s3_server *srv);

@@ -18,7 +18,7 @@ enum { ST_SIZE, ST_DATA, ST_DATA_CRLF, ST_TRAILER, ST_DONE };
  * 0 when more input is needed, -EMSGSIZE or -EINVAL (bare LF, NUL). *used counts input. */
 static int
 gather_line_lf(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, size_t *used,
-	       bool lf_ok)
+               bool lf_ok)
 {
 	size_t i = 0;
 
@@ -91,7 +91,7 @@ s3_http_chunked_init(struct s3_http_chunked *d)
 
 long
 s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
-		     void *arg)
+                     void *arg)
 {
 	size_t pos = 0;
 
@@ -103,7 +103,8 @@ s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_
 		case ST_SIZE: {
 			const char *rest;
 
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+			                 &used);
 			pos += used;
 			if (rc <= 0) {
 				if (rc < 0)
@@ -129,7 +130,8 @@ s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_
 			break;
 		}
 		case ST_DATA_CRLF:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+			                 &used);
 			pos += used;
 			if (rc < 0)
 				return rc;
@@ -140,7 +142,8 @@ s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_
 			}
 			break;
 		case ST_TRAILER:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+			                 &used);
 			pos += used;
 			if (rc < 0)
 				return rc;
@@ -247,8 +250,8 @@ trailer_line(struct s3_chunked *d)
 			return -EINVAL;
 		if (vl != 64)
 			return -EBADMSG;
-		s3_sigv4_trailer_sig(d->auth, d->prev_sig, d->trail.p ? d->trail.p : "", d->trail.len,
-				     sig);
+		s3_sigv4_trailer_sig(d->auth, d->prev_sig, d->trail.p ? d->trail.p : "",
+		                     d->trail.len, sig);
 		if (CRYPTO_memcmp(sig, v, 64) != 0)
 			return -EBADMSG;
 		s3_buf_fini(&d->trail); /* signature consumed: the end line follows */
@@ -289,7 +292,8 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 		case ST_SIZE: {
 			const char *rest;
 
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+			                 &used);
 			pos += used;
 			if (rc <= 0) {
 				if (rc < 0)
@@ -335,7 +339,8 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 			break;
 		}
 		case ST_DATA_CRLF:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos, &used);
+			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
+			                 &used);
 			pos += used;
 			if (rc < 0)
 				return rc;
@@ -348,8 +353,8 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 		case ST_TRAILER:
 			/* Trailer lines: S3 SDKs end them with CRLF; minio-go ends each header with
 			 * LF and puts a CRLF before x-amz-trailer-signature. Accept both. */
-			rc = gather_line_lf(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
-					    &used, d->trailer);
+			rc = gather_line_lf(d->line, sizeof(d->line), &d->line_len, in + pos,
+			                    n - pos, &used, d->trailer);
 			pos += used;
 			if (rc < 0)
 				return rc;

@@ -26,27 +26,33 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-		"usage: zest-s3gw [flags]\n"
-		"S3 gateway of zest: speaks S3 over HTTP/1.1 and streams objects to the datanodes.\n\n"
-		"  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 picks one)\n"
-		"  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
-		"  --access-key KEY        SigV4 access key (default: $ZEST_ACCESS_KEY)\n"
-		"  --secret-key KEY        SigV4 secret key (default: $ZEST_SECRET_KEY)\n"
-		"                          with neither key set, requests are not authenticated\n"
-		"  --region NAME           region in signatures and GetBucketLocation (default us-east-1)\n"
-		"  --domain NAME           base domain for virtual-host addressing (default: path style only)\n"
-		"  --tls-cert FILE         PEM certificate chain: serve HTTPS (default: plain HTTP)\n"
-		"  --tls-key FILE          PEM private key for --tls-cert\n"
-		"  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
-		"  --threads N             event-loop threads (default 2)\n"
-		"  --workers N             threads serving requests; each may block (default 16)\n"
-		"  --max-header SIZE       request head limit (default 16KiB)\n"
-		"  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
-		"  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
-		"  --max-object SIZE       largest single PUT (default 5TiB)\n"
-		"  --max-conns N           open connections before new ones are refused (default 4096)\n"
-		"  --help                  this text\n"
-		"  --version               print the version\n");
+	        "usage: zest-s3gw [flags]\n"
+	        "S3 gateway of zest: speaks S3 over HTTP/1.1 and streams objects to the "
+	        "datanodes.\n\n"
+	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
+	        "picks one)\n"
+	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
+	        "  --access-key KEY        SigV4 access key (default: $ZEST_ACCESS_KEY)\n"
+	        "  --secret-key KEY        SigV4 secret key (default: $ZEST_SECRET_KEY)\n"
+	        "                          with neither key set, requests are not authenticated\n"
+	        "  --region NAME           region in signatures and GetBucketLocation (default "
+	        "us-east-1)\n"
+	        "  --domain NAME           base domain for virtual-host addressing (default: path "
+	        "style only)\n"
+	        "  --tls-cert FILE         PEM certificate chain: serve HTTPS (default: plain "
+	        "HTTP)\n"
+	        "  --tls-key FILE          PEM private key for --tls-cert\n"
+	        "  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
+	        "  --threads N             event-loop threads (default 2)\n"
+	        "  --workers N             threads serving requests; each may block (default 16)\n"
+	        "  --max-header SIZE       request head limit (default 16KiB)\n"
+	        "  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
+	        "  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
+	        "  --max-object SIZE       largest single PUT (default 5TiB)\n"
+	        "  --max-conns N           open connections before new ones are refused (default "
+	        "4096)\n"
+	        "  --help                  this text\n"
+	        "  --version               print the version\n");
 }
 
 int
@@ -88,21 +94,38 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	cfg.secret_key = getenv("ZEST_SECRET_KEY");
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'l': cfg.listen = optarg; break;
+		case 'l':
+			cfg.listen = optarg;
+			break;
 		case 'd':
 			if (ndn == MAX_DATANODES) {
-				fprintf(stderr, "zest-s3gw: at most %d --datanode\n", MAX_DATANODES);
+				fprintf(stderr, "zest-s3gw: at most %d --datanode\n",
+				        MAX_DATANODES);
 				return 2;
 			}
 			datanodes[ndn++] = optarg;
 			break;
-		case 'a': cfg.access_key = optarg; break;
-		case 's': cfg.secret_key = optarg; break;
-		case 'r': cfg.region = optarg; break;
-		case 'D': cfg.domain = optarg; break;
-		case 'c': cfg.tls_cert = optarg; break;
-		case 'k': cfg.tls_key = optarg; break;
-		case 'm': cfg.metrics = optarg; break;
+		case 'a':
+			cfg.access_key = optarg;
+			break;
+		case 's':
+			cfg.secret_key = optarg;
+			break;
+		case 'r':
+			cfg.region = optarg;
+			break;
+		case 'D':
+			cfg.domain = optarg;
+			break;
+		case 'c':
+			cfg.tls_cert = optarg;
+			break;
+		case 'k':
+			cfg.tls_key = optarg;
+			break;
+		case 'm':
+			cfg.metrics = optarg;
+			break;
 		case 't':
 			cfg.threads = (unsigned)atoi(optarg);
 			if (cfg.threads < 1 || cfg.threads > 16) {
@@ -149,9 +172,15 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			break;
-		case 'h': usage(stdout); return 0;
-		case 'V': printf("zest-s3gw %s\n", ZEST_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("zest-s3gw %s\n", ZEST_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (optind < argc) {
@@ -168,9 +197,10 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	}
 	if (!be) {
 		/* Phase 2 binds the rpc client here, over datanodes[0..ndn). */
-		fprintf(stderr, "zest-s3gw: no datanode backend is built into this binary yet "
-				"(%u --datanode given%s%s)\n",
-			ndn, ndn ? ", first " : "", ndn ? datanodes[0] : "");
+		fprintf(stderr,
+		        "zest-s3gw: no datanode backend is built into this binary yet "
+		        "(%u --datanode given%s%s)\n",
+		        ndn, ndn ? ", first " : "", ndn ? datanodes[0] : "");
 		return 1;
 	}
 	if (!cfg.access_key)

@@ -55,18 +55,18 @@ struct s3_req {
 	struct s3_http_req http; /* points into head_copy */
 	char *head_copy;
 	struct s3_auth auth;
-	char id[20];          /* x-amz-request-id */
+	char id[20]; /* x-amz-request-id */
 	enum s3_op op;
 	uint64_t start_ns;
-	int status;           /* HTTP status sent */
-	bool head_sent;       /* response head written */
-	bool close;           /* close the connection after this response */
-	bool is_head;         /* HEAD request: no body in the response */
+	int status;     /* HTTP status sent */
+	bool head_sent; /* response head written */
+	bool close;     /* close the connection after this response */
+	bool is_head;   /* HEAD request: no body in the response */
 
 	/* routing */
 	char bucket[64];
-	char *key;            /* decoded, NUL-terminated, NULL for bucket-level */
-	char *resource;       /* for error bodies: the decoded path */
+	char *key;      /* decoded, NUL-terminated, NULL for bucket-level */
+	char *resource; /* for error bodies: the decoded path */
 
 	/* body */
 	enum s3_body_mode body_mode;
@@ -76,7 +76,7 @@ struct s3_req {
 	struct zc_ref *cur_ref; /* reference on the bytes passed to s3_ops_body */
 	struct s3_chunked aws;  /* aws-chunked decoder when in streaming mode */
 	bool aws_chunked;
-	struct s3_put *put;     /* operation state for streamed bodies */
+	struct s3_put *put; /* operation state for streamed bodies */
 };
 
 /* ---- implemented by s3_ops.c */
@@ -105,7 +105,8 @@ int s3_resp_head(struct s3_req *rq, int status, const struct s3_buf *extra, uint
 /* Send body bytes (after s3_resp_head). */
 int s3_resp_data(struct s3_req *rq, const void *p, size_t n);
 /* A complete response with an XML (or empty) body. */
-int s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra, const struct s3_buf *xml);
+int s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra,
+                const struct s3_buf *xml);
 /* A complete S3 error response; msg NULL: the default message. */
 int s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg);
 

@@ -26,12 +26,12 @@
 #include "s3_internal.h"
 #include "zc.h"
 
-#define S3_NS        "http://s3.amazonaws.com/doc/2006-03-01/"
-#define XML_DECL     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-#define MIN_PART     (5ull << 20)
-#define MAX_PART     (5ull << 30)
-#define MPU_REC      "u/"
-#define MPU_PART     "p/"
+#define S3_NS    "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+#define MIN_PART (5ull << 20)
+#define MAX_PART (5ull << 30)
+#define MPU_REC  "u/"
+#define MPU_PART "p/"
 
 struct s3_put {
 	bool is_part;
@@ -40,9 +40,9 @@ struct s3_put {
 	uint64_t got;
 	bool has_md5;
 	uint8_t content_md5[16];
-	unsigned hdr_ck;      /* algorithm of an x-amz-checksum-<alg> header */
+	unsigned hdr_ck; /* algorithm of an x-amz-checksum-<alg> header */
 	char hdr_ck_val[64];
-	unsigned want_ck;     /* algorithm whose value we store and return */
+	unsigned want_ck; /* algorithm whose value we store and return */
 	struct s3_buf attrs;
 	unsigned part;
 	char upload_id[64];
@@ -110,7 +110,8 @@ has_q(const struct s3_req *rq, const char *name)
 static bool
 method_is(const struct s3_req *rq, const char *m)
 {
-	return rq->http.method_len == strlen(m) && memcmp(rq->http.method, m, rq->http.method_len) == 0;
+	return rq->http.method_len == strlen(m) &&
+	       memcmp(rq->http.method, m, rq->http.method_len) == 0;
 }
 
 static int
@@ -194,8 +195,8 @@ utf8_ok(const unsigned char *s, size_t n)
 				return false;
 			cp = cp << 6 | (s[i + k] & 0x3F);
 		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
 			return false;
 		i += len;
 	}
@@ -219,7 +220,8 @@ bucket_name_ok(const char *b)
 	for (size_t i = 0; i < n; i++) {
 		char c = b[i];
 
-		if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '.' || c == '-'))
+		if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '.' ||
+		      c == '-'))
 			return false;
 		if (c == '.' && (b[i + 1] == '.' || b[i + 1] == '-' || (i && b[i - 1] == '-')))
 			return false;
@@ -345,9 +347,9 @@ attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t vl
 static void
 collect_attrs(const struct s3_req *rq, struct s3_buf *b)
 {
-	static const char *const keep[] = { "content-type",	"content-disposition",
-					    "content-language", "cache-control",
-					    "expires",		"content-encoding" };
+	static const char *const keep[] = { "content-type",     "content-disposition",
+		                            "content-language", "cache-control",
+		                            "expires",          "content-encoding" };
 
 	for (unsigned i = 0; i < rq->http.nhdr; i++) {
 		const struct s3_hdr *h = &rq->http.hdr[i];
@@ -357,7 +359,8 @@ collect_attrs(const struct s3_req *rq, struct s3_buf *b)
 			continue;
 		}
 		for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
-			if (h->name_len != strlen(keep[k]) || strncasecmp(h->name, keep[k], h->name_len))
+			if (h->name_len != strlen(keep[k]) ||
+			    strncasecmp(h->name, keep[k], h->name_len))
 				continue;
 			if (k == 5) { /* content-encoding without the aws-chunked token */
 				char v[256];
@@ -374,7 +377,8 @@ collect_attrs(const struct s3_req *rq, struct s3_buf *b)
 						s++;
 					while (e > s && h->val[e - 1] == ' ')
 						e--;
-					if (!(e - s == 11 && strncasecmp(h->val + s, "aws-chunked", 11) == 0) &&
+					if (!(e - s == 11 &&
+					      strncasecmp(h->val + s, "aws-chunked", 11) == 0) &&
 					    e > s && o + (e - s) + 1 < sizeof(v)) {
 						if (o)
 							v[o++] = ',';
@@ -414,7 +418,7 @@ attr_get(const char *attrs, size_t len, const char *name, const char **val)
 /* Object attributes as response headers. */
 static void
 attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool ranged,
-		 struct s3_buf *b)
+                 struct s3_buf *b)
 {
 	const struct s3_hdr *cm = hdr(rq, "x-amz-checksum-mode");
 	/* a whole-object checksum would not match a range: S3 leaves it out there */
@@ -464,7 +468,7 @@ op_list_buckets(struct s3_req *rq)
 	}
 	s3_buf_init(&x, 1 << 20);
 	s3_buf_adds(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_NS "\"><Owner><ID>zest</ID>"
-			   "<DisplayName>zest</DisplayName></Owner><Buckets>");
+	                         "<DisplayName>zest</DisplayName></Owner><Buckets>");
 	for (int i = 0; i < n; i++) {
 		char t[32];
 
@@ -491,12 +495,13 @@ end_create_bucket(struct s3_req *rq)
 
 	if (rq->body.err)
 		return err_reply(rq, S3E_MALFORMED_XML, NULL);
-	if (s3_xml_parse_create_bucket(rq->body.p ? rq->body.p : "", rq->body.len, loc, sizeof(loc)))
+	if (s3_xml_parse_create_bucket(rq->body.p ? rq->body.p : "", rq->body.len, loc,
+	                               sizeof(loc)))
 		return err_reply(rq, S3E_MALFORMED_XML, NULL);
 	if (loc[0] && strcmp(loc, rq->cfg->region) != 0 &&
 	    !(strcmp(loc, "us-east-1") == 0 && strcmp(rq->cfg->region, "us-east-1") == 0))
 		return err_reply(rq, S3E_INVALID_ARGUMENT,
-				 "The specified location-constraint is not valid");
+		                 "The specified location-constraint is not valid");
 	rc = rq->be->bucket_create(rq->be->ctx, rq->bucket);
 	if (rc < 0)
 		return be_err_reply(rq, rc);
@@ -563,8 +568,10 @@ op_bucket_meta(struct s3_req *rq, bool location)
 		if (strcmp(rq->cfg->region, "us-east-1") == 0)
 			s3_buf_adds(&x, XML_DECL "<LocationConstraint xmlns=\"" S3_NS "\"/>");
 		else
-			s3_buf_printf(&x, XML_DECL "<LocationConstraint xmlns=\"" S3_NS "\">%s</LocationConstraint>",
-				      rq->cfg->region);
+			s3_buf_printf(&x,
+			              XML_DECL "<LocationConstraint xmlns=\"" S3_NS
+			                       "\">%s</LocationConstraint>",
+			              rq->cfg->region);
 	} else {
 		s3_buf_adds(&x, XML_DECL "<VersioningConfiguration xmlns=\"" S3_NS "\"/>");
 	}
@@ -617,7 +624,8 @@ op_list_objects(struct s3_req *rq, bool v2)
 	}
 	if (qparam(rq, "prefix", prefix, cap) < 0 || qparam(rq, "delimiter", delim, cap) < 0 ||
 	    qparam(rq, "continuation-token", token, cap) < 0 ||
-	    qparam(rq, "start-after", start_after, cap) < 0 || qparam(rq, "marker", marker, cap) < 0 ||
+	    qparam(rq, "start-after", start_after, cap) < 0 ||
+	    qparam(rq, "marker", marker, cap) < 0 ||
 	    qparam(rq, "encoding-type", enc, sizeof(enc)) < 0 ||
 	    qparam(rq, "fetch-owner", owner, sizeof(owner)) < 0) {
 		rc = err_reply(rq, S3E_INVALID_ARGUMENT, NULL);
@@ -628,7 +636,8 @@ op_list_objects(struct s3_req *rq, bool v2)
 		goto out;
 	}
 	if (enc[0] && strcmp(enc, "url") != 0) {
-		rc = err_reply(rq, S3E_INVALID_ARGUMENT, "Invalid Encoding Method specified in Request");
+		rc = err_reply(rq, S3E_INVALID_ARGUMENT,
+		               "Invalid Encoding Method specified in Request");
 		goto out;
 	}
 	url = enc[0] != '\0';
@@ -637,7 +646,8 @@ op_list_objects(struct s3_req *rq, bool v2)
 		int n = s3_b64_decode(token, strlen(token), (uint8_t *)tok_key, cap - 1);
 
 		if (n < 0) {
-			rc = err_reply(rq, S3E_INVALID_ARGUMENT, "The continuation token provided is incorrect");
+			rc = err_reply(rq, S3E_INVALID_ARGUMENT,
+			               "The continuation token provided is incorrect");
 			goto out;
 		}
 		tok_key[n] = '\0';
@@ -645,7 +655,8 @@ op_list_objects(struct s3_req *rq, bool v2)
 			after = tok_key;
 	}
 	if (max_keys > 0) {
-		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys, &lr);
+		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys,
+		                  &lr);
 		if (rc < 0) {
 			rc = be_err_reply(rq, rc);
 			goto out;
@@ -685,7 +696,8 @@ op_list_objects(struct s3_req *rq, bool v2)
 
 			if (t) {
 				s3_b64_encode((const uint8_t *)lr.next_start_after, kl, t);
-				s3_buf_printf(&x, "<NextContinuationToken>%s</NextContinuationToken>", t);
+				s3_buf_printf(
+				        &x, "<NextContinuationToken>%s</NextContinuationToken>", t);
 				free(t);
 			}
 		}
@@ -700,11 +712,13 @@ op_list_objects(struct s3_req *rq, bool v2)
 		s3_xml_time(lr.entries[i].mtime_ns, t);
 		s3_buf_adds(&x, "<Contents>");
 		s3_xml_key(&x, "Key", lr.entries[i].key, url);
-		s3_buf_printf(&x, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-				  "<Size>%lu</Size><StorageClass>STANDARD</StorageClass>",
-			      t, lr.entries[i].etag, (unsigned long)lr.entries[i].size);
+		s3_buf_printf(&x,
+		              "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+		              "<Size>%lu</Size><StorageClass>STANDARD</StorageClass>",
+		              t, lr.entries[i].etag, (unsigned long)lr.entries[i].size);
 		if (!v2 || strcmp(owner, "true") == 0)
-			s3_buf_adds(&x, "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>");
+			s3_buf_adds(&x,
+			            "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>");
 		s3_buf_adds(&x, "</Contents>");
 	}
 	for (size_t i = 0; i < lr.nprefix; i++) {
@@ -823,7 +837,7 @@ preconditions(const struct s3_req *rq, const struct s3_obj_info *info)
 		if (etag_matches(v, info->etag))
 			return S3E_NOT_MODIFIED;
 	} else if (hdr_str(rq, "if-modified-since", v, sizeof(v)) && parse_http_time(v, &t) &&
-		   mt <= t) {
+	           mt <= t) {
 		return S3E_NOT_MODIFIED;
 	}
 	return S3_OK;
@@ -831,12 +845,13 @@ preconditions(const struct s3_req *rq, const struct s3_obj_info *info)
 
 static void
 object_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool ranged,
-	       struct s3_buf *ex)
+               struct s3_buf *ex)
 {
 	char t[64];
 
 	http_time(info->mtime_ns, t, sizeof(t));
-	s3_buf_printf(ex, "ETag: \"%s\"\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n", info->etag, t);
+	s3_buf_printf(ex, "ETag: \"%s\"\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
+	              info->etag, t);
 	attrs_to_headers(rq, info, ranged, ex);
 }
 
@@ -882,7 +897,7 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 	object_headers(rq, info, status == 206, &ex);
 	if (status == 206)
 		s3_buf_printf(&ex, "Content-Range: bytes %lu-%lu/%lu\r\n", (unsigned long)g->off,
-			      (unsigned long)(g->off + g->len - 1), (unsigned long)info->size);
+		              (unsigned long)(g->off + g->len - 1), (unsigned long)info->size);
 	rc = s3_resp_head(rq, status, &ex, g->len);
 	s3_buf_fini(&ex);
 	return rc < 0 ? rc : 0;
@@ -935,12 +950,12 @@ op_get_object(struct s3_req *rq)
 		free(info);
 		if (rc == 0)
 			rc = rq->be->get(rq->be->ctx, rq->bucket, rq->key, g.first,
-					 g.last == UINT64_MAX ? 0 : g.last - g.first + 1,
-					 g.last != UINT64_MAX, get_on_info, get_emit, &g);
+			                 g.last == UINT64_MAX ? 0 : g.last - g.first + 1,
+			                 g.last != UINT64_MAX, get_on_info, get_emit, &g);
 	} else {
 		rc = rq->be->get(rq->be->ctx, rq->bucket, rq->key, g.has_range ? g.first : 0,
-				 g.has_range && g.last != UINT64_MAX ? g.last - g.first + 1 : 0,
-				 g.has_range && g.last != UINT64_MAX, get_on_info, get_emit, &g);
+		                 g.has_range && g.last != UINT64_MAX ? g.last - g.first + 1 : 0,
+		                 g.has_range && g.last != UINT64_MAX, get_on_info, get_emit, &g);
 	}
 	if (rc < 0 && !rq->head_sent) {
 		enum s3_err e = s3_err_from_errno(rc);
@@ -952,9 +967,11 @@ op_get_object(struct s3_req *rq)
 			s3_buf_init(&x, 4096);
 			s3_buf_init(&ex, 256);
 			if (info && rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) == 0)
-				s3_buf_printf(&ex, "Content-Range: bytes */%lu\r\n", (unsigned long)info->size);
+				s3_buf_printf(&ex, "Content-Range: bytes */%lu\r\n",
+				              (unsigned long)info->size);
 			free(info);
-			s3_xml_error(&x, "InvalidRange", s3_err_info(e)->message, rq->resource, rq->id);
+			s3_xml_error(&x, "InvalidRange", s3_err_info(e)->message, rq->resource,
+			             rq->id);
 			s3_resp_xml(rq, 416, &ex, &x);
 			s3_buf_fini(&x);
 			s3_buf_fini(&ex);
@@ -1033,7 +1050,8 @@ mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, upload_id);
 	rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, rk, 0, 0, false, rec_info, rec_emit, r);
 	if (rc < 0)
-		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? s3_backend_err(S3E_NO_SUCH_UPLOAD) : rc;
+		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? s3_backend_err(S3E_NO_SUCH_UPLOAD)
+		                                                : rc;
 	if (!r->key.p || strcmp(r->key.p, rq->key) != 0)
 		return s3_backend_err(S3E_NO_SUCH_UPLOAD);
 	return 0;
@@ -1070,7 +1088,8 @@ op_put_begin(struct s3_req *rq, bool is_part)
 	s3_buf_init(&p->attrs, S3_ATTRS_MAX - 64);
 
 	/* framing: aws-chunked or plain */
-	if (rq->auth.payload == S3_PAYLOAD_STREAMING || rq->auth.payload == S3_PAYLOAD_STREAMING_TRAILER ||
+	if (rq->auth.payload == S3_PAYLOAD_STREAMING ||
+	    rq->auth.payload == S3_PAYLOAD_STREAMING_TRAILER ||
 	    rq->auth.payload == S3_PAYLOAD_UNSIGNED_TRAILER) {
 		if (!hdr_str(rq, "x-amz-decoded-content-length", v, sizeof(v))) {
 			if (!rq->http.chunked)
@@ -1082,7 +1101,8 @@ op_put_begin(struct s3_req *rq, bool is_part)
 			errno = 0;
 			d = strtoull(v, &end, 10);
 			if (!*v || *end || errno || !isdigit((unsigned char)*v))
-				return err_reply(rq, S3E_INVALID_ARGUMENT, "Invalid x-amz-decoded-content-length");
+				return err_reply(rq, S3E_INVALID_ARGUMENT,
+				                 "Invalid x-amz-decoded-content-length");
 			size = d;
 			size_known = true;
 		}
@@ -1112,16 +1132,21 @@ op_put_begin(struct s3_req *rq, bool is_part)
 			unsigned ck = s3_ck_from_name(h->name + 15, h->name_len - 15);
 
 			if (!ck) {
-				if (h->name_len == 24 && strncasecmp(h->name, "x-amz-checksum-algorithm", 24) == 0)
+				if (h->name_len == 24 &&
+				    strncasecmp(h->name, "x-amz-checksum-algorithm", 24) == 0)
 					continue;
-				if (h->name_len == 19 && strncasecmp(h->name, "x-amz-checksum-type", 19) == 0)
+				if (h->name_len == 19 &&
+				    strncasecmp(h->name, "x-amz-checksum-type", 19) == 0)
 					continue;
-				if (h->name_len == 19 && strncasecmp(h->name, "x-amz-checksum-mode", 19) == 0)
+				if (h->name_len == 19 &&
+				    strncasecmp(h->name, "x-amz-checksum-mode", 19) == 0)
 					continue;
-				return err_reply(rq, S3E_INVALID_ARGUMENT, "Unknown checksum algorithm");
+				return err_reply(rq, S3E_INVALID_ARGUMENT,
+				                 "Unknown checksum algorithm");
 			}
 			if (p->hdr_ck || h->val_len >= sizeof(p->hdr_ck_val))
-				return err_reply(rq, S3E_INVALID_REQUEST, "Expecting a single x-amz-checksum- header");
+				return err_reply(rq, S3E_INVALID_REQUEST,
+				                 "Expecting a single x-amz-checksum- header");
 			p->hdr_ck = ck;
 			memcpy(p->hdr_ck_val, h->val, h->val_len);
 			p->hdr_ck_val[h->val_len] = '\0';
@@ -1131,10 +1156,12 @@ op_put_begin(struct s3_req *rq, bool is_part)
 	if (!p->want_ck && hdr_str(rq, "x-amz-sdk-checksum-algorithm", v, sizeof(v)))
 		p->want_ck = s3_ck_from_name(v, strlen(v));
 	if (hdr_str(rq, "x-amz-trailer", v, sizeof(v))) {
-		if (strncasecmp(v, "x-amz-checksum-", 15) != 0 || !s3_ck_from_name(v + 15, strlen(v + 15)))
+		if (strncasecmp(v, "x-amz-checksum-", 15) != 0 ||
+		    !s3_ck_from_name(v + 15, strlen(v + 15)))
 			return err_reply(rq, S3E_INVALID_ARGUMENT, "Unsupported x-amz-trailer");
 		if (!rq->aws_chunked)
-			return err_reply(rq, S3E_INVALID_REQUEST, "x-amz-trailer needs an aws-chunked body");
+			return err_reply(rq, S3E_INVALID_REQUEST,
+			                 "x-amz-trailer needs an aws-chunked body");
 		p->want_ck = s3_ck_from_name(v + 15, strlen(v + 15));
 	}
 
@@ -1145,10 +1172,13 @@ op_put_begin(struct s3_req *rq, bool is_part)
 
 		if (!r)
 			return err_reply(rq, S3E_INTERNAL, NULL);
-		if (qparam(rq, "partNumber", num, sizeof(num)) != 1 || parse_uint(num, 100000, &pn) < 0 ||
-		    pn < 1 || pn > 10000 || qparam(rq, "uploadId", uid, sizeof(uid)) != 1) {
+		if (qparam(rq, "partNumber", num, sizeof(num)) != 1 ||
+		    parse_uint(num, 100000, &pn) < 0 || pn < 1 || pn > 10000 ||
+		    qparam(rq, "uploadId", uid, sizeof(uid)) != 1) {
 			free(r);
-			return err_reply(rq, S3E_INVALID_ARGUMENT, "Part number must be an integer between 1 and 10000, inclusive");
+			return err_reply(
+			        rq, S3E_INVALID_ARGUMENT,
+			        "Part number must be an integer between 1 and 10000, inclusive");
 		}
 		rc = mpu_load(rq, uid, r);
 		if (rc == 0) {
@@ -1225,18 +1255,21 @@ put_end(struct s3_req *rq)
 	if (p->hdr_ck && strcmp(ckv, p->hdr_ck_val) != 0) {
 		char msg[96];
 
-		snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated checksum.",
-			 s3_ck_name(p->hdr_ck));
+		snprintf(msg, sizeof(msg),
+		         "The %s you specified did not match the calculated checksum.",
+		         s3_ck_name(p->hdr_ck));
 		return err_reply(rq, S3E_BAD_DIGEST, msg);
 	}
 	if (rq->aws_chunked && !rq->aws.trailer_ck && hdr(rq, "x-amz-trailer"))
-		return err_reply(rq, S3E_MALFORMED_TRAILER, "The trailing checksum named in x-amz-trailer was not sent.");
+		return err_reply(rq, S3E_MALFORMED_TRAILER,
+		                 "The trailing checksum named in x-amz-trailer was not sent.");
 	if (rq->aws_chunked && rq->aws.trailer_ck) {
 		if (rq->aws.trailer_ck != p->want_ck || strcmp(rq->aws.trailer_val, ckv) != 0) {
 			char msg[96];
 
-			snprintf(msg, sizeof(msg), "The %s you specified did not match the calculated checksum.",
-				 s3_ck_name(rq->aws.trailer_ck));
+			snprintf(msg, sizeof(msg),
+			         "The %s you specified did not match the calculated checksum.",
+			         s3_ck_name(rq->aws.trailer_ck));
 			return err_reply(rq, S3E_BAD_DIGEST, msg);
 		}
 	}
@@ -1247,7 +1280,8 @@ put_end(struct s3_req *rq)
 		attr_add(&p->attrs, name, strlen(name), ckv, strlen(ckv));
 	}
 	if (p->attrs.err)
-		return err_reply(rq, S3E_INVALID_ARGUMENT, "Your metadata headers exceed the maximum allowed metadata size.");
+		return err_reply(rq, S3E_INVALID_ARGUMENT,
+		                 "Your metadata headers exceed the maximum allowed metadata size.");
 	etag_hex(o.md5, etag);
 	info = malloc(sizeof(*info));
 	if (!info)
@@ -1276,7 +1310,8 @@ collect_begin(struct s3_req *rq)
 	if (rq->http.has_length && rq->http.content_length > S3_XML_BODY_MAX)
 		return err_reply(rq, S3E_ENTITY_TOO_LARGE, NULL);
 	if (rq->auth.payload != S3_PAYLOAD_HASH && rq->auth.payload != S3_PAYLOAD_UNSIGNED)
-		return err_reply(rq, S3E_NOT_IMPLEMENTED, "aws-chunked request bodies are only accepted for uploads");
+		return err_reply(rq, S3E_NOT_IMPLEMENTED,
+		                 "aws-chunked request bodies are only accepted for uploads");
 	s3_buf_init(&rq->body, S3_XML_BODY_MAX);
 	rq->body_mode = S3_BODY_COLLECT;
 	return 0;
@@ -1295,7 +1330,8 @@ collect_verify(struct s3_req *rq)
 	for (unsigned i = 0; i < rq->http.nhdr; i++) {
 		const struct s3_hdr *h = &rq->http.hdr[i];
 
-		if (h->name_len > 15 && h->name_len < 40 && strncasecmp(h->name, "x-amz-checksum-", 15) == 0 &&
+		if (h->name_len > 15 && h->name_len < 40 &&
+		    strncasecmp(h->name, "x-amz-checksum-", 15) == 0 &&
 		    s3_ck_from_name(h->name + 15, h->name_len - 15)) {
 			ck = s3_ck_from_name(h->name + 15, h->name_len - 15);
 			memcpy(ckname, h->name, h->name_len);
@@ -1307,7 +1343,8 @@ collect_verify(struct s3_req *rq)
 	s3_sum_update(&s, rq->body.p ? rq->body.p : "", rq->body.len);
 	s3_sum_final(&s, &o);
 	s3_sum_fini(&s);
-	if (rq->auth.payload == S3_PAYLOAD_HASH && memcmp(o.sha256, rq->auth.payload_sha256, 32) != 0)
+	if (rq->auth.payload == S3_PAYLOAD_HASH &&
+	    memcmp(o.sha256, rq->auth.payload_sha256, 32) != 0)
 		return S3E_XAMZ_CONTENT_SHA256_MISMATCH;
 	if (hdr_str(rq, "content-md5", v, sizeof(v))) {
 		uint8_t md5[16];
@@ -1364,7 +1401,8 @@ end_delete_objects(struct s3_req *rq)
 			s3_buf_adds(&x, "<Error>");
 			s3_xml_key(&x, "Key", d.keys[i], false);
 			s3_buf_printf(&x, "<Code>%s</Code><Message>", s3_err_info(ke)->code);
-			s3_buf_add_xml(&x, s3_err_info(ke)->message, strlen(s3_err_info(ke)->message));
+			s3_buf_add_xml(&x, s3_err_info(ke)->message,
+			               strlen(s3_err_info(ke)->message));
 			s3_buf_adds(&x, "</Message></Error>");
 		} else if (!d.quiet) {
 			s3_buf_adds(&x, "<Deleted>");
@@ -1415,15 +1453,17 @@ op_mpu_create(struct s3_req *rq)
 		return err_reply(rq, S3E_INVALID_ARGUMENT, "Metadata too large");
 	}
 	info = malloc(sizeof(*info));
-	rc = info ? rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, strlen(rq->key), true, &stream)
-		  : -ENOMEM;
+	rc = info ? rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, strlen(rq->key), true,
+	                             &stream)
+	          : -ENOMEM;
 	if (rc == 0) {
 		seg = (struct zc_seg){ (const uint8_t *)rq->key, strlen(rq->key), NULL };
 		rc = rq->be->put_write(stream, &seg);
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else
-			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len, info);
+			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len,
+			                        info);
 	}
 	free(info);
 	s3_buf_fini(&attrs);
@@ -1458,15 +1498,16 @@ mpu_list_parts(struct s3_req *rq, const char *uid, struct s3_list_result *all)
 	memset(all, 0, sizeof(*all));
 	for (;;) {
 		struct s3_list_result lr = { 0 };
-		int rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
+		int rc =
+		        rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
 
 		if (rc < 0) {
 			s3_list_result_fini(all);
 			return rc;
 		}
 		for (size_t i = 0; i < lr.n; i++) {
-			rc = s3_list_result_add(all, lr.entries[i].key, lr.entries[i].size, lr.entries[i].etag,
-						lr.entries[i].mtime_ns);
+			rc = s3_list_result_add(all, lr.entries[i].key, lr.entries[i].size,
+			                        lr.entries[i].etag, lr.entries[i].mtime_ns);
 			if (rc < 0) {
 				s3_list_result_fini(&lr);
 				s3_list_result_fini(all);
@@ -1555,9 +1596,11 @@ end_complete(struct s3_req *rq)
 			uint8_t bin[16];
 			int n;
 
-			while (j < parts.n && part_number(parts.entries[j].key) < cr.parts[i].number)
+			while (j < parts.n &&
+			       part_number(parts.entries[j].key) < cr.parts[i].number)
 				j++;
-			if (j == parts.n || part_number(parts.entries[j].key) != cr.parts[i].number ||
+			if (j == parts.n ||
+			    part_number(parts.entries[j].key) != cr.parts[i].number ||
 			    strcmp(parts.entries[j].etag, cr.parts[i].etag) != 0) {
 				e = S3E_INVALID_PART;
 				goto fail_parts;
@@ -1590,8 +1633,11 @@ end_complete(struct s3_req *rq)
 				int vl;
 
 				snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
-				if (!pi || rq->be->stat(rq->be->ctx, S3_RESERVED_BUCKET, pkeys[i], pi) < 0 ||
-				    (vl = attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 || vl >= 64) {
+				if (!pi ||
+				    rq->be->stat(rq->be->ctx, S3_RESERVED_BUCKET, pkeys[i], pi) <
+				            0 ||
+				    (vl = attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 ||
+				    vl >= 64) {
 					free(pi);
 					e = S3E_INVALID_PART;
 					goto fail_parts;
@@ -1608,7 +1654,8 @@ end_complete(struct s3_req *rq)
 						e = S3E_INVALID_PART;
 						goto fail_parts;
 					}
-					if (cr.parts[i].ck == ck && strcmp(cr.parts[i].checksum, tmp) != 0) {
+					if (cr.parts[i].ck == ck &&
+					    strcmp(cr.parts[i].checksum, tmp) != 0) {
 						e = S3E_INVALID_PART;
 						goto fail_parts;
 					}
@@ -1657,9 +1704,9 @@ end_complete(struct s3_req *rq)
 			attr_add(&attrs, name, strlen(name), ckval, strlen(ckval));
 		}
 		info = malloc(sizeof(*info));
-		rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true, etag,
-					    attrs.p ? attrs.p : "", attrs.len, info)
-			  : -ENOMEM;
+		rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
+		                            etag, attrs.p ? attrs.p : "", attrs.len, info)
+		          : -ENOMEM;
 		s3_buf_fini(&attrs);
 		if (rc < 0) {
 			e = s3_err_from_errno(rc);
@@ -1673,7 +1720,8 @@ end_complete(struct s3_req *rq)
 		for (size_t i = 0; i < cr.n && !used; i++)
 			used = pkeys[i] == parts.entries[j].key;
 		if (!used)
-			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key, &existed);
+			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			            &existed);
 	}
 	{
 		char rk[160];
@@ -1684,7 +1732,8 @@ end_complete(struct s3_req *rq)
 		snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
 		rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, rk, &existed);
 		s3_buf_init(&x, 16384);
-		s3_buf_adds(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_NS "\"><Location>");
+		s3_buf_adds(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_NS
+		                         "\"><Location>");
 		{
 			struct s3_buf loc;
 
@@ -1704,13 +1753,17 @@ end_complete(struct s3_req *rq)
 		s3_buf_printf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
 		if (ck)
 			s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s>",
-				      ck == S3_CK_CRC32 ? "CRC32" : ck == S3_CK_CRC32C ? "CRC32C"
-								: ck == S3_CK_CRC64NVME ? "CRC64NVME"
-								: ck == S3_CK_SHA1 ? "SHA1" : "SHA256",
-				      ckval,
-				      ck == S3_CK_CRC32 ? "CRC32" : ck == S3_CK_CRC32C ? "CRC32C"
-								: ck == S3_CK_CRC64NVME ? "CRC64NVME"
-								: ck == S3_CK_SHA1 ? "SHA1" : "SHA256");
+			              ck == S3_CK_CRC32       ? "CRC32"
+			              : ck == S3_CK_CRC32C    ? "CRC32C"
+			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
+			              : ck == S3_CK_SHA1      ? "SHA1"
+			                                      : "SHA256",
+			              ckval,
+			              ck == S3_CK_CRC32       ? "CRC32"
+			              : ck == S3_CK_CRC32C    ? "CRC32C"
+			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
+			              : ck == S3_CK_SHA1      ? "SHA1"
+			                                      : "SHA256");
 		s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
 		s3_resp_xml(rq, 200, NULL, &x);
 		s3_buf_fini(&x);
@@ -1753,7 +1806,8 @@ op_mpu_abort(struct s3_req *rq)
 	rc = mpu_list_parts(rq, uid, &parts);
 	if (rc == 0) {
 		for (size_t j = 0; j < parts.n; j++)
-			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key, &existed);
+			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			            &existed);
 		s3_list_result_fini(&parts);
 	}
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
@@ -1780,7 +1834,8 @@ op_list_parts(struct s3_req *rq)
 	if (qparam(rq, "uploadId", uid, sizeof(uid)) != 1)
 		uid[0] = '\0';
 	if ((qparam(rq, "max-parts", v, sizeof(v)) == 1 && parse_uint(v, 1000, &max_parts) < 0) ||
-	    (qparam(rq, "part-number-marker", v, sizeof(v)) == 1 && parse_uint(v, 10000, &marker) < 0)) {
+	    (qparam(rq, "part-number-marker", v, sizeof(v)) == 1 &&
+	     parse_uint(v, 10000, &marker) < 0)) {
 		free(r);
 		return err_reply(rq, S3E_INVALID_ARGUMENT, NULL);
 	}
@@ -1797,11 +1852,12 @@ op_list_parts(struct s3_req *rq)
 	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
 	s3_buf_adds(&x, "</Bucket>");
 	s3_xml_key(&x, "Key", rq->key, false);
-	s3_buf_printf(&x, "<UploadId>%s</UploadId><PartNumberMarker>%lu</PartNumberMarker>"
-			  "<Initiator><ID>zest</ID><DisplayName>zest</DisplayName></Initiator>"
-			  "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>"
-			  "<StorageClass>STANDARD</StorageClass><MaxParts>%lu</MaxParts>",
-		      uid, marker, max_parts);
+	s3_buf_printf(&x,
+	              "<UploadId>%s</UploadId><PartNumberMarker>%lu</PartNumberMarker>"
+	              "<Initiator><ID>zest</ID><DisplayName>zest</DisplayName></Initiator>"
+	              "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>"
+	              "<StorageClass>STANDARD</StorageClass><MaxParts>%lu</MaxParts>",
+	              uid, marker, max_parts);
 	for (size_t j = 0; j < parts.n; j++) {
 		unsigned pn = part_number(parts.entries[j].key);
 		char t[32];
@@ -1813,15 +1869,17 @@ op_list_parts(struct s3_req *rq)
 			break;
 		}
 		s3_xml_time(parts.entries[j].mtime_ns, t);
-		s3_buf_printf(&x, "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
-				  "<ETag>&quot;%s&quot;</ETag><Size>%lu</Size></Part>",
-			      pn, t, parts.entries[j].etag, (unsigned long)parts.entries[j].size);
+		s3_buf_printf(&x,
+		              "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
+		              "<ETag>&quot;%s&quot;</ETag><Size>%lu</Size></Part>",
+		              pn, t, parts.entries[j].etag, (unsigned long)parts.entries[j].size);
 		shown++;
 		last = pn;
 	}
-	s3_buf_printf(&x, "<NextPartNumberMarker>%u</NextPartNumberMarker><IsTruncated>%s</IsTruncated>"
-			  "</ListPartsResult>",
-		      last, truncated ? "true" : "false");
+	s3_buf_printf(&x,
+	              "<NextPartNumberMarker>%u</NextPartNumberMarker><IsTruncated>%s</IsTruncated>"
+	              "</ListPartsResult>",
+	              last, truncated ? "true" : "false");
 	s3_list_result_fini(&parts);
 	s3_resp_xml(rq, 200, NULL, &x);
 	s3_buf_fini(&x);
@@ -1877,8 +1935,8 @@ op_list_uploads(struct s3_req *rq)
 		if (!r || !id)
 			continue;
 		s3_buf_init(&r->key, S3_MAX_KEY + 1);
-		if (rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false, rec_info,
-				rec_emit, r) == 0 &&
+		if (rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
+		                rec_info, rec_emit, r) == 0 &&
 		    r->key.p && strncmp(r->key.p, kprefix, strlen(kprefix)) == 0) {
 			u[nu].key = strdup(r->key.p);
 			snprintf(u[nu].uid, sizeof(u[nu].uid), "%s", id + 1);
@@ -1903,11 +1961,12 @@ op_list_uploads(struct s3_req *rq)
 		s3_xml_time(u[i].mtime_ns, t);
 		s3_buf_adds(&x, "<Upload>");
 		s3_xml_key(&x, "Key", u[i].key, false);
-		s3_buf_printf(&x, "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
-				  "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
-				  "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
-				  "<Initiated>%s</Initiated></Upload>",
-			      u[i].uid, t);
+		s3_buf_printf(&x,
+		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
+		              "<Initiated>%s</Initiated></Upload>",
+		              u[i].uid, t);
 		free(u[i].key);
 	}
 	s3_buf_adds(&x, "</ListMultipartUploadsResult>");
@@ -1922,11 +1981,33 @@ op_list_uploads(struct s3_req *rq)
 /* ------------------------------------------------------------------ dispatch */
 
 static const char *const unsupported_sub[] = {
-	"acl",	   "policy",	 "lifecycle", "cors",	    "tagging",	  "website",
-	"logging", "notification", "replication", "encryption", "object-lock", "retention",
-	"legal-hold", "torrent", "accelerate", "requestPayment", "inventory", "analytics",
-	"metrics", "intelligent-tiering", "ownershipControls", "publicAccessBlock", "restore",
-	"select", "versions", "attributes", "policyStatus",
+	"acl",
+	"policy",
+	"lifecycle",
+	"cors",
+	"tagging",
+	"website",
+	"logging",
+	"notification",
+	"replication",
+	"encryption",
+	"object-lock",
+	"retention",
+	"legal-hold",
+	"torrent",
+	"accelerate",
+	"requestPayment",
+	"inventory",
+	"analytics",
+	"metrics",
+	"intelligent-tiering",
+	"ownershipControls",
+	"publicAccessBlock",
+	"restore",
+	"select",
+	"versions",
+	"attributes",
+	"policyStatus",
 };
 
 static int
@@ -1937,7 +2018,8 @@ dispatch(struct s3_req *rq)
 
 	for (size_t i = 0; i < sizeof(unsupported_sub) / sizeof(unsupported_sub[0]); i++)
 		if (has_q(rq, unsupported_sub[i]))
-			return err_reply(rq, S3E_NOT_IMPLEMENTED, "This subresource is not implemented");
+			return err_reply(rq, S3E_NOT_IMPLEMENTED,
+			                 "This subresource is not implemented");
 	if (!rq->bucket[0]) {
 		if (get && !rq->is_head) {
 			rq->op = S3_OP_LIST_BUCKETS;
@@ -2025,7 +2107,11 @@ s3_ops_begin(struct s3_req *rq)
 	if (e) {
 		if (!rq->resource)
 			route(rq); /* for the Resource of the error body */
-		return err_reply(rq, e, e == S3E_INVALID_REQUEST ? "Missing required header for this request: x-amz-content-sha256" : NULL);
+		return err_reply(
+		        rq, e,
+		        e == S3E_INVALID_REQUEST
+		                ? "Missing required header for this request: x-amz-content-sha256"
+		                : NULL);
 	}
 	e = route(rq);
 	if (e)

@@ -80,7 +80,7 @@ last_item(const struct s3_list_result *r)
 
 int
 s3_list_merge(const struct s3_list_result *const *parts, unsigned n, unsigned limit,
-	      struct s3_list_result *out)
+              struct s3_list_result *out)
 {
 	struct cursor *cur = calloc(n ? n : 1, sizeof(*cur));
 	const char *bound = NULL, *last = NULL;
@@ -137,10 +137,11 @@ s3_list_merge(const struct s3_list_result *const *parts, unsigned n, unsigned li
 			const struct s3_list_entry *e = NULL;
 
 			for (unsigned i = 0; i < n && !e; i++)
-				if (cur[i].e && strcmp(parts[i]->entries[cur[i].e - 1].key, best) == 0)
+				if (cur[i].e &&
+				    strcmp(parts[i]->entries[cur[i].e - 1].key, best) == 0)
 					e = &parts[i]->entries[cur[i].e - 1];
 			rc = s3_list_result_add(out, best, e ? e->size : 0, e ? e->etag : "",
-						e ? e->mtime_ns : 0);
+			                        e ? e->mtime_ns : 0);
 		}
 		if (rc < 0)
 			break;

@@ -39,13 +39,13 @@
 #include "s3_internal.h"
 #include "zc.h"
 
-#define RBUF_SIZE        (256u * 1024u)
-#define MAX_LOOPS        16
-#define MAX_WORKERS      256
-#define LAT_BUCKETS      10
+#define RBUF_SIZE   (256u * 1024u)
+#define MAX_LOOPS   16
+#define MAX_WORKERS 256
+#define LAT_BUCKETS 10
 
 static const double lat_bounds[LAT_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
-						0.05,  0.1,    0.5,   1.0,  5.0 };
+	                                        0.05,  0.1,    0.5,   1.0,  5.0 };
 
 /* ------------------------------------------------------------------ metrics */
 
@@ -60,10 +60,10 @@ static struct {
 } metrics;
 
 static const char *const op_names[S3_OP_COUNT] = {
-	"unknown",	"list_buckets",	  "create_bucket",  "delete_bucket",  "head_bucket",
-	"bucket_meta",	"list_objects",	  "put_object",	    "get_object",     "head_object",
-	"delete_object", "delete_objects", "mpu_create",     "mpu_part",       "mpu_complete",
-	"mpu_abort",	"mpu_list",
+	"unknown",       "list_buckets",   "create_bucket", "delete_bucket", "head_bucket",
+	"bucket_meta",   "list_objects",   "put_object",    "get_object",    "head_object",
+	"delete_object", "delete_objects", "mpu_create",    "mpu_part",      "mpu_complete",
+	"mpu_abort",     "mpu_list",
 };
 
 static const char *const copy_stage_names[S3_COPY_STAGES] = { "rbuf_carry", "xml_collect" };
@@ -110,8 +110,9 @@ metrics_render(struct s3_buf *b)
 			unsigned long v = atomic_load(&metrics.req[op][c]);
 
 			if (v)
-				s3_buf_printf(b, "zest_s3_requests_total{op=\"%s\",code=\"%ux\"} %lu\n",
-					      op_names[op], c, v);
+				s3_buf_printf(
+				        b, "zest_s3_requests_total{op=\"%s\",code=\"%ux\"} %lu\n",
+				        op_names[op], c, v);
 		}
 	s3_buf_adds(b, "# TYPE zest_s3_request_seconds histogram\n");
 	for (unsigned op = 0; op < S3_OP_COUNT; op++) {
@@ -125,35 +126,42 @@ metrics_render(struct s3_buf *b)
 		for (unsigned k = 0; k <= LAT_BUCKETS; k++) {
 			cum += atomic_load(&metrics.lat[op][k]);
 			if (k < LAT_BUCKETS)
-				s3_buf_printf(b, "zest_s3_request_seconds_bucket{op=\"%s\",le=\"%g\"} %lu\n",
-					      op_names[op], lat_bounds[k], cum);
+				s3_buf_printf(
+				        b,
+				        "zest_s3_request_seconds_bucket{op=\"%s\",le=\"%g\"} %lu\n",
+				        op_names[op], lat_bounds[k], cum);
 			else
-				s3_buf_printf(b, "zest_s3_request_seconds_bucket{op=\"%s\",le=\"+Inf\"} %lu\n",
-					      op_names[op], cum);
+				s3_buf_printf(b,
+				              "zest_s3_request_seconds_bucket{op=\"%s\",le=\"+"
+				              "Inf\"} %lu\n",
+				              op_names[op], cum);
 		}
 		s3_buf_printf(b, "zest_s3_request_seconds_sum{op=\"%s\"} %.6f\n", op_names[op],
-			      (double)atomic_load(&metrics.lat_sum_us[op]) / 1e6);
-		s3_buf_printf(b, "zest_s3_request_seconds_count{op=\"%s\"} %lu\n", op_names[op], cum);
+		              (double)atomic_load(&metrics.lat_sum_us[op]) / 1e6);
+		s3_buf_printf(b, "zest_s3_request_seconds_count{op=\"%s\"} %lu\n", op_names[op],
+		              cum);
 	}
 	s3_buf_adds(b, "# TYPE zest_payload_copied_bytes_total counter\n");
 	for (unsigned s = 0; s < S3_COPY_STAGES; s++)
 		s3_buf_printf(b, "zest_payload_copied_bytes_total{stage=\"%s\"} %lu\n",
-			      copy_stage_names[s], atomic_load(&metrics.copied[s]));
-	s3_buf_printf(b, "# TYPE zest_s3_payload_bytes_total counter\n"
-			 "zest_s3_payload_bytes_total{dir=\"in\"} %lu\n"
-			 "zest_s3_payload_bytes_total{dir=\"out\"} %lu\n",
-		      atomic_load(&metrics.bytes_in), atomic_load(&metrics.bytes_out));
+		              copy_stage_names[s], atomic_load(&metrics.copied[s]));
+	s3_buf_printf(b,
+	              "# TYPE zest_s3_payload_bytes_total counter\n"
+	              "zest_s3_payload_bytes_total{dir=\"in\"} %lu\n"
+	              "zest_s3_payload_bytes_total{dir=\"out\"} %lu\n",
+	              atomic_load(&metrics.bytes_in), atomic_load(&metrics.bytes_out));
 	{
 		static const char *const modes[5] = { "sha256", "unsigned", "streaming-signed",
-						       "streaming-signed-trailer", "streaming-unsigned-trailer" };
+			                              "streaming-signed-trailer",
+			                              "streaming-unsigned-trailer" };
 
 		s3_buf_adds(b, "# TYPE zest_s3_uploads_by_payload_total counter\n");
 		for (unsigned i = 0; i < 5; i++)
-			s3_buf_printf(b, "zest_s3_uploads_by_payload_total{mode=\"%s\"} %lu\n", modes[i],
-				      atomic_load(&metrics.payload_mode[i]));
+			s3_buf_printf(b, "zest_s3_uploads_by_payload_total{mode=\"%s\"} %lu\n",
+			              modes[i], atomic_load(&metrics.payload_mode[i]));
 	}
 	s3_buf_printf(b, "# TYPE zest_s3_connections gauge\nzest_s3_connections %ld\n",
-		      atomic_load(&metrics.conns));
+	              atomic_load(&metrics.conns));
 	s3_buf_printf(b, "# TYPE zest_zc_refs_live gauge\nzest_zc_refs_live %ld\n", zc_ref_live());
 }
 
@@ -188,10 +196,10 @@ enum conn_state { C_HEAD, C_BODY, C_DRAIN };
 struct loop;
 
 struct s3_conn {
-	pthread_mutex_t mu;   /* held by whoever works on the connection */
-	atomic_bool queued;   /* handed to the workers, not yet picked up */
+	pthread_mutex_t mu; /* held by whoever works on the connection */
+	atomic_bool queued; /* handed to the workers, not yet picked up */
 	struct s3_conn *qnext;
-	bool no_wait;         /* writes give up instead of waiting (timeout path) */
+	bool no_wait; /* writes give up instead of waiting (timeout path) */
 	int fd;
 	SSL *ssl;
 	struct loop *loop;
@@ -320,7 +328,8 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 
 				ERR_clear_error();
 				if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
-					int rc = wait_fd(c, e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN);
+					int rc = wait_fd(c, e == SSL_ERROR_WANT_WRITE ? POLLOUT
+					                                              : POLLIN);
 
 					if (rc)
 						return rc;
@@ -355,26 +364,46 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 411: return "Length Required";
-	case 412: return "Precondition Failed";
-	case 416: return "Requested Range Not Satisfiable";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 204:
+		return "No Content";
+	case 206:
+		return "Partial Content";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 409:
+		return "Conflict";
+	case 411:
+		return "Length Required";
+	case 412:
+		return "Precondition Failed";
+	case 416:
+		return "Requested Range Not Satisfiable";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -390,14 +419,15 @@ http_date(char *out, size_t cap)
 
 static void
 build_head(struct s3_req *rq, struct s3_buf *h, int status, const struct s3_buf *extra,
-	   uint64_t clen)
+           uint64_t clen)
 {
 	char date[64];
 
 	http_date(date, sizeof(date));
-	s3_buf_printf(h, "HTTP/1.1 %d %s\r\nServer: zest-s3gw\r\nDate: %s\r\nx-amz-request-id: %s\r\n"
-			 "x-amz-id-2: %s\r\n",
-		      status, reason(status), date, rq->id, rq->id);
+	s3_buf_printf(h,
+	              "HTTP/1.1 %d %s\r\nServer: zest-s3gw\r\nDate: %s\r\nx-amz-request-id: %s\r\n"
+	              "x-amz-id-2: %s\r\n",
+	              status, reason(status), date, rq->id, rq->id);
 	if (extra && extra->len)
 		s3_buf_add(h, extra->p, extra->len);
 	if (status != 204 && status != 304)
@@ -486,8 +516,8 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 	}
 	s3_buf_init(&x, 16 * 1024);
 	if (ei->http != 304)
-		s3_xml_error(&x, ei->code, msg ? msg : ei->message, rq->resource ? rq->resource : "/",
-			     rq->id);
+		s3_xml_error(&x, ei->code, msg ? msg : ei->message,
+		             rq->resource ? rq->resource : "/", rq->id);
 	ZC_DBG("s3", "request=%s op=%s error=%s status=%d", rq->id, s3_op_name(rq->op), ei->code,
 	       ei->http);
 	rc = s3_resp_xml(rq, ei->http, NULL, ei->http == 304 ? NULL : &x);
@@ -608,7 +638,7 @@ send_simple_error(struct s3_conn *c, enum s3_err err)
 	rq->conn = c;
 	rq->close = true;
 	snprintf(rq->id, sizeof(rq->id), "%016X",
-		 atomic_fetch_add(&c->loop->srv->req_seq, 1) * 2654435761u);
+	         atomic_fetch_add(&c->loop->srv->req_seq, 1) * 2654435761u);
 	s3_resp_error(rq, err, NULL);
 	c->closing = true;
 }
@@ -649,7 +679,7 @@ begin_request(struct s3_conn *c)
 	rq->creds.region = srv->cfg.region;
 	rq->start_ns = zc_now_ns();
 	snprintf(rq->id, sizeof(rq->id), "%08X%08X", (unsigned)time(NULL),
-		 atomic_fetch_add(&srv->req_seq, 1));
+	         atomic_fetch_add(&srv->req_seq, 1));
 	rq->is_head = rq->http.method_len == 4 && memcmp(rq->http.method, "HEAD", 4) == 0;
 	c->in_request = true;
 	c->chunked = rq->http.chunked;
@@ -775,11 +805,12 @@ process(struct s3_conn *c)
 
 			memset(rq, 0, sizeof(*rq));
 			rc = s3_http_parse(&rq->http, (const char *)c->rb->data + c->rstart,
-					   c->rend - c->rstart, cfg->max_header);
+			                   c->rend - c->rstart, cfg->max_header);
 			if (rc == -EAGAIN)
 				return;
 			if (rc < 0) {
-				send_simple_error(c, rc == -EMSGSIZE ? S3E_HEADER_TOO_LARGE : S3E_BAD_REQUEST);
+				send_simple_error(c, rc == -EMSGSIZE ? S3E_HEADER_TOO_LARGE
+				                                     : S3E_BAD_REQUEST);
 				return;
 			}
 			/* the head must outlive buffer compaction: the request keeps its own copy
@@ -791,7 +822,8 @@ process(struct s3_conn *c)
 			}
 			memcpy(rq->head_copy, c->rb->data + c->rstart, rq->http.head_len);
 			c->rstart += rq->http.head_len;
-			rc = s3_http_parse(&rq->http, rq->head_copy, rq->http.head_len, cfg->max_header);
+			rc = s3_http_parse(&rq->http, rq->head_copy, rq->http.head_len,
+			                   cfg->max_header);
 			if (rc < 0) {
 				free(rq->head_copy);
 				rq->head_copy = NULL;
@@ -960,9 +992,10 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 			static atomic_ulong last_warn_s;
 			unsigned long now_s = (unsigned long)(zc_now_ns() / 1000000000u);
 
-			if (atomic_exchange(&last_warn_s, now_s) != now_s) /* once a second at most */
+			if (atomic_exchange(&last_warn_s, now_s) !=
+			    now_s) /* once a second at most */
 				ZC_WARN("s3", "conns=%ld limit=%u action=refuse",
-					atomic_load(&metrics.conns), srv->cfg.max_conns);
+				        atomic_load(&metrics.conns), srv->cfg.max_conns);
 			close(fd);
 			continue;
 		}
@@ -1071,8 +1104,9 @@ listen_on(const char *spec, int *port)
 {
 	char host[256];
 	const char *colon = strrchr(spec, ':');
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE };
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+		                  .ai_socktype = SOCK_STREAM,
+		                  .ai_flags = AI_PASSIVE };
 	struct addrinfo *ai;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -1105,7 +1139,7 @@ listen_on(const char *spec, int *port)
 	freeaddrinfo(ai);
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
 	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-					       : ((struct sockaddr_in *)&ss)->sin_port);
+	                                       : ((struct sockaddr_in *)&ss)->sin_port);
 	return fd;
 }
 
@@ -1156,8 +1190,10 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		srv->tls = SSL_CTX_new(TLS_server_method());
 		if (!srv->tls ||
 		    SSL_CTX_use_certificate_chain_file(srv->tls, srv->cfg.tls_cert) != 1 ||
-		    SSL_CTX_use_PrivateKey_file(srv->tls, srv->cfg.tls_key, SSL_FILETYPE_PEM) != 1) {
-			ZC_ERR("s3", "tls=cannot_load cert=%s key=%s", srv->cfg.tls_cert, srv->cfg.tls_key);
+		    SSL_CTX_use_PrivateKey_file(srv->tls, srv->cfg.tls_key, SSL_FILETYPE_PEM) !=
+		            1) {
+			ZC_ERR("s3", "tls=cannot_load cert=%s key=%s", srv->cfg.tls_cert,
+			       srv->cfg.tls_key);
 			rc = -EINVAL;
 			goto fail;
 		}

@@ -21,9 +21,9 @@
 
 #include "s3.h"
 
-#define SKEW_SEC      (15 * 60)
-#define MAX_EXPIRES   604800
-#define EMPTY_SHA256  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define SKEW_SEC     (15 * 60)
+#define MAX_EXPIRES  604800
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 static void
 hmac(const void *key, size_t klen, const void *msg, size_t n, uint8_t out[32])
@@ -35,7 +35,7 @@ hmac(const void *key, size_t klen, const void *msg, size_t n, uint8_t out[32])
 
 void
 s3_sigv4_key(const char *secret, const char *date8, const char *region, const char *service,
-	     uint8_t out[32])
+             uint8_t out[32])
 {
 	char k0[256];
 	uint8_t a[32], b[32];
@@ -229,7 +229,7 @@ canonical_uri(const struct s3_http_req *req, bool raw, struct s3_buf *out)
 /* raw_uri: bit 0 the path as sent, bit 1 the query as sent (fallbacks, see top). */
 static int
 canonical_build(const struct s3_http_req *req, const char *sh, size_t sh_len,
-		const char *payload_hash, bool presigned, int raw_uri, struct s3_buf *out)
+                const char *payload_hash, bool presigned, int raw_uri, struct s3_buf *out)
 {
 	size_t i = 0;
 	int rc;
@@ -281,7 +281,7 @@ canonical_build(const struct s3_http_req *req, const char *sh, size_t sh_len,
 
 int
 s3_sigv4_canonical(const struct s3_http_req *req, const char *signed_headers, size_t sh_len,
-		   const char *payload_hash, bool presigned, struct s3_buf *out)
+                   const char *payload_hash, bool presigned, struct s3_buf *out)
 {
 	return canonical_build(req, signed_headers, sh_len, payload_hash, presigned, false, out);
 }
@@ -303,7 +303,8 @@ query_param(const struct s3_http_req *req, const char *name, size_t *len)
 
 		while (j < req->query_len && req->query[j] != '&')
 			j++;
-		if (j - i > nl && req->query[i + nl] == '=' && memcmp(req->query + i, name, nl) == 0) {
+		if (j - i > nl && req->query[i + nl] == '=' &&
+		    memcmp(req->query + i, name, nl) == 0) {
 			*len = j - i - nl - 1;
 			return req->query + i + nl + 1;
 		}
@@ -365,7 +366,8 @@ parse_amz_date(const char *s, size_t n)
 	for (int i = 0; i < 15; i++)
 		if (i != 8 && !isdigit((unsigned char)s[i]))
 			return -1;
-	tm.tm_year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + s[3] - '0' - 1900;
+	tm.tm_year =
+	        (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + s[3] - '0' - 1900;
 	tm.tm_mon = (s[4] - '0') * 10 + s[5] - '0' - 1;
 	tm.tm_mday = (s[6] - '0') * 10 + s[7] - '0';
 	tm.tm_hour = (s[9] - '0') * 10 + s[10] - '0';
@@ -421,7 +423,8 @@ payload_mode(const struct s3_hdr *h, struct s3_auth *auth)
 		return S3_OK;
 	}
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
-		if (h->val_len == strlen(modes[i].s) && memcmp(h->val, modes[i].s, h->val_len) == 0) {
+		if (h->val_len == strlen(modes[i].s) &&
+		    memcmp(h->val, modes[i].s, h->val_len) == 0) {
 			auth->payload = modes[i].m;
 			return S3_OK;
 		}
@@ -434,7 +437,7 @@ payload_mode(const struct s3_hdr *h, struct s3_auth *auth)
 /* Check one credential "AK/20130524/us-east-1/s3/aws4_request"; fills auth->scope. */
 static enum s3_err
 check_credential(const char *cred, size_t n, const struct s3_creds *creds, struct s3_auth *auth,
-		 char date8[9])
+                 char date8[9])
 {
 	const char *slash = memchr(cred, '/', n);
 	size_t akl, rest;
@@ -507,7 +510,8 @@ finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_au
 			continue;
 		}
 		sha256_hex(canon.p, canon.len, chash);
-		s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", auth->amz_date, auth->scope, chash);
+		s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", auth->amz_date, auth->scope,
+		              chash);
 		s3_sigv4_sign(auth->key, sts.p, sts.len, mysig);
 		if (sig_len == 64 && CRYPTO_memcmp(mysig, sig, 64) == 0)
 			res = S3_OK;
@@ -521,7 +525,7 @@ finish(const struct s3_http_req *req, const struct s3_creds *creds, struct s3_au
 
 enum s3_err
 s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, time_t now,
-		struct s3_auth *auth)
+                struct s3_auth *auth)
 {
 	const struct s3_hdr *ah = s3_http_header(req, "authorization");
 	const struct s3_hdr *ph = s3_http_header(req, "x-amz-content-sha256");
@@ -566,13 +570,13 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 
 				if (!h)
 					return S3E_INTERNAL;
-				e = finish(req, creds, auth, date8, ap.sh, ap.sh_len, ap.sig, ap.sig_len, h,
-					   false);
+				e = finish(req, creds, auth, date8, ap.sh, ap.sh_len, ap.sig,
+				           ap.sig_len, h, false);
 				free(h);
 				return e;
 			}
-			return finish(req, creds, auth, date8, ap.sh, ap.sh_len, ap.sig, ap.sig_len, hash,
-				      false);
+			return finish(req, creds, auth, date8, ap.sh, ap.sh_len, ap.sig, ap.sig_len,
+			              hash, false);
 		}
 	}
 	if (alg) {
@@ -616,8 +620,8 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 		if (n < 0)
 			return S3E_AUTH_HEADER_MALFORMED;
 		auth->payload = S3_PAYLOAD_UNSIGNED;
-		return finish(req, creds, auth, date8, shbuf, (size_t)n, sig, sgl, "UNSIGNED-PAYLOAD",
-			      true);
+		return finish(req, creds, auth, date8, shbuf, (size_t)n, sig, sgl,
+		              "UNSIGNED-PAYLOAD", true);
 	}
 	return S3E_ACCESS_DENIED;
 }
@@ -626,26 +630,26 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 
 void
 s3_sigv4_chunk_sig(const struct s3_auth *auth, const char *prev_sig, const uint8_t chunk_sha256[32],
-		   char out[65])
+                   char out[65])
 {
 	char sts[512], h[65];
 	int n;
 
 	s3_hex(chunk_sha256, 32, h);
-	n = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256-PAYLOAD\n%s\n%s\n%s\n%s\n%s", auth->amz_date,
-		     auth->scope, prev_sig, EMPTY_SHA256, h);
+	n = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256-PAYLOAD\n%s\n%s\n%s\n%s\n%s",
+	             auth->amz_date, auth->scope, prev_sig, EMPTY_SHA256, h);
 	s3_sigv4_sign(auth->key, sts, (size_t)n, out);
 }
 
 void
 s3_sigv4_trailer_sig(const struct s3_auth *auth, const char *prev_sig, const void *trailer,
-		     size_t len, char out[65])
+                     size_t len, char out[65])
 {
 	char sts[512], h[65];
 	int n;
 
 	sha256_hex(trailer, len, h);
 	n = snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256-TRAILER\n%s\n%s\n%s\n%s", auth->amz_date,
-		     auth->scope, prev_sig, h);
+	             auth->scope, prev_sig, h);
 	s3_sigv4_sign(auth->key, sts, (size_t)n, out);
 }

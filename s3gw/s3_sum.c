@@ -31,7 +31,8 @@ crc64_init_tables(void)
 	}
 	for (unsigned i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc64_tab[t][i] = (crc64_tab[t - 1][i] >> 8) ^ crc64_tab[0][crc64_tab[t - 1][i] & 0xff];
+			crc64_tab[t][i] = (crc64_tab[t - 1][i] >> 8) ^
+			                  crc64_tab[0][crc64_tab[t - 1][i] & 0xff];
 }
 
 uint64_t
@@ -137,8 +138,8 @@ static const struct {
 	unsigned ck;
 	const char *name;
 } ck_names[] = {
-	{ S3_CK_CRC32, "crc32" },	  { S3_CK_CRC32C, "crc32c" }, { S3_CK_CRC64NVME, "crc64nvme" },
-	{ S3_CK_SHA1, "sha1" },	  { S3_CK_SHA256, "sha256" },
+	{ S3_CK_CRC32, "crc32" }, { S3_CK_CRC32C, "crc32c" }, { S3_CK_CRC64NVME, "crc64nvme" },
+	{ S3_CK_SHA1, "sha1" },   { S3_CK_SHA256, "sha256" },
 };
 
 unsigned

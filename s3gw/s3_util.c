@@ -12,59 +12,78 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3_OK] = { 200, "OK", "OK" },
 	[S3E_ACCESS_DENIED] = { 403, "AccessDenied", "Access Denied" },
 	[S3E_BAD_DIGEST] = { 400, "BadDigest",
-			     "The Content-MD5 or checksum you specified did not match what we received." },
+	                     "The Content-MD5 or checksum you specified did not match what we "
+	                     "received." },
 	[S3E_BUCKET_EXISTS_OWNED] = { 409, "BucketAlreadyOwnedByYou",
-				      "Your previous request to create the named bucket succeeded and you already own it." },
-	[S3E_BUCKET_NOT_EMPTY] = { 409, "BucketNotEmpty", "The bucket you tried to delete is not empty" },
+	                              "Your previous request to create the named bucket succeeded "
+	                              "and you already own it." },
+	[S3E_BUCKET_NOT_EMPTY] = { 409, "BucketNotEmpty",
+	                           "The bucket you tried to delete is not empty" },
 	[S3E_ENTITY_TOO_LARGE] = { 400, "EntityTooLarge",
-				   "Your proposed upload exceeds the maximum allowed object size." },
+	                           "Your proposed upload exceeds the maximum allowed object "
+	                           "size." },
 	[S3E_ENTITY_TOO_SMALL] = { 400, "EntityTooSmall",
-				   "Your proposed upload is smaller than the minimum allowed object size." },
+	                           "Your proposed upload is smaller than the minimum allowed "
+	                           "object size." },
 	[S3E_INCOMPLETE_BODY] = { 400, "IncompleteBody",
-				  "You did not provide the number of bytes specified by the Content-Length HTTP header." },
-	[S3E_INTERNAL] = { 500, "InternalError", "We encountered an internal error. Please try again." },
+	                          "You did not provide the number of bytes specified by the "
+	                          "Content-Length HTTP header." },
+	[S3E_INTERNAL] = { 500, "InternalError",
+	                   "We encountered an internal error. Please try again." },
 	[S3E_INVALID_ARGUMENT] = { 400, "InvalidArgument", "Invalid Argument" },
-	[S3E_INVALID_BUCKET_NAME] = { 400, "InvalidBucketName", "The specified bucket is not valid." },
-	[S3E_INVALID_DIGEST] = { 400, "InvalidDigest", "The Content-MD5 you specified is not valid." },
+	[S3E_INVALID_BUCKET_NAME] = { 400, "InvalidBucketName",
+	                              "The specified bucket is not valid." },
+	[S3E_INVALID_DIGEST] = { 400, "InvalidDigest",
+	                         "The Content-MD5 you specified is not valid." },
 	[S3E_INVALID_PART] = { 400, "InvalidPart",
-			       "One or more of the specified parts could not be found." },
+	                       "One or more of the specified parts could not be found." },
 	[S3E_INVALID_PART_ORDER] = { 400, "InvalidPartOrder",
-				     "The list of parts was not in ascending order." },
+	                             "The list of parts was not in ascending order." },
 	[S3E_INVALID_RANGE] = { 416, "InvalidRange", "The requested range is not satisfiable" },
 	[S3E_INVALID_REQUEST] = { 400, "InvalidRequest", "Invalid Request" },
 	[S3E_KEY_TOO_LONG] = { 400, "KeyTooLongError", "Your key is too long" },
 	[S3E_MALFORMED_XML] = { 400, "MalformedXML",
-				"The XML you provided was not well-formed or did not validate against our published schema." },
+	                        "The XML you provided was not well-formed or did not validate "
+	                        "against our published schema." },
 	[S3E_METHOD_NOT_ALLOWED] = { 405, "MethodNotAllowed",
-				     "The specified method is not allowed against this resource." },
+	                             "The specified method is not allowed against this resource." },
 	[S3E_MISSING_CONTENT_LENGTH] = { 411, "MissingContentLength",
-					 "You must provide the Content-Length HTTP header." },
+	                                 "You must provide the Content-Length HTTP header." },
 	[S3E_NO_SUCH_BUCKET] = { 404, "NoSuchBucket", "The specified bucket does not exist" },
 	[S3E_NO_SUCH_KEY] = { 404, "NoSuchKey", "The specified key does not exist." },
 	[S3E_NO_SUCH_UPLOAD] = { 404, "NoSuchUpload", "The specified upload does not exist." },
 	[S3E_NOT_IMPLEMENTED] = { 501, "NotImplemented",
-				  "A header you provided implies functionality that is not implemented." },
+	                          "A header you provided implies functionality that is not "
+	                          "implemented." },
 	[S3E_PRECONDITION_FAILED] = { 412, "PreconditionFailed",
-				      "At least one of the preconditions you specified did not hold." },
+	                              "At least one of the preconditions you specified did not "
+	                              "hold." },
 	[S3E_NOT_MODIFIED] = { 304, "NotModified", "Not Modified" },
 	[S3E_REQUEST_TIME_TOO_SKEWED] = { 403, "RequestTimeTooSkewed",
-					  "The difference between the request time and the server's time is too large." },
+	                                  "The difference between the request time and the "
+	                                  "server's time is too large." },
 	[S3E_SIGNATURE_DOES_NOT_MATCH] = { 403, "SignatureDoesNotMatch",
-					   "The request signature we calculated does not match the signature you provided." },
+	                                   "The request signature we calculated does not match the "
+	                                   "signature you provided." },
 	[S3E_SLOW_DOWN] = { 503, "SlowDown", "Please reduce your request rate." },
 	[S3E_AUTH_HEADER_MALFORMED] = { 400, "AuthorizationHeaderMalformed",
-					"The authorization header is malformed." },
+	                                "The authorization header is malformed." },
 	[S3E_INVALID_ACCESS_KEY] = { 403, "InvalidAccessKeyId",
-				     "The AWS Access Key Id you provided does not exist in our records." },
+	                             "The AWS Access Key Id you provided does not exist in our "
+	                             "records." },
 	[S3E_BAD_REQUEST] = { 400, "BadRequest", "Malformed HTTP request" },
 	[S3E_HEADER_TOO_LARGE] = { 400, "RequestHeaderSectionTooLarge",
-				   "Your request header section exceeds the maximum allowed size." },
+	                           "Your request header section exceeds the maximum allowed "
+	                           "size." },
 	[S3E_REQUEST_TIMEOUT] = { 400, "RequestTimeout",
-				  "Your socket connection to the server was not read from or written to within the timeout period." },
+	                          "Your socket connection to the server was not read from or "
+	                          "written to within the timeout period." },
 	[S3E_XAMZ_CONTENT_SHA256_MISMATCH] = { 400, "XAmzContentSHA256Mismatch",
-					       "The provided 'x-amz-content-sha256' header does not match what was computed." },
+	                                       "The provided 'x-amz-content-sha256' header does "
+	                                       "not match what was computed." },
 	[S3E_MALFORMED_TRAILER] = { 400, "MalformedTrailerError",
-				    "The request contained trailing data that was not well-formed." },
+	                            "The request contained trailing data that was not "
+	                            "well-formed." },
 };
 
 const struct s3_err_info *
@@ -208,11 +227,21 @@ s3_buf_add_xml(struct s3_buf *b, const char *s, size_t n)
 		char num[16];
 
 		switch (c) {
-		case '&': rep = "&amp;"; break;
-		case '<': rep = "&lt;"; break;
-		case '>': rep = "&gt;"; break;
-		case '"': rep = "&quot;"; break;
-		case '\'': rep = "&apos;"; break;
+		case '&':
+			rep = "&amp;";
+			break;
+		case '<':
+			rep = "&lt;";
+			break;
+		case '>':
+			rep = "&gt;";
+			break;
+		case '"':
+			rep = "&quot;";
+			break;
+		case '\'':
+			rep = "&apos;";
+			break;
 		default:
 			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
 				snprintf(num, sizeof(num), "&#x%X;", c);
@@ -325,7 +354,8 @@ s3_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
 					return -EINVAL;
 			}
 		}
-		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+		             (uint32_t)v[3];
 		uint8_t bytes[3] = { (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w };
 
 		for (int j = 0; j < 3 - pad; j++) {
@@ -394,7 +424,7 @@ s3_list_result_fini(struct s3_list_result *r)
 
 int
 s3_list_result_add(struct s3_list_result *r, const char *key, uint64_t size, const char *etag,
-		   uint64_t mtime_ns)
+                   uint64_t mtime_ns)
 {
 	struct s3_list_entry *e;
 

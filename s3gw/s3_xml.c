@@ -189,7 +189,7 @@ s3_xml_parse_complete(const char *body, size_t len, struct s3_complete_req *out)
 				have_etag = true;
 			} else if (strncmp((const char *)k->name, "Checksum", 8) == 0) {
 				unsigned ck = s3_ck_from_name((const char *)k->name + 8,
-							      strlen((const char *)k->name + 8));
+				                              strlen((const char *)k->name + 8));
 
 				if (ck && strlen(t) < sizeof(p->checksum)) {
 					p->ck = ck;
@@ -248,7 +248,7 @@ out:
 
 void
 s3_xml_error(struct s3_buf *b, const char *code, const char *message, const char *resource,
-	     const char *request_id)
+             const char *request_id)
 {
 	s3_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>");
 	s3_buf_add_xml(b, code, strlen(code));
@@ -268,8 +268,10 @@ s3_xml_time(uint64_t ns, char *out)
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ", (unsigned)(tm.tm_year + 1900) % 10000u, (unsigned)tm.tm_mon % 12u + 1,
-		 (unsigned)tm.tm_mday % 32u, (unsigned)tm.tm_hour % 24u, (unsigned)tm.tm_min % 60u, (unsigned)tm.tm_sec % 61u, (unsigned)(ns / 1000000u % 1000u));
+	snprintf(out, 32, "%04u-%02u-%02uT%02u:%02u:%02u.%03uZ",
+	         (unsigned)(tm.tm_year + 1900) % 10000u, (unsigned)tm.tm_mon % 12u + 1,
+	         (unsigned)tm.tm_mday % 32u, (unsigned)tm.tm_hour % 24u, (unsigned)tm.tm_min % 60u,
+	         (unsigned)tm.tm_sec % 61u, (unsigned)(ns / 1000000u % 1000u));
 }
 
 void

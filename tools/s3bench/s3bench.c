@@ -81,8 +81,10 @@ int
 main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "size", required_argument, NULL, 's' }, { "trials", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },	  { "version", no_argument, NULL, 'V' },
+		{ "size", required_argument, NULL, 's' },
+		{ "trials", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct {
@@ -122,8 +124,10 @@ main(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			printf("usage: zest-s3bench [--size SIZE (default 256MiB)] [--trials N (default 5)]\n"
-			       "Per-byte cost of the gateway's checksums, one pass vs separate passes,\n"
+			printf("usage: zest-s3bench [--size SIZE (default 256MiB)] [--trials N "
+			       "(default 5)]\n"
+			       "Per-byte cost of the gateway's checksums, one pass vs separate "
+			       "passes,\n"
 			       "against memcpy measured in the same run.\n");
 			return 0;
 		case 'V':
@@ -167,7 +171,8 @@ main(int argc, char **argv)
 			double s = median_of(run_separate, buf, sets[i].mask);
 
 			printf("%-30s %9.2f %12.3f %9.2fx\n", "  same, separate passes",
-			       (double)total / s / (1 << 30), s / ((double)total / (1 << 30)), s / base);
+			       (double)total / s / (1 << 30), s / ((double)total / (1 << 30)),
+			       s / base);
 		}
 	}
 	free(buf);

@@ -51,8 +51,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (mode < 2) {
 			struct s3_chunked d;
 
-			if (s3_chunked_init(&d, mode ? S3_PAYLOAD_STREAMING_TRAILER : S3_PAYLOAD_UNSIGNED_TRAILER,
-					    &auth) < 0)
+			if (s3_chunked_init(&d,
+			                    mode ? S3_PAYLOAD_STREAMING_TRAILER
+			                         : S3_PAYLOAD_UNSIGNED_TRAILER,
+			                    &auth) < 0)
 				continue;
 			r = s3_chunked_feed(&d, buf, cut, span, &b);
 			if (r >= 0 && (size_t)r == cut)

@@ -151,7 +151,7 @@ store(struct mem *m, const char *bucket, const char *key, uint8_t *data, size_t 
 
 static int
 m_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
-	   void **stream)
+           void **stream)
 {
 	struct mem *m = ctx;
 	struct mput *p;
@@ -222,7 +222,7 @@ m_put_abort(void *stream)
 
 static int
 m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
-	     struct s3_obj_info *out)
+             struct s3_obj_info *out)
 {
 	struct mput *p = stream;
 	int rc;
@@ -406,7 +406,8 @@ m_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 		}
 		free(last);
 		last = strdup(o->key);
-		rc = last ? s3_list_result_add(out, o->key, o->size, o->etag, o->mtime_ns) : -ENOMEM;
+		rc = last ? s3_list_result_add(out, o->key, o->size, o->etag, o->mtime_ns)
+		          : -ENOMEM;
 		count++;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -422,8 +423,8 @@ m_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 
 static int
 m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
-	  size_t nparts, bool delete_parts, const char *etag, const char *attrs, size_t attrs_len,
-	  struct s3_obj_info *out)
+          size_t nparts, bool delete_parts, const char *etag, const char *attrs, size_t attrs_len,
+          struct s3_obj_info *out)
 {
 	struct mem *m = ctx;
 	size_t total = 0, o = 0;
@@ -464,7 +465,8 @@ m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 
 			if (found) {
 				obj_free(&b->objs[k]);
-				memmove(&b->objs[k], &b->objs[k + 1], (b->n - k - 1) * sizeof(*b->objs));
+				memmove(&b->objs[k], &b->objs[k + 1],
+				        (b->n - k - 1) * sizeof(*b->objs));
 				b->n--;
 			}
 		}
@@ -546,7 +548,8 @@ m_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 static int
 bcmp_name(const void *a, const void *b)
 {
-	return strcmp(((const struct s3_bucket_info *)a)->name, ((const struct s3_bucket_info *)b)->name);
+	return strcmp(((const struct s3_bucket_info *)a)->name,
+	              ((const struct s3_bucket_info *)b)->name);
 }
 
 static int

@@ -63,18 +63,19 @@ example_body(size_t *len, const char *s1, const char *s2, const char *s3)
 static void
 example_auth(struct s3_auth *auth)
 {
-	const char *raw =
-		"PUT /examplebucket/chunkObject.txt HTTP/1.1\r\n"
-		"Host: s3.amazonaws.com\r\n"
-		"x-amz-date: 20130524T000000Z\r\n"
-		"x-amz-storage-class: REDUCED_REDUNDANCY\r\n"
-		"Authorization: AWS4-HMAC-SHA256 Credential=" AK "/20130524/us-east-1/s3/aws4_request,"
-		"SignedHeaders=content-encoding;content-length;host;x-amz-content-sha256;x-amz-date;"
-		"x-amz-decoded-content-length;x-amz-storage-class,Signature=" SEED "\r\n"
-		"x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD\r\n"
-		"Content-Encoding: aws-chunked\r\n"
-		"x-amz-decoded-content-length: 66560\r\n"
-		"Content-Length: 66824\r\n\r\n";
+	const char *raw = "PUT /examplebucket/chunkObject.txt HTTP/1.1\r\n"
+	                  "Host: s3.amazonaws.com\r\n"
+	                  "x-amz-date: 20130524T000000Z\r\n"
+	                  "x-amz-storage-class: REDUCED_REDUNDANCY\r\n"
+	                  "Authorization: AWS4-HMAC-SHA256 Credential=" AK
+	                  "/20130524/us-east-1/s3/aws4_request,"
+	                  "SignedHeaders=content-encoding;content-length;host;x-amz-content-sha256;"
+	                  "x-amz-date;"
+	                  "x-amz-decoded-content-length;x-amz-storage-class,Signature=" SEED "\r\n"
+	                  "x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD\r\n"
+	                  "Content-Encoding: aws-chunked\r\n"
+	                  "x-amz-decoded-content-length: 66560\r\n"
+	                  "Content-Length: 66824\r\n\r\n";
 	struct s3_http_req req;
 
 	assert_int_equal(s3_http_parse(&req, raw, strlen(raw), 65536), 0);
@@ -200,9 +201,9 @@ test_signed_trailer(void **state)
 	snprintf(trailer, sizeof(trailer), "x-amz-checksum-crc32c:%s\n", crc);
 	s3_sigv4_trailer_sig(&auth, sig0, trailer, strlen(trailer), tsig);
 	len = (size_t)snprintf(body, sizeof(body),
-			       "b;chunk-signature=%s\r\nhello world\r\n0;chunk-signature=%s\r\n"
-			       "x-amz-checksum-crc32c:%s\r\nx-amz-trailer-signature:%s\r\n\r\n",
-			       sig1, sig0, crc, tsig);
+	                       "b;chunk-signature=%s\r\nhello world\r\n0;chunk-signature=%s\r\n"
+	                       "x-amz-checksum-crc32c:%s\r\nx-amz-trailer-signature:%s\r\n\r\n",
+	                       sig1, sig0, crc, tsig);
 	for (size_t step = 1; step <= len; step += 13) {
 		struct sink s = { (uint8_t *)body, (uint8_t *)body + len, 0, 0, false };
 
@@ -216,9 +217,9 @@ test_signed_trailer(void **state)
 	}
 	/* minio-go's layout: LF after each trailer header, a CRLF line before the signature */
 	len = (size_t)snprintf(body, sizeof(body),
-			       "b;chunk-signature=%s\r\nhello world\r\n0;chunk-signature=%s\r\n"
-			       "x-amz-checksum-crc32c:%s\n\r\nx-amz-trailer-signature:%s\r\n\r\n",
-			       sig1, sig0, crc, tsig);
+	                       "b;chunk-signature=%s\r\nhello world\r\n0;chunk-signature=%s\r\n"
+	                       "x-amz-checksum-crc32c:%s\n\r\nx-amz-trailer-signature:%s\r\n\r\n",
+	                       sig1, sig0, crc, tsig);
 	for (size_t step = 1; step <= len; step += 5) {
 		struct sink s = { (uint8_t *)body, (uint8_t *)body + len, 0, 0, false };
 
@@ -244,7 +245,8 @@ test_signed_trailer(void **state)
 static void
 test_unsigned_trailer(void **state)
 {
-	const char *body = "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
+	const char *body =
+	        "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n";
 	struct s3_chunked d;
 	size_t len = strlen(body);
 
@@ -266,24 +268,25 @@ static void
 test_malformed(void **state)
 {
 	static const char *bad[] = {
-		"zz\r\nhello\r\n0\r\n\r\n",              /* not hex */
-		"5\r\nhelloXX0\r\n\r\n",                   /* missing CRLF after data */
-		"5\nhello\r\n0\r\n\r\n",                   /* bare LF */
-		"fffffffffffffffff\r\n",                   /* overflow */
-		"0\r\nx-amz-checksum-md7:AAAA\r\n\r\n",    /* unknown checksum */
+		"zz\r\nhello\r\n0\r\n\r\n",             /* not hex */
+		"5\r\nhelloXX0\r\n\r\n",                /* missing CRLF after data */
+		"5\nhello\r\n0\r\n\r\n",                /* bare LF */
+		"fffffffffffffffff\r\n",                /* overflow */
+		"0\r\nx-amz-checksum-md7:AAAA\r\n\r\n", /* unknown checksum */
 		"0\r\nnocolon\r\n\r\n",
-		"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n",
+		"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\nx-amz-checksum-crc32:AAAAAA=="
+		"\r\n\r\n",
 	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct s3_chunked d;
-		struct sink s = { (const uint8_t *)bad[i], (const uint8_t *)bad[i] + strlen(bad[i]), 0, 0,
-				  false };
+		struct sink s = { (const uint8_t *)bad[i], (const uint8_t *)bad[i] + strlen(bad[i]),
+			          0, 0, false };
 
 		assert_int_equal(s3_chunked_init(&d, S3_PAYLOAD_UNSIGNED_TRAILER, NULL), 0);
-		assert_true(s3_chunked_feed(&d, (const uint8_t *)bad[i], strlen(bad[i]), sink_emit, &s) <
-			    0);
+		assert_true(s3_chunked_feed(&d, (const uint8_t *)bad[i], strlen(bad[i]), sink_emit,
+		                            &s) < 0);
 		s3_chunked_fini(&d);
 	}
 	/* an overlong size line */
@@ -295,7 +298,7 @@ test_malformed(void **state)
 		memset(line, '1', sizeof(line));
 		assert_int_equal(s3_chunked_init(&d, S3_PAYLOAD_UNSIGNED_TRAILER, NULL), 0);
 		assert_int_equal(s3_chunked_feed(&d, (uint8_t *)line, sizeof(line), sink_emit, &s),
-				 -EMSGSIZE);
+		                 -EMSGSIZE);
 		s3_chunked_fini(&d);
 	}
 	/* signed mode demands a signature on every chunk */
@@ -308,7 +311,7 @@ test_malformed(void **state)
 		example_auth(&auth);
 		assert_int_equal(s3_chunked_init(&d, S3_PAYLOAD_STREAMING, &auth), 0);
 		assert_int_equal(s3_chunked_feed(&d, (const uint8_t *)b, strlen(b), sink_emit, &s),
-				 -EBADMSG);
+		                 -EBADMSG);
 		s3_chunked_fini(&d);
 	}
 }
@@ -322,13 +325,15 @@ test_http_chunked(void **state)
 	(void)state;
 	for (size_t step = 1; step <= len; step++) {
 		struct s3_http_chunked d;
-		struct sink s = { (const uint8_t *)body, (const uint8_t *)body + len + 4, 0, 0, false };
+		struct sink s = { (const uint8_t *)body, (const uint8_t *)body + len + 4, 0, 0,
+			          false };
 		size_t pos = 0;
 
 		s3_http_chunked_init(&d);
 		while (pos < len + 4 && !d.done) {
 			size_t n = len + 4 - pos < step ? len + 4 - pos : step;
-			long rc = s3_http_chunked_feed(&d, (const uint8_t *)body + pos, n, sink_emit, &s);
+			long rc = s3_http_chunked_feed(&d, (const uint8_t *)body + pos, n,
+			                               sink_emit, &s);
 
 			assert_true(rc >= 0);
 			pos += (size_t)rc;
@@ -343,8 +348,9 @@ test_http_chunked(void **state)
 		struct sink s = { (const uint8_t *)b, (const uint8_t *)b + strlen(b), 0, 0, false };
 
 		s3_http_chunked_init(&d);
-		assert_int_equal(s3_http_chunked_feed(&d, (const uint8_t *)b, strlen(b), sink_emit, &s),
-				 -EINVAL);
+		assert_int_equal(
+		        s3_http_chunked_feed(&d, (const uint8_t *)b, strlen(b), sink_emit, &s),
+		        -EINVAL);
 	}
 }
 
@@ -352,12 +358,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_aws_example),
-		cmocka_unit_test(test_aws_example_bad_sigs),
-		cmocka_unit_test(test_signed_trailer),
-		cmocka_unit_test(test_unsigned_trailer),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_http_chunked),
+		cmocka_unit_test(test_aws_example),    cmocka_unit_test(test_aws_example_bad_sigs),
+		cmocka_unit_test(test_signed_trailer), cmocka_unit_test(test_unsigned_trailer),
+		cmocka_unit_test(test_malformed),      cmocka_unit_test(test_http_chunked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

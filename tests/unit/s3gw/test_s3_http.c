@@ -15,8 +15,8 @@ static void
 test_good(void **state)
 {
 	const char *raw = "\r\nPUT /b/k%20x?uploads&x=1 HTTP/1.1\r\nHost: h:9000\r\n"
-			  "Content-Length: 12\r\nExpect: 100-continue\r\nX-Empty:\r\n"
-			  "x-amz-meta-a:  v  v \r\n\r\nBODY";
+	                  "Content-Length: 12\r\nExpect: 100-continue\r\nX-Empty:\r\n"
+	                  "x-amz-meta-a:  v  v \r\n\r\nBODY";
 	struct s3_http_req r;
 	const struct s3_hdr *h;
 	size_t len = strlen(raw);
@@ -41,11 +41,12 @@ test_good(void **state)
 
 	assert_int_equal(s3_http_parse(&r, "GET / HTTP/1.0\r\n\r\n", 18, 4096), 0);
 	assert_false(r.keep_alive);
-	assert_int_equal(s3_http_parse(&r, "GET / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n", 46,
-				       4096),
-			 0);
+	assert_int_equal(
+	        s3_http_parse(&r, "GET / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n", 46, 4096),
+	        0);
 	assert_true(r.chunked);
-	assert_int_equal(s3_http_parse(&r, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 37, 4096), 0);
+	assert_int_equal(s3_http_parse(&r, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n", 37, 4096),
+	                 0);
 	assert_false(r.keep_alive);
 }
 
@@ -74,7 +75,8 @@ test_malformed(void **state)
 		{ "PUT / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", -EINVAL },
 		{ "PUT / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", -EINVAL },
 		{ "PUT / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", -EINVAL },
-		{ "PUT / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", -EINVAL },
+		{ "PUT / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		  -EINVAL },
 		{ "PUT / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -EINVAL },
 		{ "PUT / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -EINVAL },
 		{ "GET / HTTP/1.1\r\nA: \0b\r\n\r\n", -EINVAL },
@@ -104,7 +106,8 @@ test_limits(void **state)
 	(void)state;
 	o = (size_t)sprintf(big, "GET / HTTP/1.1\r\n");
 	while (o < 8500)
-		o += (size_t)sprintf(big + o, "X-Pad: 0123456789012345678901234567890123456789\r\n");
+		o += (size_t)sprintf(big + o,
+		                     "X-Pad: 0123456789012345678901234567890123456789\r\n");
 	assert_int_equal(s3_http_parse(&r, big, o, 8192), -EMSGSIZE);
 	/* too many headers */
 	o = (size_t)sprintf(big, "GET / HTTP/1.1\r\n");

@@ -13,7 +13,7 @@
 #include "s3.h"
 
 static const char *const nodes[] = { "10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000",
-				     "10.0.0.4:7000" };
+	                             "10.0.0.4:7000" };
 
 static void
 test_place_balance_and_stability(void **state)
@@ -47,7 +47,7 @@ test_place_balance_and_stability(void **state)
  * the result must equal listing the union. */
 static void
 list_node(char **keys, size_t nk, const char *after, const char *delim, unsigned limit,
-	  struct s3_list_result *r)
+          struct s3_list_result *r)
 {
 	char *lastp = NULL;
 	unsigned count = 0;
@@ -126,7 +126,8 @@ merge_case(const char *delim, unsigned limit)
 
 		list_node(all, N, "", delim, 100000, &r);
 		for (size_t i = 0, e = 0, p = 0; i < r.n + r.nprefix; i++) {
-			if (p == r.nprefix || (e < r.n && strcmp(r.entries[e].key, r.prefixes[p]) < 0))
+			if (p == r.nprefix ||
+			    (e < r.n && strcmp(r.entries[e].key, r.prefixes[p]) < 0))
 				want[nwant++] = strdup(r.entries[e++].key);
 			else
 				want[nwant++] = strdup(r.prefixes[p++]);
@@ -142,7 +143,8 @@ merge_case(const char *delim, unsigned limit)
 		assert_int_equal(s3_list_merge(pr, 3, limit, &out), 0);
 		assert_true(out.n + out.nprefix <= limit);
 		for (size_t i = 0, e = 0, p = 0; i < out.n + out.nprefix; i++) {
-			if (p == out.nprefix || (e < out.n && strcmp(out.entries[e].key, out.prefixes[p]) < 0))
+			if (p == out.nprefix ||
+			    (e < out.n && strcmp(out.entries[e].key, out.prefixes[p]) < 0))
 				got[ngot++] = strdup(out.entries[e++].key);
 			else
 				got[ngot++] = strdup(out.prefixes[p++]);

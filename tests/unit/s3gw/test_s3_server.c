@@ -46,9 +46,15 @@ run_server(void *arg)
 static int
 setup(void **state)
 {
-	struct s3_config cfg = { .listen = "127.0.0.1:0", .access_key = AK, .secret_key = SK,
-				 .region = "us-east-1", .threads = 2, .header_timeout_ms = 800,
-				 .idle_timeout_ms = 1500, .max_header = 8192, .domain = "s3.test" };
+	struct s3_config cfg = { .listen = "127.0.0.1:0",
+		                 .access_key = AK,
+		                 .secret_key = SK,
+		                 .region = "us-east-1",
+		                 .threads = 2,
+		                 .header_timeout_ms = 800,
+		                 .idle_timeout_ms = 1500,
+		                 .max_header = 8192,
+		                 .domain = "s3.test" };
 
 	(void)state;
 	be = mem_backend_create();
@@ -186,14 +192,14 @@ build(const char *method, const char *target, const char *extra, const char *pay
 
 	amz_now(date, skew);
 	n = snprintf(head, sizeof(head),
-		     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nx-amz-date: %s\r\n"
-		     "x-amz-content-sha256: %s\r\n%s\r\n",
-		     method, target, port, date, payload_hash, extra ? extra : "");
+	             "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nx-amz-date: %s\r\n"
+	             "x-amz-content-sha256: %s\r\n%s\r\n",
+	             method, target, port, date, payload_hash, extra ? extra : "");
 	assert_int_equal(s3_http_parse(&req, head, (size_t)n, sizeof(head)), 0);
 	s3_buf_init(&canon, 1 << 20);
 	assert_int_equal(s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36,
-					    payload_hash, false, &canon),
-			 0);
+	                                    payload_hash, false, &canon),
+	                 0);
 	sha_hex(canon.p, canon.len, chash);
 	memcpy(a.amz_date, date, 17);
 	snprintf(a.scope, sizeof(a.scope), "%.8s/us-east-1/s3/aws4_request", date);
@@ -215,9 +221,9 @@ build(const char *method, const char *target, const char *extra, const char *pay
 	out = malloc((size_t)n + 512);
 	memcpy(out, head, (size_t)n - 2);
 	sprintf(out + n - 2,
-		"Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
-		" SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n\r\n",
-		a.scope, sig);
+	        "Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
+	        " SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n\r\n",
+	        a.scope, sig);
 	s3_buf_fini(&canon);
 	s3_buf_fini(&sts);
 	return out;
@@ -226,7 +232,7 @@ build(const char *method, const char *target, const char *extra, const char *pay
 /* One signed request with a body; returns the response. */
 static void
 request(const char *method, const char *target, const char *extra, const void *body, size_t blen,
-	struct resp *r)
+        struct resp *r)
 {
 	char hash[65], ex[4096];
 	char *h;
@@ -249,7 +255,8 @@ expect_error(const struct resp *r, int status, const char *code)
 	char want[128];
 
 	if (r->status != status)
-		fail_msg("status %d want %d: %s %s", r->status, status, r->head, r->body ? r->body : "");
+		fail_msg("status %d want %d: %s %s", r->status, status, r->head,
+		         r->body ? r->body : "");
 	snprintf(want, sizeof(want), "<Code>%s</Code>", code);
 	if (!r->body || !strstr(r->body, want))
 		fail_msg("want %s in %s", code, r->body ? r->body : "(null)");
@@ -281,8 +288,8 @@ test_bucket_and_object(void **state)
 	assert_non_null(strstr(r.body, "<LocationConstraint"));
 	resp_free(&r);
 
-	request("PUT", "/bkt/dir/a%28b%29%20c", "Content-Type: text/x-test\r\nx-amz-meta-color: blue\r\n",
-		big, 1 << 20, &r);
+	request("PUT", "/bkt/dir/a%28b%29%20c",
+	        "Content-Type: text/x-test\r\nx-amz-meta-color: blue\r\n", big, 1 << 20, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head, "ETag: \""));
 	resp_free(&r);
@@ -363,7 +370,7 @@ test_listing_pages(void **state)
 		char *p;
 
 		snprintf(target, sizeof(target), "/pages?list-type=2&max-keys=10%s%s",
-			 token[0] ? "&continuation-token=" : "", token);
+		         token[0] ? "&continuation-token=" : "", token);
 		request("GET", target, NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 200);
 		for (p = r.body; (p = strstr(p, "<Key>")); p++)
@@ -427,7 +434,8 @@ test_auth_errors(void **state)
 	resp_free(&r);
 	fd = dial();
 	h = build("PUT", "/authb/k", "Content-Length: 5\r\n",
-		  "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", 0, false, NULL);
+	          "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", 0, false,
+	          NULL);
 	send_all(fd, h, strlen(h));
 	send_all(fd, "hellO", 5);
 	recv_resp(fd, &r, false);
@@ -489,7 +497,8 @@ test_put_errors(void **state)
 
 	/* a Content-Length that lies: fewer bytes then the client stops sending */
 	fd = dial();
-	h = build("PUT", "/errs/short", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false, NULL);
+	h = build("PUT", "/errs/short", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false,
+	          NULL);
 	send_all(fd, h, strlen(h));
 	send_all(fd, "only-some", 9);
 	shutdown(fd, SHUT_WR);
@@ -500,7 +509,8 @@ test_put_errors(void **state)
 	close(fd);
 	/* a stalled body times out (idle timeout) */
 	fd = dial();
-	h = build("PUT", "/errs/stall", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false, NULL);
+	h = build("PUT", "/errs/stall", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false,
+	          NULL);
 	send_all(fd, h, strlen(h));
 	send_all(fd, "only-some", 9);
 	assert_int_equal(recv_resp(fd, &r, false), 0);
@@ -542,7 +552,8 @@ test_http_errors(void **state)
 	fd = dial();
 	o = (size_t)sprintf(flood, "GET / HTTP/1.1\r\n");
 	while (o < sizeof(flood) - 100)
-		o += (size_t)sprintf(flood + o, "X-Flood: 0123456789012345678901234567890123456789\r\n");
+		o += (size_t)sprintf(flood + o,
+		                     "X-Flood: 0123456789012345678901234567890123456789\r\n");
 	send_all(fd, flood, o);
 	recv_resp(fd, &r, false);
 	expect_error(&r, 400, "RequestHeaderSectionTooLarge");
@@ -558,7 +569,8 @@ test_http_errors(void **state)
 	close(fd);
 
 	fd = dial();
-	send_all(fd, "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 66);
+	send_all(fd, "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	         66);
 	recv_resp(fd, &r, false);
 	expect_error(&r, 400, "BadRequest");
 	resp_free(&r);
@@ -597,8 +609,8 @@ test_keepalive_pipeline_continue(void **state)
 	free(both);
 
 	/* Expect: 100-continue on the same connection */
-	h1 = build("PUT", "/pipe/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash, 0, false,
-		   NULL);
+	h1 = build("PUT", "/pipe/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash, 0,
+	           false, NULL);
 	send_all(fd, h1, strlen(h1));
 	{
 		char c[64] = "";
@@ -613,8 +625,8 @@ test_keepalive_pipeline_continue(void **state)
 	resp_free(&r);
 	free(h1);
 	/* an error before the body with 100-continue: answered at once, body never sent */
-	h1 = build("PUT", "/nosuchbucket/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash, 0,
-		   false, NULL);
+	h1 = build("PUT", "/nosuchbucket/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash,
+	           0, false, NULL);
 	send_all(fd, h1, strlen(h1));
 	recv_resp(fd, &r, false);
 	expect_error(&r, 404, "NoSuchBucket");
@@ -641,7 +653,8 @@ test_streaming_put(void **state)
 		data[i] = (char)(i % 251);
 	request("PUT", "/stream", NULL, NULL, 0, &r);
 	resp_free(&r);
-	snprintf(ex, sizeof(ex), "x-amz-decoded-content-length: 200000\r\nTransfer-Encoding: chunked\r\n");
+	snprintf(ex, sizeof(ex),
+	         "x-amz-decoded-content-length: 200000\r\nTransfer-Encoding: chunked\r\n");
 	/* minio-go style: no Content-Encoding header; here over HTTP chunked framing too */
 	fd = dial();
 	h = build("PUT", "/stream/obj", ex, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0, false, &a);
@@ -678,11 +691,12 @@ test_streaming_put(void **state)
 
 	/* a wrong chunk signature: 403, nothing stored */
 	fd = dial();
-	h = build("PUT", "/stream/bad", "x-amz-decoded-content-length: 5\r\nContent-Length: 175\r\n",
-		  "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0, false, &a);
+	h = build("PUT", "/stream/bad",
+	          "x-amz-decoded-content-length: 5\r\nContent-Length: 175\r\n",
+	          "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0, false, &a);
 	send_all(fd, h, strlen(h));
-	snprintf(frame, sizeof(frame), "5;chunk-signature=%064d\r\nhello\r\n0;chunk-signature=%064d\r\n\r\n",
-		 0, 0);
+	snprintf(frame, sizeof(frame),
+	         "5;chunk-signature=%064d\r\nhello\r\n0;chunk-signature=%064d\r\n\r\n", 0, 0);
 	send_all(fd, frame, strlen(frame));
 	recv_resp(fd, &r, false);
 	expect_error(&r, 403, "SignatureDoesNotMatch");
@@ -707,7 +721,8 @@ test_multipart_and_delete(void **state)
 	memset(p1, 'p', 5 << 20);
 	request("PUT", "/mpu", NULL, NULL, 0, &r);
 	resp_free(&r);
-	request("POST", "/mpu/big%20obj?uploads", "x-amz-checksum-algorithm: CRC32C\r\n", NULL, 0, &r);
+	request("POST", "/mpu/big%20obj?uploads", "x-amz-checksum-algorithm: CRC32C\r\n", NULL, 0,
+	        &r);
 	assert_int_equal(r.status, 200);
 	e = strstr(r.body, "<UploadId>");
 	assert_non_null(e);
@@ -726,7 +741,8 @@ test_multipart_and_delete(void **state)
 	e = strcasestr(r.head, "ETag: \"");
 	snprintf(etag2, sizeof(etag2), "%.32s", e + 7);
 	resp_free(&r);
-	snprintf(target, sizeof(target), "/mpu/big%%20obj?partNumber=1&uploadId=%s", "0123456789abcdef0123456789abcdef");
+	snprintf(target, sizeof(target), "/mpu/big%%20obj?partNumber=1&uploadId=%s",
+	         "0123456789abcdef0123456789abcdef");
 	request("PUT", target, NULL, "x", 1, &r);
 	expect_error(&r, 404, "NoSuchUpload");
 	resp_free(&r);
@@ -742,23 +758,29 @@ test_multipart_and_delete(void **state)
 
 	/* wrong order, then wrong etag, then right */
 	snprintf(body, sizeof(body),
-		 "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part>"
-		 "<Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part></CompleteMultipartUpload>",
-		 etag2, etag1);
+	         "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></"
+	         "Part>"
+	         "<Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part></"
+	         "CompleteMultipartUpload>",
+	         etag2, etag1);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPartOrder");
 	resp_free(&r);
 	snprintf(body, sizeof(body),
-		 "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part>"
-		 "<Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part></CompleteMultipartUpload>",
-		 etag2, etag2);
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></"
+	         "Part>"
+	         "<Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part></"
+	         "CompleteMultipartUpload>",
+	         etag2, etag2);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPart");
 	resp_free(&r);
 	snprintf(body, sizeof(body),
-		 "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part>"
-		 "<Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part></CompleteMultipartUpload>",
-		 etag1, etag2);
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></"
+	         "Part>"
+	         "<Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part></"
+	         "CompleteMultipartUpload>",
+	         etag1, etag2);
 	request("POST", target, NULL, body, strlen(body), &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<Bucket>mpu</Bucket>"));
@@ -790,9 +812,11 @@ test_multipart_and_delete(void **state)
 	/* multi-delete, with and without Quiet, and a bad Content-MD5 */
 	request("PUT", "/mpu/x1", NULL, "1", 1, &r);
 	resp_free(&r);
-	snprintf(body, sizeof(body), "<Delete><Object><Key>x1</Key></Object><Object><Key>big obj</Key>"
-				     "</Object><Object><Key>never</Key></Object></Delete>");
-	request("POST", "/mpu?delete", "Content-MD5: AAAAAAAAAAAAAAAAAAAAAA==\r\n", body, strlen(body), &r);
+	snprintf(body, sizeof(body),
+	         "<Delete><Object><Key>x1</Key></Object><Object><Key>big obj</Key>"
+	         "</Object><Object><Key>never</Key></Object></Delete>");
+	request("POST", "/mpu?delete", "Content-MD5: AAAAAAAAAAAAAAAAAAAAAA==\r\n", body,
+	        strlen(body), &r);
 	expect_error(&r, 400, "BadDigest");
 	resp_free(&r);
 	request("POST", "/mpu?delete", NULL, body, strlen(body), &r);
@@ -839,27 +863,28 @@ test_virtual_host(void **state)
 
 		amz_now(date, 0);
 		n = snprintf(head, sizeof(head),
-			     "GET /k HTTP/1.1\r\nHost: vhost.s3.test:%d\r\nx-amz-date: %s\r\n"
-			     "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\r\n",
-			     port, date);
+		             "GET /k HTTP/1.1\r\nHost: vhost.s3.test:%d\r\nx-amz-date: %s\r\n"
+		             "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\r\n",
+		             port, date);
 		s3_http_parse(&req, head, (size_t)n, sizeof(head));
 		s3_buf_init(&canon, 65536);
-		s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36, "UNSIGNED-PAYLOAD",
-				   false, &canon);
+		s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36,
+		                   "UNSIGNED-PAYLOAD", false, &canon);
 		sha_hex(canon.p, canon.len, chash);
 		memcpy(d8, date, 8);
 		d8[8] = 0;
 		s3_sigv4_key(SK, d8, "us-east-1", "s3", key);
 		s3_buf_init(&sts, 1024);
-		s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/us-east-1/s3/aws4_request\n%s", date, d8,
-			      chash);
+		s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/us-east-1/s3/aws4_request\n%s", date,
+		              d8, chash);
 		s3_sigv4_sign(key, sts.p, sts.len, sig);
 		n -= 2;
-		n += sprintf(head + n,
-			     "Authorization: AWS4-HMAC-SHA256 Credential=" AK
-			     "/%s/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;"
-			     "x-amz-date, Signature=%s\r\n\r\n",
-			     d8, sig);
+		n += sprintf(
+		        head + n,
+		        "Authorization: AWS4-HMAC-SHA256 Credential=" AK
+		        "/%s/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;"
+		        "x-amz-date, Signature=%s\r\n\r\n",
+		        d8, sig);
 		send_all(fd, head, (size_t)n);
 		s3_buf_fini(&canon);
 		s3_buf_fini(&sts);
@@ -885,43 +910,51 @@ test_bad_input_table(void **state)
 	} t[] = {
 		{ "PATCH", "/tbl/k", NULL, NULL, NULL, 405, "MethodNotAllowed" },
 		{ "GET", "/tbl?acl", NULL, NULL, NULL, 501, "NotImplemented" },
-		{ "PUT", "/tbl/k", "x-amz-copy-source: /tbl/other\r\n", NULL, NULL, 501, "NotImplemented" },
-		{ "PUT", "/tbl/k", "x-amz-checksum-md7: AAAA\r\n", "x", NULL, 400, "InvalidArgument" },
+		{ "PUT", "/tbl/k", "x-amz-copy-source: /tbl/other\r\n", NULL, NULL, 501,
+		  "NotImplemented" },
+		{ "PUT", "/tbl/k", "x-amz-checksum-md7: AAAA\r\n", "x", NULL, 400,
+		  "InvalidArgument" },
 		{ "PUT", "/tbl/k", "x-amz-trailer: x-amz-checksum-crc32\r\n", "x", NULL, 400,
 		  "InvalidRequest" },
-		{ "PUT", "/tbl/k", "x-amz-checksum-crc32: AAAAAA==\r\nx-amz-checksum-crc32c: AAAAAA==\r\n",
-		  "x", NULL, 400, "InvalidRequest" },
+		{ "PUT", "/tbl/k",
+		  "x-amz-checksum-crc32: AAAAAA==\r\nx-amz-checksum-crc32c: AAAAAA==\r\n", "x",
+		  NULL, 400, "InvalidRequest" },
 		{ "PUT", "/tbl/k", NULL, "x", "not-a-hash", 400, "InvalidArgument" },
 		{ "GET", "/tbl?list-type=2&max-keys=-1", NULL, NULL, NULL, 400, "InvalidArgument" },
-		{ "GET", "/tbl?list-type=2&encoding-type=xml", NULL, NULL, NULL, 400, "InvalidArgument" },
+		{ "GET", "/tbl?list-type=2&encoding-type=xml", NULL, NULL, NULL, 400,
+		  "InvalidArgument" },
 		{ "GET", "/tbl?list-type=2&continuation-token=%21%21", NULL, NULL, NULL, 400,
 		  "InvalidArgument" },
 		{ "POST", "/tbl?delete", NULL, "<Delete></Delete>", NULL, 400, "MalformedXML" },
 		{ "POST", "/tbl?delete", NULL, "not xml at all", NULL, 400, "MalformedXML" },
-		{ "POST", "/tbl?delete", "Content-MD5: !!\r\n", "<Delete/>", NULL, 400, "InvalidDigest" },
+		{ "POST", "/tbl?delete", "Content-MD5: !!\r\n", "<Delete/>", NULL, 400,
+		  "InvalidDigest" },
 		{ "POST", "/tbl/k?uploads", "x-amz-checksum-algorithm: MD7\r\n", NULL, NULL, 400,
 		  "InvalidArgument" },
-		{ "PUT", "/tbl/k?partNumber=0&uploadId=00000000000000000000000000000000", NULL, "x", NULL,
-		  400, "InvalidArgument" },
-		{ "PUT", "/tbl/k?partNumber=10001&uploadId=00000000000000000000000000000000", NULL, "x",
+		{ "PUT", "/tbl/k?partNumber=0&uploadId=00000000000000000000000000000000", NULL, "x",
 		  NULL, 400, "InvalidArgument" },
-		{ "PUT", "/tbl/k?partNumber=1&uploadId=..%2F..%2Fx", NULL, "x", NULL, 404, "NoSuchUpload" },
+		{ "PUT", "/tbl/k?partNumber=10001&uploadId=00000000000000000000000000000000", NULL,
+		  "x", NULL, 400, "InvalidArgument" },
+		{ "PUT", "/tbl/k?partNumber=1&uploadId=..%2F..%2Fx", NULL, "x", NULL, 404,
+		  "NoSuchUpload" },
 		{ "POST", "/tbl/k?uploadId=00000000000000000000000000000000", NULL,
 		  "<CompleteMultipartUpload/>", NULL, 404, "NoSuchUpload" },
 		{ "DELETE", "/tbl/k?uploadId=zz", NULL, NULL, NULL, 404, "NoSuchUpload" },
-		{ "PUT", "/tbl", NULL, "<CreateBucketConfiguration><LocationConstraint>mars-1"
-				       "</LocationConstraint></CreateBucketConfiguration>", NULL, 400,
-		  "InvalidArgument" },
+		{ "PUT", "/tbl", NULL,
+		  "<CreateBucketConfiguration><LocationConstraint>mars-1"
+		  "</LocationConstraint></CreateBucketConfiguration>",
+		  NULL, 400, "InvalidArgument" },
 		{ "PUT", "/xn--bad", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/a..b", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/192.168.1.1", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "GET", "/.zest-mpu/x", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/tbl/a/./b", NULL, "x", NULL, 400, "InvalidArgument" },
-		{ "PUT", "/tbl/k", "x-amz-meta-big: "
-				  "0123456789012345678901234567890123456789012345678901234567890123456789"
-				  "0123456789012345678901234567890123456789012345678901234567890123456789"
-				  "0123456789012345678901234567890123456789012345678901234567890123456789\r\n"
-				  "x-amz-decoded-content-length: 99x\r\n",
+		{ "PUT", "/tbl/k",
+		  "x-amz-meta-big: "
+		  "0123456789012345678901234567890123456789012345678901234567890123456789"
+		  "0123456789012345678901234567890123456789012345678901234567890123456789"
+		  "0123456789012345678901234567890123456789012345678901234567890123456789\r\n"
+		  "x-amz-decoded-content-length: 99x\r\n",
 		  "x", "STREAMING-UNSIGNED-PAYLOAD-TRAILER", 400, "InvalidArgument" },
 	};
 	struct resp r;
@@ -938,16 +971,18 @@ test_bad_input_table(void **state)
 		int fd = dial();
 
 		sha_hex(t[i].body ? t[i].body : "", blen, hash);
-		snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", t[i].extra ? t[i].extra : "", blen);
-		h = build(t[i].method, t[i].target, ex, t[i].hash ? t[i].hash : hash, 0, false, NULL);
+		snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", t[i].extra ? t[i].extra : "",
+		         blen);
+		h = build(t[i].method, t[i].target, ex, t[i].hash ? t[i].hash : hash, 0, false,
+		          NULL);
 		send_all(fd, h, strlen(h));
 		if (blen)
 			send_all(fd, t[i].body, blen);
 		if (recv_resp(fd, &r, false) != 0)
 			fail_msg("case %zu: no response", i);
 		if (r.status != t[i].status || !r.body || !strstr(r.body, t[i].code))
-			fail_msg("case %zu (%s %s): got %d %s", i, t[i].method, t[i].target, r.status,
-				 r.body ? r.body : "");
+			fail_msg("case %zu (%s %s): got %d %s", i, t[i].method, t[i].target,
+			         r.status, r.body ? r.body : "");
 		resp_free(&r);
 		free(h);
 		close(fd);

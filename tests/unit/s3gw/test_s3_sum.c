@@ -49,7 +49,8 @@ test_check_values(void **state)
 	s3_hex(o.sha1, 20, hex);
 	assert_string_equal(hex, "f7c3bc1d808e04732adf679965ccc34ca7ae3441");
 	s3_hex(o.sha256, 32, hex);
-	assert_string_equal(hex, "15e2b0d3c33891ebb0f1ef609ec419420c20e320ce94c65fbc8c3312448eb225");
+	assert_string_equal(hex,
+	                    "15e2b0d3c33891ebb0f1ef609ec419420c20e320ce94c65fbc8c3312448eb225");
 	s3_ck_value(&o, S3_CK_CRC32, v);
 	assert_string_equal(v, "y/Q5Jg==");
 	s3_ck_value(&o, S3_CK_CRC32C, v);

@@ -22,10 +22,11 @@ static void
 test_delete(void **state)
 {
 	struct s3_delete_req d;
-	const char *good = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
-			   "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
-			   "<Object><Key>a&amp;b</Key></Object><Object><Key>c/d (1).txt</Key>"
-			   "<VersionId>x</VersionId></Object></Delete>";
+	const char *good =
+	        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+	        "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
+	        "<Object><Key>a&amp;b</Key></Object><Object><Key>c/d (1).txt</Key>"
+	        "<VersionId>x</VersionId></Object></Delete>";
 
 	(void)state;
 	assert_int_equal(parse_delete(good, &d), 0);
@@ -38,15 +39,16 @@ test_delete(void **state)
 	assert_int_equal(parse_delete("<Delete><Object><Key>k</Key></Object>", &d), -EINVAL);
 	assert_int_equal(parse_delete("<Delete></Delete>", &d), -EINVAL);
 	assert_int_equal(parse_delete("<Other><Object><Key>k</Key></Object></Other>", &d), -EINVAL);
-	assert_int_equal(parse_delete("<Delete><Object><Key></Key></Object></Delete>", &d), -EINVAL);
+	assert_int_equal(parse_delete("<Delete><Object><Key></Key></Object></Delete>", &d),
+	                 -EINVAL);
 	assert_int_equal(parse_delete("<Delete><Object><Key><b>x</b></Key></Object></Delete>", &d),
-			 -EINVAL);
+	                 -EINVAL);
 	assert_int_equal(parse_delete("", &d), -EINVAL);
 	/* an entity bomb is not expanded */
 	assert_true(parse_delete("<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY a \"aaaaaaaa\">"
-				 "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;\">]>"
-				 "<Delete><Object><Key>&b;</Key></Object></Delete>",
-				 &d) <= 0);
+	                         "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;\">]>"
+	                         "<Delete><Object><Key>&b;</Key></Object></Delete>",
+	                         &d) <= 0);
 	if (d.n)
 		s3_delete_req_fini(&d);
 }
@@ -84,18 +86,24 @@ static void
 test_complete(void **state)
 {
 	struct s3_complete_req c;
-	const char *good = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-			   "<Part><ETag>\"0123456789abcdef0123456789abcdef\"</ETag><PartNumber>1</PartNumber>"
-			   "<ChecksumCRC32C>AAAAAA==</ChecksumCRC32C></Part>"
-			   "<Part><PartNumber>2</PartNumber><ETag>fedcba9876543210fedcba9876543210</ETag></Part>"
-			   "</CompleteMultipartUpload>";
+	const char *good =
+	        "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	        "<Part><ETag>\"0123456789abcdef0123456789abcdef\"</ETag><PartNumber>1</PartNumber>"
+	        "<ChecksumCRC32C>AAAAAA==</ChecksumCRC32C></Part>"
+	        "<Part><PartNumber>2</PartNumber><ETag>fedcba9876543210fedcba9876543210</ETag></"
+	        "Part>"
+	        "</CompleteMultipartUpload>";
 	static const char *bad[] = {
 		"<CompleteMultipartUpload></CompleteMultipartUpload>",
-		"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></CompleteMultipartUpload>",
+		"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part></"
+		"CompleteMultipartUpload>",
 		"<CompleteMultipartUpload><Part><ETag>x</ETag></Part></CompleteMultipartUpload>",
-		"<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
-		"<CompleteMultipartUpload><Part><PartNumber>10001</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
-		"<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>",
+		"<CompleteMultipartUpload><Part><PartNumber>0</PartNumber><ETag>x</ETag></Part></"
+		"CompleteMultipartUpload>",
+		"<CompleteMultipartUpload><Part><PartNumber>10001</PartNumber><ETag>x</ETag></"
+		"Part></CompleteMultipartUpload>",
+		"<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber><ETag>x</ETag></Part></"
+		"CompleteMultipartUpload>",
 		"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>",
 		"<Complete/>",
 	};
@@ -117,8 +125,9 @@ static void
 test_create_bucket(void **state)
 {
 	char loc[64];
-	const char *x = "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-			"<LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>";
+	const char *x =
+	        "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	        "<LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>";
 
 	(void)state;
 	assert_int_equal(s3_xml_parse_create_bucket("", 0, loc, sizeof(loc)), 0);
@@ -138,8 +147,9 @@ test_writers(void **state)
 	(void)state;
 	s3_buf_init(&b, 4096);
 	s3_xml_error(&b, "NoSuchKey", "The <key> & co", "/b/k", "REQ1");
-	assert_non_null(strstr(b.p, "<Code>NoSuchKey</Code><Message>The &lt;key&gt; &amp; co</Message>"
-				    "<Resource>/b/k</Resource><RequestId>REQ1</RequestId>"));
+	assert_non_null(strstr(b.p,
+	                       "<Code>NoSuchKey</Code><Message>The &lt;key&gt; &amp; co</Message>"
+	                       "<Resource>/b/k</Resource><RequestId>REQ1</RequestId>"));
 	s3_buf_fini(&b);
 	s3_buf_init(&b, 4096);
 	s3_xml_key(&b, "Key", "a b(1)/é&", true);
@@ -153,10 +163,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_delete),
-		cmocka_unit_test(test_delete_limits),
-		cmocka_unit_test(test_complete),
-		cmocka_unit_test(test_create_bucket),
+		cmocka_unit_test(test_delete),   cmocka_unit_test(test_delete_limits),
+		cmocka_unit_test(test_complete), cmocka_unit_test(test_create_bucket),
 		cmocka_unit_test(test_writers),
 	};
 
