@@ -882,8 +882,9 @@ on_readable(struct s3_conn *c)
 		}
 		if (c->rstart == c->rend && atomic_load(&c->rb->ref.refs) == 1)
 			c->rstart = c->rend = 0;
-		if (c->rend == c->rb->cap || (c->rstart > 0 && c->rb->cap - c->rend < 4096) ||
-		    atomic_load(&c->rb->ref.refs) > 1) {
+		/* Appending after bytes a consumer still references is safe; only reusing
+		 * space (compaction) needs a buffer of our own (make_room decides). */
+		if (c->rend == c->rb->cap || (c->rstart > 0 && c->rb->cap - c->rend < 4096)) {
 			if (make_room(c) < 0) {
 				c->closing = true;
 				break;

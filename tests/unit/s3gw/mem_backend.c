@@ -40,7 +40,28 @@ struct mput {
 	char *key;
 	uint8_t *data;
 	size_t len, cap;
+	/* "zc-*" buckets: segments kept by reference until commit, as a zero-copy backend
+	 * (the rpc client) does, so tests see the read buffers outlive the put_write call */
+	struct zc_seg *segs;
+	size_t nseg, segcap;
 };
+
+static bool
+holds_refs(const struct mput *p)
+{
+	return strncmp(p->bucket, "zc-", 3) == 0;
+}
+
+static void
+drop_segs(struct mput *p)
+{
+	for (size_t i = 0; i < p->nseg; i++)
+		if (p->segs[i].ref)
+			zc_ref_put(p->segs[i].ref);
+	free(p->segs);
+	p->segs = NULL;
+	p->nseg = p->segcap = 0;
+}
 
 static uint64_t
 now_ns(void)
@@ -193,6 +214,20 @@ m_put_write(void *stream, const struct zc_seg *seg)
 		p->len += seg->len; /* size only: lets tests measure the gateway's own memory */
 		return 0;
 	}
+	if (holds_refs(p) && seg->ref) {
+		if (p->nseg == p->segcap) {
+			size_t nc = p->segcap ? p->segcap * 2 : 64;
+			void *np = realloc(p->segs, nc * sizeof(*p->segs));
+
+			if (!np)
+				return -ENOMEM;
+			p->segs = np;
+			p->segcap = nc;
+		}
+		zc_ref_get(seg->ref);
+		p->segs[p->nseg++] = *seg;
+		return 0;
+	}
 	if (p->len + seg->len > p->cap) {
 		size_t nc = p->cap ? p->cap : 65536;
 		void *d;
@@ -215,6 +250,7 @@ m_put_abort(void *stream)
 {
 	struct mput *p = stream;
 
+	drop_segs(p);
 	free(p->key);
 	free(p->data);
 	free(p);
@@ -227,6 +263,17 @@ m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len
 	struct mput *p = stream;
 	int rc;
 
+	/* gather the referenced segments now: their bytes must still be intact */
+	for (size_t i = 0; i < p->nseg; i++) {
+		struct zc_seg one = { p->segs[i].ptr, p->segs[i].len, NULL };
+
+		rc = m_put_write(p, &one);
+		if (rc < 0) {
+			m_put_abort(p);
+			return rc;
+		}
+	}
+	drop_segs(p);
 	pthread_mutex_lock(&p->m->lock);
 	if (strncmp(p->bucket, "discard-", 8) == 0) {
 		free(p->data);

@@ -3,6 +3,8 @@
  * payload byte it is given (it is a stand-in for the datanodes, not part of zest) and
  * serialises all calls with one mutex (a GET copies its range out under it and writes
  * without it). Never used by the real gateway.
+ * Buckets named "zc-*" keep each put_write segment by reference (zc_ref_get) until
+ * commit, as the zero-copy rpc client will.
  * Buckets named "discard-*" keep no payload (objects are stored empty), so tests can
  * stream huge bodies and measure the gateway's own memory.
  */

@@ -990,6 +990,48 @@ test_bad_input_table(void **state)
 	assert_int_equal(mem_backend_count(be), before);
 }
 
+/* A backend that keeps the payload segments by reference until commit (as the rpc client
+ * will): the read buffers must stay intact, pipelined requests included, and every
+ * reference comes back (teardown checks zc_ref_live() == 0). */
+static void
+test_zero_copy_refs_held(void **state)
+{
+	struct resp r;
+	size_t n = (3 << 20) + 12345;
+	char *data = malloc(n), *h1, *h2, hash[65];
+	int fd;
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		data[i] = (char)(i * 31 + (i >> 11));
+	request("PUT", "/zc-bucket", NULL, NULL, 0, &r);
+	resp_free(&r);
+	sha_hex(data, n, hash);
+	{
+		char ex[64];
+
+		snprintf(ex, sizeof(ex), "Content-Length: %zu\r\n", n);
+		h1 = build("PUT", "/zc-bucket/obj", ex, hash, 0, false, NULL);
+	}
+	h2 = build("GET", "/zc-bucket/obj", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	fd = dial();
+	send_all(fd, h1, strlen(h1));
+	send_all(fd, data, n);
+	send_all(fd, h2, strlen(h2)); /* pipelined behind the body */
+	recv_resp(fd, &r, false);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	recv_resp(fd, &r, false);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.blen, n);
+	assert_memory_equal(r.body, data, n);
+	resp_free(&r);
+	close(fd);
+	free(h1);
+	free(h2);
+	free(data);
+}
+
 /* A client that stops reading a large GET holds one worker; everyone else is served. */
 static void
 test_slow_reader_harms_nobody(void **state)
@@ -1040,6 +1082,7 @@ main(void)
 		cmocka_unit_test(test_multipart_and_delete),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
+		cmocka_unit_test(test_zero_copy_refs_held),
 		cmocka_unit_test(test_slow_reader_harms_nobody),
 	};
 
