@@ -12,7 +12,9 @@
  *                 slicing, never copied)
  *   s3_http.c     incremental HTTP/1.1 request-head parser
  *   s3_xml.c      response XML writers and request body parsers (libxml2)
- *   s3_server.c   the epoll HTTP server (keep-alive, 100-continue, pipelining, TLS, timeouts)
+ *   s3_server.c   the HTTP server: epoll loops + worker pool (keep-alive, 100-continue,
+ *                 pipelining, TLS, header/idle timeouts, /metrics)
+ *   s3_place.c    rendezvous placement over the datanodes and the listing merge
  *   s3_ops.c      routing (path style and virtual host), validation, the S3 operations and
  *                 multipart on top of a struct s3_backend
  *   s3_cli.c      the zest-s3gw command line (s3_main)
