@@ -404,6 +404,21 @@ struct s3_objref {
 typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
 
 /*
+ * Binding the rpc client (phase 2), call by call, to rpc/zest.proto:
+ *   put_open/put_write/put_commit/put_abort  one Write stream: WriteOpen{bucket,key,size,
+ *       size_known} in the first WriteChunk, each segment as data (+ its CRC32C) at the
+ *       running offset, commit with etag and attrs ("name:value\n" lines -> Attr), abort by
+ *       cancelling the call. A segment kept past put_write is held with zc_ref_get().
+ *   get -> Read (info from the first ReadChunk, then data in order); stat -> Stat;
+ *   del -> Delete; list -> List on every datanode, merged with s3_list_merge();
+ *   compose -> Compose (delete_parts = true for multipart Complete);
+ *   bucket_* -> CreateBucket/DeleteBucket/HeadBucket/ListBuckets on every datanode.
+ * Placement: s3_place() over the --datanode list by bucket/key. Multipart parts live in
+ * S3_RESERVED_BUCKET under "p/<upload-id>/..." but must be placed by the TARGET object's
+ * bucket/key so that Compose finds every part on one datanode.
+ * Errors: a gRPC status message "Code: ..." maps with s3_err_from_code() and comes back as
+ * s3_backend_err(code); RESOURCE_EXHAUSTED / "SlowDown" as -EAGAIN (503 SlowDown).
+ *
  * The datanode interface. Every call returns >= 0 or -errno; an error a datanode named
  * comes back as -(S3_BACKEND_ERR_BASE + enum s3_err) so no meaning is lost.
  * put_write's segment is borrowed: a backend that keeps the bytes past the call takes
