@@ -413,9 +413,9 @@ typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
  *   del -> Delete; list -> List on every datanode, merged with s3_list_merge();
  *   compose -> Compose (delete_parts = true for multipart Complete);
  *   bucket_* -> CreateBucket/DeleteBucket/HeadBucket/ListBuckets on every datanode.
- * Placement: s3_place() over the --datanode list by bucket/key. Multipart parts live in
- * S3_RESERVED_BUCKET under "p/<upload-id>/..." but must be placed by the TARGET object's
- * bucket/key so that Compose finds every part on one datanode.
+ * Placement: s3_place() over the --datanode list, for every call including those on
+ * S3_RESERVED_BUCKET: it places multipart parts ("p/<upload-id>/...") with the TARGET
+ * object (the upload id carries its hash), so Compose finds every part on one datanode.
  * Errors: a gRPC status message "Code: ..." maps with s3_err_from_code() and comes back as
  * s3_backend_err(code); RESOURCE_EXHAUSTED / "SlowDown" as -EAGAIN (503 SlowDown).
  *
@@ -468,6 +468,11 @@ s3_backend_err(enum s3_err e)
  * only the keys that node gains or owned. n must be >= 1. Pure function, any thread.
  */
 unsigned s3_place(const char *const *nodes, unsigned n, const char *bucket, const char *key);
+
+/* The 64-bit placement hash of bucket/key. Multipart upload ids end with the target's
+ * hash (16 hex digits), so s3_place() puts the parts "p/<upload-id>/<n>" of
+ * S3_RESERVED_BUCKET on the datanode that will hold the completed object. */
+uint64_t s3_obj_hash(const char *bucket, const char *key);
 
 /*
  * Merge per-datanode listings (each in key order, each cut at `limit` items) into out: at

@@ -1440,8 +1440,15 @@ op_mpu_create(struct s3_req *rq)
 		if (!ck)
 			return err_reply(rq, S3E_INVALID_ARGUMENT, "Unknown checksum algorithm");
 	}
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+	if (RAND_bytes(rnd, 8) != 1)
 		return err_reply(rq, S3E_INTERNAL, NULL);
+	/* 16 random hex digits, then the target's placement hash (see s3_obj_hash) */
+	{
+		uint64_t h = s3_obj_hash(rq->bucket, rq->key);
+
+		for (int i = 0; i < 8; i++)
+			rnd[8 + i] = (uint8_t)(h >> (56 - 8 * i));
+	}
 	s3_hex(rnd, 16, uid);
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
 	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);

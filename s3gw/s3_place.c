@@ -26,14 +26,44 @@ mix(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+uint64_t
+s3_obj_hash(const char *bucket, const char *key)
+{
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, bucket, strlen(bucket) + 1);
+
+	return fnv1a(h, key, strlen(key));
+}
+
+/* Multipart parts ("p/<upload-id>/<n>" in the reserved bucket) carry their target's hash
+ * in the last 16 hex digits of the upload id: they land where Compose will need them. */
+static bool
+part_hash(const char *bucket, const char *key, uint64_t *h)
+{
+	uint64_t v = 0;
+
+	if (strcmp(bucket, S3_RESERVED_BUCKET) != 0 || strncmp(key, "p/", 2) != 0 ||
+	    strlen(key) < 2 + 32 || key[2 + 32] != '/')
+		return false;
+	for (int i = 2 + 16; i < 2 + 32; i++) {
+		char c = key[i];
+		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (d < 0)
+			return false;
+		v = v << 4 | (uint64_t)d;
+	}
+	*h = v;
+	return true;
+}
+
 unsigned
 s3_place(const char *const *nodes, unsigned n, const char *bucket, const char *key)
 {
-	uint64_t obj = fnv1a(0xcbf29ce484222325ull, bucket, strlen(bucket) + 1);
-	uint64_t best = 0;
+	uint64_t obj, best = 0;
 	unsigned who = 0;
 
-	obj = fnv1a(obj, key, strlen(key));
+	if (!part_hash(bucket, key, &obj))
+		obj = s3_obj_hash(bucket, key);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t w = mix(fnv1a(obj, nodes[i], strlen(nodes[i])));
 

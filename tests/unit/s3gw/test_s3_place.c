@@ -39,6 +39,16 @@ test_place_balance_and_stability(void **state)
 		assert_true(count[i] > 9000 && count[i] < 11000);
 	assert_int_equal(moved, count[3]);
 	assert_int_equal(s3_place(nodes, 1, "b", "k"), 0);
+	/* multipart parts follow their target object */
+	for (int i = 0; i < 200; i++) {
+		char part[80];
+
+		snprintf(key, sizeof(key), "target-%d", i);
+		snprintf(part, sizeof(part), "p/%016x%016llx/%05d", 0x1234567u + i,
+		         (unsigned long long)s3_obj_hash("bkt", key), i % 7 + 1);
+		assert_int_equal(s3_place(nodes, 4, S3_RESERVED_BUCKET, part),
+		                 s3_place(nodes, 4, "bkt", key));
+	}
 	/* bucket and key are not just concatenated */
 	assert_true(s3_place(nodes, 4, "ab", "c") == s3_place(nodes, 4, "ab", "c"));
 }
