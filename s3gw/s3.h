@@ -163,6 +163,15 @@ void s3_sum_update(struct s3_sum *s, const void *p, size_t n);
 void s3_sum_final(struct s3_sum *s, struct s3_sum_out *out); /* may be called once */
 void s3_sum_fini(struct s3_sum *s);
 
+/*
+ * MD5 of eight messages of the same length at once (AVX2, one message per lane): the
+ * multi-buffer kernel for hashing concurrent uploads together. -ENOTSUP without AVX2.
+ * Not yet wired into the PUT path (that needs batching across workers); measured by
+ * zest-s3bench.
+ */
+int s3_md5x8(const uint8_t *const data[8], size_t len, uint8_t out[8][16]);
+bool s3_md5x8_supported(void);
+
 uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);     /* zlib/gzip CRC-32 */
 uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n); /* CRC-64/NVME */
 

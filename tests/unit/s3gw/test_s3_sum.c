@@ -120,14 +120,51 @@ test_helpers(void **state)
 	assert_int_equal(s3_err_from_errno(-EAGAIN), S3E_SLOW_DOWN);
 }
 
+/* The 8-lane MD5 against OpenSSL's, at every padding boundary. */
+static void
+test_md5x8(void **state)
+{
+	static const size_t lens[] = { 0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 100003 };
+	uint8_t *buf[8];
+	const uint8_t *p[8];
+	uint8_t out[8][16];
+
+	(void)state;
+	if (!s3_md5x8_supported()) {
+		skip();
+		return;
+	}
+	srand(11);
+	for (int l = 0; l < 8; l++) {
+		buf[l] = malloc(100003);
+		for (size_t i = 0; i < 100003; i++)
+			buf[l][i] = (uint8_t)rand();
+		p[l] = buf[l];
+	}
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		assert_int_equal(s3_md5x8(p, lens[k], out), 0);
+		for (int l = 0; l < 8; l++) {
+			struct s3_sum s;
+			struct s3_sum_out o;
+
+			s3_sum_init(&s, S3_CK_MD5);
+			s3_sum_update(&s, buf[l], lens[k]);
+			s3_sum_final(&s, &o);
+			s3_sum_fini(&s);
+			assert_memory_equal(out[l], o.md5, 16);
+		}
+	}
+	for (int l = 0; l < 8; l++)
+		free(buf[l]);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_values),
-		cmocka_unit_test(test_crc64_random),
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_check_values), cmocka_unit_test(test_crc64_random),
+		cmocka_unit_test(test_names),        cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_md5x8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
