@@ -591,7 +591,8 @@ request_done(struct s3_conn *c)
 	s3_req_fini(rq);
 	c->in_request = false;
 	c->state = C_HEAD;
-	c->head_start_ns = zc_now_ns();
+	/* idle time counts from the end of the answer, however long sending it took */
+	c->head_start_ns = c->last_ns = zc_now_ns();
 }
 
 /* Raw (HTTP-decoded) body bytes: through aws-chunked if present, then to the operation. */
