@@ -423,19 +423,51 @@ attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool r
 	const struct s3_hdr *cm = hdr(rq, "x-amz-checksum-mode");
 	/* a whole-object checksum would not match a range: S3 leaves it out there */
 	bool want_ck = !ranged && cm && cm->val_len == 7 && strncasecmp(cm->val, "ENABLED", 7) == 0;
+	/* response-* query parameters override stored headers (presigned downloads) */
+	static const char *const ovr[][2] = {
+		{ "response-content-type", "content-type" },
+		{ "response-content-language", "content-language" },
+		{ "response-expires", "expires" },
+		{ "response-cache-control", "cache-control" },
+		{ "response-content-disposition", "content-disposition" },
+		{ "response-content-encoding", "content-encoding" },
+	};
+	bool overridden[6] = { false };
 	size_t i = 0;
 	bool ctype = false;
 
+	for (size_t k = 0; k < 6; k++) {
+		char v[1024];
+		bool clean = true;
+
+		if (qparam(rq, ovr[k][0], v, sizeof(v)) != 1)
+			continue;
+		for (const char *c = v; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				clean = false; /* no header injection through %0D%0A */
+		if (!clean)
+			continue;
+		overridden[k] = true;
+		ctype |= k == 0;
+		s3_buf_printf(b, "%s: %s\r\n", ovr[k][1], v);
+	}
 	while (i < info->attrs_len) {
 		const char *line = info->attrs + i;
 		const char *eol = memchr(line, '\n', info->attrs_len - i);
 		size_t ll = eol ? (size_t)(eol - line) : info->attrs_len - i;
 		const char *colon = memchr(line, ':', ll);
+		bool skip = false;
 
 		i += ll + 1;
 		if (!colon)
 			continue;
 		if (strncmp(line, "zest-", 5) == 0)
+			continue;
+		for (size_t k = 0; k < 6; k++)
+			if (overridden[k] && (size_t)(colon - line) == strlen(ovr[k][1]) &&
+			    strncmp(line, ovr[k][1], (size_t)(colon - line)) == 0)
+				skip = true;
+		if (skip)
 			continue;
 		if (strncmp(line, "x-amz-checksum-", 15) == 0 && !want_ck)
 			continue;

@@ -317,6 +317,17 @@ test_bucket_and_object(void **state)
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head, "Content-Length: 1048576"));
 	resp_free(&r);
+	request("HEAD",
+	        "/bkt/dir/"
+	        "a(b)%20c?response-content-type=x%2Fy&response-content-disposition=attachment%3B%"
+	        "20f%3D1&response-cache-control=a%0D%0AX-Evil%3A%201",
+	        NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strcasestr(r.head, "content-type: x/y\r\n"));
+	assert_null(strcasestr(r.head, "text/x-test"));
+	assert_non_null(strcasestr(r.head, "content-disposition: attachment; f=1\r\n"));
+	assert_null(strcasestr(r.head, "X-Evil"));
+	resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "If-None-Match: \"nope\", *\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 304);
 	resp_free(&r);
