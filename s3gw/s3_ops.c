@@ -1945,25 +1945,42 @@ op_list_uploads(struct s3_req *rq)
 {
 	char prefix[80];
 	char *kprefix = calloc(1, 4 * S3_MAX_KEY + 1);
+	char *kmarker = calloc(1, 4 * S3_MAX_KEY + 1);
+	char umarker[64] = "", mu[16];
+	unsigned long max_uploads = 1000;
 	struct s3_list_result lr = { 0 };
 	struct upl *u = NULL;
-	size_t nu = 0;
+	size_t nu = 0, shown = 0, first = 0;
+	bool truncated = false;
 	struct s3_buf x;
 	struct s3_bucket_info bi;
 	int rc;
 
-	if (!kprefix)
+	if (!kprefix || !kmarker) {
+		free(kprefix);
+		free(kmarker);
 		return err_reply(rq, S3E_INTERNAL, NULL);
+	}
 	rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
 	if (rc < 0) {
 		free(kprefix);
+		free(kmarker);
 		return be_err_reply(rq, rc);
 	}
 	qparam(rq, "prefix", kprefix, 4 * S3_MAX_KEY + 1);
+	if (qparam(rq, "key-marker", kmarker, 4 * S3_MAX_KEY + 1) < 0 ||
+	    qparam(rq, "upload-id-marker", umarker, sizeof(umarker)) < 0 ||
+	    (qparam(rq, "max-uploads", mu, sizeof(mu)) == 1 &&
+	     parse_uint(mu, 1000, &max_uploads) < 0)) {
+		free(kprefix);
+		free(kmarker);
+		return err_reply(rq, S3E_INVALID_ARGUMENT, NULL);
+	}
 	snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
-	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 1000, &lr);
+	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 10000, &lr);
 	if (rc < 0) {
 		free(kprefix);
+		free(kmarker);
 		return be_err_reply(rq, rc);
 	}
 	u = calloc(lr.n + 1, sizeof(*u));
@@ -1971,8 +1988,10 @@ op_list_uploads(struct s3_req *rq)
 		struct mpu_rec *r = calloc(1, sizeof(*r));
 		const char *id = strrchr(lr.entries[i].key, '/');
 
-		if (!r || !id)
+		if (!r || !id) {
+			free(r);
 			continue;
+		}
 		s3_buf_init(&r->key, S3_MAX_KEY + 1);
 		if (rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
 		                rec_info, rec_emit, r) == 0 &&
@@ -1988,14 +2007,35 @@ op_list_uploads(struct s3_req *rq)
 	}
 	if (nu)
 		qsort(u, nu, sizeof(*u), upl_cmp);
+	/* markers: uploads strictly after (key-marker, upload-id-marker) */
+	while (first < nu && kmarker[0] &&
+	       (strcmp(u[first].key, kmarker) < 0 ||
+	        (strcmp(u[first].key, kmarker) == 0 &&
+	         (!umarker[0] || strcmp(u[first].uid, umarker) <= 0))))
+		first++;
 	s3_buf_init(&x, 16u << 20);
 	s3_buf_adds(&x, XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_NS "\"><Bucket>");
 	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
-	s3_buf_adds(&x, "</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
+	s3_buf_adds(&x, "</Bucket>");
+	s3_xml_key(&x, "KeyMarker", kmarker, false);
+	s3_buf_printf(&x, "<UploadIdMarker>%s</UploadIdMarker>", umarker);
 	s3_xml_key(&x, "Prefix", kprefix, false);
-	s3_buf_adds(&x, "<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>");
+	shown = nu - first < max_uploads ? nu - first : max_uploads;
+	truncated = first + shown < nu;
+	if (truncated && shown) {
+		s3_xml_key(&x, "NextKeyMarker", u[first + shown - 1].key, false);
+		s3_buf_printf(&x, "<NextUploadIdMarker>%s</NextUploadIdMarker>",
+		              u[first + shown - 1].uid);
+	}
+	s3_buf_printf(&x, "<MaxUploads>%lu</MaxUploads><IsTruncated>%s</IsTruncated>", max_uploads,
+	              truncated ? "true" : "false");
 	for (size_t i = 0; i < nu; i++) {
 		char t[32];
+
+		if (i < first || i >= first + shown) {
+			free(u[i].key);
+			continue;
+		}
 
 		s3_xml_time(u[i].mtime_ns, t);
 		s3_buf_adds(&x, "<Upload>");
@@ -2014,6 +2054,7 @@ op_list_uploads(struct s3_req *rq)
 	free(u);
 	s3_list_result_fini(&lr);
 	free(kprefix);
+	free(kmarker);
 	return 0;
 }
 

@@ -101,6 +101,14 @@ c = s3.complete_multipart_upload(
 check(c["Bucket"] == bucket and c["Key"] == "mpu-ck" and c["ETag"].endswith('-2"'), "complete")
 check(s3.get_object(Bucket=bucket, Key="mpu-ck")["Body"].read() ==
       b"a" * (5 * 1024 * 1024) + b"b" * 10, "mpu content")
+extra = [s3.create_multipart_upload(Bucket=bucket, Key="pending/%d" % i)["UploadId"] for i in range(5)]
+seen = []
+for page in s3.get_paginator("list_multipart_uploads").paginate(
+        Bucket=bucket, Prefix="pending/", PaginationConfig={"PageSize": 2}):
+    seen += [(x["Key"], x["UploadId"]) for x in page.get("Uploads", [])]
+check(sorted(k for k, _ in seen) == ["pending/%d" % i for i in range(5)], "uploads paging %r" % seen)
+for i, uid in enumerate(extra):
+    s3.abort_multipart_upload(Bucket=bucket, Key="pending/%d" % i, UploadId=uid)
 u2 = s3.create_multipart_upload(Bucket=bucket, Key="gone")
 s3.abort_multipart_upload(Bucket=bucket, Key="gone", UploadId=u2["UploadId"])
 check(error_code(s3.list_parts, Bucket=bucket, Key="gone", UploadId=u2["UploadId"])[0] ==
