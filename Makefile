@@ -10,7 +10,8 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build and run-time dependencies; docs/dependencies.md says why each is here.
 DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
-	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev clang
+	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
+	curl openssl python3-boto3
 
 .PHONY: all deps build build-asan run test bench fuzz clean
 

@@ -8,6 +8,7 @@
 int bench_ec_main(int argc, char **argv);
 int bench_grpc_main(int argc, char **argv);
 int bench_s3_main(int argc, char **argv);
+int bench_sums_main(int argc, char **argv);
 
 /* Print the machine and build facts every benchmark report starts with. */
 void bench_print_context(FILE *out, int argc, char **argv);

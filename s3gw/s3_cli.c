@@ -1,0 +1,228 @@
+/* s3_cli: the zest-s3gw command line: defaults, then flags (and the two environment
+ * variables for the keys), checked once; then the server runs until SIGINT/SIGTERM. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3.h"
+#include "zc.h"
+
+#define MAX_DATANODES 64
+
+static struct s3_server *running;
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	if (running)
+		s3_server_stop(running);
+}
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: zest-s3gw [flags]\n"
+	        "S3 gateway of zest: speaks S3 over HTTP/1.1 and streams objects to the "
+	        "datanodes.\n\n"
+	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
+	        "picks one)\n"
+	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
+	        "  --access-key KEY        SigV4 access key (default: $ZEST_ACCESS_KEY)\n"
+	        "  --secret-key KEY        SigV4 secret key (default: $ZEST_SECRET_KEY)\n"
+	        "                          with neither key set, requests are not authenticated\n"
+	        "  --region NAME           region in signatures and GetBucketLocation (default "
+	        "us-east-1)\n"
+	        "  --domain NAME           base domain for virtual-host addressing (default: path "
+	        "style only)\n"
+	        "  --tls-cert FILE         PEM certificate chain: serve HTTPS (default: plain "
+	        "HTTP)\n"
+	        "  --tls-key FILE          PEM private key for --tls-cert\n"
+	        "  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
+	        "  --threads N             event-loop threads (default 2)\n"
+	        "  --workers N             threads serving requests; each may block (default 16)\n"
+	        "  --max-header SIZE       request head limit (default 16KiB)\n"
+	        "  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
+	        "  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
+	        "  --max-object SIZE       largest single PUT (default 5TiB)\n"
+	        "  --max-conns N           open connections before new ones are refused (default "
+	        "4096)\n"
+	        "  --help                  this text\n"
+	        "  --version               print the version\n");
+}
+
+int
+s3_main(int argc, char **argv, const struct s3_backend *be)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "datanode", required_argument, NULL, 'd' },
+		{ "access-key", required_argument, NULL, 'a' },
+		{ "secret-key", required_argument, NULL, 's' },
+		{ "region", required_argument, NULL, 'r' },
+		{ "domain", required_argument, NULL, 'D' },
+		{ "tls-cert", required_argument, NULL, 'c' },
+		{ "tls-key", required_argument, NULL, 'k' },
+		{ "metrics", required_argument, NULL, 'm' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "max-header", required_argument, NULL, 'H' },
+		{ "header-timeout", required_argument, NULL, 'T' },
+		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "max-object", required_argument, NULL, 'O' },
+		{ "max-conns", required_argument, NULL, 'C' },
+		{ "workers", required_argument, NULL, 'W' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct s3_config cfg = { 0 };
+	const char *datanodes[MAX_DATANODES];
+	unsigned ndn = 0;
+	struct s3_server *srv;
+	struct sigaction sa;
+	int c, rc;
+	uint64_t v;
+
+	zc_log_init();
+	cfg.listen = "127.0.0.1:9000";
+	cfg.region = "us-east-1";
+	cfg.access_key = getenv("ZEST_ACCESS_KEY");
+	cfg.secret_key = getenv("ZEST_SECRET_KEY");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			cfg.listen = optarg;
+			break;
+		case 'd':
+			if (ndn == MAX_DATANODES) {
+				fprintf(stderr, "zest-s3gw: at most %d --datanode\n",
+				        MAX_DATANODES);
+				return 2;
+			}
+			datanodes[ndn++] = optarg;
+			break;
+		case 'a':
+			cfg.access_key = optarg;
+			break;
+		case 's':
+			cfg.secret_key = optarg;
+			break;
+		case 'r':
+			cfg.region = optarg;
+			break;
+		case 'D':
+			cfg.domain = optarg;
+			break;
+		case 'c':
+			cfg.tls_cert = optarg;
+			break;
+		case 'k':
+			cfg.tls_key = optarg;
+			break;
+		case 'm':
+			cfg.metrics = optarg;
+			break;
+		case 't':
+			cfg.threads = (unsigned)atoi(optarg);
+			if (cfg.threads < 1 || cfg.threads > 16) {
+				fprintf(stderr, "zest-s3gw: --threads must be 1..16\n");
+				return 2;
+			}
+			break;
+		case 'H':
+			if (zc_parse_size(optarg, &v) < 0 || v < 1024 || v > (128u << 10)) {
+				fprintf(stderr, "zest-s3gw: --max-header must be 1KiB..128KiB\n");
+				return 2;
+			}
+			cfg.max_header = v;
+			break;
+		case 'T':
+		case 'I':
+			if (zc_parse_duration_ns(optarg, &v) < 0 || v < 1000000) {
+				fprintf(stderr, "zest-s3gw: bad duration '%s'\n", optarg);
+				return 2;
+			}
+			if (c == 'T')
+				cfg.header_timeout_ms = (unsigned)(v / 1000000);
+			else
+				cfg.idle_timeout_ms = (unsigned)(v / 1000000);
+			break;
+		case 'O':
+			if (zc_parse_size(optarg, &v) < 0 || v == 0) {
+				fprintf(stderr, "zest-s3gw: bad --max-object\n");
+				return 2;
+			}
+			cfg.max_object = v;
+			break;
+		case 'W':
+			cfg.workers = (unsigned)atoi(optarg);
+			if (cfg.workers < 1 || cfg.workers > 256) {
+				fprintf(stderr, "zest-s3gw: --workers must be 1..256\n");
+				return 2;
+			}
+			break;
+		case 'C':
+			cfg.max_conns = (unsigned)atoi(optarg);
+			if (cfg.max_conns < 1 || cfg.max_conns > 1000000) {
+				fprintf(stderr, "zest-s3gw: --max-conns must be 1..1000000\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("zest-s3gw %s\n", ZEST_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "zest-s3gw: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if ((cfg.access_key == NULL) != (cfg.secret_key == NULL)) {
+		fprintf(stderr, "zest-s3gw: --access-key and --secret-key go together\n");
+		return 2;
+	}
+	if ((cfg.tls_cert == NULL) != (cfg.tls_key == NULL)) {
+		fprintf(stderr, "zest-s3gw: --tls-cert and --tls-key go together\n");
+		return 2;
+	}
+	if (!be) {
+		/* Phase 2 binds the rpc client here, over datanodes[0..ndn). */
+		fprintf(stderr,
+		        "zest-s3gw: no datanode backend is built into this binary yet "
+		        "(%u --datanode given%s%s)\n",
+		        ndn, ndn ? ", first " : "", ndn ? datanodes[0] : "");
+		return 1;
+	}
+	if (!cfg.access_key)
+		ZC_WARN("s3", "auth=off reason=no_keys");
+	rc = s3_server_create(&cfg, be, &srv);
+	if (rc < 0) {
+		fprintf(stderr, "zest-s3gw: cannot start on %s: %s\n", cfg.listen, strerror(-rc));
+		return 1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	running = srv;
+	printf("zest-s3gw listening port=%d metrics_port=%d tls=%s\n", s3_server_port(srv),
+	       s3_server_metrics_port(srv), cfg.tls_cert ? "on" : "off");
+	fflush(stdout);
+	rc = s3_server_run(srv);
+	running = NULL;
+	s3_server_destroy(srv);
+	if (zc_ref_live() != 0)
+		ZC_WARN("s3", "zc_refs_live=%ld at_exit", zc_ref_live());
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,195 @@
+/*
+ * s3_sum: every checksum a PUT needs, in one pass over each span (the bytes are read from
+ * memory once per algorithm while still in cache). MD5 dominates (~0.56 GiB/s/core);
+ * Debian ships no ISA-L crypto (md5_mb), see docs/dependencies.md.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <strings.h>
+
+#include <isa-l/crc.h>
+#include <openssl/evp.h>
+
+#include "ec.h"
+#include "s3.h"
+
+/* CRC-64/NVME: reflected polynomial 0x9a6c9329ac4bc9b5, init and xorout all ones. ISA-L
+ * 2.30 has ECMA, ISO and Jones only (Jones differs), so a slice-by-8 table lives here. */
+static uint64_t crc64_tab[8][256];
+static pthread_once_t crc64_once = PTHREAD_ONCE_INIT;
+
+static void
+crc64_init_tables(void)
+{
+	for (unsigned i = 0; i < 256; i++) {
+		uint64_t c = i;
+
+		for (int b = 0; b < 8; b++)
+			c = (c >> 1) ^ (0x9a6c9329ac4bc9b5ull & (0 - (c & 1)));
+		crc64_tab[0][i] = c;
+	}
+	for (unsigned i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc64_tab[t][i] = (crc64_tab[t - 1][i] >> 8) ^
+			                  crc64_tab[0][crc64_tab[t - 1][i] & 0xff];
+}
+
+uint64_t
+s3_crc64nvme(uint64_t crc, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	pthread_once(&crc64_once, crc64_init_tables);
+	crc = ~crc;
+	while (n >= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, 8); /* little-endian host */
+		v ^= crc;
+		crc = crc64_tab[7][v & 0xff] ^ crc64_tab[6][(v >> 8) & 0xff] ^
+		      crc64_tab[5][(v >> 16) & 0xff] ^ crc64_tab[4][(v >> 24) & 0xff] ^
+		      crc64_tab[3][(v >> 32) & 0xff] ^ crc64_tab[2][(v >> 40) & 0xff] ^
+		      crc64_tab[1][(v >> 48) & 0xff] ^ crc64_tab[0][v >> 56];
+		p += 8;
+		n -= 8;
+	}
+	while (n--)
+		crc = (crc >> 8) ^ crc64_tab[0][(crc ^ *p++) & 0xff];
+	return ~crc;
+}
+
+uint32_t
+s3_crc32(uint32_t crc, const void *p, size_t n)
+{
+	return crc32_gzip_refl(crc, p, n);
+}
+
+int
+s3_sum_init(struct s3_sum *s, unsigned mask)
+{
+	memset(s, 0, sizeof(*s));
+	s->mask = mask;
+	if (mask & S3_CK_MD5) {
+		s->md5 = EVP_MD_CTX_new();
+		if (!s->md5 || !EVP_DigestInit_ex(s->md5, EVP_md5(), NULL))
+			goto fail;
+	}
+	if (mask & S3_CK_SHA1) {
+		s->sha1 = EVP_MD_CTX_new();
+		if (!s->sha1 || !EVP_DigestInit_ex(s->sha1, EVP_sha1(), NULL))
+			goto fail;
+	}
+	if (mask & S3_CK_SHA256) {
+		s->sha256 = EVP_MD_CTX_new();
+		if (!s->sha256 || !EVP_DigestInit_ex(s->sha256, EVP_sha256(), NULL))
+			goto fail;
+	}
+	return 0;
+fail:
+	s3_sum_fini(s);
+	return -ENOMEM;
+}
+
+void
+s3_sum_update(struct s3_sum *s, const void *p, size_t n)
+{
+	s->bytes += n;
+	if (s->mask & S3_CK_CRC32)
+		s->crc32 = s3_crc32(s->crc32, p, n);
+	if (s->mask & S3_CK_CRC32C)
+		s->crc32c = ec_crc32c(s->crc32c, p, n);
+	if (s->mask & S3_CK_CRC64NVME)
+		s->crc64nvme = s3_crc64nvme(s->crc64nvme, p, n);
+	if (s->md5)
+		EVP_DigestUpdate(s->md5, p, n);
+	if (s->sha1)
+		EVP_DigestUpdate(s->sha1, p, n);
+	if (s->sha256)
+		EVP_DigestUpdate(s->sha256, p, n);
+}
+
+void
+s3_sum_final(struct s3_sum *s, struct s3_sum_out *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mask = s->mask;
+	o->crc32 = s->crc32;
+	o->crc32c = s->crc32c;
+	o->crc64nvme = s->crc64nvme;
+	if (s->md5)
+		EVP_DigestFinal_ex(s->md5, o->md5, NULL);
+	if (s->sha1)
+		EVP_DigestFinal_ex(s->sha1, o->sha1, NULL);
+	if (s->sha256)
+		EVP_DigestFinal_ex(s->sha256, o->sha256, NULL);
+}
+
+void
+s3_sum_fini(struct s3_sum *s)
+{
+	EVP_MD_CTX_free(s->md5);
+	EVP_MD_CTX_free(s->sha1);
+	EVP_MD_CTX_free(s->sha256);
+	s->md5 = s->sha1 = s->sha256 = NULL;
+}
+
+static const struct {
+	unsigned ck;
+	const char *name;
+} ck_names[] = {
+	{ S3_CK_CRC32, "crc32" }, { S3_CK_CRC32C, "crc32c" }, { S3_CK_CRC64NVME, "crc64nvme" },
+	{ S3_CK_SHA1, "sha1" },   { S3_CK_SHA256, "sha256" },
+};
+
+unsigned
+s3_ck_from_name(const char *name, size_t n)
+{
+	for (size_t i = 0; i < sizeof(ck_names) / sizeof(ck_names[0]); i++)
+		if (strlen(ck_names[i].name) == n && strncasecmp(ck_names[i].name, name, n) == 0)
+			return ck_names[i].ck;
+	return 0;
+}
+
+const char *
+s3_ck_name(unsigned ck)
+{
+	for (size_t i = 0; i < sizeof(ck_names) / sizeof(ck_names[0]); i++)
+		if (ck_names[i].ck == ck)
+			return ck_names[i].name;
+	return "";
+}
+
+void
+s3_ck_value(const struct s3_sum_out *o, unsigned ck, char *out)
+{
+	uint8_t be[8];
+
+	switch (ck) {
+	case S3_CK_CRC32:
+	case S3_CK_CRC32C: {
+		uint32_t v = ck == S3_CK_CRC32 ? o->crc32 : o->crc32c;
+
+		for (int i = 0; i < 4; i++)
+			be[i] = (uint8_t)(v >> (24 - 8 * i));
+		s3_b64_encode(be, 4, out);
+		return;
+	}
+	case S3_CK_CRC64NVME:
+		for (int i = 0; i < 8; i++)
+			be[i] = (uint8_t)(o->crc64nvme >> (56 - 8 * i));
+		s3_b64_encode(be, 8, out);
+		return;
+	case S3_CK_SHA1:
+		s3_b64_encode(o->sha1, 20, out);
+		return;
+	case S3_CK_SHA256:
+		s3_b64_encode(o->sha256, 32, out);
+		return;
+	case S3_CK_MD5:
+		s3_b64_encode(o->md5, 16, out);
+		return;
+	default:
+		out[0] = '\0';
+	}
+}

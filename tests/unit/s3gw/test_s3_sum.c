@@ -1,0 +1,171 @@
+/* Checksums: check values of every algorithm, chaining across spans, S3 header encodings,
+ * and the small helpers (base64, percent-decoding, XML escaping, error table). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "s3.h"
+
+/* Bitwise CRC-64/NVME, the definition. */
+static uint64_t
+ref_crc64nvme(const uint8_t *p, size_t n)
+{
+	uint64_t c = ~0ull;
+
+	while (n--) {
+		c ^= *p++;
+		for (int b = 0; b < 8; b++)
+			c = (c >> 1) ^ (0x9a6c9329ac4bc9b5ull & (0 - (c & 1)));
+	}
+	return ~c;
+}
+
+static void
+test_check_values(void **state)
+{
+	struct s3_sum s;
+	struct s3_sum_out o;
+	char v[64], hex[65];
+
+	(void)state;
+	assert_int_equal(s3_crc32(0, "123456789", 9), 0xCBF43926u);
+	assert_int_equal(s3_crc64nvme(0, "123456789", 9), 0xAE8B14860A799888ull);
+	assert_int_equal(s3_sum_init(&s, S3_CK_FLEXIBLE | S3_CK_MD5), 0);
+	s3_sum_update(&s, "1234", 4);
+	s3_sum_update(&s, "56789", 5);
+	s3_sum_final(&s, &o);
+	s3_sum_fini(&s);
+	assert_int_equal(o.crc32, 0xCBF43926u);
+	assert_int_equal(o.crc32c, 0xE3069283u);
+	assert_int_equal(o.crc64nvme, 0xAE8B14860A799888ull);
+	s3_hex(o.md5, 16, hex);
+	assert_string_equal(hex, "25f9e794323b453885f5181f1b624d0b");
+	s3_hex(o.sha1, 20, hex);
+	assert_string_equal(hex, "f7c3bc1d808e04732adf679965ccc34ca7ae3441");
+	s3_hex(o.sha256, 32, hex);
+	assert_string_equal(hex,
+	                    "15e2b0d3c33891ebb0f1ef609ec419420c20e320ce94c65fbc8c3312448eb225");
+	s3_ck_value(&o, S3_CK_CRC32, v);
+	assert_string_equal(v, "y/Q5Jg==");
+	s3_ck_value(&o, S3_CK_CRC32C, v);
+	assert_string_equal(v, "4waSgw==");
+	s3_ck_value(&o, S3_CK_CRC64NVME, v);
+	assert_string_equal(v, "rosUhgp5mIg=");
+}
+
+static void
+test_crc64_random(void **state)
+{
+	uint8_t buf[4099];
+
+	(void)state;
+	srand(7);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rand();
+	for (size_t n = 0; n < sizeof(buf); n += 97) {
+		size_t cut = n / 3;
+		uint64_t c = s3_crc64nvme(s3_crc64nvme(0, buf, cut), buf + cut, n - cut);
+
+		assert_int_equal(c, ref_crc64nvme(buf, n));
+	}
+}
+
+static void
+test_names(void **state)
+{
+	(void)state;
+	assert_int_equal(s3_ck_from_name("CRC32C", 6), S3_CK_CRC32C);
+	assert_int_equal(s3_ck_from_name("crc64nvme", 9), S3_CK_CRC64NVME);
+	assert_int_equal(s3_ck_from_name("md5", 3), 0);
+	assert_string_equal(s3_ck_name(S3_CK_SHA256), "sha256");
+}
+
+static void
+test_helpers(void **state)
+{
+	uint8_t out[16];
+	char s[64];
+	struct s3_buf b;
+
+	(void)state;
+	assert_int_equal(s3_b64_decode("aGVsbG8=", 8, out, sizeof(out)), 5);
+	assert_memory_equal(out, "hello", 5);
+	assert_int_equal(s3_b64_decode("aGVsbG8", 7, out, sizeof(out)), -EINVAL);
+	assert_int_equal(s3_b64_decode("a=Vs", 4, out, sizeof(out)), -EINVAL);
+	assert_int_equal(s3_b64_decode("!!!!", 4, out, sizeof(out)), -EINVAL);
+	s3_b64_encode((const uint8_t *)"hello", 5, s);
+	assert_string_equal(s, "aGVsbG8=");
+	assert_int_equal(s3_uri_decode("a%28b%29+c%2F", 13, s, sizeof(s), true), 7);
+	assert_string_equal(s, "a(b) c/");
+	assert_int_equal(s3_uri_decode("a%2", 3, s, sizeof(s), false), -EINVAL);
+	assert_int_equal(s3_uri_decode("a%zz", 4, s, sizeof(s), false), -EINVAL);
+	s3_buf_init(&b, 64);
+	s3_buf_add_xml(&b, "<a&'\"\x01>", 7);
+	assert_string_equal(b.p, "&lt;a&amp;&apos;&quot;&#x1;&gt;");
+	s3_buf_fini(&b);
+	s3_buf_init(&b, 16);
+	assert_int_equal(s3_buf_adds(&b, "0123456789abcdefg"), -EMSGSIZE);
+	assert_int_equal(s3_buf_adds(&b, "x"), -EMSGSIZE); /* sticky */
+	s3_buf_fini(&b);
+	assert_string_equal(s3_err_info(S3E_NO_SUCH_KEY)->code, "NoSuchKey");
+	assert_int_equal(s3_err_info(S3E_SLOW_DOWN)->http, 503);
+	assert_int_equal(s3_err_from_code("BucketNotEmpty", 14), S3E_BUCKET_NOT_EMPTY);
+	assert_int_equal(s3_err_from_errno(s3_backend_err(S3E_NO_SUCH_UPLOAD)), S3E_NO_SUCH_UPLOAD);
+	assert_int_equal(s3_err_from_errno(-EAGAIN), S3E_SLOW_DOWN);
+}
+
+/* The 8-lane MD5 against OpenSSL's, at every padding boundary. */
+static void
+test_md5x8(void **state)
+{
+	static const size_t lens[] = { 0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 100003 };
+	uint8_t *buf[8];
+	const uint8_t *p[8];
+	uint8_t out[8][16];
+
+	(void)state;
+	if (!s3_md5x8_supported()) {
+		skip();
+		return;
+	}
+	srand(11);
+	for (int l = 0; l < 8; l++) {
+		buf[l] = malloc(100003);
+		for (size_t i = 0; i < 100003; i++)
+			buf[l][i] = (uint8_t)rand();
+		p[l] = buf[l];
+	}
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		assert_int_equal(s3_md5x8(p, lens[k], out), 0);
+		for (int l = 0; l < 8; l++) {
+			struct s3_sum s;
+			struct s3_sum_out o;
+
+			s3_sum_init(&s, S3_CK_MD5);
+			s3_sum_update(&s, buf[l], lens[k]);
+			s3_sum_final(&s, &o);
+			s3_sum_fini(&s);
+			assert_memory_equal(out[l], o.md5, 16);
+		}
+	}
+	for (int l = 0; l < 8; l++)
+		free(buf[l]);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check_values), cmocka_unit_test(test_crc64_random),
+		cmocka_unit_test(test_names),        cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_md5x8),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

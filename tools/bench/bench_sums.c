@@ -1,0 +1,185 @@
+/*
+ * zest-bench sums: what the gateway's per-byte work costs on this CPU. Feeds a buffer in
+ * 64 KiB spans (the size reads arrive in) through the checksum sets a PUT can need, in
+ * one pass (s3_sum, every algorithm per span while it is in cache) and, for comparison,
+ * as separate whole-buffer passes. Baseline: memcpy of the same bytes in the same run.
+ * Reports the median of the trials, GiB/s and CPU-s per GiB.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "s3.h"
+#include "zc.h"
+
+#define SPAN (64u * 1024u)
+
+static size_t total = 256u << 20;
+static int trials = 5;
+
+static double
+run_sum(const uint8_t *buf, unsigned mask)
+{
+	struct s3_sum s;
+	struct s3_sum_out o;
+	uint64_t t0 = zc_thread_cpu_ns();
+
+	s3_sum_init(&s, mask);
+	for (size_t off = 0; off < total; off += SPAN)
+		s3_sum_update(&s, buf + off, total - off < SPAN ? total - off : SPAN);
+	s3_sum_final(&s, &o);
+	s3_sum_fini(&s);
+	return (double)(zc_thread_cpu_ns() - t0) / 1e9;
+}
+
+/* The same set as separate passes over the whole buffer (what a layered design does). */
+static double
+run_separate(const uint8_t *buf, unsigned mask)
+{
+	double t = 0;
+
+	for (unsigned bit = 1; bit <= S3_CK_MD5; bit <<= 1)
+		if (mask & bit)
+			t += run_sum(buf, bit);
+	return t;
+}
+
+static double
+run_memcpy(const uint8_t *buf)
+{
+	uint8_t *dst = malloc(SPAN);
+	uint64_t t0 = zc_thread_cpu_ns();
+
+	for (size_t off = 0; off < total; off += SPAN)
+		memcpy(dst, buf + off, SPAN);
+	__asm__ volatile("" : : "r"(dst) : "memory");
+	free(dst);
+	return (double)(zc_thread_cpu_ns() - t0) / 1e9;
+}
+
+/* Eight uploads hashed together: each lane one eighth of the buffer (aggregate rate). */
+static double
+run_md5x8(const uint8_t *buf, unsigned mask)
+{
+	const uint8_t *p[8];
+	uint8_t out[8][16];
+	size_t part = total / 8;
+	uint64_t t0 = zc_thread_cpu_ns();
+
+	(void)mask;
+	for (int l = 0; l < 8; l++)
+		p[l] = buf + (size_t)l * part;
+	s3_md5x8(p, part, out);
+	return (double)(zc_thread_cpu_ns() - t0) / 1e9;
+}
+
+static double
+median_of(double (*fn)(const uint8_t *, unsigned), const uint8_t *buf, unsigned mask)
+{
+	double v[32];
+
+	fn(buf, mask); /* warm up */
+	for (int i = 0; i < trials; i++)
+		v[i] = fn(buf, mask);
+	return zc_median(v, (size_t)trials);
+}
+
+static double
+memcpy_adapter(const uint8_t *buf, unsigned mask)
+{
+	(void)mask;
+	return run_memcpy(buf);
+}
+
+int
+bench_sums_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 's' },
+		{ "trials", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct {
+		const char *name;
+		unsigned mask;
+	} sets[] = {
+		{ "md5 (ETag)", S3_CK_MD5 },
+		{ "crc32 (isa-l)", S3_CK_CRC32 },
+		{ "crc32c (isa-l)", S3_CK_CRC32C },
+		{ "crc64nvme (table)", S3_CK_CRC64NVME },
+		{ "sha1", S3_CK_SHA1 },
+		{ "sha256", S3_CK_SHA256 },
+		{ "md5+crc32 (boto3 PUT)", S3_CK_MD5 | S3_CK_CRC32 },
+		{ "md5+crc32c (minio-go part)", S3_CK_MD5 | S3_CK_CRC32C },
+		{ "md5+sha256 (signed payload)", S3_CK_MD5 | S3_CK_SHA256 },
+	};
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	uint8_t *buf;
+	double base;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (zc_parse_size(optarg, &v) < 0 || v < SPAN) {
+				fprintf(stderr, "zest-bench sums: bad --size\n");
+				return 2;
+			}
+			total = (size_t)v / SPAN * SPAN;
+			break;
+		case 't':
+			trials = atoi(optarg);
+			if (trials < 1 || trials > 32) {
+				fprintf(stderr, "zest-bench sums: --trials 1..32\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			printf("usage: zest-bench sums [--size SIZE (default 256MiB)] [--trials N "
+			       "(default 5)]\n"
+			       "Per-byte cost of the gateway's checksums, one pass vs separate "
+			       "passes,\n"
+			       "against memcpy measured in the same run.\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	buf = malloc(total);
+	if (!buf)
+		return 1;
+	for (size_t i = 0; i < total; i++)
+		buf[i] = (uint8_t)(i * 131 + (i >> 13));
+	bench_print_context(stdout, argc, argv);
+	printf("# %zu MiB in %u KiB spans, median of %d trials\n", total >> 20, SPAN >> 10, trials);
+	base = median_of(memcpy_adapter, buf, 0);
+	printf("%-30s %9s %12s %10s\n", "work", "GiB/s", "CPU-s/GiB", "vs memcpy");
+	printf("%-30s %9.2f %12.3f %10s\n", "memcpy (baseline)", (double)total / base / (1 << 30),
+	       base / ((double)total / (1 << 30)), "1.00x");
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+		double t = median_of(run_sum, buf, sets[i].mask);
+
+		printf("%-30s %9.2f %12.3f %9.2fx\n", sets[i].name, (double)total / t / (1 << 30),
+		       t / ((double)total / (1 << 30)), t / base);
+		if (__builtin_popcount(sets[i].mask) > 1) {
+			double s = median_of(run_separate, buf, sets[i].mask);
+
+			printf("%-30s %9.2f %12.3f %9.2fx\n", "  same, separate passes",
+			       (double)total / s / (1 << 30), s / ((double)total / (1 << 30)),
+			       s / base);
+		}
+	}
+	if (s3_md5x8_supported()) {
+		double t = median_of(run_md5x8, buf, 0);
+
+		printf("%-30s %9.2f %12.3f %9.2fx\n", "md5 x8 lanes (avx2, aggregate)",
+		       (double)total / t / (1 << 30), t / ((double)total / (1 << 30)), t / base);
+	}
+	free(buf);
+	return 0;
+}
