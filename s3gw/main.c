@@ -1,5 +1,5 @@
-/* zest-s3gw: the S3 gateway program. Phase 1 has no datanode backend bound yet; the rpc
- * client plugs in here (s3_main's backend argument). */
+/* zest-s3gw: the S3 gateway program, over the datanodes named by --datanode (the rpc
+ * backend, s3_backend_rpc.c). */
 #include "s3.h"
 
 int

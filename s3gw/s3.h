@@ -21,7 +21,8 @@
  *
  * Datanode access goes only through struct s3_backend (function pointers), so the rpc
  * client plugs in without touching the protocol code. Backend calls are made from the
- * server's worker threads and may block (phase 1: the in-memory test double).
+ * server's worker threads and may block (s3_backend_rpc.c: the datanodes over gRPC;
+ * tests/unit/s3gw/mem_backend.c: an in-memory test double).
  *
  * Threading: parsers, decoders and checksum states belong to one thread at a time. The
  * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
@@ -369,7 +370,17 @@ void s3_xml_key(struct s3_buf *b, const char *tag, const char *key, bool url);
 
 /* ---------------------------------------------------------------- backend */
 
-#define S3_RESERVED_BUCKET ".zest-mpu" /* multipart state; not a legal S3 bucket name */
+#define S3_RESERVED_BUCKET ".zest-mpu" /* multipart records; not a legal S3 bucket name */
+
+/*
+ * Multipart parts are stored in the upload's own bucket under keys
+ * S3_PART_PREFIX "<upload-id>/<nnnnn>": Compose on a datanode joins objects of one bucket.
+ * The prefix starts with U+10FFFF, the largest code point, so parts sort after every key
+ * a client may use; the gateway refuses client keys with that prefix and listings end
+ * where it starts (a backend's list drops it and what follows).
+ */
+#define S3_PART_PREFIX     "\xf4\x8f\xbf\xbf" "zest-mpu/"
+#define S3_PART_PREFIX_LEN 13
 
 struct s3_obj_info {
 	char key[S3_MAX_KEY + 1];
@@ -469,6 +480,16 @@ s3_backend_err(enum s3_err e)
 	return -(S3_BACKEND_ERR_BASE + (int)e);
 }
 
+/*
+ * The real backend: one rpc client per datanode address ("HOST:PORT", n >= 1, no
+ * duplicates), objects placed with s3_place() over the list in this order, bucket calls
+ * sent to every node, listings merged (s3_backend_rpc.c). Connects lazily. Returns 0 and
+ * *out, -EINVAL (no nodes), -EEXIST (a node twice) or -ENOMEM. Destroy after the server
+ * that uses it; every stream must be over. NULL: no-op.
+ */
+int s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **out);
+void s3_backend_rpc_destroy(struct s3_backend *be);
+
 /* ---------------------------------------------------------------- placement */
 
 /*
@@ -526,7 +547,8 @@ int s3_server_run(struct s3_server *srv);
 void s3_server_stop(struct s3_server *srv);
 void s3_server_destroy(struct s3_server *srv);
 
-/* The zest-s3gw program: parse flags, build the server over be (NULL: none bound yet). */
+/* The zest-s3gw program: parse flags, build the server over be (NULL: the rpc backend
+ * over the --datanode list, at least one required). */
 int s3_main(int argc, char **argv, const struct s3_backend *be);
 
 #endif

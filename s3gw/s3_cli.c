@@ -83,6 +83,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	const char *datanodes[MAX_DATANODES];
 	unsigned ndn = 0;
 	struct s3_server *srv;
+	struct s3_backend *own = NULL;
 	struct sigaction sa;
 	int c, rc;
 	uint64_t v;
@@ -196,18 +197,26 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		return 2;
 	}
 	if (!be) {
-		/* Phase 2 binds the rpc client here, over datanodes[0..ndn). */
-		fprintf(stderr,
-		        "zest-s3gw: no datanode backend is built into this binary yet "
-		        "(%u --datanode given%s%s)\n",
-		        ndn, ndn ? ", first " : "", ndn ? datanodes[0] : "");
-		return 1;
+		if (ndn == 0) {
+			fprintf(stderr, "zest-s3gw: no --datanode given: the gateway needs at least "
+			                "one datanode (HOST:PORT) to store objects\n");
+			return 2;
+		}
+		rc = s3_backend_rpc_create(datanodes, ndn, &own);
+		if (rc < 0) {
+			fprintf(stderr, "zest-s3gw: cannot set up the datanode clients: %s\n",
+			        rc == -EEXIST ? "a --datanode is given twice" : strerror(-rc));
+			return 2;
+		}
+		be = own;
+		ZC_INFO("s3", "datanodes=%u first=%s", ndn, datanodes[0]);
 	}
 	if (!cfg.access_key)
 		ZC_WARN("s3", "auth=off reason=no_keys");
 	rc = s3_server_create(&cfg, be, &srv);
 	if (rc < 0) {
 		fprintf(stderr, "zest-s3gw: cannot start on %s: %s\n", cfg.listen, strerror(-rc));
+		s3_backend_rpc_destroy(own);
 		return 1;
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -222,6 +231,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	rc = s3_server_run(srv);
 	running = NULL;
 	s3_server_destroy(srv);
+	s3_backend_rpc_destroy(own);
 	if (zc_ref_live() != 0)
 		ZC_WARN("s3", "zc_refs_live=%ld at_exit", zc_ref_live());
 	return rc < 0 ? 1 : 0;

@@ -31,7 +31,6 @@
 #define MIN_PART (5ull << 20)
 #define MAX_PART (5ull << 30)
 #define MPU_REC  "u/"
-#define MPU_PART "p/"
 
 struct s3_put {
 	bool is_part;
@@ -248,6 +247,8 @@ key_check(const char *k, size_t n)
 		return S3E_KEY_TOO_LONG;
 	if (memchr(k, '\0', n) || !utf8_ok((const unsigned char *)k, n))
 		return S3E_INVALID_ARGUMENT;
+	if (n >= S3_PART_PREFIX_LEN && memcmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
+		return S3E_INVALID_ARGUMENT; /* the gateway's multipart part keys */
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 
@@ -1227,8 +1228,8 @@ op_put_begin(struct s3_req *rq, bool is_part)
 			return be_err_reply(rq, rc);
 		p->part = (unsigned)pn;
 		snprintf(p->upload_id, sizeof(p->upload_id), "%s", uid);
-		snprintf(store_key, sizeof(store_key), MPU_PART "%s/%05u", uid, p->part);
-		sbucket = S3_RESERVED_BUCKET;
+		snprintf(store_key, sizeof(store_key), S3_PART_PREFIX "%s/%05u", uid, p->part);
+		sbucket = rq->bucket;
 		skey = store_key;
 	} else {
 		collect_attrs(rq, &p->attrs);
@@ -1533,12 +1534,11 @@ mpu_list_parts(struct s3_req *rq, const char *uid, struct s3_list_result *all)
 {
 	char prefix[64], after[64] = "";
 
-	snprintf(prefix, sizeof(prefix), MPU_PART "%s/", uid);
+	snprintf(prefix, sizeof(prefix), S3_PART_PREFIX "%s/", uid);
 	memset(all, 0, sizeof(*all));
 	for (;;) {
 		struct s3_list_result lr = { 0 };
-		int rc =
-		        rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
+		int rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, "", 1000, &lr);
 
 		if (rc < 0) {
 			s3_list_result_fini(all);
@@ -1663,7 +1663,7 @@ end_complete(struct s3_req *rq)
 			}
 			EVP_DigestUpdate(md, bin, 16);
 			pkeys[i] = parts.entries[j].key;
-			refs[i].bucket = S3_RESERVED_BUCKET;
+			refs[i].bucket = rq->bucket;
 			refs[i].key = pkeys[i];
 			if (ck) {
 				struct s3_obj_info *pi = malloc(sizeof(*pi));
@@ -1673,7 +1673,7 @@ end_complete(struct s3_req *rq)
 
 				snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
 				if (!pi ||
-				    rq->be->stat(rq->be->ctx, S3_RESERVED_BUCKET, pkeys[i], pi) <
+				    rq->be->stat(rq->be->ctx, rq->bucket, pkeys[i], pi) <
 				            0 ||
 				    (vl = attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 ||
 				    vl >= 64) {
@@ -1759,7 +1759,7 @@ end_complete(struct s3_req *rq)
 		for (size_t i = 0; i < cr.n && !used; i++)
 			used = pkeys[i] == parts.entries[j].key;
 		if (!used)
-			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key,
 			            &existed);
 	}
 	{
@@ -1845,7 +1845,7 @@ op_mpu_abort(struct s3_req *rq)
 	rc = mpu_list_parts(rq, uid, &parts);
 	if (rc == 0) {
 		for (size_t j = 0; j < parts.n; j++)
-			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key,
 			            &existed);
 		s3_list_result_fini(&parts);
 	}

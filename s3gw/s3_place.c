@@ -34,18 +34,25 @@ s3_obj_hash(const char *bucket, const char *key)
 	return fnv1a(h, key, strlen(key));
 }
 
-/* Multipart parts ("p/<upload-id>/<n>" in the reserved bucket) carry their target's hash
- * in the last 16 hex digits of the upload id: they land where Compose will need them. */
+/* Multipart parts (S3_PART_PREFIX "<upload-id>/<n>" in the upload's bucket; formerly
+ * "p/<upload-id>/<n>" in the reserved bucket) carry their target's hash in the last 16 hex
+ * digits of the upload id: they land where Compose will need them. */
 static bool
 part_hash(const char *bucket, const char *key, uint64_t *h)
 {
+	const char *id;
 	uint64_t v = 0;
 
-	if (strcmp(bucket, S3_RESERVED_BUCKET) != 0 || strncmp(key, "p/", 2) != 0 ||
-	    strlen(key) < 2 + 32 || key[2 + 32] != '/')
+	if (strncmp(key, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
+		id = key + S3_PART_PREFIX_LEN;
+	else if (strcmp(bucket, S3_RESERVED_BUCKET) == 0 && strncmp(key, "p/", 2) == 0)
+		id = key + 2;
+	else
 		return false;
-	for (int i = 2 + 16; i < 2 + 32; i++) {
-		char c = key[i];
+	if (strlen(id) < 32 || id[32] != '/')
+		return false;
+	for (int i = 16; i < 32; i++) {
+		char c = id[i];
 		int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 
 		if (d < 0)

@@ -1202,7 +1202,15 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		SSL_CTX_set_min_proto_version(srv->tls, TLS1_2_VERSION);
 		SSL_CTX_set_mode(srv->tls, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	}
-	rc = s3_ops_init_backend(be);
+	/* datanodes started at the same time may take a moment to answer: retry 15 s */
+	for (int tries = 0;; tries++) {
+		rc = s3_ops_init_backend(be);
+		if (rc != -EAGAIN || tries >= 150)
+			break;
+		if (tries == 0)
+			ZC_INFO("s3", "backend=waiting reason=datanode_unavailable");
+		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
+	}
 	if (rc < 0) {
 		ZC_ERR("s3", "backend=unavailable err=%d", rc);
 		goto fail;
