@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 BUILD = os.environ.get("ZEST_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
-DATANODE = os.path.join(BUILD, "datanode", "zest-datanode")
+DATANODE = os.environ.get("ZEST_DATANODE_BIN") or os.path.join(BUILD, "datanode", "zest-datanode")
 GATEWAY = os.path.join(BUILD, "s3gw", "zest-s3gw")
 BENCH = os.path.join(BUILD, "tools", "zest-bench")
 
