@@ -560,10 +560,21 @@ call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
 	struct rpc_status st;
 	int rc;
 
-	*resp = NULL;
-	rc = rpc_client_call(c, m, req, resp, &st);
-	if (rc == 0)
-		return 0;
+	/* UNAVAILABLE: the channel is (re)connecting, e.g. in gRPC's reconnect backoff after
+	 * the datanode started late or restarted; the call was not delivered, so retry 3 s */
+	for (int tries = 0;; tries++) {
+		*resp = NULL;
+		rc = rpc_client_call(c, m, req, resp, &st);
+		if (rc == 0)
+			return 0;
+		if (st.code != GRPC_STATUS_UNAVAILABLE || tries == 30)
+			break;
+		if (*resp) {
+			protobuf_c_message_free_unpacked(*resp, NULL);
+			*resp = NULL;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
+	}
 	if (*resp) {
 		protobuf_c_message_free_unpacked(*resp, NULL);
 		*resp = NULL;

@@ -1202,10 +1202,11 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		SSL_CTX_set_min_proto_version(srv->tls, TLS1_2_VERSION);
 		SSL_CTX_set_mode(srv->tls, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	}
-	/* datanodes started at the same time may take a moment to answer: retry 15 s */
+	/* datanodes started at the same time may take a moment to answer (each try waits
+	 * up to 3 s in the backend): about 15 s in all */
 	for (int tries = 0;; tries++) {
 		rc = s3_ops_init_backend(be);
-		if (rc != -EAGAIN || tries >= 150)
+		if (rc != -EAGAIN || tries >= 5)
 			break;
 		if (tries == 0)
 			ZC_INFO("s3", "backend=waiting reason=datanode_unavailable");
