@@ -5,7 +5,7 @@ set -eu
 build=${1:-build}
 cd "$(dirname "$0")/.."
 
-dn=$build/datanode/zest-datanode
+dn=${ZEST_DATANODE_BIN:-$build/datanode/zest-datanode}
 gw=$build/s3gw/zest-s3gw
 if [ ! -x "$dn" ] || [ ! -x "$gw" ]; then
 	echo "zest: the datanode or the S3 gateway is not built yet; running what exists:"
