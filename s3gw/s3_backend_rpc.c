@@ -371,7 +371,8 @@ get_on_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint6
 	}
 	if (g->qhead + g->qn + n_segs > g->qcap) {
 		/* compact, then grow */
-		memmove(g->q, g->q + g->qhead, g->qn * sizeof(*g->q));
+		if (g->qn)
+			memmove(g->q, g->q + g->qhead, g->qn * sizeof(*g->q));
 		g->qhead = 0;
 		if (g->qn + n_segs > g->qcap) {
 			size_t nc = g->qcap ? g->qcap * 2 : 64;
