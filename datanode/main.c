@@ -117,15 +117,6 @@ main(int argc, char **argv)
 		dn_store_close(store);
 		return rc;
 	}
-	if (cfg.metrics) {
-		rc = dn_metrics_serve(store, mhost, &mport);
-		if (rc) {
-			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics, rc,
-			       strerror(-rc));
-			goto close_store;
-		}
-		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
-	}
 	rc = dn_rpc_create(store, NULL, &b, &h);
 	if (rc) {
 		ZC_ERR("datanode", "cannot start the binding err=%d", rc);
@@ -138,6 +129,17 @@ main(int argc, char **argv)
 	if (rc) {
 		ZC_ERR("datanode", "cannot listen on %s err=%d (%s)", cfg.listen, rc, strerror(-rc));
 		goto destroy_binding;
+	}
+	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
+	if (cfg.metrics) {
+		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
+		rc = dn_metrics_serve(store, mhost, &mport);
+		if (rc) {
+			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics, rc,
+			       strerror(-rc));
+			rpc_server_destroy(srv, 0);
+			goto destroy_binding;
+		}
 	}
 	for (unsigned i = 0; i < cfg.ndrives; i++) {
 		size_t n = strlen(drives);
