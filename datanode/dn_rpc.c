@@ -225,6 +225,8 @@ on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct
 		if (!c->scheduled) {
 			/* No job runs and no callback can follow ours: fail here. */
 			pthread_mutex_unlock(&b->mu);
+			if (c->dw)
+				dn_write_abort(c->dw); /* still open after an -ENOMEM here */
 			rpc_write_fail(w, c->err, "%s", c->errmsg);
 			wcall_free(c);
 			return;
