@@ -20,7 +20,7 @@ struct env {
 };
 
 static void
-env_up(struct env *e, size_t call_cap)
+env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
 {
 	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
 	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2 };
@@ -29,6 +29,11 @@ env_up(struct env *e, size_t call_cap)
 	uint64_t ct;
 
 	t_env_init(&e->t, 6, 4, 2);
+	if (tight_admission) {
+		e->t.o.adm_l1_ns = 1000000;
+		e->t.o.adm_l2_ns = 2000000;
+		e->t.o.adm_l3_ns = 5000000;
+	}
 	t_open(&e->t);
 	CHECK_EQ(dn_bucket_create(e->t.s, "b", &ct), 0);
 	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
@@ -36,6 +41,12 @@ env_up(struct env *e, size_t call_cap)
 	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
 	co.target = e->target;
 	CHECK_EQ(rpc_client_create(&co, &e->cl), 0);
+}
+
+static void
+env_up(struct env *e, size_t call_cap)
+{
+	env_up_adm(e, call_cap, false);
 }
 
 static void
@@ -314,6 +325,33 @@ test_shutdown_with_write_open(void)
 	free(buf);
 }
 
+/* A slow drive pushes admission to its refusal level: RESOURCE_EXHAUSTED "SlowDown: ...". */
+static void
+test_slowdown(void)
+{
+	struct env e;
+	struct rpc_status st;
+	size_t len = 256u << 10;
+	uint8_t *buf = malloc(len);
+	int rc = 0;
+
+	t_fill(buf, len);
+	env_up_adm(&e, 0, true);
+	dn_drive_inject_delay(e.t.s, 0, 30000000);
+	for (int i = 0; i < 20 && rc == 0; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "s%d", i);
+		rc = put(&e, key, buf, len, 64 << 10, 0, &st);
+	}
+	CHECK(rc != 0);
+	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
+	dn_drive_inject_delay(e.t.s, 0, 0);
+	env_down(&e, 1000);
+	free(buf);
+}
+
 int
 main(void)
 {
@@ -321,6 +359,7 @@ main(void)
 	test_refusal_after_accept();
 	test_client_cancels();
 	test_shutdown_with_write_open();
+	test_slowdown();
 	printf("test_dn_rpc: ok\n");
 	return 0;
 }
