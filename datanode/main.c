@@ -23,15 +23,19 @@
 
 #define GRACE_MS 5000
 
+/* Heal one drive (only >= 0) or all of them, in index order. */
 static int
-heal_all(struct dn_store *s, unsigned ndrives)
+heal_drives(struct dn_store *s, unsigned ndrives, int only)
 {
 	int rc = 0;
 
 	for (unsigned d = 0; d < ndrives; d++) {
 		uint64_t t0 = zc_now_ns();
-		long n = dn_heal(s, d);
+		long n;
 
+		if (only >= 0 && d != (unsigned)only)
+			continue;
+		n = dn_heal(s, d);
 		if (n < 0) {
 			ZC_ERR("datanode", "heal failed drive=%u err=%ld (%s)", d, n, strerror((int)-n));
 			rc = 1;
@@ -113,7 +117,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (cfg.heal) {
-		rc = heal_all(store, cfg.ndrives);
+		rc = heal_drives(store, cfg.ndrives, cfg.heal_drive);
 		dn_store_close(store);
 		return rc;
 	}

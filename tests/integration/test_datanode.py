@@ -196,11 +196,15 @@ def test_degraded_reads_heal_and_corruption():
         deg = zh.metrics(c.dn_metrics)["zest_degraded_reads_total"]
         assert deg >= 2, deg
         assert c.dn.stop() == 0
-        heal = subprocess.run([zh.DATANODE, "heal", "--ec", "4+2", "--cell-size", str(CELL)] +
-                              [a for d in c.drives for a in ("--drive", d)],
-                              capture_output=True, text=True, timeout=60)
+        argv = [zh.DATANODE, "heal", "--ec", "4+2", "--cell-size", str(CELL)] + \
+            [a for d in c.drives for a in ("--drive", d)]
+        heal = subprocess.run(argv + ["--heal-drive", "1"], capture_output=True, text=True,
+                              timeout=60)
         assert heal.returncode == 0, heal.stderr
-        assert "healed drive=1" in heal.stderr, heal.stderr
+        assert "healed drive=1 " in heal.stderr and "drive=4" not in heal.stderr, heal.stderr
+        heal = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert heal.returncode == 0, heal.stderr
+        assert "healed drive=4 " in heal.stderr, heal.stderr
         c.start_datanode()
         for key, data in objs.items():
             assert get_bytes(c, "dg", key)[0] == data
