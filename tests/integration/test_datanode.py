@@ -269,6 +269,17 @@ def test_list_compose_buckets_over_grpc():
         assert dnc(c, "lsb")[1].split() == ["lb2"]
 
 
+def test_discard_receives_and_drops():
+    for marshaller in ("zerocopy", "copy"):
+        with zh.cluster(gateway=False, marshaller=marshaller, extra_dn=["--discard"]) as c:
+            dnc(c, "mb", "dd")
+            data = os.urandom(5 * (1 << 20) + 3)
+            put_bytes(c, "dd", "gone", data, chunk=300007)
+            m = zh.metrics(c.dn_metrics)
+            assert m["zest_payload_received_bytes_total"] == len(data), m
+            assert not data_files(c), "--discard wrote cell files"
+
+
 def test_one_gib_stream_each_marshaller():
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     for marshaller in ("zerocopy", "copy"):
@@ -302,5 +313,6 @@ if __name__ == "__main__":
         test_sigterm_mid_write_exits_clean,
         test_degraded_reads_heal_and_corruption,
         test_list_compose_buckets_over_grpc,
+        test_discard_receives_and_drops,
         test_one_gib_stream_each_marshaller,
     ])
