@@ -128,11 +128,11 @@ write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 		break;
 	case -EINVAL:
 		snprintf(buf, len, "InvalidArgument: write of %s/%s refused by the store",
-			 c->bucket, c->key);
+		         c->bucket, c->key);
 		break;
 	default:
 		snprintf(buf, len, "%s: write of %s/%s failed: %s", rpc_code_word(err), c->bucket,
-			 c->key, strerror(-err));
+		         c->key, strerror(-err));
 		break;
 	}
 }
@@ -213,7 +213,7 @@ nomem:
 
 static void
 on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg *segs,
-	      size_t n_segs, size_t len)
+              size_t n_segs, size_t len)
 {
 	struct wcall *c = call_ctx;
 	struct dn_rpc *b = c->b;
@@ -366,7 +366,7 @@ wcall_run(struct wcall *c, struct job *j)
 	switch (j->kind) {
 	case JOB_BEGIN:
 		rc = dn_write_begin(b->s, c->bucket, c->key, c->size, c->size_known, c->k, c->m,
-				    &c->dw);
+		                    &c->dw);
 		if (rc) {
 			c->dw = NULL;
 			pthread_mutex_lock(&b->mu);
@@ -414,7 +414,7 @@ wcall_run(struct wcall *c, struct job *j)
 			if (c->dw)
 				dn_write_abort(c->dw);
 			rpc_write_fail(c->w, err ? err : -EIO, "%s",
-				       err ? c->errmsg : "InternalError: no write");
+			               err ? c->errmsg : "InternalError: no write");
 			wcall_free(c);
 		} else {
 			dn_write_commit(c->dw, j->etag, j->attrs, j->nattrs, commit_done, c);
@@ -431,7 +431,8 @@ wcall_run(struct wcall *c, struct job *j)
 			rpc_write_fail(c->w, err, "%s", c->errmsg);
 		else
 			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
-				       "RequestCanceled: write of %s/%s aborted", c->bucket, c->key);
+			               "RequestCanceled: write of %s/%s aborted", c->bucket,
+			               c->key);
 		wcall_free(c);
 		job_free(j);
 		return false;
@@ -494,7 +495,7 @@ rcall_free(struct rcall *rc)
 
 static void
 info_to_pb(const struct dn_object_info *in, Zest__ObjectInfo *out, Zest__Attr *attrs,
-	   Zest__Attr **pattrs, bool with_attrs)
+           Zest__Attr **pattrs, bool with_attrs)
 {
 	zest__object_info__init(out);
 	out->key = in->key ? in->key : "";
@@ -601,7 +602,7 @@ read_run(struct rcall *rc)
 
 	rc->batch_off = rc->off;
 	err = dn_read(b->s, rc->bucket, rc->key, rc->off, rc->len, rc->has_len, &rc->info, read_cb,
-		      rc);
+	              rc);
 	if (!err && (rc->n_batch || !rc->info_sent))
 		err = read_flush(rc);
 	pthread_mutex_lock(&rc->mu);
@@ -617,14 +618,14 @@ read_run(struct rcall *rc)
 		break;
 	case -EINVAL:
 		rpc_read_finish(rc->r, err, "InvalidArgument: range %llu+%llu of %s",
-				(unsigned long long)rc->off, (unsigned long long)rc->len, rc->key);
+		                (unsigned long long)rc->off, (unsigned long long)rc->len, rc->key);
 		break;
 	default:
 		if (err != -ECANCELED)
 			ZC_WARN("dn_rpc", "read failed bucket=%s key=%s err=%d", rc->bucket,
-				rc->key, err);
+			        rc->key, err);
 		rpc_read_finish(rc->r, err, "%s: read of %s/%s failed: %s", rpc_code_word(err),
-				rc->bucket, rc->key, strerror(-err));
+		                rc->bucket, rc->key, strerror(-err));
 		break;
 	}
 	rcall_free(rc);
@@ -686,11 +687,10 @@ on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void 
 		rpc_read_set_error(r, "%s: stat of %s failed", rpc_code_word(err), req->key);
 		return err;
 	}
-	if (req->offset > info.size ||
-	    (req->has_length && req->length > info.size - req->offset)) {
+	if (req->offset > info.size || (req->has_length && req->length > info.size - req->offset)) {
 		rpc_read_set_error(r, "InvalidArgument: range %llu+%llu outside %llu bytes",
-				   (unsigned long long)req->offset,
-				   (unsigned long long)req->length, (unsigned long long)info.size);
+		                   (unsigned long long)req->offset, (unsigned long long)req->length,
+		                   (unsigned long long)info.size);
 		dn_object_info_fini(&info);
 		return -EINVAL;
 	}
@@ -802,7 +802,7 @@ unary_list(struct dn_rpc *b, const Zest__ListRequest *req, struct rpc_reply *rep
 	int err;
 
 	err = dn_list(b->s, req->bucket, req->prefix, req->start_after,
-		      req->limit ? req->limit : 1000, req->delimiter, &lr);
+	              req->limit ? req->limit : 1000, req->delimiter, &lr);
 	if (err == -ENOENT) {
 		rpc_reply_error(reply, "NoSuchBucket: %s", req->bucket);
 		return err;
@@ -860,7 +860,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 
 		if (p->bucket[0] && strcmp(p->bucket, req->bucket)) {
 			rpc_reply_error(reply, "InvalidArgument: part %zu is in bucket %s, not %s",
-					i, p->bucket, req->bucket);
+			                i, p->bucket, req->bucket);
 			err = -EINVAL;
 			goto out;
 		}
@@ -868,7 +868,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	}
 	attrs_from_pb(req->attrs, req->n_attrs, attrs);
 	err = dn_compose(b->s, req->bucket, req->key, parts, req->n_parts, req->delete_parts,
-			 req->etag, attrs, req->n_attrs, &res);
+	                 req->etag, attrs, req->n_attrs, &res);
 	if (err == -ENOENT) {
 		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT) {
 			rpc_reply_error(reply, "NoSuchBucket: %s", req->bucket);
@@ -929,7 +929,7 @@ on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_r
 		uint64_t ctime = 0;
 
 		err = m == RPC_CREATE_BUCKET ? dn_bucket_create(b->s, br->bucket, &ctime)
-					     : dn_bucket_head(b->s, br->bucket, &ctime);
+		                             : dn_bucket_head(b->s, br->bucket, &ctime);
 		if (err == -EEXIST)
 			rpc_reply_error(reply, "BucketAlreadyOwnedByYou: %s", br->bucket);
 		else if (err == -ENOENT)
@@ -1001,23 +1001,23 @@ dn_rpc_metrics(FILE *out, void *arg)
 	(void)arg;
 	rpc_stats_get(&st);
 	fprintf(out,
-		"# HELP zest_payload_received_bytes_total Payload bytes received in WriteChunks.\n"
-		"# TYPE zest_payload_received_bytes_total counter\n"
-		"zest_payload_received_bytes_total %llu\n"
-		"# HELP zest_payload_copied_bytes_total Payload bytes copied in user space.\n"
-		"# TYPE zest_payload_copied_bytes_total counter\n",
-		(unsigned long long)st.received_bytes);
+	        "# HELP zest_payload_received_bytes_total Payload bytes received in WriteChunks.\n"
+	        "# TYPE zest_payload_received_bytes_total counter\n"
+	        "zest_payload_received_bytes_total %llu\n"
+	        "# HELP zest_payload_copied_bytes_total Payload bytes copied in user space.\n"
+	        "# TYPE zest_payload_copied_bytes_total counter\n",
+	        (unsigned long long)st.received_bytes);
 	for (int s = 0; s < RPC_STAGE_COUNT; s++)
 		fprintf(out, "zest_payload_copied_bytes_total{stage=\"%s\"} %llu\n",
-			rpc_stage_name(s), (unsigned long long)st.copied_bytes[s]);
+		        rpc_stage_name(s), (unsigned long long)st.copied_bytes[s]);
 	fprintf(out,
-		"# HELP zest_payload_messages_total Chunk messages parsed.\n"
-		"# TYPE zest_payload_messages_total counter\n"
-		"zest_payload_messages_total %llu\n"
-		"# HELP zest_rpc_live_buffers Received gRPC buffers still referenced.\n"
-		"# TYPE zest_rpc_live_buffers gauge\n"
-		"zest_rpc_live_buffers %ld\n",
-		(unsigned long long)st.messages, rpc_live_buffers());
+	        "# HELP zest_payload_messages_total Chunk messages parsed.\n"
+	        "# TYPE zest_payload_messages_total counter\n"
+	        "zest_payload_messages_total %llu\n"
+	        "# HELP zest_rpc_live_buffers Received gRPC buffers still referenced.\n"
+	        "# TYPE zest_rpc_live_buffers gauge\n"
+	        "zest_rpc_live_buffers %ld\n",
+	        (unsigned long long)st.messages, rpc_live_buffers());
 }
 
 void
@@ -1044,7 +1044,7 @@ dn_rpc_destroy(struct dn_rpc *b)
 
 int
 dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc **out,
-	      struct rpc_server_handlers *h)
+              struct rpc_server_handlers *h)
 {
 	struct dn_rpc *b = calloc(1, sizeof(*b));
 

@@ -25,7 +25,7 @@ struct dn_rpc_opts {
 /* Create the binding over an open store; fills *h for rpc_server_create. Returns 0 or
  * -ENOMEM. */
 int dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc **out,
-		  struct rpc_server_handlers *h);
+                  struct rpc_server_handlers *h);
 
 /* Stop the pools. Call after rpc_server_destroy (which waits for every call to be
  * finished by the binding) and before dn_store_close. NULL: no-op. */

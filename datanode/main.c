@@ -37,12 +37,13 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 			continue;
 		n = dn_heal(s, d);
 		if (n < 0) {
-			ZC_ERR("datanode", "heal failed drive=%u err=%ld (%s)", d, n, strerror((int)-n));
+			ZC_ERR("datanode", "heal failed drive=%u err=%ld (%s)", d, n,
+			       strerror((int)-n));
 			rc = 1;
 			continue;
 		}
 		ZC_INFO("datanode", "healed drive=%u cells=%ld ms=%.1f", d, n,
-			(double)(zc_now_ns() - t0) / 1e6);
+		        (double)(zc_now_ns() - t0) / 1e6);
 	}
 	return rc;
 }
@@ -131,7 +132,8 @@ main(int argc, char **argv)
 	ro.marshaller = cfg.zerocopy ? RPC_MARSHAL_ZEROCOPY : RPC_MARSHAL_COPY;
 	rc = rpc_server_create(&ro, &h, &srv);
 	if (rc) {
-		ZC_ERR("datanode", "cannot listen on %s err=%d (%s)", cfg.listen, rc, strerror(-rc));
+		ZC_ERR("datanode", "cannot listen on %s err=%d (%s)", cfg.listen, rc,
+		       strerror(-rc));
 		goto destroy_binding;
 	}
 	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
@@ -139,8 +141,8 @@ main(int argc, char **argv)
 		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
 		rc = dn_metrics_serve(store, mhost, &mport);
 		if (rc) {
-			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics, rc,
-			       strerror(-rc));
+			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics,
+			       rc, strerror(-rc));
 			rpc_server_destroy(srv, 0);
 			goto destroy_binding;
 		}
@@ -151,11 +153,11 @@ main(int argc, char **argv)
 		snprintf(drives + n, sizeof(drives) - n, "%s%s", i ? "," : "", cfg.drives[i]);
 	}
 	ZC_INFO("datanode",
-		"started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
-		"cell_size=%llu marshaller=%s discard=%d",
-		ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
-		drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
-		cfg.zerocopy ? "zerocopy" : "copy", cfg.discard);
+	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
+	        "cell_size=%llu marshaller=%s discard=%d",
+	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
+	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
+	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard);
 
 	sigwait(&set, &sig);
 	ZC_INFO("datanode", "signal=%d: stopping (grace %d ms)", sig, GRACE_MS);

@@ -35,7 +35,7 @@ struct getter {
 
 static int
 get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
-	  const struct zc_seg *segs, size_t n_segs, size_t len)
+          const struct zc_seg *segs, size_t n_segs, size_t len)
 {
 	struct getter *g = arg;
 
@@ -94,9 +94,9 @@ main(int argc, char **argv)
 
 	if (!strcmp(cmd, "mb") || !strcmp(cmd, "rb") || !strcmp(cmd, "hb")) {
 		Zest__BucketRequest br = ZEST__BUCKET_REQUEST__INIT;
-		enum rpc_method m = cmd[0] == 'm' ? RPC_CREATE_BUCKET
-				    : cmd[0] == 'r' ? RPC_DELETE_BUCKET
-						    : RPC_HEAD_BUCKET;
+		enum rpc_method m = cmd[0] == 'm'   ? RPC_CREATE_BUCKET
+		                    : cmd[0] == 'r' ? RPC_DELETE_BUCKET
+		                                    : RPC_HEAD_BUCKET;
 
 		if (argc < 1)
 			goto usage;
@@ -209,7 +209,7 @@ main(int argc, char **argv)
 		orq.bucket = argv[0];
 		orq.key = argv[1];
 		rc = rpc_client_call(cl, cmd[0] == 's' ? RPC_STAT : RPC_DELETE, &orq.base, &resp,
-				     &st);
+		                     &st);
 		if (rc)
 			goto failed;
 		if (cmd[0] == 's') {

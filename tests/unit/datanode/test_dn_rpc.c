@@ -87,7 +87,7 @@ struct getter {
 
 static int
 get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
-	  const struct zc_seg *segs, size_t n, size_t len)
+          const struct zc_seg *segs, size_t n, size_t len)
 {
 	struct getter *g = arg;
 
@@ -220,7 +220,7 @@ w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zest_
 
 static struct rpc_cwrite *
 open_stream(struct env *e, const char *key, struct wstate *s, const uint8_t *buf, size_t n,
-	    size_t chunk)
+            size_t chunk)
 {
 	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
 	struct rpc_cwrite_cbs cbs = { w_writable, w_done };
