@@ -300,8 +300,14 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		goto stop;
 	}
 	r->v[M_MIBS] = prof_json_number(out, "mib_per_s");
-	r->v[M_P50] = prof_json_number(out, o->s3 ? "p50" : "p50_ms");
-	r->v[M_P99] = prof_json_number(out, o->s3 ? "p99" : "p99_ms");
+	/* zest-bench grpc printed p50_ms/p99_ms before it shared the warp-shaped report
+	 * (latency_ms.p50/p99); read whichever this build has. */
+	r->v[M_P50] = prof_json_number(out, "p50_ms");
+	if (isnan(r->v[M_P50]))
+		r->v[M_P50] = prof_json_number(out, "p50");
+	r->v[M_P99] = prof_json_number(out, "p99_ms");
+	if (isnan(r->v[M_P99]))
+		r->v[M_P99] = prof_json_number(out, "p99");
 	r->v[M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
 	r->v[M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
 	r->v[M_RSS] = prof_peak_rss_mib(dn_pid);
