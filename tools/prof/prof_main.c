@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "prof_proc.h"
-#include "rpc.h"
 #include "zc.h"
 
 #define MAX_PAIRS     32
@@ -79,31 +78,6 @@ sibling(const struct opts *o, const char *rel, char *out, size_t n)
 	snprintf(out, n, "%s/%s", o->bindir, rel);
 }
 
-/* CreateBucket "bench" on the datanode at target (exists already: fine). */
-static int
-create_bench_bucket(const char *target)
-{
-	struct rpc_client_opts co = { .target = target };
-	Zest__BucketRequest br = ZEST__BUCKET_REQUEST__INIT;
-	ProtobufCMessage *resp = NULL;
-	struct rpc_status st;
-	struct rpc_client *cl;
-	int rc;
-
-	if (rpc_client_create(&co, &cl))
-		return -ENOMEM;
-	br.bucket = "bench";
-	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &br.base, &resp, &st);
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
-	rpc_client_destroy(cl);
-	if (rc == -EEXIST)
-		rc = 0;
-	if (rc)
-		fprintf(stderr, "zest-prof: CreateBucket: %s\n", st.msg);
-	return rc;
-}
-
 /* Wait until the /metrics endpoint answers, or the process died. */
 static int
 wait_ready(pid_t pid, int metrics_port, unsigned timeout_ms)
@@ -159,12 +133,28 @@ callgrind_total(const char *file)
 
 enum tool { TOOL_NONE, TOOL_CALLGRIND, TOOL_PERF };
 
+/* One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). */
+static int
+load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
+     char *out, size_t n)
+{
+	char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
+			      (char *)o->obj_size, "--concurrent", conc, "--duration",
+			      (char *)duration, "--json", NULL };
+	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
+			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
+			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
+			    "--json", NULL };
+
+	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
+}
+
 static int
 run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, struct run *r)
 {
 	char dn[PATH_MAX + 64], gw[PATH_MAX + 64], bench[PATH_MAX + 64], dir[PATH_MAX + 64];
 	char listen[64], metrics[64], gw_listen[64], gw_metrics[64], target[64];
-	char cg_out[PATH_MAX + 96], perf_out[PATH_MAX + 96], out[16384];
+	char cg_out[PATH_MAX + 96], perf_out[PATH_MAX + 96], out[16384], conc[16];
 	char *argv[64], *drives[EC_MAX_DRIVES];
 	unsigned k, m, n = 0;
 	int dn_port = prof_free_port(), dn_mport = prof_free_port();
@@ -249,27 +239,16 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		perf_pid = prof_spawn(pargv, log_path);
 	}
 
-	if (!o->s3) {
-		/* zest-bench grpc writes to bucket "bench" and has no warm-up of its own:
-		 * create the bucket, then run the warm-up as an uncounted load. */
-		char conc[16], tgt[64];
-
-		snprintf(conc, sizeof(conc), "%u", o->concurrent);
-		snprintf(tgt, sizeof(tgt), "127.0.0.1:%d", dn_port);
-		if (create_bench_bucket(tgt) < 0) {
-			rc = -EIO;
-			fprintf(stderr, "zest-prof: cannot create bucket bench on %s\n", tgt);
-			goto stop;
-		}
-		char *warm_argv[] = { bench, "grpc", "--datanode", tgt, "--obj.size",
-				      (char *)o->obj_size, "--concurrent", conc, "--duration",
-				      (char *)o->warmup, "--json", NULL };
-
-		if (prof_run_capture(warm_argv, out, sizeof(out), log_path) != 0) {
-			rc = -EIO;
-			fprintf(stderr, "zest-prof: warm-up failed; see %s\n", log_path);
-			goto stop;
-		}
+	/*
+	 * A warm-up run first, so that the CPU and payload counters read around the measured
+	 * run see steady state only (zest-bench creates the bucket it writes to).
+	 */
+	snprintf(conc, sizeof(conc), "%u", o->concurrent);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
+	if (load(o, bench, target, conc, o->warmup, out, sizeof(out)) != 0) {
+		rc = -EIO;
+		fprintf(stderr, "zest-prof: warm-up failed; see %s\n", log_path);
+		goto stop;
 	}
 	if (read_counters(dn_mport, &c0) < 0) {
 		rc = -EPROTO;
@@ -277,22 +256,7 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		goto stop;
 	}
 	cpu0 = prof_cpu_seconds(dn_pid);
-	{
-		char conc[16];
-
-		snprintf(conc, sizeof(conc), "%u", o->concurrent);
-		snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
-		char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
-				      (char *)o->obj_size, "--concurrent", conc, "--duration",
-				      (char *)o->duration, "--json", NULL };
-		char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key",
-				    "zestprof", "--secret-key", "zestprofsecret", "--obj.size",
-				    (char *)o->obj_size, "--concurrent", conc, "--duration",
-				    (char *)o->duration, "--warmup", (char *)o->warmup, "--json",
-				    NULL };
-
-		rc = prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, sizeof(out), log_path);
-	}
+	rc = load(o, bench, target, conc, o->duration, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
 	if (rc != 0 || read_counters(dn_mport, &c1) < 0) {
 		fprintf(stderr, "zest-prof: load run failed (exit %d); see %s\n", rc, log_path);
@@ -300,14 +264,8 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		goto stop;
 	}
 	r->v[M_MIBS] = prof_json_number(out, "mib_per_s");
-	/* zest-bench grpc printed p50_ms/p99_ms before it shared the warp-shaped report
-	 * (latency_ms.p50/p99); read whichever this build has. */
-	r->v[M_P50] = prof_json_number(out, "p50_ms");
-	if (isnan(r->v[M_P50]))
-		r->v[M_P50] = prof_json_number(out, "p50");
-	r->v[M_P99] = prof_json_number(out, "p99_ms");
-	if (isnan(r->v[M_P99]))
-		r->v[M_P99] = prof_json_number(out, "p99");
+	r->v[M_P50] = prof_json_number(out, "p50");
+	r->v[M_P99] = prof_json_number(out, "p99");
 	r->v[M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
 	r->v[M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
 	r->v[M_RSS] = prof_peak_rss_mib(dn_pid);
