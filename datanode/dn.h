@@ -248,6 +248,7 @@ struct dn_config {
 	uint64_t inflight_cap;
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
 	bool heal; /* `zest-datanode heal --drive ...`: heal all drives and exit */
+	int heal_drive; /* with heal: --heal-drive N heals only drive N; -1: all */
 };
 
 /*

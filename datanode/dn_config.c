@@ -20,6 +20,7 @@ enum {
 	OPT_L1,
 	OPT_L2,
 	OPT_L3,
+	OPT_HEAL_DRIVE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -38,6 +39,7 @@ static const struct option long_opts[] = {
 	{ "admission-l1", required_argument, NULL, OPT_L1 },
 	{ "admission-l2", required_argument, NULL, OPT_L2 },
 	{ "admission-l3", required_argument, NULL, OPT_L3 },
+	{ "heal-drive", required_argument, NULL, OPT_HEAL_DRIVE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -62,6 +64,7 @@ usage(FILE *out)
 	      "50ms)\n"
 	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
 	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
+	      "  --heal-drive N             with heal: rebuild only drive N (0-based; default all)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -115,6 +118,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->adm_l1_ns = 50000000;
 	c->adm_l2_ns = 200000000;
 	c->adm_l3_ns = 1000000000;
+	c->heal_drive = -1;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -178,6 +182,16 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		case OPT_L3:
 			bad = zc_parse_duration_ns(optarg, &c->adm_l3_ns);
 			break;
+		case OPT_HEAL_DRIVE: {
+			unsigned d;
+
+			bad = parse_uint(optarg, &d);
+			if (!bad && d >= DN_MAX_DRIVES)
+				bad = -EINVAL;
+			if (!bad)
+				c->heal_drive = (int)d;
+			break;
+		}
 		case OPT_HELP:
 			usage(out);
 			return 1;
@@ -202,6 +216,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	if (c->ndrives < c->k + c->m) {
 		fprintf(err, "zest-datanode: need at least %u --drive folders for %u+%u, got %u\n",
 		        c->k + c->m, c->k, c->m, c->ndrives);
+		return -EINVAL;
+	}
+	if (c->heal_drive >= 0 && (!c->heal || (unsigned)c->heal_drive >= c->ndrives)) {
+		fprintf(err, "zest-datanode: --heal-drive needs `heal` and a drive index below %u\n",
+		        c->ndrives);
 		return -EINVAL;
 	}
 	if (c->write_quorum && (c->write_quorum < c->k || c->write_quorum > c->k + c->m)) {

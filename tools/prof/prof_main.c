@@ -133,12 +133,28 @@ callgrind_total(const char *file)
 
 enum tool { TOOL_NONE, TOOL_CALLGRIND, TOOL_PERF };
 
+/* One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). */
+static int
+load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
+     char *out, size_t n)
+{
+	char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
+			      (char *)o->obj_size, "--concurrent", conc, "--duration",
+			      (char *)duration, "--json", NULL };
+	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
+			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
+			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
+			    "--json", NULL };
+
+	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
+}
+
 static int
 run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, struct run *r)
 {
 	char dn[PATH_MAX + 64], gw[PATH_MAX + 64], bench[PATH_MAX + 64], dir[PATH_MAX + 64];
 	char listen[64], metrics[64], gw_listen[64], gw_metrics[64], target[64];
-	char cg_out[PATH_MAX + 96], perf_out[PATH_MAX + 96], out[16384];
+	char cg_out[PATH_MAX + 96], perf_out[PATH_MAX + 96], out[16384], conc[16];
 	char *argv[64], *drives[EC_MAX_DRIVES];
 	unsigned k, m, n = 0;
 	int dn_port = prof_free_port(), dn_mport = prof_free_port();
@@ -223,29 +239,24 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		perf_pid = prof_spawn(pargv, log_path);
 	}
 
+	/*
+	 * A warm-up run first, so that the CPU and payload counters read around the measured
+	 * run see steady state only (zest-bench creates the bucket it writes to).
+	 */
+	snprintf(conc, sizeof(conc), "%u", o->concurrent);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
+	if (load(o, bench, target, conc, o->warmup, out, sizeof(out)) != 0) {
+		rc = -EIO;
+		fprintf(stderr, "zest-prof: warm-up failed; see %s\n", log_path);
+		goto stop;
+	}
 	if (read_counters(dn_mport, &c0) < 0) {
 		rc = -EPROTO;
 		fprintf(stderr, "zest-prof: no payload counters at %s/metrics\n", metrics);
 		goto stop;
 	}
 	cpu0 = prof_cpu_seconds(dn_pid);
-	{
-		char conc[16];
-
-		snprintf(conc, sizeof(conc), "%u", o->concurrent);
-		snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
-		char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
-				      (char *)o->obj_size, "--concurrent", conc, "--duration",
-				      (char *)o->duration, "--warmup", (char *)o->warmup, "--json",
-				      NULL };
-		char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key",
-				    "zestprof", "--secret-key", "zestprofsecret", "--obj.size",
-				    (char *)o->obj_size, "--concurrent", conc, "--duration",
-				    (char *)o->duration, "--warmup", (char *)o->warmup, "--json",
-				    NULL };
-
-		rc = prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, sizeof(out), log_path);
-	}
+	rc = load(o, bench, target, conc, o->duration, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
 	if (rc != 0 || read_counters(dn_mport, &c1) < 0) {
 		fprintf(stderr, "zest-prof: load run failed (exit %d); see %s\n", rc, log_path);

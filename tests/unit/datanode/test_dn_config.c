@@ -55,6 +55,14 @@ main(void)
 	snprintf(line, sizeof(line), "heal %s", six);
 	CHECK_EQ(parse(&c, line), 0);
 	CHECK(c.heal);
+	CHECK_EQ(c.heal_drive, -1);
+	snprintf(line, sizeof(line), "heal %s --heal-drive 5", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.heal_drive, 5);
+	snprintf(line, sizeof(line), "heal %s --heal-drive 6", six); /* no drive 6 */
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --heal-drive 1", six); /* not healing */
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	CHECK_EQ(parse(&c, "--help"), 1);
 	CHECK_EQ(parse(&c, "--version"), 1);
 	CHECK_EQ(parse(&c, "--drive a"), -EINVAL); /* fewer than k + m */

@@ -1,0 +1,37 @@
+/*
+ * dn_rpc: the binding of the storage engine (dn.h) to the gRPC server (rpc.h), used by
+ * zest-datanode's main.c. Private to the datanode binary (not part of libzest_datanode).
+ *
+ * Threads: the rpc server's CQ threads run the callbacks and never block on the engine;
+ * a pool of write workers runs dn_write_begin/data/commit (which may block for admission,
+ * pool buffers and the in-flight cap) with each call's jobs in order; a pool of reader
+ * threads runs dn_read and streams ReadChunks, one send at a time. Commit callbacks run
+ * on the store's commit thread and finish the call there.
+ */
+#ifndef ZEST_DN_RPC_H
+#define ZEST_DN_RPC_H
+
+#include "dn.h"
+#include "rpc.h"
+
+struct dn_rpc;
+
+struct dn_rpc_opts {
+	unsigned write_workers; /* 0: 4 */
+	unsigned readers;       /* 0: 4 */
+	size_t call_cap;        /* payload bytes queued per Write call before it pauses; 0: 8 MiB */
+};
+
+/* Create the binding over an open store; fills *h for rpc_server_create. Returns 0 or
+ * -ENOMEM. */
+int dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc **out,
+                  struct rpc_server_handlers *h);
+
+/* Stop the pools. Call after rpc_server_destroy (which waits for every call to be
+ * finished by the binding) and before dn_store_close. NULL: no-op. */
+void dn_rpc_destroy(struct dn_rpc *b);
+
+/* The dn_metrics_hook exporting rpc_stats as zest_payload_* series. */
+void dn_rpc_metrics(FILE *out, void *arg);
+
+#endif

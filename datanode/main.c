@@ -1,0 +1,181 @@
+/*
+ * zest-datanode: the storage engine behind the zest.Datanode gRPC service.
+ *
+ *   zest-datanode --drive DIR ... [flags]       serve until SIGTERM/SIGINT
+ *   zest-datanode heal --drive DIR ... [flags]  rebuild missing cells on every drive, exit
+ *
+ * At SIGTERM/SIGINT the server stops accepting calls, gives in-flight calls a grace
+ * period to finish (then cancels them: their writes abort, nothing partial is visible),
+ * closes the store, and exits non-zero if any payload reference or gRPC buffer is still
+ * alive, so every test that stops a datanode also checks for leaks.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dn.h"
+#include "dn_rpc.h"
+#include "rpc.h"
+#include "zc.h"
+
+#define GRACE_MS 5000
+
+/* Heal one drive (only >= 0) or all of them, in index order. */
+static int
+heal_drives(struct dn_store *s, unsigned ndrives, int only)
+{
+	int rc = 0;
+
+	for (unsigned d = 0; d < ndrives; d++) {
+		uint64_t t0 = zc_now_ns();
+		long n;
+
+		if (only >= 0 && d != (unsigned)only)
+			continue;
+		n = dn_heal(s, d);
+		if (n < 0) {
+			ZC_ERR("datanode", "heal failed drive=%u err=%ld (%s)", d, n,
+			       strerror((int)-n));
+			rc = 1;
+			continue;
+		}
+		ZC_INFO("datanode", "healed drive=%u cells=%ld ms=%.1f", d, n,
+		        (double)(zc_now_ns() - t0) / 1e6);
+	}
+	return rc;
+}
+
+/* Split "HOST:PORT" at the last colon into host (static buffer) and port. */
+static int
+split_hostport(const char *hp, char *host, size_t hlen, unsigned *port)
+{
+	const char *colon = strrchr(hp, ':');
+	char *end;
+	unsigned long p;
+
+	if (!colon || (size_t)(colon - hp) >= hlen)
+		return -EINVAL;
+	memcpy(host, hp, (size_t)(colon - hp));
+	host[colon - hp] = 0;
+	if (host[0] == '[') { /* [::1]:9100 */
+		size_t n = strlen(host);
+
+		if (n < 2 || host[n - 1] != ']')
+			return -EINVAL;
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = 0;
+	}
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || p > 65535)
+		return -EINVAL;
+	*port = (unsigned)p;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct dn_config cfg;
+	struct dn_store_opts so;
+	struct dn_store *store = NULL;
+	struct rpc_server_opts ro = { 0 };
+	struct rpc_server_handlers h;
+	struct rpc_server *srv = NULL;
+	struct dn_rpc *b = NULL;
+	char mhost[256], drives[1024] = "";
+	unsigned mport = 0;
+	sigset_t set;
+	long live_refs, live_bufs;
+	int rc, sig;
+
+	zc_log_init();
+	rc = dn_config_parse(&cfg, argc, argv, stdout, stderr);
+	if (rc == 1)
+		return 0;
+	if (rc < 0)
+		return 2;
+	if (cfg.metrics && split_hostport(cfg.metrics, mhost, sizeof(mhost), &mport)) {
+		fprintf(stderr, "zest-datanode: bad value for --metrics: %s\n", cfg.metrics);
+		return 2;
+	}
+	/* The signals go to sigwait below, never to a gRPC or drive thread. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (!cfg.heal && rpc_tune_malloc())
+		ZC_WARN("datanode", "mallopt failed; keeping glibc's malloc defaults");
+
+	dn_config_to_opts(&cfg, &so);
+	rc = dn_store_open(&so, &store);
+	if (rc) {
+		ZC_ERR("datanode", "cannot open the store err=%d (%s)", rc, strerror(-rc));
+		return 1;
+	}
+	if (cfg.heal) {
+		rc = heal_drives(store, cfg.ndrives, cfg.heal_drive);
+		dn_store_close(store);
+		return rc;
+	}
+	rc = dn_rpc_create(store, NULL, &b, &h);
+	if (rc) {
+		ZC_ERR("datanode", "cannot start the binding err=%d", rc);
+		goto close_store;
+	}
+	ro.listen = cfg.listen;
+	ro.cq_threads = 2;
+	ro.marshaller = cfg.zerocopy ? RPC_MARSHAL_ZEROCOPY : RPC_MARSHAL_COPY;
+	rc = rpc_server_create(&ro, &h, &srv);
+	if (rc) {
+		ZC_ERR("datanode", "cannot listen on %s err=%d (%s)", cfg.listen, rc,
+		       strerror(-rc));
+		goto destroy_binding;
+	}
+	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
+	if (cfg.metrics) {
+		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
+		rc = dn_metrics_serve(store, mhost, &mport);
+		if (rc) {
+			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics,
+			       rc, strerror(-rc));
+			rpc_server_destroy(srv, 0);
+			goto destroy_binding;
+		}
+	}
+	for (unsigned i = 0; i < cfg.ndrives; i++) {
+		size_t n = strlen(drives);
+
+		snprintf(drives + n, sizeof(drives) - n, "%s%s", i ? "," : "", cfg.drives[i]);
+	}
+	ZC_INFO("datanode",
+	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
+	        "cell_size=%llu marshaller=%s discard=%d",
+	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
+	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
+	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard);
+
+	sigwait(&set, &sig);
+	ZC_INFO("datanode", "signal=%d: stopping (grace %d ms)", sig, GRACE_MS);
+	rpc_server_destroy(srv, GRACE_MS);
+	rc = 0;
+destroy_binding:
+	dn_rpc_destroy(b);
+close_store:
+	dn_store_close(store);
+	live_refs = zc_ref_live();
+	live_bufs = rpc_live_buffers();
+	if (live_refs || live_bufs) {
+		ZC_ERR("datanode", "leak at exit: zc_ref_live=%ld rpc_live_buffers=%ld", live_refs,
+		       live_bufs);
+		return 3;
+	}
+	if (rc)
+		return 1;
+	ZC_INFO("datanode", "stopped cleanly");
+	return 0;
+}

@@ -1,0 +1,296 @@
+/*
+ * dn_client: a small zest.Datanode client for the integration tests (rpc_client_*).
+ *
+ *   dn_client --target HOST:PORT CMD ARGS...
+ *     mb B | rb B | hb B | lsb
+ *     put B K FILE [CHUNK] [K+M]        (FILE '-': zero bytes; prints size and crc)
+ *     get B K OUT [OFFSET LENGTH]       (prints size)
+ *     stat B K | rm B K | ls B [PREFIX [DELIM [START [LIMIT]]]]
+ *     compose B K DELETE(0|1) PART...
+ *
+ * Success prints a result line and exits 0; a failed call prints "ERR <message>" and
+ * exits 1 (usage errors 2).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rpc.h"
+
+struct getter {
+	FILE *out;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	struct rpc_status st;
+	uint64_t bytes, next;
+	int bad;
+};
+
+static int
+get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+          const struct zc_seg *segs, size_t n_segs, size_t len)
+{
+	struct getter *g = arg;
+
+	(void)r;
+	(void)info;
+	if (offset != g->next)
+		g->bad = 1;
+	for (size_t i = 0; i < n_segs; i++)
+		if (fwrite(segs[i].ptr, 1, segs[i].len, g->out) != segs[i].len)
+			g->bad = 1;
+	g->bytes += len;
+	g->next = offset + len;
+	return 0;
+}
+
+static void
+get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+{
+	struct getter *g = arg;
+
+	(void)r;
+	pthread_mutex_lock(&g->mu);
+	g->st = *st;
+	g->done = true;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static int
+fail(const struct rpc_status *st)
+{
+	printf("ERR %d %s\n", st->code, st->msg);
+	return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct rpc_client_opts co = { 0 };
+	struct rpc_client *cl;
+	struct rpc_status st = { 0 };
+	ProtobufCMessage *resp = NULL;
+	const char *cmd;
+	int rc = 0;
+
+	if (argc < 4 || strcmp(argv[1], "--target")) {
+		fprintf(stderr, "usage: dn_client --target HOST:PORT CMD ARGS...\n");
+		return 2;
+	}
+	co.target = argv[2];
+	cmd = argv[3];
+	argv += 4;
+	argc -= 4;
+	if (rpc_client_create(&co, &cl))
+		return 2;
+
+	if (!strcmp(cmd, "mb") || !strcmp(cmd, "rb") || !strcmp(cmd, "hb")) {
+		Zest__BucketRequest br = ZEST__BUCKET_REQUEST__INIT;
+		enum rpc_method m = cmd[0] == 'm'   ? RPC_CREATE_BUCKET
+		                    : cmd[0] == 'r' ? RPC_DELETE_BUCKET
+		                                    : RPC_HEAD_BUCKET;
+
+		if (argc < 1)
+			goto usage;
+		br.bucket = argv[0];
+		rc = rpc_client_call(cl, m, &br.base, &resp, &st);
+		if (rc)
+			goto failed;
+		printf("OK\n");
+	} else if (!strcmp(cmd, "lsb")) {
+		Zest__Empty e = ZEST__EMPTY__INIT;
+		Zest__BucketList *bl;
+
+		rc = rpc_client_call(cl, RPC_LIST_BUCKETS, &e.base, &resp, &st);
+		if (rc)
+			goto failed;
+		bl = (Zest__BucketList *)resp;
+		for (size_t i = 0; i < bl->n_buckets; i++)
+			printf("%s\n", bl->buckets[i]->name);
+	} else if (!strcmp(cmd, "put")) {
+		Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+		size_t chunk = 1 << 20, len = 0;
+		void *buf = NULL;
+		int fd = -1;
+
+		if (argc < 3)
+			goto usage;
+		if (argc > 3)
+			chunk = strtoull(argv[3], NULL, 0);
+		if (argc > 4 && sscanf(argv[4], "%u+%u", &op.ec_k, &op.ec_m) != 2)
+			goto usage;
+		if (strcmp(argv[2], "-")) {
+			struct stat sb;
+
+			fd = open(argv[2], O_RDONLY);
+			if (fd < 0 || fstat(fd, &sb)) {
+				perror(argv[2]);
+				return 2;
+			}
+			len = (size_t)sb.st_size;
+			if (len) {
+				buf = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+				if (buf == MAP_FAILED) {
+					perror("mmap");
+					return 2;
+				}
+			}
+		}
+		op.bucket = argv[0];
+		op.key = argv[1];
+		op.size = len;
+		op.size_known = true;
+		rc = rpc_client_put(cl, &op, buf ? buf : "", len, chunk, &res, &st);
+		if (buf)
+			munmap(buf, len);
+		if (fd >= 0)
+			close(fd);
+		if (rc)
+			goto failed;
+		printf("size=%llu crc32c=%08x\n", (unsigned long long)res.size, res.crc32c);
+	} else if (!strcmp(cmd, "get")) {
+		Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
+		struct rpc_cread_cbs cbs = { get_chunk, get_done };
+		struct getter g = { 0 };
+		struct rpc_cread *r;
+
+		if (argc < 3)
+			goto usage;
+		rq.bucket = argv[0];
+		rq.key = argv[1];
+		if (argc > 4) {
+			rq.offset = strtoull(argv[3], NULL, 0);
+			rq.length = strtoull(argv[4], NULL, 0);
+			rq.has_length = true;
+		}
+		g.next = rq.offset;
+		g.out = fopen(argv[2], "wb");
+		if (!g.out) {
+			perror(argv[2]);
+			return 2;
+		}
+		pthread_mutex_init(&g.mu, NULL);
+		pthread_cond_init(&g.cond, NULL);
+		if (rpc_cread_open(cl, &rq, &cbs, &g, &r)) {
+			fprintf(stderr, "cannot open a Read\n");
+			return 2;
+		}
+		pthread_mutex_lock(&g.mu);
+		while (!g.done)
+			pthread_cond_wait(&g.cond, &g.mu);
+		pthread_mutex_unlock(&g.mu);
+		rpc_cread_destroy(r);
+		fclose(g.out);
+		st = g.st;
+		if (st.code != GRPC_STATUS_OK) {
+			rc = 1;
+			goto failed;
+		}
+		if (g.bad) {
+			printf("ERR local: offsets or file write\n");
+			rc = 1;
+			goto out;
+		}
+		printf("size=%llu\n", (unsigned long long)g.bytes);
+	} else if (!strcmp(cmd, "stat") || !strcmp(cmd, "rm")) {
+		Zest__ObjectRequest orq = ZEST__OBJECT_REQUEST__INIT;
+
+		if (argc < 2)
+			goto usage;
+		orq.bucket = argv[0];
+		orq.key = argv[1];
+		rc = rpc_client_call(cl, cmd[0] == 's' ? RPC_STAT : RPC_DELETE, &orq.base, &resp,
+		                     &st);
+		if (rc)
+			goto failed;
+		if (cmd[0] == 's') {
+			Zest__ObjectInfo *oi = (Zest__ObjectInfo *)resp;
+
+			printf("key=%s size=%llu etag=%s crc32c=%08x ec=%u+%u", oi->key,
+			       (unsigned long long)oi->size, oi->etag, oi->crc32c, oi->ec_k,
+			       oi->ec_m);
+			for (size_t i = 0; i < oi->n_attrs; i++)
+				printf(" attr:%s=%s", oi->attrs[i]->name, oi->attrs[i]->value);
+			printf("\n");
+		} else {
+			printf("existed=%d\n", ((Zest__DeleteResult *)resp)->existed);
+		}
+	} else if (!strcmp(cmd, "ls")) {
+		Zest__ListRequest lr = ZEST__LIST_REQUEST__INIT;
+		Zest__ListResult *res;
+
+		if (argc < 1)
+			goto usage;
+		lr.bucket = argv[0];
+		if (argc > 1)
+			lr.prefix = argv[1];
+		if (argc > 2)
+			lr.delimiter = argv[2];
+		if (argc > 3)
+			lr.start_after = argv[3];
+		if (argc > 4)
+			lr.limit = (uint32_t)atoi(argv[4]);
+		rc = rpc_client_call(cl, RPC_LIST, &lr.base, &resp, &st);
+		if (rc)
+			goto failed;
+		res = (Zest__ListResult *)resp;
+		for (size_t i = 0; i < res->n_entries; i++)
+			printf("key %s %llu\n", res->entries[i]->key,
+			       (unsigned long long)res->entries[i]->size);
+		for (size_t i = 0; i < res->n_common_prefixes; i++)
+			printf("prefix %s\n", res->common_prefixes[i]);
+		printf("truncated=%d next=%s\n", res->truncated, res->next_start_after);
+	} else if (!strcmp(cmd, "compose")) {
+		Zest__ComposeRequest cr = ZEST__COMPOSE_REQUEST__INIT;
+		Zest__ObjectRequest *parts, **pp;
+		Zest__WriteResult *wr;
+
+		if (argc < 4)
+			goto usage;
+		cr.bucket = argv[0];
+		cr.key = argv[1];
+		cr.delete_parts = atoi(argv[2]) != 0;
+		cr.etag = "composed-etag";
+		cr.n_parts = (size_t)argc - 3;
+		parts = calloc(cr.n_parts, sizeof(*parts));
+		pp = calloc(cr.n_parts, sizeof(*pp));
+		for (size_t i = 0; i < cr.n_parts; i++) {
+			zest__object_request__init(&parts[i]);
+			parts[i].bucket = argv[0];
+			parts[i].key = argv[3 + i];
+			pp[i] = &parts[i];
+		}
+		cr.parts = pp;
+		rc = rpc_client_call(cl, RPC_COMPOSE, &cr.base, &resp, &st);
+		free(parts);
+		free(pp);
+		if (rc)
+			goto failed;
+		wr = (Zest__WriteResult *)resp;
+		printf("size=%llu crc32c=%08x etag=%s\n", (unsigned long long)wr->size, wr->crc32c,
+		       wr->etag);
+	} else {
+		goto usage;
+	}
+	goto out;
+failed:
+	rc = fail(&st);
+out:
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_client_destroy(cl);
+	return rc;
+usage:
+	fprintf(stderr, "dn_client: bad arguments for %s\n", cmd);
+	rpc_client_destroy(cl);
+	return 2;
+}

@@ -1,0 +1,365 @@
+/*
+ * The gRPC binding (datanode/dn_rpc.c) in one process: a store over temp folders, the
+ * binding, an rpc server on a loopback port and an rpc client. Covers the paths the
+ * integration tests cannot steer: pause/resume with a tiny per-call queue, an engine
+ * refusal found after the call was accepted (reported at the next callback), a client
+ * cancelling a Write and a Read mid-stream, and a server shutdown with a Write in flight.
+ * Every case ends with no live payload ref and no live gRPC buffer.
+ */
+#include "dn_test.h"
+
+#include "dn_rpc.h"
+#include "rpc.h"
+
+struct env {
+	struct t_env t;
+	struct dn_rpc *b;
+	struct rpc_server *srv;
+	struct rpc_client *cl;
+	char target[64];
+};
+
+static void
+env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
+{
+	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2 };
+	struct rpc_client_opts co = { 0 };
+	struct rpc_server_handlers h;
+	uint64_t ct;
+
+	t_env_init(&e->t, 6, 4, 2);
+	if (tight_admission) {
+		e->t.o.adm_l1_ns = 1000000;
+		e->t.o.adm_l2_ns = 2000000;
+		e->t.o.adm_l3_ns = 5000000;
+	}
+	t_open(&e->t);
+	CHECK_EQ(dn_bucket_create(e->t.s, "b", &ct), 0);
+	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
+	CHECK_EQ(rpc_server_create(&so, &h, &e->srv), 0);
+	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
+	co.target = e->target;
+	CHECK_EQ(rpc_client_create(&co, &e->cl), 0);
+}
+
+static void
+env_up(struct env *e, size_t call_cap)
+{
+	env_up_adm(e, call_cap, false);
+}
+
+static void
+env_down(struct env *e, unsigned grace_ms)
+{
+	rpc_client_destroy(e->cl);
+	rpc_server_destroy(e->srv, grace_ms);
+	dn_rpc_destroy(e->b);
+	t_env_fini(&e->t);
+	CHECK_EQ(zc_ref_live(), 0);
+	CHECK_EQ(rpc_live_buffers(), 0);
+}
+
+static int
+put(struct env *e, const char *key, const uint8_t *buf, size_t len, size_t chunk, unsigned k,
+    struct rpc_status *st)
+{
+	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+
+	op.bucket = "b";
+	op.key = (char *)key;
+	op.size = len;
+	op.size_known = true;
+	op.ec_k = k;
+	op.ec_m = k ? 2 : 0;
+	return rpc_client_put(e->cl, &op, buf, len, chunk, NULL, st);
+}
+
+/* ---- a Read into memory, optionally cancelled after the first chunk ---- */
+struct getter {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	uint8_t *buf;
+	size_t cap, got;
+	bool cancel, done;
+	struct rpc_status st;
+};
+
+static int
+get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+          const struct zc_seg *segs, size_t n, size_t len)
+{
+	struct getter *g = arg;
+
+	(void)info;
+	CHECK_EQ(offset, g->got);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(g->got + segs[i].len <= g->cap);
+		memcpy(g->buf + g->got, segs[i].ptr, segs[i].len);
+		g->got += segs[i].len;
+	}
+	(void)len;
+	if (g->cancel)
+		rpc_cread_cancel(r);
+	return 0;
+}
+
+static void
+get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+{
+	struct getter *g = arg;
+
+	(void)r;
+	pthread_mutex_lock(&g->mu);
+	g->st = *st;
+	g->done = true;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void
+get(struct env *e, const char *key, struct getter *g)
+{
+	Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
+	struct rpc_cread_cbs cbs = { get_chunk, get_done };
+	struct rpc_cread *r;
+
+	rq.bucket = "b";
+	rq.key = (char *)key;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	CHECK_EQ(rpc_cread_open(e->cl, &rq, &cbs, g, &r), 0);
+	pthread_mutex_lock(&g->mu);
+	while (!g->done)
+		pthread_cond_wait(&g->cond, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	rpc_cread_destroy(r);
+}
+
+static void
+test_pause_resume_round_trip(void)
+{
+	struct env e;
+	struct rpc_status st;
+	size_t len = (3u << 20) + 12345;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	struct getter g = { .buf = back, .cap = len };
+
+	t_fill(buf, len);
+	env_up(&e, 32 << 10); /* pauses after every few 8 KiB messages */
+	CHECK_EQ(put(&e, "obj", buf, len, 8 << 10, 0, &st), 0);
+	get(&e, "obj", &g);
+	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(g.got, len);
+	CHECK(memcmp(buf, back, len) == 0);
+	env_down(&e, 1000);
+	free(buf);
+	free(back);
+}
+
+static void
+test_refusal_after_accept(void)
+{
+	struct env e;
+	struct rpc_status st;
+	size_t len = 2u << 20;
+	uint8_t *buf = malloc(len);
+	struct dn_object_info info;
+
+	t_fill(buf, len);
+	env_up(&e, 0);
+	/* 40+2 passes the rpc checks; dn_write_begin refuses it on a worker, after open
+	 * accepted the call: many messages (failed from a data callback) ... */
+	CHECK_EQ(put(&e, "bad", buf, len, 64 << 10, 40, &st), -EINVAL);
+	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
+	/* ... and a single open+commit message (failed by the commit job). */
+	CHECK_EQ(put(&e, "bad0", buf, 0, 64 << 10, 40, &st), -EINVAL);
+	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
+	CHECK_EQ(dn_stat(e.t.s, "b", "bad", &info), -ENOENT);
+	/* and answered at open */
+	{
+		Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+
+		op.bucket = "nob";
+		op.key = "k";
+		CHECK_EQ(rpc_client_put(e.cl, &op, buf, 10, 10, NULL, &st), -ENOENT);
+		CHECK(strcmp(st.msg, "NoSuchBucket: nob") == 0);
+	}
+	env_down(&e, 1000);
+	free(buf);
+}
+
+/* ---- a Write cancelled by its client, and one left open at shutdown ---- */
+struct wstate {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	struct rpc_status st;
+};
+
+static void
+w_writable(void *arg, struct rpc_cwrite *w)
+{
+	(void)arg;
+	(void)w;
+}
+
+static void
+w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zest__WriteResult *r)
+{
+	struct wstate *s = arg;
+
+	(void)w;
+	(void)r;
+	pthread_mutex_lock(&s->mu);
+	s->st = *st;
+	s->done = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static struct rpc_cwrite *
+open_stream(struct env *e, const char *key, struct wstate *s, const uint8_t *buf, size_t n,
+            size_t chunk)
+{
+	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+	struct rpc_cwrite_cbs cbs = { w_writable, w_done };
+	struct rpc_cwrite *w;
+
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	op.bucket = "b";
+	op.key = (char *)key;
+	CHECK_EQ(rpc_cwrite_open(e->cl, &op, &cbs, s, &w), 0);
+	for (size_t off = 0; off < n; off += chunk) {
+		struct zc_seg seg = { (void *)(buf + off), chunk, NULL };
+
+		while (rpc_cwrite_send(w, &seg, 1) == -EAGAIN)
+			usleep(1000);
+	}
+	return w;
+}
+
+static void
+wait_done(struct wstate *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (!s->done)
+		pthread_cond_wait(&s->cond, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void
+test_client_cancels(void)
+{
+	struct env e;
+	struct wstate s = { 0 };
+	struct getter g = { 0 };
+	struct rpc_status st;
+	struct dn_object_info info;
+	size_t len = 4u << 20;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	struct rpc_cwrite *w;
+
+	t_fill(buf, len);
+	env_up(&e, 0);
+	w = open_stream(&e, "half", &s, buf, len / 2, 64 << 10);
+	usleep(100000);
+	rpc_cwrite_cancel(w);
+	wait_done(&s);
+	rpc_cwrite_destroy(w);
+	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
+	usleep(100000); /* the server's abort runs on a worker */
+	CHECK_EQ(dn_stat(e.t.s, "b", "half", &info), -ENOENT);
+
+	/* a Read cancelled after its first chunk */
+	CHECK_EQ(put(&e, "big", buf, len, 1 << 20, 0, &st), 0);
+	g.buf = back;
+	g.cap = len;
+	g.cancel = true;
+	get(&e, "big", &g);
+	CHECK(g.st.code == GRPC_STATUS_CANCELLED || g.st.code == GRPC_STATUS_OK);
+	/* a missing key answers at start */
+	memset(&g, 0, sizeof(g));
+	g.buf = back;
+	g.cap = len;
+	get(&e, "nokey", &g);
+	CHECK_EQ(g.st.code, GRPC_STATUS_NOT_FOUND);
+	CHECK(strcmp(g.st.msg, "NoSuchKey: nokey") == 0);
+	env_down(&e, 1000);
+	free(buf);
+	free(back);
+}
+
+static void
+test_shutdown_with_write_open(void)
+{
+	struct env e;
+	struct wstate s = { 0 };
+	size_t len = 1u << 20;
+	uint8_t *buf = malloc(len);
+	struct rpc_cwrite *w;
+	struct dn_store *store;
+
+	t_fill(buf, len);
+	env_up(&e, 0);
+	w = open_stream(&e, "open", &s, buf, len, 64 << 10);
+	usleep(100000);
+	/* the server cancels the stream after its grace; the binding aborts the write */
+	rpc_server_destroy(e.srv, 100);
+	e.srv = NULL;
+	wait_done(&s);
+	rpc_cwrite_destroy(w);
+	CHECK(s.st.code != GRPC_STATUS_OK);
+	rpc_client_destroy(e.cl);
+	dn_rpc_destroy(e.b);
+	store = e.t.s;
+	{
+		struct dn_object_info info;
+
+		CHECK_EQ(dn_stat(store, "b", "open", &info), -ENOENT);
+	}
+	t_env_fini(&e.t);
+	CHECK_EQ(zc_ref_live(), 0);
+	CHECK_EQ(rpc_live_buffers(), 0);
+	free(buf);
+}
+
+/* A slow drive pushes admission to its refusal level: RESOURCE_EXHAUSTED "SlowDown: ...". */
+static void
+test_slowdown(void)
+{
+	struct env e;
+	struct rpc_status st;
+	size_t len = 256u << 10;
+	uint8_t *buf = malloc(len);
+	int rc = 0;
+
+	t_fill(buf, len);
+	env_up_adm(&e, 0, true);
+	dn_drive_inject_delay(e.t.s, 0, 30000000);
+	for (int i = 0; i < 20 && rc == 0; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "s%d", i);
+		rc = put(&e, key, buf, len, 64 << 10, 0, &st);
+	}
+	CHECK(rc != 0);
+	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
+	dn_drive_inject_delay(e.t.s, 0, 0);
+	env_down(&e, 1000);
+	free(buf);
+}
+
+int
+main(void)
+{
+	test_pause_resume_round_trip();
+	test_refusal_after_accept();
+	test_client_cancels();
+	test_shutdown_with_write_open();
+	test_slowdown();
+	printf("test_dn_rpc: ok\n");
+	return 0;
+}
