@@ -48,6 +48,10 @@ test_place_balance_and_stability(void **state)
 		         (unsigned long long)s3_obj_hash("bkt", key), i % 7 + 1);
 		assert_int_equal(s3_place(nodes, 4, S3_RESERVED_BUCKET, part),
 		                 s3_place(nodes, 4, "bkt", key));
+		/* the current layout: parts in the upload's bucket under S3_PART_PREFIX */
+		snprintf(part, sizeof(part), S3_PART_PREFIX "%016x%016llx/%05d", 0x1234567u + i,
+		         (unsigned long long)s3_obj_hash("bkt", key), i % 7 + 1);
+		assert_int_equal(s3_place(nodes, 4, "bkt", part), s3_place(nodes, 4, "bkt", key));
 	}
 	/* bucket and key are not just concatenated */
 	assert_true(s3_place(nodes, 4, "ab", "c") == s3_place(nodes, 4, "ab", "c"));
