@@ -960,6 +960,9 @@ test_bad_input_table(void **state)
 		{ "PUT", "/192.168.1.1", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "GET", "/.zest-mpu/x", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/tbl/a/./b", NULL, "x", NULL, 400, "InvalidArgument" },
+		/* the gateway's own multipart part keys (S3_PART_PREFIX) */
+		{ "PUT", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, "x", NULL, 400, "InvalidArgument" },
+		{ "GET", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, NULL, NULL, 400, "InvalidArgument" },
 		{ "PUT", "/tbl/k",
 		  "x-amz-meta-big: "
 		  "0123456789012345678901234567890123456789012345678901234567890123456789"
