@@ -555,8 +555,7 @@ out:
 /* ------------------------------------------------------------------ unary */
 
 static int
-call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
-     ProtobufCMessage **resp)
+call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req, ProtobufCMessage **resp)
 {
 	struct rpc_status st;
 	int rc;
@@ -695,8 +694,7 @@ r_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 	if (!limit)
 		limit = 1000;
 	if (b->n == 1)
-		return list_one(b->cl[0], bucket, prefix, start_after, delimiter, limit, true,
-		                out);
+		return list_one(b->cl[0], bucket, prefix, start_after, delimiter, limit, true, out);
 	memset(out, 0, sizeof(*out));
 	parts = calloc(b->n, sizeof(*parts));
 	pp = calloc(b->n, sizeof(*pp));
@@ -723,8 +721,8 @@ out:
 
 static int
 r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
-          size_t nparts, bool delete_parts, const char *etag, const char *attrs,
-          size_t attrs_len, struct s3_obj_info *out)
+          size_t nparts, bool delete_parts, const char *etag, const char *attrs, size_t attrs_len,
+          struct s3_obj_info *out)
 {
 	struct rbe *b = ctx;
 	Zest__ComposeRequest req;

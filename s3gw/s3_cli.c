@@ -198,8 +198,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	}
 	if (!be) {
 		if (ndn == 0) {
-			fprintf(stderr, "zest-s3gw: no --datanode given: the gateway needs at least "
-			                "one datanode (HOST:PORT) to store objects\n");
+			fprintf(stderr,
+			        "zest-s3gw: no --datanode given: the gateway needs at least "
+			        "one datanode (HOST:PORT) to store objects\n");
 			return 2;
 		}
 		rc = s3_backend_rpc_create(datanodes, ndn, &own);

@@ -1673,8 +1673,7 @@ end_complete(struct s3_req *rq)
 
 				snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
 				if (!pi ||
-				    rq->be->stat(rq->be->ctx, rq->bucket, pkeys[i], pi) <
-				            0 ||
+				    rq->be->stat(rq->be->ctx, rq->bucket, pkeys[i], pi) < 0 ||
 				    (vl = attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 ||
 				    vl >= 64) {
 					free(pi);
@@ -1759,8 +1758,7 @@ end_complete(struct s3_req *rq)
 		for (size_t i = 0; i < cr.n && !used; i++)
 			used = pkeys[i] == parts.entries[j].key;
 		if (!used)
-			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key,
-			            &existed);
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
 	}
 	{
 		char rk[160];
@@ -1845,8 +1843,7 @@ op_mpu_abort(struct s3_req *rq)
 	rc = mpu_list_parts(rq, uid, &parts);
 	if (rc == 0) {
 		for (size_t j = 0; j < parts.n; j++)
-			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key,
-			            &existed);
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
 		s3_list_result_fini(&parts);
 	}
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
