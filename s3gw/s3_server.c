@@ -768,9 +768,21 @@ body_step(struct s3_conn *c)
 	}
 	rq->cur_ref = NULL;
 	if (rc < 0) {
+		/* A length-framed body of moderate size is drained after the error answer:
+		 * closing with unread bytes makes the kernel send RST, and the client then
+		 * never reads the answer (seen with curl: a PUT into a missing bucket, whose
+		 * NoSuchBucket comes from the datanode mid-body, ended as "HTTP 100"). */
+		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= (64u << 20);
+
 		if (c->state == C_BODY) {
-			rq->close = true;
+			rq->close = !drain;
 			s3_ops_abort(rq, body_err(rq, rc));
+		}
+		if (drain && rq->head_sent) {
+			c->state = C_DRAIN;
+			if (c->body_left == 0)
+				request_done(c);
+			return;
 		}
 		rq->close = true;
 		request_done(c);

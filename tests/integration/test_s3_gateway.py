@@ -104,6 +104,9 @@ def test_curl_and_bad_input():
         assert code(c, "-H", f"Content-MD5: {md5}", "-T", path, f"{u}/curlb/md5ok")[0] == 200
         p = curl(c, "-I", f"{u}/curlb/md5ok")
         assert hashlib.md5(blob).hexdigest() in p.stdout.decode(), "etag"
+        # a datanode error mid-body (the bucket is missing) reaches the client as an answer
+        st, body = code(c, "-T", path, f"{u}/no-such-bucket/k")
+        assert st == 404 and b"NoSuchBucket" in body, f"missing bucket {st}"
         # truncated body: the client promises 1 MiB, sends 100 KiB and closes
         truncated_put(c, "curlb", "trunc", 1 << 20, 100 << 10)
         assert code(c, "-I", f"{u}/curlb/trunc")[0] == 404, "truncated object stored"
