@@ -13,7 +13,7 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
 	curl openssl python3-boto3
 
-.PHONY: all deps build build-asan run test bench fuzz clean
+.PHONY: all deps build build-asan run test bench fuzz reliability soak clean
 
 all: build
 
@@ -60,6 +60,17 @@ fuzz: deps $(FUZZ_BUILD)/build.ninja
 		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			$(FUZZ_BUILD)/corpus/$$name $$corpus; \
 	done
+
+# Long suites, outside `make test`: 100 crash cycles; 10 minutes of mixed load.
+CRASH_CYCLES ?= 100
+SOAK_SECONDS ?= 600
+
+reliability: build
+	ZEST_BUILD=$(BUILD) ZEST_CRASH_CYCLES=$(CRASH_CYCLES) python3 tests/integration/test_crash.py
+
+soak: build
+	ZEST_BUILD=$(BUILD) ZEST_SOAK_SECONDS=$(SOAK_SECONDS) ZEST_SOAK_REPORT=soak.csv \
+		python3 tests/integration/soak.py
 
 bench: build
 	$(BUILD)/tools/zest-bench ec

@@ -666,6 +666,16 @@ serve_metrics(struct s3_conn *c)
 
 /* Start a request whose head is parsed in c->rq.http. */
 static void
+send_continue(struct s3_conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+	if (conn_write(c, cont, sizeof(cont) - 1, false) != 0)
+		c->closing = true;
+	c->continue_sent = true;
+}
+
+static void
 begin_request(struct s3_conn *c)
 {
 	struct s3_server *srv = c->loop->srv;
@@ -711,6 +721,12 @@ begin_request(struct s3_conn *c)
 		c->state = C_DRAIN; /* discard the body, keep the connection */
 		return;
 	}
+	if (!has_body && rq->http.expect_continue) {
+		/* Say 100 even for an empty body: botocore, answered at once with the final
+		 * status, mis-frames its next request on the connection and waits out its read
+		 * timeout (a zero-byte PUT followed by a large one stalled for 30 s). */
+		send_continue(c);
+	}
 	if (!has_body && rq->body_mode != S3_BODY_NONE) {
 		int rc = s3_ops_end(rq);
 
@@ -729,13 +745,8 @@ begin_request(struct s3_conn *c)
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
 	else
 		c->state = C_BODY;
-	if (rq->http.expect_continue) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-		if (conn_write(c, cont, sizeof(cont) - 1, false) != 0)
-			c->closing = true;
-		c->continue_sent = true;
-	}
+	if (rq->http.expect_continue)
+		send_continue(c);
 }
 
 /* Consume body bytes from the read buffer; returns false when the connection must close. */
