@@ -37,8 +37,10 @@ def content(key):
     return (block * (size // len(block) + 1))[:size]
 
 
-def s3_client(c):
-    cfg = Config(retries={"total_max_attempts": 1}, connect_timeout=5,
+def s3_client(c, attempts=1):
+    """attempts=1 for writers, so that a 200 is exactly what was acknowledged; checks
+    retry like any S3 client does on 503 (a gateway channel still reconnecting)."""
+    cfg = Config(retries={"total_max_attempts": attempts, "mode": "standard"}, connect_timeout=5,
                  read_timeout=30, s3={"addressing_style": "path"})
     return boto3.client("s3", endpoint_url=c.endpoint, aws_access_key_id=zh.ACCESS_KEY,
                         aws_secret_access_key=zh.SECRET_KEY, region_name="us-east-1",
@@ -106,7 +108,7 @@ def test_crash_cycles():
     rnd = random.Random(int(os.environ.get("ZEST_TEST_SEED", "7")))
     acked, lock = set(), threading.Lock()
     with zh.cluster(ec="4+2", cell_size="64KiB") as c:
-        s3 = s3_client(c)
+        s3 = s3_client(c, attempts=10)
         s3.create_bucket(Bucket=BUCKET)
         for cycle in range(CYCLES):
             stop = threading.Event()
