@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every suite: all tests on the normal build, then the unit tests again under
-# ASan+UBSan. Ends with "N passed, N failed" and exits non-zero on any failure.
+# Runs every suite: all tests on the normal build, then the unit and integration tests
+# again under ASan+UBSan (the daemons then exit non-zero on any leak or UB). Ends with "N passed, N failed" and exits non-zero on any failure.
 set -u
 build=${1:-build}
 asan=${2:-build-asan}
@@ -30,7 +30,8 @@ PY
 tally=$(mktemp)
 trap 'rm -f "$tally"' EXIT
 run_suite "$build" "all tests"
-run_suite "$asan" "unit tests, ASan+UBSan" --suite unit
+ZEST_SANITIZED=1 run_suite "$asan" "unit and integration tests, ASan+UBSan" --suite unit \
+	--suite integration
 
 read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$tally")
 [ -s "$tally" ] || failed=1

@@ -85,9 +85,10 @@ def list_all(s3):
         token = r["NextContinuationToken"]
 
 
-def verify(s3, acked):
-    visible = set(list_all(s3)) - {"probe"}
-    lost = acked - visible
+def verify(s3, acked, prefix=""):
+    """Every acknowledged key under prefix is visible, every visible one is intact."""
+    visible = set(k for k in list_all(s3) if k.startswith(prefix)) - {"probe"}
+    lost = {k for k in acked if k.startswith(prefix)} - visible
     assert not lost, f"{len(lost)} acknowledged objects lost, e.g. {sorted(lost)[:5]}"
     for key in visible:
         body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
@@ -123,9 +124,13 @@ def test_crash_cycles():
                 t.join()
             c.start_datanode()
             wait_writable(s3)
-            visible = verify(s3, acked)
-            print(f"cycle {cycle + 1}/{CYCLES}: {len(acked)} acknowledged, "
-                  f"{len(visible)} visible, all intact", flush=True)
+            # This cycle's objects in full; earlier cycles' once more at the end.
+            visible = verify(s3, acked, prefix=f"c{cycle}/")
+            print(f"cycle {cycle + 1}/{CYCLES}: {len(acked)} acknowledged so far, "
+                  f"{len(visible)} visible from this cycle, all intact", flush=True)
+        visible = verify(s3, acked)
+        print(f"all cycles: {len(acked)} acknowledged, {len(visible)} visible, all intact",
+              flush=True)
         # Delete everything visible; then no cell file and no temp file may remain.
         for key in list_all(s3):
             s3.delete_object(Bucket=BUCKET, Key=key)

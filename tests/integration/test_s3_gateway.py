@@ -382,7 +382,10 @@ def test_1gib_put_rss():
         hwm = vm_hwm_kib(c.gw.proc.pid)
         print(f"    1 GiB PUT in {secs:.1f}s ({size / secs / 2**20:.0f} MiB/s), gateway "
               f"VmHWM {hwm / 1024:.1f} MiB", flush=True)
-        assert 0 < hwm < 128 * 1024, f"gateway VmHWM {hwm} KiB"
+        if zh.SANITIZED:  # ASan's shadow memory and quarantine are not the gateway's
+            print("    (RSS bound not checked under sanitizers)", flush=True)
+        else:
+            assert 0 < hwm < 128 * 1024, f"gateway VmHWM {hwm} KiB"
         st, _ = code(c, "-I", f"{c.endpoint}/bigb/one-gib")
         assert st == 200
         p = curl(c, "-I", f"{c.endpoint}/bigb/one-gib")

@@ -21,6 +21,9 @@ DATANODE = os.environ.get("ZEST_DATANODE_BIN") or os.path.join(BUILD, "datanode"
 GATEWAY = os.path.join(BUILD, "s3gw", "zest-s3gw")
 BENCH = os.path.join(BUILD, "tools", "zest-bench")
 
+# Set by tests/run.sh for the ASan+UBSan build: memory figures are the sanitizer's, not ours.
+SANITIZED = os.environ.get("ZEST_SANITIZED") == "1"
+
 ACCESS_KEY = "zesttest"
 SECRET_KEY = "zesttestsecret"
 
