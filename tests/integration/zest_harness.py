@@ -73,7 +73,8 @@ class Daemon:
         self.metrics_port = metrics_port
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_http(metrics_port, proc=self.proc)
+        wait_http(metrics_port, proc=self.proc,
+                  timeout=float(os.environ.get("ZEST_START_TIMEOUT", "15")))
 
     def kill9(self):
         self.proc.kill()
