@@ -187,6 +187,8 @@ struct dn_obj {
 	size_t npieces;
 };
 void dn_obj_fini(struct dn_obj *o);
+/* Move o's ETag and attributes into info (key duplicated): the caller fini's both. */
+void dn_obj_take_info(struct dn_obj *o, const char *key, struct dn_object_info *info);
 
 struct dn_meta;
 int dn_meta_open(struct dn_store *s, struct dn_meta **out);

@@ -257,21 +257,8 @@ dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset
 		goto fini;
 	}
 	end = has_length ? offset + length : o.size;
-	if (info) {
-		memset(info, 0, sizeof(*info));
-		info->key = dn_strdup(key);
-		info->size = o.size;
-		info->etag = o.etag;
-		info->mtime_ns = o.mtime_ns;
-		info->crc32c = o.crc32c;
-		info->k = o.k;
-		info->m = o.m;
-		info->attrs = o.attrs;
-		info->nattrs = o.nattrs;
-		o.etag = NULL;
-		o.attrs = NULL;
-		o.nattrs = 0;
-	}
+	if (info)
+		dn_obj_take_info(&o, key, info);
 	for (size_t i = 0; i < o.npieces && !err && base < end; i++) {
 		uint64_t psz = o.pieces[i].size;
 		struct dn_extent e;

@@ -487,6 +487,24 @@ dn_object_info_fini(struct dn_object_info *info)
 	memset(info, 0, sizeof(*info));
 }
 
+void
+dn_obj_take_info(struct dn_obj *o, const char *key, struct dn_object_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->key = dn_strdup(key);
+	info->size = o->size;
+	info->etag = o->etag;
+	info->mtime_ns = o->mtime_ns;
+	info->crc32c = o->crc32c;
+	info->k = o->k;
+	info->m = o->m;
+	info->attrs = o->attrs;
+	info->nattrs = o->nattrs;
+	o->etag = NULL;
+	o->attrs = NULL;
+	o->nattrs = 0;
+}
+
 int
 dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info)
 {
@@ -498,19 +516,7 @@ dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_objec
 	err = dn_meta_get_obj(s->meta, bucket, key, &o);
 	if (err)
 		return err;
-	memset(info, 0, sizeof(*info));
-	info->key = dn_strdup(key);
-	info->size = o.size;
-	info->etag = o.etag;
-	info->mtime_ns = o.mtime_ns;
-	info->crc32c = o.crc32c;
-	info->k = o.k;
-	info->m = o.m;
-	info->attrs = o.attrs;
-	info->nattrs = o.nattrs;
-	o.etag = NULL;
-	o.attrs = NULL;
-	o.nattrs = 0;
+	dn_obj_take_info(&o, key, info);
 	dn_obj_fini(&o);
 	return info->key ? 0 : -ENOMEM;
 }
