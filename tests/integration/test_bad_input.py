@@ -643,7 +643,7 @@ def _(p):
     return exchange(p, b"GET http://example.com/ HTTP/1.1\r\nHost: x\r\n\r\n")
 
 
-@case("HTTP/2.0 request line", 505, "HTTPVersionNotSupported", xfail="501 NotImplemented")
+@case("HTTP/2.0 request line", 505, "HTTPVersionNotSupported")
 def _(p):
     return exchange(p, b"GET / HTTP/2.0\r\nHost: x\r\n\r\n")
 
