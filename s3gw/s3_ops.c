@@ -276,9 +276,9 @@ route(struct s3_req *rq)
 	if (!path)
 		return S3E_INTERNAL;
 	n = s3_uri_decode(rq->http.path, plen, path, plen + 1, false);
-	if (n < 0) {
+	if (n < 0) { /* a bad %-escape: S3 cannot parse the URI */
 		free(path);
-		return S3E_INVALID_ARGUMENT;
+		return S3E_INVALID_URI;
 	}
 	if ((size_t)n != strlen(path)) { /* %00 */
 		rq->resource = path;

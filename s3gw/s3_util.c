@@ -86,6 +86,7 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	                            "well-formed." },
 	[S3E_HTTP_VERSION] = { 505, "HTTPVersionNotSupported",
 	                       "The HTTP version of the request is not supported." },
+	[S3E_INVALID_URI] = { 400, "InvalidURI", "Couldn't parse the specified URI." },
 };
 
 const struct s3_err_info *
