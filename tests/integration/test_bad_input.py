@@ -623,7 +623,7 @@ def _(p):
 def _(p):
     head = put(p, "rej/expect", body=b"", payload_hash="UNSIGNED-PAYLOAD", content_length=4096,
                sk="not-the-secret", unsigned_headers=[("Expect", "100-continue")])
-    with socket.create_connection(("127.0.0.1", p), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", p), timeout=10) as s:
         s.sendall(head)
         r = read_resp(s)  # the body is never sent: a 100 or a wait would time out here
         return r if r is None or r.status != 100 else None
@@ -633,7 +633,7 @@ def _(p):
 def _(p):
     head = put(p, "rej/expectbig", body=b"", payload_hash="UNSIGNED-PAYLOAD",
                content_length=str(3 << 20), unsigned_headers=[("Expect", "100-continue")])
-    with socket.create_connection(("127.0.0.1", p), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", p), timeout=10) as s:
         s.sendall(head)
         return read_resp(s)
 
