@@ -276,9 +276,9 @@ route(struct s3_req *rq)
 	if (!path)
 		return S3E_INTERNAL;
 	n = s3_uri_decode(rq->http.path, plen, path, plen + 1, false);
-	if (n < 0) {
+	if (n < 0) { /* a bad %-escape: S3 cannot parse the URI */
 		free(path);
-		return S3E_INVALID_ARGUMENT;
+		return S3E_INVALID_URI;
 	}
 	if ((size_t)n != strlen(path)) { /* %00 */
 		rq->resource = path;
@@ -1397,6 +1397,24 @@ collect_verify(struct s3_req *rq)
 	return S3_OK;
 }
 
+/* DeleteObjects must carry Content-MD5 or an x-amz-checksum-<alg> header, as in S3: a
+ * multi-delete body damaged in transit must never delete other keys. */
+static bool
+has_integrity_header(const struct s3_req *rq)
+{
+	if (hdr(rq, "content-md5"))
+		return true;
+	for (unsigned i = 0; i < rq->http.nhdr; i++) {
+		const struct s3_hdr *h = &rq->http.hdr[i];
+
+		if (h->name_len > 15 && h->name_len < 40 &&
+		    strncasecmp(h->name, "x-amz-checksum-", 15) == 0 &&
+		    s3_ck_from_name(h->name + 15, h->name_len - 15))
+			return true;
+	}
+	return false;
+}
+
 static int
 end_delete_objects(struct s3_req *rq)
 {
@@ -1414,6 +1432,12 @@ end_delete_objects(struct s3_req *rq)
 	rc = s3_xml_parse_delete(rq->body.p ? rq->body.p : "", rq->body.len, &d);
 	if (rc < 0)
 		return err_reply(rq, S3E_MALFORMED_XML, NULL);
+	if (!has_integrity_header(rq)) {
+		s3_delete_req_fini(&d);
+		return err_reply(rq, S3E_INVALID_REQUEST,
+		                 "Missing required header for this request: Content-MD5 or "
+		                 "x-amz-checksum-*");
+	}
 	rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
 	if (rc < 0) {
 		s3_delete_req_fini(&d);

@@ -833,8 +833,10 @@ process(struct s3_conn *c)
 			if (rc == -EAGAIN)
 				return;
 			if (rc < 0) {
-				send_simple_error(c, rc == -EMSGSIZE ? S3E_HEADER_TOO_LARGE
-				                                     : S3E_BAD_REQUEST);
+				/* -ENOTSUP: a well-formed HTTP/x.y that is not 1.0 or 1.1 */
+				send_simple_error(c, rc == -EMSGSIZE  ? S3E_HEADER_TOO_LARGE
+				                     : rc == -ENOTSUP ? S3E_HTTP_VERSION
+				                                      : S3E_BAD_REQUEST);
 				return;
 			}
 			/* the head must outlive buffer compaction: the request keeps its own copy

@@ -84,6 +84,9 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3E_MALFORMED_TRAILER] = { 400, "MalformedTrailerError",
 	                            "The request contained trailing data that was not "
 	                            "well-formed." },
+	[S3E_HTTP_VERSION] = { 505, "HTTPVersionNotSupported",
+	                       "The HTTP version of the request is not supported." },
+	[S3E_INVALID_URI] = { 400, "InvalidURI", "Couldn't parse the specified URI." },
 };
 
 const struct s3_err_info *

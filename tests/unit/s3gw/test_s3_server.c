@@ -830,7 +830,12 @@ test_multipart_and_delete(void **state)
 	        strlen(body), &r);
 	expect_error(&r, 400, "BadDigest");
 	resp_free(&r);
+	/* S3 wants Content-MD5 or x-amz-checksum-* on a multi-delete */
 	request("POST", "/mpu?delete", NULL, body, strlen(body), &r);
+	expect_error(&r, 400, "InvalidRequest");
+	resp_free(&r);
+	request("POST", "/mpu?delete", "Content-MD5: l4VhNGnQQnDFRR1YZhj/yw==\r\n", body,
+	        strlen(body), &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<Deleted><Key>x1</Key></Deleted>"));
 	assert_non_null(strstr(r.body, "<Deleted><Key>never</Key></Deleted>"));
