@@ -77,6 +77,14 @@ def check_all(c, bucket, objs, what):
         assert st == 200 and got == data, f"{key} wrong {what}: status {st}, {len(got)} bytes"
 
 
+def s3_error(st, body):
+    """A PUT that lost write quorum: a 5xx S3 error with a code a client retries on."""
+    assert st in (500, 503), (st, body)
+    code = body.split(b"<Code>", 1)[-1].split(b"</Code>", 1)[0].decode(errors="replace")
+    assert code in ("InternalError", "ServiceUnavailable", "SlowDown"), (st, body)
+    print(f"     quorum lost -> {st} {code}", flush=True)
+
+
 def degraded(c):
     return zh.metrics(c.dn_metrics)["zest_degraded_reads_total"]
 
@@ -190,12 +198,11 @@ def test_removed_folder_before_and_during_writes():
         w.wait_received(3 << 20)
         shutil.rmtree(c.drives[1])
         st, body = w.join()
-        assert st in (500, 503), (st, body)
-        assert b"<Code>" in body, body
+        s3_error(st, body)
         assert get(c, "rmd", "mid")[0] == 404, "a failed PUT became visible"
         assert "<Key>mid</Key>" not in listing(c, "rmd")
         st, body = put(c, "rmd", "c0", os.urandom(CELL))
-        assert st in (500, 503) and b"<Code>" in body, (st, body)
+        s3_error(st, body)
         assert get(c, "rmd", "c0")[0] == 404
         check_all(c, "rmd", objs, "with drives 1 and 4 removed")
         # clear the fault: empty folders back, heal one by one (metadata drive first)
@@ -233,7 +240,7 @@ def test_read_only_drive():
             mount_ro(c.drives[3])
             mounted.append(c.drives[3])
             st, body = w.join()
-            assert st in (500, 503) and b"<Code>" in body, (st, body)
+            s3_error(st, body)
             assert get(c, "rod", "mid")[0] == 404, "a failed PUT became visible"
             assert "<Key>mid</Key>" not in listing(c, "rod")
             check_all(c, "rod", objs, "with drives 3 and 5 read-only")
@@ -267,6 +274,7 @@ def test_full_drive_enospc():
             objs = objects("a", (CELL, 3 * CELL + 1))
             for key, data in objs.items():
                 assert put(c, "full", key, data)[0] == 200
+            assert drive_states(c)[5] == 0, "drive 5 full too early"
             # 12 MiB spreads ~2 MiB over each drive: drive 5 fills mid-write
             objs["big"] = os.urandom(12 << 20)
             st, body = put(c, "full", "big", objs["big"])
