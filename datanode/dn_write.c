@@ -208,6 +208,15 @@ group_file(struct dn_write *w, struct wgroup *g, unsigned c)
 	if (err) {
 		ZC_ERR("write", "drive=%u open failed err=%s: cell recorded missing", d->idx,
 		       strerror(-err));
+		/* A folder that is gone, read-only or full fails every later cell too: mark the
+		 * drive failed (as an I/O error on its ring does), so the state metric tells the
+		 * operator and new groups avoid it. Our own limits are not the drive's fault. */
+		if (err != -ENOMEM && err != -EMFILE && err != -ENFILE && err != -ENAMETOOLONG &&
+		    err != -EINVAL && dn_drive_ok(d)) {
+			ZC_ERR("drive", "drive=%u open err=%s: marking failed", d->idx,
+			       strerror(-err));
+			atomic_store(&d->state, DN_DRIVE_FAILED);
+		}
 		goto missing;
 	}
 	return g->files[c];

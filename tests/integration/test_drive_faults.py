@@ -1,0 +1,395 @@
+"""Drive faults on the real zest-datanode behind zest-s3gw, driven by curl (SigV4).
+
+Faults, before and during writes: a drive folder removed, a drive made read-only (a
+read-only bind mount), a drive full (a 2 MiB tmpfs, ENOSPC), a cell file with flipped bits.
+Expected (docs/operations.md, "Failure handling"): reads stay byte-correct with up to m
+faults and count degraded reads; writes keep going while --write-quorum cells per group are
+durable and otherwise fail with a clear S3 error and nothing visible; corruption is caught
+by the chunk CRCs, counted and healed; after `zest-datanode heal` everything reads back
+right with no degraded read.
+
+We run as root, so chmod cannot make a folder read-only: the cases that need mounts skip
+(with a printed reason) when mount is not allowed; exit 77 only if every case skipped.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import zest_harness as zh  # noqa: E402
+
+CELL = 64 << 10
+SKIPPED = []
+
+
+class Skip(Exception):
+    pass
+
+
+def curl(c, *args, timeout=60):
+    return subprocess.run(["curl", "-s", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                           "--user", f"{zh.ACCESS_KEY}:{zh.SECRET_KEY}",
+                           "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", *args],
+                          capture_output=True, timeout=timeout)
+
+
+def put(c, bucket, key, data, rate=None):
+    """PUT data; returns (http status, response body)."""
+    src = os.path.join(c.root, "in-" + key.replace("/", "_"))
+    with open(src, "wb") as f:
+        f.write(data)
+    extra = ["--limit-rate", rate] if rate else []
+    p = curl(c, "-o", "-", "-w", "\n%{http_code}", "-T", src, *extra,
+             f"{c.endpoint}/{bucket}/{key}", timeout=120)
+    os.unlink(src)
+    body, _, status = p.stdout.rpartition(b"\n")
+    return int(status or 0), body
+
+
+def get(c, bucket, key):
+    dst = os.path.join(c.root, "out")
+    p = curl(c, "-o", dst, "-w", "%{http_code}", f"{c.endpoint}/{bucket}/{key}")
+    status = int(p.stdout or 0)
+    data = b""
+    if os.path.exists(dst):
+        with open(dst, "rb") as f:
+            data = f.read()
+        os.unlink(dst)
+    return status, data
+
+
+def listing(c, bucket):
+    p = curl(c, f"{c.endpoint}/{bucket}?list-type=2")
+    return p.stdout.decode(errors="replace")
+
+
+def mb(c, bucket):
+    p = curl(c, "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", f"{c.endpoint}/{bucket}")
+    assert p.stdout == b"200", p
+
+
+def check_all(c, bucket, objs, what):
+    for key, data in objs.items():
+        st, got = get(c, bucket, key)
+        assert st == 200 and got == data, f"{key} wrong {what}: status {st}, {len(got)} bytes"
+
+
+def s3_error(st, body):
+    """A PUT that lost write quorum: a 5xx S3 error with a code a client retries on."""
+    assert st in (500, 503), (st, body)
+    code = body.split(b"<Code>", 1)[-1].split(b"</Code>", 1)[0].decode(errors="replace")
+    assert code in ("InternalError", "ServiceUnavailable", "SlowDown"), (st, body)
+    print(f"     quorum lost -> {st} {code}", flush=True)
+
+
+def degraded(c):
+    return zh.metrics(c.dn_metrics)["zest_degraded_reads_total"]
+
+
+def drive_states(c):
+    m = zh.metrics(c.dn_metrics)
+    return [int(m[f'zest_drive_state{{drive="{i}"}}']) for i in range(c.k + c.m)]
+
+
+def heal(c, drives=None):
+    """Run `zest-datanode heal` (the daemon must be stopped) on all drives or the given ones."""
+    argv = [zh.DATANODE, "heal", "--ec", c.ec, "--cell-size", str(CELL)] + \
+        [a for d in c.drives for a in ("--drive", d)]
+    for d in drives if drives is not None else [None]:
+        p = subprocess.run(argv + ([] if d is None else ["--heal-drive", str(d)]),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        if d is not None:
+            assert f"healed drive={d} " in p.stderr, p.stderr
+
+
+def objects(prefix, sizes):
+    return {f"{prefix}{i}": os.urandom(s) for i, s in enumerate(sizes)}
+
+
+SIZES = (1, CELL - 1, 4 * CELL + 3, 70 * CELL + 11)  # up to two block groups at 4+2
+
+
+# ---- mounts (root only) ----
+
+def sh(*argv):
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def mount_ro(d):
+    p = sh("mount", "--bind", d, d)
+    if p.returncode:
+        raise Skip(f"mount --bind not allowed: {p.stderr.strip()}")
+    p = sh("mount", "-o", "remount,bind,ro", d)
+    if p.returncode:
+        sh("umount", d)
+        raise Skip(f"remount,bind,ro not allowed: {p.stderr.strip()}")
+
+
+def mount_tmpfs(d, size="2m"):
+    p = sh("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", d)
+    if p.returncode:
+        raise Skip(f"mount -t tmpfs not allowed: {p.stderr.strip()}")
+
+
+def umount(d):
+    for _ in range(50):
+        if sh("umount", d).returncode == 0 or not os.path.ismount(d):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"cannot unmount {d}")
+
+
+class DuringWrite:
+    """A rate-limited PUT in a thread; `fault()` is applied once the datanode has received
+    `after` payload bytes, so the fault lands in the middle of the stream."""
+
+    def __init__(self, c, bucket, key, data, rate="6M"):
+        self.c, self.result = c, None
+        self.base = zh.metric_sum(zh.metrics(c.dn_metrics), "zest_payload_received_bytes_total")
+        self.t = threading.Thread(target=self.run, args=(bucket, key, data, rate))
+        self.t.start()
+
+    def run(self, bucket, key, data, rate):
+        self.result = put(self.c, bucket, key, data, rate=rate)
+
+    def wait_received(self, after, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            got = zh.metric_sum(zh.metrics(self.c.dn_metrics),
+                                "zest_payload_received_bytes_total") - self.base
+            if got >= after:
+                return
+            assert self.t.is_alive(), f"PUT ended before {after} bytes: {self.result}"
+            time.sleep(0.02)
+        raise AssertionError("PUT made no progress")
+
+    def join(self):
+        self.t.join(120)
+        assert not self.t.is_alive(), "PUT hung"
+        return self.result
+
+
+# ---- cases ----
+
+def test_removed_folder_before_and_during_writes():
+    """One folder removed (before, then a second one during a write): reads stay correct;
+    writes go on with 5 of 6 cells (quorum k+1); with two gone a write fails cleanly."""
+    with zh.cluster(ec="4+2", cell_size=CELL) as c:
+        mb(c, "rmd")
+        objs = objects("a", SIZES)
+        for key, data in objs.items():
+            assert put(c, "rmd", key, data)[0] == 200
+        base = degraded(c)
+        shutil.rmtree(c.drives[4])  # a data-only drive, while the datanode runs
+        check_all(c, "rmd", objs, "with drive 4 removed")
+        assert degraded(c) > base, f"degraded reads not counted: {degraded(c)} vs {base}"
+        # a write after the fault: 5 cells per group still durable
+        objs["b0"] = os.urandom(9 * CELL + 5)
+        st, body = put(c, "rmd", "b0", objs["b0"])
+        assert st == 200, (st, body)
+        assert drive_states(c)[4] == 1, drive_states(c)
+        # during a write: drive 1 (a metadata replica) goes too -> below quorum
+        big = os.urandom(12 << 20)
+        w = DuringWrite(c, "rmd", "mid", big)
+        w.wait_received(3 << 20)
+        shutil.rmtree(c.drives[1])
+        st, body = w.join()
+        s3_error(st, body)
+        assert get(c, "rmd", "mid")[0] == 404, "a failed PUT became visible"
+        assert "<Key>mid</Key>" not in listing(c, "rmd")
+        st, body = put(c, "rmd", "c0", os.urandom(CELL))
+        s3_error(st, body)
+        assert get(c, "rmd", "c0")[0] == 404
+        check_all(c, "rmd", objs, "with drives 1 and 4 removed")
+        # clear the fault: empty folders back, heal one by one (metadata drive first)
+        assert c.dn.stop() == 0
+        for i in (1, 4):
+            os.makedirs(c.drives[i])
+        heal(c, [1, 4])
+        c.start_datanode()
+        base = degraded(c)
+        check_all(c, "rmd", objs, "after heal")
+        assert degraded(c) == base, "heal left gaps"
+        assert drive_states(c) == [0] * 6
+        assert put(c, "rmd", "d0", os.urandom(CELL))[0] == 200
+
+
+def test_read_only_drive():
+    """A drive made read-only before writes and another during one: with one read-only
+    drive writes still commit; with two they fail (4 < quorum 5); all reads correct."""
+    with zh.cluster(ec="4+2", cell_size=CELL) as c:
+        mb(c, "rod")
+        objs = objects("a", SIZES)
+        for key, data in objs.items():
+            assert put(c, "rod", key, data)[0] == 200
+        mounted = []
+        try:
+            mount_ro(c.drives[5])
+            mounted.append(c.drives[5])
+            objs["b0"] = os.urandom(20 * CELL + 1)
+            st, body = put(c, "rod", "b0", objs["b0"])
+            assert st == 200, (st, body)
+            assert drive_states(c)[5] == 1, drive_states(c)
+            check_all(c, "rod", objs, "with drive 5 read-only")
+            w = DuringWrite(c, "rod", "mid", os.urandom(12 << 20))
+            w.wait_received(3 << 20)
+            mount_ro(c.drives[3])
+            mounted.append(c.drives[3])
+            st, body = w.join()
+            s3_error(st, body)
+            assert get(c, "rod", "mid")[0] == 404, "a failed PUT became visible"
+            assert "<Key>mid</Key>" not in listing(c, "rod")
+            check_all(c, "rod", objs, "with drives 3 and 5 read-only")
+            assert c.dn.stop() == 0
+        finally:
+            for d in mounted:
+                umount(d)
+        heal(c)
+        c.start_datanode()
+        base = degraded(c)
+        check_all(c, "rod", objs, "after heal")
+        assert degraded(c) == base, "heal left gaps"
+        assert put(c, "rod", "d0", os.urandom(CELL))[0] == 200
+
+
+def test_full_drive_enospc():
+    """Drive 5 is a 2 MiB tmpfs: it fills up during a write (ENOSPC); that write and the
+    ones after commit on the other five; reads are right; after heal onto a real folder,
+    everything reads back with no degraded read."""
+    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-faults-{os.getpid()}")
+    d5 = os.path.join(root, "d5")
+    os.makedirs(d5)
+    try:
+        mount_tmpfs(d5)
+    except Skip:
+        shutil.rmtree(root)
+        raise
+    try:
+        with zh.cluster(ec="4+2", cell_size=CELL, root=root) as c:
+            mb(c, "full")
+            objs = objects("a", (CELL, 3 * CELL + 1))
+            for key, data in objs.items():
+                assert put(c, "full", key, data)[0] == 200
+            assert drive_states(c)[5] == 0, "drive 5 full too early"
+            # 12 MiB spreads ~2 MiB over each drive: drive 5 fills mid-write
+            objs["big"] = os.urandom(12 << 20)
+            st, body = put(c, "full", "big", objs["big"])
+            assert st == 200, (st, body)
+            assert drive_states(c)[5] == 1, drive_states(c)
+            objs["after"] = os.urandom(5 * CELL)
+            assert put(c, "full", "after", objs["after"])[0] == 200
+            base = degraded(c)
+            check_all(c, "full", objs, "with drive 5 full")
+            assert degraded(c) > base, "degraded reads not counted"
+            assert c.dn.stop() == 0
+            umount(d5)  # the drive is replaced by the (empty) folder beneath
+            heal(c, [5])
+            c.start_datanode()
+            base = degraded(c)
+            check_all(c, "full", objs, "after heal")
+            assert degraded(c) == base, "heal left gaps"
+    finally:
+        if os.path.ismount(d5):
+            umount(d5)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def cell_files(c):
+    out = []
+    for i, d in enumerate(c.drives):
+        for dp, _, files in os.walk(os.path.join(d, "data")):
+            for f in files:
+                out.append((i, os.path.join(dp, f)))
+    return out
+
+
+def flip(path, off):
+    with open(path, "r+b") as f:
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0x5a]))
+
+
+def test_flipped_bits_detected_and_healed():
+    """Bits flipped in cell files of one group (at most m = 2 per stripe), before and during
+    a write: the CRCs catch them, reads rebuild and are counted; heal rewrites the files."""
+    with zh.cluster(ec="4+2", cell_size=CELL) as c:
+        mb(c, "bits")
+        objs = objects("a", (8 * CELL + 7,))
+        for key, data in objs.items():
+            assert put(c, "bits", key, data)[0] == 200
+        files = sorted(p for _, p in cell_files(c) if os.path.getsize(p) > 2 * 1000)
+        data_cells = [p for p in files if int(p.rsplit(".", 1)[1]) < c.k]
+        assert len(data_cells) >= 3, files
+        before = {p: open(p, "rb").read() for p in data_cells[:3]}
+        flip(data_cells[0], 100)
+        flip(data_cells[1], CELL + 5)  # second stripe of that cell file
+        base = degraded(c)
+        check_all(c, "bits", objs, "with two corrupted cells")
+        assert degraded(c) > base, "corruption not counted"
+        # during a write: a cell of an older object is corrupted while new data arrives
+        w = DuringWrite(c, "bits", "mid", os.urandom(6 << 20))
+        w.wait_received(1 << 20)
+        flip(data_cells[2], 200)  # stripe 0 now has two bad cells (m = 2)
+        st, _ = w.join()
+        assert st == 200
+        base = degraded(c)
+        check_all(c, "bits", objs, "with three corrupted cells")
+        assert degraded(c) > base, "corruption not counted"
+        assert c.dn.stop() == 0
+        heal(c)
+        for p, b in before.items():
+            assert open(p, "rb").read() == b, f"heal did not rewrite {p}"
+        c.start_datanode()
+        base = degraded(c)
+        check_all(c, "bits", objs, "after heal")
+        assert degraded(c) == base, "heal left gaps"
+
+
+def main():
+    tests = [test_removed_folder_before_and_during_writes, test_read_only_drive,
+             test_full_drive_enospc, test_flipped_bits_detected_and_healed]
+    ran = []
+
+    def wrap(t):
+        def f():
+            try:
+                t()
+            except Skip as e:
+                SKIPPED.append(t.__name__)
+                print(f"skip {t.__name__}: {e}", flush=True)
+                return
+            ran.append(t.__name__)
+        f.__name__ = t.__name__
+        return f
+
+    if not shutil.which("curl"):
+        print("skip: no curl")
+        sys.exit(77)
+    wrapped = [wrap(t) for t in tests]
+    failed = 0
+    for t in wrapped:
+        t0 = time.time()
+        try:
+            t()
+            if t.__name__ not in SKIPPED:
+                print(f"ok   {t.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception as e:
+            failed += 1
+            import traceback
+            traceback.print_exc()
+            print(f"FAIL {t.__name__}: {e}", flush=True)
+    print(f"{len(tests) - failed - len(SKIPPED)} passed, {failed} failed, "
+          f"{len(SKIPPED)} skipped")
+    if len(SKIPPED) == len(tests):
+        sys.exit(77)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
