@@ -11,6 +11,7 @@ Growth test: after a warm-up fifth, the mean of the last third of the samples ma
 the mean of the first third by at most 25% + 16 MiB for RSS and by 8 for file descriptors;
 in-flight bytes must return to 0 once the load stops.
 """
+import json
 import os
 import subprocess
 import sys
@@ -65,7 +66,12 @@ def test_soak():
                   "inflight=%d" % rows[-1], flush=True)
             time.sleep(INTERVAL)
         out, err = load.communicate()
-        assert load.returncode == 0, f"load failed: {err[-2000:]}\n{out[-2000:]}"
+        if load.returncode != 0:
+            try:
+                first = [e for op in json.loads(out)["ops"] for e in op["first_errors"]]
+            except (ValueError, KeyError):
+                first = out[-2000:]
+            raise AssertionError(f"load failed; first errors: {first} {err[-1000:]}")
         print(out.strip())
         if os.environ.get("ZEST_SOAK_REPORT"):
             with open(os.environ["ZEST_SOAK_REPORT"], "w") as f:

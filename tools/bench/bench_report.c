@@ -212,6 +212,24 @@ bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
 		f.avg, f.stddev, f.p50, f.p90, f.p99, f.p999, f.max);
 }
 
+/* A JSON string literal: quotes, backslashes and control characters escaped. */
+static void
+json_string(FILE *out, const char *v)
+{
+	fputc('"', out);
+	for (; *v; v++) {
+		unsigned char ch = (unsigned char)*v;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(out, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(out, "\\u%04x", ch);
+		else
+			fputc(ch, out);
+	}
+	fputc('"', out);
+}
+
 void
 bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns)
 {
@@ -224,9 +242,16 @@ bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns)
 		"\"latency_ms\":{\"avg\":%.3f,\"stddev\":%.3f,\"p50\":%.3f,\"p90\":%.3f,"
 		"\"p99\":%.3f,\"p99.9\":%.3f,\"max\":%.3f},"
 		"\"windows\":{\"count\":%u,\"fastest_mib_per_s\":%.3f,\"median_mib_per_s\":%.3f,"
-		"\"slowest_mib_per_s\":%.3f}}",
+		"\"slowest_mib_per_s\":%.3f},\"first_errors\":[",
 		s->op, (unsigned long long)s->ops, (unsigned long long)s->bytes,
 		(double)period_ns / 1e9, f.mib_s, f.ops_s, (unsigned long long)s->errors, f.avg,
 		f.stddev, f.p50, f.p90, f.p99, f.p999, f.max, f.windows, f.win_fast_mib,
 		f.win_med_mib, f.win_slow_mib);
+	/* the first errors, so that a failed run says why */
+	for (uint64_t i = 0; i < s->errors && i < BENCH_KEEP_ERRORS; i++) {
+		if (i)
+			fputc(',', out);
+		json_string(out, s->first_errors[i]);
+	}
+	fprintf(out, "]}");
 }
