@@ -73,8 +73,14 @@ class Daemon:
         self.metrics_port = metrics_port
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_http(metrics_port, proc=self.proc,
-                  timeout=float(os.environ.get("ZEST_START_TIMEOUT", "15")))
+        try:
+            wait_http(metrics_port, proc=self.proc,
+                      timeout=float(os.environ.get("ZEST_START_TIMEOUT", "15")))
+        except Exception:
+            self.proc.kill()  # a daemon that never came up must not outlive the test
+            self.proc.wait()
+            self.log.close()
+            raise
 
     def kill9(self):
         self.proc.kill()
