@@ -79,6 +79,8 @@ struct dn_write {
 
 static void write_unhold(struct dn_write *w);
 static void submit(struct dn_write *w, struct dn_io *io);
+static int submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp,
+		       unsigned cell);
 static void io_done(struct dn_io *io);
 
 /* Drop one count on a group; the last one syncs its files, then closes them. */
@@ -91,24 +93,10 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 		g->phase = 1;
 		atomic_store(&g->outstanding, 1);
 		for (unsigned c = 0; c < w->n; c++) {
-			struct dn_io *io;
-
 			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
 				continue;
-			/* Not the data path: one small request per file per group. */
-			io = calloc(1, sizeof(*io));
-			if (!io) {
+			if (submit_sync(w, DN_IO_FSYNC, g->files[c], g, c) < 0)
 				atomic_fetch_or(&g->missing, 1u << c);
-				continue;
-			}
-			io->op = DN_IO_FSYNC;
-			io->file = g->files[c];
-			io->cb = io_done;
-			io->arg = w;
-			io->grp = g;
-			io->cell = c;
-			io->heap = true;
-			submit(w, io);
 		}
 		group_unhold(w, g);
 		return;
@@ -266,6 +254,28 @@ submit(struct dn_write *w, struct dn_io *io)
 	if (io->grp)
 		atomic_fetch_add(&((struct wgroup *)io->grp)->outstanding, 1);
 	dn_drive_submit(io->file->drive, io);
+}
+
+/*
+ * A file or folder fsync. Not the data path (one small request per file per group, per
+ * folder per write), so it is allocated here rather than taken from the pool.
+ */
+static int
+submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp, unsigned cell)
+{
+	struct dn_io *io = calloc(1, sizeof(*io));
+
+	if (!io)
+		return -ENOMEM;
+	io->op = op;
+	io->file = file;
+	io->cb = io_done;
+	io->arg = w;
+	io->grp = grp;
+	io->cell = cell;
+	io->heap = true;
+	submit(w, io);
+	return 0;
 }
 
 /* ---- data cells ---- */
@@ -734,26 +744,17 @@ sync_dir(struct dn_write *w, unsigned d)
 {
 	struct dn_drive *dr = &w->s->drives[d];
 	char path[PATH_MAX];
-	struct dn_io *io;
 
 	if (w->dirs[d])
 		return;
 	snprintf(path, sizeof(path), "%s/data/%02x", dr->root, (unsigned)(w->id & 0xff));
-	io = calloc(1, sizeof(*io));
-	if (!io || dn_dir_open(dr, path, &w->dirs[d]) < 0) {
-		free(io);
+	if (dn_dir_open(dr, path, &w->dirs[d]) < 0) {
 		ZC_ERR("write", "drive=%u cannot open %s for fsync", d, path);
 		w->dirs[d] = NULL;
 		return; /* the cells' own fdatasync still runs; quorum counts them */
 	}
-	io->op = DN_IO_FSYNC_DIR;
-	io->file = w->dirs[d];
-	io->cb = io_done;
-	io->arg = w;
-	io->grp = NULL;
-	io->cell = d;
-	io->heap = true;
-	submit(w, io);
+	if (submit_sync(w, DN_IO_FSYNC_DIR, w->dirs[d], NULL, d) < 0)
+		ZC_ERR("write", "drive=%u no memory to fsync %s", d, path);
 }
 
 static void
