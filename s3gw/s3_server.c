@@ -1060,12 +1060,21 @@ on_accept(struct loop *l, int lfd, bool is_metrics)
 	}
 }
 
+/* True when more than limit_ms passed since `since`. A worker may have stamped `since` after
+ * `now` was read, so a `since` in the future is not elapsed time (the unsigned difference would
+ * wrap to centuries and time out a busy connection mid-request). */
+static bool
+elapsed_over(uint64_t now, uint64_t since, unsigned limit_ms)
+{
+	return now > since && now - since > (uint64_t)limit_ms * 1000000u;
+}
+
 static void
 check_timeouts(struct loop *l)
 {
 	const struct s3_config *cfg = &l->srv->cfg;
-	uint64_t now = zc_now_ns();
 	struct s3_conn *c = l->conns, *next;
+	uint64_t now;
 
 	pthread_mutex_lock(&l->lock);
 	for (c = l->conns; c; c = next) {
@@ -1074,12 +1083,13 @@ check_timeouts(struct loop *l)
 		if (atomic_load(&c->queued) || pthread_mutex_trylock(&c->mu) != 0)
 			continue;
 		c->no_wait = true; /* the loop thread never waits on one client */
+		now = zc_now_ns();
 		if (c->state == C_HEAD && c->rend > c->rstart &&
-		    now - c->head_start_ns > (uint64_t)cfg->header_timeout_ms * 1000000u) {
+		    elapsed_over(now, c->head_start_ns, cfg->header_timeout_ms)) {
 			send_simple_error(c, S3E_REQUEST_TIMEOUT);
 			conn_unlink(c);
 			conn_destroy(c);
-		} else if (now - c->last_ns > (uint64_t)cfg->idle_timeout_ms * 1000000u) {
+		} else if (elapsed_over(now, c->last_ns, cfg->idle_timeout_ms)) {
 			if (c->in_request && c->state == C_BODY) {
 				c->rq.close = true;
 				s3_ops_abort(&c->rq, S3E_REQUEST_TIMEOUT);
