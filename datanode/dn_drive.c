@@ -108,6 +108,8 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 			io->res = -EIO; /* a short write to a regular file: treat as a failure */
 		dn_admission_note(d, zc_now_ns() - io->t_enq);
 	}
+	if (io->op == DN_IO_READ && res > 0)
+		ZC_MEM_DEFINED(io->iov[0].iov_base, (size_t)res);
 	if (io->op == DN_IO_READ && res >= 0 && (size_t)res != io->len)
 		io->res = -ENODATA; /* a short cell file: this cell is bad, the drive may be fine */
 	if (io->res < 0 && io->res != -ENODATA && dn_drive_ok(d)) {

@@ -24,6 +24,12 @@ BENCH = os.path.join(BUILD, "tools", "zest-bench")
 # Set by tests/run.sh for the ASan+UBSan build: memory figures are the sanitizer's, not ours.
 SANITIZED = os.environ.get("ZEST_SANITIZED") == "1"
 
+# ZEST_VALGRIND=memcheck runs every daemon under valgrind's memcheck: any memory error or
+# definitely lost block makes it exit 97, which fails the test like any non-zero exit.
+VALGRIND_ARGS = ["valgrind", "-q", "--tool=memcheck", "--error-exitcode=97",
+                 "--leak-check=full", "--errors-for-leak-kinds=definite",
+                 "--show-leak-kinds=definite", "--num-callers=30"]
+
 ACCESS_KEY = "zesttest"
 SECRET_KEY = "zesttestsecret"
 
@@ -71,11 +77,15 @@ class Daemon:
         self.argv = argv
         self.log_path = log_path
         self.metrics_port = metrics_port
+        self.valgrind = os.environ.get("ZEST_VALGRIND") == "memcheck"
+        start_timeout = float(os.environ.get("ZEST_START_TIMEOUT", "15"))
+        if self.valgrind:
+            argv = VALGRIND_ARGS + argv
+            start_timeout *= 4
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            wait_http(metrics_port, proc=self.proc,
-                      timeout=float(os.environ.get("ZEST_START_TIMEOUT", "15")))
+            wait_http(metrics_port, proc=self.proc, timeout=start_timeout)
         except Exception:
             self.proc.kill()  # a daemon that never came up must not outlive the test
             self.proc.wait()
@@ -87,6 +97,8 @@ class Daemon:
         self.proc.wait()
 
     def stop(self, timeout=20):
+        if self.valgrind:
+            timeout *= 4  # leak checking a large heap takes a while
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
