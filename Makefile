@@ -13,7 +13,7 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
 	curl openssl python3-boto3 valgrind
 
-.PHONY: all deps build build-asan run test bench fuzz reliability soak clean
+.PHONY: all deps build build-asan run test bench fuzz reliability soak memcheck clean
 
 all: build
 
@@ -71,6 +71,11 @@ reliability: build
 soak: build
 	ZEST_BUILD=$(BUILD) ZEST_SOAK_SECONDS=$(SOAK_SECONDS) ZEST_SOAK_REPORT=soak.csv \
 		python3 tests/integration/soak.py
+
+# Every integration test once more with both daemons under valgrind memcheck (slow: ~20x CPU).
+memcheck: build
+	ZEST_VALGRIND=memcheck meson test -C $(BUILD) --suite integration --suite memcheck \
+		--timeout-multiplier 6 --print-errorlogs --num-processes 1
 
 bench: build
 	$(BUILD)/tools/zest-bench ec

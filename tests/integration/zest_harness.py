@@ -21,8 +21,10 @@ DATANODE = os.environ.get("ZEST_DATANODE_BIN") or os.path.join(BUILD, "datanode"
 GATEWAY = os.path.join(BUILD, "s3gw", "zest-s3gw")
 BENCH = os.path.join(BUILD, "tools", "zest-bench")
 
-# Set by tests/run.sh for the ASan+UBSan build: memory figures are the sanitizer's, not ours.
-SANITIZED = os.environ.get("ZEST_SANITIZED") == "1"
+# Set by tests/run.sh for the ASan+UBSan build, and implied under valgrind: memory figures are
+# then the tool's, not ours.
+SANITIZED = (os.environ.get("ZEST_SANITIZED") == "1"
+             or os.environ.get("ZEST_VALGRIND") == "memcheck")
 
 # ZEST_VALGRIND=memcheck runs every daemon under valgrind's memcheck: any memory error or
 # definitely lost block makes it exit 97, which fails the test like any non-zero exit.
