@@ -331,7 +331,7 @@ int
 dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *root)
 {
 	struct iovec *iov = NULL;
-	char path[PATH_MAX];
+	char path[PATH_MAX], name[16];
 	int err;
 
 	memset(d, 0, sizeof(*d));
@@ -392,6 +392,8 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 	err = pthread_create(&d->thread, NULL, drive_main, d);
 	if (err)
 		return -err;
+	snprintf(name, sizeof(name), "dn-drive%u", d->idx);
+	pthread_setname_np(d->thread, name); /* profiles and top -H tell the rings apart */
 	d->thread_ok = true;
 	return 0;
 }

@@ -172,6 +172,8 @@ dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
 	}
 	s->metrics_fd = fd;
 	err = pthread_create(&s->metrics_thread, NULL, metrics_main, s);
+	if (!err)
+		pthread_setname_np(s->metrics_thread, "dn-metrics");
 	if (err) {
 		err = -err;
 		close(s->metrics_pipe[0]);

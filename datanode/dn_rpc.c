@@ -1066,12 +1066,16 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 	b->readers = calloc(b->o.readers, sizeof(pthread_t));
 	if (!b->workers || !b->readers)
 		goto fail;
-	for (; b->n_workers < b->o.write_workers; b->n_workers++)
+	for (; b->n_workers < b->o.write_workers; b->n_workers++) {
 		if (pthread_create(&b->workers[b->n_workers], NULL, write_worker, b))
 			goto fail;
-	for (; b->n_readers < b->o.readers; b->n_readers++)
+		pthread_setname_np(b->workers[b->n_workers], "dn-write");
+	}
+	for (; b->n_readers < b->o.readers; b->n_readers++) {
 		if (pthread_create(&b->readers[b->n_readers], NULL, read_worker, b))
 			goto fail;
+		pthread_setname_np(b->readers[b->n_readers], "dn-read");
+	}
 	memset(h, 0, sizeof(*h));
 	h->write.open = on_write_open;
 	h->write.data = on_write_data;

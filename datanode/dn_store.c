@@ -396,6 +396,7 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	err = -pthread_create(&s->commit_thread, NULL, commit_main, s);
 	if (err)
 		goto fail;
+	pthread_setname_np(s->commit_thread, "dn-commit");
 	s->commit_ok = true;
 	*out = s;
 	return 0;

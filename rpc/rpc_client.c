@@ -138,6 +138,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&c->threads[i], NULL, cq_thread, c))
 			break;
+		pthread_setname_np(c->threads[i], "rpc-cli-cq");
 		c->n_threads++;
 	}
 	if (!c->n_threads) {

@@ -1072,6 +1072,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	for (unsigned i = 0; i < srv->opts.cq_threads; i++) {
 		if (pthread_create(&srv->threads[i], NULL, cq_thread, srv))
 			goto shutdown;
+		pthread_setname_np(srv->threads[i], "rpc-srv-cq");
 		srv->n_threads++;
 	}
 	*out = srv;

@@ -1324,6 +1324,7 @@ s3_server_run(struct s3_server *srv)
 			s3_server_stop(srv);
 			break;
 		}
+		pthread_setname_np(srv->loops[i].thread, "s3-loop");
 		started++;
 	}
 	for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
@@ -1331,6 +1332,8 @@ s3_server_run(struct s3_server *srv)
 			srv->nworkers = i;
 			rc = -EAGAIN;
 			s3_server_stop(srv);
+		} else {
+			pthread_setname_np(srv->workers[i], "s3-worker");
 		}
 	}
 	loop_run(&srv->loops[0]);
