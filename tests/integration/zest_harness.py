@@ -92,6 +92,9 @@ class Daemon:
             self.proc.kill()  # a daemon that never came up must not outlive the test
             self.proc.wait()
             self.log.close()
+            with open(log_path, "rb") as f:  # say why: its own last words
+                tail = f.read()[-3000:].decode(errors="replace")
+            sys.stderr.write(f"----- {os.path.basename(log_path)} (tail) -----\n{tail}\n")
             raise
 
     def kill9(self):
