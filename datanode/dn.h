@@ -247,6 +247,11 @@ struct dn_config {
 	unsigned stripes_per_group;
 	uint64_t inflight_cap;
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
+	/* The gRPC binding (dn_rpc.h) and the daemon's shutdown. */
+	unsigned write_workers; /* threads running Write calls' engine work; default 4 */
+	unsigned readers;       /* threads streaming Read calls; default 4 */
+	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
+	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
 	bool heal; /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive; /* with heal: --heal-drive N heals only drive N; -1: all */
 };

@@ -305,8 +305,48 @@ def test_one_gib_stream_each_marshaller():
             shutil.rmtree(root, ignore_errors=True)
 
 
+def test_binding_flags():
+    """--write-workers, --readers, --call-queue-cap, --shutdown-grace: listed in --help,
+    accepted (a round trip through a 1-worker, 1-reader, 64 KiB-queue daemon), and a bad
+    value is refused at start with exit 2 and a message naming the flag."""
+    p = subprocess.run([zh.DATANODE, "--help"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0
+    for flag, default in (("--write-workers", "default 4"), ("--readers", "default 4"),
+                          ("--call-queue-cap", "default 8MiB"),
+                          ("--shutdown-grace", "default 5s")):
+        line = p.stdout.split(flag, 1)[1]
+        assert default in line.split("--", 1)[0], (flag, p.stdout)
+    with zh.cluster(gateway=False, cell_size=CELL,
+                    extra_dn=["--write-workers", "1", "--readers", "1",
+                              "--call-queue-cap", "64KiB", "--shutdown-grace", "300ms"]) as c:
+        dnc(c, "mb", "fl")
+        data = os.urandom(9 * CELL + 5)
+        put_bytes(c, "fl", "o", data, chunk=100003)  # many chunks against a 64 KiB cap
+        assert get_bytes(c, "fl", "o")[0] == data
+        with open(os.path.join(c.root, "datanode.log")) as f:
+            log = f.read()
+        assert "write_workers=1 readers=1 call_queue_cap=65536" in log, log[-2000:]
+        t0 = time.time()
+        assert c.dn.stop() == 0
+        assert time.time() - t0 < 10
+        with open(os.path.join(c.root, "datanode.log")) as f:
+            assert "grace 300 ms" in f.read()
+    root = tempfile.mkdtemp(prefix="zest-it-")
+    drives = [a for i in range(6) for a in ("--drive", os.path.join(root, f"d{i}"))]
+    try:
+        for flag, value in (("--write-workers", "0"), ("--readers", "x"),
+                            ("--call-queue-cap", "1KiB"), ("--shutdown-grace", "1y")):
+            p = subprocess.run([zh.DATANODE, *drives, flag, value], capture_output=True,
+                               text=True, timeout=10)
+            assert p.returncode == 2, (flag, value, p.returncode, p.stderr)
+            assert f"bad value for {flag}: {value}" in p.stderr, p.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 if __name__ == "__main__":
     zh.run_tests([
+        test_binding_flags,
         test_round_trips_schemes_sizes_ranges,
         test_marshallers_store_identical_files,
         test_kill9_mid_write_leaves_nothing,
