@@ -67,6 +67,7 @@ struct dn_drive {
 	bool direct_ok;
 	bool fixed_ok; /* the pool is registered: parity goes out as WRITE_FIXED */
 	atomic_int state;
+	atomic_uint_fast64_t full_since_ns; /* FULL: when marked or last re-probed */
 	atomic_uint_fast64_t delay_ns;
 	atomic_uint inject_errors;
 	/* Registered parity buffers: a free stack under plock. */
@@ -111,11 +112,24 @@ dn_pool_buf(struct dn_drive *d, int index)
 {
 	return d->pool_mem + (size_t)index * d->buf_size;
 }
+/* Not failed: its cells can be read (a full drive is readable). */
 static inline bool
 dn_drive_ok(struct dn_drive *d)
 {
-	return atomic_load(&d->state) == DN_DRIVE_OK;
+	return atomic_load(&d->state) != DN_DRIVE_FAILED;
 }
+/* FULL -> OK when statvfs finds room again; at most once per full_probe_ns. */
+bool dn_drive_reprobe(struct dn_drive *d);
+/* Can new cells go to d? OK, or FULL and a due re-probe found room. */
+static inline bool
+dn_drive_writable(struct dn_drive *d)
+{
+	int st = atomic_load(&d->state);
+
+	return st == DN_DRIVE_OK || (st == DN_DRIVE_FULL && dn_drive_reprobe(d));
+}
+/* A write on d got ENOSPC: OK -> FULL (a failed drive stays failed). */
+void dn_drive_mark_full(struct dn_drive *d);
 
 /* ---- layout (dn_layout.c) ---- */
 /* The immutable shape of an extent: one write's cells, cut into block groups. */

@@ -115,11 +115,40 @@ job_free(struct job *j)
 	free(j);
 }
 
-/* The message for an engine error of a write. */
-static void
+/*
+ * rpc_status_from_err() sends UNAVAILABLE for -ECONNREFUSED (and rpc_err_from_status()
+ * gives it back for UNAVAILABLE): a write that cannot reach its quorum because drives
+ * failed is "unavailable", retryable once they are healed, not an internal error.
+ */
+#define ERR_UNAVAILABLE (-ECONNREFUSED)
+
+/* The quorum refusals, with the drive counts: -ENOSPC or -EIO (sent as UNAVAILABLE). */
+static int
+quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, size_t len)
+{
+	unsigned ok = 0, n = 0, q = 0;
+
+	dn_write_quorum_check(s, k, m, &ok, &n, &q);
+	if (err == -ENOSPC) {
+		snprintf(buf, len,
+		         "InsufficientStorage: No space: %u of %u drives can take writes "
+		         "(write quorum %u), the others are full",
+		         ok, n, q);
+		return -ENOSPC;
+	}
+	snprintf(buf, len, "ServiceUnavailable: write quorum not met: %u of %u drives (quorum %u)",
+	         ok, n, q);
+	return ERR_UNAVAILABLE;
+}
+
+/* The message for an engine error of a write; returns the errno to send it with. */
+static int
 write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 {
 	switch (err) {
+	case -ENOSPC:
+	case -EIO:
+		return quorum_errmsg(c->b->s, c->k, c->m, err, buf, len);
 	case -ENOENT:
 		snprintf(buf, len, "NoSuchBucket: %s", c->bucket);
 		break;
@@ -135,6 +164,7 @@ write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 		         c->key, strerror(-err));
 		break;
 	}
+	return err;
 }
 
 /* Under b->mu: put c on the ready list unless it is there or running. */
@@ -177,6 +207,15 @@ on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void 
 	if (dn_admission_level(b->s) >= DN_ADM_REFUSE) {
 		rpc_write_set_error(w, "SlowDown: drive write latency above the refusal limit");
 		return -EAGAIN;
+	}
+	/* Too few drives take writes (failed or full): refuse before any payload moves. */
+	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
+	if (rc == -ENOSPC || rc == -EIO) {
+		char msg[RPC_STATUS_MSG_MAX];
+
+		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));
+		rpc_write_set_error(w, "%s", msg);
+		return rc;
 	}
 	rc = dn_bucket_head(b->s, open->bucket, NULL);
 	if (rc == -ENOENT) {
@@ -341,8 +380,8 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	if (err) {
 		char msg[RPC_STATUS_MSG_MAX];
 
-		write_errmsg(c, err, msg, sizeof(msg));
 		ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket, c->key, err);
+		err = write_errmsg(c, err, msg, sizeof(msg));
 		rpc_write_fail(c->w, err, "%s", msg);
 	} else {
 		Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
@@ -370,8 +409,7 @@ wcall_run(struct wcall *c, struct job *j)
 		if (rc) {
 			c->dw = NULL;
 			pthread_mutex_lock(&b->mu);
-			c->err = rc;
-			write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+			c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
 			pthread_mutex_unlock(&b->mu);
 		}
 		job_free(j);
@@ -389,8 +427,7 @@ wcall_run(struct wcall *c, struct job *j)
 				dn_write_abort(c->dw);
 				c->dw = NULL;
 				pthread_mutex_lock(&b->mu);
-				c->err = rc;
-				write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+				c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
 				pthread_mutex_unlock(&b->mu);
 			}
 		}

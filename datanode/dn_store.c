@@ -25,6 +25,7 @@ dn_store_opts_default(struct dn_store_opts *o)
 	o->wait_ns = 2000000000ull;
 	o->adm_queue = 64;
 	o->meta_map_size = 1ull << 30;
+	o->full_probe_ns = 1000000000ull;
 }
 
 static void
