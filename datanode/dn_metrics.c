@@ -60,7 +60,8 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		fprintf(f, "zest_drive_write_seconds_count{drive=\"%u\"} %llu\n", d,
 		        (unsigned long long)atomic_load(&dr->hist_count));
 	}
-	fprintf(f, "# TYPE zest_drive_state gauge\n");
+	fprintf(f, "# HELP zest_drive_state 0 ok, 1 failed (until heal), 2 full (ENOSPC).\n"
+	           "# TYPE zest_drive_state gauge\n");
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));

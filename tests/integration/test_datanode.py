@@ -344,9 +344,35 @@ def test_binding_flags():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_write_below_quorum_is_unavailable():
+    """Two drive folders gone (drive 3 and 4, no metadata replica): a Write loses its
+    quorum (4 of 6 cells < k + 1) and fails with UNAVAILABLE "write quorum not met: N of M
+    drives", not INTERNAL; the next one is refused the same way at open; nothing shows."""
+    with zh.cluster(gateway=False, cell_size=CELL) as c:
+        dnc(c, "mb", "q")
+        keep = os.urandom(3 * CELL + 7)
+        put_bytes(c, "q", "keep", keep)
+        for i in (3, 4):
+            shutil.rmtree(c.drives[i])
+        path = os.path.join(c.root, "in")
+        with open(path, "wb") as f:
+            f.write(os.urandom(6 * CELL + 1))
+        for key in ("lost", "refused"):
+            rc, out = dnc(c, "put", "q", key, path, 1 << 20, ok=False)
+            assert rc != 0, out
+            assert out.startswith("ERR 14 ServiceUnavailable: write quorum not met: 4 of 6 "
+                                  "drives (quorum 5)"), out  # 14: UNAVAILABLE
+            rc, out = dnc(c, "stat", "q", key, ok=False)
+            assert "NoSuchKey" in out, out
+        assert get_bytes(c, "q", "keep")[0] == keep
+        m = zh.metrics(c.dn_metrics)
+        assert [m[f'zest_drive_state{{drive="{i}"}}'] for i in range(6)] == [0, 0, 0, 1, 1, 0]
+
+
 if __name__ == "__main__":
     zh.run_tests([
         test_binding_flags,
+        test_write_below_quorum_is_unavailable,
         test_round_trips_schemes_sizes_ranges,
         test_marshallers_store_identical_files,
         test_kill9_mid_write_leaves_nothing,
