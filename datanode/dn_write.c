@@ -244,8 +244,11 @@ io_done(struct dn_io *io)
 		/* A folder fsync failed: no cell on that drive is known durable. */
 		for (uint32_t gi = 0; gi < w->ngroups; gi++)
 			for (unsigned c = 0; c < w->n; c++)
-				if (w->groups[gi]->drives[c] == io->cell)
+				if (w->groups[gi]->drives[c] == io->cell) {
 					atomic_fetch_or(&w->groups[gi]->missing, 1u << c);
+					if (io->res == -ENOSPC)
+						atomic_fetch_or(&w->groups[gi]->full, 1u << c);
+				}
 	}
 	if (io->op == DN_IO_WRITEV) {
 		for (unsigned i = 0; i < io->niov; i++)
