@@ -202,12 +202,16 @@ int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const ch
 void dn_list_result_fini(struct dn_list_result *r);
 
 /*
- * New object bucket/key = concatenation of parts (keys in the same bucket), metadata
- * only. delete_parts drops the part objects in the same transaction.
+ * New object bucket/key = concatenation of parts, metadata only: part i is key parts[i] in
+ * bucket part_buckets[i] (part_buckets NULL, or an entry NULL or "": in `bucket`; another
+ * bucket of this store is fine). delete_parts drops the part objects in the same
+ * transaction. Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing),
+ * -EINVAL, -EAGAIN (parts kept changing underneath).
  */
-int dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-               size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-               size_t nattrs, struct dn_write_result *res);
+int dn_compose(struct dn_store *s, const char *bucket, const char *key,
+               const char *const *part_buckets, const char *const *parts, size_t nparts,
+               bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+               struct dn_write_result *res);
 
 /* ---- drives, failures, heal ---- */
 /*

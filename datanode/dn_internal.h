@@ -216,12 +216,15 @@ int dn_meta_extent_exists(struct dn_meta *m, uint64_t id);
 int dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e);
 int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o);
 /*
- * Commit a new object version with its new extent (e may be NULL: compose). Old extents
- * whose refs fall to zero are returned in *freed (caller deletes their files then frees).
+ * Commit a new object version with its new extent (e may be NULL: compose), dropping the
+ * objects drop_buckets[i]/drop_keys[i] (drop_buckets or an entry NULL or "": bucket). Old
+ * extents whose refs fall to zero are returned in *freed (caller deletes their files then
+ * frees).
  */
 int dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-                    struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
-                    struct dn_extent **freed, size_t *nfreed);
+                    struct dn_extent *e, const char *const *drop_buckets,
+                    const char *const *drop_keys, size_t ndrop, struct dn_extent **freed,
+                    size_t *nfreed);
 /* One object version to commit in a batch; err and freed are outputs. */
 struct dn_meta_put {
 	const char *bucket, *key;

@@ -878,7 +878,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
 	struct dn_write_result res;
 	struct dn_attr *attrs = NULL;
-	const char **parts;
+	const char **parts, **part_buckets;
 	char msg[RPC_STATUS_MSG_MAX];
 	int err;
 
@@ -887,28 +887,32 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		return -EINVAL;
 	}
 	parts = calloc(req->n_parts + 1, sizeof(*parts));
+	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
 	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
-	if (!parts || !attrs) {
+	if (!parts || !part_buckets || !attrs) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < req->n_parts; i++) {
 		const Zest__ObjectRequest *p = req->parts[i];
 
-		if (p->bucket[0] && strcmp(p->bucket, req->bucket)) {
-			rpc_reply_error(reply, "InvalidArgument: part %zu is in bucket %s, not %s",
-			                i, p->bucket, req->bucket);
-			err = -EINVAL;
-			goto out;
-		}
+		/* Empty: the target's bucket. */
+		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
 		parts[i] = p->key;
 	}
 	attrs_from_pb(req->attrs, req->n_attrs, attrs);
-	err = dn_compose(b->s, req->bucket, req->key, parts, req->n_parts, req->delete_parts,
-	                 req->etag, attrs, req->n_attrs, &res);
+	err = dn_compose(b->s, req->bucket, req->key, part_buckets, parts, req->n_parts,
+	                 req->delete_parts, req->etag, attrs, req->n_attrs, &res);
 	if (err == -ENOENT) {
-		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT) {
-			rpc_reply_error(reply, "NoSuchBucket: %s", req->bucket);
+		const char *nob = NULL;
+
+		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT)
+			nob = req->bucket;
+		for (size_t i = 0; !nob && i < req->n_parts; i++)
+			if (dn_bucket_head(b->s, part_buckets[i], NULL) == -ENOENT)
+				nob = part_buckets[i];
+		if (nob) {
+			rpc_reply_error(reply, "NoSuchBucket: %s", nob);
 		} else {
 			snprintf(msg, sizeof(msg), "NoSuchKey: a part of %s is missing", req->key);
 			rpc_reply_error(reply, "%s", msg);
@@ -928,6 +932,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	err = rpc_reply_message(reply, &wr.base);
 out:
 	free(parts);
+	free(part_buckets);
 	free(attrs);
 	return err;
 }

@@ -784,7 +784,7 @@ finish_commit(struct dn_write *w)
 	o.nattrs = w->nattrs;
 	o.pieces = w->written ? &piece : NULL;
 	o.npieces = w->written ? 1 : 0;
-	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, 0,
+	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, NULL, 0,
 	                      &freed, &nfreed);
 	dn_extent_free(&e);
 	if (err)

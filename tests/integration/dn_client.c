@@ -6,7 +6,7 @@
  *     put B K FILE [CHUNK] [K+M]        (FILE '-': zero bytes; prints size and crc)
  *     get B K OUT [OFFSET LENGTH]       (prints size)
  *     stat B K | rm B K | ls B [PREFIX [DELIM [START [LIMIT]]]]
- *     compose B K DELETE(0|1) PART...
+ *     compose B K DELETE(0|1) PART...   (PART: KEY in B, or BUCKET::KEY)
  *
  * Success prints a result line and exits 0; a failed call prints "ERR <message>" and
  * exits 1 (usage errors 2).
@@ -264,9 +264,16 @@ main(int argc, char **argv)
 		parts = calloc(cr.n_parts, sizeof(*parts));
 		pp = calloc(cr.n_parts, sizeof(*pp));
 		for (size_t i = 0; i < cr.n_parts; i++) {
+			char *sep = strstr(argv[3 + i], "::"); /* BUCKET::KEY: another bucket */
+
 			zest__object_request__init(&parts[i]);
 			parts[i].bucket = argv[0];
 			parts[i].key = argv[3 + i];
+			if (sep) {
+				*sep = 0;
+				parts[i].bucket = argv[3 + i];
+				parts[i].key = sep + 2;
+			}
 			pp[i] = &parts[i];
 		}
 		cr.parts = pp;

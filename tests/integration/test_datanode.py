@@ -256,6 +256,15 @@ def test_list_compose_buckets_over_grpc():
         assert "NoSuchKey" in out, out  # delete_parts dropped them
         rc, out = dnc(c, "compose", "lb", "bad", 0, "nokey", ok=False)
         assert rc == 1 and "NoSuchKey" in out, out
+        # parts from another bucket of the same datanode
+        put_bytes(c, "lb2", "x", parts[1])
+        _, out = dnc(c, "compose", "lb", "cross", 0, "lb2::x", "b/x", "lb2::x")
+        assert out.startswith(f"size={2 * len(parts[1]) + 1} "), out
+        assert get_bytes(c, "lb", "cross")[0] == parts[1] + b"x" + parts[1]
+        rc, out = dnc(c, "compose", "lb", "bad", 0, "nob::x", ok=False)
+        assert rc == 1 and "NoSuchBucket: nob" in out, out
+        assert dnc(c, "rm", "lb", "cross")[1] == "existed=1"
+        assert dnc(c, "rm", "lb2", "x")[1] == "existed=1"
         rc, out = dnc(c, "rb", "lb", ok=False)
         assert "BucketNotEmpty: lb" in out, out
         for k in ("whole", "b/x", "top"):

@@ -169,7 +169,7 @@ compose(void)
 	CHECK_EQ(t_put(e.s, "b", "p1", all, l1), 0);
 	CHECK_EQ(t_put(e.s, "b", "p2", all + l1, l2), 0);
 	CHECK_EQ(t_put(e.s, "b", "p3", all + l1 + l2, l3), 0);
-	CHECK_EQ(dn_compose(e.s, "b", "whole", parts, 3, false, "multi-3", NULL, 0, &res), 0);
+	CHECK_EQ(dn_compose(e.s, "b", "whole", NULL, parts, 3, false, "multi-3", NULL, 0, &res), 0);
 	CHECK_EQ(res.size, l1 + l2 + l3);
 	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
 	CHECK_EQ(t_check_read(e.s, "b", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
@@ -178,15 +178,66 @@ compose(void)
 	CHECK(strcmp(info.etag, "multi-3") == 0);
 	dn_object_info_fini(&info);
 	/* Compose again, dropping the parts: the data stays, shared by both composed objects. */
-	CHECK_EQ(dn_compose(e.s, "b", "whole2", parts, 3, true, "m2", NULL, 0, &res), 0);
+	CHECK_EQ(dn_compose(e.s, "b", "whole2", NULL, parts, 3, true, "m2", NULL, 0, &res), 0);
 	CHECK_EQ(dn_stat(e.s, "b", "p1", &info), -ENOENT);
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK_EQ(dn_delete(e.s, "b", "whole"), 1);
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK(count_files(&e) > 0);
 	/* A missing part refuses the whole compose. */
-	CHECK_EQ(dn_compose(e.s, "b", "bad", parts, 3, false, "x", NULL, 0, &res), -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "b", "bad", NULL, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
 	CHECK_EQ(dn_delete(e.s, "b", "whole2"), 1);
+	CHECK_EQ(count_files(&e), 0);
+	free(all);
+	t_env_fini(&e);
+}
+
+/* Parts from other buckets of the same store (ComposeRequest allows them). */
+static void
+compose_cross_bucket(void)
+{
+	struct t_env e;
+	size_t l1 = 30000, l2 = 50003, l3 = 7;
+	uint8_t *all = malloc(l1 + l2 + l3);
+	const char *parts[] = { "p1", "p2", "p3" };
+	const char *buckets[] = { "src", "", "other" }; /* "": the target's own bucket */
+	const char *nob[] = { "src", "gone", "other" };
+	struct dn_write_result res;
+	struct dn_object_info info;
+
+	t_fill(all, l1 + l2 + l3);
+	t_env_init(&e, 6, 4, 2);
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "dst", NULL), 0);
+	CHECK_EQ(dn_bucket_create(e.s, "src", NULL), 0);
+	CHECK_EQ(dn_bucket_create(e.s, "other", NULL), 0);
+	CHECK_EQ(t_put(e.s, "src", "p1", all, l1), 0);
+	CHECK_EQ(t_put(e.s, "dst", "p2", all + l1, l2), 0);
+	CHECK_EQ(t_put(e.s, "other", "p3", all + l1 + l2, l3), 0);
+	CHECK_EQ(dn_compose(e.s, "dst", "whole", buckets, parts, 3, false, "x3", NULL, 0, &res),
+	         0);
+	CHECK_EQ(res.size, l1 + l2 + l3);
+	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
+	CHECK_EQ(t_check_read(e.s, "dst", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
+	/* The parts stay where they were. */
+	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);
+	CHECK_EQ(t_check_read(e.s, "other", "p3", 0, 0, false, all + l1 + l2, l3), 0);
+	/* A part's bucket that does not exist, or a key missing there: -ENOENT, nothing made. */
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res),
+	         -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", buckets + 1, parts, 2, false, "x", NULL, 0, &res),
+	         -ENOENT); /* p1 is not in dst */
+	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), -ENOENT);
+	/* delete_parts drops each part from its own bucket, in the same transaction. */
+	CHECK_EQ(dn_compose(e.s, "dst", "whole2", buckets, parts, 3, true, "y", NULL, 0, &res), 0);
+	CHECK_EQ(dn_stat(e.s, "src", "p1", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "dst", "p2", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "other", "p3", &info), -ENOENT);
+	CHECK_EQ(dn_bucket_delete(e.s, "src"), 0); /* empty now */
+	CHECK_EQ(t_check_read(e.s, "dst", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
+	CHECK_EQ(dn_delete(e.s, "dst", "whole"), 1);
+	CHECK_EQ(t_check_read(e.s, "dst", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
+	CHECK_EQ(dn_delete(e.s, "dst", "whole2"), 1);
 	CHECK_EQ(count_files(&e), 0);
 	free(all);
 	t_env_fini(&e);
@@ -240,6 +291,7 @@ main(void)
 	overwrite();
 	listing();
 	compose();
+	compose_cross_bucket();
 	printf("ok\n");
 	return 0;
 }

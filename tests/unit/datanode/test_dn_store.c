@@ -119,7 +119,7 @@ main(void)
 
 			snprintf(ka, sizeof(ka), "key%d", a);
 			snprintf(kb, sizeof(kb), "key%d", b);
-			err = dn_compose(e.s, "b", key, parts, 2, drop, "c", NULL, 0, &res);
+			err = dn_compose(e.s, "b", key, NULL, parts, 2, drop, "c", NULL, 0, &res);
 			if (!mdl[a].exists || !mdl[b].exists) {
 				CHECK_EQ(err, -ENOENT);
 				continue;
