@@ -85,6 +85,7 @@ struct dn_drive {
 	atomic_uint_fast64_t ewma_ns;
 	atomic_uint_fast64_t last_done_ns;
 	atomic_uint_fast64_t write_bytes;
+	atomic_uint_fast64_t crc_mismatches; /* chunks read from here that failed their CRC */
 	atomic_uint_fast64_t hist[DN_HIST_BUCKETS + 1]; /* +Inf last */
 	atomic_uint_fast64_t hist_sum_ns;
 	atomic_uint_fast64_t hist_count;

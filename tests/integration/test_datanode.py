@@ -220,9 +220,17 @@ def test_degraded_reads_heal_and_corruption():
             b = f.read(1)
             f.seek(100)
             f.write(bytes([b[0] ^ 0xff]))
+        m = zh.metrics(c.dn_metrics)
+        assert all(m[f'zest_checksum_mismatches_total{{drive="{i}"}}'] == 0
+                   for i in range(6)), m
         for key, data in objs.items():
             assert get_bytes(c, "dg", key)[0] == data, f"{key} wrong after corruption"
-        assert zh.metrics(c.dn_metrics)["zest_degraded_reads_total"] >= 1
+        m = zh.metrics(c.dn_metrics)
+        assert m["zest_degraded_reads_total"] >= 1
+        # counted on their own, against the drive that holds the bad chunk
+        bad = {i: m[f'zest_checksum_mismatches_total{{drive="{i}"}}'] for i in range(6)}
+        assert bad[int(drive[1:])] >= 1, bad
+        assert sum(bad.values()) == bad[int(drive[1:])], bad
 
 
 def test_list_compose_buckets_over_grpc():

@@ -379,6 +379,7 @@ def test_flipped_bits_detected_and_healed():
         base = degraded(c)
         check_all(c, "bits", objs, "with two corrupted cells")
         assert degraded(c) > base, "corruption not counted"
+        assert zh.metric_sum(zh.metrics(c.dn_metrics), "zest_checksum_mismatches_total") >= 2
         # during a write: a cell of an older object is corrupted while new data arrives
         w = DuringWrite(c, "bits", "mid", os.urandom(6 << 20))
         w.wait_received(1 << 20)

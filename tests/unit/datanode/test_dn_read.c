@@ -131,6 +131,17 @@ missing_drives(void)
 	free_all();
 }
 
+/* Chunk CRC failures seen by reads, over all drives. */
+static uint64_t
+mismatches(struct dn_store *s)
+{
+	uint64_t n = 0;
+
+	for (unsigned d = 0; d < s->ndrives; d++)
+		n += atomic_load(&s->drives[d].crc_mismatches);
+	return n;
+}
+
 static void
 corrupted_cell(void)
 {
@@ -142,16 +153,30 @@ corrupted_cell(void)
 	put_all(&e);
 	for (unsigned d = 0; d < 6; d++)
 		corrupt_one(&e, d); /* one bad chunk per drive, in different stripes or not */
+	CHECK_EQ(mismatches(e.s), 0);
 	check_all(&e);
 	CHECK(degraded(e.s) > 0);
+	/* Counted on their own, by drive (zest_checksum_mismatches_total{drive}). */
+	CHECK(mismatches(e.s) > 0);
+	CHECK(mismatches(e.s) <= degraded(e.s) * 6);
 	/* Heal rewrites the bad cells in place. */
 	for (unsigned d = 0; d < 6; d++)
 		CHECK(dn_heal(e.s, d) >= 0);
 	{
-		uint64_t d0 = degraded(e.s);
+		uint64_t d0 = degraded(e.s), m0 = mismatches(e.s);
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
 
 		check_all(&e);
 		CHECK_EQ(degraded(e.s), d0);
+		CHECK_EQ(mismatches(e.s), m0);
+		CHECK(f);
+		dn_metrics_render(e.s, f);
+		fclose(f);
+		CHECK(strstr(text, "# TYPE zest_checksum_mismatches_total counter\n"));
+		CHECK(strstr(text, "zest_checksum_mismatches_total{drive=\"5\"} "));
+		free(text);
 	}
 	t_env_fini(&e);
 	free_all();
