@@ -88,9 +88,7 @@ missing_drives(void)
 	struct t_env e;
 	uint64_t before;
 
-	t_env_init(&e, 7, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 7, 4, 2, "b");
 	put_all(&e);
 	check_all(&e);
 	CHECK_EQ(degraded(e.s), 0);
@@ -147,9 +145,7 @@ corrupted_cell(void)
 {
 	struct t_env e;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	put_all(&e);
 	for (unsigned d = 0; d < 6; d++)
 		corrupt_one(&e, d); /* one bad chunk per drive, in different stripes or not */
@@ -191,9 +187,7 @@ quorum(void)
 	int err;
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(dn_drive_fail(e.s, 3), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 3), DN_DRIVE_FAILED);
 	/* 5 of 6 cells durable: quorum k + 1 holds; the missing cell is recorded. */
@@ -238,9 +232,7 @@ io_error(void)
 	static uint8_t buf[300000];
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	dn_drive_inject_errors(e.s, 2, 1);
 	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
