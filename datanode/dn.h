@@ -116,8 +116,8 @@ typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *r
  * that take writes (a full drive whose re-probe finds space again counts, and is OK from
  * then on). Returns 0, -EINVAL (no such scheme here), -ENOSPC (too few, and some of the
  * others are full) or -EIO (too few because drives failed); *writable, *ndrives and
- * *quorum (each optional) get the counts for a message. Cheap: atomics, plus at most one statvfs per full drive per
- * full_probe_ns.
+ * *quorum (each optional) get the counts for a message. Cheap: atomics, plus at most one statvfs
+ * per full drive per full_probe_ns.
  */
 int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
                           unsigned *ndrives, unsigned *quorum);
@@ -281,8 +281,8 @@ struct dn_config {
 	unsigned readers;       /* threads streaming Read calls; default 4 */
 	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
 	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
-	bool heal; /* `zest-datanode heal --drive ...`: heal all drives and exit */
-	int heal_drive; /* with heal: --heal-drive N heals only drive N; -1: all */
+	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
+	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
 };
 
 /*

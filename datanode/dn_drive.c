@@ -126,8 +126,10 @@ dn_drive_mark_full(struct dn_drive *d)
 
 	atomic_store(&d->full_since_ns, zc_now_ns());
 	if (atomic_compare_exchange_strong(&d->state, &ok, DN_DRIVE_FULL))
-		ZC_WARN("drive", "drive=%u root=%s ENOSPC: marked full, no new cells until it has "
-		        "room", d->idx, d->root);
+		ZC_WARN("drive",
+		        "drive=%u root=%s ENOSPC: marked full, no new cells until it has "
+		        "room",
+		        d->idx, d->root);
 }
 
 bool

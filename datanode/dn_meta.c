@@ -916,9 +916,8 @@ freelist_drop(struct freelist *fl)
 
 int
 dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-                struct dn_extent *e, const char *const *drop_buckets,
-                const char *const *drop_keys, size_t ndrop, struct dn_extent **freed,
-                size_t *nfreed)
+                struct dn_extent *e, const char *const *drop_buckets, const char *const *drop_keys,
+                size_t ndrop, struct dn_extent **freed, size_t *nfreed)
 {
 	struct put_args a = { bucket, key, o, e, drop_buckets, drop_keys, ndrop, { 0 }, 0 };
 	int err = meta_write(m, put_fn, &a);
@@ -984,7 +983,7 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		a[i] = (struct put_args){
-			v[i].bucket, v[i].key, v[i].o, v[i].e, NULL, NULL, 0, { 0 }, 0
+			.bucket = v[i].bucket, .key = v[i].key, .o = v[i].o, .e = v[i].e
 		};
 	err = meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {

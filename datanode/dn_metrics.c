@@ -71,9 +71,10 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        (unsigned long long)c.degraded_reads);
 	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
 	        (unsigned long long)c.inflight_bytes);
-	fprintf(f, "# HELP zest_checksum_mismatches_total Cells read from a drive with a chunk that "
-	           "failed its CRC32C.\n"
-	           "# TYPE zest_checksum_mismatches_total counter\n");
+	fprintf(f,
+	        "# HELP zest_checksum_mismatches_total Cells read from a drive with a chunk that "
+	        "failed its CRC32C.\n"
+	        "# TYPE zest_checksum_mismatches_total counter\n");
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_checksum_mismatches_total{drive=\"%u\"} %llu\n", d,
 		        (unsigned long long)atomic_load(&s->drives[d].crc_mismatches));

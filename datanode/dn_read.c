@@ -158,7 +158,8 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 				ok = false;
 				/* The cell's drive: a rising count names a drive going bad. */
 				atomic_fetch_add(
-				        &r->s->drives[e->groups[group].drives[c]].crc_mismatches, 1);
+				        &r->s->drives[e->groups[group].drives[c]].crc_mismatches,
+				        1);
 			}
 		}
 		if (ok)

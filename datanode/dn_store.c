@@ -557,16 +557,14 @@ dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *
 }
 
 static int compose_once(struct dn_store *s, const char *bucket, const char *key,
-                        const char *const *part_buckets, const char *const *parts,
-                        size_t nparts, bool delete_parts, const char *etag,
-                        const struct dn_attr *attrs, size_t nattrs,
-                        struct dn_write_result *res);
+                        const char *const *part_buckets, const char *const *parts, size_t nparts,
+                        bool delete_parts, const char *etag, const struct dn_attr *attrs,
+                        size_t nattrs, struct dn_write_result *res);
 
 int
-dn_compose(struct dn_store *s, const char *bucket, const char *key,
-           const char *const *part_buckets, const char *const *parts, size_t nparts,
-           bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
-           struct dn_write_result *res)
+dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *part_buckets,
+           const char *const *parts, size_t nparts, bool delete_parts, const char *etag,
+           const struct dn_attr *attrs, size_t nattrs, struct dn_write_result *res)
 {
 	int err = -ESTALE;
 

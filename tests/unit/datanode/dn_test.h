@@ -332,9 +332,8 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 /* Put len bytes of buf as bucket/key in chunk-sized WriteChunks (k 0: the default
  * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */
 static inline int
-t_rpc_put(struct rpc_client *cl, const char *bucket, const char *key, const void *buf,
-          size_t len, size_t chunk, unsigned k, unsigned m, Zest__WriteResult *res,
-          struct rpc_status *st)
+t_rpc_put(struct rpc_client *cl, const char *bucket, const char *key, const void *buf, size_t len,
+          size_t chunk, unsigned k, unsigned m, Zest__WriteResult *res, struct rpc_status *st)
 {
 	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
 
@@ -404,8 +403,8 @@ t_get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
  * g->st, g->bytes and g->bad say how it went. Returns 0, or rpc_cread_open's error.
  */
 static inline int
-t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t off,
-          uint64_t len, bool has_len, struct t_get *g)
+t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t off, uint64_t len,
+          bool has_len, struct t_get *g)
 {
 	Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
 	struct rpc_cread_cbs cbs = { t_get_chunk, t_get_done };

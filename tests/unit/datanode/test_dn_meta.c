@@ -191,8 +191,7 @@ compose_cross_bucket(void)
 	CHECK_EQ(t_put(e.s, "src", "p1", all, l1), 0);
 	CHECK_EQ(t_put(e.s, "dst", "p2", all + l1, l2), 0);
 	CHECK_EQ(t_put(e.s, "other", "p3", all + l1 + l2, l3), 0);
-	CHECK_EQ(dn_compose(e.s, "dst", "whole", buckets, parts, 3, false, "x3", NULL, 0, &res),
-	         0);
+	CHECK_EQ(dn_compose(e.s, "dst", "whole", buckets, parts, 3, false, "x3", NULL, 0, &res), 0);
 	CHECK_EQ(res.size, l1 + l2 + l3);
 	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
 	CHECK_EQ(t_check_read(e.s, "dst", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
@@ -200,8 +199,7 @@ compose_cross_bucket(void)
 	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);
 	CHECK_EQ(t_check_read(e.s, "other", "p3", 0, 0, false, all + l1 + l2, l3), 0);
 	/* A part's bucket that does not exist, or a key missing there: -ENOENT, nothing made. */
-	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res),
-	         -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
 	CHECK_EQ(dn_compose(e.s, "dst", "bad", buckets + 1, parts, 2, false, "x", NULL, 0, &res),
 	         -ENOENT); /* p1 is not in dst */
 	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), -ENOENT);
