@@ -62,9 +62,14 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	}
 	fprintf(f, "# HELP zest_drive_state 0 ok, 1 failed (until heal), 2 full (ENOSPC).\n"
 	           "# TYPE zest_drive_state gauge\n");
-	for (unsigned d = 0; d < s->ndrives; d++)
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		/* A full drive the operator made room on reads 0 at the next scrape, not only
+		 * after the next write (the re-probe is rate-limited: one statvfs a second). */
+		if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+			dn_drive_writable(&s->drives[d]);
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
+	}
 	fprintf(f, "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
 	        dn_admission_level(s));
 	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",

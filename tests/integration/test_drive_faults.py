@@ -322,6 +322,7 @@ def test_full_drive_enospc():
             # the operator frees space: no restart, no heal
             rm(c, "full", "big")
             time.sleep(1.2)  # a full drive is re-probed at most once a second
+            assert drive_states(c) == [0, 0, 0, 0, 0, 0], drive_states(c)  # a scrape re-probes
             before = cell_count(d5)
             objs["again"] = os.urandom(3 * CELL + 1)  # one stripe: a cell on every drive
             st, body = put(c, "full", "again", objs["again"])
