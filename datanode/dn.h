@@ -218,8 +218,8 @@ int dn_compose(struct dn_store *s, const char *bucket, const char *key,
  * OK: reads and writes. FAILED: an I/O error (or a folder that cannot hold files); read
  * around, never written, until heal. FULL: a write or file creation got ENOSPC; still
  * read, no new cells go there; the next write (or metrics render) after full_probe_ns
- * re-checks its free space (statvfs: one block group's cell file, stripes_per_group x cell_size) and the
- * drive is OK again when there is room, with no restart or heal.
+ * re-checks its free space (statvfs: room for one block group's cell file, that is
+ * stripes_per_group x cell_size) and the drive is OK again, with no restart or heal.
  */
 enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
 int dn_drive_state_get(struct dn_store *s, unsigned drive);
