@@ -11,7 +11,8 @@
  * Errors: >= 0 on success, -errno on failure: -EINVAL bad argument, -ENOENT no such
  * bucket/key, -EEXIST bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
  * (pool empty, admission refused: the binding maps it to RESOURCE_EXHAUSTED / SlowDown),
- * -EBADMSG checksum mismatch that could not be repaired, -EIO drive failure beyond quorum.
+ * -EBADMSG checksum mismatch that could not be repaired, -EIO drive failure beyond quorum,
+ * -ENOSPC write quorum lost because drives are full (see enum dn_drive_state).
  */
 #ifndef ZEST_DN_H
 #define ZEST_DN_H
@@ -46,6 +47,9 @@ struct dn_store_opts {
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
 	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */
 	uint64_t meta_map_size; /* LMDB map size; default 1 GiB */
+	/* A full drive's free space is re-checked (statvfs) at most this often, by the next
+	 * write that would use it; 0: at every such write. Default 1 s. */
+	uint64_t full_probe_ns;
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
@@ -108,9 +112,21 @@ struct dn_write_result {
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
 /*
+ * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
+ * that take writes (a full drive whose re-probe finds space again counts, and is OK from
+ * then on). Returns 0, -EINVAL (no such scheme here), -ENOSPC (too few, and some of the
+ * others are full) or -EIO (too few because drives failed); *writable, *ndrives and
+ * *quorum (each optional) get the counts for a message. Cheap: atomics, plus at most one statvfs
+ * per full drive per full_probe_ns.
+ */
+int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
+                          unsigned *ndrives, unsigned *quorum);
+
+/*
  * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
- * store default. Passes admission (may pace or wait; -EAGAIN when refused). Returns 0 and
- * *out, or -ENOENT (no bucket), -EINVAL, -EAGAIN.
+ * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
+ * (may pace or wait; -EAGAIN when refused). Returns 0 and *out, or -ENOENT (no bucket),
+ * -EINVAL, -EAGAIN, -ENOSPC, -EIO.
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
@@ -140,7 +156,9 @@ int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_s
 /*
  * Finish: flush, fdatasync every file through its ring, commit metadata (replacing any
  * old version, whose files are then freed), then call cb. Takes ownership of w; cb is
- * always called exactly once (err < 0 on failure, nothing visible then).
+ * always called exactly once (err < 0 on failure, nothing visible then). A block group
+ * with fewer than the write quorum of durable cells fails the write with -ENOSPC when
+ * some of its cells were lost to a full drive, else -EIO.
  */
 void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
                      size_t nattrs, dn_commit_cb cb, void *arg);
@@ -184,15 +202,26 @@ int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const ch
 void dn_list_result_fini(struct dn_list_result *r);
 
 /*
- * New object bucket/key = concatenation of parts (keys in the same bucket), metadata
- * only. delete_parts drops the part objects in the same transaction.
+ * New object bucket/key = concatenation of parts, metadata only: part i is key parts[i] in
+ * bucket part_buckets[i] (part_buckets NULL, or an entry NULL or "": in `bucket`; another
+ * bucket of this store is fine). delete_parts drops the part objects in the same
+ * transaction. Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing),
+ * -EINVAL, -EAGAIN (parts kept changing underneath).
  */
-int dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-               size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-               size_t nattrs, struct dn_write_result *res);
+int dn_compose(struct dn_store *s, const char *bucket, const char *key,
+               const char *const *part_buckets, const char *const *parts, size_t nparts,
+               bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+               struct dn_write_result *res);
 
 /* ---- drives, failures, heal ---- */
-enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1 };
+/*
+ * OK: reads and writes. FAILED: an I/O error (or a folder that cannot hold files); read
+ * around, never written, until heal. FULL: a write or file creation got ENOSPC; still
+ * read, no new cells go there; the next write (or metrics render) after full_probe_ns
+ * re-checks its free space (statvfs: room for one block group's cell file, that is
+ * stripes_per_group x cell_size) and the drive is OK again, with no restart or heal.
+ */
+enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
 int dn_drive_state_get(struct dn_store *s, unsigned drive);
 /* Mark a drive failed (tests, operator); its cells are then written as missing. */
 int dn_drive_fail(struct dn_store *s, unsigned drive);
@@ -247,8 +276,13 @@ struct dn_config {
 	unsigned stripes_per_group;
 	uint64_t inflight_cap;
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
-	bool heal; /* `zest-datanode heal --drive ...`: heal all drives and exit */
-	int heal_drive; /* with heal: --heal-drive N heals only drive N; -1: all */
+	/* The gRPC binding (dn_rpc.h) and the daemon's shutdown. */
+	unsigned write_workers; /* threads running Write calls' engine work; default 4 */
+	unsigned readers;       /* threads streaming Read calls; default 4 */
+	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
+	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
+	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
+	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
 };
 
 /*

@@ -21,6 +21,10 @@ enum {
 	OPT_L2,
 	OPT_L3,
 	OPT_HEAL_DRIVE,
+	OPT_WORKERS,
+	OPT_READERS,
+	OPT_CALL_CAP,
+	OPT_GRACE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -40,6 +44,10 @@ static const struct option long_opts[] = {
 	{ "admission-l2", required_argument, NULL, OPT_L2 },
 	{ "admission-l3", required_argument, NULL, OPT_L3 },
 	{ "heal-drive", required_argument, NULL, OPT_HEAL_DRIVE },
+	{ "write-workers", required_argument, NULL, OPT_WORKERS },
+	{ "readers", required_argument, NULL, OPT_READERS },
+	{ "call-queue-cap", required_argument, NULL, OPT_CALL_CAP },
+	{ "shutdown-grace", required_argument, NULL, OPT_GRACE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -65,6 +73,12 @@ usage(FILE *out)
 	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
 	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
 	      "  --heal-drive N             with heal: rebuild only drive N (0-based; default all)\n"
+	      "  --write-workers N          threads running Write calls, 1..256 (default 4)\n"
+	      "  --readers N                threads streaming Read calls, 1..256 (default 4)\n"
+	      "  --call-queue-cap SIZE      payload queued per Write call before it pauses,\n"
+	      "                             64KiB..1GiB (default 8MiB)\n"
+	      "  --shutdown-grace DURATION  on SIGTERM, time in-flight calls get to finish,\n"
+	      "                             0..10min (default 5s)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -119,6 +133,10 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->adm_l2_ns = 200000000;
 	c->adm_l3_ns = 1000000000;
 	c->heal_drive = -1;
+	c->write_workers = 4;
+	c->readers = 4;
+	c->call_cap = 8u << 20;
+	c->grace_ns = 5000000000ull;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -192,6 +210,26 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 				c->heal_drive = (int)d;
 			break;
 		}
+		case OPT_WORKERS:
+			bad = parse_uint(optarg, &c->write_workers);
+			if (!bad && (c->write_workers == 0 || c->write_workers > 256))
+				bad = -EINVAL;
+			break;
+		case OPT_READERS:
+			bad = parse_uint(optarg, &c->readers);
+			if (!bad && (c->readers == 0 || c->readers > 256))
+				bad = -EINVAL;
+			break;
+		case OPT_CALL_CAP:
+			bad = zc_parse_size(optarg, &c->call_cap);
+			if (!bad && (c->call_cap < (64u << 10) || c->call_cap > (1u << 30)))
+				bad = -EINVAL;
+			break;
+		case OPT_GRACE:
+			bad = zc_parse_duration_ns(optarg, &c->grace_ns);
+			if (!bad && c->grace_ns > 600000000000ull)
+				bad = -EINVAL;
+			break;
 		case OPT_HELP:
 			usage(out);
 			return 1;

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,19 +106,58 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 			atomic_fetch_add(&d->write_bytes, (uint64_t)res);
 		io->res = res;
 		if (res >= 0 && (size_t)res != io->len)
-			io->res = -EIO; /* a short write to a regular file: treat as a failure */
+			io->res = -ENOSPC; /* a short write to a regular file: the fs is full */
 		dn_admission_note(d, zc_now_ns() - io->t_enq);
 	}
 	if (io->op == DN_IO_READ && res > 0)
 		ZC_MEM_DEFINED(io->iov[0].iov_base, (size_t)res);
 	if (io->op == DN_IO_READ && res >= 0 && (size_t)res != io->len)
 		io->res = -ENODATA; /* a short cell file: this cell is bad, the drive may be fine */
-	if (io->res < 0 && io->res != -ENODATA && dn_drive_ok(d)) {
+	if (io->res == -ENOSPC && io->op != DN_IO_READ) {
+		dn_drive_mark_full(d); /* full is not broken: writable again once space frees */
+	} else if (io->res < 0 && io->res != -ENODATA && dn_drive_ok(d)) {
 		ZC_ERR("drive", "drive=%u op=%d err=%s: marking failed", d->idx, io->op,
 		       strerror(-io->res));
 		atomic_store(&d->state, DN_DRIVE_FAILED);
 	}
 	io->cb(io);
+}
+
+void
+dn_drive_mark_full(struct dn_drive *d)
+{
+	int ok = DN_DRIVE_OK;
+
+	atomic_store(&d->full_since_ns, zc_now_ns());
+	if (atomic_compare_exchange_strong(&d->state, &ok, DN_DRIVE_FULL))
+		ZC_WARN("drive",
+		        "drive=%u root=%s ENOSPC: marked full, no new cells until it has "
+		        "room",
+		        d->idx, d->root);
+}
+
+bool
+dn_drive_reprobe(struct dn_drive *d)
+{
+	const struct dn_store_opts *o = &d->store->o;
+	uint64_t now = zc_now_ns(), since = atomic_load(&d->full_since_ns);
+	uint64_t need = (uint64_t)o->stripes_per_group * o->cell_size, avail;
+	int full = DN_DRIVE_FULL;
+	struct statvfs sv;
+
+	/* One prober per interval: whoever moves the stamp does the statvfs. */
+	if (now - since < o->full_probe_ns ||
+	    !atomic_compare_exchange_strong(&d->full_since_ns, &since, now))
+		return atomic_load(&d->state) == DN_DRIVE_OK;
+	if (statvfs(d->root, &sv) < 0)
+		return false;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (avail < need)
+		return false;
+	if (atomic_compare_exchange_strong(&d->state, &full, DN_DRIVE_OK))
+		ZC_INFO("drive", "drive=%u root=%s has room again (%llu bytes free): writable",
+		        d->idx, d->root, (unsigned long long)avail);
+	return atomic_load(&d->state) == DN_DRIVE_OK;
 }
 
 static void *

@@ -67,6 +67,7 @@ struct dn_drive {
 	bool direct_ok;
 	bool fixed_ok; /* the pool is registered: parity goes out as WRITE_FIXED */
 	atomic_int state;
+	atomic_uint_fast64_t full_since_ns; /* FULL: when marked or last re-probed */
 	atomic_uint_fast64_t delay_ns;
 	atomic_uint inject_errors;
 	/* Registered parity buffers: a free stack under plock. */
@@ -84,6 +85,7 @@ struct dn_drive {
 	atomic_uint_fast64_t ewma_ns;
 	atomic_uint_fast64_t last_done_ns;
 	atomic_uint_fast64_t write_bytes;
+	atomic_uint_fast64_t crc_mismatches; /* chunks read from here that failed their CRC */
 	atomic_uint_fast64_t hist[DN_HIST_BUCKETS + 1]; /* +Inf last */
 	atomic_uint_fast64_t hist_sum_ns;
 	atomic_uint_fast64_t hist_count;
@@ -111,11 +113,24 @@ dn_pool_buf(struct dn_drive *d, int index)
 {
 	return d->pool_mem + (size_t)index * d->buf_size;
 }
+/* Not failed: its cells can be read (a full drive is readable). */
 static inline bool
 dn_drive_ok(struct dn_drive *d)
 {
-	return atomic_load(&d->state) == DN_DRIVE_OK;
+	return atomic_load(&d->state) != DN_DRIVE_FAILED;
 }
+/* FULL -> OK when statvfs finds room again; at most once per full_probe_ns. */
+bool dn_drive_reprobe(struct dn_drive *d);
+/* Can new cells go to d? OK, or FULL and a due re-probe found room. */
+static inline bool
+dn_drive_writable(struct dn_drive *d)
+{
+	int st = atomic_load(&d->state);
+
+	return st == DN_DRIVE_OK || (st == DN_DRIVE_FULL && dn_drive_reprobe(d));
+}
+/* A write on d got ENOSPC: OK -> FULL (a failed drive stays failed). */
+void dn_drive_mark_full(struct dn_drive *d);
 
 /* ---- layout (dn_layout.c) ---- */
 /* The immutable shape of an extent: one write's cells, cut into block groups. */
@@ -202,12 +217,15 @@ int dn_meta_extent_exists(struct dn_meta *m, uint64_t id);
 int dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e);
 int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o);
 /*
- * Commit a new object version with its new extent (e may be NULL: compose). Old extents
- * whose refs fall to zero are returned in *freed (caller deletes their files then frees).
+ * Commit a new object version with its new extent (e may be NULL: compose), dropping the
+ * objects drop_buckets[i]/drop_keys[i] (drop_buckets or an entry NULL or "": bucket). Old
+ * extents whose refs fall to zero are returned in *freed (caller deletes their files then
+ * frees).
  */
 int dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-                    struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
-                    struct dn_extent **freed, size_t *nfreed);
+                    struct dn_extent *e, const char *const *drop_buckets,
+                    const char *const *drop_keys, size_t ndrop, struct dn_extent **freed,
+                    size_t *nfreed);
 /* One object version to commit in a batch; err and freed are outputs. */
 struct dn_meta_put {
 	const char *bucket, *key;

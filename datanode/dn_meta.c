@@ -842,6 +842,7 @@ struct put_args {
 	const char *bucket, *key;
 	struct dn_obj *o;
 	struct dn_extent *e;
+	const char *const *drop_buckets; /* NULL or NULL/"" entries: bucket */
 	const char *const *drop;
 	size_t ndrop;
 	struct freelist fl;
@@ -882,7 +883,9 @@ put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 			return err;
 	}
 	for (size_t i = 0; i < a->ndrop; i++) {
-		err = obj_key(a->bucket, a->drop[i], kb, &k);
+		const char *db = a->drop_buckets ? a->drop_buckets[i] : NULL;
+
+		err = obj_key(db && db[0] ? db : a->bucket, a->drop[i], kb, &k);
 		if (!err)
 			err = obj_drop(r, txn, &k, fl);
 		if (err < 0)
@@ -913,10 +916,10 @@ freelist_drop(struct freelist *fl)
 
 int
 dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
-                struct dn_extent *e, const char *const *drop_keys, size_t ndrop,
-                struct dn_extent **freed, size_t *nfreed)
+                struct dn_extent *e, const char *const *drop_buckets, const char *const *drop_keys,
+                size_t ndrop, struct dn_extent **freed, size_t *nfreed)
 {
-	struct put_args a = { bucket, key, o, e, drop_keys, ndrop, { 0 }, 0 };
+	struct put_args a = { bucket, key, o, e, drop_buckets, drop_keys, ndrop, { 0 }, 0 };
 	int err = meta_write(m, put_fn, &a);
 
 	if (err < 0) {
@@ -980,7 +983,7 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		a[i] = (struct put_args){
-			v[i].bucket, v[i].key, v[i].o, v[i].e, NULL, 0, { 0 }, 0
+			.bucket = v[i].bucket, .key = v[i].key, .o = v[i].o, .e = v[i].e
 		};
 	err = meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {

@@ -60,16 +60,29 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		fprintf(f, "zest_drive_write_seconds_count{drive=\"%u\"} %llu\n", d,
 		        (unsigned long long)atomic_load(&dr->hist_count));
 	}
-	fprintf(f, "# TYPE zest_drive_state gauge\n");
-	for (unsigned d = 0; d < s->ndrives; d++)
+	fprintf(f, "# HELP zest_drive_state 0 ok, 1 failed (until heal), 2 full (ENOSPC).\n"
+	           "# TYPE zest_drive_state gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		/* A full drive the operator made room on reads 0 at the next scrape, not only
+		 * after the next write (the re-probe is rate-limited: one statvfs a second). */
+		if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+			dn_drive_writable(&s->drives[d]);
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
+	}
 	fprintf(f, "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
 	        dn_admission_level(s));
 	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
 	        (unsigned long long)c.degraded_reads);
 	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
 	        (unsigned long long)c.inflight_bytes);
+	fprintf(f,
+	        "# HELP zest_checksum_mismatches_total Cells read from a drive with a chunk that "
+	        "failed its CRC32C.\n"
+	        "# TYPE zest_checksum_mismatches_total counter\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		fprintf(f, "zest_checksum_mismatches_total{drive=\"%u\"} %llu\n", d,
+		        (unsigned long long)atomic_load(&s->drives[d].crc_mismatches));
 }
 
 static void

@@ -156,6 +156,10 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 				        (unsigned long long)e->id, group, c, idx);
 				*crc_bad = true;
 				ok = false;
+				/* The cell's drive: a rising count names a drive going bad. */
+				atomic_fetch_add(
+				        &r->s->drives[e->groups[group].drives[c]].crc_mismatches,
+				        1);
 			}
 		}
 		if (ok)

@@ -115,11 +115,40 @@ job_free(struct job *j)
 	free(j);
 }
 
-/* The message for an engine error of a write. */
-static void
+/*
+ * rpc_status_from_err() sends UNAVAILABLE for -ECONNREFUSED (and rpc_err_from_status()
+ * gives it back for UNAVAILABLE): a write that cannot reach its quorum because drives
+ * failed is "unavailable", retryable once they are healed, not an internal error.
+ */
+#define ERR_UNAVAILABLE (-ECONNREFUSED)
+
+/* The quorum refusals, with the drive counts: -ENOSPC or -EIO (sent as UNAVAILABLE). */
+static int
+quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, size_t len)
+{
+	unsigned ok = 0, n = 0, q = 0;
+
+	dn_write_quorum_check(s, k, m, &ok, &n, &q);
+	if (err == -ENOSPC) {
+		snprintf(buf, len,
+		         "InsufficientStorage: No space: %u of %u drives can take writes "
+		         "(write quorum %u), the others are full",
+		         ok, n, q);
+		return -ENOSPC;
+	}
+	snprintf(buf, len, "ServiceUnavailable: write quorum not met: %u of %u drives (quorum %u)",
+	         ok, n, q);
+	return ERR_UNAVAILABLE;
+}
+
+/* The message for an engine error of a write; returns the errno to send it with. */
+static int
 write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 {
 	switch (err) {
+	case -ENOSPC:
+	case -EIO:
+		return quorum_errmsg(c->b->s, c->k, c->m, err, buf, len);
 	case -ENOENT:
 		snprintf(buf, len, "NoSuchBucket: %s", c->bucket);
 		break;
@@ -135,6 +164,7 @@ write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 		         c->key, strerror(-err));
 		break;
 	}
+	return err;
 }
 
 /* Under b->mu: put c on the ready list unless it is there or running. */
@@ -177,6 +207,15 @@ on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void 
 	if (dn_admission_level(b->s) >= DN_ADM_REFUSE) {
 		rpc_write_set_error(w, "SlowDown: drive write latency above the refusal limit");
 		return -EAGAIN;
+	}
+	/* Too few drives take writes (failed or full): refuse before any payload moves. */
+	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
+	if (rc == -ENOSPC || rc == -EIO) {
+		char msg[RPC_STATUS_MSG_MAX];
+
+		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));
+		rpc_write_set_error(w, "%s", msg);
+		return rc;
 	}
 	rc = dn_bucket_head(b->s, open->bucket, NULL);
 	if (rc == -ENOENT) {
@@ -341,8 +380,8 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	if (err) {
 		char msg[RPC_STATUS_MSG_MAX];
 
-		write_errmsg(c, err, msg, sizeof(msg));
 		ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket, c->key, err);
+		err = write_errmsg(c, err, msg, sizeof(msg));
 		rpc_write_fail(c->w, err, "%s", msg);
 	} else {
 		Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
@@ -370,8 +409,7 @@ wcall_run(struct wcall *c, struct job *j)
 		if (rc) {
 			c->dw = NULL;
 			pthread_mutex_lock(&b->mu);
-			c->err = rc;
-			write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+			c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
 			pthread_mutex_unlock(&b->mu);
 		}
 		job_free(j);
@@ -389,8 +427,7 @@ wcall_run(struct wcall *c, struct job *j)
 				dn_write_abort(c->dw);
 				c->dw = NULL;
 				pthread_mutex_lock(&b->mu);
-				c->err = rc;
-				write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+				c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
 				pthread_mutex_unlock(&b->mu);
 			}
 		}
@@ -841,7 +878,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
 	struct dn_write_result res;
 	struct dn_attr *attrs = NULL;
-	const char **parts;
+	const char **parts, **part_buckets;
 	char msg[RPC_STATUS_MSG_MAX];
 	int err;
 
@@ -850,28 +887,32 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		return -EINVAL;
 	}
 	parts = calloc(req->n_parts + 1, sizeof(*parts));
+	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
 	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
-	if (!parts || !attrs) {
+	if (!parts || !part_buckets || !attrs) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < req->n_parts; i++) {
 		const Zest__ObjectRequest *p = req->parts[i];
 
-		if (p->bucket[0] && strcmp(p->bucket, req->bucket)) {
-			rpc_reply_error(reply, "InvalidArgument: part %zu is in bucket %s, not %s",
-			                i, p->bucket, req->bucket);
-			err = -EINVAL;
-			goto out;
-		}
+		/* Empty: the target's bucket. */
+		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
 		parts[i] = p->key;
 	}
 	attrs_from_pb(req->attrs, req->n_attrs, attrs);
-	err = dn_compose(b->s, req->bucket, req->key, parts, req->n_parts, req->delete_parts,
-	                 req->etag, attrs, req->n_attrs, &res);
+	err = dn_compose(b->s, req->bucket, req->key, part_buckets, parts, req->n_parts,
+	                 req->delete_parts, req->etag, attrs, req->n_attrs, &res);
 	if (err == -ENOENT) {
-		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT) {
-			rpc_reply_error(reply, "NoSuchBucket: %s", req->bucket);
+		const char *nob = NULL;
+
+		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT)
+			nob = req->bucket;
+		for (size_t i = 0; !nob && i < req->n_parts; i++)
+			if (dn_bucket_head(b->s, part_buckets[i], NULL) == -ENOENT)
+				nob = part_buckets[i];
+		if (nob) {
+			rpc_reply_error(reply, "NoSuchBucket: %s", nob);
 		} else {
 			snprintf(msg, sizeof(msg), "NoSuchKey: a part of %s is missing", req->key);
 			rpc_reply_error(reply, "%s", msg);
@@ -891,6 +932,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	err = rpc_reply_message(reply, &wr.base);
 out:
 	free(parts);
+	free(part_buckets);
 	free(attrs);
 	return err;
 }

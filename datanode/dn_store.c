@@ -25,6 +25,7 @@ dn_store_opts_default(struct dn_store_opts *o)
 	o->wait_ns = 2000000000ull;
 	o->adm_queue = 64;
 	o->meta_map_size = 1ull << 30;
+	o->full_probe_ns = 1000000000ull;
 }
 
 static void
@@ -557,28 +558,29 @@ dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *
 }
 
 static int compose_once(struct dn_store *s, const char *bucket, const char *key,
-                        const char *const *parts, size_t nparts, bool delete_parts,
-                        const char *etag, const struct dn_attr *attrs, size_t nattrs,
-                        struct dn_write_result *res);
+                        const char *const *part_buckets, const char *const *parts, size_t nparts,
+                        bool delete_parts, const char *etag, const struct dn_attr *attrs,
+                        size_t nattrs, struct dn_write_result *res);
 
 int
-dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-           size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-           size_t nattrs, struct dn_write_result *res)
+dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *part_buckets,
+           const char *const *parts, size_t nparts, bool delete_parts, const char *etag,
+           const struct dn_attr *attrs, size_t nattrs, struct dn_write_result *res)
 {
 	int err = -ESTALE;
 
 	/* A part overwritten between reading it and the commit: read the parts again. */
 	for (int i = 0; i < 5 && err == -ESTALE; i++)
-		err = compose_once(s, bucket, key, parts, nparts, delete_parts, etag, attrs, nattrs,
-		                   res);
+		err = compose_once(s, bucket, key, part_buckets, parts, nparts, delete_parts, etag,
+		                   attrs, nattrs, res);
 	return err == -ESTALE ? -EAGAIN : err;
 }
 
 static int
-compose_once(struct dn_store *s, const char *bucket, const char *key, const char *const *parts,
-             size_t nparts, bool delete_parts, const char *etag, const struct dn_attr *attrs,
-             size_t nattrs, struct dn_write_result *res)
+compose_once(struct dn_store *s, const char *bucket, const char *key,
+             const char *const *part_buckets, const char *const *parts, size_t nparts,
+             bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+             struct dn_write_result *res)
 {
 	struct dn_obj o = { 0 }, p;
 	struct dn_extent *freed = NULL;
@@ -593,7 +595,9 @@ compose_once(struct dn_store *s, const char *bucket, const char *key, const char
 	/* Parts are read outside the write transaction; a part changed meanwhile is caught
 	 * because its extents are re-referenced inside it (a freed extent fails there). */
 	for (size_t i = 0; i < nparts && !err; i++) {
-		err = dn_meta_get_obj(s->meta, bucket, parts[i], &p);
+		const char *pb = part_buckets ? part_buckets[i] : NULL;
+
+		err = dn_meta_get_obj(s->meta, pb && pb[0] ? pb : bucket, parts[i], &p);
 		if (err)
 			break;
 		if (o.npieces + p.npieces > cap) {
@@ -627,8 +631,9 @@ compose_once(struct dn_store *s, const char *bucket, const char *key, const char
 	o.etag = (char *)(etag ? etag : "");
 	o.attrs = (struct dn_attr *)attrs;
 	o.nattrs = nattrs;
-	err = dn_meta_put_obj(s->meta, bucket, key, &o, NULL, delete_parts ? parts : NULL,
-	                      delete_parts ? nparts : 0, &freed, &nfreed);
+	err = dn_meta_put_obj(s->meta, bucket, key, &o, NULL, delete_parts ? part_buckets : NULL,
+	                      delete_parts ? parts : NULL, delete_parts ? nparts : 0, &freed,
+	                      &nfreed);
 	free(o.pieces);
 	if (err)
 		return err;

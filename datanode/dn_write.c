@@ -29,6 +29,7 @@ struct wgroup {
 	uint32_t idx;
 	uint8_t drives[EC_MAX_CELLS];
 	atomic_uint missing;
+	atomic_uint full; /* missing cells lost to a full drive (ENOSPC) */
 	struct dn_file *files[EC_MAX_CELLS];
 	struct ec_chunk_crc cc[EC_MAX_CELLS];
 	uint32_t *crcs[EC_MAX_CELLS];
@@ -142,16 +143,23 @@ group_start(struct dn_write *w)
 		return -ENOMEM;
 	g->idx = w->ngroups;
 	atomic_init(&g->outstanding, 1);
-	/* Rotate the first drive per group; prefer healthy drives, fill up with failed ones. */
+	/*
+	 * Rotate the first drive per group; prefer writable drives, fill up with failed or
+	 * full ones, whose cells are missing from the start (no I/O is tried on them).
+	 */
 	for (unsigned pass = 0; pass < 2 && got < w->n; pass++)
 		for (unsigned i = 0; i < s->ndrives && got < w->n; i++) {
 			unsigned d = (base + i) % s->ndrives;
+			bool writable = used[d] ? false : dn_drive_writable(&s->drives[d]);
 
-			if (used[d] || (pass == 0 && !dn_drive_ok(&s->drives[d])))
+			if (used[d] || (pass == 0 && !writable))
 				continue;
 			used[d] = true;
-			if (!dn_drive_ok(&s->drives[d]))
+			if (!writable) {
 				atomic_fetch_or(&g->missing, 1u << got);
+				if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+					atomic_fetch_or(&g->full, 1u << got);
+			}
 			g->drives[got++] = (uint8_t)d;
 		}
 	for (unsigned c = 0; c < w->n; c++) {
@@ -180,10 +188,15 @@ group_file(struct dn_write *w, struct wgroup *g, unsigned c)
 	char path[PATH_MAX];
 	int err;
 
-	if (g->files[c] || (atomic_load(&g->missing) & (1u << c)))
+	if (atomic_load(&g->missing) & (1u << c))
+		return NULL; /* lost already (a failed write): send it nothing more */
+	if (g->files[c])
 		return g->files[c];
-	if (!dn_drive_ok(d))
+	if (!dn_drive_writable(d)) {
+		if (atomic_load(&d->state) == DN_DRIVE_FULL)
+			atomic_fetch_or(&g->full, 1u << c);
 		goto missing;
+	}
 	err = dn_layout_mkdirs(d->root, w->id);
 	if (!err)
 		err = dn_layout_path(d->root, w->id, g->idx, c, path, sizeof(path));
@@ -199,8 +212,11 @@ group_file(struct dn_write *w, struct wgroup *g, unsigned c)
 		/* A folder that is gone, read-only or full fails every later cell too: mark the
 		 * drive failed (as an I/O error on its ring does), so the state metric tells the
 		 * operator and new groups avoid it. Our own limits are not the drive's fault. */
-		if (err != -ENOMEM && err != -EMFILE && err != -ENFILE && err != -ENAMETOOLONG &&
-		    err != -EINVAL && dn_drive_ok(d)) {
+		if (err == -ENOSPC || err == -EDQUOT) {
+			dn_drive_mark_full(d); /* full is not broken */
+			atomic_fetch_or(&g->full, 1u << c);
+		} else if (err != -ENOMEM && err != -EMFILE && err != -ENFILE &&
+		           err != -ENAMETOOLONG && err != -EINVAL && dn_drive_ok(d)) {
 			ZC_ERR("drive", "drive=%u open err=%s: marking failed", d->idx,
 			       strerror(-err));
 			atomic_store(&d->state, DN_DRIVE_FAILED);
@@ -222,12 +238,17 @@ io_done(struct dn_io *io)
 
 	if (io->res < 0 && g) {
 		atomic_fetch_or(&g->missing, 1u << io->cell);
+		if (io->res == -ENOSPC)
+			atomic_fetch_or(&g->full, 1u << io->cell);
 	} else if (io->res < 0) {
 		/* A folder fsync failed: no cell on that drive is known durable. */
 		for (uint32_t gi = 0; gi < w->ngroups; gi++)
 			for (unsigned c = 0; c < w->n; c++)
-				if (w->groups[gi]->drives[c] == io->cell)
+				if (w->groups[gi]->drives[c] == io->cell) {
 					atomic_fetch_or(&w->groups[gi]->missing, 1u << c);
+					if (io->res == -ENOSPC)
+						atomic_fetch_or(&w->groups[gi]->full, 1u << c);
+				}
 	}
 	if (io->op == DN_IO_WRITEV) {
 		for (unsigned i = 0; i < io->niov; i++)
@@ -449,6 +470,49 @@ stripe_close(struct dn_write *w)
 }
 
 /* ---- public ---- */
+/* Durable cells a group of a k+m write needs to commit: --write-quorum, else k + 1. */
+static unsigned
+write_quorum(const struct dn_store *s, unsigned k, unsigned n)
+{
+	unsigned quorum = s->o.write_quorum ? s->o.write_quorum : k + 1;
+
+	if (quorum > n)
+		quorum = n;
+	if (quorum < k)
+		quorum = k;
+	return quorum;
+}
+
+int
+dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
+                      unsigned *ndrives, unsigned *quorum)
+{
+	unsigned ok = 0, full = 0, q;
+
+	if (k == 0) {
+		k = s->o.k;
+		m = s->o.m;
+	}
+	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
+		return -EINVAL;
+	q = write_quorum(s, k, k + m);
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		if (dn_drive_writable(&s->drives[d]))
+			ok++;
+		else if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+			full++;
+	}
+	if (writable)
+		*writable = ok;
+	if (ndrives)
+		*ndrives = s->ndrives;
+	if (quorum)
+		*quorum = q;
+	if (ok >= q || s->o.discard)
+		return 0;
+	return full ? -ENOSPC : -EIO;
+}
+
 int
 dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                bool size_known, unsigned k, unsigned m, struct dn_write **out)
@@ -465,6 +529,9 @@ dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t
 	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
 		return -EINVAL;
 	err = dn_bucket_head(s, bucket, NULL);
+	if (err)
+		return err;
+	err = dn_write_quorum_check(s, k, m, NULL, NULL, NULL);
 	if (err)
 		return err;
 	err = dn_admission_enter(s);
@@ -638,17 +705,16 @@ write_free(struct dn_write *w)
 	atomic_fetch_sub(&s->live_writes, 1);
 }
 
-/* Build the extent record from what was written; -EIO when a group missed quorum. */
+/*
+ * Build the extent record from what was written; when a group missed quorum: -ENOSPC if
+ * a full drive cost it cells (space may come back), else -EIO.
+ */
 static int
 build_extent(struct dn_write *w, struct dn_extent *e)
 {
-	unsigned quorum = w->s->o.write_quorum ? w->s->o.write_quorum : w->k + 1;
+	unsigned quorum = write_quorum(w->s, w->k, w->n);
 	int err;
 
-	if (quorum > w->n)
-		quorum = w->n;
-	if (quorum < w->k)
-		quorum = w->k;
 	memset(e, 0, sizeof(*e));
 	e->id = w->id;
 	e->g = (struct dn_geom){ w->written, w->k, w->m, w->cell, w->spg, w->chunk };
@@ -664,10 +730,12 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 		uint32_t missing = atomic_load(&g->missing);
 
 		if (w->n - (unsigned)__builtin_popcount(missing) < quorum) {
-			ZC_ERR("write", "id=%llx group=%u missing=%#x below quorum=%u",
-			       (unsigned long long)w->id, gi, missing, quorum);
+			uint32_t full = atomic_load(&g->full) & missing;
+
+			ZC_ERR("write", "id=%llx group=%u missing=%#x full=%#x below quorum=%u",
+			       (unsigned long long)w->id, gi, missing, full, quorum);
 			dn_extent_free(e);
-			return -EIO;
+			return full ? -ENOSPC : -EIO;
 		}
 		memcpy(e->groups[gi].drives, g->drives, w->n);
 		e->groups[gi].missing = missing;
@@ -716,7 +784,7 @@ finish_commit(struct dn_write *w)
 	o.nattrs = w->nattrs;
 	o.pieces = w->written ? &piece : NULL;
 	o.npieces = w->written ? 1 : 0;
-	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, 0,
+	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, NULL, 0,
 	                      &freed, &nfreed);
 	dn_extent_free(&e);
 	if (err)

@@ -21,8 +21,6 @@
 #include "rpc.h"
 #include "zc.h"
 
-#define GRACE_MS 5000
-
 /* Heal one drive (only >= 0) or all of them, in index order. */
 static int
 heal_drives(struct dn_store *s, unsigned ndrives, int only)
@@ -84,12 +82,14 @@ main(int argc, char **argv)
 	struct dn_store *store = NULL;
 	struct rpc_server_opts ro = { 0 };
 	struct rpc_server_handlers h;
+	struct dn_rpc_opts bo = { 0 };
 	struct rpc_server *srv = NULL;
 	struct dn_rpc *b = NULL;
 	char mhost[256], drives[1024] = "";
 	unsigned mport = 0;
 	sigset_t set;
 	long live_refs, live_bufs;
+	unsigned grace_ms;
 	int rc, sig;
 
 	zc_log_init();
@@ -122,7 +122,10 @@ main(int argc, char **argv)
 		dn_store_close(store);
 		return rc;
 	}
-	rc = dn_rpc_create(store, NULL, &b, &h);
+	bo.write_workers = cfg.write_workers;
+	bo.readers = cfg.readers;
+	bo.call_cap = (size_t)cfg.call_cap;
+	rc = dn_rpc_create(store, &bo, &b, &h);
 	if (rc) {
 		ZC_ERR("datanode", "cannot start the binding err=%d", rc);
 		goto close_store;
@@ -154,14 +157,18 @@ main(int argc, char **argv)
 	}
 	ZC_INFO("datanode",
 	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
-	        "cell_size=%llu marshaller=%s discard=%d",
+	        "cell_size=%llu marshaller=%s discard=%d write_workers=%u readers=%u "
+	        "call_queue_cap=%llu",
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
-	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard);
+	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard, cfg.write_workers, cfg.readers,
+	        (unsigned long long)cfg.call_cap);
 
 	sigwait(&set, &sig);
-	ZC_INFO("datanode", "signal=%d: stopping (grace %d ms)", sig, GRACE_MS);
-	rpc_server_destroy(srv, GRACE_MS);
+	grace_ms = (unsigned)(cfg.grace_ns / 1000000);
+	ZC_INFO("datanode", "signal=%d: stopping (grace %llu ms)", sig,
+	        (unsigned long long)(cfg.grace_ns / 1000000));
+	rpc_server_destroy(srv, grace_ms);
 	rc = 0;
 destroy_binding:
 	dn_rpc_destroy(b);

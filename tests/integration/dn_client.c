@@ -6,7 +6,7 @@
  *     put B K FILE [CHUNK] [K+M]        (FILE '-': zero bytes; prints size and crc)
  *     get B K OUT [OFFSET LENGTH]       (prints size)
  *     stat B K | rm B K | ls B [PREFIX [DELIM [START [LIMIT]]]]
- *     compose B K DELETE(0|1) PART...
+ *     compose B K DELETE(0|1) PART...   (PART: KEY in B, or BUCKET::KEY)
  *
  * Success prints a result line and exits 0; a failed call prints "ERR <message>" and
  * exits 1 (usage errors 2).
@@ -23,45 +23,14 @@
 
 #include "rpc.h"
 
-struct getter {
-	FILE *out;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done;
-	struct rpc_status st;
-	uint64_t bytes, next;
-	int bad;
-};
+#define DN_TEST_RPC_ONLY /* the client helpers, shared with test_dn_rpc.c; no store */
+#include "../unit/datanode/dn_test.h"
 
 static int
-get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
-          const struct zc_seg *segs, size_t n_segs, size_t len)
+file_sink(void *arg, uint64_t offset, const struct zc_seg *seg)
 {
-	struct getter *g = arg;
-
-	(void)r;
-	(void)info;
-	if (offset != g->next)
-		g->bad = 1;
-	for (size_t i = 0; i < n_segs; i++)
-		if (fwrite(segs[i].ptr, 1, segs[i].len, g->out) != segs[i].len)
-			g->bad = 1;
-	g->bytes += len;
-	g->next = offset + len;
-	return 0;
-}
-
-static void
-get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
-{
-	struct getter *g = arg;
-
-	(void)r;
-	pthread_mutex_lock(&g->mu);
-	g->st = *st;
-	g->done = true;
-	pthread_cond_signal(&g->cond);
-	pthread_mutex_unlock(&g->mu);
+	(void)offset;
+	return fwrite(seg->ptr, 1, seg->len, arg) == seg->len ? 0 : -EIO;
 }
 
 static int
@@ -116,7 +85,7 @@ main(int argc, char **argv)
 		for (size_t i = 0; i < bl->n_buckets; i++)
 			printf("%s\n", bl->buckets[i]->name);
 	} else if (!strcmp(cmd, "put")) {
-		Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+		unsigned k = 0, m = 0;
 		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
 		size_t chunk = 1 << 20, len = 0;
 		void *buf = NULL;
@@ -126,7 +95,7 @@ main(int argc, char **argv)
 			goto usage;
 		if (argc > 3)
 			chunk = strtoull(argv[3], NULL, 0);
-		if (argc > 4 && sscanf(argv[4], "%u+%u", &op.ec_k, &op.ec_m) != 2)
+		if (argc > 4 && sscanf(argv[4], "%u+%u", &k, &m) != 2)
 			goto usage;
 		if (strcmp(argv[2], "-")) {
 			struct stat sb;
@@ -145,11 +114,7 @@ main(int argc, char **argv)
 				}
 			}
 		}
-		op.bucket = argv[0];
-		op.key = argv[1];
-		op.size = len;
-		op.size_known = true;
-		rc = rpc_client_put(cl, &op, buf ? buf : "", len, chunk, &res, &st);
+		rc = t_rpc_put(cl, argv[0], argv[1], buf, len, chunk, k, m, &res, &st);
 		if (buf)
 			munmap(buf, len);
 		if (fd >= 0)
@@ -158,38 +123,28 @@ main(int argc, char **argv)
 			goto failed;
 		printf("size=%llu crc32c=%08x\n", (unsigned long long)res.size, res.crc32c);
 	} else if (!strcmp(cmd, "get")) {
-		Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
-		struct rpc_cread_cbs cbs = { get_chunk, get_done };
-		struct getter g = { 0 };
-		struct rpc_cread *r;
+		struct t_get g = { .sink = file_sink };
+		uint64_t off = 0, length = 0;
+		FILE *out;
 
 		if (argc < 3)
 			goto usage;
-		rq.bucket = argv[0];
-		rq.key = argv[1];
 		if (argc > 4) {
-			rq.offset = strtoull(argv[3], NULL, 0);
-			rq.length = strtoull(argv[4], NULL, 0);
-			rq.has_length = true;
+			off = strtoull(argv[3], NULL, 0);
+			length = strtoull(argv[4], NULL, 0);
 		}
-		g.next = rq.offset;
-		g.out = fopen(argv[2], "wb");
-		if (!g.out) {
+		out = fopen(argv[2], "wb");
+		if (!out) {
 			perror(argv[2]);
 			return 2;
 		}
-		pthread_mutex_init(&g.mu, NULL);
-		pthread_cond_init(&g.cond, NULL);
-		if (rpc_cread_open(cl, &rq, &cbs, &g, &r)) {
+		g.arg = out;
+		if (t_rpc_get(cl, argv[0], argv[1], off, length, argc > 4, &g)) {
 			fprintf(stderr, "cannot open a Read\n");
 			return 2;
 		}
-		pthread_mutex_lock(&g.mu);
-		while (!g.done)
-			pthread_cond_wait(&g.cond, &g.mu);
-		pthread_mutex_unlock(&g.mu);
-		rpc_cread_destroy(r);
-		fclose(g.out);
+		if (fclose(out))
+			g.bad = true;
 		st = g.st;
 		if (st.code != GRPC_STATUS_OK) {
 			rc = 1;
@@ -264,9 +219,16 @@ main(int argc, char **argv)
 		parts = calloc(cr.n_parts, sizeof(*parts));
 		pp = calloc(cr.n_parts, sizeof(*pp));
 		for (size_t i = 0; i < cr.n_parts; i++) {
+			char *sep = strstr(argv[3 + i], "::"); /* BUCKET::KEY: another bucket */
+
 			zest__object_request__init(&parts[i]);
 			parts[i].bucket = argv[0];
 			parts[i].key = argv[3 + i];
+			if (sep) {
+				*sep = 0;
+				parts[i].bucket = argv[3 + i];
+				parts[i].key = sep + 2;
+			}
 			pp[i] = &parts[i];
 		}
 		cr.parts = pp;

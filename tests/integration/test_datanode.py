@@ -220,9 +220,17 @@ def test_degraded_reads_heal_and_corruption():
             b = f.read(1)
             f.seek(100)
             f.write(bytes([b[0] ^ 0xff]))
+        m = zh.metrics(c.dn_metrics)
+        assert all(m[f'zest_checksum_mismatches_total{{drive="{i}"}}'] == 0
+                   for i in range(6)), m
         for key, data in objs.items():
             assert get_bytes(c, "dg", key)[0] == data, f"{key} wrong after corruption"
-        assert zh.metrics(c.dn_metrics)["zest_degraded_reads_total"] >= 1
+        m = zh.metrics(c.dn_metrics)
+        assert m["zest_degraded_reads_total"] >= 1
+        # counted on their own, against the drive that holds the bad chunk
+        bad = {i: m[f'zest_checksum_mismatches_total{{drive="{i}"}}'] for i in range(6)}
+        assert bad[int(drive[1:])] >= 1, bad
+        assert sum(bad.values()) == bad[int(drive[1:])], bad
 
 
 def test_list_compose_buckets_over_grpc():
@@ -256,6 +264,15 @@ def test_list_compose_buckets_over_grpc():
         assert "NoSuchKey" in out, out  # delete_parts dropped them
         rc, out = dnc(c, "compose", "lb", "bad", 0, "nokey", ok=False)
         assert rc == 1 and "NoSuchKey" in out, out
+        # parts from another bucket of the same datanode
+        put_bytes(c, "lb2", "x", parts[1])
+        _, out = dnc(c, "compose", "lb", "cross", 0, "lb2::x", "b/x", "lb2::x")
+        assert out.startswith(f"size={2 * len(parts[1]) + 1} "), out
+        assert get_bytes(c, "lb", "cross")[0] == parts[1] + b"x" + parts[1]
+        rc, out = dnc(c, "compose", "lb", "bad", 0, "nob::x", ok=False)
+        assert rc == 1 and "NoSuchBucket: nob" in out, out
+        assert dnc(c, "rm", "lb", "cross")[1] == "existed=1"
+        assert dnc(c, "rm", "lb2", "x")[1] == "existed=1"
         rc, out = dnc(c, "rb", "lb", ok=False)
         assert "BucketNotEmpty: lb" in out, out
         for k in ("whole", "b/x", "top"):
@@ -305,8 +322,74 @@ def test_one_gib_stream_each_marshaller():
             shutil.rmtree(root, ignore_errors=True)
 
 
+def test_binding_flags():
+    """--write-workers, --readers, --call-queue-cap, --shutdown-grace: listed in --help,
+    accepted (a round trip through a 1-worker, 1-reader, 64 KiB-queue daemon), and a bad
+    value is refused at start with exit 2 and a message naming the flag."""
+    p = subprocess.run([zh.DATANODE, "--help"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0
+    for flag, default in (("--write-workers", "default 4"), ("--readers", "default 4"),
+                          ("--call-queue-cap", "default 8MiB"),
+                          ("--shutdown-grace", "default 5s")):
+        line = p.stdout.split(flag, 1)[1]
+        assert default in line.split("--", 1)[0], (flag, p.stdout)
+    with zh.cluster(gateway=False, cell_size=CELL,
+                    extra_dn=["--write-workers", "1", "--readers", "1",
+                              "--call-queue-cap", "64KiB", "--shutdown-grace", "300ms"]) as c:
+        dnc(c, "mb", "fl")
+        data = os.urandom(9 * CELL + 5)
+        put_bytes(c, "fl", "o", data, chunk=100003)  # many chunks against a 64 KiB cap
+        assert get_bytes(c, "fl", "o")[0] == data
+        with open(os.path.join(c.root, "datanode.log")) as f:
+            log = f.read()
+        assert "write_workers=1 readers=1 call_queue_cap=65536" in log, log[-2000:]
+        t0 = time.time()
+        assert c.dn.stop() == 0
+        assert time.time() - t0 < 10
+        with open(os.path.join(c.root, "datanode.log")) as f:
+            assert "grace 300 ms" in f.read()
+    root = tempfile.mkdtemp(prefix="zest-it-")
+    drives = [a for i in range(6) for a in ("--drive", os.path.join(root, f"d{i}"))]
+    try:
+        for flag, value in (("--write-workers", "0"), ("--readers", "x"),
+                            ("--call-queue-cap", "1KiB"), ("--shutdown-grace", "1y")):
+            p = subprocess.run([zh.DATANODE, *drives, flag, value], capture_output=True,
+                               text=True, timeout=10)
+            assert p.returncode == 2, (flag, value, p.returncode, p.stderr)
+            assert f"bad value for {flag}: {value}" in p.stderr, p.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_write_below_quorum_is_unavailable():
+    """Two drive folders gone (drive 3 and 4, no metadata replica): a Write loses its
+    quorum (4 of 6 cells < k + 1) and fails with UNAVAILABLE "write quorum not met: N of M
+    drives", not INTERNAL; the next one is refused the same way at open; nothing shows."""
+    with zh.cluster(gateway=False, cell_size=CELL) as c:
+        dnc(c, "mb", "q")
+        keep = os.urandom(3 * CELL + 7)
+        put_bytes(c, "q", "keep", keep)
+        for i in (3, 4):
+            shutil.rmtree(c.drives[i])
+        path = os.path.join(c.root, "in")
+        with open(path, "wb") as f:
+            f.write(os.urandom(6 * CELL + 1))
+        for key in ("lost", "refused"):
+            rc, out = dnc(c, "put", "q", key, path, 1 << 20, ok=False)
+            assert rc != 0, out
+            assert out.startswith("ERR 14 ServiceUnavailable: write quorum not met: 4 of 6 "
+                                  "drives (quorum 5)"), out  # 14: UNAVAILABLE
+            rc, out = dnc(c, "stat", "q", key, ok=False)
+            assert "NoSuchKey" in out, out
+        assert get_bytes(c, "q", "keep")[0] == keep
+        m = zh.metrics(c.dn_metrics)
+        assert [m[f'zest_drive_state{{drive="{i}"}}'] for i in range(6)] == [0, 0, 0, 1, 1, 0]
+
+
 if __name__ == "__main__":
     zh.run_tests([
+        test_binding_flags,
+        test_write_below_quorum_is_unavailable,
         test_round_trips_schemes_sizes_ranges,
         test_marshallers_store_identical_files,
         test_kill9_mid_write_leaves_nothing,

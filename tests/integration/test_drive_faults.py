@@ -1,7 +1,7 @@
 """Drive faults on the real zest-datanode behind zest-s3gw, driven by curl (SigV4).
 
 Faults, before and during writes: a drive folder removed, a drive made read-only (a
-read-only bind mount), a drive full (a 2 MiB tmpfs, ENOSPC), a cell file with flipped bits.
+read-only bind mount), drives full (small tmpfs mounts, ENOSPC), a cell file with flipped bits.
 Expected (docs/operations.md, "Failure handling"): reads stay byte-correct with up to m
 faults and count degraded reads; writes keep going while --write-quorum cells per group are
 durable and otherwise fail with a clear S3 error and nothing visible; corruption is caught
@@ -78,10 +78,11 @@ def check_all(c, bucket, objs, what):
 
 
 def s3_error(st, body):
-    """A PUT that lost write quorum: a 5xx S3 error with a code a client retries on."""
-    assert st in (500, 503), (st, body)
+    """A PUT that lost write quorum (drives failed: UNAVAILABLE; full: RESOURCE_EXHAUSTED
+    "No space"): 503 SlowDown, which S3 clients retry with backoff."""
+    assert st == 503, (st, body)
     code = body.split(b"<Code>", 1)[-1].split(b"</Code>", 1)[0].decode(errors="replace")
-    assert code in ("InternalError", "ServiceUnavailable", "SlowDown"), (st, body)
+    assert code == "SlowDown", (st, body)
     print(f"     quorum lost -> {st} {code}", flush=True)
 
 
@@ -256,16 +257,36 @@ def test_read_only_drive():
         assert put(c, "rod", "d0", os.urandom(CELL))[0] == 200
 
 
+def cell_count(d):
+    return sum(len(files) for _, _, files in os.walk(os.path.join(d, "data")))
+
+
+def rm(c, bucket, key):
+    p = curl(c, "-o", "/dev/null", "-w", "%{http_code}", "-X", "DELETE",
+             f"{c.endpoint}/{bucket}/{key}")
+    assert p.stdout == b"204", p
+
+
 def test_full_drive_enospc():
-    """Drive 5 is a 2 MiB tmpfs: it fills up during a write (ENOSPC); that write and the
-    ones after commit on the other five; reads are right; after heal onto a real folder,
-    everything reads back with no degraded read."""
+    """Drive 5 is a 2 MiB tmpfs, drive 4 a 4 MiB one. A write fills drive 5 (ENOSPC): the
+    drive is marked full (state 2), not failed, and the write commits on the other five;
+    the next fills drive 4 too and fails cleanly (503, nothing visible), and a write with
+    two full drives is refused at once ("No space" -> 503). Deleting an object frees space:
+    a second later the next write re-probes, both drives are writable again (state 0) and
+    the new object has its cell on drive 5, with no restart and no heal. Then heal (offline)
+    fills in the cells the full drive missed."""
     root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-faults-{os.getpid()}")
-    d5 = os.path.join(root, "d5")
+    d4, d5 = os.path.join(root, "d4"), os.path.join(root, "d5")
+    os.makedirs(d4)
     os.makedirs(d5)
+    mounted = []
     try:
-        mount_tmpfs(d5)
+        for d, size in ((d5, "2m"), (d4, "4m")):
+            mount_tmpfs(d, size)
+            mounted.append(d)
     except Skip:
+        for d in mounted:
+            umount(d)
         shutil.rmtree(root)
         raise
     try:
@@ -274,27 +295,54 @@ def test_full_drive_enospc():
             objs = objects("a", (CELL, 3 * CELL + 1))
             for key, data in objs.items():
                 assert put(c, "full", key, data)[0] == 200
-            assert drive_states(c)[5] == 0, "drive 5 full too early"
-            # 12 MiB spreads ~2 MiB over each drive: drive 5 fills mid-write
-            objs["big"] = os.urandom(12 << 20)
-            st, body = put(c, "full", "big", objs["big"])
+            assert drive_states(c) == [0] * 6, "a drive full too early"
+            # 12 MiB puts ~3 MiB on each drive: drive 5 fills mid-write, quorum holds
+            big = os.urandom(12 << 20)
+            st, body = put(c, "full", "big", big)
             assert st == 200, (st, body)
-            assert drive_states(c)[5] == 1, drive_states(c)
+            assert drive_states(c) == [0, 0, 0, 0, 0, 2], drive_states(c)
             objs["after"] = os.urandom(5 * CELL)
             assert put(c, "full", "after", objs["after"])[0] == 200
             base = degraded(c)
             check_all(c, "full", objs, "with drive 5 full")
+            st, got = get(c, "full", "big")
+            assert st == 200 and got == big
             assert degraded(c) > base, "degraded reads not counted"
+            # drive 4 fills during the next one: 4 of 6 cells, below quorum
+            st, body = put(c, "full", "big2", os.urandom(12 << 20))
+            s3_error(st, body)
+            assert get(c, "full", "big2")[0] == 404, "a failed PUT became visible"
+            assert drive_states(c) == [0, 0, 0, 0, 2, 2], drive_states(c)
+            st, body = put(c, "full", "refused", os.urandom(CELL))
+            s3_error(st, body)
+            assert get(c, "full", "refused")[0] == 404
+            with open(os.path.join(root, "datanode.log"), "rb") as f:
+                log = f.read()
+            assert b"drive=5 " in log and b"ENOSPC: marked full" in log, log[-3000:]
+            # the operator frees space: no restart, no heal
+            rm(c, "full", "big")
+            time.sleep(1.2)  # a full drive is re-probed at most once a second
+            assert drive_states(c) == [0, 0, 0, 0, 0, 0], drive_states(c)  # a scrape re-probes
+            before = cell_count(d5)
+            objs["again"] = os.urandom(3 * CELL + 1)  # one stripe: a cell on every drive
+            st, body = put(c, "full", "again", objs["again"])
+            assert st == 200, (st, body)
+            assert drive_states(c) == [0] * 6, drive_states(c)
+            assert cell_count(d5) == before + 1, (before, cell_count(d5))
+            base = degraded(c)
+            check_all(c, "full", {"again": objs["again"]}, "after space came back")
+            assert degraded(c) == base
+            check_all(c, "full", objs, "after space came back")
             assert c.dn.stop() == 0
-            umount(d5)  # the drive is replaced by the (empty) folder beneath
-            heal(c, [5])
+            heal(c, [4, 5])  # the cells of "after" that drive 5 missed
             c.start_datanode()
             base = degraded(c)
             check_all(c, "full", objs, "after heal")
             assert degraded(c) == base, "heal left gaps"
     finally:
-        if os.path.ismount(d5):
-            umount(d5)
+        for d in mounted:
+            if os.path.ismount(d):
+                umount(d)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -332,6 +380,7 @@ def test_flipped_bits_detected_and_healed():
         base = degraded(c)
         check_all(c, "bits", objs, "with two corrupted cells")
         assert degraded(c) > base, "corruption not counted"
+        assert zh.metric_sum(zh.metrics(c.dn_metrics), "zest_checksum_mismatches_total") >= 2
         # during a write: a cell of an older object is corrupted while new data arrives
         w = DuringWrite(c, "bits", "mid", os.urandom(6 << 20))
         w.wait_received(1 << 20)

@@ -2,22 +2,23 @@
  * Test helpers for datanode/: temp drive folders, a store over them, payload fed as
  * random unaligned segments that each own a refcounted "slice" (as gRPC's receive slices
  * do), a synchronous commit and a read into one buffer.
+ *
+ * With rpc.h included first, also the zest.Datanode client side shared by test_dn_rpc.c
+ * and tests/integration/dn_client.c: a whole-object put and a streamed get. Define
+ * DN_TEST_RPC_ONLY (dn_client, which has no store) to leave out the store helpers.
  */
 #ifndef ZEST_TEST_DN_H
 #define ZEST_TEST_DN_H
 
 #include <assert.h>
 #include <errno.h>
-#include <ftw.h>
-#include <liburing.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "dn.h"
-#include "ec.h"
 
 #define CHECK(x)                                                                              \
 	do {                                                                                  \
@@ -54,6 +55,13 @@ t_fill(uint8_t *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		p[i] = (uint8_t)(t_rand() >> 24);
 }
+
+#ifndef DN_TEST_RPC_ONLY
+#include <ftw.h>
+#include <liburing.h>
+
+#include "dn.h"
+#include "ec.h"
 
 /* Exit 77 (skip) when the kernel gives us no io_uring. */
 static inline void
@@ -124,6 +132,31 @@ static inline void
 t_open(struct t_env *e)
 {
 	CHECK_EQ(dn_store_open(&e->o, &e->s), 0);
+}
+
+/* The usual start: ndrives temp folders, a k+m store open over them, bucket (if any). */
+static inline void
+t_env_open(struct t_env *e, unsigned ndrives, unsigned k, unsigned m, const char *bucket)
+{
+	t_env_init(e, ndrives, k, m);
+	t_open(e);
+	if (bucket)
+		CHECK_EQ(dn_bucket_create(e->s, bucket, NULL), 0);
+}
+
+/* Cell files on all drives (what a leak of an extent's files would show in). */
+static inline unsigned
+t_count_files(struct t_env *e)
+{
+	char cmd[400];
+	unsigned n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find %s -path '*/data/*' -type f | wc -l", e->root);
+	p = popen(cmd, "r");
+	CHECK(p && fscanf(p, "%u", &n) == 1);
+	pclose(p);
+	return n;
 }
 
 static inline void
@@ -291,5 +324,116 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 	free(r.buf);
 	return err;
 }
+#endif /* DN_TEST_RPC_ONLY */
+
+#ifdef ZEST_RPC_H
+/* ---- the client side of zest.Datanode (rpc_client_*) ---- */
+
+/* Put len bytes of buf as bucket/key in chunk-sized WriteChunks (k 0: the default
+ * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */
+static inline int
+t_rpc_put(struct rpc_client *cl, const char *bucket, const char *key, const void *buf, size_t len,
+          size_t chunk, unsigned k, unsigned m, Zest__WriteResult *res, struct rpc_status *st)
+{
+	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+
+	op.bucket = (char *)bucket;
+	op.key = (char *)key;
+	op.size = len;
+	op.size_known = true;
+	op.ec_k = k;
+	op.ec_m = m;
+	return rpc_client_put(cl, &op, len ? buf : "", len, chunk, res, st);
+}
+
+/* Where a streamed Read's bytes go, in order; < 0 marks the read locally bad. */
+typedef int (*t_sink_fn)(void *arg, uint64_t offset, const struct zc_seg *seg);
+
+struct t_get {
+	t_sink_fn sink;
+	void *arg;
+	bool cancel; /* cancel the Read after its first chunk */
+	/* outputs */
+	struct rpc_status st;
+	uint64_t bytes; /* delivered to the sink */
+	bool bad;       /* out-of-order offset or a sink failure */
+	/* private */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	uint64_t next;
+};
+
+static inline int
+t_get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+            const struct zc_seg *segs, size_t n, size_t len)
+{
+	struct t_get *g = arg;
+
+	(void)info;
+	if (offset != g->next)
+		g->bad = true;
+	for (size_t i = 0; i < n; i++) {
+		if (g->sink && g->sink(g->arg, offset, &segs[i]) < 0)
+			g->bad = true;
+		offset += segs[i].len;
+	}
+	g->bytes += len;
+	g->next += len;
+	if (g->cancel)
+		rpc_cread_cancel(r);
+	return 0;
+}
+
+static inline void
+t_get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+{
+	struct t_get *g = arg;
+
+	(void)r;
+	pthread_mutex_lock(&g->mu);
+	g->st = *st;
+	g->done = true;
+	pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/*
+ * Read bucket/key (has_len: only [off, off + len)) into g->sink and wait for the end;
+ * g->st, g->bytes and g->bad say how it went. Returns 0, or rpc_cread_open's error.
+ */
+static inline int
+t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t off, uint64_t len,
+          bool has_len, struct t_get *g)
+{
+	Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
+	struct rpc_cread_cbs cbs = { t_get_chunk, t_get_done };
+	struct rpc_cread *r;
+	int err;
+
+	rq.bucket = (char *)bucket;
+	rq.key = (char *)key;
+	rq.offset = off;
+	rq.length = len;
+	rq.has_length = has_len;
+	g->next = off;
+	g->bytes = 0;
+	g->bad = false;
+	g->done = false;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	err = rpc_cread_open(cl, &rq, &cbs, g, &r);
+	if (!err) {
+		pthread_mutex_lock(&g->mu);
+		while (!g->done)
+			pthread_cond_wait(&g->cond, &g->mu);
+		pthread_mutex_unlock(&g->mu);
+		rpc_cread_destroy(r);
+	}
+	pthread_mutex_destroy(&g->mu);
+	pthread_cond_destroy(&g->cond);
+	return err;
+}
+#endif /* ZEST_RPC_H */
 
 #endif

@@ -32,6 +32,33 @@ main(void)
 	CHECK_EQ(c.cell_size, 1 << 20);
 	CHECK(c.zerocopy && !c.discard && !c.heal && !c.metrics);
 	CHECK_EQ(c.ndrives, 6);
+	CHECK_EQ(c.write_workers, 4);
+	CHECK_EQ(c.readers, 4);
+	CHECK_EQ(c.call_cap, 8 << 20);
+	CHECK_EQ(c.grace_ns, 5000000000ull);
+	snprintf(line, sizeof(line),
+	         "%s --write-workers 2 --readers 16 --call-queue-cap 1MiB --shutdown-grace 250ms",
+	         six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.write_workers, 2);
+	CHECK_EQ(c.readers, 16);
+	CHECK_EQ(c.call_cap, 1 << 20);
+	CHECK_EQ(c.grace_ns, 250000000);
+	snprintf(line, sizeof(line), "%s --shutdown-grace 0", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.grace_ns, 0);
+	snprintf(line, sizeof(line), "%s --write-workers 0", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --readers 257", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --call-queue-cap 4KiB", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --call-queue-cap lots", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --shutdown-grace 11m", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --shutdown-grace soon", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line),
 	         "%s --listen 0.0.0.0:9 --ec 3+2 --cell-size 256KiB --marshaller copy --discard "
 	         "--metrics 127.0.0.1:9100 --write-quorum 4 --stripes-per-group 8 "

@@ -3,20 +3,6 @@
 
 #include "dn_test.h"
 
-static unsigned
-count_files(struct t_env *e)
-{
-	char cmd[400];
-	unsigned n = 0;
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "find %s -path '*/data/*' -type f | wc -l", e->root);
-	p = popen(cmd, "r");
-	CHECK(p && fscanf(p, "%u", &n) == 1);
-	pclose(p);
-	return n;
-}
-
 static void
 buckets(void)
 {
@@ -26,8 +12,7 @@ buckets(void)
 	uint64_t ct = 0, ct2 = 0;
 	uint8_t one = 7;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
+	t_env_open(&e, 6, 4, 2, NULL);
 	CHECK_EQ(dn_bucket_head(e.s, "zz", NULL), -ENOENT);
 	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct), 0);
 	CHECK(ct > 0);
@@ -51,7 +36,7 @@ buckets(void)
 	CHECK_EQ(dn_delete(e.s, "nob", "k"), -ENOENT);
 	CHECK_EQ(dn_bucket_delete(e.s, "aa"), 0);
 	CHECK_EQ(dn_bucket_delete(e.s, "aa"), -ENOENT);
-	CHECK_EQ(count_files(&e), 0);
+	CHECK_EQ(t_count_files(&e), 0);
 	t_env_fini(&e);
 }
 
@@ -65,11 +50,9 @@ overwrite(void)
 
 	t_fill(a, sizeof(a));
 	t_fill(b, sizeof(b));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(t_put(e.s, "b", "k", a, sizeof(a)), 0);
-	files_a = count_files(&e);
+	files_a = t_count_files(&e);
 	CHECK(files_a > 0);
 	/* The new version is streamed but not committed: readers still get the old one. */
 	CHECK_EQ(t_feed(e.s, "b", "k", b, sizeof(b), 4000, true, &w), 0);
@@ -77,16 +60,16 @@ overwrite(void)
 	CHECK_EQ(t_commit(w, "v2", NULL), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, b, sizeof(b)), 0);
 	/* The old version's files are gone; only the new version's remain. */
-	CHECK_EQ(count_files(&e), 4); /* cells 0, 1 and two parity: cells 2, 3 are empty */
+	CHECK_EQ(t_count_files(&e), 4); /* cells 0, 1 and two parity: cells 2, 3 are empty */
 	/* An aborted overwrite leaves the current version and no stray files. */
 	CHECK_EQ(t_feed(e.s, "b", "k", a, sizeof(a), 4000, true, &w), 0);
 	dn_write_abort(w);
 	t_close(&e); /* close waits for the drive threads: the abort's unlinks are done */
 	t_open(&e);
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, b, sizeof(b)), 0);
-	CHECK_EQ(count_files(&e), 4); /* cells 0, 1 and two parity: cells 2, 3 are empty */
+	CHECK_EQ(t_count_files(&e), 4); /* cells 0, 1 and two parity: cells 2, 3 are empty */
 	CHECK_EQ(dn_delete(e.s, "b", "k"), 1);
-	CHECK_EQ(count_files(&e), 0);
+	CHECK_EQ(t_count_files(&e), 0);
 	t_env_fini(&e);
 }
 
@@ -125,9 +108,7 @@ listing(void)
 	const char *keys[] = { "a", "a/1", "a/2", "a/b/c", "b", "c/1", "c/2", "d" };
 	uint8_t x = 1;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(dn_bucket_create(e.s, "bb", NULL), 0);
 	CHECK_EQ(t_put(e.s, "bb", "a/zz", &x, 1), 0); /* must never show in bucket b */
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -163,13 +144,11 @@ compose(void)
 	struct dn_object_info info;
 
 	t_fill(all, l1 + l2 + l3);
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(t_put(e.s, "b", "p1", all, l1), 0);
 	CHECK_EQ(t_put(e.s, "b", "p2", all + l1, l2), 0);
 	CHECK_EQ(t_put(e.s, "b", "p3", all + l1 + l2, l3), 0);
-	CHECK_EQ(dn_compose(e.s, "b", "whole", parts, 3, false, "multi-3", NULL, 0, &res), 0);
+	CHECK_EQ(dn_compose(e.s, "b", "whole", NULL, parts, 3, false, "multi-3", NULL, 0, &res), 0);
 	CHECK_EQ(res.size, l1 + l2 + l3);
 	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
 	CHECK_EQ(t_check_read(e.s, "b", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
@@ -178,16 +157,63 @@ compose(void)
 	CHECK(strcmp(info.etag, "multi-3") == 0);
 	dn_object_info_fini(&info);
 	/* Compose again, dropping the parts: the data stays, shared by both composed objects. */
-	CHECK_EQ(dn_compose(e.s, "b", "whole2", parts, 3, true, "m2", NULL, 0, &res), 0);
+	CHECK_EQ(dn_compose(e.s, "b", "whole2", NULL, parts, 3, true, "m2", NULL, 0, &res), 0);
 	CHECK_EQ(dn_stat(e.s, "b", "p1", &info), -ENOENT);
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK_EQ(dn_delete(e.s, "b", "whole"), 1);
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
-	CHECK(count_files(&e) > 0);
+	CHECK(t_count_files(&e) > 0);
 	/* A missing part refuses the whole compose. */
-	CHECK_EQ(dn_compose(e.s, "b", "bad", parts, 3, false, "x", NULL, 0, &res), -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "b", "bad", NULL, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
 	CHECK_EQ(dn_delete(e.s, "b", "whole2"), 1);
-	CHECK_EQ(count_files(&e), 0);
+	CHECK_EQ(t_count_files(&e), 0);
+	free(all);
+	t_env_fini(&e);
+}
+
+/* Parts from other buckets of the same store (ComposeRequest allows them). */
+static void
+compose_cross_bucket(void)
+{
+	struct t_env e;
+	size_t l1 = 30000, l2 = 50003, l3 = 7;
+	uint8_t *all = malloc(l1 + l2 + l3);
+	const char *parts[] = { "p1", "p2", "p3" };
+	const char *buckets[] = { "src", "", "other" }; /* "": the target's own bucket */
+	const char *nob[] = { "src", "gone", "other" };
+	struct dn_write_result res;
+	struct dn_object_info info;
+
+	t_fill(all, l1 + l2 + l3);
+	t_env_open(&e, 6, 4, 2, "dst");
+	CHECK_EQ(dn_bucket_create(e.s, "src", NULL), 0);
+	CHECK_EQ(dn_bucket_create(e.s, "other", NULL), 0);
+	CHECK_EQ(t_put(e.s, "src", "p1", all, l1), 0);
+	CHECK_EQ(t_put(e.s, "dst", "p2", all + l1, l2), 0);
+	CHECK_EQ(t_put(e.s, "other", "p3", all + l1 + l2, l3), 0);
+	CHECK_EQ(dn_compose(e.s, "dst", "whole", buckets, parts, 3, false, "x3", NULL, 0, &res), 0);
+	CHECK_EQ(res.size, l1 + l2 + l3);
+	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
+	CHECK_EQ(t_check_read(e.s, "dst", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
+	/* The parts stay where they were. */
+	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);
+	CHECK_EQ(t_check_read(e.s, "other", "p3", 0, 0, false, all + l1 + l2, l3), 0);
+	/* A part's bucket that does not exist, or a key missing there: -ENOENT, nothing made. */
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", buckets + 1, parts, 2, false, "x", NULL, 0, &res),
+	         -ENOENT); /* p1 is not in dst */
+	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), -ENOENT);
+	/* delete_parts drops each part from its own bucket, in the same transaction. */
+	CHECK_EQ(dn_compose(e.s, "dst", "whole2", buckets, parts, 3, true, "y", NULL, 0, &res), 0);
+	CHECK_EQ(dn_stat(e.s, "src", "p1", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "dst", "p2", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "other", "p3", &info), -ENOENT);
+	CHECK_EQ(dn_bucket_delete(e.s, "src"), 0); /* empty now */
+	CHECK_EQ(t_check_read(e.s, "dst", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
+	CHECK_EQ(dn_delete(e.s, "dst", "whole"), 1);
+	CHECK_EQ(t_check_read(e.s, "dst", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
+	CHECK_EQ(dn_delete(e.s, "dst", "whole2"), 1);
+	CHECK_EQ(t_count_files(&e), 0);
 	free(all);
 	t_env_fini(&e);
 }
@@ -214,9 +240,7 @@ replicas(void)
 	uint8_t a[20000];
 
 	t_fill(a, sizeof(a));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(t_put(e.s, "b", "k", a, sizeof(a)), 0);
 	t_close(&e);
 	garble(e.dirs[0]);
@@ -240,6 +264,7 @@ main(void)
 	overwrite();
 	listing();
 	compose();
+	compose_cross_bucket();
 	printf("ok\n");
 	return 0;
 }

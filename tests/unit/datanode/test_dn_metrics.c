@@ -55,9 +55,7 @@ main(void)
 	};
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
 	CHECK_EQ(dn_drive_fail(e.s, 2), 0);
 	dn_metrics_set_hook(e.s, hook, &recv);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "dn_test.h"
+#include "dn_internal.h"
 
 #define NOBJ 4
 
@@ -87,9 +88,7 @@ missing_drives(void)
 	struct t_env e;
 	uint64_t before;
 
-	t_env_init(&e, 7, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 7, 4, 2, "b");
 	put_all(&e);
 	check_all(&e);
 	CHECK_EQ(degraded(e.s), 0);
@@ -130,27 +129,50 @@ missing_drives(void)
 	free_all();
 }
 
+/* Chunk CRC failures seen by reads, over all drives. */
+static uint64_t
+mismatches(struct dn_store *s)
+{
+	uint64_t n = 0;
+
+	for (unsigned d = 0; d < s->ndrives; d++)
+		n += atomic_load(&s->drives[d].crc_mismatches);
+	return n;
+}
+
 static void
 corrupted_cell(void)
 {
 	struct t_env e;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	put_all(&e);
 	for (unsigned d = 0; d < 6; d++)
 		corrupt_one(&e, d); /* one bad chunk per drive, in different stripes or not */
+	CHECK_EQ(mismatches(e.s), 0);
 	check_all(&e);
 	CHECK(degraded(e.s) > 0);
+	/* Counted on their own, by drive (zest_checksum_mismatches_total{drive}). */
+	CHECK(mismatches(e.s) > 0);
+	CHECK(mismatches(e.s) <= degraded(e.s) * 6);
 	/* Heal rewrites the bad cells in place. */
 	for (unsigned d = 0; d < 6; d++)
 		CHECK(dn_heal(e.s, d) >= 0);
 	{
-		uint64_t d0 = degraded(e.s);
+		uint64_t d0 = degraded(e.s), m0 = mismatches(e.s);
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&text, &len);
 
 		check_all(&e);
 		CHECK_EQ(degraded(e.s), d0);
+		CHECK_EQ(mismatches(e.s), m0);
+		CHECK(f);
+		dn_metrics_render(e.s, f);
+		fclose(f);
+		CHECK(strstr(text, "# TYPE zest_checksum_mismatches_total counter\n"));
+		CHECK(strstr(text, "zest_checksum_mismatches_total{drive=\"5\"} "));
+		free(text);
 	}
 	t_env_fini(&e);
 	free_all();
@@ -165,23 +187,30 @@ quorum(void)
 	int err;
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(dn_drive_fail(e.s, 3), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 3), DN_DRIVE_FAILED);
 	/* 5 of 6 cells durable: quorum k + 1 holds; the missing cell is recorded. */
 	CHECK_EQ(t_put(e.s, "b", "q1", buf, sizeof(buf)), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "q1", 0, 0, false, buf, sizeof(buf)), 0);
-	/* 4 of 6: below quorum, the write fails and nothing becomes visible. */
-	CHECK_EQ(dn_drive_fail(e.s, 4), 0);
+	/* Drive 4 dies during a write: 4 of 6 cells, below quorum: it fails, nothing shows. */
+	dn_drive_inject_errors(e.s, 4, 1);
 	err = t_feed(e.s, "b", "q2", buf, sizeof(buf), 3000, true, &w);
 	CHECK_EQ(err, 0);
 	CHECK_EQ(t_commit(w, "x", NULL), -EIO);
+	CHECK_EQ(dn_drive_state_get(e.s, 4), DN_DRIVE_FAILED);
 	{
 		struct dn_object_info info;
+		unsigned ok, n, q;
 
 		CHECK_EQ(dn_stat(e.s, "b", "q2", &info), -ENOENT);
+		/* Now a new write is refused at once, with the counts for the message. */
+		CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), -EIO);
+		CHECK_EQ(ok, 4);
+		CHECK_EQ(n, 6);
+		CHECK_EQ(q, 5);
+		CHECK_EQ(t_feed(e.s, "b", "q3", buf, sizeof(buf), 3000, true, &w), -EIO);
+		CHECK_EQ(dn_stat(e.s, "b", "q3", &info), -ENOENT);
 	}
 	/* The drives come back (replaced folders): heal fills in q1's missing cell. */
 	CHECK(dn_heal(e.s, 3) >= 1);
@@ -203,9 +232,7 @@ io_error(void)
 	static uint8_t buf[300000];
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	dn_drive_inject_errors(e.s, 2, 1);
 	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
@@ -223,9 +250,89 @@ io_error(void)
 	t_env_fini(&e);
 }
 
+/* Cells of object key whose missing bit is set, over all groups (metadata). */
+static unsigned
+missing_cells(struct dn_store *s, const char *key)
+{
+	struct dn_obj o;
+	unsigned n = 0;
+
+	CHECK_EQ(dn_meta_get_obj(s->meta, "b", key, &o), 0);
+	for (size_t p = 0; p < o.npieces; p++) {
+		struct dn_extent x;
+
+		CHECK_EQ(dn_meta_get_extent(s->meta, o.pieces[p].ext_id, &x), 0);
+		for (uint32_t g = 0; g < x.ngroups; g++)
+			n += (unsigned)__builtin_popcount(x.groups[g].missing);
+		dn_extent_free(&x);
+	}
+	dn_obj_fini(&o);
+	return n;
+}
+
+/*
+ * A full drive (ENOSPC) is not a failed one: it is marked FULL, still read, skipped by
+ * new writes (its cells recorded missing while quorum holds); with too many full drives a
+ * write is refused with -ENOSPC; once a re-probe finds room it is writable again, with no
+ * heal or restart.
+ */
+static void
+full_drive(void)
+{
+	struct t_env e;
+	static uint8_t buf[200000];
+	struct dn_write *w;
+	unsigned ok, n, q;
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	e.o.full_probe_ns = 3600ull * 1000000000ull; /* no re-probe until the test says so */
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(t_put(e.s, "b", "before", buf, sizeof(buf)), 0);
+	dn_drive_mark_full(&e.s->drives[5]);
+	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_FULL);
+	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, NULL, NULL, NULL), 0);
+	/* 5 writable drives: quorum holds; drive 5's cells are recorded for heal. */
+	CHECK_EQ(t_put(e.s, "b", "quorum", buf, sizeof(buf)), 0);
+	CHECK(missing_cells(e.s, "quorum") > 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_FULL);
+	CHECK_EQ(t_check_read(e.s, "b", "before", 0, 0, false, buf, sizeof(buf)), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "quorum", 0, 0, false, buf, sizeof(buf)), 0);
+	/* A second full drive: 4 < quorum 5, refused before any byte moves. */
+	dn_drive_mark_full(&e.s->drives[2]);
+	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), -ENOSPC);
+	CHECK_EQ(ok, 4);
+	CHECK_EQ(n, 6);
+	CHECK_EQ(q, 5);
+	CHECK_EQ(t_feed(e.s, "b", "nospace", buf, sizeof(buf), 3000, true, &w), -ENOSPC);
+	/* A 2+1 write needs only 3: still taken. */
+	CHECK_EQ(dn_write_quorum_check(e.s, 2, 1, NULL, NULL, NULL), 0);
+	/* A failed drive stays failed: marking it full changes nothing. */
+	CHECK_EQ(dn_drive_fail(e.s, 0), 0);
+	dn_drive_mark_full(&e.s->drives[0]);
+	CHECK_EQ(dn_drive_state_get(e.s, 0), DN_DRIVE_FAILED);
+	CHECK(dn_heal(e.s, 0) >= 0);
+	/* Space is back (the temp folder has plenty): the next write re-probes, both full
+	 * drives are OK again and a new object has every cell, no heal needed. */
+	e.s->o.full_probe_ns = 0;
+	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, NULL, NULL), 0);
+	CHECK_EQ(ok, 6);
+	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_OK);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_OK);
+	CHECK_EQ(t_put(e.s, "b", "after", buf, sizeof(buf)), 0);
+	CHECK_EQ(missing_cells(e.s, "after"), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "after", 0, 0, false, buf, sizeof(buf)), 0);
+	/* The cells missed while full are still recorded: heal puts them back. */
+	CHECK(dn_heal(e.s, 5) > 0);
+	CHECK_EQ(missing_cells(e.s, "quorum"), 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
+	full_drive();
 	io_error();
 	missing_drives();
 	corrupted_cell();

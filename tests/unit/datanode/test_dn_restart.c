@@ -7,20 +7,6 @@
 
 #include "dn_test.h"
 
-static unsigned
-count_files(struct t_env *e)
-{
-	char cmd[400];
-	unsigned n = 0;
-	FILE *p;
-
-	snprintf(cmd, sizeof(cmd), "find %s -path '*/data/*' -type f | wc -l", e->root);
-	p = popen(cmd, "r");
-	CHECK(p && fscanf(p, "%u", &n) == 1);
-	pclose(p);
-	return n;
-}
-
 static uint8_t buf[300000];
 
 static void
@@ -59,7 +45,7 @@ main(void)
 	}
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	CHECK(count_files(&e) > 0);
+	CHECK(t_count_files(&e) > 0);
 
 	t_open(&e);
 	CHECK_EQ(t_check_read(e.s, "b", "done", 0, 0, false, buf, sizeof(buf)), 0);
@@ -73,10 +59,10 @@ main(void)
 		CHECK_EQ(lr.nentries, 1);
 		dn_list_result_fini(&lr);
 	}
-	files_done = count_files(&e);
+	files_done = t_count_files(&e);
 	/* Only "done"'s cells remain: delete it and the drives are empty. */
 	CHECK_EQ(dn_delete(e.s, "b", "done"), 1);
-	CHECK_EQ(count_files(&e), 0);
+	CHECK_EQ(t_count_files(&e), 0);
 	CHECK(files_done > 0);
 	/* New writes after the restart do not collide with the crashed ones' ids. */
 	CHECK_EQ(t_put(e.s, "b", "after", buf, 1000), 0);

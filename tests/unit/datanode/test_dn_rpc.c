@@ -6,10 +6,10 @@
  * cancelling a Write and a Read mid-stream, and a server shutdown with a Write in flight.
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
-#include "dn_test.h"
-
 #include "dn_rpc.h"
 #include "rpc.h"
+
+#include "dn_test.h" /* after rpc.h: with its client helpers */
 
 struct env {
 	struct t_env t;
@@ -64,76 +64,34 @@ static int
 put(struct env *e, const char *key, const uint8_t *buf, size_t len, size_t chunk, unsigned k,
     struct rpc_status *st)
 {
-	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
-
-	op.bucket = "b";
-	op.key = (char *)key;
-	op.size = len;
-	op.size_known = true;
-	op.ec_k = k;
-	op.ec_m = k ? 2 : 0;
-	return rpc_client_put(e->cl, &op, buf, len, chunk, NULL, st);
+	return t_rpc_put(e->cl, "b", key, buf, len, chunk, k, k ? 2 : 0, NULL, st);
 }
 
 /* ---- a Read into memory, optionally cancelled after the first chunk ---- */
-struct getter {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
+struct membuf {
 	uint8_t *buf;
-	size_t cap, got;
-	bool cancel, done;
-	struct rpc_status st;
+	size_t cap;
 };
 
 static int
-get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
-          const struct zc_seg *segs, size_t n, size_t len)
+mem_sink(void *arg, uint64_t offset, const struct zc_seg *seg)
 {
-	struct getter *g = arg;
+	struct membuf *m = arg;
 
-	(void)info;
-	CHECK_EQ(offset, g->got);
-	for (size_t i = 0; i < n; i++) {
-		CHECK(g->got + segs[i].len <= g->cap);
-		memcpy(g->buf + g->got, segs[i].ptr, segs[i].len);
-		g->got += segs[i].len;
-	}
-	(void)len;
-	if (g->cancel)
-		rpc_cread_cancel(r);
+	CHECK(offset + seg->len <= m->cap);
+	memcpy(m->buf + offset, seg->ptr, seg->len);
 	return 0;
 }
 
 static void
-get_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+get(struct env *e, const char *key, struct membuf *m, bool cancel, struct t_get *g)
 {
-	struct getter *g = arg;
-
-	(void)r;
-	pthread_mutex_lock(&g->mu);
-	g->st = *st;
-	g->done = true;
-	pthread_cond_signal(&g->cond);
-	pthread_mutex_unlock(&g->mu);
-}
-
-static void
-get(struct env *e, const char *key, struct getter *g)
-{
-	Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
-	struct rpc_cread_cbs cbs = { get_chunk, get_done };
-	struct rpc_cread *r;
-
-	rq.bucket = "b";
-	rq.key = (char *)key;
-	pthread_mutex_init(&g->mu, NULL);
-	pthread_cond_init(&g->cond, NULL);
-	CHECK_EQ(rpc_cread_open(e->cl, &rq, &cbs, g, &r), 0);
-	pthread_mutex_lock(&g->mu);
-	while (!g->done)
-		pthread_cond_wait(&g->cond, &g->mu);
-	pthread_mutex_unlock(&g->mu);
-	rpc_cread_destroy(r);
+	memset(g, 0, sizeof(*g));
+	g->sink = mem_sink;
+	g->arg = m;
+	g->cancel = cancel;
+	CHECK_EQ(t_rpc_get(e->cl, "b", key, 0, 0, false, g), 0);
+	CHECK(!g->bad);
 }
 
 static void
@@ -143,14 +101,15 @@ test_pause_resume_round_trip(void)
 	struct rpc_status st;
 	size_t len = (3u << 20) + 12345;
 	uint8_t *buf = malloc(len), *back = malloc(len);
-	struct getter g = { .buf = back, .cap = len };
+	struct membuf m = { back, len };
+	struct t_get g;
 
 	t_fill(buf, len);
 	env_up(&e, 32 << 10); /* pauses after every few 8 KiB messages */
 	CHECK_EQ(put(&e, "obj", buf, len, 8 << 10, 0, &st), 0);
-	get(&e, "obj", &g);
+	get(&e, "obj", &m, false, &g);
 	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
-	CHECK_EQ(g.got, len);
+	CHECK_EQ(g.bytes, len);
 	CHECK(memcmp(buf, back, len) == 0);
 	env_down(&e, 1000);
 	free(buf);
@@ -254,11 +213,12 @@ test_client_cancels(void)
 {
 	struct env e;
 	struct wstate s = { 0 };
-	struct getter g = { 0 };
+	struct t_get g;
 	struct rpc_status st;
 	struct dn_object_info info;
 	size_t len = 4u << 20;
 	uint8_t *buf = malloc(len), *back = malloc(len);
+	struct membuf m = { back, len };
 	struct rpc_cwrite *w;
 
 	t_fill(buf, len);
@@ -274,16 +234,10 @@ test_client_cancels(void)
 
 	/* a Read cancelled after its first chunk */
 	CHECK_EQ(put(&e, "big", buf, len, 1 << 20, 0, &st), 0);
-	g.buf = back;
-	g.cap = len;
-	g.cancel = true;
-	get(&e, "big", &g);
+	get(&e, "big", &m, true, &g);
 	CHECK(g.st.code == GRPC_STATUS_CANCELLED || g.st.code == GRPC_STATUS_OK);
 	/* a missing key answers at start */
-	memset(&g, 0, sizeof(g));
-	g.buf = back;
-	g.cap = len;
-	get(&e, "nokey", &g);
+	get(&e, "nokey", &m, false, &g);
 	CHECK_EQ(g.st.code, GRPC_STATUS_NOT_FOUND);
 	CHECK(strcmp(g.st.msg, "NoSuchKey: nokey") == 0);
 	env_down(&e, 1000);

@@ -80,8 +80,7 @@ size_mismatch(void)
 	struct zc_seg seg = { buf, sizeof(buf), NULL };
 	struct dn_list_result lr;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
+	t_env_open(&e, 6, 4, 2, NULL);
 	CHECK_EQ(dn_write_begin(e.s, "nob", "k", 0, false, 0, 0, &w), -ENOENT);
 	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
 	CHECK_EQ(dn_write_begin(e.s, "b", "k", 50, true, 0, 0, &w), 0);
@@ -121,9 +120,7 @@ bounded_files(void)
 	struct dn_write *w;
 	unsigned base, during;
 
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	size = 12 * e.o.cell_size * 4 * e.o.stripes_per_group + 5; /* 13 groups */
 	buf = malloc(size);
 	t_fill(buf, size);
@@ -270,9 +267,7 @@ checked(void)
 	struct dn_object_info info;
 
 	t_fill(buf, sizeof(buf));
-	t_env_init(&e, 6, 4, 2);
-	t_open(&e);
-	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(dn_write_begin(e.s, "b", "k", sizeof(buf), true, 0, 0, &w), 0);
 	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, ec_crc32c(0, buf, 30000)), 0);
 	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, ec_crc32c(0, buf + 30000, 70000)), 0);
