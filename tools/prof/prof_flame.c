@@ -194,11 +194,12 @@ fold_frame(struct sbuf *b, const char *line)
 		break;
 	}
 	kernel = ip >= 0xffff800000000000ull ||
-		 (dso && dso_end - dso >= 8 && !strncmp(dso, "[kernel.", 8));
+	         (dso && dso_end - dso >= 8 && !strncmp(dso, "[kernel.", 8));
 	if (end == sym || (end - sym == 9 && !strncmp(sym, "[unknown]", 9))) {
 		if (dso && dso_end > dso && *dso == '[' &&
 		    !(dso_end - dso == 9 && !strncmp(dso, "[unknown]", 9))) {
-			rc = sb_put(b, dso, (size_t)(dso_end - dso)); /* [vdso], [kernel.kallsyms] */
+			rc = sb_put(b, dso,
+			            (size_t)(dso_end - dso)); /* [vdso], [kernel.kallsyms] */
 		} else if (dso && dso_end > dso && *dso != '[') {
 			const char *base = dso;
 
@@ -375,7 +376,7 @@ static int
 cmp_entry(const void *a, const void *b)
 {
 	return strcmp((*(const struct stack_entry *const *)a)->stack,
-		      (*(const struct stack_entry *const *)b)->stack);
+	              (*(const struct stack_entry *const *)b)->stack);
 }
 
 /* The entries in use, sorted by stack; caller frees the array. */
@@ -592,11 +593,11 @@ draw_node(const struct draw *d, const struct node *n, uint64_t start, int depth)
 	fputs("<g>\n<title>", d->out);
 	xml_text(d->out, n->name, n->name_len);
 	fprintf(d->out, " (%llu samples, %.2f%%)</title>", (unsigned long long)n->count,
-		100.0 * (double)n->count / (double)d->total);
+	        100.0 * (double)n->count / (double)d->total);
 	fprintf(d->out,
-		"<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" "
-		"rx=\"2\" ry=\"2\"/>\n",
-		x1, y1, w, y2 - y1, r, g, b);
+	        "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"rgb(%d,%d,%d)\" "
+	        "rx=\"2\" ry=\"2\"/>\n",
+	        x1, y1, w, y2 - y1, r, g, b);
 	chars = (int)(w / (FG_FONT * FG_FONT_W));
 	if (chars >= 3) {
 		fprintf(d->out, "<text x=\"%.2f\" y=\"%.1f\">", x1 + 3, 3 + (y1 + y2) / 2.0);
@@ -632,14 +633,17 @@ max_depth(const struct node *n, double px_per_sample, int depth)
 }
 
 int
-prof_flame_write_svg(const struct prof_flame *f, FILE *out, const char *title,
-		     unsigned width_px, const char *const *highlight)
+prof_flame_write_svg(const struct prof_flame *f, FILE *out, const char *title, unsigned width_px,
+                     const char *const *highlight)
 {
 	struct node root = { .name = "all", .name_len = 3 };
 	const struct stack_entry **v;
 	struct draw d = { .out = out, .total = f->samples, .highlight = highlight };
-	int n = sorted_entries(f, &v), rc = 0, width = width_px ? (int)width_px : 1200;
+	int n, rc = 0, width = width_px ? (int)width_px : 1200;
 
+	if (width < 100 || width > 100000)
+		return -EINVAL;
+	n = sorted_entries(f, &v);
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n && rc == 0; i++) {
@@ -667,23 +671,24 @@ prof_flame_write_svg(const struct prof_flame *f, FILE *out, const char *title,
 	d.height = (max_depth(&root, d.px_per_sample, 0) + 1) * FG_FRAME_H + FG_YPAD1 + FG_YPAD2;
 
 	fprintf(out,
-		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		"<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"xmlns=\"http://www.w3.org/2000/svg\">\n"
-		"<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
-		"<stop stop-color=\"#eeeeee\" offset=\"5%%\"/>"
-		"<stop stop-color=\"#eeeeb0\" offset=\"95%%\"/></linearGradient></defs>\n"
-		"<style type=\"text/css\">text { font-family: Verdana, sans-serif; "
-		"font-size: %dpx; fill: rgb(0,0,0); }</style>\n"
-		"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#background)\"/>\n",
-		width, d.height, width, d.height, FG_FONT, width, d.height);
+	        "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+	        "<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	        "xmlns=\"http://www.w3.org/2000/svg\">\n"
+	        "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
+	        "<stop stop-color=\"#eeeeee\" offset=\"5%%\"/>"
+	        "<stop stop-color=\"#eeeeb0\" offset=\"95%%\"/></linearGradient></defs>\n"
+	        "<style type=\"text/css\">text { font-family: Verdana, sans-serif; "
+	        "font-size: %dpx; fill: rgb(0,0,0); }</style>\n"
+	        "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#background)\"/>\n",
+	        width, d.height, width, d.height, FG_FONT, width, d.height);
 	fprintf(out, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" style=\"font-size: 17px\">",
-		width / 2);
+	        width / 2);
 	xml_text(out, title ? title : "Flame Graph", strlen(title ? title : "Flame Graph"));
 	fputs("</text>\n", out);
-	fprintf(out, "<text x=\"%d\" y=\"%d\">%llu samples; width = share of samples, "
-		     "siblings in alphabetical order; red: user space, orange: kernel",
-		FG_XPAD, d.height - FG_YPAD2 / 2, (unsigned long long)f->samples);
+	fprintf(out,
+	        "<text x=\"%d\" y=\"%d\">%llu samples; width = share of samples, "
+	        "siblings in alphabetical order; red: user space, orange: kernel",
+	        FG_XPAD, d.height - FG_YPAD2 / 2, (unsigned long long)f->samples);
 	if (highlight && *highlight) {
 		fputs("; blue: user-space frames matching ", out);
 		for (const char *const *h = highlight; *h; h++) {

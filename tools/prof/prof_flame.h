@@ -49,11 +49,12 @@ double prof_flame_share(const struct prof_flame *f, const char *const *needles);
 /* Writes "stack count" lines, sorted by stack. Returns 0 or -errno. */
 int prof_flame_write_folded(const struct prof_flame *f, FILE *out);
 
-/* Writes the SVG flame graph (width_px wide, 0 for the default 1200) titled title.
+/* Writes the SVG flame graph (width_px wide: 0 for the default 1200, else 100..100000;
+ * -EINVAL otherwise) titled title (NULL: "Flame Graph").
  * Frames whose name contains one of the NULL-terminated highlight needles (may be NULL) in
  * user space are drawn in blue, kernel frames in orange, the rest in warm colours. An empty
  * set draws the title and an empty graph. Returns 0 or -errno. */
 int prof_flame_write_svg(const struct prof_flame *f, FILE *out, const char *title,
-			 unsigned width_px, const char *const *highlight);
+                         unsigned width_px, const char *const *highlight);
 
 #endif

@@ -19,13 +19,13 @@ static const char *const copy_frames[] = { "memcpy", "memmove", NULL };
 
 /* What stackcollapse-perf.pl would print for the sample, checked by hand. */
 static const char folded_expected[] =
-	"default_executo;[unknown];__memmove_avx_unaligned_erms;clear_page_erms_[k] 1\n"
-	"zest-datanode;crc32_iscsi_01 1\n"
-	"zest-datanode;start_thread;cq_thread;[libgrpc.so.29.0.0];__libc_recvmsg;"
-	"tcp_recvmsg_[k];_copy_to_iter_[k] 2\n"
-	"zest-datanode;start_thread;cq_thread;rpc_marshal_recv;recv_copy;"
-	"grpc_byte_buffer_reader_readall;__memcpy_avx_unaligned_erms 2\n"
-	"zest-datanode;zc_now_ns;__vdso_clock_gettime 1\n";
+        "default_executo;[unknown];__memmove_avx_unaligned_erms;clear_page_erms_[k] 1\n"
+        "zest-datanode;crc32_iscsi_01 1\n"
+        "zest-datanode;start_thread;cq_thread;[libgrpc.so.29.0.0];__libc_recvmsg;"
+        "tcp_recvmsg_[k];_copy_to_iter_[k] 2\n"
+        "zest-datanode;start_thread;cq_thread;rpc_marshal_recv;recv_copy;"
+        "grpc_byte_buffer_reader_readall;__memcpy_avx_unaligned_erms 2\n"
+        "zest-datanode;zc_now_ns;__vdso_clock_gettime 1\n";
 
 static struct prof_flame *
 load_sample(void)
@@ -146,7 +146,7 @@ static int
 parse_frames(const char *svg, struct frame *fr, int max)
 {
 	xmlDoc *doc = xmlReadMemory(svg, (int)strlen(svg), "flame.svg", NULL,
-				    XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+	                            XML_PARSE_NONET | XML_PARSE_NOBLANKS);
 	xmlNode *root;
 	int n = 0;
 
@@ -178,9 +178,8 @@ parse_frames(const char *svg, struct frame *fr, int max)
 		fr[n].y = attr_num(rect, "y");
 		fr[n].w = attr_num(rect, "width");
 		s = xmlGetProp(rect, (const xmlChar *)"fill");
-		assert_int_equal(sscanf((const char *)s, "rgb(%d,%d,%d)", &fr[n].r, &fr[n].g,
-					&fr[n].b),
-				 3);
+		assert_int_equal(
+		        sscanf((const char *)s, "rgb(%d,%d,%d)", &fr[n].r, &fr[n].g, &fr[n].b), 3);
 		xmlFree(s);
 		n++;
 	}
@@ -267,8 +266,9 @@ test_svg_narrow_and_escaped(void **state)
 	free(svg);
 	prof_flame_destroy(f);
 
-	/* an empty set still draws a valid document */
+	/* an empty set still draws a valid document; a width of 10 px cannot hold one */
 	assert_int_equal(prof_flame_create(&f), 0);
+	assert_int_equal(prof_flame_write_svg(f, stdout, NULL, 10, NULL), -EINVAL);
 	svg = capture(f, true, "empty", 0);
 	assert_int_equal(parse_frames(svg, fr, 16), 0);
 	free(svg);
@@ -278,14 +278,13 @@ test_svg_narrow_and_escaped(void **state)
 static void
 test_perf_text_edge_cases(void **state)
 {
-	static const char text[] =
-		"comm;with;semis 12 1.0: 1 cpu-clock:\n"
-		"\t  abc f+0x10 (/x/lib.so)\n"
-		"\t  abd g+0xZZ (/x/lib.so)\n"
-		"\t  abe [unknown] ([vdso])\n"
-		"\n\n"
-		"lonely 13 2.0: 1 cpu-clock:\n"
-		"\n";
+	static const char text[] = "comm;with;semis 12 1.0: 1 cpu-clock:\n"
+	                           "\t  abc f+0x10 (/x/lib.so)\n"
+	                           "\t  abd g+0xZZ (/x/lib.so)\n"
+	                           "\t  abe [unknown] ([vdso])\n"
+	                           "\n\n"
+	                           "lonely 13 2.0: 1 cpu-clock:\n"
+	                           "\n";
 	struct prof_flame *f;
 	FILE *in = fmemopen((void *)text, sizeof(text) - 1, "r");
 	char *out;
