@@ -69,8 +69,9 @@ usage(FILE *out)
 		"  --svg FILE         write a bar chart\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
 		"                     report instructions per payload byte\n"
-		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz) and\n"
-		"                     draw a flame graph of each: PREFIX-copy.svg and\n"
+		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz; the\n"
+		"                     datanode, and the gateway with --s3) and draw a flame\n"
+		"                     graph of each: PREFIX-copy.svg and\n"
 		"                     PREFIX-zerocopy.svg, with the folded stacks beside them\n"
 		"                     (PREFIX-MODE.folded); where perf works\n"
 		"  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
@@ -235,7 +236,7 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		}
 	}
 	if (tool == TOOL_PERF) {
-		char pid_s[32], secs[32];
+		char pid_s[48], secs[32];
 		uint64_t d, w;
 		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-F", "999",
 				  "--call-graph", (char *)o->call_graph, "-o", perf_out, "-p",
@@ -244,7 +245,11 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		/* Software clock only: these VMs have no hardware counters. */
 		zc_parse_duration_ns(o->duration, &d);
 		zc_parse_duration_ns(o->warmup, &w);
-		snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
+		/* Through S3 the gateway is profiled too: its frames sit under "zest-s3gw". */
+		if (gw_pid > 0)
+			snprintf(pid_s, sizeof(pid_s), "%d,%d", (int)dn_pid, (int)gw_pid);
+		else
+			snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
 		snprintf(secs, sizeof(secs), "%.1f", (double)(d + w) / 1e9);
 		perf_pid = prof_spawn(pargv, log_path);
 	}
@@ -372,9 +377,10 @@ draw_flame(const struct opts *o, const char *mode, struct flame_out *fo)
 		goto destroy;
 	}
 	snprintf(title, sizeof(title),
-		 "zest-datanode, %s marshaller: %s load, %s objects, %u streams (perf cpu-clock, "
+		 "%s, %s marshaller: %s load, %s objects, %u streams (perf cpu-clock, "
 		 "%s unwinding)",
-		 mode, o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
+		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", mode,
+		 o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
 	out = fopen(fo->svg, "w");
 	if (!out || prof_flame_write_svg(f, out, title, 0, copy_frames) < 0 || fclose(out) != 0)
 		n = -EIO;
