@@ -141,10 +141,13 @@ callgrind_total(const char *file)
 
 enum tool { TOOL_NONE, TOOL_CALLGRIND, TOOL_PERF };
 
-/* One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). */
+/*
+ * One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). keep:
+ * no deleting of the objects after an S3 run, so that a profile of the run sees PUTs only.
+ */
 static int
 load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
-     char *out, size_t n)
+     bool keep, char *out, size_t n)
 {
 	char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
 			      (char *)o->obj_size, "--concurrent", conc, "--duration",
@@ -152,7 +155,7 @@ load(const struct opts *o, char *bench, char *target, char *conc, const char *du
 	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
 			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
 			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
-			    "--json", NULL };
+			    "--json", keep ? "--noclear" : NULL, NULL };
 
 	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
 }
@@ -235,32 +238,13 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 			goto stop;
 		}
 	}
-	if (tool == TOOL_PERF) {
-		char pid_s[48], secs[32];
-		uint64_t d, w;
-		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-F", "999",
-				  "--call-graph", (char *)o->call_graph, "-o", perf_out, "-p",
-				  pid_s, "--", "sleep", secs, NULL };
-
-		/* Software clock only: these VMs have no hardware counters. */
-		zc_parse_duration_ns(o->duration, &d);
-		zc_parse_duration_ns(o->warmup, &w);
-		/* Through S3 the gateway is profiled too: its frames sit under "zest-s3gw". */
-		if (gw_pid > 0)
-			snprintf(pid_s, sizeof(pid_s), "%d,%d", (int)dn_pid, (int)gw_pid);
-		else
-			snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
-		snprintf(secs, sizeof(secs), "%.1f", (double)(d + w) / 1e9);
-		perf_pid = prof_spawn(pargv, log_path);
-	}
-
 	/*
 	 * A warm-up run first, so that the CPU and payload counters read around the measured
 	 * run see steady state only (zest-bench creates the bucket it writes to).
 	 */
 	snprintf(conc, sizeof(conc), "%u", o->concurrent);
 	snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
-	if (load(o, bench, target, conc, o->warmup, out, sizeof(out)) != 0) {
+	if (load(o, bench, target, conc, o->warmup, false, out, sizeof(out)) != 0) {
 		rc = -EIO;
 		fprintf(stderr, "zest-prof: warm-up failed; see %s\n", log_path);
 		goto stop;
@@ -270,8 +254,26 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		fprintf(stderr, "zest-prof: no payload counters at %s/metrics\n", metrics);
 		goto stop;
 	}
+	if (tool == TOOL_PERF) {
+		char pid_s[48], secs[32];
+		uint64_t d;
+		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-F", "999",
+				  "--call-graph", (char *)o->call_graph, "-o", perf_out, "-p",
+				  pid_s, "--", "sleep", secs, NULL };
+
+		/* The measured load only (not the warm-up, nor zest-bench's clean-up of its
+		 * objects after it). Software clock: these VMs have no hardware counters. */
+		zc_parse_duration_ns(o->duration, &d);
+		/* Through S3 the gateway is profiled too: its frames sit under "zest-s3gw". */
+		if (gw_pid > 0)
+			snprintf(pid_s, sizeof(pid_s), "%d,%d", (int)dn_pid, (int)gw_pid);
+		else
+			snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
+		snprintf(secs, sizeof(secs), "%.1f", (double)d / 1e9);
+		perf_pid = prof_spawn(pargv, log_path);
+	}
 	cpu0 = prof_cpu_seconds(dn_pid);
-	rc = load(o, bench, target, conc, o->duration, out, sizeof(out));
+	rc = load(o, bench, target, conc, o->duration, tool == TOOL_PERF, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
 	if (rc != 0 || read_counters(dn_mport, &c1) < 0) {
 		fprintf(stderr, "zest-prof: load run failed (exit %d); see %s\n", rc, log_path);
