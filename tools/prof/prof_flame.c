@@ -232,7 +232,12 @@ fold_frame(struct sbuf *b, const char *line)
 static int
 fold_comm(struct sbuf *b, const char *line)
 {
-	size_t len = strlen(line), end = len;
+	size_t len, end;
+
+	while (isspace((unsigned char)*line))
+		line++;
+	len = strlen(line);
+	end = len;
 
 	for (size_t i = 1; i < len; i++) {
 		size_t j = i;
@@ -273,7 +278,31 @@ struct sample {
 	struct sbuf frames; /* frame names, leaf first, each followed by '\0' */
 	size_t nframes;
 	bool open;
+	bool header_frame; /* frames holds the header's own "ip sym (dso)" only */
 };
+
+/*
+ * Without call chains (perf record without -g) the header itself ends in the sampled
+ * "ip sym+off (dso)", after the event's "name: ". Returns that tail, or NULL.
+ */
+static const char *
+header_frame(const char *line)
+{
+	const char *tail = NULL, *p = line;
+
+	while ((p = strstr(p, ": ")) != NULL)
+		tail = ++p; /* the last ": ": symbols have "::", not ": " */
+	if (!tail)
+		return NULL;
+	while (isspace((unsigned char)*tail))
+		tail++;
+	p = tail;
+	while (isxdigit((unsigned char)*p))
+		p++;
+	if (p == tail || *p != ' ' || line[strlen(line) - 1] != ')')
+		return NULL;
+	return tail;
+}
 
 /* Joins comm and the frames root first into one folded stack and adds it once. */
 static int
@@ -324,7 +353,9 @@ prof_flame_read_perf(struct prof_flame *f, FILE *in)
 			if (s.open)
 				n++;
 			rc = flush_sample(f, &s, &stack);
-		} else if (!isspace((unsigned char)line[0])) {
+		} else if (line[0] != '\t') {
+			/* perf prints each call-chain entry after a tab; a header starts with the
+			 * comm, right-aligned in spaces when there are no call chains. */
 			/* A header without the blank line before it still starts a sample. */
 			if (s.open)
 				n++;
@@ -332,7 +363,16 @@ prof_flame_read_perf(struct prof_flame *f, FILE *in)
 			s.comm.n = s.frames.n = s.nframes = 0;
 			rc = rc ?: fold_comm(&s.comm, line);
 			s.open = true;
+			s.header_frame = rc == 0 && header_frame(line);
+			if (s.header_frame) {
+				rc = fold_frame(&s.frames, header_frame(line));
+				rc = rc ?: sb_put(&s.frames, "", 1);
+				s.nframes = rc == 0;
+			}
 		} else if (s.open) {
+			if (s.header_frame) /* a call chain follows after all: it has the leaf */
+				s.frames.n = s.nframes = 0;
+			s.header_frame = false;
 			rc = fold_frame(&s.frames, line);
 			rc = rc ?: sb_put(&s.frames, "", 1); /* the NUL separates frames */
 			s.nframes += rc == 0;

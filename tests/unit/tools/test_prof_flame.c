@@ -298,6 +298,28 @@ test_perf_text_edge_cases(void **state)
 	assert_string_equal(out, "comm:with:semis;[vdso];g+0xZZ;f 1\nlonely 1\n");
 	free(out);
 	prof_flame_destroy(f);
+	/* without call chains the header carries the one sampled frame */
+	{
+		static const char flat[] =
+		        "   zest-datanode 23600 10586.117405:    2004008 cpu-clock:  "
+		        "ffffffff81b6ac04 "
+		        "_copy_to_iter+0x154 ([kernel.kallsyms])\n"
+		        "zest-datanode 23600 10586.118405:    2004008 cpu-clock:  4d63f5 "
+		        "grpc_core::ExecCtx::Flush+0x42 (/usr/lib/libgrpc.so.29)\n"
+		        "zest-datanode 23600 10586.119405:    2004008 cpu-clock:  4d63f5 "
+		        "grpc_core::ExecCtx::Flush+0x42 (/usr/lib/libgrpc.so.29)\n"
+		        "            idle 0 10586.120405:    2004008 cpu-clock: \n";
+
+		in = fmemopen((void *)flat, sizeof(flat) - 1, "r");
+		assert_int_equal(prof_flame_create(&f), 0);
+		assert_int_equal(prof_flame_read_perf(f, in), 4);
+		fclose(in);
+		out = capture(f, false, NULL, 0);
+		assert_string_equal(out, "idle 1\nzest-datanode;_copy_to_iter_[k] 1\n"
+		                         "zest-datanode;grpc_core::ExecCtx::Flush 2\n");
+		free(out);
+		prof_flame_destroy(f);
+	}
 	/* perf that cannot read its file gives no samples, not a crash */
 	assert_int_equal(prof_flame_create(&f), 0);
 	assert_true(prof_flame_read_perf_data(f, "/nonexistent/perf.data") < 0);
