@@ -150,7 +150,7 @@ sb_put(struct sbuf *b, const char *s, size_t n)
 /*
  * One frame line of `perf script`: "<ip> <sym>+0x<off> (<dso>)". Appends the frame's
  * name to b: offset dropped, "[unknown]" replaced by the dso's basename, ';' (our
- * separator) replaced by ':', control bytes dropped, "_[k]" after kernel frames.
+ * separator) replaced by ':', control bytes by '?', "_[k]" after kernel frames.
  */
 static int
 fold_frame(struct sbuf *b, const char *line)
@@ -170,8 +170,12 @@ fold_frame(struct sbuf *b, const char *line)
 	while (end > sym && isspace((unsigned char)end[-1]))
 		end--;
 	if (end > sym && end[-1] == ')') {
+		/* the matching '(': a dso may end in " (deleted)" */
+		int depth = 0;
+
 		for (const char *q = end - 1; q > sym; q--) {
-			if (q[0] == '(' && q[-1] == ' ') {
+			depth += (*q == ')') - (*q == '(');
+			if (depth == 0 && q[-1] == ' ') {
 				dso = q + 1;
 				dso_end = end - 1;
 				end = q - 1;

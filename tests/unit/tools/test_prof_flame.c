@@ -282,6 +282,7 @@ test_perf_text_edge_cases(void **state)
 	                           "\t  abc f+0x10 (/x/lib.so)\n"
 	                           "\t  abd g+0xZZ (/x/lib.so)\n"
 	                           "\t  abe [unknown] ([vdso])\n"
+	                           "\t  abf [unknown] (/tmp/old lib.so (deleted))\n"
 	                           "\n\n"
 	                           "lonely 13 2.0: 1 cpu-clock:\n"
 	                           "\n";
@@ -295,7 +296,8 @@ test_perf_text_edge_cases(void **state)
 	fclose(in);
 	out = capture(f, false, NULL, 0);
 	/* ';' in a name would split the frame: it becomes ':'; a bad offset stays */
-	assert_string_equal(out, "comm:with:semis;[vdso];g+0xZZ;f 1\nlonely 1\n");
+	assert_string_equal(out,
+	                    "comm:with:semis;[old lib.so (deleted)];[vdso];g+0xZZ;f 1\nlonely 1\n");
 	free(out);
 	prof_flame_destroy(f);
 	/* without call chains the header carries the one sampled frame */
