@@ -82,6 +82,44 @@ parse_hex(const char *s, uint64_t *out, const char **rest)
 	return 0;
 }
 
+/* The framing fields that both decoders' structs have, borrowed by chunk_framing(). */
+struct framing {
+	int *state;
+	uint64_t *left;
+	char *line;
+	size_t cap, *len;
+};
+
+#define FRAMING_OF(d) { &(d)->state, &(d)->left, (d)->line, sizeof((d)->line), &(d)->line_len }
+
+/*
+ * The framing step HTTP chunked and aws-chunked share, in ST_SIZE or ST_DATA_CRLF: gathers
+ * the line at in[*pos..n) (a line may straddle two feeds) and advances *pos past what it
+ * used. A complete size line "hex[;ext]" sets *left, points *ext at what follows the
+ * digits and returns 1: the caller picks the next state. A complete (empty) line after a
+ * chunk's data moves to ST_SIZE and returns 0, as does a line still incomplete. -EINVAL
+ * for a malformed line, -EMSGSIZE for an overlong one.
+ */
+static int
+chunk_framing(const struct framing *f, const uint8_t *in, size_t n, size_t *pos,
+              const char **ext)
+{
+	size_t used = 0;
+	int rc = gather_line(f->line, f->cap, f->len, in + *pos, n - *pos, &used);
+
+	*pos += used;
+	if (rc <= 0)
+		return rc;
+	if (*f->state == ST_DATA_CRLF) {
+		if (*f->len != 0)
+			return -EINVAL;
+		*f->state = ST_SIZE;
+		return 0;
+	}
+	*f->len = 0;
+	return parse_hex(f->line, f->left, ext) != 0 ? -EINVAL : 1;
+}
+
 void
 s3_http_chunked_init(struct s3_http_chunked *d)
 {
@@ -93,30 +131,23 @@ long
 s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
                      void *arg)
 {
+	const struct framing fr = FRAMING_OF(d);
 	size_t pos = 0;
 
 	while (pos < n && d->state != ST_DONE) {
 		size_t used = 0;
+		const char *ext;
 		int rc;
 
 		switch (d->state) {
-		case ST_SIZE: {
-			const char *rest;
-
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
-			                 &used);
-			pos += used;
-			if (rc <= 0) {
-				if (rc < 0)
-					return rc;
-				break;
-			}
-			d->line_len = 0;
-			if (parse_hex(d->line, &d->left, &rest) != 0)
-				return -EINVAL;
-			d->state = d->left ? ST_DATA : ST_TRAILER;
+		case ST_SIZE:
+		case ST_DATA_CRLF:
+			rc = chunk_framing(&fr, in, n, &pos, &ext);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				d->state = d->left ? ST_DATA : ST_TRAILER;
 			break;
-		}
 		case ST_DATA: {
 			size_t take = n - pos < d->left ? n - pos : (size_t)d->left;
 
@@ -129,18 +160,6 @@ s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_
 				d->state = ST_DATA_CRLF;
 			break;
 		}
-		case ST_DATA_CRLF:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
-			                 &used);
-			pos += used;
-			if (rc < 0)
-				return rc;
-			if (rc == 1) {
-				if (d->line_len != 0)
-					return -EINVAL;
-				d->state = ST_SIZE;
-			}
-			break;
 		case ST_TRAILER:
 			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
 			                 &used);
@@ -282,34 +301,30 @@ trailer_line(struct s3_chunked *d)
 long
 s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit, void *arg)
 {
+	const struct framing fr = FRAMING_OF(d);
 	size_t pos = 0;
 
 	while (pos < n && d->state != ST_DONE) {
 		size_t used = 0;
+		const char *ext;
 		int rc;
 
 		switch (d->state) {
-		case ST_SIZE: {
-			const char *rest;
-
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
-			                 &used);
-			pos += used;
+		case ST_SIZE:
+		case ST_DATA_CRLF:
+			rc = chunk_framing(&fr, in, n, &pos, &ext);
 			if (rc <= 0) {
 				if (rc < 0)
 					return rc;
 				break;
 			}
-			d->line_len = 0;
-			if (parse_hex(d->line, &d->left, &rest) != 0)
-				return -EINVAL;
 			if (d->sigs) {
 				static const char tag[] = ";chunk-signature=";
 
-				if (strncmp(rest, tag, sizeof(tag) - 1) != 0 ||
-				    strlen(rest + sizeof(tag) - 1) != 64)
+				if (strncmp(ext, tag, sizeof(tag) - 1) != 0 ||
+				    strlen(ext + sizeof(tag) - 1) != 64)
 					return -EBADMSG;
-				memcpy(d->want_sig, rest + sizeof(tag) - 1, 65);
+				memcpy(d->want_sig, ext + sizeof(tag) - 1, 65);
 			}
 			if (d->left == 0) {
 				if (d->sigs && (rc = chunk_verify(d)) < 0)
@@ -319,7 +334,6 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 				d->state = ST_DATA;
 			}
 			break;
-		}
 		case ST_DATA: {
 			size_t take = n - pos < d->left ? n - pos : (size_t)d->left;
 
@@ -338,18 +352,6 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 			}
 			break;
 		}
-		case ST_DATA_CRLF:
-			rc = gather_line(d->line, sizeof(d->line), &d->line_len, in + pos, n - pos,
-			                 &used);
-			pos += used;
-			if (rc < 0)
-				return rc;
-			if (rc == 1) {
-				if (d->line_len != 0)
-					return -EINVAL;
-				d->state = ST_SIZE;
-			}
-			break;
 		case ST_TRAILER:
 			/* Trailer lines: S3 SDKs end them with CRLF; minio-go ends each header with
 			 * LF and puts a CRLF before x-amz-trailer-signature. Accept both. */

@@ -87,7 +87,8 @@ bench_stats_merge(struct bench_stats *dst, const struct bench_stats *src)
 	}
 	if (reserve(dst, src->nlat) < 0)
 		return -ENOMEM;
-	memcpy(dst->lat_ms + dst->nlat, src->lat_ms, src->nlat * sizeof(double));
+	if (src->nlat) /* an op nobody ran has no array to copy from (memcpy(NULL) is UB) */
+		memcpy(dst->lat_ms + dst->nlat, src->lat_ms, src->nlat * sizeof(double));
 	dst->nlat += src->nlat;
 	return 0;
 }

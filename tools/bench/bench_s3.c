@@ -33,6 +33,7 @@ struct config {
 	unsigned mix[OP_COUNT]; /* percent per op */
 	char prefix[64];        /* keys of this run */
 	const uint8_t *payload; /* obj_size bytes, shared read-only */
+	struct curl_slist *headers; /* every handle's extra headers; bench_s3_main owns it */
 };
 
 struct worker {
@@ -140,24 +141,16 @@ preload_key(const struct config *cfg, unsigned i, char *out, size_t n)
 static CURL *
 new_handle(const struct config *cfg, struct worker *w)
 {
-	static struct curl_slist *headers; /* shared, read-only after the first call */
 	char sigv4[128], userpwd[512];
 	CURL *c = curl_easy_init();
 
 	if (!c)
 		return NULL;
-	if (!headers) {
-		/* curl 7.88 does not add it itself; S3 needs it in the signed headers. No
-		 * "Expect:" to switch 100-continue off: curl 7.88 signs that removed header
-		 * ("expect" in SignedHeaders) without sending it, so every request fails
-		 * with SignatureDoesNotMatch; the gateway answers 100-continue at once. */
-		headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	}
 	snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", cfg->region);
 	snprintf(userpwd, sizeof(userpwd), "%s:%s", cfg->access_key, cfg->secret_key);
 	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
 	curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, cfg->headers); /* not copied: must outlive c */
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -530,8 +523,17 @@ bench_s3_main(int argc, char **argv)
 
 	payload = malloc(cfg.obj_size ? cfg.obj_size : 1);
 	ws = calloc(cfg.concurrent, sizeof(*ws));
-	if (!payload || !ws)
+	/* curl 7.88 does not add it itself; S3 needs it in the signed headers. No "Expect:" to
+	 * switch 100-continue off: curl 7.88 signs that removed header ("expect" in
+	 * SignedHeaders) without sending it, so every request fails with
+	 * SignatureDoesNotMatch; the gateway answers 100-continue at once. */
+	cfg.headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!payload || !ws || !cfg.headers) {
+		curl_slist_free_all(cfg.headers);
+		free(ws);
+		free(payload);
 		return 1;
+	}
 	for (uint64_t i = 0; i < cfg.obj_size; i++)
 		payload[i] = (uint8_t)(i * 2654435761u >> 13);
 	cfg.payload = payload;
@@ -613,6 +615,7 @@ out:
 		for (int op = 0; op < OP_COUNT; op++)
 			bench_stats_fini(&ws[i].stats[op]);
 	}
+	curl_slist_free_all(cfg.headers); /* after the last handle that used it */
 	curl_global_cleanup();
 	free(ws);
 	free(payload);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "prof_flame.h"
 #include "prof_proc.h"
 #include "zc.h"
 
@@ -38,6 +39,7 @@ static const char *const metric_titles[M_COUNT] = {
 
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
+	const char *flame, *call_graph;
 	unsigned pairs, concurrent;
 	bool s3, json, callgrind, perf, keep;
 	char bindir[PATH_MAX], work[PATH_MAX];
@@ -67,8 +69,14 @@ usage(FILE *out)
 		"  --svg FILE         write a bar chart\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
 		"                     report instructions per payload byte\n"
-		"  --perf             also record each mode once with perf (cpu-clock) into the\n"
-		"                     work folder, where perf works\n"
+		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz; the\n"
+		"                     datanode, and the gateway with --s3) and draw a flame\n"
+		"                     graph of each: PREFIX-copy.svg and\n"
+		"                     PREFIX-zerocopy.svg, with the folded stacks beside them\n"
+		"                     (PREFIX-MODE.folded); where perf works\n"
+		"  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
+		"  --perf-call-graph M  perf's unwinder: dwarf (default; whole stacks without\n"
+		"                     frame pointers) or fp\n"
 		"  --keep             keep the work folder (logs, drives, profiles)\n");
 }
 
@@ -133,10 +141,13 @@ callgrind_total(const char *file)
 
 enum tool { TOOL_NONE, TOOL_CALLGRIND, TOOL_PERF };
 
-/* One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). */
+/*
+ * One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). keep:
+ * no deleting of the objects after an S3 run, so that a profile of the run sees PUTs only.
+ */
 static int
 load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
-     char *out, size_t n)
+     bool keep, char *out, size_t n)
 {
 	char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
 			      (char *)o->obj_size, "--concurrent", conc, "--duration",
@@ -144,7 +155,7 @@ load(const struct opts *o, char *bench, char *target, char *conc, const char *du
 	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
 			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
 			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
-			    "--json", NULL };
+			    "--json", keep ? "--noclear" : NULL, NULL };
 
 	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
 }
@@ -227,25 +238,13 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 			goto stop;
 		}
 	}
-	if (tool == TOOL_PERF) {
-		char pid_s[32], secs[32];
-		uint64_t d;
-		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-g", "-o",
-				  perf_out, "-p", pid_s, "--", "sleep", secs, NULL };
-
-		zc_parse_duration_ns(o->duration, &d);
-		snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
-		snprintf(secs, sizeof(secs), "%.1f", (double)d / 1e9);
-		perf_pid = prof_spawn(pargv, log_path);
-	}
-
 	/*
 	 * A warm-up run first, so that the CPU and payload counters read around the measured
 	 * run see steady state only (zest-bench creates the bucket it writes to).
 	 */
 	snprintf(conc, sizeof(conc), "%u", o->concurrent);
 	snprintf(target, sizeof(target), "127.0.0.1:%d", o->s3 ? gw_port : dn_port);
-	if (load(o, bench, target, conc, o->warmup, out, sizeof(out)) != 0) {
+	if (load(o, bench, target, conc, o->warmup, false, out, sizeof(out)) != 0) {
 		rc = -EIO;
 		fprintf(stderr, "zest-prof: warm-up failed; see %s\n", log_path);
 		goto stop;
@@ -255,8 +254,26 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		fprintf(stderr, "zest-prof: no payload counters at %s/metrics\n", metrics);
 		goto stop;
 	}
+	if (tool == TOOL_PERF) {
+		char pid_s[48], secs[32];
+		uint64_t d;
+		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-F", "999",
+				  "--call-graph", (char *)o->call_graph, "-o", perf_out, "-p",
+				  pid_s, "--", "sleep", secs, NULL };
+
+		/* The measured load only (not the warm-up, nor zest-bench's clean-up of its
+		 * objects after it). Software clock: these VMs have no hardware counters. */
+		zc_parse_duration_ns(o->duration, &d);
+		/* Through S3 the gateway is profiled too: its frames sit under "zest-s3gw". */
+		if (gw_pid > 0)
+			snprintf(pid_s, sizeof(pid_s), "%d,%d", (int)dn_pid, (int)gw_pid);
+		else
+			snprintf(pid_s, sizeof(pid_s), "%d", (int)dn_pid);
+		snprintf(secs, sizeof(secs), "%.1f", (double)d / 1e9);
+		perf_pid = prof_spawn(pargv, log_path);
+	}
 	cpu0 = prof_cpu_seconds(dn_pid);
-	rc = load(o, bench, target, conc, o->duration, out, sizeof(out));
+	rc = load(o, bench, target, conc, o->duration, tool == TOOL_PERF, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
 	if (rc != 0 || read_counters(dn_mport, &c1) < 0) {
 		fprintf(stderr, "zest-prof: load run failed (exit %d); see %s\n", rc, log_path);
@@ -322,8 +339,81 @@ json_number(FILE *out, double v)
 		fprintf(out, "null");
 }
 
+/* What --perf drew for one mode. */
+struct flame_out {
+	char svg[PATH_MAX + 32], folded[PATH_MAX + 32];
+	long samples;	   /* -errno when there is no profile */
+	double copy_share; /* share of samples with a user-space memcpy/memmove frame */
+};
+
+static const char *const copy_frames[] = { "memcpy", "memmove", NULL };
+
+/*
+ * Folds work/perf.MODE.data (perf script) into PREFIX-MODE.folded and draws
+ * PREFIX-MODE.svg. Returns the number of samples or -errno.
+ */
+static long
+draw_flame(const struct opts *o, const char *mode, struct flame_out *fo)
+{
+	char data[PATH_MAX + 32], title[256];
+	struct prof_flame *f;
+	FILE *out;
+	long n;
+
+	snprintf(data, sizeof(data), "%s/perf.%s.data", o->work, mode);
+	snprintf(fo->svg, sizeof(fo->svg), "%s-%s.svg", o->flame, mode);
+	snprintf(fo->folded, sizeof(fo->folded), "%s-%s.folded", o->flame, mode);
+	fo->copy_share = NAN;
+	n = prof_flame_create(&f);
+	if (n < 0)
+		goto done;
+	n = prof_flame_read_perf_data(f, data);
+	if (n == 0)
+		n = -ENODATA;
+	if (n < 0)
+		goto destroy;
+	fo->copy_share = prof_flame_share(f, copy_frames);
+	out = fopen(fo->folded, "w");
+	if (!out || prof_flame_write_folded(f, out) < 0 || fclose(out) != 0) {
+		n = -EIO;
+		goto destroy;
+	}
+	snprintf(title, sizeof(title),
+		 "%s, %s marshaller: %s load, %s objects, %u streams (perf cpu-clock, "
+		 "%s unwinding)",
+		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", mode,
+		 o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
+	out = fopen(fo->svg, "w");
+	if (!out || prof_flame_write_svg(f, out, title, 0, copy_frames) < 0 || fclose(out) != 0)
+		n = -EIO;
+destroy:
+	prof_flame_destroy(f);
+done:
+	fo->samples = n;
+	if (n < 0)
+		fprintf(stderr, "zest-prof: no flame graph for %s (%s); perf's output is in %s\n",
+			mode, strerror((int)-n), log_path);
+	return n;
+}
+
 static void
-print_json(const double *copy, const double *zc, const double *ratio, const struct opts *o)
+json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", (unsigned char)*s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void
+print_json(const double *copy, const double *zc, const double *ratio, const struct opts *o,
+	   const struct flame_out *fl)
 {
 	const double *sets[] = { copy, zc, ratio };
 	const char *names[] = { "copy", "zerocopy", "ratio" };
@@ -337,12 +427,31 @@ print_json(const double *copy, const double *zc, const double *ratio, const stru
 		}
 		printf("}");
 	}
-	printf(",\"pairs\":%u,\"via\":\"%s\",\"obj_size\":\"%s\",\"concurrent\":%u,\"ec\":\"%s\"}\n",
+	printf(",\"pairs\":%u,\"via\":\"%s\",\"obj_size\":\"%s\",\"concurrent\":%u,\"ec\":\"%s\"",
 	       o->pairs, o->s3 ? "s3" : "grpc", o->obj_size, o->concurrent, o->ec);
+	if (fl) {
+		printf(",\"flame\":{");
+		for (int i = 0; i < 2; i++) {
+			printf("%s\"%s\":{\"samples\":%ld", i ? "," : "", names[i],
+			       fl[i].samples > 0 ? fl[i].samples : 0);
+			if (fl[i].samples > 0) {
+				printf(",\"svg\":");
+				json_string(fl[i].svg);
+				printf(",\"folded\":");
+				json_string(fl[i].folded);
+			}
+			printf(",\"memcpy_share\":");
+			json_number(stdout, fl[i].copy_share);
+			printf("}");
+		}
+		printf("}");
+	}
+	printf("}\n");
 }
 
 static void
-print_table(const double *copy, const double *zc, const double *ratio, const struct opts *o)
+print_table(const double *copy, const double *zc, const double *ratio, const struct opts *o,
+	    const struct flame_out *fl)
 {
 	printf("# zest-prof: %u pairs, %s load, %s objects, %u streams, RS %s, drives in %s\n",
 	       o->pairs, o->s3 ? "S3 (through zest-s3gw)" : "gRPC", o->obj_size, o->concurrent,
@@ -355,6 +464,12 @@ print_table(const double *copy, const double *zc, const double *ratio, const str
 		printf("%-24s %12.4g %12.4g %10.3g\n", metric_titles[mt], copy[mt], zc[mt],
 		       ratio[mt]);
 	}
+	for (int i = 0; fl && i < 2; i++)
+		if (fl[i].samples > 0)
+			printf("# flame graph, %s: %s (%ld samples, %.1f%% of them in a user-space "
+			       "memcpy/memmove)\n",
+			       i ? "zerocopy" : "copy", fl[i].svg, fl[i].samples,
+			       100 * fl[i].copy_share);
 }
 
 /* One group of two bars per metric, each scaled to the larger of the two. */
@@ -412,6 +527,8 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "svg", required_argument, NULL, 'S' },
 		{ "callgrind", no_argument, NULL, 'C' },
 		{ "perf", no_argument, NULL, 'P' },
+		{ "flame", required_argument, NULL, 'F' },
+		{ "perf-call-graph", required_argument, NULL, 'G' },
 		{ "keep", no_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -456,6 +573,15 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case 'S': o->svg = optarg; break;
 		case 'C': o->callgrind = true; break;
 		case 'P': o->perf = true; break;
+		case 'F':
+			o->flame = optarg;
+			o->perf = true;
+			break;
+		case 'G':
+			if (strcmp(optarg, "dwarf") && strcmp(optarg, "fp"))
+				goto bad;
+			o->call_graph = optarg;
+			break;
 		case 'k': o->keep = true; break;
 		case 'h': usage(stdout); exit(0);
 		case 'V': printf("zest-prof %s\n", ZEST_VERSION); exit(0);
@@ -472,7 +598,9 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .ec = "4+2", .obj_size = "4MiB", .duration = "8s", .warmup = "1s",
-			  .pairs = 3, .concurrent = 4 };
+			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf" };
+	struct flame_out flames[2], *fl = NULL;
+	char flame_prefix[PATH_MAX + 8];
 	struct run copy[MAX_PAIRS], zc[MAX_PAIRS], extra[2];
 	double mc[M_COUNT], mz[M_COUNT], ratio[M_COUNT];
 	char exe[PATH_MAX], *slash;
@@ -528,16 +656,25 @@ main(int argc, char **argv)
 		o.keep = true;
 	}
 	if (o.perf) {
+		if (!o.flame) {
+			snprintf(flame_prefix, sizeof(flame_prefix), "%s/flame", o.work);
+			o.flame = flame_prefix;
+		}
+		if (!o.json)
+			fprintf(stderr, "zest-prof: perf runs\n");
 		run_once(&o, "copy", 200, TOOL_PERF, &extra[0]);
 		run_once(&o, "zerocopy", 200, TOOL_PERF, &extra[1]);
+		draw_flame(&o, "copy", &flames[0]);
+		draw_flame(&o, "zerocopy", &flames[1]);
+		fl = flames;
 		fprintf(stderr, "zest-prof: perf data in %s/perf.{copy,zerocopy}.data "
 				"(perf report -i FILE)\n", o.work);
 		o.keep = true;
 	}
 	if (o.json)
-		print_json(mc, mz, ratio, &o);
+		print_json(mc, mz, ratio, &o, fl);
 	else
-		print_table(mc, mz, ratio, &o);
+		print_table(mc, mz, ratio, &o, fl);
 	if (o.svg && write_svg(o.svg, mc, mz) < 0)
 		fprintf(stderr, "zest-prof: cannot write %s\n", o.svg);
 out:

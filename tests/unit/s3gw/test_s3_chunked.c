@@ -354,6 +354,66 @@ test_http_chunked(void **state)
 	}
 }
 
+/* Feeds b in pieces of step bytes to either decoder; the first error, or what was used. */
+static long
+feed_steps(bool http, const char *b, size_t step)
+{
+	struct s3_http_chunked h;
+	struct s3_chunked a;
+	size_t len = strlen(b), pos = 0;
+	struct sink s = { (const uint8_t *)b, (const uint8_t *)b + len, 0, 0, false };
+	long rc = 0;
+
+	s3_http_chunked_init(&h);
+	assert_int_equal(s3_chunked_init(&a, S3_PAYLOAD_UNSIGNED_TRAILER, NULL), 0);
+	while (pos < len && rc >= 0) {
+		size_t n = len - pos < step ? len - pos : step;
+
+		rc = http ? s3_http_chunked_feed(&h, (const uint8_t *)b + pos, n, sink_emit, &s)
+		          : s3_chunked_feed(&a, (const uint8_t *)b + pos, n, sink_emit, &s);
+		if (rc >= 0)
+			pos += (size_t)rc;
+		if (rc >= 0 && (size_t)rc < n)
+			break;
+	}
+	s3_chunked_fini(&a);
+	return rc < 0 ? rc : (long)pos;
+}
+
+/* Both decoders share one size-line and data-CRLF step: the same framing errors from
+ * each, whole or split at every byte. */
+static void
+test_shared_framing(void **state)
+{
+	static const struct {
+		const char *body;
+		long rc;
+	} cases[] = {
+		{ "zz\r\nhello\r\n0\r\n\r\n", -EINVAL },         /* not hex */
+		{ "5;x\r\nhelloXX\r\n0\r\n\r\n", -EINVAL },      /* no CRLF after data */
+		{ "5\r\nhello\r\r\n0\r\n\r\n", -EINVAL },       /* a CR before the CRLF */
+		{ "5\nhello\r\n0\r\n\r\n", -EINVAL },           /* bare LF in the size line */
+		{ "5\r\nhello\n0\r\n\r\n", -EINVAL },           /* bare LF after the data */
+		{ "1000000000000000\r\n", -EINVAL },         /* 2^60: no real chunk */
+		{ "\r\nhello\r\n", -EINVAL },                /* empty size line */
+		{ "5 ;x\r\nhello\r\n0\r\n\r\n", 18 },          /* BWS before an extension */
+	};
+	char big[600];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (size_t step = 1; step <= strlen(cases[i].body); step++) {
+			assert_int_equal(feed_steps(true, cases[i].body, step), cases[i].rc);
+			assert_int_equal(feed_steps(false, cases[i].body, step), cases[i].rc);
+		}
+	memset(big, '1', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	for (size_t step = 1; step <= sizeof(big); step *= 3) {
+		assert_int_equal(feed_steps(true, big, step), -EMSGSIZE);
+		assert_int_equal(feed_steps(false, big, step), -EMSGSIZE);
+	}
+}
+
 int
 main(void)
 {
@@ -361,6 +421,7 @@ main(void)
 		cmocka_unit_test(test_aws_example),    cmocka_unit_test(test_aws_example_bad_sigs),
 		cmocka_unit_test(test_signed_trailer), cmocka_unit_test(test_unsigned_trailer),
 		cmocka_unit_test(test_malformed),      cmocka_unit_test(test_http_chunked),
+		cmocka_unit_test(test_shared_framing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
