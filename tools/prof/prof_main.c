@@ -68,7 +68,8 @@ usage(FILE *out)
 		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}\n"
 		"  --svg FILE         write a bar chart\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
-		"                     report instructions per payload byte\n"
+		"                     report instructions per payload byte of the measured\n"
+		"                     run (dumps kept in the work folder)\n"
 		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz; the\n"
 		"                     datanode, and the gateway with --s3) and draw a flame\n"
 		"                     graph of each: PREFIX-copy.svg and\n"
@@ -141,6 +142,18 @@ callgrind_total(const char *file)
 
 enum tool { TOOL_NONE, TOOL_CALLGRIND, TOOL_PERF };
 
+/* `callgrind_control -z|-d PID`: zero the counters before the measured run and dump them
+ * after it, so that start-up, warm-up and shutdown stay out of instructions per byte. */
+static int
+callgrind_control(pid_t pid, const char *what, const char *log_path)
+{
+	char pid_s[32], out[4096];
+	char *argv[] = { "/usr/bin/callgrind_control", (char *)what, pid_s, NULL };
+
+	snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
+	return prof_run_capture(argv, out, sizeof(out), log_path);
+}
+
 /*
  * One zest-bench load of `duration` at target (grpc, or s3 put through the gateway). keep:
  * no deleting of the objects after an S3 run, so that a profile of the run sees PUTs only.
@@ -171,7 +184,7 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 	int dn_port = prof_free_port(), dn_mport = prof_free_port();
 	int gw_port = prof_free_port(), gw_mport = prof_free_port();
 	struct payload_counters c0, c1;
-	double cpu0, cpu1;
+	double cpu0, cpu1, ipb = NAN;
 	pid_t dn_pid, gw_pid = -1, perf_pid = -1;
 	int rc;
 
@@ -272,6 +285,11 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		snprintf(secs, sizeof(secs), "%.1f", (double)d / 1e9);
 		perf_pid = prof_spawn(pargv, log_path);
 	}
+	if (tool == TOOL_CALLGRIND && callgrind_control(dn_pid, "-z", log_path) != 0) {
+		rc = -EIO;
+		fprintf(stderr, "zest-prof: callgrind_control -z failed; see %s\n", log_path);
+		goto stop;
+	}
 	cpu0 = prof_cpu_seconds(dn_pid);
 	rc = load(o, bench, target, conc, o->duration, tool == TOOL_PERF, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
@@ -280,13 +298,21 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		rc = -EIO;
 		goto stop;
 	}
+	if (tool == TOOL_CALLGRIND) {
+		char dump[sizeof(cg_out) + 8];
+
+		/* the first dump after --callgrind-out-file=F is F.1 */
+		snprintf(dump, sizeof(dump), "%s.1", cg_out);
+		if (callgrind_control(dn_pid, "-d", log_path) == 0)
+			ipb = callgrind_total(dump) / (c1.received - c0.received);
+	}
 	r->v[M_MIBS] = prof_json_number(out, "mib_per_s");
 	r->v[M_P50] = prof_json_number(out, "p50");
 	r->v[M_P99] = prof_json_number(out, "p99");
 	r->v[M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
 	r->v[M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
 	r->v[M_RSS] = prof_peak_rss_mib(dn_pid);
-	r->v[M_IPB] = NAN;
+	r->v[M_IPB] = ipb;
 	rc = 0;
 stop:
 	if (perf_pid > 0)
@@ -294,8 +320,6 @@ stop:
 	if (gw_pid > 0)
 		prof_stop(gw_pid, 10000);
 	prof_stop(dn_pid, tool == TOOL_CALLGRIND ? 60000 : 10000);
-	if (rc == 0 && tool == TOOL_CALLGRIND)
-		r->v[M_IPB] = callgrind_total(cg_out) / c1.received;
 	for (unsigned d = 0; d < k + m; d++)
 		free(drives[d]);
 	snprintf(dir, sizeof(dir), "rm -rf '%s/run%u-%s'", o->drives_base, idx, mode);
