@@ -257,7 +257,6 @@ on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct
 	struct wcall *c = call_ctx;
 	struct dn_rpc *b = c->b;
 	struct job *j;
-	bool pause = false;
 
 	pthread_mutex_lock(&b->mu);
 	if (c->err) {
@@ -300,12 +299,14 @@ on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct
 	wcall_push(c, j);
 	c->queued += len;
 	if (c->queued >= b->o.call_cap && !c->paused) {
+		/* Pause before anyone can see c->paused: a worker that drains the queue at
+		 * once resumes the call, and a pause landing after that resume stopped the
+		 * call for good (a Write hung with --call-queue-cap below one message).
+		 * Lock order b->mu -> call lock: the rpc layer calls us unlocked. */
 		c->paused = true;
-		pause = true;
+		rpc_write_pause(w);
 	}
 	pthread_mutex_unlock(&b->mu);
-	if (pause)
-		rpc_write_pause(w);
 }
 
 static void
