@@ -74,6 +74,21 @@ def metric_sum(m, name):
     return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
 
 
+class PortTaken(RuntimeError):
+    """A port free_port() handed out was taken before the daemon bound it (another test's
+    listener, or an outgoing connection's ephemeral port)."""
+
+
+def start_retrying(start, tries=3):
+    """Call start() until it does not fail with PortTaken; start picks fresh ports."""
+    for i in range(tries):
+        try:
+            return start()
+        except PortTaken:
+            if i == tries - 1:
+                raise
+
+
 class Daemon:
     def __init__(self, argv, log_path, metrics_port):
         self.argv = argv
@@ -95,6 +110,8 @@ class Daemon:
             with open(log_path, "rb") as f:  # say why: its own last words
                 tail = f.read()[-3000:].decode(errors="replace")
             sys.stderr.write(f"----- {os.path.basename(log_path)} (tail) -----\n{tail}\n")
+            if "Address already in use" in tail:
+                raise PortTaken(tail) from None
             raise
 
     def kill9(self):
@@ -131,19 +148,27 @@ class Cluster:
         self.marshaller = marshaller
         self.extra_dn = list(extra_dn)
         self.cell_size = cell_size
-        self.dn_port = free_port()
-        self.dn_metrics = free_port()
         self.dn = None
         self.gw = None
-        self.start_datanode()
+        self.extra_gw = list(extra_gw)
+
+        def first_datanode():
+            self.dn_port = free_port()
+            self.dn_metrics = free_port()
+            self.start_datanode()
+
+        start_retrying(first_datanode)
         if gateway:
-            self.gw_port = free_port()
-            self.gw_metrics = free_port()
-            argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}",
-                    "--datanode", f"127.0.0.1:{self.dn_port}",
-                    "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
-                    "--metrics", f"127.0.0.1:{self.gw_metrics}", *extra_gw]
-            self.gw = Daemon(argv, os.path.join(self.root, "s3gw.log"), self.gw_metrics)
+            start_retrying(self.start_gateway)
+
+    def start_gateway(self):
+        self.gw_port = free_port()
+        self.gw_metrics = free_port()
+        argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}",
+                "--datanode", f"127.0.0.1:{self.dn_port}",
+                "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
+                "--metrics", f"127.0.0.1:{self.gw_metrics}", *self.extra_gw]
+        self.gw = Daemon(argv, os.path.join(self.root, "s3gw.log"), self.gw_metrics)
 
     def start_datanode(self):
         argv = [DATANODE, "--listen", f"127.0.0.1:{self.dn_port}",
