@@ -73,6 +73,7 @@ enum s3_err {
 	S3E_REQUEST_TIME_TOO_SKEWED,
 	S3E_SIGNATURE_DOES_NOT_MATCH,
 	S3E_SLOW_DOWN,
+	S3E_SERVICE_UNAVAILABLE, /* the datanode cannot take the request (write quorum) */
 	S3E_AUTH_HEADER_MALFORMED,
 	S3E_INVALID_ACCESS_KEY,
 	S3E_BAD_REQUEST,      /* malformed HTTP */

@@ -66,6 +66,7 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	                                   "The request signature we calculated does not match the "
 	                                   "signature you provided." },
 	[S3E_SLOW_DOWN] = { 503, "SlowDown", "Please reduce your request rate." },
+	[S3E_SERVICE_UNAVAILABLE] = { 503, "ServiceUnavailable", "Reduce your request rate." },
 	[S3E_AUTH_HEADER_MALFORMED] = { 400, "AuthorizationHeaderMalformed",
 	                                "The authorization header is malformed." },
 	[S3E_INVALID_ACCESS_KEY] = { 403, "InvalidAccessKeyId",

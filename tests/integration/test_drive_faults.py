@@ -77,12 +77,14 @@ def check_all(c, bucket, objs, what):
         assert st == 200 and got == data, f"{key} wrong {what}: status {st}, {len(got)} bytes"
 
 
-def s3_error(st, body):
-    """A PUT that lost write quorum (drives failed: UNAVAILABLE; full: RESOURCE_EXHAUSTED
-    "No space"): 503 SlowDown, which S3 clients retry with backoff."""
+def s3_error(st, body, code_wanted="ServiceUnavailable"):
+    """A PUT that lost write quorum: drives failed -> the datanode's UNAVAILABLE
+    "ServiceUnavailable: write quorum not met ..." -> 503 ServiceUnavailable; drives full ->
+    RESOURCE_EXHAUSTED "InsufficientStorage: No space ..." -> 503 SlowDown. S3 clients retry
+    both with backoff."""
     assert st == 503, (st, body)
     code = body.split(b"<Code>", 1)[-1].split(b"</Code>", 1)[0].decode(errors="replace")
-    assert code == "SlowDown", (st, body)
+    assert code == code_wanted, (st, body)
     print(f"     quorum lost -> {st} {code}", flush=True)
 
 
@@ -310,11 +312,11 @@ def test_full_drive_enospc():
             assert degraded(c) > base, "degraded reads not counted"
             # drive 4 fills during the next one: 4 of 6 cells, below quorum
             st, body = put(c, "full", "big2", os.urandom(12 << 20))
-            s3_error(st, body)
+            s3_error(st, body, "SlowDown")
             assert get(c, "full", "big2")[0] == 404, "a failed PUT became visible"
             assert drive_states(c) == [0, 0, 0, 0, 2, 2], drive_states(c)
             st, body = put(c, "full", "refused", os.urandom(CELL))
-            s3_error(st, body)
+            s3_error(st, body, "SlowDown")
             assert get(c, "full", "refused")[0] == 404
             with open(os.path.join(root, "datanode.log"), "rb") as f:
                 log = f.read()
