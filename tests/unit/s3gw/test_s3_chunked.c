@@ -274,8 +274,9 @@ test_malformed(void **state)
 		"fffffffffffffffff\r\n",                /* overflow */
 		"0\r\nx-amz-checksum-md7:AAAA\r\n\r\n", /* unknown checksum */
 		"0\r\nnocolon\r\n\r\n",
-		"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\nx-amz-checksum-crc32:AAAAAA=="
-		"\r\n\r\n",
+		/* the same checksum trailer twice */
+		("5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\nx-amz-checksum-crc32:AAAAAA=="
+		 "\r\n\r\n"),
 	};
 
 	(void)state;
