@@ -200,15 +200,23 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 					    wt == 1 ? 64 : 32, c.pos);
 			cur_advance(&c, len);
 			break;
-		case 2:
+		case 2: {
+			size_t len_start = c.pos;
+
 			rc = read_varint(&c, &len, chunk, "length");
 			if (rc)
 				return rc;
+			/* a length is a uint32 too: protobuf-c refuses a longer prefix, even one
+			 * that pads a small value (80 80 80 80 80 00) */
+			if (c.pos - len_start > 5 || len > UINT32_MAX)
+				return fail(chunk, "field %u: length prefix longer than 5 bytes or "
+					    "over 4 GiB at byte %zu", num, len_start);
 			if (len > c.total - c.pos)
 				return fail(chunk,
 					    "field %u: length %llu past the end (%zu bytes left)",
 					    num, (unsigned long long)len, c.total - c.pos);
 			break;
+		}
 		default:
 			return fail(chunk, "field %u: unsupported wire type %u at byte %zu", num,
 				    wt, field_start.pos);

@@ -337,6 +337,10 @@ static const struct bad_case bad_cases[] = {
 	{ "field zero", { 0x00, 0x01 }, 2, "bad field number 0" },
 	{ "overlong tag", { 0x80, 0x80, 0x80, 0x84, 0x80, 0x00, 0x01 }, 7,
 	  "tag longer than 5 bytes at byte 0" },
+	{ "overlong length", { 0x92, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 8,
+	  "field 258: length prefix longer than 5 bytes" }, /* found by fuzz_rpc_recv */
+	{ "length over 4 GiB", { 0x1a, 0x80, 0x80, 0x80, 0x80, 0x10 }, 6,
+	  "field 3: length prefix longer than 5 bytes or over 4 GiB" },
 	{ "group start", { 0x0b }, 1, "unsupported wire type 3" },
 	{ "wire type 7", { 0x0f }, 1, "unsupported wire type 7" },
 	{ "truncated fixed32", { 0x25, 0x01, 0x02 }, 3, "field 4: truncated fixed32" },
