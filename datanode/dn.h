@@ -50,6 +50,10 @@ struct dn_store_opts {
 	/* A full drive's free space is re-checked (statvfs) at most this often, by the next
 	 * write that would use it; 0: at every such write. Default 1 s. */
 	uint64_t full_probe_ns;
+	/* Background healer: this often, rebuild the cells writes recorded as missing on
+	 * drives that are writable again (a full drive with room, a transient error). Only
+	 * cells marked missing; a failed drive still needs `zest-datanode heal`. 0: off. */
+	uint64_t heal_interval_ns;
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
@@ -248,6 +252,7 @@ struct dn_counters {
 	uint64_t admission_refused;
 	uint64_t admission_paced;
 	uint64_t admission_queued;
+	uint64_t cells_healed; /* by `heal` and the background healer */
 };
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 
@@ -281,6 +286,7 @@ struct dn_config {
 	unsigned readers;       /* threads streaming Read calls; default 4 */
 	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
 	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
+	uint64_t heal_interval_ns; /* background healer period; default 60 s, 0 off */
 	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
 };

@@ -25,6 +25,7 @@ enum {
 	OPT_READERS,
 	OPT_CALL_CAP,
 	OPT_GRACE,
+	OPT_HEAL_INTERVAL,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -48,6 +49,7 @@ static const struct option long_opts[] = {
 	{ "readers", required_argument, NULL, OPT_READERS },
 	{ "call-queue-cap", required_argument, NULL, OPT_CALL_CAP },
 	{ "shutdown-grace", required_argument, NULL, OPT_GRACE },
+	{ "heal-interval", required_argument, NULL, OPT_HEAL_INTERVAL },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -79,6 +81,8 @@ usage(FILE *out)
 	      "                             64KiB..1GiB (default 8MiB)\n"
 	      "  --shutdown-grace DURATION  on SIGTERM, time in-flight calls get to finish,\n"
 	      "                             0..10min (default 5s)\n"
+	      "  --heal-interval DURATION   rebuild cells writes left missing on drives that are\n"
+	      "                             writable again, this often; 0 off (default 60s)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -137,6 +141,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->readers = 4;
 	c->call_cap = 8u << 20;
 	c->grace_ns = 5000000000ull;
+	c->heal_interval_ns = 60000000000ull;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -225,6 +230,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			if (!bad && (c->call_cap < (64u << 10) || c->call_cap > (1u << 30)))
 				bad = -EINVAL;
 			break;
+		case OPT_HEAL_INTERVAL:
+			bad = zc_parse_duration_ns(optarg, &c->heal_interval_ns);
+			if (!bad && c->heal_interval_ns > 86400000000000ull)
+				bad = -EINVAL;
+			break;
 		case OPT_GRACE:
 			bad = zc_parse_duration_ns(optarg, &c->grace_ns);
 			if (!bad && c->grace_ns > 600000000000ull)
@@ -289,4 +299,5 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	o->adm_l1_ns = c->adm_l1_ns;
 	o->adm_l2_ns = c->adm_l2_ns;
 	o->adm_l3_ns = c->adm_l3_ns;
+	o->heal_interval_ns = c->heal ? 0 : c->heal_interval_ns; /* `heal` does it all itself */
 }

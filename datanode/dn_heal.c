@@ -4,6 +4,11 @@
  * a temp name, fdatasync, rename over, then clear its missing mark in the metadata.
  * Reads go through the drive rings (dn_read_stripe); the rebuilt file is written with
  * pwrite on the caller's thread.
+ *
+ * Two callers: `zest-datanode heal` (offline, a replaced or failed drive: every cell on it
+ * is checked) and the background healer thread (online, only cells marked missing, on
+ * drives that are writable; it runs beside live traffic: an object deleted or overwritten
+ * meanwhile makes the metadata update -ENOENT, and the rebuilt file is swept at restart).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dn_internal.h"
@@ -18,6 +24,7 @@
 struct heal {
 	struct dn_store *s;
 	unsigned drive;
+	bool only_missing; /* background: trust cells not marked missing, read nothing else */
 	long rebuilt;
 	uint8_t *mem;
 	size_t mem_len;
@@ -78,6 +85,7 @@ heal_cell(struct heal *h, struct dn_extent *e, uint32_t g, unsigned c, bool *cha
 	e->groups[g].missing &= ~(1u << c);
 	*changed = true;
 	h->rebuilt++;
+	atomic_fetch_add(&h->s->cells_healed, 1);
 	return 0;
 close_fd:
 	close(fd);
@@ -94,6 +102,9 @@ heal_extent(void *arg, struct dn_extent *e)
 	struct dn_rctx rc;
 	int err = 0;
 
+	if (h->only_missing && atomic_load(&h->s->heal_stop))
+		return -ECANCELED; /* shutting down: the next start's first turn goes on */
+
 	if (need > h->mem_len) {
 		uint8_t *p = realloc(h->mem, need);
 
@@ -107,6 +118,8 @@ heal_extent(void *arg, struct dn_extent *e)
 	for (uint32_t g = 0; g < e->ngroups && !err; g++)
 		for (unsigned c = 0; c < e->g.k + e->g.m && !err; c++) {
 			if (e->groups[g].drives[c] != h->drive)
+				continue;
+			if (h->only_missing && !(e->groups[g].missing & (1u << c)))
 				continue;
 			err = heal_cell(h, e, g, c, &changed);
 			if (err)
@@ -127,7 +140,7 @@ heal_extent(void *arg, struct dn_extent *e)
 long
 dn_heal(struct dn_store *s, unsigned drive)
 {
-	struct heal h = { s, drive, 0, NULL, 0, NULL };
+	struct heal h = { s, drive, false, 0, NULL, 0, NULL };
 	char path[PATH_MAX];
 	int err;
 
@@ -149,4 +162,94 @@ dn_heal(struct dn_store *s, unsigned drive)
 	atomic_store(&s->drives[drive].state, DN_DRIVE_OK);
 	ZC_INFO("heal", "drive=%u rebuilt=%ld cells", drive, h.rebuilt);
 	return h.rebuilt;
+}
+
+/* ---- background healer ---- */
+
+/* One turn: rebuild the missing cells of every writable drive. True when some remain
+ * (a drive still full or failing, an error): the next turn tries again. */
+static bool
+heal_turn(struct dn_store *s)
+{
+	bool again = false;
+
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		struct heal h = { s, d, true, 0, NULL, 0, NULL };
+		int st = atomic_load(&s->drives[d].state);
+		int err;
+
+		if (st == DN_DRIVE_FAILED)
+			continue; /* the operator's: `zest-datanode heal` after replacing it */
+		if (st == DN_DRIVE_FULL) {
+			again = true; /* its missing cells wait for room */
+			continue;
+		}
+		err = dn_meta_each_extent(s->meta, heal_extent, &h);
+		free(h.mem);
+		if (err == -ECANCELED)
+			return true;
+		if (err < 0) {
+			ZC_WARN("heal", "background drive=%u err=%s", d, strerror(-err));
+			again = true;
+		}
+		if (h.rebuilt)
+			ZC_INFO("heal", "background drive=%u rebuilt=%ld cells", d, h.rebuilt);
+	}
+	return again;
+}
+
+static void *
+healer_main(void *arg)
+{
+	struct dn_store *s = arg;
+
+	pthread_mutex_lock(&s->heal_lock);
+	while (!s->heal_stop) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += (time_t)(s->o.heal_interval_ns / 1000000000u);
+		until.tv_nsec += (long)(s->o.heal_interval_ns % 1000000000u);
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->heal_cond, &s->heal_lock, &until);
+		if (s->heal_stop || !atomic_exchange(&s->heal_pending, false))
+			continue;
+		pthread_mutex_unlock(&s->heal_lock);
+		if (heal_turn(s))
+			dn_heal_note(s);
+		pthread_mutex_lock(&s->heal_lock);
+	}
+	pthread_mutex_unlock(&s->heal_lock);
+	return NULL;
+}
+
+int
+dn_healer_start(struct dn_store *s)
+{
+	int err;
+
+	if (!s->o.heal_interval_ns || s->o.discard)
+		return 0;
+	err = -pthread_create(&s->heal_thread, NULL, healer_main, s);
+	if (err)
+		return err;
+	pthread_setname_np(s->heal_thread, "dn-heal");
+	s->heal_ok = true;
+	return 0;
+}
+
+void
+dn_healer_stop(struct dn_store *s)
+{
+	if (!s->heal_ok)
+		return;
+	pthread_mutex_lock(&s->heal_lock);
+	s->heal_stop = true;
+	pthread_cond_signal(&s->heal_cond);
+	pthread_mutex_unlock(&s->heal_lock);
+	pthread_join(s->heal_thread, NULL);
+	s->heal_ok = false;
 }

@@ -299,7 +299,14 @@ struct dn_store {
 	atomic_uint live_writes; /* begun and not yet freed; close waits for zero */
 	/* Counters. */
 	atomic_uint_fast64_t objects_committed, degraded_reads;
-	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued;
+	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, cells_healed;
+	/* Background healer (dn_heal.c): woken every heal_interval_ns, works when pending. */
+	atomic_bool heal_pending;
+	pthread_t heal_thread;
+	bool heal_ok;
+	atomic_bool heal_stop;
+	pthread_mutex_t heal_lock;
+	pthread_cond_t heal_cond;
 	/* Metrics. */
 	dn_metrics_hook hook;
 	void *hook_arg;
@@ -351,6 +358,15 @@ void dn_rctx_fini(struct dn_rctx *r);
 int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
                    uint8_t **cells, bool *degraded);
 void dn_metrics_stop(struct dn_store *s);
+/* Start / stop the background healer thread (no-op when heal_interval_ns is 0). */
+int dn_healer_start(struct dn_store *s);
+void dn_healer_stop(struct dn_store *s);
+/* A committed write left cells missing: the healer has work at its next turn. */
+static inline void
+dn_heal_note(struct dn_store *s)
+{
+	atomic_store(&s->heal_pending, true);
+}
 uint32_t dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *dn_strdup(const char *s);
 

@@ -74,6 +74,8 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        dn_admission_level(s));
 	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
 	        (unsigned long long)c.degraded_reads);
+	fprintf(f, "# TYPE zest_cells_healed_total counter\nzest_cells_healed_total %llu\n",
+	        (unsigned long long)c.cells_healed);
 	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
 	        (unsigned long long)c.inflight_bytes);
 	fprintf(f,

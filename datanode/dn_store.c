@@ -367,6 +367,8 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	pthread_cond_init(&s->adm.cond, NULL);
 	pthread_mutex_init(&s->commit_lock, NULL);
 	pthread_cond_init(&s->commit_cond, NULL);
+	pthread_mutex_init(&s->heal_lock, NULL);
+	pthread_cond_init(&s->heal_cond, NULL);
 	/* Rings full twice over, plus the cells writers are still filling (k per write). */
 	nio = (size_t)opts->ndrives * opts->queue_depth * 2 + 1024;
 	s->io_mem = calloc(nio, sizeof(*s->io_mem));
@@ -399,6 +401,11 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 		goto fail;
 	pthread_setname_np(s->commit_thread, "dn-commit");
 	s->commit_ok = true;
+	/* Cells missed before a restart are healed too: the first turn looks. */
+	dn_heal_note(s);
+	err = dn_healer_start(s);
+	if (err)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -411,6 +418,7 @@ dn_store_close(struct dn_store *s)
 {
 	if (!s)
 		return;
+	dn_healer_stop(s); /* it reads through the rings and commits metadata: first */
 	dn_metrics_stop(s);
 	/* An aborted write still finishing (its last completions) must end before the rings go. */
 	for (int i = 0; atomic_load(&s->live_writes) > 0; i++) {
@@ -443,6 +451,8 @@ dn_store_close(struct dn_store *s)
 	pthread_cond_destroy(&s->adm.cond);
 	pthread_mutex_destroy(&s->commit_lock);
 	pthread_cond_destroy(&s->commit_cond);
+	pthread_mutex_destroy(&s->heal_lock);
+	pthread_cond_destroy(&s->heal_cond);
 	free(s);
 }
 
@@ -686,6 +696,7 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 {
 	c->objects_committed = atomic_load(&s->objects_committed);
 	c->degraded_reads = atomic_load(&s->degraded_reads);
+	c->cells_healed = atomic_load(&s->cells_healed);
 	pthread_mutex_lock(&s->credit_lock);
 	c->inflight_bytes = s->inflight;
 	pthread_mutex_unlock(&s->credit_lock);

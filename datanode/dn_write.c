@@ -786,6 +786,11 @@ finish_commit(struct dn_write *w)
 	o.npieces = w->written ? 1 : 0;
 	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, NULL, 0,
 	                      &freed, &nfreed);
+	for (uint32_t gi = 0; !err && gi < e.ngroups; gi++)
+		if (e.groups[gi].missing) {
+			dn_heal_note(s); /* committed at quorum: the rest is the healer's */
+			break;
+		}
 	dn_extent_free(&e);
 	if (err)
 		goto fail;

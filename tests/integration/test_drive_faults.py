@@ -402,9 +402,60 @@ def test_flipped_bits_detected_and_healed():
         assert degraded(c) == base, "heal left gaps"
 
 
+def test_background_heal_after_full():
+    """Drive 5 is a 4 MiB tmpfs and the healer runs every 500 ms. A file fills drive 5; a
+    2 MiB PUT commits at quorum with its drive-5 cells missing (the drive is marked full);
+    the operator removes the file; the healer rebuilds the missing cells by itself
+    (zest_cells_healed_total rises, no restart, no `heal`), and the object then reads
+    without a degraded read."""
+    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-bgheal-{os.getpid()}")
+    d5 = os.path.join(root, "d5")
+    os.makedirs(d5)
+    try:
+        mount_tmpfs(d5, "4m")
+    except Skip:
+        shutil.rmtree(root)
+        raise
+    try:
+        with zh.cluster(ec="4+2", cell_size=CELL, root=root,
+                        extra_dn=["--heal-interval", "500ms"]) as c:
+            mb(c, "bgh")
+            ballast = os.path.join(d5, "ballast")
+            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)  # the operator's file fills it
+            try:
+                while os.write(fd, b"\0" * CELL) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+            data = os.urandom(2 << 20)
+            st, body = put(c, "bgh", "victim", data)
+            assert st == 200, (st, body)
+            assert drive_states(c)[5] == 2, drive_states(c)
+            healed = zh.metrics(c.dn_metrics)["zest_cells_healed_total"]
+            os.unlink(ballast)  # room again: a re-probe makes drive 5 writable
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = zh.metrics(c.dn_metrics)
+                if m['zest_drive_state{drive="5"}'] == 0 and m["zest_cells_healed_total"] > healed:
+                    break
+                time.sleep(0.2)
+            assert m["zest_cells_healed_total"] > healed, "the healer rebuilt nothing"
+            time.sleep(1.5)  # let a turn that started finish
+            base = degraded(c)
+            st, got = get(c, "bgh", "victim")
+            assert st == 200 and got == data
+            assert degraded(c) == base, "cells still missing after the background heal"
+    finally:
+        if os.path.ismount(d5):
+            umount(d5)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     tests = [test_removed_folder_before_and_during_writes, test_read_only_drive,
-             test_full_drive_enospc, test_flipped_bits_detected_and_healed]
+             test_full_drive_enospc, test_background_heal_after_full,
+             test_flipped_bits_detected_and_healed]
     ran = []
 
     def wrap(t):

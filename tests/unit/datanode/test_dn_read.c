@@ -329,10 +329,49 @@ full_drive(void)
 	t_env_fini(&e);
 }
 
+/* The background healer rebuilds the cells a write missed on a full drive once it has
+ * room again, with no operator step; a failed drive's cells it leaves to `heal`. */
+static void
+background_heal(void)
+{
+	struct t_env e;
+	static uint8_t buf[300000];
+	int waited = 0;
+
+	t_fill(buf, sizeof(buf));
+	t_env_init(&e, 6, 4, 2);
+	e.o.full_probe_ns = 3600ull * 1000000000ull;
+	e.o.heal_interval_ns = 20000000; /* 20 ms */
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	dn_drive_mark_full(&e.s->drives[5]);
+	CHECK_EQ(t_put(e.s, "b", "missed", buf, sizeof(buf)), 0);
+	CHECK(missing_cells(e.s, "missed") > 0);
+	/* Still full: the healer waits (and keeps the work pending). */
+	usleep(100000);
+	CHECK(missing_cells(e.s, "missed") > 0);
+	/* Room again: the next probe makes it writable, the healer does the rest. */
+	e.s->o.full_probe_ns = 0;
+	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, NULL, NULL, NULL), 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_OK);
+	while (missing_cells(e.s, "missed") > 0 && waited++ < 500)
+		usleep(10000);
+	CHECK_EQ(missing_cells(e.s, "missed"), 0);
+	CHECK(atomic_load(&e.s->cells_healed) > 0);
+	CHECK_EQ(t_check_read(e.s, "b", "missed", 0, 0, false, buf, sizeof(buf)), 0);
+	/* A failed drive's missing cells stay for the operator's heal. */
+	CHECK_EQ(dn_drive_fail(e.s, 1), 0);
+	CHECK_EQ(t_put(e.s, "b", "failed", buf, sizeof(buf)), 0);
+	usleep(100000);
+	CHECK(missing_cells(e.s, "failed") > 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
 	full_drive();
+	background_heal();
 	io_error();
 	missing_drives();
 	corrupted_cell();
