@@ -257,13 +257,7 @@ dn_pool_get(struct dn_drive *d, uint64_t wait_ns)
 	struct timespec until;
 	int idx = -EAGAIN;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(wait_ns / 1000000000u);
-	until.tv_nsec += (long)(wait_ns % 1000000000u);
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	dn_deadline(&until, wait_ns);
 	pthread_mutex_lock(&d->plock);
 	while (d->pool_top == 0) {
 		if (pthread_cond_timedwait(&d->pcond, &d->plock, &until) == ETIMEDOUT)

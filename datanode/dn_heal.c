@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dn_internal.h"
@@ -140,7 +139,7 @@ heal_extent(void *arg, struct dn_extent *e)
 long
 dn_heal(struct dn_store *s, unsigned drive)
 {
-	struct heal h = { s, drive, false, 0, NULL, 0, NULL };
+	struct heal h = { .s = s, .drive = drive };
 	char path[PATH_MAX];
 	int err;
 
@@ -174,7 +173,7 @@ heal_turn(struct dn_store *s)
 	bool again = false;
 
 	for (unsigned d = 0; d < s->ndrives; d++) {
-		struct heal h = { s, d, true, 0, NULL, 0, NULL };
+		struct heal h = { .s = s, .drive = d, .only_missing = true };
 		int st = atomic_load(&s->drives[d].state);
 		int err;
 
@@ -207,13 +206,7 @@ healer_main(void *arg)
 	while (!s->heal_stop) {
 		struct timespec until;
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += (time_t)(s->o.heal_interval_ns / 1000000000u);
-		until.tv_nsec += (long)(s->o.heal_interval_ns % 1000000000u);
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		dn_deadline(&until, s->o.heal_interval_ns);
 		pthread_cond_timedwait(&s->heal_cond, &s->heal_lock, &until);
 		if (s->heal_stop || !atomic_exchange(&s->heal_pending, false))
 			continue;

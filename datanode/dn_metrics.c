@@ -66,7 +66,7 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		/* A full drive the operator made room on reads 0 at the next scrape, not only
 		 * after the next write (the re-probe is rate-limited: one statvfs a second). */
 		if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-			dn_drive_writable(&s->drives[d]);
+			dn_drive_reprobe(&s->drives[d]);
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
 	}

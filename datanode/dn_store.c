@@ -28,8 +28,8 @@ dn_store_opts_default(struct dn_store_opts *o)
 	o->full_probe_ns = 1000000000ull;
 }
 
-static void
-deadline(struct timespec *ts, uint64_t wait_ns)
+void
+dn_deadline(struct timespec *ts, uint64_t wait_ns)
 {
 	clock_gettime(CLOCK_REALTIME, ts);
 	ts->tv_sec += (time_t)(wait_ns / 1000000000u);
@@ -46,7 +46,7 @@ dn_io_get(struct dn_store *s, uint64_t wait_ns)
 	struct timespec until;
 	struct dn_io *io;
 
-	deadline(&until, wait_ns);
+	dn_deadline(&until, wait_ns);
 	pthread_mutex_lock(&s->io_lock);
 	while (!s->io_free)
 		if (pthread_cond_timedwait(&s->io_cond, &s->io_lock, &until) == ETIMEDOUT)
@@ -93,7 +93,7 @@ dn_credit_wait(struct dn_store *s)
 	struct timespec until;
 	int err = 0;
 
-	deadline(&until, s->o.wait_ns);
+	dn_deadline(&until, s->o.wait_ns);
 	pthread_mutex_lock(&s->credit_lock);
 	while (s->inflight > s->o.inflight_cap) {
 		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {
