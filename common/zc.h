@@ -71,6 +71,9 @@ int zc_parse_size(const char *s, uint64_t *out);
 /* Parse a duration: a number with unit ms, s, m or h (default s). Returns 0 or -EINVAL. */
 int zc_parse_duration_ns(const char *s, uint64_t *out);
 
+/* Write v as a JSON string literal: quotes, backslashes and control characters escaped. */
+void zc_json_string(FILE *out, const char *v);
+
 /* Median of n doubles; sorts v in place. n must be > 0. */
 double zc_median(double *v, size_t n);
 

@@ -213,24 +213,6 @@ bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
 		f.avg, f.stddev, f.p50, f.p90, f.p99, f.p999, f.max);
 }
 
-/* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void
-json_string(FILE *out, const char *v)
-{
-	fputc('"', out);
-	for (; *v; v++) {
-		unsigned char ch = (unsigned char)*v;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(out, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(out, "\\u%04x", ch);
-		else
-			fputc(ch, out);
-	}
-	fputc('"', out);
-}
-
 void
 bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns)
 {
@@ -252,7 +234,7 @@ bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns)
 	for (uint64_t i = 0; i < s->errors && i < BENCH_KEEP_ERRORS; i++) {
 		if (i)
 			fputc(',', out);
-		json_string(out, s->first_errors[i]);
+		zc_json_string(out, s->first_errors[i]);
 	}
 	fprintf(out, "]}");
 }

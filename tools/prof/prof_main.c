@@ -421,21 +421,6 @@ done:
 }
 
 static void
-json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", (unsigned char)*s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
-
-static void
 print_json(const double *copy, const double *zc, const double *ratio, const struct opts *o,
 	   const struct flame_out *fl)
 {
@@ -460,9 +445,9 @@ print_json(const double *copy, const double *zc, const double *ratio, const stru
 			       fl[i].samples > 0 ? fl[i].samples : 0);
 			if (fl[i].samples > 0) {
 				printf(",\"svg\":");
-				json_string(fl[i].svg);
+				zc_json_string(stdout, fl[i].svg);
 				printf(",\"folded\":");
-				json_string(fl[i].folded);
+				zc_json_string(stdout, fl[i].folded);
 			}
 			printf(",\"memcpy_share\":");
 			json_number(stdout, fl[i].copy_share);

@@ -1,9 +1,11 @@
-/* common/: size and duration parsing, median, zc_ref counting. */
+/* common/: size and duration parsing, median, JSON strings, zc_ref counting. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -97,6 +99,19 @@ test_ref_counting(void **state)
 	assert_int_equal(zc_ref_live(), base);
 }
 
+static void
+test_json_string(void **state)
+{
+	char buf[128];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	(void)state;
+	assert_non_null(f);
+	zc_json_string(f, "a\"b\\c\n\x01" "d");
+	fclose(f);
+	assert_string_equal(buf, "\"a\\\"b\\\\c\\u000a\\u0001d\"");
+}
+
 int
 main(void)
 {
@@ -104,6 +119,7 @@ main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_median),
+		cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_ref_counting),
 	};
 
