@@ -88,6 +88,7 @@ def workload(c, s3):
     assert raw_status(c, b"GET /mcheck HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n") == 400
     try:
         s3.delete_objects(Bucket="mcheck", Delete={"Objects": []})
+        raise AssertionError("an empty multi-delete was accepted")
     except s3.exceptions.ClientError as e:
         assert e.response["Error"]["Code"] == "MalformedXML", e.response
     s3.delete_objects(Bucket="mcheck", Delete={"Objects": [{"Key": k} for k in blobs]})
