@@ -149,10 +149,10 @@ int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint
 int dn_write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n);
 
 /*
- * dn_write_data, then check that the bytes of this call have CRC32C crc32c (a WriteChunk's
- * crc32c). The check costs no second pass: the call's CRC is derived from the running
- * object CRC. A mismatch returns -EBADMSG and poisons the write (nothing will commit).
- * Not checked with --discard.
+ * dn_write_data, and check that the bytes of this call have CRC32C crc32c (a WriteChunk's
+ * crc32c). The check costs no second pass: the call's CRC is derived from the chunk CRCs
+ * the store computes anyway. A mismatch returns -EBADMSG and poisons the write (nothing
+ * will commit). With --discard the bytes are checked and dropped.
  */
 int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_t n,
                           uint32_t crc32c);

@@ -369,7 +369,6 @@ dn_heal_note(struct dn_store *s)
 {
 	atomic_store(&s->heal_pending, true);
 }
-uint32_t dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 char *dn_strdup(const char *s);
 
 #endif

@@ -32,6 +32,7 @@ struct job {
 	uint64_t off;
 	size_t len, n;
 	struct zc_seg *segs;
+	uint32_t crc32c; /* as sent: checked in the engine's one pass over the bytes */
 	char *etag;
 	struct dn_attr *attrs;
 	size_t nattrs;
@@ -252,7 +253,7 @@ nomem:
 
 static void
 on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg *segs,
-              size_t n_segs, size_t len)
+              size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct wcall *c = call_ctx;
 	struct dn_rpc *b = c->b;
@@ -290,6 +291,7 @@ on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct
 	j->kind = JOB_DATA;
 	j->off = offset;
 	j->len = len;
+	j->crc32c = crc32c;
 	j->n = n_segs;
 	for (size_t i = 0; i < n_segs; i++) {
 		j->segs[i] = segs[i];
@@ -422,13 +424,21 @@ wcall_run(struct wcall *c, struct job *j)
 		err = c->err;
 		pthread_mutex_unlock(&b->mu);
 		if (!err && c->dw) {
-			rc = dn_write_data(c->dw, j->off, j->segs, j->n);
+			rc = dn_write_data_checked(c->dw, j->off, j->segs, j->n, j->crc32c);
 			if (rc) {
 				/* Poisoned: drop it now, the next callback reports. */
 				dn_write_abort(c->dw);
 				c->dw = NULL;
 				pthread_mutex_lock(&b->mu);
-				c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+				if (rc == -EBADMSG) {
+					snprintf(c->errmsg, sizeof(c->errmsg),
+					         "BadDigest: CRC32C mismatch at offset %llu: the %zu "
+					         "bytes sent do not match crc32c %08x",
+					         (unsigned long long)j->off, j->len, j->crc32c);
+					c->err = rc;
+				} else {
+					c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+				}
 				pthread_mutex_unlock(&b->mu);
 			}
 		}
@@ -1124,6 +1134,7 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 	h->write.data = on_write_data;
 	h->write.commit = on_write_commit;
 	h->write.abort = on_write_abort;
+	h->write.handler_verifies_crc = true;
 	h->read.start = on_read_start;
 	h->read.sent = on_read_sent;
 	h->read.abort = on_read_abort;

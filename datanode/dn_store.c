@@ -624,7 +624,7 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 		}
 		memcpy(o.pieces + o.npieces, p.pieces, p.npieces * sizeof(*p.pieces));
 		o.npieces += p.npieces;
-		o.crc32c = i == 0 ? p.crc32c : dn_crc32c_combine(o.crc32c, p.crc32c, p.size);
+		o.crc32c = i == 0 ? p.crc32c : ec_crc32c_combine(o.crc32c, p.crc32c, p.size);
 		o.size += p.size;
 		if (i == 0) {
 			o.k = p.k;
@@ -703,55 +703,4 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->admission_refused = atomic_load(&s->adm_refused);
 	c->admission_paced = atomic_load(&s->adm_paced);
 	c->admission_queued = atomic_load(&s->adm_queued);
-}
-
-/*
- * CRC32C of A||B from crc(A), crc(B) and len(B): zlib's crc32_combine method (GF(2)
- * matrix powers of the "append one zero bit" operator), with the Castagnoli polynomial.
- */
-static uint32_t
-gf2_times(const uint32_t *mat, uint32_t vec)
-{
-	uint32_t sum = 0;
-
-	for (; vec; vec >>= 1, mat++)
-		if (vec & 1)
-			sum ^= *mat;
-	return sum;
-}
-
-static void
-gf2_square(uint32_t *sq, const uint32_t *mat)
-{
-	for (int n = 0; n < 32; n++)
-		sq[n] = gf2_times(mat, mat[n]);
-}
-
-uint32_t
-dn_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
-{
-	uint32_t even[32], odd[32], row = 1;
-
-	if (len2 == 0)
-		return crc1;
-	odd[0] = 0x82f63b78u; /* reflected Castagnoli polynomial */
-	for (int n = 1; n < 32; n++) {
-		odd[n] = row;
-		row <<= 1;
-	}
-	gf2_square(even, odd); /* two zero bits */
-	gf2_square(odd, even); /* four zero bits */
-	do {
-		gf2_square(even, odd);
-		if (len2 & 1)
-			crc1 = gf2_times(even, crc1);
-		len2 >>= 1;
-		if (!len2)
-			break;
-		gf2_square(odd, even);
-		if (len2 & 1)
-			crc1 = gf2_times(odd, crc1);
-		len2 >>= 1;
-	} while (len2);
-	return crc1 ^ crc2;
 }

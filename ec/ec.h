@@ -93,6 +93,14 @@ ec_stripe_filled(const struct ec_stripe *stripe, unsigned cell)
 uint32_t ec_crc32c(uint32_t crc, const void *buf, size_t len);
 
 /*
+ * The CRC32C of A followed by B from crc_a = CRC(A), crc_b = CRC(B) and B's length,
+ * without touching the bytes: one small GF(2) product per bit set in len_b. With
+ * crc_b = 0 it is CRC(A)'s share of CRC(A || B), hence
+ * CRC(B) = CRC(A || B) ^ ec_crc32c_combine(CRC(A), 0, |B|).
+ */
+uint32_t ec_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+/*
  * Per-chunk checksums: one CRC32C for every bytes_per_checksum bytes of a stream (the
  * last chunk may be short). Feed fragments of any size in order.
  */
@@ -111,6 +119,14 @@ int ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_
 
 /* Fold a fragment in. Returns 0, or -ENOSPC when out would overflow. */
 int ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len);
+
+/*
+ * The same, and also the fragment's own CRC32C in *frag_crc, derived from the chunk
+ * CRCs in the same pass over the bytes (so a caller that must check or chain the
+ * fragment's CRC reads it once, not twice).
+ */
+int ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len,
+			 uint32_t *frag_crc);
 
 /* Close the last, short chunk if any. Returns the number of CRCs in out, or -ENOSPC. */
 int ec_chunk_crc_finish(struct ec_chunk_crc *c);

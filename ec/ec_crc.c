@@ -23,6 +23,60 @@ ec_crc32c(uint32_t crc, const void *buf, size_t len)
 	return ~crc;
 }
 
+/*
+ * Combining works in GF(2)[x] modulo the reflected Castagnoli polynomial, as zlib's
+ * crc32_combine does for CRC-32: crc(A || B) = crc(A) * x^(8 |B|) + crc(B). In the
+ * reflected representation x^0 is bit 31.
+ */
+#define CRC32C_POLY 0x82f63b78u
+
+static uint32_t
+multmodp(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	for (;;) {
+		if (a & m) {
+			p ^= b;
+			if ((a & (m - 1)) == 0)
+				break;
+		}
+		m >>= 1;
+		b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+	}
+	return p;
+}
+
+/* x^(2^k) modulo the polynomial, k = 0..31 (x^(2^31) is x again). */
+static const uint32_t x2n_table[32] = {
+	0x40000000, 0x20000000, 0x08000000, 0x00800000, 0x00008000, 0x82f63b78, 0x6ea2d55c,
+	0x18b8ea18, 0x510ac59a, 0xb82be955, 0xb8fdb1e7, 0x88e56f72, 0x74c360a4, 0xe4172b16,
+	0x0d65762a, 0x35d73a62, 0x28461564, 0xbf455269, 0xe2ea32dc, 0xfe7740e6, 0xf946610b,
+	0x3c204f8f, 0x538586e3, 0x59726915, 0x734d5309, 0xbc1ac763, 0x7d0722cc, 0xd289cabe,
+	0xe94ca9bc, 0x05b74f3f, 0xa51e1f42, 0x40000000,
+};
+
+/* x^(8 len) modulo the polynomial: one multiplication per bit set in len. */
+static uint32_t
+x8nmodp(uint64_t len)
+{
+	uint32_t p = 1u << 31; /* x^0 */
+	unsigned k = 3;        /* 8 len = len * 2^3 */
+
+	for (; len; len >>= 1, k++)
+		if (len & 1)
+			p = multmodp(x2n_table[k & 31], p);
+	return p;
+}
+
+uint32_t
+ec_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	if (crc_a == 0 || len_b == 0)
+		return crc_a ^ crc_b;
+	return multmodp(x8nmodp(len_b), crc_a) ^ crc_b;
+}
+
 int
 ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
 		  size_t out_cap)
@@ -46,22 +100,38 @@ close_chunk(struct ec_chunk_crc *c)
 }
 
 int
-ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len)
+ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len, uint32_t *frag_crc)
 {
 	const unsigned char *p = frag;
+	uint32_t whole = 0;
 
 	while (len > 0) {
 		size_t room = c->bytes_per_checksum - c->in_chunk;
 		size_t n = len < room ? len : room;
+		uint32_t before = c->crc;
 
 		c->crc = ec_crc32c(c->crc, p, n);
+		if (frag_crc) {
+			/* The piece's own CRC falls out of the chunk's: no second pass. */
+			uint32_t piece = c->crc ^ ec_crc32c_combine(before, 0, n);
+
+			whole = ec_crc32c_combine(whole, piece, n);
+		}
 		c->in_chunk += n;
 		p += n;
 		len -= n;
 		if (c->in_chunk == c->bytes_per_checksum && close_chunk(c) < 0)
 			return -ENOSPC;
 	}
+	if (frag_crc)
+		*frag_crc = whole;
 	return 0;
+}
+
+int
+ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len)
+{
+	return ec_chunk_crc_add_get(c, frag, len, NULL);
 }
 
 int

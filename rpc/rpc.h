@@ -188,8 +188,9 @@ struct rpc_reply; /* the answer of one unary call */
  *          refused call gets no further callbacks and no obligation.
  *          Once accepted, the handler MUST eventually call rpc_write_finish() or
  *          rpc_write_fail() exactly once (any thread), even after abort.
- *  data:   the next data, contiguous with the previous, CRC already verified. segs are
- *          borrowed for the callback (take zc_ref_get to keep them). May call
+ *  data:   the next data, contiguous with the previous, and the CRC32C its message
+ *          carries, already verified unless handler_verifies_crc. segs are borrowed
+ *          for the callback (take zc_ref_get to keep them). May call
  *          rpc_write_pause() to stop receiving until rpc_write_resume().
  *  commit: the last message arrived (its data, if any, came through `data` first);
  *          `last` has the etag and attrs. The handler makes the object durable and then
@@ -197,14 +198,19 @@ struct rpc_reply; /* the answer of one unary call */
  *  abort:  the call broke (bad input, client cancel, server shutdown); err says why.
  *          No more data/commit. The handler drops its state and still calls
  *          rpc_write_fail() (or finish) once to release the call.
+ *  handler_verifies_crc: the handler checks each message's CRC32C itself, inside its
+ *          own pass over the bytes (the datanode derives it from its chunk CRCs), and
+ *          fails the call with -EBADMSG on a mismatch; the server then reads the
+ *          payload once instead of twice.
  */
 struct rpc_write_ops {
 	int (*open)(void *srv_ctx, struct rpc_write *w, const Zest__WriteOpen *open,
 		    void **call_ctx);
 	void (*data)(void *call_ctx, struct rpc_write *w, uint64_t offset,
-		     const struct zc_seg *segs, size_t n_segs, size_t len);
+		     const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
 	void (*commit)(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last);
 	void (*abort)(void *call_ctx, struct rpc_write *w, int err);
+	bool handler_verifies_crc;
 };
 
 /* Stop posting receives for this call after the current one (any thread). */

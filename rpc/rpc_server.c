@@ -353,7 +353,7 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 			     w->chunk.data_len, srv->opts.max_message);
 		goto unlock;
 	}
-	if (w->chunk.data_len) {
+	if (w->chunk.data_len && !ops->handler_verifies_crc) {
 		uint32_t crc = 0;
 
 		for (size_t i = 0; i < w->chunk.n_segs; i++)
@@ -409,7 +409,7 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 
 	if (w->chunk.data_len)
 		ops->data(w->call_ctx, w, w->next_off, w->chunk.segs, w->chunk.n_segs,
-			  w->chunk.data_len);
+			  w->chunk.data_len, wc->crc32c);
 	w->next_off += w->chunk.data_len;
 	if (wc->commit) {
 		bool commit;

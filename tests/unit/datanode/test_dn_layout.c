@@ -153,16 +153,6 @@ main(void)
 	CHECK_EQ(dn_layout_parse("000000001234abcd.7", &id), -EINVAL);
 	CHECK_EQ(dn_layout_parse("../../etc/passwd", &id), -EINVAL);
 	CHECK_EQ(dn_layout_path("/d", 1, 0, 0, path, 10), -ENAMETOOLONG);
-	/* CRC32C combine equals the CRC of the concatenation. */
-	{
-		uint8_t a[1000], b[777];
-
-		t_fill(a, sizeof(a));
-		t_fill(b, sizeof(b));
-		CHECK_EQ(dn_crc32c_combine(ec_crc32c(0, a, sizeof(a)), ec_crc32c(0, b, sizeof(b)),
-		                           sizeof(b)),
-		         ec_crc32c(ec_crc32c(0, a, sizeof(a)), b, sizeof(b)));
-	}
 	printf("ok\n");
 	return 0;
 }

@@ -3,13 +3,15 @@
  * binding, an rpc server on a loopback port and an rpc client. Covers the paths the
  * integration tests cannot steer: pause/resume with a tiny per-call queue, an engine
  * refusal found after the call was accepted (reported at the next callback), a client
- * cancelling a Write and a Read mid-stream, and a server shutdown with a Write in flight.
+ * cancelling a Write and a Read mid-stream, a server shutdown with a Write in flight, and
+ * messages whose CRC32C lies (checked by the engine, not the rpc layer).
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc.h"
 #include "rpc.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
+#include "rpc_raw.h"
 
 struct env {
 	struct t_env t;
@@ -145,6 +147,45 @@ test_refusal_after_accept(void)
 		CHECK(strcmp(st.msg, "NoSuchBucket: nob") == 0);
 	}
 	env_down(&e, 1000);
+	free(buf);
+}
+
+/* The binding checks each message's CRC32C inside the engine's one pass over the bytes. */
+static void
+test_bad_crc(void)
+{
+	struct env e;
+	struct rpc_status st;
+	struct dn_object_info info;
+	uint8_t *buf = malloc(300000);
+	struct raw_msg later[] = { chunk_msg("crc", 0, 0, 0, 100000, false, 0),
+		                   chunk_msg(NULL, 0, 0, 100000, 70000, true, 1) };
+	struct raw_msg first[] = { chunk_msg("crc0", 0, 0, 0, 5000, true, 0x100) };
+	struct raw_msg over[] = { chunk_msg("keep", 0, 0, 0, 200000, true, 0x80000000u) };
+
+	t_fill(buf, 300000);
+	env_up(&e, 0);
+	raw_write(e.target, later, 2, true, &st);
+	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK(strstr(st.msg, "BadDigest: CRC32C mismatch at offset 100000") != NULL);
+	CHECK_EQ(dn_stat(e.t.s, "b", "crc", &info), -ENOENT);
+	raw_write(e.target, first, 1, true, &st);
+	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK(strstr(st.msg, "at offset 0") != NULL);
+	CHECK_EQ(dn_stat(e.t.s, "b", "crc0", &info), -ENOENT);
+	/* A corrupt overwrite leaves the committed version in place. */
+	CHECK_EQ(put(&e, "keep", buf, 300000, 64 << 10, 0, &st), 0);
+	raw_write(e.target, over, 1, true, &st);
+	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(dn_stat(e.t.s, "b", "keep", &info), 0);
+	CHECK_EQ(info.size, 300000);
+	/* and the same key is writable right after */
+	CHECK_EQ(put(&e, "crc", buf, 123456, 64 << 10, 0, &st), 0);
+	env_down(&e, 1000);
+	for (size_t i = 0; i < 2; i++)
+		free(later[i].bytes);
+	free(first[0].bytes);
+	free(over[0].bytes);
 	free(buf);
 }
 
@@ -311,6 +352,7 @@ main(void)
 {
 	test_pause_resume_round_trip();
 	test_refusal_after_accept();
+	test_bad_crc();
 	test_client_cancels();
 	test_shutdown_with_write_open();
 	test_slowdown();

@@ -56,6 +56,34 @@ test_chaining_and_reference(void **state)
 }
 
 static void
+test_combine(void **state)
+{
+	static uint8_t buf[200000];
+
+	(void)state;
+	test_fill(&rng, buf, sizeof(buf));
+	for (int i = 0; i < 200; i++) {
+		size_t n = test_rand(&rng) % sizeof(buf), cut = n ? test_rand(&rng) % (n + 1) : 0;
+		uint32_t a = ec_crc32c(0, buf, cut), b = ec_crc32c(0, buf + cut, n - cut);
+		uint32_t whole = ec_crc32c(0, buf, n);
+
+		assert_int_equal(ec_crc32c_combine(a, b, n - cut), whole);
+		/* The other way round: a tail's CRC from the whole and the head. */
+		assert_int_equal(whole ^ ec_crc32c_combine(a, 0, n - cut), b);
+	}
+	/* Empty sides, and lengths past 4 GiB (the table's upper powers) must associate. */
+	{
+		uint32_t a = ec_crc32c(0, "a", 1), b = ec_crc32c(0, "bc", 2), c = 0x12345678;
+		uint64_t lb = (5ull << 30) + 7, lc = (3ull << 32) + 12345;
+
+		assert_int_equal(ec_crc32c_combine(a, 0, 0), a);
+		assert_int_equal(ec_crc32c_combine(0, b, 2), b);
+		assert_int_equal(ec_crc32c_combine(ec_crc32c_combine(a, b, lb), c, lc),
+				 ec_crc32c_combine(a, ec_crc32c_combine(b, c, lc), lb + lc));
+	}
+}
+
+static void
 test_chunks(void **state)
 {
 	static uint8_t buf[300000];
@@ -77,7 +105,15 @@ test_chunks(void **state)
 
 			if (n > len - at)
 				n = len - at;
-			assert_int_equal(ec_chunk_crc_add(&cc, buf + at, n), 0);
+			uint32_t got;
+
+			/* Odd rounds also take each fragment's own CRC from the same pass. */
+			if (round % 2) {
+				assert_int_equal(ec_chunk_crc_add_get(&cc, buf + at, n, &got), 0);
+				assert_int_equal(got, ref_crc32c(0, buf + at, n));
+			} else {
+				assert_int_equal(ec_chunk_crc_add(&cc, buf + at, n), 0);
+			}
 			at += n;
 		}
 		assert_int_equal(ec_chunk_crc_finish(&cc), (int)want);
@@ -110,6 +146,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_vectors),
 		cmocka_unit_test(test_chaining_and_reference),
+		cmocka_unit_test(test_combine),
 		cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_chunk_limits),
 	};

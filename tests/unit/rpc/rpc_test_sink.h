@@ -188,12 +188,13 @@ sink_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **ca
 
 static void
 sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg *segs,
-	  size_t n_segs, size_t len)
+	  size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct sink_obj *o = call_ctx;
 	struct sink *s = o->s;
 	struct sink_job *j;
 	uint64_t off = offset;
+	uint32_t msg_crc = 0;
 
 	for (size_t i = 0; i < n_segs; i++) {
 		if (s->verify)
@@ -202,9 +203,13 @@ sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_
 					atomic_fetch_add(&s->bad_bytes, 1);
 					break;
 				}
-		o->crc = ec_crc32c(o->crc, segs[i].ptr, segs[i].len);
+		msg_crc = ec_crc32c(msg_crc, segs[i].ptr, segs[i].len);
 		off += segs[i].len;
 	}
+	/* The server checked the message's CRC before handing it over: it must match. */
+	if (msg_crc != crc32c)
+		atomic_fetch_add(&s->bad_bytes, 1);
+	o->crc = ec_crc32c_combine(o->crc, msg_crc, len);
 	o->size += len;
 	atomic_fetch_add(&s->bytes, len);
 	if (s->discard)
@@ -442,7 +447,8 @@ static void
 sink_handlers(struct sink *s, struct rpc_server_handlers *h)
 {
 	memset(h, 0, sizeof(*h));
-	h->write = (struct rpc_write_ops){ sink_open, sink_data, sink_commit, sink_abort };
+	h->write = (struct rpc_write_ops){ .open = sink_open, .data = sink_data, .commit = sink_commit,
+					   .abort = sink_abort };
 	h->read = (struct rpc_read_ops){ sink_read_start, sink_read_sent, sink_read_abort };
 	h->unary = sink_unary;
 	h->ctx = s;

@@ -21,6 +21,7 @@
 
 #include "rpc_internal.h"
 #include "rpc_test_sink.h"
+#include "rpc_raw.h"
 #include "zc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -134,125 +135,7 @@ test_put_copy(void **state)
 	run_puts(RPC_MARSHAL_COPY);
 }
 
-/* ---- raw Write calls carrying hand-made (bad) messages */
-
-struct raw_msg {
-	uint8_t *bytes;
-	size_t len;
-};
-
-static grpc_event
-pluck(grpc_completion_queue *cq, void *tag)
-{
-	return grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-}
-
-/* Send msgs on one Write call, half-close, return the status. */
-static void
-raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
-	  struct rpc_status *st)
-{
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	grpc_channel *ch = grpc_channel_create(target, creds, NULL);
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice method = grpc_slice_from_static_string("/zest.Datanode/Write");
-	grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method,
-						   NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	grpc_metadata_array md0, md1;
-	grpc_status_code code;
-	grpc_slice details;
-	grpc_byte_buffer *resp = NULL;
-	grpc_op ops[4];
-
-	grpc_channel_credentials_release(creds);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	assert_int_equal(grpc_call_start_batch(call, ops, 1, (void *)1, NULL), GRPC_CALL_OK);
-	pluck(cq, (void *)1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[0].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[1].op = GRPC_OP_RECV_MESSAGE;
-	ops[1].data.recv_message.recv_message = &resp;
-	ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[2].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[2].data.recv_status_on_client.status = &code;
-	ops[2].data.recv_status_on_client.status_details = &details;
-	assert_int_equal(grpc_call_start_batch(call, ops, 3, (void *)2, NULL), GRPC_CALL_OK);
-	for (size_t i = 0; i < n; i++) {
-		grpc_slice s = grpc_slice_from_copied_buffer((const char *)msgs[i].bytes,
-							     msgs[i].len);
-		grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-		grpc_event ev;
-
-		grpc_slice_unref(s);
-		memset(ops, 0, sizeof(ops));
-		ops[0].op = GRPC_OP_SEND_MESSAGE;
-		ops[0].data.send_message.send_message = bb;
-		assert_int_equal(grpc_call_start_batch(call, ops, 1, (void *)3, NULL),
-				 GRPC_CALL_OK);
-		ev = pluck(cq, (void *)3);
-		grpc_byte_buffer_destroy(bb);
-		if (!ev.success)
-			break; /* the server already answered */
-	}
-	if (close) {
-		memset(ops, 0, sizeof(ops));
-		ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-		assert_int_equal(grpc_call_start_batch(call, ops, 1, (void *)4, NULL),
-				 GRPC_CALL_OK);
-		pluck(cq, (void *)4);
-	}
-	pluck(cq, (void *)2);
-	st->code = code;
-	rpc_slice_to_str(details, st->msg, sizeof(st->msg));
-	grpc_slice_unref(details);
-	if (resp)
-		grpc_byte_buffer_destroy(resp);
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_call_unref(call);
-	grpc_channel_destroy(ch);
-	grpc_completion_queue_shutdown(cq);
-	while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_past(GPR_CLOCK_REALTIME), NULL).type !=
-	       GRPC_QUEUE_SHUTDOWN)
-		;
-	grpc_completion_queue_destroy(cq);
-}
-
-/* Pack a WriteChunk: open (when key), offset, data of len pattern bytes, crc (+bad). */
-static struct raw_msg
-chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size_t len,
-	  bool commit, uint32_t crc_xor)
-{
-	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
-	struct raw_msg m;
-	uint8_t *data = malloc(len + 1);
-
-	assert_non_null(data);
-	memset(data, 'x', len);
-	if (key) {
-		open.bucket = strcmp(key, "refused") ? "b" : "nosuchbucket";
-		open.key = (char *)key;
-		open.size = size;
-		open.size_known = size_known;
-		wc.open = &open;
-	}
-	wc.offset = offset;
-	wc.data.data = data;
-	wc.data.len = len;
-	wc.crc32c = ec_crc32c(0, data, len) ^ crc_xor;
-	wc.commit = commit;
-	m.len = zest__write_chunk__get_packed_size(&wc);
-	m.bytes = malloc(m.len + 1);
-	assert_non_null(m.bytes);
-	zest__write_chunk__pack(&wc, m.bytes);
-	free(data);
-	return m;
-}
+/* ---- raw Write calls carrying hand-made (bad) messages: rpc_raw.h */
 
 static const char *
 long_key(void)
