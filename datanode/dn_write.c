@@ -430,6 +430,7 @@ stripe_close(struct dn_write *w)
 		if (e && !err)
 			err = e;
 	}
+	ec_stripe_finish(&w->st);
 	for (unsigned p = 0; p < w->m; p++) {
 		unsigned c = w->k + p;
 		struct dn_drive *d = &w->s->drives[w->pdrive[p]];

@@ -57,17 +57,19 @@ int ec_codec_decode(struct ec_codec *codec, size_t len, uint8_t *const *cells, u
  * ec_encode_data_update, so nothing is gathered. Cells shorter than cell_len (the end of
  * an object) count as zero-padded. Parity equals ec_codec_encode() byte for byte.
  *
- * The parity buffers are the caller's (cell_len bytes each, any alignment); they are
- * zeroed by ec_stripe_init.
+ * The parity buffers are the caller's (cell_len bytes each, any alignment, any old
+ * contents): the first cell to reach a parity byte writes it, later cells fold into it,
+ * so no zeroing pass runs before the data. ec_stripe_finish() completes the parity.
  */
 struct ec_stripe {
 	const struct ec_codec *codec;
 	size_t cell_len;
 	uint8_t *parity[EC_MAX_CELLS];
 	size_t filled[EC_MAX_CELLS]; /* bytes received per data cell */
+	size_t ready;                /* parity prefix holding sums: the longest cell's fill */
 };
 
-/* Start a stripe; parity[0..m) are zeroed. Returns 0 or -EINVAL. */
+/* Start a stripe over parity[0..m). Returns 0 or -EINVAL. */
 int ec_stripe_init(struct ec_stripe *stripe, const struct ec_codec *codec, size_t cell_len,
 		   uint8_t *const *parity);
 
@@ -77,6 +79,13 @@ int ec_stripe_init(struct ec_stripe *stripe, const struct ec_codec *codec, size_
  * Returns 0, or -EINVAL when cell is out of range or the cell would overflow.
  */
 int ec_stripe_add(struct ec_stripe *stripe, unsigned cell, const void *frag, size_t len);
+
+/*
+ * The data is all in (the cells not filled count as zero-padded): zero the parity past
+ * the longest cell, so parity[0..m) hold the full cell_len bytes of parity. Call it
+ * before the parity is read.
+ */
+void ec_stripe_finish(struct ec_stripe *stripe);
 
 /* Bytes received so far for data cell `cell`. */
 static inline size_t

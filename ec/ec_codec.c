@@ -21,13 +21,21 @@ ec_codec_create(unsigned k, unsigned m, struct ec_codec **out)
 	c->m = m;
 	c->matrix = malloc((size_t)(k + m) * k);
 	c->enc_tables = malloc((size_t)32 * k * m);
-	if (!c->matrix || !c->enc_tables) {
+	c->col_tables = malloc((size_t)32 * k * m);
+	if (!c->matrix || !c->enc_tables || !c->col_tables) {
 		ec_codec_destroy(c);
 		return -ENOMEM;
 	}
 	/* Cauchy rather than Vandermonde: every k-row subset of it is invertible. */
 	gf_gen_cauchy1_matrix(c->matrix, (int)(k + m), (int)k);
 	ec_init_tables((int)k, (int)m, c->matrix + (size_t)k * k, c->enc_tables);
+	for (unsigned i = 0; i < k; i++) {
+		unsigned char col[EC_MAX_CELLS];
+
+		for (unsigned j = 0; j < m; j++)
+			col[j] = c->matrix[(size_t)(k + j) * k + i];
+		ec_init_tables(1, (int)m, col, c->col_tables + (size_t)32 * m * i);
+	}
 	pthread_mutex_init(&c->cache_lock, NULL);
 	*out = c;
 	return 0;
@@ -42,6 +50,7 @@ ec_codec_destroy(struct ec_codec *c)
 		free(c->cache[i].tables);
 	if (c->matrix && c->enc_tables)
 		pthread_mutex_destroy(&c->cache_lock);
+	free(c->col_tables);
 	free(c->enc_tables);
 	free(c->matrix);
 	free(c);

@@ -20,6 +20,7 @@ struct ec_codec {
 	unsigned k, m;
 	unsigned char *matrix;     /* (k + m) x k generator, identity on top */
 	unsigned char *enc_tables; /* ec_init_tables of the m parity rows */
+	unsigned char *col_tables; /* per data column: k=1 tables of its m coefficients */
 
 	pthread_mutex_t cache_lock;
 	struct ec_decode_entry cache[EC_DECODE_CACHE];

@@ -59,6 +59,7 @@ run_once(enum which w, struct bufs *b, struct ec_codec *c, size_t frag)
 			for (size_t off = 0; off < b->cell; off += frag)
 				ec_stripe_add(&st, i, b->cells[i] + off,
 					      b->cell - off < frag ? b->cell - off : frag);
+		ec_stripe_finish(&st);
 		break;
 	}
 	case DECODE: {
