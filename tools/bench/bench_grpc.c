@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "bench_report.h"
@@ -35,6 +37,7 @@ struct bench {
 	struct rpc_client *cl;
 	uint64_t obj_size, chunk, objects_max, deadline_ns, measure_from;
 	const char *bucket;
+	char prefix[48]; /* keys of this run, so a rerun never overwrites the last one */
 	uint8_t *src;
 	struct slot *slots;
 	unsigned n_slots;
@@ -126,7 +129,7 @@ slot_start(struct slot *s)
 		stop = n >= b->objects_max;
 	}
 	if (!stop) {
-		snprintf(key, sizeof(key), "bench/%d/%u", s->id, s->seq++);
+		snprintf(key, sizeof(key), "%s/%d/%u", b->prefix, s->id, s->seq++);
 		open.bucket = (char *)b->bucket;
 		open.key = key;
 		open.size = b->obj_size;
@@ -222,6 +225,7 @@ bench_grpc_main(int argc, char **argv)
 	b.obj_size = 16u << 20;
 	b.chunk = 1u << 20;
 	b.bucket = "bench";
+	snprintf(b.prefix, sizeof(b.prefix), "bench-%lx-%d", (long)time(NULL), getpid());
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
