@@ -20,22 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(x)                                                                              \
-	do {                                                                                  \
-		if (!(x)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x); \
-			abort();                                                              \
-		}                                                                             \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                        \
-	do {                                                                                  \
-		long long _a = (long long)(a), _b = (long long)(b);                           \
-		if (_a != _b) {                                                               \
-			fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, \
-			        __LINE__, #a, _a, #b, _b);                                    \
-			abort();                                                              \
-		}                                                                             \
-	} while (0)
+#include "../t_check.h"
 
 static _Thread_local uint64_t t_rng =
         0x9e3779b97f4a7c15ull; /* per thread: writers race otherwise */

@@ -19,14 +19,7 @@
 #include "ec.h"
 #include "rpc.h"
 #include "zest.pb-c.h"
-
-#define RAW_CHECK(x)                                                                          \
-	do {                                                                                  \
-		if (!(x)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x); \
-			abort();                                                              \
-		}                                                                             \
-	} while (0)
+#include "../t_check.h"
 
 struct raw_msg {
 	uint8_t *bytes;
@@ -61,7 +54,7 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 	grpc_metadata_array_init(&md1);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	RAW_CHECK(grpc_call_start_batch(call, ops, 1, (void *)1, NULL) == GRPC_CALL_OK);
+	CHECK(grpc_call_start_batch(call, ops, 1, (void *)1, NULL) == GRPC_CALL_OK);
 	pluck(cq, (void *)1);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
@@ -72,7 +65,7 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 	ops[2].data.recv_status_on_client.trailing_metadata = &md1;
 	ops[2].data.recv_status_on_client.status = &code;
 	ops[2].data.recv_status_on_client.status_details = &details;
-	RAW_CHECK(grpc_call_start_batch(call, ops, 3, (void *)2, NULL) == GRPC_CALL_OK);
+	CHECK(grpc_call_start_batch(call, ops, 3, (void *)2, NULL) == GRPC_CALL_OK);
 	for (size_t i = 0; i < n; i++) {
 		grpc_slice s =
 		        grpc_slice_from_copied_buffer((const char *)msgs[i].bytes, msgs[i].len);
@@ -83,7 +76,7 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 		memset(ops, 0, sizeof(ops));
 		ops[0].op = GRPC_OP_SEND_MESSAGE;
 		ops[0].data.send_message.send_message = bb;
-		RAW_CHECK(grpc_call_start_batch(call, ops, 1, (void *)3, NULL) == GRPC_CALL_OK);
+		CHECK(grpc_call_start_batch(call, ops, 1, (void *)3, NULL) == GRPC_CALL_OK);
 		ev = pluck(cq, (void *)3);
 		grpc_byte_buffer_destroy(bb);
 		if (!ev.success)
@@ -92,7 +85,7 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 	if (close) {
 		memset(ops, 0, sizeof(ops));
 		ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-		RAW_CHECK(grpc_call_start_batch(call, ops, 1, (void *)4, NULL) == GRPC_CALL_OK);
+		CHECK(grpc_call_start_batch(call, ops, 1, (void *)4, NULL) == GRPC_CALL_OK);
 		pluck(cq, (void *)4);
 	}
 	pluck(cq, (void *)2);
@@ -129,7 +122,7 @@ chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size
 	struct raw_msg m;
 	uint8_t *data = malloc(len + 1);
 
-	RAW_CHECK(data);
+	CHECK(data);
 	memset(data, 'x', len);
 	if (key) {
 		open.bucket = strcmp(key, "refused") ? "b" : "nosuchbucket";
@@ -145,7 +138,7 @@ chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size
 	wc.commit = commit;
 	m.len = zest__write_chunk__get_packed_size(&wc);
 	m.bytes = malloc(m.len + 1);
-	RAW_CHECK(m.bytes);
+	CHECK(m.bytes);
 	zest__write_chunk__pack(&wc, m.bytes);
 	free(data);
 	return m;
