@@ -179,6 +179,7 @@ test_bad_crc(void)
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
 	CHECK_EQ(dn_stat(e.t.s, "b", "keep", &info), 0);
 	CHECK_EQ(info.size, 300000);
+	dn_object_info_fini(&info);
 	/* and the same key is writable right after */
 	CHECK_EQ(put(&e, "crc", buf, 123456, 64 << 10, 0, &st), 0);
 	env_down(&e, 1000);
