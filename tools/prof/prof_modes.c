@@ -49,8 +49,8 @@ prof_modes_parse(const char *list, enum prof_mode *modes, char *err, size_t errl
 		}
 		if (m == PROF_MODE_COUNT) {
 			snprintf(err, errlen,
-				 "--modes: unknown mode '%.*s' (known: copy, zerocopy, discard)",
-				 (int)len, p);
+			         "--modes: unknown mode '%.*s' (known: copy, zerocopy, discard)",
+			         (int)len, p);
 			return -EINVAL;
 		}
 		if (seen[m]) {

@@ -8,8 +8,8 @@
 #include "zc.h"
 
 static const char *const metric_keys[PROF_M_COUNT] = {
-	"mib_per_s", "cpu_s_per_gib",	"copied_per_byte",	 "p50_ms",
-	"p99_ms",    "peak_rss_mib", "instructions_per_byte"
+	"mib_per_s", "cpu_s_per_gib", "copied_per_byte",      "p50_ms",
+	"p99_ms",    "peak_rss_mib",  "instructions_per_byte"
 };
 static const char *const metric_titles[PROF_M_COUNT] = {
 	"throughput MiB/s", "datanode CPU-s/GiB",    "copied bytes/byte", "latency p50 ms",
@@ -77,7 +77,7 @@ json_flames(FILE *out, const struct prof_summary *s)
 		const struct prof_flame_out *fl = &s->mode[i].flame;
 
 		fprintf(out, "%s\"%s\":{\"samples\":%ld", i ? "," : "", name_of(s, i),
-			fl->samples > 0 ? fl->samples : 0);
+		        fl->samples > 0 ? fl->samples : 0);
 		if (fl->samples > 0) {
 			fprintf(out, ",\"svg\":");
 			zc_json_string(out, fl->svg);
@@ -119,7 +119,8 @@ prof_report_json(FILE *out, const struct prof_summary *s)
 		json_metrics(out, s->mode[i].ratio);
 		fprintf(out, "}");
 	}
-	fprintf(out, ",\"pairs\":%u,\"via\":\"%s\",\"obj_size\":", s->rounds, s->s3 ? "s3" : "grpc");
+	fprintf(out, ",\"pairs\":%u,\"via\":\"%s\",\"obj_size\":", s->rounds,
+	        s->s3 ? "s3" : "grpc");
 	zc_json_string(out, s->obj_size);
 	fprintf(out, ",\"concurrent\":%u,\"ec\":", s->concurrent);
 	zc_json_string(out, s->ec);
@@ -178,7 +179,7 @@ table_threads(FILE *out, const struct prof_summary *s)
 			rows[b - 1] = t;
 		}
 	fprintf(out, "# datanode CPU-s per payload GiB by thread (medians; trailing digits "
-		     "folded to #)\n");
+	             "folded to #)\n");
 	fprintf(out, "%-24s", "thread");
 	for (unsigned i = 0; i < s->n_modes; i++)
 		fprintf(out, " %12s", name_of(s, i));
@@ -187,7 +188,7 @@ table_threads(FILE *out, const struct prof_summary *s)
 		/* Sorted: the rest are idle threads (gRPC's timers, metrics, heal). */
 		if (rows[r].cpu_s < SMALL_CPU_S_PER_GIB) {
 			fprintf(out, "# %u more thread groups under %.3g CPU-s/GiB in every mode\n",
-				n - r, SMALL_CPU_S_PER_GIB);
+			        n - r, SMALL_CPU_S_PER_GIB);
 			break;
 		}
 		fprintf(out, "%-24s", rows[r].name);
@@ -207,20 +208,20 @@ static void
 table_store(FILE *out, const struct prof_summary *s)
 {
 	fprintf(out,
-		"# kernel store baseline: %u files, 1 MiB write()s from a 64 MiB buffer, fdatasync, "
-		"in %s (median of %u)\n",
-		s->k + s->m, s->drives, s->rounds);
+	        "# kernel store baseline: %u files, 1 MiB write()s from a 64 MiB buffer, "
+	        "fdatasync, "
+	        "in %s (median of %u)\n",
+	        s->k + s->m, s->drives, s->rounds);
 	fprintf(out, "%-24s %12.4g\n", "store MiB/s", s->store.mib_per_s);
 	fprintf(out, "%-24s %12.4g  (user %.3g, sys %.3g)\n", "store CPU-s/GiB",
-		s->store.cpu_s_per_gib, s->store.user_s_per_gib, s->store.sys_s_per_gib);
+	        s->store.cpu_s_per_gib, s->store.user_s_per_gib, s->store.sys_s_per_gib);
 	if (!isfinite(s->floor))
 		return;
 	fprintf(out, "# CPU floor of the full path: discard + %u/%u x store = %.3g CPU-s/GiB",
-		s->k + s->m, s->k, s->floor);
+	        s->k + s->m, s->k, s->floor);
 	for (unsigned i = 0; i < s->n_modes; i++)
 		if (s->mode[i].mode != PROF_MODE_DISCARD)
-			fprintf(out, "; %s measured %.3g", name_of(s, i),
-				s->mode[i].v[PROF_M_CPU]);
+			fprintf(out, "; %s measured %.3g", name_of(s, i), s->mode[i].v[PROF_M_CPU]);
 	fprintf(out, "\n");
 }
 
@@ -239,14 +240,16 @@ prof_report_table(FILE *out, const struct prof_summary *s)
 		fprintf(out, ", ");
 	}
 	fprintf(out, "%s load, %s objects, %u streams, RS %s, drives in %s\n",
-		s->s3 ? "S3 (through zest-s3gw)" : "gRPC", s->obj_size, s->concurrent, s->ec,
-		s->drives);
+	        s->s3 ? "S3 (through zest-s3gw)" : "gRPC", s->obj_size, s->concurrent, s->ec,
+	        s->drives);
 	if (legacy)
-		fprintf(out, "# medians over the pairs; ratio = median of per-pair zerocopy / copy\n");
+		fprintf(out,
+		        "# medians over the pairs; ratio = median of per-pair zerocopy / copy\n");
 	else if (s->n_modes > 1)
-		fprintf(out, "# medians over the rounds; ratios are against the first mode, %s: "
-			     "the median of per-round MODE / %s\n",
-			name_of(s, 0), name_of(s, 0));
+		fprintf(out,
+		        "# medians over the rounds; ratios are against the first mode, %s: "
+		        "the median of per-round MODE / %s\n",
+		        name_of(s, 0), name_of(s, 0));
 	else
 		fprintf(out, "# medians over the rounds\n");
 	fprintf(out, "%-24s", "");
@@ -282,9 +285,10 @@ prof_report_table(FILE *out, const struct prof_summary *s)
 
 		if (fl->samples > 0)
 			fprintf(out,
-				"# flame graph, %s: %s (%ld samples, %.1f%% of them in a user-space "
-				"memcpy/memmove)\n",
-				name_of(s, i), fl->svg, fl->samples, 100 * fl->copy_share);
+			        "# flame graph, %s: %s (%ld samples, %.1f%% of them in a "
+			        "user-space "
+			        "memcpy/memmove)\n",
+			        name_of(s, i), fl->svg, fl->samples, 100 * fl->copy_share);
 	}
 }
 
@@ -297,11 +301,13 @@ prof_report_svg(const char *path, const struct prof_summary *s)
 
 	if (!f)
 		return -errno;
-	fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
-		   "font-family='sans-serif' font-size='12'>\n", w, top + row * PROF_M_COUNT + 30);
+	fprintf(f,
+	        "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
+	        "font-family='sans-serif' font-size='12'>\n",
+	        w, top + row * PROF_M_COUNT + 30);
 	if (prof_report_is_default(s)) {
 		fprintf(f, "<text x='10' y='20' font-size='15'>zest-prof: copy vs zero-copy "
-			   "(bars scaled per metric)</text>\n");
+		           "(bars scaled per metric)</text>\n");
 	} else {
 		fprintf(f, "<text x='10' y='20' font-size='15'>zest-prof:");
 		for (unsigned i = 0; i < s->n_modes; i++)
@@ -312,9 +318,10 @@ prof_report_svg(const char *path, const struct prof_summary *s)
 	for (unsigned i = 0; i < s->n_modes; i++) {
 		int x = 520 - 70 * ((int)s->n_modes - 2) + 70 * (int)i;
 
-		fprintf(f, "<rect x='%d' y='8' width='12' height='12' fill='%s'/>"
-			   "<text x='%d' y='19'>%s</text>",
-			x, colors[s->mode[i].mode], x + 16, name_of(s, i));
+		fprintf(f,
+		        "<rect x='%d' y='8' width='12' height='12' fill='%s'/>"
+		        "<text x='%d' y='19'>%s</text>",
+		        x, colors[s->mode[i].mode], x + 16, name_of(s, i));
 	}
 	fprintf(f, "\n");
 	for (int mt = 0; mt < PROF_M_COUNT; mt++) {
@@ -333,10 +340,11 @@ prof_report_svg(const char *path, const struct prof_summary *s)
 			double v = s->mode[b].v[mt];
 			int len = max > 0 ? (int)(v / max * 380) : 0;
 
-			fprintf(f, "<rect x='200' y='%d' width='%d' height='18' fill='%s'/>"
-				   "<text x='%d' y='%d'>%.4g</text>\n",
-				y + (int)b * 22, len, colors[s->mode[b].mode], 206 + len,
-				y + (int)b * 22 + 14, v);
+			fprintf(f,
+			        "<rect x='200' y='%d' width='%d' height='18' fill='%s'/>"
+			        "<text x='%d' y='%d'>%.4g</text>\n",
+			        y + (int)b * 22, len, colors[s->mode[b].mode], 206 + len,
+			        y + (int)b * 22 + 14, v);
 		}
 		y += row;
 	}

@@ -36,7 +36,7 @@ enum prof_metric {
 /* What --perf drew for one mode. */
 struct prof_flame_out {
 	char svg[PATH_MAX + 32], folded[PATH_MAX + 32];
-	long samples;	   /* -errno when there is no profile */
+	long samples;      /* -errno when there is no profile */
 	double copy_share; /* share of samples with a user-space memcpy/memmove frame */
 };
 

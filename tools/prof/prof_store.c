@@ -12,7 +12,7 @@
 #include "prof_store.h"
 
 #define MAX_FILES 64
-#define GIB	  (1024.0 * 1024.0 * 1024.0)
+#define GIB       (1024.0 * 1024.0 * 1024.0)
 
 /*
  * The source of the writes: 64 MiB, cycled. The datanode's io_uring workers copy from gRPC

@@ -29,6 +29,6 @@ struct prof_store_result {
  * Returns 0, -EINVAL on bad arguments, -ENOMEM, or the -errno of a failed file operation.
  */
 int prof_store_measure(const char *dir, unsigned files, uint64_t total,
-		       struct prof_store_result *r);
+                       struct prof_store_result *r);
 
 #endif

@@ -12,7 +12,7 @@
 
 int
 prof_threads_parse_stat(const char *line, char *comm, size_t comm_len, uint64_t *utime,
-			uint64_t *stime)
+                        uint64_t *stime)
 {
 	const char *open = strchr(line, '('), *close = strrchr(line, ')');
 	unsigned long long ut, st;
@@ -23,7 +23,7 @@ prof_threads_parse_stat(const char *line, char *comm, size_t comm_len, uint64_t 
 		return -EINVAL;
 	/* After the comm: state, then ten numbers, then utime and stime (fields 14, 15). */
 	if (sscanf(close + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &state, &ut,
-		   &st) != 3)
+	           &st) != 3)
 		return -EINVAL;
 	len = (size_t)(close - open - 1);
 	if (len >= comm_len)
@@ -161,8 +161,8 @@ by_cpu_desc(const void *a, const void *b)
 
 unsigned
 prof_threads_delta(const struct prof_threads *before, const struct prof_threads *after,
-		   double process_cpu_s, double tick_s, struct prof_thread_group *groups,
-		   unsigned max)
+                   double process_cpu_s, double tick_s, struct prof_thread_group *groups,
+                   unsigned max)
 {
 	double sum = 0;
 	unsigned n = 0;

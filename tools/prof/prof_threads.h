@@ -24,7 +24,7 @@
 struct prof_thread_stat {
 	int tid;
 	char name[PROF_THREAD_NAME_MAX]; /* folded */
-	uint64_t ticks;			 /* utime + stime, clock ticks */
+	uint64_t ticks;                  /* utime + stime, clock ticks */
 };
 
 /* One snapshot of a process's threads (caller's storage; prof_threads_fini frees). */
@@ -45,7 +45,7 @@ struct prof_thread_group {
  * (fields 14 and 15) in clock ticks. Returns 0 or -EINVAL on a malformed line.
  */
 int prof_threads_parse_stat(const char *line, char *comm, size_t comm_len, uint64_t *utime,
-			    uint64_t *stime);
+                            uint64_t *stime);
 
 /* Writes comm with its trailing digits replaced by one '#' into out (cut to n); a name
  * without trailing digits is copied unchanged. */
@@ -68,7 +68,7 @@ void prof_threads_fini(struct prof_threads *s);
  * largest first. Returns the number of groups.
  */
 unsigned prof_threads_delta(const struct prof_threads *before, const struct prof_threads *after,
-			    double process_cpu_s, double tick_s, struct prof_thread_group *groups,
-			    unsigned max);
+                            double process_cpu_s, double tick_s, struct prof_thread_group *groups,
+                            unsigned max);
 
 #endif

@@ -65,7 +65,7 @@ test_bad_lists(void **state)
 	expect_error("copyx", "--modes: unknown mode 'copyx' (known: copy, zerocopy, discard)");
 	expect_error("Copy", "--modes: unknown mode 'Copy' (known: copy, zerocopy, discard)");
 	expect_error("copy, zerocopy",
-		     "--modes: unknown mode ' zerocopy' (known: copy, zerocopy, discard)");
+	             "--modes: unknown mode ' zerocopy' (known: copy, zerocopy, discard)");
 	expect_error("zerocopy,discard,zerocopy", "--modes: 'zerocopy' listed twice");
 }
 

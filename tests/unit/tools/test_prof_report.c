@@ -16,9 +16,15 @@
 static void
 fill(struct prof_summary *s, const enum prof_mode *modes, unsigned n)
 {
-	*s = (struct prof_summary){ .n_modes = n, .rounds = 3, .concurrent = 4, .k = 4, .m = 2,
-				    .obj_size = "4MiB", .ec = "4+2", .drives = "/dev/shm/x",
-				    .floor = NAN };
+	*s = (struct prof_summary){ .n_modes = n,
+		                    .rounds = 3,
+		                    .concurrent = 4,
+		                    .k = 4,
+		                    .m = 2,
+		                    .obj_size = "4MiB",
+		                    .ec = "4+2",
+		                    .drives = "/dev/shm/x",
+		                    .floor = NAN };
 	for (unsigned i = 0; i < n; i++) {
 		struct prof_mode_summary *ms = &s->mode[i];
 
@@ -66,23 +72,24 @@ test_default_modes(void **state)
 	assert_non_null(strstr(out, "},\"zerocopy\":{\"mib_per_s\":2,"));
 	assert_non_null(strstr(out, "},\"ratio\":{\"mib_per_s\":2,"));
 	assert_non_null(strstr(out, ",\"pairs\":3,\"via\":\"grpc\",\"obj_size\":\"4MiB\","
-				    "\"concurrent\":4,\"ec\":\"4+2\""));
+	                            "\"concurrent\":4,\"ec\":\"4+2\""));
 	assert_non_null(strstr(out, "\"instructions_per_byte\":null"));
 	assert_non_null(strstr(out, "\"threads_cpu_s_per_gib\":{\"iou-wrk-#\":0.9,"));
 	assert_null(strstr(out, "\"ratio_zerocopy\""));
 	assert_null(strstr(out, "\"store\""));
 	free(out);
 	out = capture(&s, false);
-	assert_non_null(strstr(out, "# zest-prof: 3 pairs, gRPC load, 4MiB objects, 4 streams, "
-				    "RS 4+2, drives in /dev/shm/x\n"
-				    "# medians over the pairs; ratio = median of per-pair "
-				    "zerocopy / copy\n"
-				    "                                 copy     zerocopy      "
-				    "ratio\n"
-				    "throughput MiB/s                    1            2          2\n"));
+	assert_non_null(strstr(out,
+	                       "# zest-prof: 3 pairs, gRPC load, 4MiB objects, 4 streams, "
+	                       "RS 4+2, drives in /dev/shm/x\n"
+	                       "# medians over the pairs; ratio = median of per-pair "
+	                       "zerocopy / copy\n"
+	                       "                                 copy     zerocopy      "
+	                       "ratio\n"
+	                       "throughput MiB/s                    1            2          2\n"));
 	assert_null(strstr(out, "instructions/byte"));
 	assert_non_null(strstr(out, "iou-wrk-#                       0.900        1.900\n"
-				    "# 1 more thread groups under"));
+	                            "# 1 more thread groups under"));
 	free(out);
 }
 
@@ -90,7 +97,7 @@ static void
 test_discard_with_store(void **state)
 {
 	static const enum prof_mode modes[] = { PROF_MODE_DISCARD, PROF_MODE_ZEROCOPY,
-						PROF_MODE_COPY };
+		                                PROF_MODE_COPY };
 	struct prof_summary s;
 	char *out;
 
@@ -98,8 +105,9 @@ test_discard_with_store(void **state)
 	fill(&s, modes, 3);
 	assert_false(prof_report_is_default(&s));
 	s.has_store = true;
-	s.store = (struct prof_store_result){ .mib_per_s = 2000, .cpu_s_per_gib = 0.5,
-					      .user_s_per_gib = 0, .sys_s_per_gib = 0.5 };
+	s.store = (struct prof_store_result){
+		.mib_per_s = 2000, .cpu_s_per_gib = 0.5, .user_s_per_gib = 0, .sys_s_per_gib = 0.5
+	};
 	s.floor = s.mode[0].v[PROF_M_CPU] + 1.5 * 0.5;
 	out = capture(&s, true);
 	assert_true(!strncmp(out, "{\"discard\":{\"mib_per_s\":1,", 26));
@@ -109,9 +117,9 @@ test_discard_with_store(void **state)
 	assert_non_null(strstr(out, ",\"ratio_copy\":{\"mib_per_s\":3,"));
 	assert_null(strstr(out, "\"ratio\":"));
 	assert_non_null(strstr(out, "\"modes\":[\"discard\",\"zerocopy\",\"copy\"],"
-				    "\"ratio_base\":\"discard\""));
+	                            "\"ratio_base\":\"discard\""));
 	assert_non_null(strstr(out, "\"store\":{\"files\":6,\"mib_per_s\":2000,"
-				    "\"cpu_s_per_gib\":0.5,"));
+	                            "\"cpu_s_per_gib\":0.5,"));
 	assert_non_null(strstr(out, "\"floor_cpu_s_per_gib\":2.75"));
 	free(out);
 	out = capture(&s, false);
@@ -120,7 +128,7 @@ test_discard_with_store(void **state)
 	assert_non_null(strstr(out, "zerocopy/discard"));
 	assert_non_null(strstr(out, "store CPU-s/GiB"));
 	assert_non_null(strstr(out, "discard + 6/4 x store = 2.75 CPU-s/GiB; zerocopy measured "
-				    "3; copy measured 4\n"));
+	                            "3; copy measured 4\n"));
 	free(out);
 }
 

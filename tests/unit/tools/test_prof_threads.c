@@ -22,12 +22,12 @@ test_parse_stat(void **state)
 {
 	/* Fields 14 and 15 (utime, stime) are 250 and 75 in each line. */
 	static const char plain[] =
-		"4242 (dn-drive3) S 1 4242 4242 0 -1 4194624 9 0 0 0 250 75 0 0 20 0 9 0 "
-		"123456 1234567 890 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 "
-		"0 0\n";
+	        "4242 (dn-drive3) S 1 4242 4242 0 -1 4194624 9 0 0 0 250 75 0 0 20 0 9 0 "
+	        "123456 1234567 890 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 "
+	        "0 0\n";
 	/* A comm may hold spaces, '(' and ')': only the last ')' ends it. */
 	static const char odd[] = "77 (a) b (c)) R 1 77 77 34816 77 4194304 120 0 0 0 250 75 "
-				  "0 0 20 0 1 0 99 4096 10 18446744073709551615\n";
+	                          "0 0 20 0 1 0 99 4096 10 18446744073709551615\n";
 	char comm[PROF_THREAD_NAME_MAX];
 	uint64_t ut = 0, st = 0;
 
@@ -54,19 +54,19 @@ test_parse_stat_malformed(void **state)
 
 	(void)state;
 	assert_int_equal(prof_threads_parse_stat("", comm, sizeof(comm), &ut, &st), -EINVAL);
-	assert_int_equal(prof_threads_parse_stat("12 dn-write S 1 2 3", comm, sizeof(comm), &ut,
-						 &st),
-			 -EINVAL);
-	assert_int_equal(prof_threads_parse_stat("12 )dn-write( S 1 2 3 4 5 6 7 8 9 10 11 12",
-						 comm, sizeof(comm), &ut, &st),
-			 -EINVAL);
+	assert_int_equal(
+	        prof_threads_parse_stat("12 dn-write S 1 2 3", comm, sizeof(comm), &ut, &st),
+	        -EINVAL);
+	assert_int_equal(prof_threads_parse_stat("12 )dn-write( S 1 2 3 4 5 6 7 8 9 10 11 12", comm,
+	                                         sizeof(comm), &ut, &st),
+	                 -EINVAL);
 	/* cut short before stime */
 	assert_int_equal(prof_threads_parse_stat("12 (x) S 1 12 12 0 -1 0 0 0 0 0 250", comm,
-						 sizeof(comm), &ut, &st),
-			 -EINVAL);
+	                                         sizeof(comm), &ut, &st),
+	                 -EINVAL);
 	assert_int_equal(prof_threads_parse_stat("12 (x) S 1 12 12 0 -1 0 0 0 0 0 a b", comm,
-						 sizeof(comm), &ut, &st),
-			 -EINVAL);
+	                                         sizeof(comm), &ut, &st),
+	                 -EINVAL);
 }
 
 static void
@@ -202,8 +202,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_stat),   cmocka_unit_test(test_parse_stat_malformed),
-		cmocka_unit_test(test_fold_name),    cmocka_unit_test(test_delta),
+		cmocka_unit_test(test_parse_stat),    cmocka_unit_test(test_parse_stat_malformed),
+		cmocka_unit_test(test_fold_name),     cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_snapshot_self),
 	};
 
