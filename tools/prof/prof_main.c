@@ -36,15 +36,6 @@
 /* Bytes the store baseline writes per round: enough for a steady rate, ~1 s on tmpfs. */
 #define STORE_BYTES (1536ull << 20)
 
-#define M_MIBS	 PROF_M_MIBS
-#define M_CPU	 PROF_M_CPU
-#define M_COPIED PROF_M_COPIED
-#define M_P50	 PROF_M_P50
-#define M_P99	 PROF_M_P99
-#define M_RSS	 PROF_M_RSS
-#define M_IPB	 PROF_M_IPB
-#define M_COUNT	 PROF_M_COUNT
-
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
 	const char *flame, *call_graph, *modes_arg;
@@ -355,13 +346,13 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 		if (callgrind_control(dn_pid, "-d", log_path) == 0)
 			ipb = callgrind_total(dump) / (c1.received - c0.received);
 	}
-	r->v[M_MIBS] = prof_json_number(out, "mib_per_s");
-	r->v[M_P50] = prof_json_number(out, "p50");
-	r->v[M_P99] = prof_json_number(out, "p99");
-	r->v[M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
-	r->v[M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
-	r->v[M_RSS] = prof_peak_rss_mib(dn_pid);
-	r->v[M_IPB] = ipb;
+	r->v[PROF_M_MIBS] = prof_json_number(out, "mib_per_s");
+	r->v[PROF_M_P50] = prof_json_number(out, "p50");
+	r->v[PROF_M_P99] = prof_json_number(out, "p99");
+	r->v[PROF_M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
+	r->v[PROF_M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
+	r->v[PROF_M_RSS] = prof_peak_rss_mib(dn_pid);
+	r->v[PROF_M_IPB] = ipb;
 	if (th_ok)
 		thread_groups(&th0, &th1, cpu1 - cpu0, (c1.received - c0.received) / GIB, r);
 	rc = 0;
@@ -647,7 +638,7 @@ summarize(const struct opts *o, struct run (*runs)[MAX_PAIRS],
 		struct prof_mode_summary *ms = &s->mode[i];
 
 		ms->mode = o->modes[i];
-		for (int mt = 0; mt < M_COUNT; mt++) {
+		for (int mt = 0; mt < PROF_M_COUNT; mt++) {
 			ms->v[mt] = median_of(runs[i], o->pairs, (enum prof_metric)mt);
 			ms->ratio[mt] = i ? ratio_of(runs[0], runs[i], o->pairs,
 						     (enum prof_metric)mt)
@@ -669,7 +660,7 @@ summarize(const struct opts *o, struct run (*runs)[MAX_PAIRS],
 	 * per payload byte; the part of the full path no user-space change removes. */
 	for (unsigned i = 0; i < o->n_modes; i++)
 		if (o->modes[i] == PROF_MODE_DISCARD)
-			s->floor = s->mode[i].v[M_CPU] +
+			s->floor = s->mode[i].v[PROF_M_CPU] +
 				   (double)(o->k + o->m) / o->k * s->store.cpu_s_per_gib;
 }
 
@@ -734,8 +725,8 @@ main(int argc, char **argv)
 			if (run_once(&o, o.modes[i], 100, TOOL_CALLGRIND, &extra[i]) != 0)
 				break;
 		for (unsigned j = 0; i == o.n_modes && j < o.n_modes; j++) {
-			sum.mode[j].v[M_IPB] = extra[j].v[M_IPB];
-			sum.mode[j].ratio[M_IPB] = j ? extra[j].v[M_IPB] / extra[0].v[M_IPB] : NAN;
+			sum.mode[j].v[PROF_M_IPB] = extra[j].v[PROF_M_IPB];
+			sum.mode[j].ratio[PROF_M_IPB] = j ? extra[j].v[PROF_M_IPB] / extra[0].v[PROF_M_IPB] : NAN;
 		}
 		o.keep = true;
 	}
