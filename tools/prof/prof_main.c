@@ -38,7 +38,7 @@
 
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
-	const char *flame, *call_graph, *modes_arg;
+	const char *flame, *call_graph;
 	unsigned pairs, concurrent, n_modes, k, m;
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool s3, json, callgrind, perf, keep, store_baseline;
