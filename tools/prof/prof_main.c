@@ -1,52 +1,55 @@
 /*
- * zest-prof: copy against zero-copy, side by side, on the same machine in the same run.
+ * zest-prof: datanode modes side by side, on the same machine in the same run.
  *
- * For each of --pairs pairs it starts a fresh datanode with --marshaller copy, drives
- * load at it, stops it, then does the same with --marshaller zerocopy (optionally with
- * the S3 gateway in front). Per run it measures throughput and latency (from
- * zest-bench), the datanode's CPU seconds per GiB received (/proc/PID/stat against
- * zest_payload_received_bytes_total), payload bytes copied in user space per payload
- * byte (/metrics), and peak RSS (VmHWM). Ratios are zerocopy / copy, the median of the
- * per-pair ratios, so slow drifts of a noisy machine cancel out.
+ * The modes (--modes, default copy,zerocopy; see prof_modes.h) alternate: in each of --pairs
+ * rounds it starts a fresh datanode in each mode in turn, drives load at it, and stops it
+ * (optionally with the S3 gateway in front). Per run it measures throughput and latency
+ * (from zest-bench), the datanode's CPU seconds per GiB received (/proc/PID/stat against
+ * zest_payload_received_bytes_total) and the same by thread (/proc/PID/task/<tid>/stat),
+ * payload bytes copied in user space per payload byte (/metrics), and peak RSS (VmHWM).
+ * Ratios are against the first mode listed: the median of the per-round ratios, so slow
+ * drifts of a noisy machine cancel out. --store-baseline adds, once per round, what the
+ * kernel charges to store bytes in the drives' filesystem (prof_store.h).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "prof_flame.h"
+#include "prof_modes.h"
 #include "prof_proc.h"
+#include "prof_report.h"
+#include "prof_store.h"
+#include "prof_threads.h"
 #include "zc.h"
 
 #define MAX_PAIRS     32
 #define EC_MAX_DRIVES 32
-#define GIB       (1024.0 * 1024.0 * 1024.0)
-
-enum metric { M_MIBS, M_CPU, M_COPIED, M_P50, M_P99, M_RSS, M_IPB, M_COUNT };
-static const char *const metric_keys[M_COUNT] = { "mib_per_s", "cpu_s_per_gib",
-						  "copied_per_byte", "p50_ms",
-						  "p99_ms",	  "peak_rss_mib",
-						  "instructions_per_byte" };
-static const char *const metric_titles[M_COUNT] = {
-	"throughput MiB/s", "datanode CPU-s/GiB", "copied bytes/byte", "latency p50 ms",
-	"latency p99 ms",   "datanode peak RSS MiB", "instructions/byte"
-};
+#define GIB	      (1024.0 * 1024.0 * 1024.0)
+/* Bytes the store baseline writes per round: enough for a steady rate, ~1 s on tmpfs. */
+#define STORE_BYTES (1536ull << 20)
 
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
 	const char *flame, *call_graph;
-	unsigned pairs, concurrent;
-	bool s3, json, callgrind, perf, keep;
+	unsigned pairs, concurrent, n_modes, k, m;
+	enum prof_mode modes[PROF_MAX_MODES];
+	bool s3, json, callgrind, perf, keep, store_baseline;
 	char bindir[PATH_MAX], work[PATH_MAX];
 };
 
 struct run {
-	double v[M_COUNT];
+	double v[PROF_M_COUNT];
+	unsigned n_groups;
+	/* CPU-s per payload GiB by thread group, over the measured load */
+	struct prof_thread_group groups[PROF_MAX_GROUPS];
 };
 
 static char log_path[PATH_MAX + 32];
@@ -56,7 +59,10 @@ usage(FILE *out)
 {
 	fprintf(out,
 		"usage: zest-prof [options]\n"
-		"  --pairs N          copy/zerocopy pairs, alternating (default 3, min 3)\n"
+		"  --modes LIST       datanode modes to compare, a comma list of copy,\n"
+		"                     zerocopy and discard (= zerocopy with --discard);\n"
+		"                     ratios are against the FIRST mode (default copy,zerocopy)\n"
+		"  --pairs N          rounds of the modes, alternating (default 3, min 3)\n"
 		"  --drives DIR       folder for the drive folders (default: a fresh tmpfs dir\n"
 		"                     under /dev/shm, removed at the end)\n"
 		"  --ec K+M           datanode scheme (default 4+2)\n"
@@ -65,15 +71,21 @@ usage(FILE *out)
 		"  --duration D       measured load per run (default 8s)\n"
 		"  --warmup D         uncounted load before it (default 1s)\n"
 		"  --s3               drive the load through zest-s3gw (zest-bench s3 put)\n"
-		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}\n"
+		"  --store-baseline   also time, once per round, the kernel storing 1 MiB\n"
+		"                     write()s in k+m files in the drives' filesystem, and\n"
+		"                     with discard in --modes the full path's CPU floor:\n"
+		"                     discard + (k+m)/k x store (default off)\n"
+		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}; with\n"
+		"                     other modes one object per mode and \"ratio_MODE\" per\n"
+		"                     mode after the first\n"
 		"  --svg FILE         write a bar chart\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
 		"                     report instructions per payload byte of the measured\n"
 		"                     run (dumps kept in the work folder)\n"
 		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz; the\n"
 		"                     datanode, and the gateway with --s3) and draw a flame\n"
-		"                     graph of each: PREFIX-copy.svg and\n"
-		"                     PREFIX-zerocopy.svg, with the folded stacks beside them\n"
+		"                     graph of each: PREFIX-MODE.svg (PREFIX-copy.svg,\n"
+		"                     PREFIX-zerocopy.svg), with the folded stacks beside them\n"
 		"                     (PREFIX-MODE.folded); where perf works\n"
 		"  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
 		"  --perf-call-graph M  perf's unwinder: dwarf (default; whole stacks without\n"
@@ -173,23 +185,36 @@ load(const struct opts *o, char *bench, char *target, char *conc, const char *du
 	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
 }
 
-static int
-run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, struct run *r)
+/* Per-thread CPU of the measured load: each group's CPU-s per payload GiB into r. */
+static void
+thread_groups(const struct prof_threads *before, const struct prof_threads *after,
+	      double process_cpu_s, double gib, struct run *r)
 {
+	r->n_groups = prof_threads_delta(before, after, process_cpu_s,
+					 1.0 / (double)sysconf(_SC_CLK_TCK), r->groups,
+					 PROF_MAX_GROUPS);
+	for (unsigned g = 0; g < r->n_groups; g++)
+		r->groups[g].cpu_s /= gib;
+}
+
+static int
+run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, struct run *r)
+{
+	const char *mode = prof_mode_name(pm);
+	struct prof_threads th0 = { 0 }, th1 = { 0 };
 	char dn[PATH_MAX + 64], gw[PATH_MAX + 64], bench[PATH_MAX + 64], dir[PATH_MAX + 64];
 	char listen[64], metrics[64], gw_listen[64], gw_metrics[64], target[64];
 	char cg_out[PATH_MAX + 96], perf_out[PATH_MAX + 96], out[16384], conc[16];
 	char *argv[64], *drives[EC_MAX_DRIVES];
-	unsigned k, m, n = 0;
+	unsigned k = o->k, m = o->m, n = 0;
 	int dn_port = prof_free_port(), dn_mport = prof_free_port();
 	int gw_port = prof_free_port(), gw_mport = prof_free_port();
 	struct payload_counters c0, c1;
 	double cpu0, cpu1, ipb = NAN;
 	pid_t dn_pid, gw_pid = -1, perf_pid = -1;
+	bool th_ok;
 	int rc;
 
-	if (sscanf(o->ec, "%u+%u", &k, &m) != 2 || k + m > EC_MAX_DRIVES)
-		return -EINVAL;
 	sibling(o, "../datanode/zest-datanode", dn, sizeof(dn));
 	sibling(o, "../s3gw/zest-s3gw", gw, sizeof(gw));
 	sibling(o, "zest-bench", bench, sizeof(bench));
@@ -216,23 +241,34 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 	argv[n++] = "--ec";
 	argv[n++] = (char *)o->ec;
 	argv[n++] = "--marshaller";
-	argv[n++] = (char *)mode;
+	argv[n++] = (char *)prof_mode_marshaller(pm);
+	if (prof_mode_discards(pm))
+		argv[n++] = "--discard";
 	for (unsigned d = 0; d < k + m; d++) {
 		char cmd[PATH_MAX + 128];
 
 		drives[d] = malloc(PATH_MAX + 64);
-		snprintf(drives[d], PATH_MAX + 64, "%s/run%u-%s/d%u", o->drives_base, idx, mode, d);
-		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", drives[d]);
-		if (system(cmd) != 0)
+		if (drives[d])
+			snprintf(drives[d], PATH_MAX + 64, "%s/run%u-%s/d%u", o->drives_base, idx,
+				 mode, d);
+		if (drives[d])
+			snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", drives[d]);
+		if (!drives[d] || system(cmd) != 0) {
+			for (unsigned i = 0; i <= d; i++)
+				free(drives[i]);
 			return -EIO;
+		}
 		argv[n++] = "--drive";
 		argv[n++] = drives[d];
 	}
 	argv[n] = NULL;
 
 	dn_pid = prof_spawn(argv, log_path);
-	if (dn_pid < 0)
+	if (dn_pid < 0) {
+		for (unsigned d = 0; d < k + m; d++)
+			free(drives[d]);
 		return dn_pid;
+	}
 	rc = wait_ready(dn_pid, dn_mport, tool == TOOL_CALLGRIND ? 60000 : 15000);
 	if (rc < 0) {
 		fprintf(stderr, "zest-prof: datanode did not start (%s); see %s\n", strerror(-rc),
@@ -290,9 +326,13 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		fprintf(stderr, "zest-prof: callgrind_control -z failed; see %s\n", log_path);
 		goto stop;
 	}
+	/* Threads first and last, so that the process figure spans every thread's. */
+	r->n_groups = 0;
+	th_ok = prof_threads_snapshot(dn_pid, &th0) >= 0;
 	cpu0 = prof_cpu_seconds(dn_pid);
 	rc = load(o, bench, target, conc, o->duration, tool == TOOL_PERF, out, sizeof(out));
 	cpu1 = prof_cpu_seconds(dn_pid);
+	th_ok = th_ok && prof_threads_snapshot(dn_pid, &th1) >= 0;
 	if (rc != 0 || read_counters(dn_mport, &c1) < 0) {
 		fprintf(stderr, "zest-prof: load run failed (exit %d); see %s\n", rc, log_path);
 		rc = -EIO;
@@ -306,15 +346,19 @@ run_once(const struct opts *o, const char *mode, unsigned idx, enum tool tool, s
 		if (callgrind_control(dn_pid, "-d", log_path) == 0)
 			ipb = callgrind_total(dump) / (c1.received - c0.received);
 	}
-	r->v[M_MIBS] = prof_json_number(out, "mib_per_s");
-	r->v[M_P50] = prof_json_number(out, "p50");
-	r->v[M_P99] = prof_json_number(out, "p99");
-	r->v[M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
-	r->v[M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
-	r->v[M_RSS] = prof_peak_rss_mib(dn_pid);
-	r->v[M_IPB] = ipb;
+	r->v[PROF_M_MIBS] = prof_json_number(out, "mib_per_s");
+	r->v[PROF_M_P50] = prof_json_number(out, "p50");
+	r->v[PROF_M_P99] = prof_json_number(out, "p99");
+	r->v[PROF_M_CPU] = (cpu1 - cpu0) / ((c1.received - c0.received) / GIB);
+	r->v[PROF_M_COPIED] = (c1.copied - c0.copied) / (c1.received - c0.received);
+	r->v[PROF_M_RSS] = prof_peak_rss_mib(dn_pid);
+	r->v[PROF_M_IPB] = ipb;
+	if (th_ok)
+		thread_groups(&th0, &th1, cpu1 - cpu0, (c1.received - c0.received) / GIB, r);
 	rc = 0;
 stop:
+	prof_threads_fini(&th0);
+	prof_threads_fini(&th1);
 	if (perf_pid > 0)
 		prof_stop(perf_pid, 10000);
 	if (gw_pid > 0)
@@ -330,7 +374,7 @@ stop:
 
 /* Median of the finite values of one metric over runs; NAN when none. */
 static double
-median_of(const struct run *runs, unsigned n, enum metric mt)
+median_of(const struct run *runs, unsigned n, enum prof_metric mt)
 {
 	double v[MAX_PAIRS];
 	unsigned k = 0;
@@ -341,34 +385,58 @@ median_of(const struct run *runs, unsigned n, enum metric mt)
 	return k ? zc_median(v, k) : NAN;
 }
 
-/* Median over pairs of zerocopy / copy; NAN where a ratio means nothing (0 / 0). */
+/* Median over rounds of mode / base; NAN where a ratio means nothing (0 / 0). */
 static double
-ratio_of(const struct run *copy, const struct run *zc, unsigned n, enum metric mt)
+ratio_of(const struct run *base, const struct run *mode, unsigned n, enum prof_metric mt)
 {
 	double v[MAX_PAIRS];
 	unsigned k = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		if (isfinite(zc[i].v[mt]) && isfinite(copy[i].v[mt]) && copy[i].v[mt] != 0)
-			v[k++] = zc[i].v[mt] / copy[i].v[mt];
+		if (isfinite(mode[i].v[mt]) && isfinite(base[i].v[mt]) && base[i].v[mt] != 0)
+			v[k++] = mode[i].v[mt] / base[i].v[mt];
 	return k ? zc_median(v, k) : NAN;
 }
 
-static void
-json_number(FILE *out, double v)
+static int
+group_desc(const void *a, const void *b)
 {
-	if (isfinite(v))
-		fprintf(out, "%.6g", v);
-	else
-		fprintf(out, "null");
+	const struct prof_thread_group *x = a, *y = b;
+
+	return x->cpu_s < y->cpu_s ? 1 : x->cpu_s > y->cpu_s ? -1 : strcmp(x->name, y->name);
 }
 
-/* What --perf drew for one mode. */
-struct flame_out {
-	char svg[PATH_MAX + 32], folded[PATH_MAX + 32];
-	long samples;	   /* -errno when there is no profile */
-	double copy_share; /* share of samples with a user-space memcpy/memmove frame */
-};
+/*
+ * Per-thread medians of one mode: every group seen in any of its runs, a run without it
+ * counting 0 (it had no such threads), largest first.
+ */
+static void
+median_groups(const struct run *runs, unsigned n, struct prof_mode_summary *ms)
+{
+	ms->n_groups = 0;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned g = 0; g < runs[i].n_groups; g++) {
+			unsigned j;
+
+			for (j = 0; j < ms->n_groups; j++)
+				if (!strcmp(ms->groups[j].name, runs[i].groups[g].name))
+					break;
+			if (j == ms->n_groups && ms->n_groups < PROF_MAX_GROUPS)
+				ms->groups[ms->n_groups++] = runs[i].groups[g];
+		}
+	for (unsigned j = 0; j < ms->n_groups; j++) {
+		double v[MAX_PAIRS];
+
+		for (unsigned i = 0; i < n; i++) {
+			v[i] = 0;
+			for (unsigned g = 0; g < runs[i].n_groups; g++)
+				if (!strcmp(ms->groups[j].name, runs[i].groups[g].name))
+					v[i] = runs[i].groups[g].cpu_s;
+		}
+		ms->groups[j].cpu_s = zc_median(v, n);
+	}
+	qsort(ms->groups, ms->n_groups, sizeof(ms->groups[0]), group_desc);
+}
 
 static const char *const copy_frames[] = { "memcpy", "memmove", NULL };
 
@@ -377,8 +445,9 @@ static const char *const copy_frames[] = { "memcpy", "memmove", NULL };
  * PREFIX-MODE.svg. Returns the number of samples or -errno.
  */
 static long
-draw_flame(const struct opts *o, const char *mode, struct flame_out *fo)
+draw_flame(const struct opts *o, enum prof_mode pm, struct prof_flame_out *fo)
 {
+	const char *mode = prof_mode_name(pm);
 	char data[PATH_MAX + 32], title[256];
 	struct prof_flame *f;
 	FILE *out;
@@ -403,9 +472,10 @@ draw_flame(const struct opts *o, const char *mode, struct flame_out *fo)
 		goto destroy;
 	}
 	snprintf(title, sizeof(title),
-		 "%s, %s marshaller: %s load, %s objects, %u streams (perf cpu-clock, "
+		 "%s, %s marshaller%s: %s load, %s objects, %u streams (perf cpu-clock, "
 		 "%s unwinding)",
-		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", mode,
+		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", prof_mode_marshaller(pm),
+		 prof_mode_discards(pm) ? " with --discard" : "",
 		 o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
 	out = fopen(fo->svg, "w");
 	if (!out || prof_flame_write_svg(f, out, title, 0, copy_frames) < 0 || fclose(out) != 0)
@@ -420,111 +490,13 @@ done:
 	return n;
 }
 
-static void
-print_json(const double *copy, const double *zc, const double *ratio, const struct opts *o,
-	   const struct flame_out *fl)
-{
-	const double *sets[] = { copy, zc, ratio };
-	const char *names[] = { "copy", "zerocopy", "ratio" };
-
-	printf("{");
-	for (int s = 0; s < 3; s++) {
-		printf("%s\"%s\":{", s ? "," : "", names[s]);
-		for (int mt = 0; mt < M_COUNT; mt++) {
-			printf("%s\"%s\":", mt ? "," : "", metric_keys[mt]);
-			json_number(stdout, sets[s][mt]);
-		}
-		printf("}");
-	}
-	printf(",\"pairs\":%u,\"via\":\"%s\",\"obj_size\":\"%s\",\"concurrent\":%u,\"ec\":\"%s\"",
-	       o->pairs, o->s3 ? "s3" : "grpc", o->obj_size, o->concurrent, o->ec);
-	if (fl) {
-		printf(",\"flame\":{");
-		for (int i = 0; i < 2; i++) {
-			printf("%s\"%s\":{\"samples\":%ld", i ? "," : "", names[i],
-			       fl[i].samples > 0 ? fl[i].samples : 0);
-			if (fl[i].samples > 0) {
-				printf(",\"svg\":");
-				zc_json_string(stdout, fl[i].svg);
-				printf(",\"folded\":");
-				zc_json_string(stdout, fl[i].folded);
-			}
-			printf(",\"memcpy_share\":");
-			json_number(stdout, fl[i].copy_share);
-			printf("}");
-		}
-		printf("}");
-	}
-	printf("}\n");
-}
-
-static void
-print_table(const double *copy, const double *zc, const double *ratio, const struct opts *o,
-	    const struct flame_out *fl)
-{
-	printf("# zest-prof: %u pairs, %s load, %s objects, %u streams, RS %s, drives in %s\n",
-	       o->pairs, o->s3 ? "S3 (through zest-s3gw)" : "gRPC", o->obj_size, o->concurrent,
-	       o->ec, o->drives_base);
-	printf("# medians over the pairs; ratio = median of per-pair zerocopy / copy\n");
-	printf("%-24s %12s %12s %10s\n", "", "copy", "zerocopy", "ratio");
-	for (int mt = 0; mt < M_COUNT; mt++) {
-		if (!isfinite(copy[mt]) && !isfinite(zc[mt]))
-			continue;
-		printf("%-24s %12.4g %12.4g %10.3g\n", metric_titles[mt], copy[mt], zc[mt],
-		       ratio[mt]);
-	}
-	for (int i = 0; fl && i < 2; i++)
-		if (fl[i].samples > 0)
-			printf("# flame graph, %s: %s (%ld samples, %.1f%% of them in a user-space "
-			       "memcpy/memmove)\n",
-			       i ? "zerocopy" : "copy", fl[i].svg, fl[i].samples,
-			       100 * fl[i].copy_share);
-}
-
-/* One group of two bars per metric, each scaled to the larger of the two. */
-static int
-write_svg(const char *path, const double *copy, const double *zc)
-{
-	const int w = 760, row = 56, top = 40;
-	FILE *f = fopen(path, "w");
-	int y = top;
-
-	if (!f)
-		return -errno;
-	fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
-		   "font-family='sans-serif' font-size='12'>\n", w, top + row * M_COUNT + 30);
-	fprintf(f, "<text x='10' y='20' font-size='15'>zest-prof: copy vs zero-copy "
-		   "(bars scaled per metric)</text>\n");
-	fprintf(f, "<rect x='520' y='8' width='12' height='12' fill='#c0504d'/>"
-		   "<text x='536' y='19'>copy</text><rect x='590' y='8' width='12' height='12' "
-		   "fill='#4f81bd'/><text x='606' y='19'>zerocopy</text>\n");
-	for (int mt = 0; mt < M_COUNT; mt++) {
-		double vals[2] = { copy[mt], zc[mt] }, max;
-		const char *colors[2] = { "#c0504d", "#4f81bd" };
-
-		if (!isfinite(vals[0]) || !isfinite(vals[1]))
-			continue;
-		max = vals[0] > vals[1] ? vals[0] : vals[1];
-		fprintf(f, "<text x='10' y='%d'>%s</text>\n", y + 14, metric_titles[mt]);
-		for (int b = 0; b < 2; b++) {
-			int len = max > 0 ? (int)(vals[b] / max * 380) : 0;
-
-			fprintf(f, "<rect x='200' y='%d' width='%d' height='18' fill='%s'/>"
-				   "<text x='%d' y='%d'>%.4g</text>\n",
-				y + b * 22, len, colors[b], 206 + len, y + b * 22 + 14, vals[b]);
-		}
-		y += row;
-	}
-	fprintf(f, "</svg>\n");
-	fclose(f);
-	return 0;
-}
-
 static int
 parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
 		{ "pairs", required_argument, NULL, 'p' },
+		{ "modes", required_argument, NULL, 'M' },
+		{ "store-baseline", no_argument, NULL, 'B' },
 		{ "drives", required_argument, NULL, 'd' },
 		{ "ec", required_argument, NULL, 'e' },
 		{ "obj.size", required_argument, NULL, 'z' },
@@ -543,8 +515,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[160];
 	uint64_t tmp;
-	int opt;
+	int opt, n;
 
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (opt) {
@@ -555,6 +528,15 @@ parse_opts(int argc, char **argv, struct opts *o)
 				return -EINVAL;
 			}
 			break;
+		case 'M':
+			n = prof_modes_parse(optarg, o->modes, err, sizeof(err));
+			if (n < 0) {
+				fprintf(stderr, "zest-prof: %s\n", err);
+				return -EINVAL;
+			}
+			o->n_modes = (unsigned)n;
+			break;
+		case 'B': o->store_baseline = true; break;
 		case 'd': o->drives_base = optarg; break;
 		case 'e': o->ec = optarg; break;
 		case 'z':
@@ -597,28 +579,111 @@ parse_opts(int argc, char **argv, struct opts *o)
 		default: usage(stderr); return -EINVAL;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "zest-prof: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
+	    o->k + o->m > EC_MAX_DRIVES) {
+		fprintf(stderr, "zest-prof: bad --ec '%s' (want K+M, K+M <= %d)\n", o->ec,
+			EC_MAX_DRIVES);
+		return -EINVAL;
+	}
 	return 0;
 bad:
 	fprintf(stderr, "zest-prof: bad value '%s'\n", optarg);
 	return -EINVAL;
 }
 
+/* The store baseline of one round into r; a failure is reported and leaves NANs. */
+static void
+store_round(const struct opts *o, struct prof_store_result *r)
+{
+	int rc = prof_store_measure(o->drives_base, o->k + o->m, STORE_BYTES, r);
+
+	if (rc < 0) {
+		fprintf(stderr, "zest-prof: store baseline in %s failed: %s\n", o->drives_base,
+			strerror(-rc));
+		r->mib_per_s = r->cpu_s_per_gib = r->user_s_per_gib = r->sys_s_per_gib = NAN;
+	}
+}
+
+/* Median of the finite values of one field of the store results. */
+static double
+store_median(const struct prof_store_result *r, unsigned n, size_t field)
+{
+	double v[MAX_PAIRS];
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		double x = *(const double *)((const char *)&r[i] + field);
+
+		if (isfinite(x))
+			v[k++] = x;
+	}
+	return k ? zc_median(v, k) : NAN;
+}
+
+/* Medians, ratios against the first mode, per-thread medians, the store and its floor. */
+static void
+summarize(const struct opts *o, struct run (*runs)[MAX_PAIRS],
+	  const struct prof_store_result *store, struct prof_summary *s)
+{
+	*s = (struct prof_summary){ .n_modes = o->n_modes, .rounds = o->pairs,
+				    .concurrent = o->concurrent, .k = o->k, .m = o->m,
+				    .obj_size = o->obj_size, .ec = o->ec,
+				    .drives = o->drives_base, .s3 = o->s3,
+				    .has_store = o->store_baseline, .floor = NAN };
+	for (unsigned i = 0; i < o->n_modes; i++) {
+		struct prof_mode_summary *ms = &s->mode[i];
+
+		ms->mode = o->modes[i];
+		for (int mt = 0; mt < PROF_M_COUNT; mt++) {
+			ms->v[mt] = median_of(runs[i], o->pairs, (enum prof_metric)mt);
+			ms->ratio[mt] = i ? ratio_of(runs[0], runs[i], o->pairs,
+						     (enum prof_metric)mt)
+					  : NAN;
+		}
+		median_groups(runs[i], o->pairs, ms);
+	}
+	if (!o->store_baseline)
+		return;
+	s->store.mib_per_s =
+		store_median(store, o->pairs, offsetof(struct prof_store_result, mib_per_s));
+	s->store.cpu_s_per_gib =
+		store_median(store, o->pairs, offsetof(struct prof_store_result, cpu_s_per_gib));
+	s->store.user_s_per_gib =
+		store_median(store, o->pairs, offsetof(struct prof_store_result, user_s_per_gib));
+	s->store.sys_s_per_gib =
+		store_median(store, o->pairs, offsetof(struct prof_store_result, sys_s_per_gib));
+	/* The floor: what --discard costs plus what the kernel charges to store (k+m)/k bytes
+	 * per payload byte; the part of the full path no user-space change removes. */
+	for (unsigned i = 0; i < o->n_modes; i++)
+		if (o->modes[i] == PROF_MODE_DISCARD)
+			s->floor = s->mode[i].v[PROF_M_CPU] +
+				   (double)(o->k + o->m) / o->k * s->store.cpu_s_per_gib;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts o = { .ec = "4+2", .obj_size = "4MiB", .duration = "8s", .warmup = "1s",
-			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf" };
-	struct flame_out flames[2], *fl = NULL;
+			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf", .n_modes = 2,
+			  .modes = { PROF_MODE_COPY, PROF_MODE_ZEROCOPY } };
+	static struct run runs[PROF_MAX_MODES][MAX_PAIRS], extra[PROF_MAX_MODES];
+	static struct prof_store_result store[MAX_PAIRS];
+	static struct prof_summary sum;
 	char flame_prefix[PATH_MAX + 8];
-	struct run copy[MAX_PAIRS], zc[MAX_PAIRS], extra[2];
-	double mc[M_COUNT], mz[M_COUNT], ratio[M_COUNT];
 	char exe[PATH_MAX], *slash;
+	bool legacy;
 	ssize_t len;
 	int rc = 0;
 
 	zc_log_init();
 	if (parse_opts(argc, argv, &o) < 0)
 		return 2;
+	legacy = o.n_modes == 2 && o.modes[0] == PROF_MODE_COPY &&
+		 o.modes[1] == PROF_MODE_ZEROCOPY;
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (len < 0)
 		return 1;
@@ -639,28 +704,29 @@ main(int argc, char **argv)
 
 	for (unsigned p = 0; p < o.pairs && rc == 0; p++) {
 		if (!o.json)
-			fprintf(stderr, "zest-prof: pair %u/%u\n", p + 1, o.pairs);
-		rc = run_once(&o, "copy", p, TOOL_NONE, &copy[p]);
-		if (rc == 0)
-			rc = run_once(&o, "zerocopy", p, TOOL_NONE, &zc[p]);
+			fprintf(stderr, "zest-prof: %s %u/%u\n", legacy ? "pair" : "round", p + 1,
+				o.pairs);
+		for (unsigned i = 0; i < o.n_modes && rc == 0; i++)
+			rc = run_once(&o, o.modes[i], p, TOOL_NONE, &runs[i][p]);
+		if (rc == 0 && o.store_baseline)
+			store_round(&o, &store[p]);
 	}
 	if (rc < 0) {
 		o.keep = true;
 		goto out;
 	}
-	for (int mt = 0; mt < M_COUNT; mt++) {
-		mc[mt] = median_of(copy, o.pairs, (enum metric)mt);
-		mz[mt] = median_of(zc, o.pairs, (enum metric)mt);
-		ratio[mt] = ratio_of(copy, zc, o.pairs, (enum metric)mt);
-	}
+	summarize(&o, runs, store, &sum);
 	if (o.callgrind) {
+		unsigned i;
+
 		if (!o.json)
 			fprintf(stderr, "zest-prof: callgrind runs (slow)\n");
-		if (run_once(&o, "copy", 100, TOOL_CALLGRIND, &extra[0]) == 0 &&
-		    run_once(&o, "zerocopy", 100, TOOL_CALLGRIND, &extra[1]) == 0) {
-			mc[M_IPB] = extra[0].v[M_IPB];
-			mz[M_IPB] = extra[1].v[M_IPB];
-			ratio[M_IPB] = mz[M_IPB] / mc[M_IPB];
+		for (i = 0; i < o.n_modes; i++)
+			if (run_once(&o, o.modes[i], 100, TOOL_CALLGRIND, &extra[i]) != 0)
+				break;
+		for (unsigned j = 0; i == o.n_modes && j < o.n_modes; j++) {
+			sum.mode[j].v[PROF_M_IPB] = extra[j].v[PROF_M_IPB];
+			sum.mode[j].ratio[PROF_M_IPB] = j ? extra[j].v[PROF_M_IPB] / extra[0].v[PROF_M_IPB] : NAN;
 		}
 		o.keep = true;
 	}
@@ -671,20 +737,20 @@ main(int argc, char **argv)
 		}
 		if (!o.json)
 			fprintf(stderr, "zest-prof: perf runs\n");
-		run_once(&o, "copy", 200, TOOL_PERF, &extra[0]);
-		run_once(&o, "zerocopy", 200, TOOL_PERF, &extra[1]);
-		draw_flame(&o, "copy", &flames[0]);
-		draw_flame(&o, "zerocopy", &flames[1]);
-		fl = flames;
-		fprintf(stderr, "zest-prof: perf data in %s/perf.{copy,zerocopy}.data "
-				"(perf report -i FILE)\n", o.work);
+		for (unsigned i = 0; i < o.n_modes; i++)
+			run_once(&o, o.modes[i], 200, TOOL_PERF, &extra[i]);
+		for (unsigned i = 0; i < o.n_modes; i++)
+			draw_flame(&o, o.modes[i], &sum.mode[i].flame);
+		sum.has_flame = true;
+		fprintf(stderr, "zest-prof: perf data in %s/perf.MODE.data (perf report -i FILE)\n",
+			o.work);
 		o.keep = true;
 	}
 	if (o.json)
-		print_json(mc, mz, ratio, &o, fl);
+		prof_report_json(stdout, &sum);
 	else
-		print_table(mc, mz, ratio, &o, fl);
-	if (o.svg && write_svg(o.svg, mc, mz) < 0)
+		prof_report_table(stdout, &sum);
+	if (o.svg && prof_report_svg(o.svg, &sum) < 0)
 		fprintf(stderr, "zest-prof: cannot write %s\n", o.svg);
 out:
 	if (o.keep) {

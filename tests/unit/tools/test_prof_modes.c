@@ -1,0 +1,95 @@
+/* zest-prof's --modes list: what parses, in order, and the precise error for what does not. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "prof_modes.h"
+
+static void
+test_good_lists(void **state)
+{
+	enum prof_mode m[PROF_MAX_MODES];
+	char err[128] = "";
+
+	(void)state;
+	assert_int_equal(prof_modes_parse("copy,zerocopy", m, err, sizeof(err)), 2);
+	assert_int_equal(m[0], PROF_MODE_COPY);
+	assert_int_equal(m[1], PROF_MODE_ZEROCOPY);
+	assert_int_equal(prof_modes_parse("discard,zerocopy,copy", m, err, sizeof(err)), 3);
+	assert_int_equal(m[0], PROF_MODE_DISCARD);
+	assert_int_equal(m[1], PROF_MODE_ZEROCOPY);
+	assert_int_equal(m[2], PROF_MODE_COPY);
+	assert_int_equal(prof_modes_parse("discard", m, err, sizeof(err)), 1);
+	assert_int_equal(m[0], PROF_MODE_DISCARD);
+	assert_string_equal(err, "");
+}
+
+static void
+test_mode_meaning(void **state)
+{
+	(void)state;
+	assert_string_equal(prof_mode_name(PROF_MODE_DISCARD), "discard");
+	assert_string_equal(prof_mode_marshaller(PROF_MODE_COPY), "copy");
+	assert_string_equal(prof_mode_marshaller(PROF_MODE_ZEROCOPY), "zerocopy");
+	assert_string_equal(prof_mode_marshaller(PROF_MODE_DISCARD), "zerocopy");
+	assert_true(prof_mode_discards(PROF_MODE_DISCARD));
+	assert_false(prof_mode_discards(PROF_MODE_ZEROCOPY));
+	assert_false(prof_mode_discards(PROF_MODE_COPY));
+}
+
+static void
+expect_error(const char *list, const char *message)
+{
+	enum prof_mode m[PROF_MAX_MODES];
+	char err[128] = "";
+
+	assert_int_equal(prof_modes_parse(list, m, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, message);
+}
+
+static void
+test_bad_lists(void **state)
+{
+	(void)state;
+	expect_error("", "--modes: empty list (want e.g. copy,zerocopy)");
+	expect_error(NULL, "--modes: empty list (want e.g. copy,zerocopy)");
+	expect_error("copy,,zerocopy", "--modes: empty mode name in 'copy,,zerocopy'");
+	expect_error("copy,", "--modes: empty mode name in 'copy,'");
+	expect_error(",copy", "--modes: empty mode name in ',copy'");
+	expect_error("copy,zero", "--modes: unknown mode 'zero' (known: copy, zerocopy, discard)");
+	expect_error("copyx", "--modes: unknown mode 'copyx' (known: copy, zerocopy, discard)");
+	expect_error("Copy", "--modes: unknown mode 'Copy' (known: copy, zerocopy, discard)");
+	expect_error("copy, zerocopy",
+	             "--modes: unknown mode ' zerocopy' (known: copy, zerocopy, discard)");
+	expect_error("zerocopy,discard,zerocopy", "--modes: 'zerocopy' listed twice");
+}
+
+/* A short error buffer is cut, never overrun. */
+static void
+test_short_error_buffer(void **state)
+{
+	enum prof_mode m[PROF_MAX_MODES];
+	char err[9] = "xxxxxxxx";
+
+	(void)state;
+	assert_int_equal(prof_modes_parse("nope", m, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "--modes:");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_lists),
+		cmocka_unit_test(test_mode_meaning),
+		cmocka_unit_test(test_bad_lists),
+		cmocka_unit_test(test_short_error_buffer),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

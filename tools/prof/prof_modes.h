@@ -1,0 +1,37 @@
+/*
+ * zest-prof's datanode modes: what --modes accepts and how each mode starts the datanode.
+ *
+ * copy      --marshaller copy
+ * zerocopy  --marshaller zerocopy
+ * discard   --marshaller zerocopy --discard (payload received, parsed and dropped)
+ *
+ * Pure functions, no state; any thread.
+ */
+#ifndef ZEST_PROF_MODES_H
+#define ZEST_PROF_MODES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum prof_mode { PROF_MODE_COPY, PROF_MODE_ZEROCOPY, PROF_MODE_DISCARD, PROF_MODE_COUNT };
+
+/* Each mode at most once in a list. */
+#define PROF_MAX_MODES PROF_MODE_COUNT
+
+/* "copy", "zerocopy", "discard". */
+const char *prof_mode_name(enum prof_mode m);
+
+/* The datanode's --marshaller value for the mode. */
+const char *prof_mode_marshaller(enum prof_mode m);
+
+/* True when the datanode runs with --discard. */
+bool prof_mode_discards(enum prof_mode m);
+
+/*
+ * Parses a comma list of mode names ("discard,zerocopy") into modes[], in the order given.
+ * Returns the number of modes (1..PROF_MAX_MODES), or -EINVAL with a one-line reason in err
+ * (NUL-terminated, cut to errlen) for an empty list or item, an unknown name or a repeat.
+ */
+int prof_modes_parse(const char *list, enum prof_mode *modes, char *err, size_t errlen);
+
+#endif
