@@ -493,7 +493,16 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		return -ENOMEM;
 	m->s = s;
 	pthread_mutex_init(&m->wlock, NULL);
-	pthread_rwlock_init(&m->envlock, NULL);
+	{
+		pthread_rwlockattr_t a;
+
+		/* Writers (moving the primary, closing a replica) hold wlock meanwhile: they must
+		 * not starve behind a stream of overlapping readers. No reader nests read_txn. */
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&m->envlock, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
 	m->nrep = s->o.m + 1 < s->ndrives ? s->o.m + 1 : s->ndrives;
 	for (unsigned i = 0; i < m->nrep; i++) {
 		struct rep *r = &m->rep[i];
@@ -641,8 +650,17 @@ dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
 	} else if (!m->rep[m->primary].ok) {
 		err = -EAGAIN; /* no live primary yet to copy: the last dropped one comes first */
 	} else {
-		/* Not the primary, so no reader is inside r->env: wlock alone keeps writers
-		 * off it while it is closed, replaced and reopened. */
+		/*
+		 * Not the primary; but it may have been until a failed write moved the primary
+		 * on, and a reader that picked it before may still be in a transaction there:
+		 * close it under envlock (waiting for those only). New readers pick the new
+		 * primary, so the copy itself runs with wlock alone, readers going on.
+		 */
+		pthread_rwlock_wrlock(&m->envlock);
+		if (r->env)
+			mdb_env_close(r->env);
+		r->env = NULL;
+		pthread_rwlock_unlock(&m->envlock);
 		err = rep_resync(m, r);
 		if (!err)
 			r->gen = m->rep[m->primary].gen;
@@ -796,11 +814,14 @@ rep_failed:
 			 */
 			bool found = false;
 
+			/* Readers pick m->primary under envlock: move it under the write lock. */
+			pthread_rwlock_wrlock(&m->envlock);
 			for (unsigned j = 1; j < m->nrep && !found; j++)
 				if (m->rep[(i + j) % m->nrep].ok) {
 					m->primary = (i + j) % m->nrep;
 					found = true;
 				}
+			pthread_rwlock_unlock(&m->envlock);
 			if (!found)
 				break;
 			n = (unsigned)-1; /* the loop's n++ makes it 0: start over at the primary */
@@ -813,8 +834,9 @@ rep_failed:
 
 /*
  * Readers use the primary's environment under a read lock: a heal that replaces a replica
- * (and may move the primary) takes it for writing, so no reader is inside an environment
- * being closed.
+ * (and may move the primary), a write that moves the primary, and the healer closing a
+ * dropped replica (maybe a primary until lately) take it for writing, so no reader is
+ * inside an environment being closed and m->primary only changes with no reader about.
  */
 static int
 read_txn(struct dn_meta *m, MDB_txn **txn, struct rep **r)
