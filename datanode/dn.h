@@ -264,9 +264,9 @@ struct dn_counters {
 	uint64_t admission_refused;
 	uint64_t admission_paced;
 	uint64_t admission_queued;
-	uint64_t cells_healed; /* by `heal` and the background healer */
-	unsigned meta_replicas;      /* LMDB replicas kept (m + 1) */
-	unsigned meta_replicas_live; /* of those, taking writes (a failed write drops one) */
+	uint64_t cells_healed;          /* by `heal` and the background healer */
+	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
+	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */
 	uint64_t meta_replicas_rebuilt; /* dropped ones the background healer brought back */
 };
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);

@@ -620,6 +620,7 @@ dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive)
 int
 dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
 {
+	const char *how = "rebuilt from the primary";
 	struct rep *r;
 	uint64_t gen;
 	unsigned live;
@@ -647,6 +648,7 @@ dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
 		r->env = NULL;
 		err = rep_open(m, r);
 		pthread_rwlock_unlock(&m->envlock);
+		how = "the newest: reopened in place";
 	} else if (!m->rep[m->primary].ok) {
 		err = -EAGAIN; /* no live primary yet to copy: the last dropped one comes first */
 	} else {
@@ -678,8 +680,8 @@ dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
 		return err;
 	}
 	atomic_fetch_add(&m->revived, 1);
-	ZC_INFO("meta", "replica=%s gen=%llu rebuilt from the primary: live again (%u of %u)",
-	        r->dir, (unsigned long long)gen, live, m->nrep);
+	ZC_INFO("meta", "replica=%s gen=%llu %s: live again (%u of %u)", r->dir,
+	        (unsigned long long)gen, how, live, m->nrep);
 	return 1;
 }
 
@@ -803,8 +805,8 @@ meta_write(struct dn_meta *m, txn_fn fn, void *arg)
 rep_failed:
 		/* Stale from now on: the healer (or the next open) copies the primary over it
 		 * once its drive is OK; a full drive is marked so, to wait for room first. */
-		ZC_ERR("meta", "replica=%s write failed err=%s: dropped until its drive is OK", r->dir,
-		       strerror(-err));
+		ZC_ERR("meta", "replica=%s write failed err=%s: dropped until its drive is OK",
+		       r->dir, strerror(-err));
 		r->ok = false;
 		if (err == -ENOSPC)
 			dn_drive_mark_full(&m->s->drives[i]);

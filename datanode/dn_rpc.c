@@ -143,8 +143,8 @@ quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, si
 }
 
 int
-dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket,
-                    const char *key, int err, char *buf, size_t len)
+dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket, const char *key,
+                    int err, char *buf, size_t len)
 {
 	switch (err) {
 	case -ENOSPC:
@@ -153,8 +153,8 @@ dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *buck
 	case -EIO:
 		/* Only the quorum has its own code: an -EIO here is LMDB's (or a bug's), not
 		 * the drives'; INTERNAL, so nobody waits for a heal that will not help. */
-		snprintf(buf, len, "InternalError: metadata I/O error on write of %s/%s: %s", bucket,
-		         key, strerror(-err));
+		snprintf(buf, len, "InternalError: metadata I/O error on write of %s/%s: %s",
+		         bucket, key, strerror(-err));
 		return -EIO;
 	case -ENOENT:
 		snprintf(buf, len, "NoSuchBucket: %s", bucket);

@@ -377,6 +377,7 @@ traffic_main(void *arg)
  * the live set and marks the drive full; once the drive has room the background healer
  * copies the primary over it and later writes reach it again, with no restart. Readers
  * and writers run on meanwhile. A replica dropped on a failed drive waits for `heal`.
+ * With every replica dropped, the last primary is reopened in place first.
  */
 static void
 replica_revive(void)
@@ -453,10 +454,26 @@ replica_revive(void)
 	CHECK(dn_meta_replica_live(e.s->meta, 2));
 	CHECK_EQ(live_replicas(&e), 3);
 	CHECK_EQ(t_put(e.s, "b", "o6", a, 6000), 0);
+	/* Every replica fails one commit: the write fails with -EIO (the metadata's, not a
+	 * lost quorum) and nothing shows; reads go on from the last primary. The healer
+	 * reopens that one in place, then copies it over the other two. */
+	for (unsigned r = 0; r < 3; r++)
+		dn_meta_inject_error(e.s->meta, r, -EIO);
+	CHECK_EQ(t_put(e.s, "b", "lost", a, 7000), -EIO);
+	CHECK_EQ(t_check_read(e.s, "b", "lost", 0, 0, false, a, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);
+	wait_live(&e, 3);
+	gen = dn_meta_generation(e.s->meta);
+	CHECK_EQ(t_put(e.s, "b", "o7", a, 7000), 0);
+	CHECK_EQ(dn_meta_generation(e.s->meta), gen + 1);
+	for (unsigned r = 0; r < 3; r++)
+		CHECK_EQ(dn_meta_replica_generation(e.s->meta, r), gen + 1);
+	CHECK_EQ(t_check_read(e.s, "b", "o7", 0, 0, false, a, 7000), 0);
 	t_close(&e);
 	check_replicas_equal(&e);
 	t_open(&e);
 	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "o7", 0, 0, false, a, 7000), 0);
 	t_env_fini(&e);
 }
 

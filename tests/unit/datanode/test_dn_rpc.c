@@ -321,8 +321,10 @@ test_error_mapping(void)
 		grpc_status_code code;
 		const char *prefix;
 	} rows[] = {
-		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE, "ServiceUnavailable: write quorum not met: " },
-		{ -EIO, GRPC_STATUS_INTERNAL, "InternalError: metadata I/O error on write of b/k: " },
+		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE,
+		  "ServiceUnavailable: write quorum not met: " },
+		{ -EIO, GRPC_STATUS_INTERNAL,
+		  "InternalError: metadata I/O error on write of b/k: " },
 		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, "InsufficientStorage: No space: " },
 		{ -ENOENT, GRPC_STATUS_NOT_FOUND, "NoSuchBucket: b" },
 		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, "SlowDown: " },
