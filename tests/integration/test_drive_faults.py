@@ -315,6 +315,8 @@ def test_full_drive_enospc():
             s3_error(st, body, "SlowDown")
             assert get(c, "full", "big2")[0] == 404, "a failed PUT became visible"
             assert drive_states(c) == [0, 0, 0, 0, 2, 2], drive_states(c)
+            # drives 4 and 5 hold no metadata replica (drives 0..m do): all three live
+            assert zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 3
             st, body = put(c, "full", "refused", os.urandom(CELL))
             s3_error(st, body, "SlowDown")
             assert get(c, "full", "refused")[0] == 404
