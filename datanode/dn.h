@@ -11,11 +11,14 @@
  * Errors: >= 0 on success, -errno on failure: -EINVAL bad argument, -ENOENT no such
  * bucket/key, -EEXIST bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
  * (pool empty, admission refused: the binding maps it to RESOURCE_EXHAUSTED / SlowDown),
- * -EBADMSG checksum mismatch that could not be repaired, -EIO drive failure beyond quorum,
- * -ENOSPC write quorum lost because drives are full (see enum dn_drive_state).
+ * -EBADMSG checksum mismatch that could not be repaired, DN_ENOQUORUM write quorum lost
+ * because drives failed, -ENOSPC write quorum lost because drives are full (see enum
+ * dn_drive_state), -EIO an I/O error (metadata, or a read beyond repair).
  */
 #ifndef ZEST_DN_H
 #define ZEST_DN_H
+
+#include <errno.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -116,10 +119,18 @@ struct dn_write_result {
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
 /*
+ * A write that cannot reach its quorum because drives failed: its own code, never -EIO, so
+ * that an I/O error of the metadata (LMDB, -EIO) is not taken for a lost quorum. The rpc
+ * binding sends it as UNAVAILABLE "ServiceUnavailable: write quorum not met ...", -EIO as
+ * INTERNAL "InternalError: metadata I/O error ...".
+ */
+#define DN_ENOQUORUM (-EHOSTDOWN)
+
+/*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
  * that take writes (a full drive whose re-probe finds space again counts, and is OK from
  * then on). Returns 0, -EINVAL (no such scheme here), -ENOSPC (too few, and some of the
- * others are full) or -EIO (too few because drives failed); *writable, *ndrives and
+ * others are full) or DN_ENOQUORUM (too few because drives failed); *writable, *ndrives and
  * *quorum (each optional) get the counts for a message. Cheap: atomics, plus at most one statvfs
  * per full drive per full_probe_ns.
  */
@@ -130,7 +141,7 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
  * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
  * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
  * (may pace or wait; -EAGAIN when refused). Returns 0 and *out, or -ENOENT (no bucket),
- * -EINVAL, -EAGAIN, -ENOSPC, -EIO.
+ * -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
@@ -162,7 +173,8 @@ int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_s
  * old version, whose files are then freed), then call cb. Takes ownership of w; cb is
  * always called exactly once (err < 0 on failure, nothing visible then). A block group
  * with fewer than the write quorum of durable cells fails the write with -ENOSPC when
- * some of its cells were lost to a full drive, else -EIO.
+ * some of its cells were lost to a full drive, else DN_ENOQUORUM; a metadata commit that
+ * no replica took fails it with -EIO.
  */
 void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
                      size_t nattrs, dn_commit_cb cb, void *arg);
@@ -252,7 +264,10 @@ struct dn_counters {
 	uint64_t admission_refused;
 	uint64_t admission_paced;
 	uint64_t admission_queued;
-	uint64_t cells_healed; /* by `heal` and the background healer */
+	uint64_t cells_healed;          /* by `heal` and the background healer */
+	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
+	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */
+	uint64_t meta_replicas_rebuilt; /* dropped ones the background healer brought back */
 };
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 

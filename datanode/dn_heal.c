@@ -7,8 +7,9 @@
  *
  * Two callers: `zest-datanode heal` (offline, a replaced or failed drive: every cell on it
  * is checked) and the background healer thread (online, only cells marked missing, on
- * drives that are writable; it runs beside live traffic: an object deleted or overwritten
- * meanwhile makes the metadata update -ENOENT, and the rebuilt file is swept at restart).
+ * drives that are writable, and metadata replicas a failed write dropped there; it runs
+ * beside live traffic: an object deleted or overwritten meanwhile makes the metadata
+ * update -ENOENT, and the rebuilt file is swept at restart).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -165,8 +166,9 @@ dn_heal(struct dn_store *s, unsigned drive)
 
 /* ---- background healer ---- */
 
-/* One turn: rebuild the missing cells of every writable drive. True when some remain
- * (a drive still full or failing, an error): the next turn tries again. */
+/* One turn: bring back the dropped metadata replica and rebuild the missing cells of every
+ * writable drive. True when some remain (a drive still full or failing, an error): the
+ * next turn tries again. */
 static bool
 heal_turn(struct dn_store *s)
 {
@@ -179,10 +181,16 @@ heal_turn(struct dn_store *s)
 
 		if (st == DN_DRIVE_FAILED)
 			continue; /* the operator's: `zest-datanode heal` after replacing it */
-		if (st == DN_DRIVE_FULL) {
-			again = true; /* its missing cells wait for room */
+		/* Re-probe here too: with no writes and no scrapes nothing else would. */
+		if (st == DN_DRIVE_FULL && !dn_drive_reprobe(&s->drives[d])) {
+			again = true; /* its missing cells (and replica) wait for room */
 			continue;
 		}
+		/* A metadata replica a write dropped (a full drive): back into the live set
+		 * first, so the missing marks cleared below reach it too. */
+		err = dn_meta_revive_replica(s->meta, d);
+		if (err < 0)
+			again = true; /* logged there; -ENOSPC marked the drive full again */
 		err = dn_meta_each_extent(s->meta, heal_extent, &h);
 		free(h.mem);
 		if (err == -ECANCELED)

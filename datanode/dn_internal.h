@@ -213,6 +213,23 @@ uint64_t dn_meta_next_id(struct dn_meta *m);
 uint64_t dn_meta_generation(struct dn_meta *m);
 /* Replace drive's replica (if it holds one) with a fresh copy of the primary (heal). */
 int dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive);
+/*
+ * Background heal: if a failed write transaction dropped drive's replica, copy the primary
+ * over it under the metadata lock and put it back into the live set (later transactions
+ * apply to it again). The caller checks the drive is OK. Returns 1 rebuilt, 0 nothing to
+ * do (no replica there, or live), -ENOSPC (the drive is marked full again), -EAGAIN (no
+ * live primary to copy yet) or another -errno; it stays dropped on error.
+ */
+int dn_meta_revive_replica(struct dn_meta *m, unsigned drive);
+/* Replicas kept (m + 1, at most the drives); *live: how many take writes now; *revived:
+ * how many the healer brought back since open. No lock taken (metrics). */
+unsigned dn_meta_replicas(struct dn_meta *m, unsigned *live, uint64_t *revived);
+/* Does drive's replica take writes? Its generation (tests, logs). */
+bool dn_meta_replica_live(struct dn_meta *m, unsigned drive);
+uint64_t dn_meta_replica_generation(struct dn_meta *m, unsigned drive);
+/* Test hook: the next write transaction on drive's replica fails with err (e.g. -ENOSPC)
+ * before it commits, as a drive that filled up would make it. */
+void dn_meta_inject_error(struct dn_meta *m, unsigned drive, int err);
 int dn_meta_extent_exists(struct dn_meta *m, uint64_t id);
 int dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e);
 int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o);

@@ -3,6 +3,9 @@
  * (<drive>/meta/). Every write transaction is applied to each live replica in turn under
  * one lock, and bumps a generation number in each; on open the replica with the highest
  * generation wins and is copied over the others, so losing any m drives loses nothing.
+ * A replica whose write fails is dropped from the live set (on ENOSPC its drive is marked
+ * full); the background healer copies the primary over it once its drive is OK again
+ * (dn_meta_revive_replica) and it takes writes again, with no restart.
  *
  * Tables: buckets (name -> ctime), objects (bucket \0 key -> object record, so LMDB's
  * byte order is S3's key order), extents (big-endian id -> extent record), info (gen,
@@ -29,6 +32,7 @@ struct rep {
 	bool ok;
 	char dir[4096];
 	uint64_t gen;
+	int inject; /* test hook: the next write transaction here fails with this */
 };
 
 struct dn_meta {
@@ -39,7 +43,21 @@ struct dn_meta {
 	pthread_mutex_t wlock;
 	pthread_rwlock_t envlock;
 	atomic_uint_fast64_t next_id;
+	/* For /metrics without wlock: written under wlock. */
+	atomic_uint nlive;
+	atomic_uint_fast64_t revived;
 };
+
+/* Under wlock (or before the store runs): publish how many replicas take writes. */
+static void
+meta_count_live(struct dn_meta *m)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < m->nrep; i++)
+		n += m->rep[i].ok;
+	atomic_store(&m->nlive, n);
+}
 
 char *
 dn_strdup(const char *s)
@@ -446,8 +464,12 @@ rep_resync(struct dn_meta *m, struct rep *r)
 	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	rc = mdb_env_copy(p->env, tmp);
-	if (rc)
+	if (rc) {
+		/* A partial copy on a drive that filled up again: give the space back. */
+		unlink(from);
+		rmdir(tmp);
 		return mdb_err(rc);
+	}
 	snprintf(to, sizeof(to), "%s/data.mdb", r->dir);
 	if (mkdir(r->dir, 0755) < 0 && errno != EEXIST) /* a replaced, empty drive folder */
 		return -errno;
@@ -471,7 +493,16 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		return -ENOMEM;
 	m->s = s;
 	pthread_mutex_init(&m->wlock, NULL);
-	pthread_rwlock_init(&m->envlock, NULL);
+	{
+		pthread_rwlockattr_t a;
+
+		/* Writers (moving the primary, closing a replica) hold wlock meanwhile: they must
+		 * not starve behind a stream of overlapping readers. No reader nests read_txn. */
+		pthread_rwlockattr_init(&a);
+		pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&m->envlock, &a);
+		pthread_rwlockattr_destroy(&a);
+	}
 	m->nrep = s->o.m + 1 < s->ndrives ? s->o.m + 1 : s->ndrives;
 	for (unsigned i = 0; i < m->nrep; i++) {
 		struct rep *r = &m->rep[i];
@@ -517,6 +548,7 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		}
 		atomic_store(&m->next_id, id);
 	}
+	meta_count_live(m);
 	*out = m;
 	return 0;
 }
@@ -575,6 +607,7 @@ dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive)
 		if (!err)
 			r->gen = m->rep[m->primary].gen;
 	}
+	meta_count_live(m);
 	pthread_rwlock_unlock(&m->envlock);
 	pthread_mutex_unlock(&m->wlock);
 	if (err)
@@ -582,6 +615,120 @@ dn_meta_rebuild_replica(struct dn_meta *m, unsigned drive)
 	else
 		ZC_INFO("meta", "replica=%s rebuilt from the primary", r->dir);
 	return err;
+}
+
+int
+dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
+{
+	const char *how = "rebuilt from the primary";
+	struct rep *r;
+	uint64_t gen;
+	unsigned live;
+	int err;
+
+	if (drive >= m->nrep)
+		return 0;
+	r = &m->rep[drive];
+	/* wlock: no write transaction runs while the live set changes, and the copy is
+	 * exactly the primary's last generation. */
+	pthread_mutex_lock(&m->wlock);
+	if (r->ok) {
+		pthread_mutex_unlock(&m->wlock);
+		return 0;
+	}
+	if (m->primary == drive) {
+		/*
+		 * Every replica was dropped, this one last: it holds the newest commit (a failed
+		 * LMDB commit leaves the last good one). Reopen it in place; readers use the
+		 * primary's environment, so they are kept out by envlock meanwhile.
+		 */
+		pthread_rwlock_wrlock(&m->envlock);
+		if (r->env)
+			mdb_env_close(r->env);
+		r->env = NULL;
+		err = rep_open(m, r);
+		pthread_rwlock_unlock(&m->envlock);
+		how = "the newest: reopened in place";
+	} else if (!m->rep[m->primary].ok) {
+		err = -EAGAIN; /* no live primary yet to copy: the last dropped one comes first */
+	} else {
+		/*
+		 * Not the primary; but it may have been until a failed write moved the primary
+		 * on, and a reader that picked it before may still be in a transaction there:
+		 * close it under envlock (waiting for those only). New readers pick the new
+		 * primary, so the copy itself runs with wlock alone, readers going on.
+		 */
+		pthread_rwlock_wrlock(&m->envlock);
+		if (r->env)
+			mdb_env_close(r->env);
+		r->env = NULL;
+		pthread_rwlock_unlock(&m->envlock);
+		err = rep_resync(m, r);
+		if (!err)
+			r->gen = m->rep[m->primary].gen;
+	}
+	if (err == -ENOSPC)
+		dn_drive_mark_full(&m->s->drives[drive]); /* not yet room for the copy: wait */
+	gen = r->gen;
+	meta_count_live(m);
+	live = atomic_load(&m->nlive);
+	pthread_mutex_unlock(&m->wlock);
+	if (err) {
+		if (err != -EAGAIN)
+			ZC_WARN("meta", "replica=%s rebuild failed err=%s: still dropped", r->dir,
+			        strerror(-err));
+		return err;
+	}
+	atomic_fetch_add(&m->revived, 1);
+	ZC_INFO("meta", "replica=%s gen=%llu %s: live again (%u of %u)", r->dir,
+	        (unsigned long long)gen, how, live, m->nrep);
+	return 1;
+}
+
+unsigned
+dn_meta_replicas(struct dn_meta *m, unsigned *live, uint64_t *revived)
+{
+	if (live)
+		*live = (unsigned)atomic_load(&m->nlive);
+	if (revived)
+		*revived = atomic_load(&m->revived);
+	return m->nrep;
+}
+
+bool
+dn_meta_replica_live(struct dn_meta *m, unsigned drive)
+{
+	bool ok;
+
+	if (drive >= m->nrep)
+		return false;
+	pthread_mutex_lock(&m->wlock);
+	ok = m->rep[drive].ok;
+	pthread_mutex_unlock(&m->wlock);
+	return ok;
+}
+
+uint64_t
+dn_meta_replica_generation(struct dn_meta *m, unsigned drive)
+{
+	uint64_t gen;
+
+	if (drive >= m->nrep)
+		return 0;
+	pthread_mutex_lock(&m->wlock);
+	gen = m->rep[drive].gen;
+	pthread_mutex_unlock(&m->wlock);
+	return gen;
+}
+
+void
+dn_meta_inject_error(struct dn_meta *m, unsigned drive, int err)
+{
+	if (drive >= m->nrep)
+		return;
+	pthread_mutex_lock(&m->wlock);
+	m->rep[drive].inject = err;
+	pthread_mutex_unlock(&m->wlock);
 }
 
 uint64_t
@@ -639,6 +786,12 @@ meta_write(struct dn_meta *m, txn_fn fn, void *arg)
 			err = mdb_err(rc);
 			goto rep_failed;
 		}
+		if (r->inject) {
+			mdb_txn_abort(txn);
+			err = r->inject;
+			r->inject = 0;
+			goto rep_failed;
+		}
 		rc = mdb_txn_commit(txn);
 		if (rc) {
 			err = mdb_err(rc);
@@ -650,33 +803,42 @@ meta_write(struct dn_meta *m, txn_fn fn, void *arg)
 		first = false;
 		continue;
 rep_failed:
-		/* Stale from now on; the next open copies the primary over it. */
-		ZC_ERR("meta", "replica=%s write failed err=%s: dropped until restart", r->dir,
-		       strerror(-err));
+		/* Stale from now on: the healer (or the next open) copies the primary over it
+		 * once its drive is OK; a full drive is marked so, to wait for room first. */
+		ZC_ERR("meta", "replica=%s write failed err=%s: dropped until its drive is OK",
+		       r->dir, strerror(-err));
 		r->ok = false;
+		if (err == -ENOSPC)
+			dn_drive_mark_full(&m->s->drives[i]);
+		dn_heal_note(m->s);
 		if (first) {
 			/* The primary failed before committing: promote the next live one, retry.
 			 */
 			bool found = false;
 
+			/* Readers pick m->primary under envlock: move it under the write lock. */
+			pthread_rwlock_wrlock(&m->envlock);
 			for (unsigned j = 1; j < m->nrep && !found; j++)
 				if (m->rep[(i + j) % m->nrep].ok) {
 					m->primary = (i + j) % m->nrep;
 					found = true;
 				}
+			pthread_rwlock_unlock(&m->envlock);
 			if (!found)
 				break;
 			n = (unsigned)-1; /* the loop's n++ makes it 0: start over at the primary */
 		}
 	}
+	meta_count_live(m);
 	pthread_mutex_unlock(&m->wlock);
 	return result;
 }
 
 /*
  * Readers use the primary's environment under a read lock: a heal that replaces a replica
- * (and may move the primary) takes it for writing, so no reader is inside an environment
- * being closed.
+ * (and may move the primary), a write that moves the primary, and the healer closing a
+ * dropped replica (maybe a primary until lately) take it for writing, so no reader is
+ * inside an environment being closed and m->primary only changes with no reader about.
  */
 static int
 read_txn(struct dn_meta *m, MDB_txn **txn, struct rep **r)
@@ -685,6 +847,10 @@ read_txn(struct dn_meta *m, MDB_txn **txn, struct rep **r)
 
 	pthread_rwlock_rdlock(&m->envlock);
 	*r = &m->rep[m->primary];
+	if (!(*r)->env) { /* every replica dropped and the primary's reopen failed */
+		pthread_rwlock_unlock(&m->envlock);
+		return -EIO;
+	}
 	err = mdb_err(mdb_txn_begin((*r)->env, NULL, MDB_RDONLY, txn));
 	if (err)
 		pthread_rwlock_unlock(&m->envlock);

@@ -76,6 +76,15 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        (unsigned long long)c.degraded_reads);
 	fprintf(f, "# TYPE zest_cells_healed_total counter\nzest_cells_healed_total %llu\n",
 	        (unsigned long long)c.cells_healed);
+	fprintf(f,
+	        "# HELP zest_meta_replicas_live Metadata replicas taking writes; below "
+	        "zest_meta_replicas when a write dropped one (full drive) until the healer "
+	        "rebuilds it.\n"
+	        "# TYPE zest_meta_replicas_live gauge\nzest_meta_replicas_live %u\n"
+	        "# TYPE zest_meta_replicas gauge\nzest_meta_replicas %u\n"
+	        "# TYPE zest_meta_replicas_rebuilt_total counter\n"
+	        "zest_meta_replicas_rebuilt_total %llu\n",
+	        c.meta_replicas_live, c.meta_replicas, (unsigned long long)c.meta_replicas_rebuilt);
 	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
 	        (unsigned long long)c.inflight_bytes);
 	fprintf(f,

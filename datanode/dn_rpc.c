@@ -123,7 +123,8 @@ job_free(struct job *j)
  */
 #define ERR_UNAVAILABLE (-ECONNREFUSED)
 
-/* The quorum refusals, with the drive counts: -ENOSPC or -EIO (sent as UNAVAILABLE). */
+/* The quorum refusals, with the drive counts: -ENOSPC (sent as RESOURCE_EXHAUSTED) or
+ * DN_ENOQUORUM (sent as UNAVAILABLE). */
 static int
 quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, size_t len)
 {
@@ -142,30 +143,43 @@ quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, si
 	return ERR_UNAVAILABLE;
 }
 
-/* The message for an engine error of a write; returns the errno to send it with. */
-static int
-write_errmsg(struct wcall *c, int err, char *buf, size_t len)
+int
+dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket, const char *key,
+                    int err, char *buf, size_t len)
 {
 	switch (err) {
 	case -ENOSPC:
+	case DN_ENOQUORUM:
+		return quorum_errmsg(s, k, m, err, buf, len);
 	case -EIO:
-		return quorum_errmsg(c->b->s, c->k, c->m, err, buf, len);
+		/* Only the quorum has its own code: an -EIO here is LMDB's (or a bug's), not
+		 * the drives'; INTERNAL, so nobody waits for a heal that will not help. */
+		snprintf(buf, len, "InternalError: metadata I/O error on write of %s/%s: %s",
+		         bucket, key, strerror(-err));
+		return -EIO;
 	case -ENOENT:
-		snprintf(buf, len, "NoSuchBucket: %s", c->bucket);
+		snprintf(buf, len, "NoSuchBucket: %s", bucket);
 		break;
 	case -EAGAIN:
 		snprintf(buf, len, "SlowDown: the datanode's drives are busy, retry later");
 		break;
 	case -EINVAL:
-		snprintf(buf, len, "InvalidArgument: write of %s/%s refused by the store",
-		         c->bucket, c->key);
+		snprintf(buf, len, "InvalidArgument: write of %s/%s refused by the store", bucket,
+		         key);
 		break;
 	default:
-		snprintf(buf, len, "%s: write of %s/%s failed: %s", rpc_code_word(err), c->bucket,
-		         c->key, strerror(-err));
+		snprintf(buf, len, "%s: write of %s/%s failed: %s", rpc_code_word(err), bucket, key,
+		         strerror(-err));
 		break;
 	}
 	return err;
+}
+
+/* The message for an engine error of a write; returns the errno to send it with. */
+static int
+write_errmsg(struct wcall *c, int err, char *buf, size_t len)
+{
+	return dn_rpc_write_errmsg(c->b->s, c->k, c->m, c->bucket, c->key, err, buf, len);
 }
 
 /* Under b->mu: put c on the ready list unless it is there or running. */
@@ -211,7 +225,7 @@ on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void 
 	}
 	/* Too few drives take writes (failed or full): refuse before any payload moves. */
 	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
-	if (rc == -ENOSPC || rc == -EIO) {
+	if (rc == -ENOSPC || rc == DN_ENOQUORUM) {
 		char msg[RPC_STATUS_MSG_MAX];
 
 		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));

@@ -31,6 +31,17 @@ int dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_
  * finished by the binding) and before dn_store_close. NULL: no-op. */
 void dn_rpc_destroy(struct dn_rpc *b);
 
+/*
+ * The status of a Write the engine failed with err (bucket/key, scheme k+m; k 0: the
+ * store default): writes the message ("Code: ...") into buf and returns the -errno to send
+ * it with (rpc_status_from_err): DN_ENOQUORUM -> UNAVAILABLE "ServiceUnavailable: write
+ * quorum not met: N of M drives (quorum Q)", -ENOSPC -> RESOURCE_EXHAUSTED
+ * "InsufficientStorage: No space: ...", -EIO -> INTERNAL "InternalError: metadata I/O
+ * error ...", -ENOENT NoSuchBucket, -EAGAIN SlowDown, -EINVAL InvalidArgument.
+ */
+int dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket,
+                        const char *key, int err, char *buf, size_t len);
+
 /* The dn_metrics_hook exporting rpc_stats as zest_payload_* series. */
 void dn_rpc_metrics(FILE *out, void *arg);
 

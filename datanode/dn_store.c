@@ -703,4 +703,6 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->admission_refused = atomic_load(&s->adm_refused);
 	c->admission_paced = atomic_load(&s->adm_paced);
 	c->admission_queued = atomic_load(&s->adm_queued);
+	c->meta_replicas =
+	        dn_meta_replicas(s->meta, &c->meta_replicas_live, &c->meta_replicas_rebuilt);
 }

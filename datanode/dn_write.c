@@ -511,7 +511,7 @@ dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writ
 		*quorum = q;
 	if (ok >= q || s->o.discard)
 		return 0;
-	return full ? -ENOSPC : -EIO;
+	return full ? -ENOSPC : DN_ENOQUORUM;
 }
 
 int
@@ -723,7 +723,8 @@ write_free(struct dn_write *w)
 
 /*
  * Build the extent record from what was written; when a group missed quorum: -ENOSPC if
- * a full drive cost it cells (space may come back), else -EIO.
+ * a full drive cost it cells (space may come back), else DN_ENOQUORUM (not -EIO: that is
+ * the metadata's I/O error, reported differently).
  */
 static int
 build_extent(struct dn_write *w, struct dn_extent *e)
@@ -751,7 +752,7 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 			ZC_ERR("write", "id=%llx group=%u missing=%#x full=%#x below quorum=%u",
 			       (unsigned long long)w->id, gi, missing, full, quorum);
 			dn_extent_free(e);
-			return full ? -ENOSPC : -EIO;
+			return full ? -ENOSPC : DN_ENOQUORUM;
 		}
 		memcpy(e->groups[gi].drives, g->drives, w->n);
 		e->groups[gi].missing = missing;

@@ -315,6 +315,8 @@ def test_full_drive_enospc():
             s3_error(st, body, "SlowDown")
             assert get(c, "full", "big2")[0] == 404, "a failed PUT became visible"
             assert drive_states(c) == [0, 0, 0, 0, 2, 2], drive_states(c)
+            # drives 4 and 5 hold no metadata replica (drives 0..m do): all three live
+            assert zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 3
             st, body = put(c, "full", "refused", os.urandom(CELL))
             s3_error(st, body, "SlowDown")
             assert get(c, "full", "refused")[0] == 404
@@ -452,10 +454,92 @@ def test_background_heal_after_full():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_meta_replica_back_after_full():
+    """Drive 2 holds a metadata replica (drives 0..m do) and is a 4 MiB tmpfs; the healer
+    runs every 500 ms. A file fills drive 2; small PUTs with long keys and attributes go on
+    at quorum until LMDB's own write on that replica gets ENOSPC: the replica is dropped
+    (zest_meta_replicas_live 2 of 3) and the drive is full. The operator removes the file:
+    with no restart the healer copies the primary over the replica and puts it back
+    (zest_meta_replicas_live 3, zest_meta_replicas_rebuilt_total 1); later commits reach it,
+    so a restart finds every replica at the same generation and copies nothing."""
+    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-metafull-{os.getpid()}")
+    d2 = os.path.join(root, "d2")
+    os.makedirs(d2)
+    try:
+        mount_tmpfs(d2, "4m")
+    except Skip:
+        shutil.rmtree(root)
+        raise
+    try:
+        with zh.cluster(ec="4+2", cell_size=CELL, root=root,
+                        extra_dn=["--heal-interval", "500ms"]) as c:
+            mb(c, "mfull")
+            m = zh.metrics(c.dn_metrics)
+            assert (m["zest_meta_replicas"], m["zest_meta_replicas_live"]) == (3, 3), m
+            ballast = os.path.join(d2, "ballast")
+            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
+            try:
+                while os.write(fd, b"\0" * CELL) > 0:
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+            pad = "p" * 1500
+            objs = {}
+            src = os.path.join(c.root, "in-meta")
+            for i in range(150):
+                key = f"k{i:03d}-" + "x" * 400  # LMDB keys: at most 511 bytes
+                objs[key] = os.urandom(100 + i)
+                with open(src, "wb") as f:
+                    f.write(objs[key])
+                p = curl(c, "-o", "/dev/null", "-w", "%{http_code}", "-T", src,
+                         "-H", f"x-amz-meta-pad: {pad}", f"{c.endpoint}/mfull/{key}")
+                assert p.stdout == b"200", (i, p)
+                if zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 2:
+                    break
+            os.unlink(src)
+            m = zh.metrics(c.dn_metrics)
+            assert m["zest_meta_replicas_live"] == 2, f"LMDB never hit ENOSPC on d2: {m}"
+            assert drive_states(c)[2] == 2, drive_states(c)
+            with open(os.path.join(root, "datanode.log"), "rb") as f:
+                log = f.read()
+            assert b"d2/meta write failed" in log, log[-3000:]
+            print(f"     replica on d2 dropped after {i + 1} PUTs", flush=True)
+            time.sleep(1.5)  # still full: the healer leaves it out
+            assert zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 2
+            os.unlink(ballast)  # room again
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = zh.metrics(c.dn_metrics)
+                if m["zest_meta_replicas_live"] == 3:
+                    break
+                time.sleep(0.2)
+            assert m["zest_meta_replicas_live"] == 3, f"the replica did not come back: {m}"
+            assert m["zest_meta_replicas_rebuilt_total"] == 1, m
+            with open(os.path.join(root, "datanode.log"), "rb") as f:
+                log = f.read()
+            assert b"d2/meta gen=" in log and b"live again (3 of 3)" in log, log[-3000:]
+            objs["after"] = os.urandom(3 * CELL + 1)
+            assert put(c, "mfull", "after", objs["after"])[0] == 200
+            check_all(c, "mfull", objs, "after the replica came back")
+            assert c.dn.stop() == 0
+            size = os.path.getsize(os.path.join(root, "datanode.log"))
+            c.start_datanode()
+            with open(os.path.join(root, "datanode.log"), "rb") as f:
+                f.seek(size)
+                log = f.read()
+            assert b"behind" not in log, log[-3000:]  # every replica at one generation
+            check_all(c, "mfull", objs, "after a restart")
+    finally:
+        if os.path.ismount(d2):
+            umount(d2)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     tests = [test_removed_folder_before_and_during_writes, test_read_only_drive,
              test_full_drive_enospc, test_background_heal_after_full,
-             test_flipped_bits_detected_and_healed]
+             test_meta_replica_back_after_full, test_flipped_bits_detected_and_healed]
     ran = []
 
     def wrap(t):

@@ -1,7 +1,12 @@
-/* Buckets, overwrite visibility, delete, list (prefix, delimiter, start_after, limit), compose. */
+/*
+ * Buckets, overwrite visibility, delete, list (prefix, delimiter, start_after, limit), compose,
+ * replicas outvoted at open and replicas a failed write dropped brought back by the healer.
+ */
 #include <dirent.h>
+#include <sys/mount.h>
 
 #include "dn_test.h"
+#include "dn_internal.h"
 
 static void
 buckets(void)
@@ -256,10 +261,227 @@ replicas(void)
 	t_env_fini(&e);
 }
 
+/* Every key and value of a closed replica's tables, in order, into one buffer. */
+static size_t
+dump_replica(const char *drive, uint8_t **out)
+{
+	const char *dbs[] = { "buckets", "objects", "extents", "info" };
+	char dir[400];
+	size_t len = 0, cap = 1 << 16;
+	uint8_t *buf = malloc(cap);
+	MDB_env *env;
+	MDB_txn *txn;
+
+	snprintf(dir, sizeof(dir), "%s/meta", drive);
+	CHECK(buf);
+	CHECK_EQ(mdb_env_create(&env), 0);
+	CHECK_EQ(mdb_env_set_maxdbs(env, 8), 0);
+	CHECK_EQ(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0644), 0);
+	CHECK_EQ(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		MDB_cursor *cur;
+		MDB_dbi dbi;
+		MDB_val k, v;
+
+		CHECK_EQ(mdb_dbi_open(txn, dbs[i], 0, &dbi), 0);
+		CHECK_EQ(mdb_cursor_open(txn, dbi, &cur), 0);
+		for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT) {
+			size_t need = len + 16 + k.mv_size + v.mv_size;
+
+			if (need > cap) {
+				cap = need * 2;
+				buf = realloc(buf, cap);
+				CHECK(buf);
+			}
+			memcpy(buf + len, &k.mv_size, 8);
+			memcpy(buf + len + 8, k.mv_data, k.mv_size);
+			len += 8 + k.mv_size;
+			memcpy(buf + len, &v.mv_size, 8);
+			memcpy(buf + len + 8, v.mv_data, v.mv_size);
+			len += 8 + v.mv_size;
+		}
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	*out = buf;
+	return len;
+}
+
+/* After close: the m + 1 replicas hold the same tables, byte for byte. */
+static void
+check_replicas_equal(struct t_env *e)
+{
+	uint8_t *a, *b;
+	size_t la = dump_replica(e->dirs[0], &a);
+
+	for (unsigned i = 1; i <= e->o.m; i++) {
+		size_t lb = dump_replica(e->dirs[i], &b);
+
+		CHECK_EQ(lb, la);
+		CHECK(memcmp(a, b, la) == 0);
+		free(b);
+	}
+	free(a);
+}
+
+static unsigned
+live_replicas(struct t_env *e)
+{
+	unsigned live;
+
+	dn_meta_replicas(e->s->meta, &live, NULL);
+	return live;
+}
+
+/* Wait (up to 5 s) for the healer to bring the live count to want. */
+static void
+wait_live(struct t_env *e, unsigned want)
+{
+	for (int i = 0; live_replicas(e) != want && i < 500; i++)
+		usleep(10000);
+	CHECK_EQ(live_replicas(e), want);
+}
+
+/* Traffic while the healer swaps a replica in: readers on the primary, writers on all. */
+struct traffic {
+	struct t_env *e;
+	atomic_bool stop;
+	unsigned puts;
+};
+
+static void *
+traffic_main(void *arg)
+{
+	struct traffic *t = arg;
+	uint8_t buf[3000];
+	char key[32];
+
+	t_fill(buf, sizeof(buf));
+	while (!atomic_load(&t->stop)) {
+		struct dn_list_result lr;
+
+		snprintf(key, sizeof(key), "t%u", t->puts % 8);
+		CHECK_EQ(t_put(t->e->s, "b", key, buf, sizeof(buf)), 0);
+		CHECK_EQ(t_check_read(t->e->s, "b", key, 0, 0, false, buf, sizeof(buf)), 0);
+		CHECK_EQ(dn_list(t->e->s, "b", "t", NULL, 100, NULL, &lr), 0);
+		CHECK(lr.nentries > 0);
+		dn_list_result_fini(&lr);
+		t->puts++;
+	}
+	return NULL;
+}
+
+/*
+ * A write transaction that fails on a replica (ENOSPC: its drive filled up) drops it from
+ * the live set and marks the drive full; once the drive has room the background healer
+ * copies the primary over it and later writes reach it again, with no restart. Readers
+ * and writers run on meanwhile. A replica dropped on a failed drive waits for `heal`.
+ * With every replica dropped, the last primary is reopened in place first.
+ */
+static void
+replica_revive(void)
+{
+	struct t_env e;
+	struct traffic t = { &e, false, 0 };
+	uint8_t a[20000];
+	uint64_t revived, gen;
+	pthread_t th;
+
+	t_fill(a, sizeof(a));
+	t_env_init(&e, 6, 4, 2);
+	e.o.full_probe_ns = 3600ull * 1000000000ull; /* no re-probe until the test says so */
+	e.o.heal_interval_ns = 20000000;             /* 20 ms */
+	t_open(&e);
+	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
+	CHECK_EQ(dn_meta_replicas(e.s->meta, NULL, NULL), 3);
+	CHECK_EQ(live_replicas(&e), 3);
+	CHECK_EQ(t_put(e.s, "b", "o0", a, sizeof(a)), 0);
+	/* Replica 1's drive fills up under a write: the write commits on the other two. */
+	dn_meta_inject_error(e.s->meta, 1, -ENOSPC);
+	CHECK_EQ(t_put(e.s, "b", "o1", a, 1000), 0);
+	CHECK(!dn_meta_replica_live(e.s->meta, 1));
+	CHECK_EQ(live_replicas(&e), 2);
+	CHECK_EQ(dn_drive_state_get(e.s, 1), DN_DRIVE_FULL);
+	CHECK_EQ(t_put(e.s, "b", "o2", a, 2000), 0);
+	CHECK_EQ(dn_delete(e.s, "b", "o0"), 1);
+	CHECK(dn_meta_replica_generation(e.s->meta, 1) < dn_meta_generation(e.s->meta));
+	/* Still full: the healer leaves it dropped. */
+	usleep(100000);
+	CHECK(!dn_meta_replica_live(e.s->meta, 1));
+	CHECK_EQ(dn_drive_state_get(e.s, 1), DN_DRIVE_FULL);
+	/* Room again: the healer's own re-probe finds it (no write needed), copies the
+	 * primary over the replica and puts it back, while traffic goes on. */
+	CHECK_EQ(pthread_create(&th, NULL, traffic_main, &t), 0);
+	usleep(50000);
+	e.s->o.full_probe_ns = 0;
+	wait_live(&e, 3);
+	usleep(50000);
+	atomic_store(&t.stop, true);
+	CHECK_EQ(pthread_join(th, NULL), 0);
+	CHECK(t.puts > 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 1), DN_DRIVE_OK);
+	dn_meta_replicas(e.s->meta, NULL, &revived);
+	CHECK_EQ(revived, 1);
+	/* Live again: the next transaction reaches it, same generation as the primary. */
+	CHECK_EQ(t_put(e.s, "b", "o3", a, 3000), 0);
+	gen = dn_meta_generation(e.s->meta);
+	CHECK_EQ(dn_meta_replica_generation(e.s->meta, 1), gen);
+	CHECK_EQ(dn_meta_replica_generation(e.s->meta, 2), gen);
+	/* Its content: drop the other two (an I/O error on the primary moves it to 1). */
+	dn_meta_inject_error(e.s->meta, 0, -EIO);
+	dn_meta_inject_error(e.s->meta, 2, -EIO);
+	CHECK_EQ(t_put(e.s, "b", "o4", a, 4000), 0);
+	CHECK(dn_meta_replica_live(e.s->meta, 1));
+	CHECK_EQ(t_check_read(e.s, "b", "o0", 0, 0, false, a, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "o1", 0, 0, false, a, 1000), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "o2", 0, 0, false, a, 2000), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "o3", 0, 0, false, a, 3000), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "o4", 0, 0, false, a, 4000), 0);
+	/* Drives 0 and 2 stayed OK (an I/O error in LMDB does not fail a drive): both are
+	 * copied back from the new primary. */
+	wait_live(&e, 3);
+	dn_meta_replicas(e.s->meta, NULL, &revived);
+	CHECK_EQ(revived, 3);
+	/* A replica dropped on a failed drive stays dropped: `heal` is the operator's. */
+	CHECK_EQ(dn_drive_fail(e.s, 2), 0);
+	dn_meta_inject_error(e.s->meta, 2, -ENOSPC);
+	CHECK_EQ(t_put(e.s, "b", "o5", a, 5000), 0);
+	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
+	usleep(100000);
+	CHECK(!dn_meta_replica_live(e.s->meta, 2));
+	CHECK(dn_heal(e.s, 2) >= 0);
+	CHECK(dn_meta_replica_live(e.s->meta, 2));
+	CHECK_EQ(live_replicas(&e), 3);
+	CHECK_EQ(t_put(e.s, "b", "o6", a, 6000), 0);
+	/* Every replica fails one commit: the write fails with -EIO (the metadata's, not a
+	 * lost quorum) and nothing shows; reads go on from the last primary. The healer
+	 * reopens that one in place, then copies it over the other two. */
+	for (unsigned r = 0; r < 3; r++)
+		dn_meta_inject_error(e.s->meta, r, -EIO);
+	CHECK_EQ(t_put(e.s, "b", "lost", a, 7000), -EIO);
+	CHECK_EQ(t_check_read(e.s, "b", "lost", 0, 0, false, a, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);
+	wait_live(&e, 3);
+	gen = dn_meta_generation(e.s->meta);
+	CHECK_EQ(t_put(e.s, "b", "o7", a, 7000), 0);
+	CHECK_EQ(dn_meta_generation(e.s->meta), gen + 1);
+	for (unsigned r = 0; r < 3; r++)
+		CHECK_EQ(dn_meta_replica_generation(e.s->meta, r), gen + 1);
+	CHECK_EQ(t_check_read(e.s, "b", "o7", 0, 0, false, a, 7000), 0);
+	t_close(&e);
+	check_replicas_equal(&e);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);
+	CHECK_EQ(t_check_read(e.s, "b", "o7", 0, 0, false, a, 7000), 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
 	replicas();
+	replica_revive();
 	buckets();
 	overwrite();
 	listing();

@@ -52,6 +52,9 @@ main(void)
 		"zest_admission_level 0",
 		"zest_degraded_reads_total 0",
 		"zest_inflight_bytes 0",
+		"zest_meta_replicas 3",
+		"zest_meta_replicas_live 3",
+		"zest_meta_replicas_rebuilt_total 0",
 	};
 
 	t_fill(buf, sizeof(buf));

@@ -197,7 +197,7 @@ quorum(void)
 	dn_drive_inject_errors(e.s, 4, 1);
 	err = t_feed(e.s, "b", "q2", buf, sizeof(buf), 3000, true, &w);
 	CHECK_EQ(err, 0);
-	CHECK_EQ(t_commit(w, "x", NULL), -EIO);
+	CHECK_EQ(t_commit(w, "x", NULL), DN_ENOQUORUM);
 	CHECK_EQ(dn_drive_state_get(e.s, 4), DN_DRIVE_FAILED);
 	{
 		struct dn_object_info info;
@@ -205,11 +205,11 @@ quorum(void)
 
 		CHECK_EQ(dn_stat(e.s, "b", "q2", &info), -ENOENT);
 		/* Now a new write is refused at once, with the counts for the message. */
-		CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), -EIO);
+		CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), DN_ENOQUORUM);
 		CHECK_EQ(ok, 4);
 		CHECK_EQ(n, 6);
 		CHECK_EQ(q, 5);
-		CHECK_EQ(t_feed(e.s, "b", "q3", buf, sizeof(buf), 3000, true, &w), -EIO);
+		CHECK_EQ(t_feed(e.s, "b", "q3", buf, sizeof(buf), 3000, true, &w), DN_ENOQUORUM);
 		CHECK_EQ(dn_stat(e.s, "b", "q3", &info), -ENOENT);
 	}
 	/* The drives come back (replaced folders): heal fills in q1's missing cell. */

@@ -11,6 +11,7 @@
 #include "rpc.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
+#include "dn_internal.h"
 #include "rpc_raw.h"
 
 struct env {
@@ -348,6 +349,66 @@ test_slowdown(void)
 	free(buf);
 }
 
+/*
+ * Engine errors of a Write -> status and message: a lost quorum (drives failed) is its
+ * own code, sent as UNAVAILABLE "ServiceUnavailable: write quorum not met" (S3 503
+ * ServiceUnavailable); an -EIO, which is now only the metadata's, is INTERNAL "InternalError:
+ * metadata I/O error" (S3 500). Then both for real, through the wire.
+ */
+static void
+test_error_mapping(void)
+{
+	static const struct {
+		int err;
+		grpc_status_code code;
+		const char *prefix;
+	} rows[] = {
+		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE,
+		  "ServiceUnavailable: write quorum not met: " },
+		{ -EIO, GRPC_STATUS_INTERNAL,
+		  "InternalError: metadata I/O error on write of b/k: " },
+		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, "InsufficientStorage: No space: " },
+		{ -ENOENT, GRPC_STATUS_NOT_FOUND, "NoSuchBucket: b" },
+		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, "SlowDown: " },
+		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: " },
+		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, "BadDigest: write of b/k failed: " },
+	};
+	struct env e;
+	struct rpc_status st;
+	uint8_t buf[50000];
+	char msg[RPC_STATUS_MSG_MAX];
+
+	t_fill(buf, sizeof(buf));
+	env_up(&e, 0);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int rc = dn_rpc_write_errmsg(e.t.s, 0, 0, "b", "k", rows[i].err, msg, sizeof(msg));
+
+		if (rpc_status_from_err(rc) != rows[i].code ||
+		    strncmp(msg, rows[i].prefix, strlen(rows[i].prefix)) != 0) {
+			fprintf(stderr, "row %zu: err %d -> code %d \"%s\"\n", i, rows[i].err,
+			        rpc_status_from_err(rc), msg);
+			abort();
+		}
+	}
+	/* Every metadata replica fails its commit: the cells are durable, the write is not. */
+	CHECK_EQ(put(&e, "ok", buf, sizeof(buf), 16 << 10, 0, &st), 0);
+	for (unsigned r = 0; r <= e.t.o.m; r++)
+		dn_meta_inject_error(e.t.s->meta, r, -EIO);
+	CHECK(put(&e, "metaio", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
+	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
+	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of b/metaio", 53) == 0);
+	env_down(&e, 1000);
+	/* Two failed drives of six: 4 < quorum 5, refused at open as before. */
+	env_up(&e, 0);
+	CHECK_EQ(dn_drive_fail(e.t.s, 1), 0);
+	CHECK_EQ(dn_drive_fail(e.t.s, 4), 0);
+	CHECK(put(&e, "quorum", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
+	CHECK_EQ(st.code, GRPC_STATUS_UNAVAILABLE);
+	CHECK(strncmp(st.msg, "ServiceUnavailable: write quorum not met: 4 of 6 drives (quorum 5)",
+	              66) == 0);
+	env_down(&e, 1000);
+}
+
 int
 main(void)
 {
@@ -357,6 +418,7 @@ main(void)
 	test_client_cancels();
 	test_shutdown_with_write_open();
 	test_slowdown();
+	test_error_mapping();
 	printf("test_dn_rpc: ok\n");
 	return 0;
 }
