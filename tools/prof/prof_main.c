@@ -33,8 +33,12 @@
 #define MAX_PAIRS     32
 #define EC_MAX_DRIVES 32
 #define GIB	      (1024.0 * 1024.0 * 1024.0)
-/* Bytes the store baseline writes per round: enough for a steady rate, ~1 s on tmpfs. */
-#define STORE_BYTES (1536ull << 20)
+/*
+ * The store baseline writes, per round, as many bytes as the datanode's full path stored in
+ * that round ((k+m)/k x the payload), and at least this: the kernel then allocates and
+ * fills as many fresh pages as the datanode did, rather than a small set it reuses.
+ */
+#define STORE_MIN_BYTES (1536ull << 20)
 
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
@@ -595,11 +599,26 @@ bad:
 	return -EINVAL;
 }
 
-/* The store baseline of one round into r; a failure is reported and leaves NANs. */
+/*
+ * The store baseline of one round into r, sized to what the round's full-path modes stored
+ * (their runs in `round`); a failure is reported and leaves NANs.
+ */
 static void
-store_round(const struct opts *o, struct prof_store_result *r)
+store_round(const struct opts *o, struct run (*runs)[MAX_PAIRS], unsigned round,
+	    struct prof_store_result *r)
 {
-	int rc = prof_store_measure(o->drives_base, o->k + o->m, STORE_BYTES, r);
+	uint64_t bytes = STORE_MIN_BYTES, dur_ns = 0;
+	int rc;
+
+	zc_parse_duration_ns(o->duration, &dur_ns);
+	for (unsigned i = 0; i < o->n_modes; i++) {
+		double stored = runs[i][round].v[PROF_M_MIBS] * (1 << 20) * (double)dur_ns / 1e9 *
+				(o->k + o->m) / o->k;
+
+		if (o->modes[i] != PROF_MODE_DISCARD && stored > (double)bytes)
+			bytes = (uint64_t)stored;
+	}
+	rc = prof_store_measure(o->drives_base, o->k + o->m, bytes, r);
 
 	if (rc < 0) {
 		fprintf(stderr, "zest-prof: store baseline in %s failed: %s\n", o->drives_base,
@@ -709,7 +728,7 @@ main(int argc, char **argv)
 		for (unsigned i = 0; i < o.n_modes && rc == 0; i++)
 			rc = run_once(&o, o.modes[i], p, TOOL_NONE, &runs[i][p]);
 		if (rc == 0 && o.store_baseline)
-			store_round(&o, &store[p]);
+			store_round(&o, runs, p, &store[p]);
 	}
 	if (rc < 0) {
 		o.keep = true;
