@@ -1814,7 +1814,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 	got = obj_iter_open(&it, r, txn);
 	if (got)
 		goto done;
-	if (strcmp(start_after, prefix) > 0) {
+	if (sl && strcmp(start_after, prefix) >= 0) { /* == : the key prefix itself is not after */
 		memcpy(seek + bl + 1, start_after, sl);
 		seek[bl + 1 + sl] = 0; /* the smallest name strictly after start_after */
 		got = obj_iter_seek(&it, seek, bl + 2 + sl);
