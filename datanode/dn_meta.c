@@ -24,7 +24,7 @@
 #define MAX_REPS   EC_MAX_CELLS
 #define OBJ_VER    1
 #define EXT_VER    1
-#define BUNDLE_VER 1
+#define BUNDLE_VER 0x42000001u /* bundle format 1; never an OBJ_VER (see "keys") */
 #define KEY_MAX    1024
 #define BUCKET_MAX 255
 
@@ -404,8 +404,9 @@ mdb_err(int rc)
  * maxkey (mdb_env_get_maxkeysize, 511 on Debian) bytes or more, so a name shorter than
  * maxkey is its own LMDB key, and a longer one lives in the *bundle* stored under its
  * first maxkey bytes: every long name with that prefix, as (rest of the name, object
- * record) entries sorted by rest. A key of exactly maxkey bytes marks a bundle. LMDB's
- * byte order over these keys, with each bundle expanded in place, is the names' order.
+ * record) entries sorted by rest. A key of exactly maxkey bytes marks a bundle (or a
+ * plain record from before bundles: see bundle_open). LMDB's byte order over these keys,
+ * with each bundle expanded in place, is the names' order.
  */
 #define NAME_MAX_LEN (BUCKET_MAX + 1 + KEY_MAX)
 
@@ -454,13 +455,29 @@ span_cmp(const char *a, size_t al, const char *b, size_t bl)
 struct bundle_rd {
 	struct rbuf b;
 	uint32_t left;
+	bool plain; /* an object record stored before bundles existed: one entry, rest "" */
 };
 
+/*
+ * LMDB takes keys of exactly maxkey bytes, so a store written before bundles may hold a
+ * plain object record under a key of that length: its name is the key, i.e. the entry
+ * with rest "" of the bundle that key now stands for. It is read as that one-entry bundle
+ * (BUNDLE_VER is never an OBJ_VER) and becomes a real bundle at its next write.
+ */
 static int
 bundle_open(const MDB_val *v, struct bundle_rd *br)
 {
+	uint32_t ver;
+
 	br->b = (struct rbuf){ .p = v->mv_data, .len = v->mv_size };
-	if (r_u32(&br->b) != BUNDLE_VER)
+	br->plain = false;
+	ver = r_u32(&br->b);
+	if (ver == OBJ_VER) {
+		br->plain = true;
+		br->left = 1;
+		return 0;
+	}
+	if (ver != BUNDLE_VER)
 		return -EBADMSG;
 	br->left = r_u32(&br->b);
 	return br->b.err;
@@ -473,6 +490,12 @@ bundle_next(struct bundle_rd *br, size_t maxkey, MDB_val *rest, MDB_val *rec)
 	if (!br->left)
 		return br->b.at == br->b.len ? 0 : -EBADMSG;
 	br->left--;
+	if (br->plain) {
+		*rest = (MDB_val){ 0, (void *)br->b.p };
+		*rec = (MDB_val){ br->b.len, (void *)br->b.p };
+		br->b.at = br->b.len;
+		return 1;
+	}
 	rest->mv_size = r_u32(&br->b);
 	rest->mv_data = (void *)r_span(&br->b, rest->mv_size);
 	rec->mv_size = r_u32(&br->b);

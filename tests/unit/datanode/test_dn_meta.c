@@ -898,6 +898,110 @@ long_keys(void)
 	t_env_fini(&e);
 }
 
+/*
+ * Rewrite every one-entry bundle whose entry is the prefix's own name (rest "") as the
+ * plain record a store written before bundles holds under a key of LMDB's maximum size.
+ */
+static unsigned
+lk_unbundle(const char *drive)
+{
+	char dir[400];
+	unsigned n = 0;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_dbi dbi;
+	MDB_val k, v;
+
+	snprintf(dir, sizeof(dir), "%s/meta", drive);
+	CHECK_EQ(mdb_env_create(&env), 0);
+	CHECK_EQ(mdb_env_set_maxdbs(env, 8), 0);
+	CHECK_EQ(mdb_env_open(env, dir, 0, 0644), 0);
+	CHECK_EQ(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	CHECK_EQ(mdb_dbi_open(txn, "objects", 0, &dbi), 0);
+	CHECK_EQ(mdb_cursor_open(txn, dbi, &cur), 0);
+	for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT) {
+		const uint8_t *p = v.mv_data;
+		uint32_t w[4];
+
+		if (k.mv_size != (size_t)mdb_env_get_maxkeysize(env) || v.mv_size < 16)
+			continue;
+		memcpy(w, p, 16); /* version, count, rest length, record length */
+		if (w[1] != 1 || w[2] != 0 || v.mv_size != 16 + (size_t)w[3])
+			continue;
+		{
+			uint8_t *rec = malloc(w[3]);
+			MDB_val nv = { w[3], rec };
+
+			CHECK(rec);
+			memcpy(rec, p + 16, w[3]);
+			CHECK_EQ(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT), 0);
+			free(rec);
+			n++;
+		}
+	}
+	mdb_cursor_close(cur);
+	CHECK_EQ(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	return n;
+}
+
+/*
+ * LMDB always took keys of exactly its maximum size: a store from before bundles may hold
+ * a plain record for a name of 511 bytes. It reads, lists, and turns into a bundle when a
+ * longer name with the same prefix arrives; overwrite and delete free its cells once.
+ */
+static void
+long_keys_plain_record(void)
+{
+	struct t_env e;
+	char k[600], kt[620];
+	uint8_t a[LK_SIZE], b[LK_SIZE], c[LK_SIZE];
+	struct dn_list_result r;
+
+	memset(a, 3, sizeof(a));
+	memset(b, 4, sizeof(b));
+	memset(c, 5, sizeof(c));
+	memset(k, 'k', 509); /* "b\0" + 509 bytes: a 511-byte name */
+	k[509] = 0;
+	snprintf(kt, sizeof(kt), "%s/tail", k);
+	t_env_open(&e, 6, 4, 2, "b");
+	CHECK_EQ(t_put(e.s, "b", k, a, sizeof(a)), 0);
+	t_close(&e);
+	for (unsigned i = 0; i <= e.o.m; i++)
+		CHECK_EQ(lk_unbundle(e.dirs[i]), 1);
+	t_open(&e);
+	CHECK_EQ(t_check_read(e.s, "b", k, 0, 0, false, a, sizeof(a)), 0);
+	CHECK_EQ(dn_list(e.s, "b", "", NULL, 0, NULL, &r), 0);
+	CHECK(r.nentries == 1 && strcmp(r.entries[0].key, k) == 0);
+	dn_list_result_fini(&r);
+	CHECK_EQ(t_put(e.s, "b", kt, b, sizeof(b)), 0); /* the plain record joins a bundle */
+	CHECK_EQ(t_check_read(e.s, "b", k, 0, 0, false, a, sizeof(a)), 0);
+	CHECK_EQ(t_check_read(e.s, "b", kt, 0, 0, false, b, sizeof(b)), 0);
+	CHECK_EQ(dn_list(e.s, "b", "", NULL, 0, NULL, &r), 0);
+	CHECK(r.nentries == 2 && strcmp(r.entries[0].key, k) == 0 &&
+	      strcmp(r.entries[1].key, kt) == 0);
+	dn_list_result_fini(&r);
+	CHECK_EQ(t_count_files(&e), 6);
+	/* Back to plain, then overwritten and deleted in place. */
+	CHECK_EQ(dn_delete(e.s, "b", kt), 1);
+	t_close(&e);
+	for (unsigned i = 0; i <= e.o.m; i++)
+		CHECK_EQ(lk_unbundle(e.dirs[i]), 1);
+	t_open(&e);
+	CHECK_EQ(t_put(e.s, "b", k, c, sizeof(c)), 0);
+	CHECK_EQ(t_check_read(e.s, "b", k, 0, 0, false, c, sizeof(c)), 0);
+	CHECK_EQ(t_count_files(&e), 3);
+	CHECK_EQ(dn_bucket_delete(e.s, "b"), -ENOTEMPTY);
+	CHECK_EQ(dn_delete(e.s, "b", k), 1);
+	CHECK_EQ(dn_delete(e.s, "b", k), 0);
+	CHECK_EQ(dn_bucket_delete(e.s, "b"), 0);
+	CHECK_EQ(t_count_files(&e), 0);
+	t_close(&e);
+	CHECK_EQ(lk_bundles(e.dirs[0]), 0);
+	t_env_fini(&e);
+}
+
 int
 main(void)
 {
@@ -909,6 +1013,7 @@ main(void)
 	compose();
 	compose_cross_bucket();
 	long_keys();
+	long_keys_plain_record();
 	printf("ok\n");
 	return 0;
 }
