@@ -472,13 +472,13 @@ bundle_open(const MDB_val *v, struct bundle_rd *br)
 	br->b = (struct rbuf){ .p = v->mv_data, .len = v->mv_size };
 	br->plain = false;
 	ver = r_u32(&br->b);
-	if (ver == OBJ_VER) {
+	if (br->b.err)
+		return br->b.err;
+	if (ver != BUNDLE_VER) { /* an object record of any OBJ_VER: obj_decode checks it */
 		br->plain = true;
 		br->left = 1;
 		return 0;
 	}
-	if (ver != BUNDLE_VER)
-		return -EBADMSG;
 	br->left = r_u32(&br->b);
 	return br->b.err;
 }
