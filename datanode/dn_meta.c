@@ -8,8 +8,9 @@
  * (dn_meta_revive_replica) and it takes writes again, with no restart.
  *
  * Tables: buckets (name -> ctime), objects (bucket \0 key -> object record, so LMDB's
- * byte order is S3's key order), extents (big-endian id -> extent record), info (gen,
- * next_id). Records are a small little-endian binary encoding (see put_/get_ helpers).
+ * byte order is S3's key order; names too long for an LMDB key share a bundle, see
+ * "keys"), extents (big-endian id -> extent record), info (gen, next_id, keymax).
+ * Records are a small little-endian binary encoding (see w_/r_ helpers).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #define MAX_REPS   EC_MAX_CELLS
 #define OBJ_VER    1
 #define EXT_VER    1
+#define BUNDLE_VER 0x42000001u /* bundle format 1; never an OBJ_VER (see "keys") */
 #define KEY_MAX    1024
 #define BUCKET_MAX 255
 
@@ -32,7 +34,8 @@ struct rep {
 	bool ok;
 	char dir[4096];
 	uint64_t gen;
-	int inject; /* test hook: the next write transaction here fails with this */
+	int inject;    /* test hook: the next write transaction here fails with this */
+	size_t maxkey; /* mdb_env_get_maxkeysize: a key this long is a bundle's */
 };
 
 struct dn_meta {
@@ -128,6 +131,20 @@ r_bytes(struct rbuf *b, void *v, size_t n)
 	}
 	memcpy(v, b->p + b->at, n);
 	b->at += n;
+}
+/* n bytes in place (NULL on a short buffer: b->err is set). */
+static const uint8_t *
+r_span(struct rbuf *b, size_t n)
+{
+	const uint8_t *p;
+
+	if (b->err || b->len - b->at < n) {
+		b->err = -EBADMSG;
+		return NULL;
+	}
+	p = b->p + b->at;
+	b->at += n;
+	return p;
 }
 static uint32_t
 r_u32(struct rbuf *b)
@@ -360,30 +377,6 @@ ext_decode(const MDB_val *v, uint64_t id, struct dn_extent *e)
 	return 0;
 }
 
-/* ---- keys ---- */
-static int
-obj_key(const char *bucket, const char *key, char *buf, MDB_val *k)
-{
-	size_t bl = strlen(bucket), kl = strlen(key);
-
-	if (bl == 0 || bl > BUCKET_MAX || kl == 0 || kl > KEY_MAX)
-		return -EINVAL;
-	memcpy(buf, bucket, bl + 1);
-	memcpy(buf + bl + 1, key, kl);
-	k->mv_data = buf;
-	k->mv_size = bl + 1 + kl;
-	return 0;
-}
-
-static void
-ext_key(uint64_t id, uint8_t *buf, MDB_val *k)
-{
-	for (int i = 0; i < 8; i++)
-		buf[i] = (uint8_t)(id >> (56 - 8 * i));
-	k->mv_data = buf;
-	k->mv_size = 8;
-}
-
 static int
 mdb_err(int rc)
 {
@@ -398,10 +391,333 @@ mdb_err(int rc)
 	case MDB_PAGE_NOTFOUND:
 	case MDB_INVALID:
 	case MDB_VERSION_MISMATCH:
+	case MDB_INCOMPATIBLE:
 		return -EBADMSG;
 	default:
 		return rc > 0 ? -rc : -EIO;
 	}
+}
+
+/* ---- keys ---- */
+/*
+ * An object's name is `bucket \0 key` (at most NAME_MAX_LEN bytes). LMDB refuses keys of
+ * maxkey (mdb_env_get_maxkeysize, 511 on Debian) bytes or more, so a name shorter than
+ * maxkey is its own LMDB key, and a longer one lives in the *bundle* stored under its
+ * first maxkey bytes: every long name with that prefix, as (rest of the name, object
+ * record) entries sorted by rest. A key of exactly maxkey bytes marks a bundle (or a
+ * plain record from before bundles: see bundle_open). LMDB's byte order over these keys,
+ * with each bundle expanded in place, is the names' order.
+ */
+#define NAME_MAX_LEN (BUCKET_MAX + 1 + KEY_MAX)
+
+static int
+obj_name(const char *bucket, const char *key, char *buf, size_t *len)
+{
+	size_t bl = strlen(bucket), kl = strlen(key);
+
+	if (bl == 0 || bl > BUCKET_MAX || kl == 0 || kl > KEY_MAX)
+		return -EINVAL;
+	memcpy(buf, bucket, bl + 1);
+	memcpy(buf + bl + 1, key, kl);
+	*len = bl + 1 + kl;
+	return 0;
+}
+
+/* The LMDB key a name lives under: the name itself, or its bundle's prefix. */
+static void
+obj_lkey(const struct rep *r, const char *name, size_t len, MDB_val *k)
+{
+	k->mv_data = (void *)name;
+	k->mv_size = len < r->maxkey ? len : r->maxkey;
+}
+
+static void
+ext_key(uint64_t id, uint8_t *buf, MDB_val *k)
+{
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(id >> (56 - 8 * i));
+	k->mv_data = buf;
+	k->mv_size = 8;
+}
+
+/* Byte-order comparison of two counted strings. */
+static int
+span_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	if (c)
+		return c;
+	return al < bl ? -1 : al > bl;
+}
+
+/* ---- bundles ---- */
+struct bundle_rd {
+	struct rbuf b;
+	uint32_t left;
+	bool plain; /* an object record stored before bundles existed: one entry, rest "" */
+};
+
+/*
+ * LMDB takes keys of exactly maxkey bytes, so a store written before bundles may hold a
+ * plain object record under a key of that length: its name is the key, i.e. the entry
+ * with rest "" of the bundle that key now stands for. It is read as that one-entry bundle
+ * (BUNDLE_VER is never an OBJ_VER) and becomes a real bundle at its next write.
+ */
+static int
+bundle_open(const MDB_val *v, struct bundle_rd *br)
+{
+	uint32_t ver;
+
+	br->b = (struct rbuf){ .p = v->mv_data, .len = v->mv_size };
+	br->plain = false;
+	ver = r_u32(&br->b);
+	if (br->b.err)
+		return br->b.err;
+	if (ver != BUNDLE_VER) { /* an object record of any OBJ_VER: obj_decode checks it */
+		br->plain = true;
+		br->left = 1;
+		return 0;
+	}
+	br->left = r_u32(&br->b);
+	return br->b.err;
+}
+
+/* The next entry (pointers into the bundle's value): 1, 0 at the end, or -EBADMSG. */
+static int
+bundle_next(struct bundle_rd *br, size_t maxkey, MDB_val *rest, MDB_val *rec)
+{
+	if (!br->left)
+		return br->b.at == br->b.len ? 0 : -EBADMSG;
+	br->left--;
+	if (br->plain) {
+		*rest = (MDB_val){ 0, (void *)br->b.p };
+		*rec = (MDB_val){ br->b.len, (void *)br->b.p };
+		br->b.at = br->b.len;
+		return 1;
+	}
+	rest->mv_size = r_u32(&br->b);
+	rest->mv_data = (void *)r_span(&br->b, rest->mv_size);
+	rec->mv_size = r_u32(&br->b);
+	rec->mv_data = (void *)r_span(&br->b, rec->mv_size);
+	if (br->b.err || maxkey + rest->mv_size > NAME_MAX_LEN)
+		return -EBADMSG;
+	return 1;
+}
+
+static void
+bundle_put_entry(struct wbuf *b, const void *rest, size_t rl, const MDB_val *rec)
+{
+	w_u32(b, (uint32_t)rl);
+	w_bytes(b, rest, rl);
+	w_u32(b, (uint32_t)rec->mv_size);
+	w_bytes(b, rec->mv_data, rec->mv_size);
+}
+
+/* ---- object records by name (any transaction) ---- */
+/* Find name's record: 0 (rec points into LMDB's memory, valid in txn), -ENOENT, -errno. */
+static int
+obj_rec_get(struct rep *r, MDB_txn *txn, const char *name, size_t len, MDB_val *rec)
+{
+	struct bundle_rd br;
+	MDB_val k, v, rest;
+	int err, got, c;
+
+	obj_lkey(r, name, len, &k);
+	err = mdb_err(mdb_get(txn, r->objects, &k, &v));
+	if (err || len < r->maxkey) {
+		*rec = v;
+		return err;
+	}
+	err = bundle_open(&v, &br);
+	while (!err && (got = bundle_next(&br, r->maxkey, &rest, rec)) != 0) {
+		if (got < 0)
+			return got;
+		c = span_cmp(rest.mv_data, rest.mv_size, name + r->maxkey, len - r->maxkey);
+
+		if (c == 0)
+			return 0;
+		if (c > 0)
+			break; /* sorted: it is not here */
+	}
+	return err ? err : -ENOENT;
+}
+
+/*
+ * Store rec as name's record, or with rec NULL remove it (-ENOENT when absent). A long
+ * name's bundle is rewritten in this transaction; an emptied bundle is deleted.
+ */
+static int
+obj_rec_set(struct rep *r, MDB_txn *txn, const char *name, size_t len, const MDB_val *rec)
+{
+	const char *tail = name + r->maxkey;
+	size_t tl = len - r->maxkey;
+	struct wbuf b = { 0 };
+	struct bundle_rd br;
+	MDB_val k, v, rest, erec;
+	uint32_t empty[2] = { BUNDLE_VER, 0 }, n = 0;
+	bool found = false, placed = false;
+	int err, got;
+
+	obj_lkey(r, name, len, &k);
+	if (len < r->maxkey)
+		return mdb_err(rec ? mdb_put(txn, r->objects, &k, (MDB_val *)rec, 0)
+		                   : mdb_del(txn, r->objects, &k, NULL));
+	err = mdb_err(mdb_get(txn, r->objects, &k, &v));
+	if (err == -ENOENT) {
+		if (!rec)
+			return -ENOENT;
+		v = (MDB_val){ sizeof(empty), empty };
+		err = 0;
+	}
+	if (!err)
+		err = bundle_open(&v, &br);
+	if (err)
+		return err;
+	/* The new value is built before LMDB writes: v's memory stays valid meanwhile. */
+	w_u32(&b, BUNDLE_VER);
+	w_u32(&b, 0); /* the count, filled in below */
+	while ((got = bundle_next(&br, r->maxkey, &rest, &erec)) > 0) {
+		int c = span_cmp(rest.mv_data, rest.mv_size, tail, tl);
+
+		if (c == 0) {
+			found = true;
+			continue; /* the old version: replaced or removed */
+		}
+		if (c > 0 && rec && !placed) {
+			bundle_put_entry(&b, tail, tl, rec);
+			placed = true;
+			n++;
+		}
+		bundle_put_entry(&b, rest.mv_data, rest.mv_size, &erec);
+		n++;
+	}
+	if (rec && !placed) {
+		bundle_put_entry(&b, tail, tl, rec);
+		n++;
+	}
+	err = got < 0 ? got : b.err;
+	if (!err && !rec && !found)
+		err = -ENOENT;
+	if (!err && n == 0) {
+		err = mdb_err(mdb_del(txn, r->objects, &k, NULL));
+	} else if (!err) {
+		memcpy(b.p + 4, &n, 4);
+		v.mv_data = b.p;
+		v.mv_size = b.len;
+		err = mdb_err(mdb_put(txn, r->objects, &k, &v, 0));
+	}
+	free(b.p);
+	return err;
+}
+
+/*
+ * Walk the objects table in name order, bundles expanded: after a seek or next returns 1,
+ * name[0..len) and rec (LMDB's memory, valid in the transaction) are the current object.
+ * Every iteration over objects goes through here.
+ */
+struct obj_iter {
+	struct rep *r;
+	MDB_cursor *cur;
+	bool bundle; /* the cursor sits on a bundle with entries left in br */
+	struct bundle_rd br;
+	char name[NAME_MAX_LEN];
+	size_t len;
+	MDB_val rec;
+};
+
+static int
+obj_iter_open(struct obj_iter *it, struct rep *r, MDB_txn *txn)
+{
+	memset(it, 0, sizeof(*it));
+	it->r = r;
+	return mdb_err(mdb_cursor_open(txn, r->objects, &it->cur));
+}
+
+static void
+obj_iter_close(struct obj_iter *it)
+{
+	if (it->cur)
+		mdb_cursor_close(it->cur); /* read-only txns do not free their cursors */
+	it->cur = NULL;
+}
+
+/* The bundle's next entry as the current object: 1, or 0 when it has none left. */
+static int
+iter_bundle_next(struct obj_iter *it)
+{
+	MDB_val rest;
+	int got = bundle_next(&it->br, it->r->maxkey, &rest, &it->rec);
+
+	if (got <= 0) {
+		it->bundle = false;
+		return got;
+	}
+	memcpy(it->name + it->r->maxkey, rest.mv_data, rest.mv_size);
+	it->len = it->r->maxkey + rest.mv_size;
+	return 1;
+}
+
+/* Make the cursor's record (rc from mdb_cursor_get) current, moving on past empty ones. */
+static int
+iter_load(struct obj_iter *it, int rc)
+{
+	MDB_val k, v;
+	int err;
+
+	for (;;) {
+		if (rc == 0)
+			rc = mdb_cursor_get(it->cur, &k, &v, MDB_GET_CURRENT);
+		if (rc)
+			return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+		if (k.mv_size > it->r->maxkey)
+			return -EBADMSG;
+		memcpy(it->name, k.mv_data, k.mv_size);
+		if (k.mv_size < it->r->maxkey) {
+			it->len = k.mv_size;
+			it->rec = v;
+			it->bundle = false;
+			return 1;
+		}
+		err = bundle_open(&v, &it->br);
+		if (err)
+			return err;
+		it->bundle = true;
+		err = iter_bundle_next(it);
+		if (err)
+			return err;
+		rc = mdb_cursor_get(it->cur, &k, &v, MDB_NEXT); /* an empty bundle: skip it */
+	}
+}
+
+static int
+obj_iter_next(struct obj_iter *it)
+{
+	MDB_val k, v;
+
+	if (it->bundle) {
+		int got = iter_bundle_next(it);
+
+		if (got)
+			return got;
+	}
+	return iter_load(it, mdb_cursor_get(it->cur, &k, &v, MDB_NEXT));
+}
+
+/* Go to the first object whose name is >= name[0..len). */
+static int
+obj_iter_seek(struct obj_iter *it, const char *name, size_t len)
+{
+	MDB_val k, v;
+	int got;
+
+	/* No record under a key below name's LMDB key holds a name >= name; only the bundle
+	 * under exactly that key can hold names on both sides. */
+	obj_lkey(it->r, name, len, &k);
+	got = iter_load(it, mdb_cursor_get(it->cur, &k, &v, MDB_SET_RANGE));
+	while (got > 0 && span_cmp(it->name, it->len, name, len) < 0)
+		got = obj_iter_next(it);
+	return got;
 }
 
 /* ---- open / replicate ---- */
@@ -435,6 +751,42 @@ rep_open(struct dn_meta *m, struct rep *r)
 	r->gen = 0;
 	if (mdb_get(txn, r->info, &k, &v) == 0 && v.mv_size == 8)
 		memcpy(&r->gen, v.mv_data, 8);
+	/*
+	 * Which names are bundled depends on LMDB's key limit: it is part of the format. A
+	 * replica written under another limit would be misread, so refuse it; one with none
+	 * recorded (older, or new) cannot hold a bundle yet and takes ours.
+	 */
+	r->maxkey = (size_t)mdb_env_get_maxkeysize(r->env);
+	if (r->maxkey <= BUCKET_MAX + 1 || r->maxkey > NAME_MAX_LEN) {
+		ZC_ERR("meta", "replica=%s lmdb_max_key=%zu unsupported", r->dir, r->maxkey);
+		mdb_txn_abort(txn);
+		rc = MDB_INCOMPATIBLE;
+		goto close_env;
+	}
+	{
+		MDB_val mk = { 6, "keymax" }, mv;
+		uint32_t want = (uint32_t)r->maxkey, have = 0;
+
+		rc = mdb_get(txn, r->info, &mk, &mv);
+		if (rc == MDB_NOTFOUND) {
+			mv = (MDB_val){ 4, &want };
+			rc = mdb_put(txn, r->info, &mk, &mv, 0);
+		} else if (rc == 0) {
+			if (mv.mv_size == 4)
+				memcpy(&have, mv.mv_data, 4);
+			if (mv.mv_size != 4 || have != want) {
+				ZC_ERR("meta",
+				       "replica=%s written with another LMDB key limit "
+				       "(not %u): refused",
+				       r->dir, want);
+				rc = MDB_INCOMPATIBLE;
+			}
+		}
+		if (rc) {
+			mdb_txn_abort(txn);
+			goto close_env;
+		}
+	}
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		goto close_env;
@@ -904,18 +1256,19 @@ dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e)
 int
 dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o)
 {
-	char kb[BUCKET_MAX + KEY_MAX + 2];
+	char name[NAME_MAX_LEN];
+	size_t len;
 	MDB_txn *txn;
 	struct rep *r;
-	MDB_val k, v;
-	int err = obj_key(bucket, key, kb, &k);
+	MDB_val v;
+	int err = obj_name(bucket, key, name, &len);
 
 	if (err)
 		return err;
 	err = read_txn(m, &txn, &r);
 	if (err)
 		return err;
-	err = mdb_err(mdb_get(txn, r->objects, &k, &v));
+	err = obj_rec_get(r, txn, name, len, &v);
 	if (!err)
 		err = obj_decode(&v, o);
 	read_end(m, txn);
@@ -976,20 +1329,20 @@ ext_adjust(struct rep *r, MDB_txn *txn, uint64_t id, int delta, struct freelist 
 
 /* Remove an object's record and release its extents. Returns 1 if it existed. */
 static int
-obj_drop(struct rep *r, MDB_txn *txn, const MDB_val *k, struct freelist *fl)
+obj_drop(struct rep *r, MDB_txn *txn, const char *name, size_t len, struct freelist *fl)
 {
 	struct dn_obj old;
 	MDB_val v;
-	int err = mdb_err(mdb_get(txn, r->objects, (MDB_val *)k, &v));
+	int err = obj_rec_get(r, txn, name, len, &v);
 
 	if (err == -ENOENT)
 		return 0;
 	if (err)
 		return err;
-	err = obj_decode(&v, &old);
+	err = obj_decode(&v, &old); /* a copy: v's memory changes with the record */
 	if (err)
 		return err;
-	err = mdb_err(mdb_del(txn, r->objects, (MDB_val *)k, NULL));
+	err = obj_rec_set(r, txn, name, len, NULL);
 	for (size_t i = 0; i < old.npieces && !err; i++)
 		err = ext_adjust(r, txn, old.pieces[i].ext_id, -1, fl);
 	dn_obj_fini(&old);
@@ -1020,8 +1373,9 @@ put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 {
 	struct put_args *a = arg;
 	struct freelist *fl = first ? &a->fl : NULL;
-	char kb[BUCKET_MAX + KEY_MAX + 2];
+	char name[NAME_MAX_LEN];
 	struct wbuf b = { 0 };
+	size_t len;
 	MDB_val k, v;
 	int err;
 
@@ -1051,22 +1405,22 @@ put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 	for (size_t i = 0; i < a->ndrop; i++) {
 		const char *db = a->drop_buckets ? a->drop_buckets[i] : NULL;
 
-		err = obj_key(db && db[0] ? db : a->bucket, a->drop[i], kb, &k);
+		err = obj_name(db && db[0] ? db : a->bucket, a->drop[i], name, &len);
 		if (!err)
-			err = obj_drop(r, txn, &k, fl);
+			err = obj_drop(r, txn, name, len, fl);
 		if (err < 0)
 			return err;
 	}
-	err = obj_key(a->bucket, a->key, kb, &k);
+	err = obj_name(a->bucket, a->key, name, &len);
 	if (!err)
-		err = obj_drop(r, txn, &k, fl);
+		err = obj_drop(r, txn, name, len, fl);
 	if (err < 0)
 		return err;
 	err = obj_encode(a->o, &b);
 	v.mv_data = b.p;
 	v.mv_size = b.len;
 	if (!err)
-		err = mdb_err(mdb_put(txn, r->objects, &k, &v, 0));
+		err = obj_rec_set(r, txn, name, len, &v);
 	free(b.p);
 	return err;
 }
@@ -1175,15 +1529,15 @@ static int
 del_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 {
 	struct del_args *a = arg;
-	char kb[BUCKET_MAX + KEY_MAX + 2];
-	MDB_val k;
+	char name[NAME_MAX_LEN];
+	size_t len;
 	int err;
 
 	if (!bucket_exists(r, txn, a->bucket))
 		return -ENOENT;
-	err = obj_key(a->bucket, a->key, kb, &k);
+	err = obj_name(a->bucket, a->key, name, &len);
 	if (!err)
-		err = obj_drop(r, txn, &k, first ? &a->fl : NULL);
+		err = obj_drop(r, txn, name, len, first ? &a->fl : NULL);
 	if (err >= 0 && first)
 		a->existed = err;
 	return err;
@@ -1328,25 +1682,24 @@ bdelete_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 {
 	struct bucket_args *a = arg;
 	size_t bl = strlen(a->name);
-	MDB_val k = { bl, (void *)a->name }, ok, ov;
-	MDB_cursor *cur;
-	int rc, empty;
+	MDB_val k = { bl, (void *)a->name };
+	struct obj_iter it;
+	int got;
 
 	(void)first;
 	if (!bucket_exists(r, txn, a->name))
 		return -ENOENT;
-	rc = mdb_cursor_open(txn, r->objects, &cur);
-	if (rc)
-		return mdb_err(rc);
-	ok.mv_data = (void *)a->name;
-	ok.mv_size = bl + 1; /* "name\0": the first possible object key */
-	rc = mdb_cursor_get(cur, &ok, &ov, MDB_SET_RANGE);
-	empty = rc == MDB_NOTFOUND ||
-	        (rc == 0 && !(ok.mv_size > bl && memcmp(ok.mv_data, a->name, bl + 1) == 0));
-	mdb_cursor_close(cur);
-	if (rc && rc != MDB_NOTFOUND)
-		return mdb_err(rc);
-	if (!empty)
+	got = obj_iter_open(&it, r, txn);
+	if (got)
+		return got;
+	/* "name\0" comes before any of its objects' names. */
+	got = obj_iter_seek(&it, a->name, bl + 1);
+	if (got > 0)
+		got = it.len > bl && memcmp(it.name, a->name, bl + 1) == 0;
+	obj_iter_close(&it);
+	if (got < 0)
+		return got;
+	if (got)
 		return -ENOTEMPTY;
 	return mdb_err(mdb_del(txn, r->buckets, &k, NULL));
 }
@@ -1452,17 +1805,6 @@ push_str(char ***v, size_t *n, const char *s, size_t len)
 	return 0;
 }
 
-/* Byte-order comparison of two counted strings. */
-static int
-span_cmp(const char *a, size_t al, const char *b, size_t bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-
-	if (c)
-		return c;
-	return al < bl ? -1 : al > bl;
-}
-
 int
 dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const char *start_after,
              unsigned limit, const char *delimiter, struct dn_list_result *out)
@@ -1472,11 +1814,10 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 	char seek[BUCKET_MAX + KEY_MAX + 8];
 	const char *last = NULL;
 	size_t last_len = 0, count = 0;
-	MDB_cursor *cur = NULL;
+	struct obj_iter it;
 	MDB_txn *txn;
 	struct rep *r;
-	MDB_val k, v;
-	int err, rc;
+	int err, got;
 
 	memset(out, 0, sizeof(*out));
 	if (!bl || bl > BUCKET_MAX || pl > KEY_MAX || sl > KEY_MAX)
@@ -1493,24 +1834,23 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 		return -ENOENT;
 	}
 	memcpy(seek, bucket, bl + 1);
-	if (strcmp(start_after, prefix) > 0) {
+	got = obj_iter_open(&it, r, txn);
+	if (got)
+		goto done;
+	if (sl && strcmp(start_after, prefix) >= 0) { /* == : the key prefix itself is not after */
 		memcpy(seek + bl + 1, start_after, sl);
-		seek[bl + 1 + sl] = 0; /* the smallest key strictly after start_after */
-		k.mv_size = bl + 2 + sl;
+		seek[bl + 1 + sl] = 0; /* the smallest name strictly after start_after */
+		got = obj_iter_seek(&it, seek, bl + 2 + sl);
 	} else {
 		memcpy(seek + bl + 1, prefix, pl);
-		k.mv_size = bl + 1 + pl;
+		got = obj_iter_seek(&it, seek, bl + 1 + pl);
 	}
-	k.mv_data = seek;
-	rc = mdb_cursor_open(txn, r->objects, &cur);
-	if (!rc)
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-	while (!rc) {
-		const char *key = (const char *)k.mv_data + bl + 1;
-		size_t kl = k.mv_size - bl - 1;
+	while (got > 0) {
+		const char *key = it.name + bl + 1;
+		size_t kl = it.len - bl - 1;
 		const char *d;
 
-		if (k.mv_size <= bl || memcmp(k.mv_data, bucket, bl + 1) != 0 || kl < pl ||
+		if (it.len <= bl || memcmp(it.name, bucket, bl + 1) != 0 || kl < pl ||
 		    memcmp(key, prefix, pl) != 0)
 			break;
 		d = dl ? memmem(key + pl, kl - pl, delimiter, dl) : NULL;
@@ -1523,19 +1863,17 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 					out->truncated = true;
 					break;
 				}
-				err = push_str(&out->prefixes, &out->nprefixes, key, cl);
-				if (err)
+				got = push_str(&out->prefixes, &out->nprefixes, key, cl);
+				if (got)
 					break;
 				last = out->prefixes[out->nprefixes - 1];
 				last_len = cl;
 				count++;
 			}
-			/* Skip every key under this common prefix. */
+			/* Skip every key under this common prefix (keys are UTF-8: no 0xff). */
 			memcpy(seek + bl + 1, key, cl);
 			seek[bl + 1 + cl] = (char)0xff;
-			k.mv_data = seek;
-			k.mv_size = bl + 2 + cl;
-			rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+			got = obj_iter_seek(&it, seek, bl + 2 + cl);
 			continue;
 		}
 		if (count == limit) {
@@ -1548,12 +1886,12 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 			struct dn_obj o;
 
 			if (!nv) {
-				err = -ENOMEM;
+				got = -ENOMEM;
 				break;
 			}
 			out->entries = nv;
-			err = obj_decode(&v, &o);
-			if (err)
+			got = obj_decode(&it.rec, &o);
+			if (got)
 				break;
 			memset(&nv[out->nentries], 0, sizeof(*nv));
 			nv[out->nentries].key = strndup(key, kl);
@@ -1565,20 +1903,28 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 			nv[out->nentries].k = o.k;
 			nv[out->nentries].m = o.m;
 			dn_obj_fini(&o);
+			if (!nv[out->nentries].key) {
+				got = -ENOMEM;
+				break;
+			}
 			last = nv[out->nentries].key;
 			last_len = kl;
 			out->nentries++;
 			count++;
 		}
-		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		got = obj_iter_next(&it);
 	}
-	if (!err && out->truncated && last)
+	err = got < 0 ? got : 0;
+	if (!err && out->truncated && last) {
 		out->next_start_after = strndup(last, last_len);
-	if (cur)
-		mdb_cursor_close(cur);
+		if (!out->next_start_after)
+			err = -ENOMEM;
+	}
+done:
+	if (got < 0)
+		err = got;
+	obj_iter_close(&it);
 	read_end(m, txn);
-	if (!err && rc && rc != MDB_NOTFOUND)
-		err = mdb_err(rc);
 	if (err)
 		dn_list_result_fini(out);
 	return err;

@@ -6,8 +6,10 @@ curl --aws-sigv4, boto3 of this interpreter (recent: flexible checksums, trailer
 and Debian's /usr/bin/python3 boto3 (older), awscli (`aws s3 cp` of 100 MiB both ways,
 multipart); byte equality; ranges; ListObjectsV2 paging over 2500 keys; multi-delete; bad
 signature, truncated body, wrong Content-MD5 (each with its S3 error and nothing stored);
-a TLS endpoint (--no-verify-ssl); two datanodes behind one gateway; a 1 GiB PUT with the
-gateway's peak RSS under 128 MiB; the gateway's copy counters at 0 on the PUT path.
+keys of 900..1024 bytes sharing a prefix (PUT, GET, HEAD, multipart, ListObjectsV2 order and
+continuation, DELETE, across a datanode restart); a TLS endpoint (--no-verify-ssl); two
+datanodes behind one gateway; a 1 GiB PUT with the gateway's peak RSS under 128 MiB; the
+gateway's copy counters at 0 on the PUT path.
 
 A client that is not installed is skipped and named. Exits 77 (skip) when the datanode
 binary is not built.
@@ -242,6 +244,61 @@ def test_awscli_100mib_and_paging():
         assert copied.get('zest_payload_copied_bytes_total{stage="rbuf_carry"}', 0) == 0, copied
 
 
+def test_long_keys():
+    """Keys of 900..1024 bytes sharing a 600-byte prefix (longer than an LMDB key: they
+    share one bundle in the datanode's metadata) behave as any key, across a restart."""
+    import boto3
+    from botocore.config import Config
+    with zh.cluster() as c:
+        s3 = boto3.client("s3", endpoint_url=c.endpoint, aws_access_key_id=zh.ACCESS_KEY,
+                          aws_secret_access_key=zh.SECRET_KEY, region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"},
+                                        retries={"max_attempts": 8, "mode": "standard"}))
+        base = "long/" + "p" * 595
+        k900 = base + "m" * 300
+        k1024 = k900 + "z" * 124        # k900 is a prefix of it
+        k1000 = base + "a" * 400        # sorts before both
+        keys = sorted([k900, k1024, k1000])
+        assert keys == [k1000, k900, k1024] and len(k1024) == 1024
+        s3.create_bucket(Bucket="longkeys")
+        bodies = {k: os.urandom(1000 + len(k)) for k in keys}
+        for k in (k1024, k900, k1000):
+            s3.put_object(Bucket="longkeys", Key=k, Body=bodies[k])
+        s3.put_object(Bucket="longkeys", Key="long/", Body=b"short")
+        # a multipart upload completes by a compose into the long key
+        up = s3.create_multipart_upload(Bucket="longkeys", Key=k1024[:-1] + "y")["UploadId"]
+        e = s3.upload_part(Bucket="longkeys", Key=k1024[:-1] + "y", UploadId=up, PartNumber=1,
+                           Body=bodies[k900])["ETag"]
+        s3.complete_multipart_upload(Bucket="longkeys", Key=k1024[:-1] + "y", UploadId=up,
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        for k in keys:
+            assert s3.get_object(Bucket="longkeys", Key=k)["Body"].read() == bodies[k], len(k)
+            assert s3.head_object(Bucket="longkeys", Key=k)["ContentLength"] == len(bodies[k])
+        assert s3.get_object(Bucket="longkeys", Key=k1024[:-1] + "y")["Body"].read() == \
+            bodies[k900]
+        want = sorted(keys + ["long/", k1024[:-1] + "y"])
+        c.dn.stop()
+        c.start_datanode()
+        got, tok = [], None
+        while True:  # one key per page: every continuation token is a long key's
+            kw = {"ContinuationToken": tok} if tok else {}
+            r = s3.list_objects_v2(Bucket="longkeys", Prefix="long/", MaxKeys=1, **kw)
+            got += [o["Key"] for o in r.get("Contents", [])]
+            if not r["IsTruncated"]:
+                break
+            tok = r["NextContinuationToken"]
+        assert got == want, [len(k) for k in got]
+        r = s3.list_objects_v2(Bucket="longkeys", StartAfter=k900)
+        assert [o["Key"] for o in r["Contents"]] == [k1024[:-1] + "y", k1024]
+        r = s3.list_objects_v2(Bucket="longkeys", Prefix=base, Delimiter="m")
+        assert [o["Key"] for o in r["Contents"]] == [k1000]
+        assert [p["Prefix"] for p in r["CommonPrefixes"]] == [base + "m"]
+        for k in want:
+            s3.delete_object(Bucket="longkeys", Key=k)
+        assert s3.list_objects_v2(Bucket="longkeys")["KeyCount"] == 0
+        s3.delete_bucket(Bucket="longkeys")
+
+
 def test_tls_endpoint():
     if not shutil.which("openssl"):
         SKIPPED.append("tls(openssl)")
@@ -410,7 +467,8 @@ if __name__ == "__main__":
         sys.exit(77)
     only = sys.argv[1:]
     tests = [test_no_datanode_refuses_to_start, test_curl_and_bad_input, test_boto3_clients,
-             test_awscli_100mib_and_paging, test_two_datanodes, test_tls_endpoint,
+             test_awscli_100mib_and_paging, test_long_keys, test_two_datanodes,
+             test_tls_endpoint,
              test_1gib_put_rss]
     if only:
         tests = [t for t in tests if t.__name__ in only]
