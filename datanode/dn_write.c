@@ -970,6 +970,17 @@ write_unhold(struct dn_write *w)
 	dn_store_defer(w->s, &w->job);
 }
 
+/* Nothing of w will commit: drop the cells and parity it still holds; its ios drain. */
+static void
+write_doom(struct dn_write *w)
+{
+	atomic_store(&w->doomed, true);
+	for (unsigned c = 0; c < w->k; c++)
+		drop_pending(w, c);
+	if (w->stripe_open)
+		release_parity(w);
+}
+
 void
 dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
                 dn_commit_cb cb, void *arg)
@@ -996,13 +1007,8 @@ dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attr
 		if (err)
 			w->err = err;
 	}
-	if (w->err) {
-		atomic_store(&w->doomed, true);
-		for (unsigned c = 0; c < w->k; c++)
-			drop_pending(w, c);
-		if (w->stripe_open)
-			release_parity(w);
-	}
+	if (w->err)
+		write_doom(w);
 	release_group(w);
 	write_unhold(w);
 }
@@ -1013,11 +1019,7 @@ dn_write_abort(struct dn_write *w)
 	if (!w)
 		return;
 	w->aborted = true;
-	atomic_store(&w->doomed, true);
-	for (unsigned c = 0; c < w->k; c++)
-		drop_pending(w, c);
-	if (w->stripe_open)
-		release_parity(w);
+	write_doom(w);
 	release_group(w);
 	write_unhold(w);
 }
