@@ -614,7 +614,6 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 
 		while (len > 0) {
 			struct wgroup *g;
-			uint32_t piece_crc;
 			size_t take;
 
 			if (!w->stripe_open) {
@@ -625,10 +624,9 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 			g = w->groups[w->ngroups - 1];
 			take = w->cell - w->fill < len ? w->cell - w->fill : len;
 			ec_stripe_add(&w->st, w->dcell, p, take);
-			err = ec_chunk_crc_add_get(&g->cc[w->dcell], p, take, &piece_crc);
+			err = ec_chunk_crc_add_chain(&g->cc[w->dcell], p, take, &call_crc);
 			if (err)
 				goto poison;
-			call_crc = ec_crc32c_combine(call_crc, piece_crc, take);
 			err = add_frag(w, w->dcell, p, take, segs[i].ref);
 			if (err)
 				goto poison;

@@ -130,12 +130,11 @@ int ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_
 int ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len);
 
 /*
- * The same, and also the fragment's own CRC32C in *frag_crc, derived from the chunk
- * CRCs in the same pass over the bytes (so a caller that must check or chain the
- * fragment's CRC reads it once, not twice).
+ * The same, and also chain the fragment into *crc, as *crc = ec_crc32c(*crc, frag, len)
+ * would, but from the chunk CRCs of the same pass: a caller that checks or keeps the CRC
+ * of the whole stream (or of one message of it) reads the bytes once, not twice.
  */
-int ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len,
-			 uint32_t *frag_crc);
+int ec_chunk_crc_add_chain(struct ec_chunk_crc *c, const void *frag, size_t len, uint32_t *crc);
 
 /* Close the last, short chunk if any. Returns the number of CRCs in out, or -ENOSPC. */
 int ec_chunk_crc_finish(struct ec_chunk_crc *c);

@@ -77,6 +77,13 @@ ec_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
 	return multmodp(x8nmodp(len_b), crc_a) ^ crc_b;
 }
 
+/* crc * x^(8n) for the xn = x8nmodp(n) the caller already has; 0 stays 0. */
+static uint32_t
+shift_by(uint32_t crc, uint32_t xn)
+{
+	return crc ? multmodp(xn, crc) : 0;
+}
+
 int
 ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
 		  size_t out_cap)
@@ -100,10 +107,9 @@ close_chunk(struct ec_chunk_crc *c)
 }
 
 int
-ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len, uint32_t *frag_crc)
+ec_chunk_crc_add_chain(struct ec_chunk_crc *c, const void *frag, size_t len, uint32_t *crc)
 {
 	const unsigned char *p = frag;
-	uint32_t whole = 0;
 
 	while (len > 0) {
 		size_t room = c->bytes_per_checksum - c->in_chunk;
@@ -111,11 +117,13 @@ ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len, uint3
 		uint32_t before = c->crc;
 
 		c->crc = ec_crc32c(c->crc, p, n);
-		if (frag_crc) {
-			/* The piece's own CRC falls out of the chunk's: no second pass. */
-			uint32_t piece = c->crc ^ ec_crc32c_combine(before, 0, n);
+		if (crc) {
+			/* The piece's own CRC falls out of the chunk's, then extends *crc: one
+			 * power of x per piece serves both, and the bytes are read once. */
+			uint32_t xn = before || *crc ? x8nmodp(n) : 0;
+			uint32_t piece = c->crc ^ shift_by(before, xn);
 
-			whole = ec_crc32c_combine(whole, piece, n);
+			*crc = shift_by(*crc, xn) ^ piece;
 		}
 		c->in_chunk += n;
 		p += n;
@@ -123,15 +131,13 @@ ec_chunk_crc_add_get(struct ec_chunk_crc *c, const void *frag, size_t len, uint3
 		if (c->in_chunk == c->bytes_per_checksum && close_chunk(c) < 0)
 			return -ENOSPC;
 	}
-	if (frag_crc)
-		*frag_crc = whole;
 	return 0;
 }
 
 int
 ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len)
 {
-	return ec_chunk_crc_add_get(c, frag, len, NULL);
+	return ec_chunk_crc_add_chain(c, frag, len, NULL);
 }
 
 int
