@@ -768,6 +768,17 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 	return 0;
 }
 
+/* A write committed at quorum with cells missing: wake the healer for the rest. */
+static void
+note_missing(struct dn_store *s, const struct dn_extent *e)
+{
+	for (uint32_t gi = 0; gi < e->ngroups; gi++)
+		if (e->groups[gi].missing) {
+			dn_heal_note(s);
+			return;
+		}
+}
+
 static void
 finish_commit(struct dn_write *w)
 {
@@ -801,11 +812,8 @@ finish_commit(struct dn_write *w)
 	o.npieces = w->written ? 1 : 0;
 	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, NULL, 0,
 	                      &freed, &nfreed);
-	for (uint32_t gi = 0; !err && gi < e.ngroups; gi++)
-		if (e.groups[gi].missing) {
-			dn_heal_note(s); /* committed at quorum: the rest is the healer's */
-			break;
-		}
+	if (!err)
+		note_missing(s, &e);
 	dn_extent_free(&e);
 	if (err)
 		goto fail;
@@ -935,6 +943,8 @@ commit_batch(struct dn_job **jobs, size_t n)
 		struct dn_write *w = ws[i];
 		struct dn_write_result res = { w->written, w->crc, w->etag, now };
 
+		if (!puts[i].err)
+			note_missing(s, &ext[i]);
 		dn_extent_free(&ext[i]);
 		if (puts[i].err) {
 			unlink_files(w);

@@ -422,6 +422,9 @@ def test_background_heal_after_full():
         with zh.cluster(ec="4+2", cell_size=CELL, root=root,
                         extra_dn=["--heal-interval", "500ms"]) as c:
             mb(c, "bgh")
+            # Let the start-up heal turn go by: then only the PUT's own note can wake the
+            # healer (a commit path that forgot it passed here on timing alone).
+            time.sleep(1.5)
             ballast = os.path.join(d5, "ballast")
             fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)  # the operator's file fills it
             try:
