@@ -12,6 +12,7 @@
  * (SYNC), the folders of its new files are fsynced; then the commit thread commits the
  * metadata and calls back.
  */
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
@@ -779,58 +780,16 @@ note_missing(struct dn_store *s, const struct dn_extent *e)
 		}
 }
 
+/* --discard: nothing was stored or committed; answer as a commit would. */
 static void
-finish_commit(struct dn_write *w)
+finish_discard(struct dn_write *w)
 {
-	struct dn_store *s = w->s;
 	struct dn_write_result res = { w->written, w->crc, w->etag, 0 };
-	struct dn_extent e = { 0 }, *freed = NULL;
-	struct dn_piece piece = { w->id, w->written };
-	struct dn_obj o = { 0 };
 	struct timespec ts;
-	size_t nfreed = 0;
-	int err = 0;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	res.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	if (s->o.discard)
-		goto done;
-	if (w->written > 0) {
-		err = build_extent(w, &e);
-		if (err)
-			goto fail;
-	}
-	o.size = w->written;
-	o.mtime_ns = res.mtime_ns;
-	o.crc32c = w->crc;
-	o.k = w->k;
-	o.m = w->m;
-	o.etag = w->etag;
-	o.attrs = w->attrs;
-	o.nattrs = w->nattrs;
-	o.pieces = w->written ? &piece : NULL;
-	o.npieces = w->written ? 1 : 0;
-	err = dn_meta_put_obj(s->meta, w->bucket, w->key, &o, w->written ? &e : NULL, NULL, NULL, 0,
-	                      &freed, &nfreed);
-	if (!err)
-		note_missing(s, &e);
-	dn_extent_free(&e);
-	if (err)
-		goto fail;
-	atomic_fetch_add(&s->objects_committed, 1);
-	/* The old version's files go only now that the new one is visible. */
-	for (size_t i = 0; i < nfreed; i++) {
-		dn_extent_unlink(s, &freed[i]);
-		dn_extent_free(&freed[i]);
-	}
-	free(freed);
-done:
 	w->cb(w->cb_arg, 0, &res);
-	write_free(w);
-	return;
-fail:
-	unlink_files(w);
-	w->cb(w->cb_arg, err, NULL);
 	write_free(w);
 }
 
@@ -881,7 +840,9 @@ finish_job(struct dn_job *job)
 		w->cb(w->cb_arg, err, NULL);
 		write_free(w);
 	} else {
-		finish_commit(w);
+		/* Stored writes commit in commit_batch: only --discard ends here. */
+		assert(w->s->o.discard);
+		finish_discard(w);
 	}
 }
 
