@@ -11,6 +11,7 @@ right with no degraded read.
 We run as root, so chmod cannot make a folder read-only: the cases that need mounts skip
 (with a printed reason) when mount is not allowed; exit 77 only if every case skipped.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -146,6 +147,39 @@ def umount(d):
     raise AssertionError(f"cannot unmount {d}")
 
 
+@contextlib.contextmanager
+def tmpfs_drives(tag, sizes):
+    """A cluster root whose drive folders d<i> for i in `sizes` are tmpfs mounts of that
+    size (Skip where mounting is not allowed); unmounted and removed afterwards."""
+    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-{tag}-{os.getpid()}")
+    mounted = []
+    try:
+        for i, size in sizes.items():
+            d = os.path.join(root, f"d{i}")
+            os.makedirs(d)
+            mount_tmpfs(d, size)
+            mounted.append(d)
+        yield root
+    finally:
+        for d in mounted:
+            if os.path.ismount(d):
+                umount(d)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fill(d):
+    """The operator's file fills drive folder d to the last byte; returns its path."""
+    ballast = os.path.join(d, "ballast")
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * CELL) > 0:
+            pass
+    except OSError:
+        pass
+    os.close(fd)
+    return ballast
+
+
 class DuringWrite:
     """A rate-limited PUT in a thread; `fault()` is applied once the datanode has received
     `after` payload bytes, so the fault lands in the middle of the stream."""
@@ -277,21 +311,8 @@ def test_full_drive_enospc():
     a second later the next write re-probes, both drives are writable again (state 0) and
     the new object has its cell on drive 5, with no restart and no heal. Then heal (offline)
     fills in the cells the full drive missed."""
-    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-faults-{os.getpid()}")
-    d4, d5 = os.path.join(root, "d4"), os.path.join(root, "d5")
-    os.makedirs(d4)
-    os.makedirs(d5)
-    mounted = []
-    try:
-        for d, size in ((d5, "2m"), (d4, "4m")):
-            mount_tmpfs(d, size)
-            mounted.append(d)
-    except Skip:
-        for d in mounted:
-            umount(d)
-        shutil.rmtree(root)
-        raise
-    try:
+    with tmpfs_drives("faults", {5: "2m", 4: "4m"}) as root:
+        d5 = os.path.join(root, "d5")
         with zh.cluster(ec="4+2", cell_size=CELL, root=root) as c:
             mb(c, "full")
             objs = objects("a", (CELL, 3 * CELL + 1))
@@ -343,11 +364,6 @@ def test_full_drive_enospc():
             base = degraded(c)
             check_all(c, "full", objs, "after heal")
             assert degraded(c) == base, "heal left gaps"
-    finally:
-        for d in mounted:
-            if os.path.ismount(d):
-                umount(d)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def cell_files(c):
@@ -410,29 +426,14 @@ def test_background_heal_after_full():
     the operator removes the file; the healer rebuilds the missing cells by itself
     (zest_cells_healed_total rises, no restart, no `heal`), and the object then reads
     without a degraded read."""
-    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-bgheal-{os.getpid()}")
-    d5 = os.path.join(root, "d5")
-    os.makedirs(d5)
-    try:
-        mount_tmpfs(d5, "4m")
-    except Skip:
-        shutil.rmtree(root)
-        raise
-    try:
+    with tmpfs_drives("bgheal", {5: "4m"}) as root:
         with zh.cluster(ec="4+2", cell_size=CELL, root=root,
                         extra_dn=["--heal-interval", "500ms"]) as c:
             mb(c, "bgh")
             # Let the start-up heal turn go by: then only the PUT's own note can wake the
             # healer (a commit path that forgot it passed here on timing alone).
             time.sleep(1.5)
-            ballast = os.path.join(d5, "ballast")
-            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)  # the operator's file fills it
-            try:
-                while os.write(fd, b"\0" * CELL) > 0:
-                    pass
-            except OSError:
-                pass
-            os.close(fd)
+            ballast = fill(os.path.join(root, "d5"))
             data = os.urandom(2 << 20)
             st, body = put(c, "bgh", "victim", data)
             assert st == 200, (st, body)
@@ -451,10 +452,6 @@ def test_background_heal_after_full():
             st, got = get(c, "bgh", "victim")
             assert st == 200 and got == data
             assert degraded(c) == base, "cells still missing after the background heal"
-    finally:
-        if os.path.ismount(d5):
-            umount(d5)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_meta_replica_back_after_full():
@@ -465,28 +462,13 @@ def test_meta_replica_back_after_full():
     with no restart the healer copies the primary over the replica and puts it back
     (zest_meta_replicas_live 3, zest_meta_replicas_rebuilt_total 1); later commits reach it,
     so a restart finds every replica at the same generation and copies nothing."""
-    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zest-metafull-{os.getpid()}")
-    d2 = os.path.join(root, "d2")
-    os.makedirs(d2)
-    try:
-        mount_tmpfs(d2, "4m")
-    except Skip:
-        shutil.rmtree(root)
-        raise
-    try:
+    with tmpfs_drives("metafull", {2: "4m"}) as root:
         with zh.cluster(ec="4+2", cell_size=CELL, root=root,
                         extra_dn=["--heal-interval", "500ms"]) as c:
             mb(c, "mfull")
             m = zh.metrics(c.dn_metrics)
             assert (m["zest_meta_replicas"], m["zest_meta_replicas_live"]) == (3, 3), m
-            ballast = os.path.join(d2, "ballast")
-            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
-            try:
-                while os.write(fd, b"\0" * CELL) > 0:
-                    pass
-            except OSError:
-                pass
-            os.close(fd)
+            ballast = fill(os.path.join(root, "d2"))
             pad = "p" * 1500
             objs = {}
             src = os.path.join(c.root, "in-meta")
@@ -533,10 +515,6 @@ def test_meta_replica_back_after_full():
                 log = f.read()
             assert b"behind" not in log, log[-3000:]  # every replica at one generation
             check_all(c, "mfull", objs, "after a restart")
-    finally:
-        if os.path.ismount(d2):
-            umount(d2)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def main():
