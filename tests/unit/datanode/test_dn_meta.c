@@ -684,30 +684,54 @@ lk_check(struct t_env *e, const struct lk_set *ks, const char *c)
 	lk_pages(e, ks, "", 1);
 }
 
+/* A cursor on replica `drive`'s objects table, read-only or in a write transaction. */
+struct lk_cursor {
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	size_t maxkey;
+};
+
+static void
+lk_cursor_open(struct lk_cursor *lc, const char *drive, bool write)
+{
+	char dir[400];
+	MDB_dbi dbi;
+
+	snprintf(dir, sizeof(dir), "%s/meta", drive);
+	CHECK_EQ(mdb_env_create(&lc->env), 0);
+	CHECK_EQ(mdb_env_set_maxdbs(lc->env, 8), 0);
+	CHECK_EQ(mdb_env_open(lc->env, dir, write ? 0 : MDB_RDONLY | MDB_NOLOCK, 0644), 0);
+	CHECK_EQ(mdb_txn_begin(lc->env, NULL, write ? 0 : MDB_RDONLY, &lc->txn), 0);
+	CHECK_EQ(mdb_dbi_open(lc->txn, "objects", 0, &dbi), 0);
+	CHECK_EQ(mdb_cursor_open(lc->txn, dbi, &lc->cur), 0);
+	lc->maxkey = (size_t)mdb_env_get_maxkeysize(lc->env);
+}
+
+/* Close it; a write transaction commits. */
+static void
+lk_cursor_close(struct lk_cursor *lc, bool write)
+{
+	mdb_cursor_close(lc->cur);
+	if (write)
+		CHECK_EQ(mdb_txn_commit(lc->txn), 0);
+	else
+		mdb_txn_abort(lc->txn);
+	mdb_env_close(lc->env);
+}
+
 /* LMDB records of the objects table under a key of LMDB's maximum size (bundles). */
 static unsigned
 lk_bundles(const char *drive)
 {
-	char dir[400];
+	struct lk_cursor lc;
 	unsigned n = 0;
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_cursor *cur;
-	MDB_dbi dbi;
 	MDB_val k, v;
 
-	snprintf(dir, sizeof(dir), "%s/meta", drive);
-	CHECK_EQ(mdb_env_create(&env), 0);
-	CHECK_EQ(mdb_env_set_maxdbs(env, 8), 0);
-	CHECK_EQ(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK, 0644), 0);
-	CHECK_EQ(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-	CHECK_EQ(mdb_dbi_open(txn, "objects", 0, &dbi), 0);
-	CHECK_EQ(mdb_cursor_open(txn, dbi, &cur), 0);
-	for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT)
-		n += k.mv_size == (size_t)mdb_env_get_maxkeysize(env);
-	mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
-	mdb_env_close(env);
+	lk_cursor_open(&lc, drive, false);
+	for (int op = MDB_FIRST; mdb_cursor_get(lc.cur, &k, &v, op) == 0; op = MDB_NEXT)
+		n += k.mv_size == lc.maxkey;
+	lk_cursor_close(&lc, false);
 	return n;
 }
 
@@ -905,26 +929,16 @@ long_keys(void)
 static unsigned
 lk_unbundle(const char *drive)
 {
-	char dir[400];
+	struct lk_cursor lc;
 	unsigned n = 0;
-	MDB_env *env;
-	MDB_txn *txn;
-	MDB_cursor *cur;
-	MDB_dbi dbi;
 	MDB_val k, v;
 
-	snprintf(dir, sizeof(dir), "%s/meta", drive);
-	CHECK_EQ(mdb_env_create(&env), 0);
-	CHECK_EQ(mdb_env_set_maxdbs(env, 8), 0);
-	CHECK_EQ(mdb_env_open(env, dir, 0, 0644), 0);
-	CHECK_EQ(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	CHECK_EQ(mdb_dbi_open(txn, "objects", 0, &dbi), 0);
-	CHECK_EQ(mdb_cursor_open(txn, dbi, &cur), 0);
-	for (int op = MDB_FIRST; mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT) {
+	lk_cursor_open(&lc, drive, true);
+	for (int op = MDB_FIRST; mdb_cursor_get(lc.cur, &k, &v, op) == 0; op = MDB_NEXT) {
 		const uint8_t *p = v.mv_data;
 		uint32_t w[4];
 
-		if (k.mv_size != (size_t)mdb_env_get_maxkeysize(env) || v.mv_size < 16)
+		if (k.mv_size != lc.maxkey || v.mv_size < 16)
 			continue;
 		memcpy(w, p, 16); /* version, count, rest length, record length */
 		if (w[1] != 1 || w[2] != 0 || v.mv_size != 16 + (size_t)w[3])
@@ -935,14 +949,12 @@ lk_unbundle(const char *drive)
 
 			CHECK(rec);
 			memcpy(rec, p + 16, w[3]);
-			CHECK_EQ(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT), 0);
+			CHECK_EQ(mdb_cursor_put(lc.cur, &k, &nv, MDB_CURRENT), 0);
 			free(rec);
 			n++;
 		}
 	}
-	mdb_cursor_close(cur);
-	CHECK_EQ(mdb_txn_commit(txn), 0);
-	mdb_env_close(env);
+	lk_cursor_close(&lc, true);
 	return n;
 }
 
