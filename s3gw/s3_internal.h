@@ -1,6 +1,6 @@
 /*
  * s3_internal: the contract between the HTTP server (s3_server.c) and the operations
- * (s3_ops.c). Private to s3gw/.
+ * (s3_route.c and the files of s3_ops_internal.h). Private to s3gw/.
  *
  * One struct s3_req per request, owned by its connection, used only on the connection's
  * loop thread. The server parses the head and calls s3_ops_begin(); when the operation
@@ -79,7 +79,7 @@ struct s3_req {
 	struct s3_put *put; /* operation state for streamed bodies */
 };
 
-/* ---- implemented by s3_ops.c */
+/* ---- implemented by s3_route.c (the operations behind it: s3_ops_internal.h) */
 
 /* Route, authenticate and validate. Returns 0: the request is answered (maybe with an
  * error) or wants its body (rq->body_mode != NONE); < 0 only for fatal errors. */

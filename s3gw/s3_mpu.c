@@ -1,0 +1,667 @@
+/*
+ * s3_mpu: multipart uploads: create, complete (Compose of the parts), abort, and
+ * ListParts / ListMultipartUploads.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "s3_ops_internal.h"
+#include "zc.h"
+
+static int
+rec_emit(void *arg, const uint8_t *p, size_t n)
+{
+	struct mpu_rec *r = arg;
+
+	return s3_buf_add(&r->key, p, n);
+}
+
+static int
+rec_info(void *arg, const struct s3_obj_info *info)
+{
+	struct mpu_rec *r = arg;
+
+	r->info = *info;
+	return 0;
+}
+
+int
+s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
+{
+	char rk[160];
+	int rc;
+
+	s3_buf_init(&r->key, S3_MAX_KEY + 1);
+	if (strlen(upload_id) != 32 || strspn(upload_id, "0123456789abcdef") != 32)
+		return s3_backend_err(S3E_NO_SUCH_UPLOAD);
+	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, upload_id);
+	rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, rk, 0, 0, false, rec_info, rec_emit, r);
+	if (rc < 0)
+		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? s3_backend_err(S3E_NO_SUCH_UPLOAD)
+		                                                : rc;
+	if (!r->key.p || strcmp(r->key.p, rq->key) != 0)
+		return s3_backend_err(S3E_NO_SUCH_UPLOAD);
+	return 0;
+}
+
+unsigned
+s3_mpu_rec_ck(const struct mpu_rec *r)
+{
+	const char *v;
+	int n = s3_attr_get(r->info.attrs, r->info.attrs_len, "zest-ck", &v);
+
+	return n > 0 ? s3_ck_from_name(v, (size_t)n) : 0;
+}
+
+/* ------------------------------------------------------------------ multipart */
+
+int
+s3_op_mpu_create(struct s3_req *rq)
+{
+	uint8_t rnd[16];
+	char uid[33], rk[160], v[64];
+	struct s3_buf attrs, x;
+	void *stream = NULL;
+	struct s3_obj_info *info;
+	struct zc_seg seg;
+	int rc;
+	struct s3_bucket_info bi;
+	unsigned ck = 0;
+
+	rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
+	if (rc < 0)
+		return s3_rq_backend_error(rq, rc);
+	if (s3_rq_hdr_str(rq, "x-amz-checksum-algorithm", v, sizeof(v))) {
+		ck = s3_ck_from_name(v, strlen(v));
+		if (!ck)
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Unknown checksum algorithm");
+	}
+	if (RAND_bytes(rnd, 8) != 1)
+		return s3_rq_error(rq, S3E_INTERNAL, NULL);
+	/* 16 random hex digits, then the target's placement hash (see s3_obj_hash) */
+	{
+		uint64_t h = s3_obj_hash(rq->bucket, rq->key);
+
+		for (int i = 0; i < 8; i++)
+			rnd[8 + i] = (uint8_t)(h >> (56 - 8 * i));
+	}
+	s3_hex(rnd, 16, uid);
+	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
+	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);
+	s3_attrs_collect(rq, &attrs);
+	if (ck)
+		s3_attr_add(&attrs, "zest-ck", 7, s3_ck_name(ck), strlen(s3_ck_name(ck)));
+	if (attrs.err) {
+		s3_buf_fini(&attrs);
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Metadata too large");
+	}
+	info = malloc(sizeof(*info));
+	rc = info ? rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, strlen(rq->key), true,
+	                             &stream)
+	          : -ENOMEM;
+	if (rc == 0) {
+		seg = (struct zc_seg){ (const uint8_t *)rq->key, strlen(rq->key), NULL };
+		rc = rq->be->put_write(stream, &seg);
+		if (rc < 0)
+			rq->be->put_abort(stream);
+		else
+			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len,
+			                        info);
+	}
+	free(info);
+	s3_buf_fini(&attrs);
+	if (rc < 0)
+		return s3_rq_backend_error(rq, rc);
+	s3_buf_init(&x, 8192);
+	s3_buf_adds(&x, XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3_NS "\"><Bucket>");
+	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
+	s3_buf_adds(&x, "</Bucket>");
+	s3_xml_key(&x, "Key", rq->key, false);
+	s3_buf_printf(&x, "<UploadId>%s</UploadId></InitiateMultipartUploadResult>", uid);
+	{
+		struct s3_buf ex;
+
+		s3_buf_init(&ex, 256);
+		if (ck)
+			s3_buf_printf(&ex, "x-amz-checksum-algorithm: %s\r\n", s3_ck_name(ck));
+		s3_resp_xml(rq, 200, &ex, &x);
+		s3_buf_fini(&ex);
+	}
+	s3_buf_fini(&x);
+	return 0;
+}
+
+/* All parts of an upload, in part-number order. */
+static int
+mpu_list_parts(struct s3_req *rq, const char *uid, struct s3_list_result *all)
+{
+	char prefix[64], after[64] = "";
+
+	snprintf(prefix, sizeof(prefix), S3_PART_PREFIX "%s/", uid);
+	memset(all, 0, sizeof(*all));
+	for (;;) {
+		struct s3_list_result lr = { 0 };
+		int rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, "", 1000, &lr);
+
+		if (rc < 0) {
+			s3_list_result_fini(all);
+			return rc;
+		}
+		for (size_t i = 0; i < lr.n; i++) {
+			rc = s3_list_result_add(all, lr.entries[i].key, lr.entries[i].size,
+			                        lr.entries[i].etag, lr.entries[i].mtime_ns);
+			if (rc < 0) {
+				s3_list_result_fini(&lr);
+				s3_list_result_fini(all);
+				return rc;
+			}
+		}
+		if (!lr.truncated || !lr.next_start_after || all->n > S3_PARTS_MAX) {
+			s3_list_result_fini(&lr);
+			return 0;
+		}
+		snprintf(after, sizeof(after), "%s", lr.next_start_after);
+		s3_list_result_fini(&lr);
+	}
+}
+
+static unsigned
+part_number(const char *key)
+{
+	const char *s = strrchr(key, '/');
+
+	return s ? (unsigned)strtoul(s + 1, NULL, 10) : 0;
+}
+
+int
+s3_mpu_complete_end(struct s3_req *rq)
+{
+	struct s3_complete_req cr;
+	struct s3_list_result parts;
+	struct mpu_rec *r;
+	char uid[64];
+	struct s3_objref *refs = NULL;
+	char **pkeys = NULL;
+	EVP_MD_CTX *md = NULL;
+	uint8_t *cks = NULL;
+	size_t ckl = 0;
+	unsigned ck;
+	char etag[48], ckval[64] = "";
+	struct s3_obj_info *info = NULL;
+	enum s3_err e;
+	int rc;
+
+	if (rq->body.err)
+		return s3_rq_error(rq, S3E_MALFORMED_XML, NULL);
+	e = s3_body_collect_verify(rq);
+	if (e)
+		return s3_rq_error(rq, e, NULL);
+	if (s3_rq_query(rq, "uploadId", uid, sizeof(uid)) != 1)
+		return s3_rq_error(rq, S3E_NO_SUCH_UPLOAD, NULL);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return s3_rq_error(rq, S3E_INTERNAL, NULL);
+	rc = s3_mpu_load(rq, uid, r);
+	ck = s3_mpu_rec_ck(r);
+	if (rc < 0) {
+		s3_buf_fini(&r->key);
+		free(r);
+		return s3_rq_backend_error(rq, rc);
+	}
+	if (s3_xml_parse_complete(rq->body.p ? rq->body.p : "", rq->body.len, &cr) < 0) {
+		s3_buf_fini(&r->key);
+		free(r);
+		return s3_rq_error(rq, S3E_MALFORMED_XML, NULL);
+	}
+	for (size_t i = 1; i < cr.n; i++)
+		if (cr.parts[i].number <= cr.parts[i - 1].number) {
+			e = S3E_INVALID_PART_ORDER;
+			goto fail;
+		}
+	rc = mpu_list_parts(rq, uid, &parts);
+	if (rc < 0) {
+		e = s3_err_from_errno(rc);
+		goto fail;
+	}
+	refs = calloc(cr.n, sizeof(*refs));
+	pkeys = calloc(cr.n, sizeof(*pkeys));
+	md = EVP_MD_CTX_new();
+	cks = malloc(cr.n * 32 + 1);
+	if (!refs || !pkeys || !md || !cks || !EVP_DigestInit_ex(md, EVP_md5(), NULL)) {
+		e = S3E_INTERNAL;
+		goto fail_parts;
+	}
+	{
+		size_t j = 0;
+
+		for (size_t i = 0; i < cr.n; i++) {
+			uint8_t bin[16];
+			int n;
+
+			while (j < parts.n &&
+			       part_number(parts.entries[j].key) < cr.parts[i].number)
+				j++;
+			if (j == parts.n ||
+			    part_number(parts.entries[j].key) != cr.parts[i].number ||
+			    strcmp(parts.entries[j].etag, cr.parts[i].etag) != 0) {
+				e = S3E_INVALID_PART;
+				goto fail_parts;
+			}
+			if (i + 1 < cr.n && parts.entries[j].size < MIN_PART) {
+				e = S3E_ENTITY_TOO_SMALL;
+				goto fail_parts;
+			}
+			n = 0;
+			for (int k = 0; k < 16; k++) {
+				unsigned v;
+
+				if (sscanf(parts.entries[j].etag + 2 * k, "%2x", &v) != 1)
+					break;
+				bin[k] = (uint8_t)v;
+				n++;
+			}
+			if (n != 16) {
+				e = S3E_INVALID_PART;
+				goto fail_parts;
+			}
+			EVP_DigestUpdate(md, bin, 16);
+			pkeys[i] = parts.entries[j].key;
+			refs[i].bucket = rq->bucket;
+			refs[i].key = pkeys[i];
+			if (ck) {
+				struct s3_obj_info *pi = malloc(sizeof(*pi));
+				const char *v;
+				char name[48];
+				int vl;
+
+				snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
+				if (!pi ||
+				    rq->be->stat(rq->be->ctx, rq->bucket, pkeys[i], pi) < 0 ||
+				    (vl = s3_attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 ||
+				    vl >= 64) {
+					free(pi);
+					e = S3E_INVALID_PART;
+					goto fail_parts;
+				}
+				{
+					char tmp[64];
+					int dl;
+
+					memcpy(tmp, v, (size_t)vl);
+					tmp[vl] = '\0';
+					dl = s3_b64_decode(tmp, (size_t)vl, cks + ckl, 32);
+					free(pi);
+					if (dl < 0) {
+						e = S3E_INVALID_PART;
+						goto fail_parts;
+					}
+					if (cr.parts[i].ck == ck &&
+					    strcmp(cr.parts[i].checksum, tmp) != 0) {
+						e = S3E_INVALID_PART;
+						goto fail_parts;
+					}
+					ckl += (size_t)dl;
+				}
+			}
+		}
+	}
+	{
+		uint8_t d[16];
+
+		EVP_DigestFinal_ex(md, d, NULL);
+		s3_hex(d, 16, etag);
+		snprintf(etag + 32, sizeof(etag) - 32, "-%zu", cr.n);
+	}
+	{
+		struct s3_buf attrs;
+		size_t i = 0;
+		const char *a = r->info.attrs;
+
+		s3_buf_init(&attrs, S3_ATTRS_MAX);
+		while (i < r->info.attrs_len) {
+			const char *eol = memchr(a + i, '\n', r->info.attrs_len - i);
+			size_t ll = eol ? (size_t)(eol - a - i) : r->info.attrs_len - i;
+
+			if (strncmp(a + i, "zest-", 5) != 0) {
+				s3_buf_add(&attrs, a + i, ll);
+				s3_buf_add(&attrs, "\n", 1);
+			}
+			i += ll + 1;
+		}
+		if (ck) {
+			struct s3_sum s;
+			struct s3_sum_out o;
+			char name[48];
+			size_t l;
+
+			s3_sum_init(&s, ck);
+			s3_sum_update(&s, cks, ckl);
+			s3_sum_final(&s, &o);
+			s3_sum_fini(&s);
+			s3_ck_value(&o, ck, ckval);
+			l = strlen(ckval);
+			snprintf(ckval + l, sizeof(ckval) - l, "-%zu", cr.n);
+			snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
+			s3_attr_add(&attrs, name, strlen(name), ckval, strlen(ckval));
+		}
+		info = malloc(sizeof(*info));
+		rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
+		                            etag, attrs.p ? attrs.p : "", attrs.len, info)
+		          : -ENOMEM;
+		s3_buf_fini(&attrs);
+		if (rc < 0) {
+			e = s3_err_from_errno(rc);
+			goto fail_parts;
+		}
+	}
+	/* parts uploaded but not named in the list, then the upload record */
+	for (size_t j = 0; j < parts.n; j++) {
+		bool used = false, existed;
+
+		for (size_t i = 0; i < cr.n && !used; i++)
+			used = pkeys[i] == parts.entries[j].key;
+		if (!used)
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
+	}
+	{
+		char rk[160];
+		bool existed;
+		struct s3_buf x;
+		const struct s3_hdr *host = s3_rq_hdr(rq, "host");
+
+		snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
+		rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, rk, &existed);
+		s3_buf_init(&x, 16384);
+		s3_buf_adds(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_NS
+		                         "\"><Location>");
+		{
+			struct s3_buf loc;
+
+			s3_buf_init(&loc, 8192);
+			s3_buf_printf(&loc, "%s://", rq->cfg->tls_cert ? "https" : "http");
+			if (host)
+				s3_buf_add(&loc, host->val, host->val_len);
+			s3_buf_printf(&loc, "/%s/", rq->bucket);
+			s3_buf_add_uri(&loc, rq->key, strlen(rq->key), true);
+			s3_buf_add_xml(&x, loc.p, loc.len);
+			s3_buf_fini(&loc);
+		}
+		s3_buf_adds(&x, "</Location><Bucket>");
+		s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
+		s3_buf_adds(&x, "</Bucket>");
+		s3_xml_key(&x, "Key", rq->key, false);
+		s3_buf_printf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+		if (ck)
+			s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s>",
+			              ck == S3_CK_CRC32       ? "CRC32"
+			              : ck == S3_CK_CRC32C    ? "CRC32C"
+			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
+			              : ck == S3_CK_SHA1      ? "SHA1"
+			                                      : "SHA256",
+			              ckval,
+			              ck == S3_CK_CRC32       ? "CRC32"
+			              : ck == S3_CK_CRC32C    ? "CRC32C"
+			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
+			              : ck == S3_CK_SHA1      ? "SHA1"
+			                                      : "SHA256");
+		s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
+		s3_resp_xml(rq, 200, NULL, &x);
+		s3_buf_fini(&x);
+	}
+	e = S3_OK;
+fail_parts:
+	s3_list_result_fini(&parts);
+fail:
+	free(info);
+	free(refs);
+	free(pkeys);
+	free(cks);
+	EVP_MD_CTX_free(md);
+	s3_complete_req_fini(&cr);
+	s3_buf_fini(&r->key);
+	free(r);
+	if (e)
+		return s3_rq_error(rq, e, NULL);
+	return 0;
+}
+
+int
+s3_op_mpu_abort(struct s3_req *rq)
+{
+	char uid[64], rk[160];
+	struct mpu_rec *r = calloc(1, sizeof(*r));
+	struct s3_list_result parts;
+	bool existed;
+	int rc;
+
+	if (!r)
+		return s3_rq_error(rq, S3E_INTERNAL, NULL);
+	if (s3_rq_query(rq, "uploadId", uid, sizeof(uid)) != 1)
+		uid[0] = '\0';
+	rc = s3_mpu_load(rq, uid, r);
+	s3_buf_fini(&r->key);
+	free(r);
+	if (rc < 0)
+		return s3_rq_backend_error(rq, rc);
+	rc = mpu_list_parts(rq, uid, &parts);
+	if (rc == 0) {
+		for (size_t j = 0; j < parts.n; j++)
+			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
+		s3_list_result_fini(&parts);
+	}
+	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
+	rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, rk, &existed);
+	s3_resp_xml(rq, 204, NULL, NULL);
+	return 0;
+}
+
+int
+s3_op_list_parts(struct s3_req *rq)
+{
+	char uid[64], v[32];
+	struct mpu_rec *r = calloc(1, sizeof(*r));
+	struct s3_list_result parts;
+	unsigned long max_parts = 1000, marker = 0;
+	struct s3_buf x;
+	size_t shown = 0;
+	unsigned last = 0;
+	bool truncated = false;
+	int rc;
+
+	if (!r)
+		return s3_rq_error(rq, S3E_INTERNAL, NULL);
+	if (s3_rq_query(rq, "uploadId", uid, sizeof(uid)) != 1)
+		uid[0] = '\0';
+	if ((s3_rq_query(rq, "max-parts", v, sizeof(v)) == 1 &&
+	     s3_parse_uint(v, 1000, &max_parts) < 0) ||
+	    (s3_rq_query(rq, "part-number-marker", v, sizeof(v)) == 1 &&
+	     s3_parse_uint(v, 10000, &marker) < 0)) {
+		free(r);
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
+	}
+	rc = s3_mpu_load(rq, uid, r);
+	s3_buf_fini(&r->key);
+	free(r);
+	if (rc < 0)
+		return s3_rq_backend_error(rq, rc);
+	rc = mpu_list_parts(rq, uid, &parts);
+	if (rc < 0)
+		return s3_rq_backend_error(rq, rc);
+	s3_buf_init(&x, 16u << 20);
+	s3_buf_adds(&x, XML_DECL "<ListPartsResult xmlns=\"" S3_NS "\"><Bucket>");
+	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
+	s3_buf_adds(&x, "</Bucket>");
+	s3_xml_key(&x, "Key", rq->key, false);
+	s3_buf_printf(&x,
+	              "<UploadId>%s</UploadId><PartNumberMarker>%lu</PartNumberMarker>"
+	              "<Initiator><ID>zest</ID><DisplayName>zest</DisplayName></Initiator>"
+	              "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>"
+	              "<StorageClass>STANDARD</StorageClass><MaxParts>%lu</MaxParts>",
+	              uid, marker, max_parts);
+	for (size_t j = 0; j < parts.n; j++) {
+		unsigned pn = part_number(parts.entries[j].key);
+		char t[32];
+
+		if (pn <= marker)
+			continue;
+		if (shown == max_parts) {
+			truncated = true;
+			break;
+		}
+		s3_xml_time(parts.entries[j].mtime_ns, t);
+		s3_buf_printf(&x,
+		              "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
+		              "<ETag>&quot;%s&quot;</ETag><Size>%lu</Size></Part>",
+		              pn, t, parts.entries[j].etag, (unsigned long)parts.entries[j].size);
+		shown++;
+		last = pn;
+	}
+	s3_buf_printf(&x,
+	              "<NextPartNumberMarker>%u</NextPartNumberMarker><IsTruncated>%s</IsTruncated>"
+	              "</ListPartsResult>",
+	              last, truncated ? "true" : "false");
+	s3_list_result_fini(&parts);
+	s3_resp_xml(rq, 200, NULL, &x);
+	s3_buf_fini(&x);
+	return 0;
+}
+
+struct upl {
+	char *key;
+	char uid[33];
+	uint64_t mtime_ns;
+};
+
+static int
+upl_cmp(const void *a, const void *b)
+{
+	const struct upl *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c ? c : strcmp(x->uid, y->uid);
+}
+
+int
+s3_op_list_uploads(struct s3_req *rq)
+{
+	char prefix[80];
+	char *kprefix = calloc(1, 4 * S3_MAX_KEY + 1);
+	char *kmarker = calloc(1, 4 * S3_MAX_KEY + 1);
+	char umarker[64] = "", mu[16];
+	unsigned long max_uploads = 1000;
+	struct s3_list_result lr = { 0 };
+	struct upl *u = NULL;
+	size_t nu = 0, shown = 0, first = 0;
+	bool truncated = false;
+	struct s3_buf x;
+	struct s3_bucket_info bi;
+	int rc;
+
+	if (!kprefix || !kmarker) {
+		free(kprefix);
+		free(kmarker);
+		return s3_rq_error(rq, S3E_INTERNAL, NULL);
+	}
+	rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
+	if (rc < 0) {
+		free(kprefix);
+		free(kmarker);
+		return s3_rq_backend_error(rq, rc);
+	}
+	s3_rq_query(rq, "prefix", kprefix, 4 * S3_MAX_KEY + 1);
+	if (s3_rq_query(rq, "key-marker", kmarker, 4 * S3_MAX_KEY + 1) < 0 ||
+	    s3_rq_query(rq, "upload-id-marker", umarker, sizeof(umarker)) < 0 ||
+	    (s3_rq_query(rq, "max-uploads", mu, sizeof(mu)) == 1 &&
+	     s3_parse_uint(mu, 1000, &max_uploads) < 0)) {
+		free(kprefix);
+		free(kmarker);
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
+	}
+	snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
+	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 10000, &lr);
+	if (rc < 0) {
+		free(kprefix);
+		free(kmarker);
+		return s3_rq_backend_error(rq, rc);
+	}
+	u = calloc(lr.n + 1, sizeof(*u));
+	for (size_t i = 0; u && i < lr.n; i++) {
+		struct mpu_rec *r = calloc(1, sizeof(*r));
+		const char *id = strrchr(lr.entries[i].key, '/');
+
+		if (!r || !id) {
+			free(r);
+			continue;
+		}
+		s3_buf_init(&r->key, S3_MAX_KEY + 1);
+		if (rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
+		                rec_info, rec_emit, r) == 0 &&
+		    r->key.p && strncmp(r->key.p, kprefix, strlen(kprefix)) == 0) {
+			u[nu].key = strdup(r->key.p);
+			snprintf(u[nu].uid, sizeof(u[nu].uid), "%s", id + 1);
+			u[nu].mtime_ns = lr.entries[i].mtime_ns;
+			if (u[nu].key)
+				nu++;
+		}
+		s3_buf_fini(&r->key);
+		free(r);
+	}
+	if (nu)
+		qsort(u, nu, sizeof(*u), upl_cmp);
+	/* markers: uploads strictly after (key-marker, upload-id-marker) */
+	while (first < nu && kmarker[0] &&
+	       (strcmp(u[first].key, kmarker) < 0 ||
+	        (strcmp(u[first].key, kmarker) == 0 &&
+	         (!umarker[0] || strcmp(u[first].uid, umarker) <= 0))))
+		first++;
+	s3_buf_init(&x, 16u << 20);
+	s3_buf_adds(&x, XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_NS "\"><Bucket>");
+	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
+	s3_buf_adds(&x, "</Bucket>");
+	s3_xml_key(&x, "KeyMarker", kmarker, false);
+	s3_buf_printf(&x, "<UploadIdMarker>%s</UploadIdMarker>", umarker);
+	s3_xml_key(&x, "Prefix", kprefix, false);
+	shown = nu - first < max_uploads ? nu - first : max_uploads;
+	truncated = first + shown < nu;
+	if (truncated && shown) {
+		s3_xml_key(&x, "NextKeyMarker", u[first + shown - 1].key, false);
+		s3_buf_printf(&x, "<NextUploadIdMarker>%s</NextUploadIdMarker>",
+		              u[first + shown - 1].uid);
+	}
+	s3_buf_printf(&x, "<MaxUploads>%lu</MaxUploads><IsTruncated>%s</IsTruncated>", max_uploads,
+	              truncated ? "true" : "false");
+	for (size_t i = 0; i < nu; i++) {
+		char t[32];
+
+		if (i < first || i >= first + shown) {
+			free(u[i].key);
+			continue;
+		}
+
+		s3_xml_time(u[i].mtime_ns, t);
+		s3_buf_adds(&x, "<Upload>");
+		s3_xml_key(&x, "Key", u[i].key, false);
+		s3_buf_printf(&x,
+		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
+		              "<Initiated>%s</Initiated></Upload>",
+		              u[i].uid, t);
+		free(u[i].key);
+	}
+	s3_buf_adds(&x, "</ListMultipartUploadsResult>");
+	s3_resp_xml(rq, 200, NULL, &x);
+	s3_buf_fini(&x);
+	free(u);
+	s3_list_result_fini(&lr);
+	free(kprefix);
+	free(kmarker);
+	return 0;
+}

@@ -1,0 +1,112 @@
+/*
+ * s3_ops_internal: what the S3 operation files share. Private to s3gw/.
+ *
+ *   s3_req.c     request accessors (headers, query, replies), names, times, attributes,
+ *                collected (XML) bodies
+ *   s3_route.c   routing (path style and virtual host), authentication, dispatch, and the
+ *                s3_ops_* entry points the server calls
+ *   s3_bucket.c  bucket operations and object listings
+ *   s3_object.c  GET / HEAD / DELETE, PUT of objects and parts, DeleteObjects
+ *   s3_mpu.c     multipart uploads: create, complete, abort, list parts and uploads
+ *
+ * Everything here runs on the worker that serves the request (see s3_internal.h).
+ * Replies: the s3_rq_* error helpers answer the request and return 0.
+ *
+ * Multipart state lives in the backend as ordinary objects in S3_RESERVED_BUCKET (a name
+ * no client can create or address, since it starts with a dot):
+ *   u/<bucket>/<upload-id>       upload record: content = the object key, attrs = the
+ *                                object's attributes + "zest-ck:<algorithm>"
+ * Parts are objects of the upload's own bucket under S3_PART_PREFIX "<upload-id>/<nnnnn>"
+ * (s3.h); their attrs carry the part checksum. Complete asks the backend to Compose the
+ * parts into the target object.
+ */
+#ifndef ZEST_S3_OPS_INTERNAL_H
+#define ZEST_S3_OPS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "s3_internal.h"
+
+#define S3_NS    "http://s3.amazonaws.com/doc/2006-03-01/"
+#define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+#define MIN_PART (5ull << 20)
+#define MAX_PART (5ull << 30)
+#define MPU_REC  "u/"
+
+/* A streamed upload (object or part) in progress; owned by its request. */
+struct s3_put {
+	bool is_part;
+	void *stream;
+	struct s3_sum sum;
+	uint64_t got;
+	bool has_md5;
+	uint8_t content_md5[16];
+	unsigned hdr_ck; /* algorithm of an x-amz-checksum-<alg> header */
+	char hdr_ck_val[64];
+	unsigned want_ck; /* algorithm whose value we store and return */
+	struct s3_buf attrs;
+	unsigned part;
+	char upload_id[64];
+};
+
+/* An upload record as loaded: the object key it was created for and its attributes. */
+struct mpu_rec {
+	struct s3_buf key;
+	struct s3_obj_info info;
+};
+
+/* ---- s3_req.c */
+
+const struct s3_hdr *s3_rq_hdr(const struct s3_req *rq, const char *name);
+bool s3_rq_hdr_str(const struct s3_req *rq, const char *name, char *out, size_t cap);
+int s3_rq_query(const struct s3_req *rq, const char *name, char *out, size_t cap);
+bool s3_rq_has_query(const struct s3_req *rq, const char *name);
+bool s3_rq_method_is(const struct s3_req *rq, const char *m);
+int s3_rq_error(struct s3_req *rq, enum s3_err e, const char *msg);
+int s3_rq_backend_error(struct s3_req *rq, int rc);
+void s3_etag_hex(const uint8_t md5[16], char *out);
+void s3_http_time(uint64_t ns, char *out, size_t cap);
+bool s3_http_time_parse(const char *s, time_t *out);
+bool s3_bucket_name_ok(const char *b);
+enum s3_err s3_key_check(const char *k, size_t n);
+void s3_attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t vl);
+void s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b);
+int s3_attr_get(const char *attrs, size_t len, const char *name, const char **val);
+void s3_attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool ranged,
+                         struct s3_buf *b);
+int s3_parse_uint(const char *s, unsigned long max, unsigned long *out);
+int s3_body_collect_begin(struct s3_req *rq);
+enum s3_err s3_body_collect_verify(struct s3_req *rq);
+bool s3_rq_has_integrity_header(const struct s3_req *rq);
+
+/* ---- s3_bucket.c */
+
+int s3_op_list_buckets(struct s3_req *rq);
+int s3_bucket_create_end(struct s3_req *rq);
+int s3_op_bucket_simple(struct s3_req *rq);
+int s3_op_bucket_meta(struct s3_req *rq, bool location);
+int s3_op_list_objects(struct s3_req *rq, bool v2);
+
+/* ---- s3_object.c */
+
+int s3_op_get_object(struct s3_req *rq);
+int s3_op_delete_object(struct s3_req *rq);
+void s3_put_free(struct s3_req *rq);
+int s3_op_put_begin(struct s3_req *rq, bool is_part);
+int s3_put_body(struct s3_req *rq, const uint8_t *b, size_t n);
+int s3_put_end(struct s3_req *rq);
+int s3_delete_objects_end(struct s3_req *rq);
+
+/* ---- s3_mpu.c */
+
+int s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r);
+unsigned s3_mpu_rec_ck(const struct mpu_rec *r);
+int s3_op_mpu_create(struct s3_req *rq);
+int s3_mpu_complete_end(struct s3_req *rq);
+int s3_op_mpu_abort(struct s3_req *rq);
+int s3_op_list_parts(struct s3_req *rq);
+int s3_op_list_uploads(struct s3_req *rq);
+
+#endif
