@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "mem_backend.h"
@@ -852,6 +853,181 @@ test_multipart_and_delete(void **state)
 	free(p1);
 }
 
+/* How many times needle occurs in the body. */
+static int
+count_in(const struct resp *r, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = r->body; p && (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A body-carrying request with the Content-MD5 S3 wants on a multi-delete. */
+static void
+request_md5(const char *method, const char *target, const char *body, struct resp *r)
+{
+	unsigned char d[16];
+	unsigned int dl = 0;
+	char b64[32], ex[128];
+
+	assert_int_equal(EVP_Digest(body, strlen(body), d, &dl, EVP_md5(), NULL), 1);
+	s3_b64_encode(d, 16, b64);
+	snprintf(ex, sizeof(ex), "Content-MD5: %s\r\n", b64);
+	request(method, target, ex, body, strlen(body), r);
+}
+
+/*
+ * The multipart part keys (S3_PART_PREFIX "<upload-id>/<nnnnn>", in the upload's own
+ * bucket) are the gateway's: no listing shows them, whatever prefix, start-after, marker,
+ * token or delimiter, and every client key on either side of them is listed.
+ */
+#define U10FFFF     "%F4%8F%BF%BF"
+#define U10FFFF_FMT "%%F4%%8F%%BF%%BF" /* the same in a printf format */
+static void
+test_part_keys_hidden(void **state)
+{
+	static const char *const keys[] = { "a", U10FFFF "zest-mpu", U10FFFF "zest-mpu0",
+		                             U10FFFF "zz" };
+	struct resp r;
+	char target[512], uid[64], body[512], tok[64];
+	char *e;
+	int seen = 0;
+
+	(void)state;
+	request("PUT", "/hide", NULL, NULL, 0, &r);
+	resp_free(&r);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(target, sizeof(target), "/hide/%s", keys[i]);
+		request("PUT", target, NULL, "k", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	request("POST", "/hide/obj?uploads", NULL, NULL, 0, &r);
+	e = strstr(r.body, "<UploadId>");
+	assert_non_null(e);
+	snprintf(uid, sizeof(uid), "%.32s", e + 10);
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/hide/obj?partNumber=1&uploadId=%s", uid);
+	request("PUT", target, NULL, "part", 4, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+
+	/* every client key, no part: v2 and v1, with and without a delimiter */
+	request("GET", "/hide?list-type=2&encoding-type=url", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 4);
+	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zz</Key>"));
+	assert_null(strstr(r.body, "zest-mpu%2F"));
+	resp_free(&r);
+	request("GET", "/hide?encoding-type=url&delimiter=%2F", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 4);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	/* a common prefix that only parts roll into is not listed; one with a client key is */
+	request("GET", "/hide?list-type=2&encoding-type=url&delimiter=s", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_non_null(strstr(r.body, "<Prefix>" U10FFFF "zes</Prefix>"));
+	resp_free(&r);
+	request("GET", "/hide?list-type=2&encoding-type=url&delimiter=%2F&prefix=" U10FFFF "zest",
+	        NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	/* inside the part range */
+	snprintf(target, sizeof(target), "/hide?list-type=2&prefix=" U10FFFF_FMT "zest-mpu%%2F");
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	resp_free(&r);
+	request("GET", "/hide?prefix=" U10FFFF "zest-mpu%2F", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	resp_free(&r);
+	snprintf(target, sizeof(target),
+	         "/hide?list-type=2&encoding-type=url&start-after=" U10FFFF_FMT "zest-mpu%%2F%s", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zest-mpu0</Key>"));
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/hide?encoding-type=url&marker=" U10FFFF_FMT "zest-mpu%%2F");
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	s3_b64_encode((const uint8_t *)"\xf4\x8f\xbf\xbfzest-mpu/", 13, tok);
+	{
+		struct s3_buf q;
+
+		s3_buf_init(&q, 256);
+		s3_buf_add_uri(&q, tok, strlen(tok), true);
+		snprintf(target, sizeof(target), "/hide?list-type=2&continuation-token=%.*s",
+		         (int)q.len, q.p);
+		s3_buf_fini(&q);
+	}
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	/* one key a page: the pages hold every client key and no part */
+	snprintf(target, sizeof(target), "/hide?max-keys=1&encoding-type=url");
+	for (int page = 0; page < 10; page++) {
+		char *nm;
+
+		request("GET", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		seen += count_in(&r, "<Key>");
+		assert_null(strstr(r.body, "zest-mpu%2F"));
+		nm = strstr(r.body, "<NextMarker>");
+		if (!nm) {
+			resp_free(&r);
+			break;
+		}
+		nm += 12;
+		snprintf(target, sizeof(target), "/hide?max-keys=1&encoding-type=url&marker=%.*s",
+		         (int)(strstr(nm, "</NextMarker>") - nm), nm);
+		resp_free(&r);
+	}
+	assert_int_equal(seen, 4);
+	/* with the client keys under it gone, a common prefix of parts alone is not listed */
+	request("DELETE", "/hide/" U10FFFF "zest-mpu", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("DELETE", "/hide/" U10FFFF "zest-mpu0", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("GET", "/hide?list-type=2&delimiter=s", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	request("GET", "/hide?delimiter=u&prefix=" U10FFFF "zest-m", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+
+	/* nor read, written or deleted */
+	snprintf(target, sizeof(target), "/hide/" U10FFFF_FMT "zest-mpu/%s/00001", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("HEAD", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 400);
+	resp_free(&r);
+	request("DELETE", target, NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	snprintf(body, sizeof(body),
+	         "<Delete><Object><Key>\xf4\x8f\xbf\xbfzest-mpu/%s/00001</Key></Object></Delete>",
+	         uid);
+	request_md5("POST", "/hide?delete", body, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<Error>"));
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/hide/obj?uploadId=%s", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<PartNumber>1</PartNumber>")); /* the part is still there */
+	resp_free(&r);
+	request("DELETE", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 204);
+	resp_free(&r);
+}
+
 static void
 test_virtual_host(void **state)
 {
@@ -1099,6 +1275,7 @@ main(void)
 		cmocka_unit_test(test_keepalive_pipeline_continue),
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
+		cmocka_unit_test(test_part_keys_hidden),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
