@@ -3,6 +3,7 @@
  * location and versioning) and object listings (ListObjects v1 and v2).
  */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,34 +16,111 @@
 
 /* ------------------------------------------------------------------ buckets */
 
+/*
+ * ListBuckets. max-buckets (1..10000) pages the list; continuation-token is the base64 of
+ * the last name of the page before (opaque to clients); prefix and bucket-region filter.
+ * As in S3, a request with a prefix, token or region but no max-buckets gets pages of
+ * 10000, and one with none of them every bucket.
+ */
+#define LIST_BUCKETS_CAP 20000
+#define BUCKET_NAME_MAX  63
+
+/* S3 pages by 10000 when any of these is given without max-buckets. */
+static bool
+has_prefix_or_more(const struct s3_req *rq)
+{
+	return s3_rq_has_query(rq, "prefix") || s3_rq_has_query(rq, "continuation-token") ||
+	       s3_rq_has_query(rq, "bucket-region");
+}
+
+/* A bucket this ListBuckets shows: every bucket of the gateway is in its one region. */
+static bool
+bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
+              const char *region)
+{
+	return strcmp(name, S3_RESERVED_BUCKET) != 0 && strncmp(name, prefix, strlen(prefix)) == 0 &&
+	       strcmp(name, after) > 0 && (!region[0] || strcmp(region, rq->cfg->region) == 0);
+}
+
 int
 s3_op_list_buckets(struct s3_req *rq)
 {
-	struct s3_bucket_info *bi = calloc(1024, sizeof(*bi));
+	char mb[16] = "", prefix[S3_MAX_KEY + 1] = "", region[64] = "";
+	char token[128] = "", after[BUCKET_NAME_MAX + 1] = "";
+	unsigned long max = LIST_BUCKETS_CAP;
+	struct s3_bucket_info *bi;
+	bool has_prefix, more = false;
+	int n, rc, shown = 0, last = -1;
 	struct s3_buf x;
-	int n;
 
+	if (s3_rq_query(rq, "max-buckets", mb, sizeof(mb)) != 0) {
+		if (s3_parse_uint(mb, ULONG_MAX, &max) < 0 || max < 1 || max > 10000)
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "Argument max-buckets must be an integer between 1 and "
+			                   "10000.");
+	} else if (has_prefix_or_more(rq)) {
+		max = 10000;
+	}
+	rc = s3_rq_query(rq, "prefix", prefix, sizeof(prefix));
+	has_prefix = rc == 1;
+	if (rc < 0 || s3_rq_query(rq, "bucket-region", region, sizeof(region)) < 0)
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
+	rc = s3_rq_query(rq, "continuation-token", token, sizeof(token));
+	if (rc < 0)
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+		                   "The continuation token provided is incorrect");
+	if (token[0]) {
+		int tl = s3_b64_decode(token, strlen(token), (uint8_t *)after, sizeof(after) - 1);
+
+		if (tl < 0)
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "The continuation token provided is incorrect");
+		after[tl] = '\0';
+		if ((size_t)tl != strlen(after) || !s3_bucket_name_ok(after))
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "The continuation token provided is incorrect");
+	}
+	bi = calloc(LIST_BUCKETS_CAP, sizeof(*bi));
 	if (!bi)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
-	n = rq->be->bucket_list(rq->be->ctx, bi, 1024);
+	n = rq->be->bucket_list(rq->be->ctx, bi, LIST_BUCKETS_CAP);
 	if (n < 0) {
 		free(bi);
 		return s3_rq_backend_error(rq, n);
 	}
-	s3_buf_init(&x, 1 << 20);
-	s3_buf_adds(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_NS "\"><Owner><ID>zest</ID>"
-	                         "<DisplayName>zest</DisplayName></Owner><Buckets>");
+	s3_buf_init(&x, 4u << 20);
+	s3_buf_adds(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_NS "\"><Buckets>");
 	for (int i = 0; i < n; i++) {
 		char t[32];
 
-		if (strcmp(bi[i].name, S3_RESERVED_BUCKET) == 0)
+		if (!bucket_listed(rq, bi[i].name, prefix, after, region))
 			continue;
+		if ((unsigned long)shown == max) {
+			more = true;
+			break;
+		}
 		s3_xml_time(bi[i].ctime_ns, t);
 		s3_buf_adds(&x, "<Bucket><Name>");
 		s3_buf_add_xml(&x, bi[i].name, strlen(bi[i].name));
-		s3_buf_printf(&x, "</Name><CreationDate>%s</CreationDate></Bucket>", t);
+		s3_buf_printf(&x, "</Name><CreationDate>%s</CreationDate><BucketRegion>", t);
+		s3_buf_add_xml(&x, rq->cfg->region, strlen(rq->cfg->region));
+		s3_buf_adds(&x, "</BucketRegion></Bucket>");
+		shown++;
+		last = i;
 	}
-	s3_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	s3_buf_adds(&x, "</Buckets><Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>");
+	if (more) { /* a token only when a bucket follows this page */
+		char t[4 * ((BUCKET_NAME_MAX + 2) / 3) + 1];
+
+		s3_b64_encode((const uint8_t *)bi[last].name, strlen(bi[last].name), t);
+		s3_buf_printf(&x, "<ContinuationToken>%s</ContinuationToken>", t);
+	}
+	if (has_prefix) {
+		s3_buf_adds(&x, "<Prefix>");
+		s3_buf_add_xml(&x, prefix, strlen(prefix));
+		s3_buf_adds(&x, "</Prefix>");
+	}
+	s3_buf_adds(&x, "</ListAllMyBucketsResult>");
 	free(bi);
 	s3_resp_xml(rq, 200, NULL, &x);
 	s3_buf_fini(&x);
@@ -66,6 +144,11 @@ s3_bucket_create_end(struct s3_req *rq)
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 		                   "The specified location-constraint is not valid");
 	rc = rq->be->bucket_create(rq->be->ctx, rq->bucket);
+	/* For legacy compatibility us-east-1 answers 200 to re-creating a bucket one owns;
+	 * every other region answers 409 BucketAlreadyOwnedByYou. */
+	if (rc < 0 && s3_err_from_errno(rc) == S3E_BUCKET_EXISTS_OWNED &&
+	    strcmp(rq->cfg->region, "us-east-1") == 0)
+		rc = 0;
 	if (rc < 0)
 		return s3_rq_backend_error(rq, rc);
 	s3_buf_init(&ex, 256);
@@ -266,7 +349,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	unsigned long max_keys = 1000;
 	struct s3_list_result lr = { 0 };
 	struct s3_buf x;
-	bool url;
+	bool url, has_token;
 	int rc = 0;
 	const char *after;
 	char *tok_key = NULL;
@@ -305,6 +388,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	}
 	url = enc[0] != '\0';
 	after = v2 ? start_after : marker;
+	has_token = s3_rq_query(rq, "continuation-token", tok_key, cap) == 1;
 	if (v2 && token[0]) {
 		int n = s3_b64_decode(token, strlen(token), (uint8_t *)tok_key, cap - 1);
 
@@ -345,7 +429,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	s3_buf_printf(&x, "<IsTruncated>%s</IsTruncated>", lr.truncated ? "true" : "false");
 	if (v2) {
 		s3_buf_printf(&x, "<KeyCount>%zu</KeyCount>", lr.n + lr.nprefix);
-		if (token[0]) {
+		if (has_token) { /* an empty one too, as S3 */
 			s3_buf_adds(&x, "<ContinuationToken>");
 			s3_buf_add_xml(&x, token, strlen(token));
 			s3_buf_adds(&x, "</ContinuationToken>");

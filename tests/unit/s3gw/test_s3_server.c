@@ -35,12 +35,12 @@ static struct s3_backend *be;
 static struct s3_server *srv;
 static pthread_t thr;
 static int port;
+static const char *sign_region = "us-east-1"; /* the region build() signs for */
 
 static void *
 run_server(void *arg)
 {
-	(void)arg;
-	s3_server_run(srv);
+	s3_server_run(arg ? arg : srv);
 	return NULL;
 }
 
@@ -203,13 +203,13 @@ build(const char *method, const char *target, const char *extra, const char *pay
 	                 0);
 	sha_hex(canon.p, canon.len, chash);
 	memcpy(a.amz_date, date, 17);
-	snprintf(a.scope, sizeof(a.scope), "%.8s/us-east-1/s3/aws4_request", date);
+	snprintf(a.scope, sizeof(a.scope), "%.8s/%s/s3/aws4_request", date, sign_region);
 	{
 		char d8[9];
 
 		memcpy(d8, date, 8);
 		d8[8] = '\0';
-		s3_sigv4_key(SK, d8, "us-east-1", "s3", a.key);
+		s3_sigv4_key(SK, d8, sign_region, "s3", a.key);
 	}
 	s3_buf_init(&sts, 4096);
 	s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, a.scope, chash);
@@ -278,8 +278,9 @@ test_bucket_and_object(void **state)
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	resp_free(&r);
+	/* us-east-1 answers 200 to re-creating a bucket one owns (legacy compatibility) */
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
-	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	assert_int_equal(r.status, 200);
 	resp_free(&r);
 	request("PUT", "/Bad_Bucket", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidBucketName");
@@ -1028,6 +1029,165 @@ test_part_keys_hidden(void **state)
 	resp_free(&r);
 }
 
+/* Outside us-east-1, re-creating a bucket one owns is 409 BucketAlreadyOwnedByYou. */
+static void
+test_create_bucket_elsewhere(void **state)
+{
+	struct s3_config cfg = { .listen = "127.0.0.1:0",
+		                 .access_key = AK,
+		                 .secret_key = SK,
+		                 .region = "eu-west-1",
+		                 .threads = 1,
+		                 .header_timeout_ms = 800,
+		                 .idle_timeout_ms = 1500,
+		                 .max_header = 8192 };
+	static const char loc[] = "<CreateBucketConfiguration><LocationConstraint>eu-west-1"
+	                          "</LocationConstraint></CreateBucketConfiguration>";
+	struct s3_server *eu;
+	pthread_t t;
+	int us_port = port;
+	struct resp r;
+
+	(void)state;
+	assert_int_equal(s3_server_create(&cfg, be, &eu), 0);
+	assert_int_equal(pthread_create(&t, NULL, run_server, eu), 0);
+	port = s3_server_port(eu);
+	sign_region = "eu-west-1";
+	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
+	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	resp_free(&r);
+	request("PUT", "/eub", NULL, NULL, 0, &r);
+	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	resp_free(&r);
+	request("DELETE", "/eub", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 204);
+	resp_free(&r);
+	s3_server_stop(eu);
+	pthread_join(t, NULL);
+	s3_server_destroy(eu);
+	port = us_port;
+	sign_region = "us-east-1";
+}
+
+/* ListBuckets pages (max-buckets, continuation-token) and filters (prefix, bucket-region). */
+static void
+test_list_buckets_pages(void **state)
+{
+	struct resp r;
+	char target[256], tok[256] = "";
+	int seen = 0, pages = 0;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		snprintf(target, sizeof(target), "/lb-%d", i);
+		request("PUT", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	do {
+		char *p;
+
+		snprintf(target, sizeof(target), "/?max-buckets=2&prefix=lb-%s%s",
+		         tok[0] ? "&continuation-token=" : "", tok);
+		request("GET", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		assert_non_null(strstr(r.body, "<Prefix>lb-</Prefix>"));
+		assert_null(strstr(r.body, "<Name>bkt</Name>"));
+		seen += count_in(&r, "<Bucket>");
+		assert_true(count_in(&r, "<Bucket>") <= 2);
+		assert_non_null(strstr(r.body, "<BucketRegion>us-east-1</BucketRegion>"));
+		tok[0] = '\0';
+		p = strstr(r.body, "<ContinuationToken>");
+		if (p) {
+			struct s3_buf q;
+
+			p += 19;
+			s3_buf_init(&q, 256);
+			s3_buf_add_uri(&q, p, (size_t)(strchr(p, '<') - p), true);
+			snprintf(tok, sizeof(tok), "%.*s", (int)q.len, q.p);
+			s3_buf_fini(&q);
+		}
+		pages++;
+		resp_free(&r);
+	} while (tok[0] && pages < 10);
+	assert_int_equal(seen, 5);
+	assert_int_equal(pages, 3);
+	/* without max-buckets every bucket, and no token */
+	request("GET", "/", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_true(count_in(&r, "<Bucket>") >= 6);
+	assert_null(strstr(r.body, "<ContinuationToken>"));
+	assert_null(strstr(r.body, "<Prefix>"));
+	assert_null(strstr(r.body, ".zest-mpu"));
+	resp_free(&r);
+	request("GET", "/?bucket-region=eu-west-1", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Bucket>"), 0);
+	resp_free(&r);
+	request("GET", "/?bucket-region=us-east-1&prefix=lb-3", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Bucket>"), 1);
+	resp_free(&r);
+	request("GET", "/?max-buckets=0", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?max-buckets=10001", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?max-buckets=x", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?continuation-token=%21%21", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	for (int i = 0; i < 5; i++) {
+		snprintf(target, sizeof(target), "/lb-%d", i);
+		request("DELETE", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 204);
+		resp_free(&r);
+	}
+}
+
+/* An empty continuation-token is echoed; v1's url encoding covers Prefix, Marker,
+ * Delimiter and NextMarker, v2's Prefix, Delimiter and StartAfter. */
+static void
+test_listing_echoes(void **state)
+{
+	struct resp r;
+
+	(void)state;
+	request("PUT", "/echo", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/echo/a%0Ab", NULL, "x", 1, &r);
+	resp_free(&r);
+	request("PUT", "/echo/a%0Ac", NULL, "x", 1, &r);
+	resp_free(&r);
+	request("GET", "/echo?list-type=2&continuation-token=", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<ContinuationToken></ContinuationToken>"));
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	request("GET", "/echo?list-type=2", NULL, NULL, 0, &r);
+	assert_null(strstr(r.body, "<ContinuationToken>"));
+	resp_free(&r);
+	request("GET", "/echo?encoding-type=url&prefix=a%0A&marker=a%0A&max-keys=1&delimiter=%0A",
+	        NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<Prefix>a%0A</Prefix>"));
+	assert_non_null(strstr(r.body, "<Marker>a%0A</Marker>"));
+	assert_non_null(strstr(r.body, "<Delimiter>%0A</Delimiter>"));
+	assert_non_null(strstr(r.body, "<Key>a%0Ab</Key>"));
+	assert_non_null(strstr(r.body, "<NextMarker>a%0Ab</NextMarker>"));
+	resp_free(&r);
+	request("GET", "/echo?list-type=2&encoding-type=url&prefix=a%0A&start-after=a%0A", NULL,
+	        NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<Prefix>a%0A</Prefix>"));
+	assert_non_null(strstr(r.body, "<StartAfter>a%0A</StartAfter>"));
+	resp_free(&r);
+}
+
 static void
 test_virtual_host(void **state)
 {
@@ -1276,6 +1436,9 @@ main(void)
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
 		cmocka_unit_test(test_part_keys_hidden),
+		cmocka_unit_test(test_create_bucket_elsewhere),
+		cmocka_unit_test(test_list_buckets_pages),
+		cmocka_unit_test(test_listing_echoes),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
