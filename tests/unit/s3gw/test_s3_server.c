@@ -1188,6 +1188,42 @@ test_listing_echoes(void **state)
 	resp_free(&r);
 }
 
+/* Content-Encoding is stored without the aws-chunked token and its comma, spacing kept. */
+static void
+test_content_encoding(void **state)
+{
+	static const char *const ce[][2] = {
+		{ "deflate, gzip, aws-chunked", "deflate, gzip" },
+		{ "deflate, gzip", "deflate, gzip" },
+		{ "aws-chunked, gzip", "gzip" },
+		{ "deflate,  aws-chunked ,gzip", "deflate,gzip" },
+		{ "AWS-CHUNKED", NULL },
+		{ "aws-chunked", NULL },
+	};
+	struct resp r;
+	char ex[128], want[128];
+
+	(void)state;
+	request("PUT", "/cenc", NULL, NULL, 0, &r);
+	resp_free(&r);
+	for (size_t i = 0; i < sizeof(ce) / sizeof(ce[0]); i++) {
+		snprintf(ex, sizeof(ex), "Content-Encoding: %s\r\n", ce[i][0]);
+		request("PUT", "/cenc/k", ex, "x", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+		request("HEAD", "/cenc/k", NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		if (ce[i][1]) {
+			snprintf(want, sizeof(want), "\r\nContent-Encoding: %s\r\n", ce[i][1]);
+			if (!strcasestr(r.head, want))
+				fail_msg("sent %s, want %s in %s", ce[i][0], ce[i][1], r.head);
+		} else {
+			assert_null(strcasestr(r.head, "Content-Encoding"));
+		}
+		resp_free(&r);
+	}
+}
+
 static void
 test_virtual_host(void **state)
 {
@@ -1439,6 +1475,7 @@ main(void)
 		cmocka_unit_test(test_create_bucket_elsewhere),
 		cmocka_unit_test(test_list_buckets_pages),
 		cmocka_unit_test(test_listing_echoes),
+		cmocka_unit_test(test_content_encoding),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
