@@ -129,8 +129,8 @@ s3_http_time_parse(const char *s, time_t *out)
 }
 
 /* UTF-8 well-formedness (no overlongs, no surrogates). */
-static bool
-utf8_ok(const unsigned char *s, size_t n)
+bool
+s3_utf8_ok(const unsigned char *s, size_t n)
 {
 	size_t i = 0;
 
@@ -213,7 +213,7 @@ s3_key_check(const char *k, size_t n)
 		return S3E_INVALID_ARGUMENT;
 	if (n > S3_MAX_KEY)
 		return S3E_KEY_TOO_LONG;
-	if (memchr(k, '\0', n) || !utf8_ok((const unsigned char *)k, n))
+	if (memchr(k, '\0', n) || !s3_utf8_ok((const unsigned char *)k, n))
 		return S3E_INVALID_ARGUMENT;
 	if (n >= S3_PART_PREFIX_LEN && memcmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
 		return S3E_INVALID_ARGUMENT; /* the gateway's multipart part keys */

@@ -40,6 +40,8 @@ route(struct s3_req *rq)
 		return S3E_INVALID_ARGUMENT;
 	}
 	rq->resource = path;
+	if (!s3_utf8_ok((const unsigned char *)path, (size_t)n))
+		return S3E_INVALID_URI; /* S3: "Couldn't parse the specified URI." */
 	if (host && rq->cfg->domain) {
 		size_t dl = strlen(rq->cfg->domain), hl = host->val_len;
 		const char *colon = memchr(host->val, ':', hl);

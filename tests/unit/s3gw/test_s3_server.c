@@ -505,7 +505,9 @@ test_put_errors(void **state)
 	expect_error(&r, 400, "InvalidArgument");
 	resp_free(&r);
 	request("PUT", "/errs/bad%ffutf8", NULL, "a", 1, &r);
-	expect_error(&r, 400, "InvalidArgument");
+	expect_error(&r, 400, "InvalidURI");
+	assert_non_null(strstr(r.body, "<Message>Couldn&apos;t parse the specified URI.</Message>") ?
+	                r.body : strstr(r.body, "<Message>Couldn't parse the specified URI.</Message>"));
 	resp_free(&r);
 
 	/* a Content-Length that lies: fewer bytes then the client stops sending */
@@ -1337,6 +1339,12 @@ test_bad_input_table(void **state)
 		{ "PUT", "/192.168.1.1", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "GET", "/.zest-mpu/x", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/tbl/a/./b", NULL, "x", NULL, 400, "InvalidArgument" },
+		/* a path that is not UTF-8: stray byte, overlong, surrogate, cut sequence */
+		{ "PUT", "/tbl/rej%FF%FE", NULL, "x", NULL, 400, "InvalidURI" },
+		{ "GET", "/tbl/%C0%AF", NULL, NULL, NULL, 400, "InvalidURI" },
+		{ "DELETE", "/tbl/a%ED%A0%80", NULL, NULL, NULL, 400, "InvalidURI" },
+		{ "PUT", "/tbl/a%E2%82", NULL, "x", NULL, 400, "InvalidURI" },
+		{ "PUT", "/tb%FF", NULL, NULL, NULL, 400, "InvalidURI" },
 		/* the gateway's own multipart part keys (S3_PART_PREFIX) */
 		{ "PUT", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, "x", NULL, 400, "InvalidArgument" },
 		{ "GET", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, NULL, NULL, 400, "InvalidArgument" },
