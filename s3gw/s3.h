@@ -48,6 +48,7 @@
 enum s3_err {
 	S3_OK = 0,
 	S3E_ACCESS_DENIED,
+	S3E_ACCESS_FORBIDDEN, /* CORS preflight refused (403 AccessForbidden) */
 	S3E_BAD_DIGEST,
 	S3E_BUCKET_EXISTS_OWNED,
 	S3E_BUCKET_NOT_EMPTY,

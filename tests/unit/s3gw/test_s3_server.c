@@ -1226,6 +1226,72 @@ test_content_encoding(void **state)
 	}
 }
 
+/* An unsigned raw request; returns the response. */
+static void
+raw_request(const char *head, struct resp *r)
+{
+	int fd = dial();
+
+	send_all(fd, head, strlen(head));
+	assert_int_equal(recv_resp(fd, r, false), 0);
+	close(fd);
+}
+
+/* CORS preflight without a CORS configuration: no signature needed, S3's codes. */
+static void
+test_options_preflight(void **state)
+{
+	struct resp r;
+	char h[512];
+
+	(void)state;
+	request("PUT", "/corsb", NULL, NULL, 0, &r);
+	resp_free(&r);
+	snprintf(h, sizeof(h), "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(
+	        strstr(r.body, "<Message>Insufficient information. Origin request header needed."));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
+	         "Access-Control-Request-Method: PUT\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	assert_non_null(
+	        strstr(r.body, "<Message>CORSResponse: CORS is not enabled for this bucket."));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
+	         "Access-Control-Request-Method: BLAH\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: BLAH"));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: null"));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /nocorsbucket/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+	         "Origin: http://a.example\r\nAccess-Control-Request-Method: GET\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	assert_non_null(strstr(r.body, "CORSResponse: Bucket not found"));
+	resp_free(&r);
+	/* signed or not, the same answer */
+	request("OPTIONS", "/corsb/k", "Origin: http://a.example\r\n"
+	        "Access-Control-Request-Method: GET\r\n", NULL, 0, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	resp_free(&r);
+}
+
 static void
 test_virtual_host(void **state)
 {
@@ -1484,6 +1550,7 @@ main(void)
 		cmocka_unit_test(test_list_buckets_pages),
 		cmocka_unit_test(test_listing_echoes),
 		cmocka_unit_test(test_content_encoding),
+		cmocka_unit_test(test_options_preflight),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
