@@ -38,8 +38,9 @@ static bool
 bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
               const char *region)
 {
-	return strcmp(name, S3_RESERVED_BUCKET) != 0 && strncmp(name, prefix, strlen(prefix)) == 0 &&
-	       strcmp(name, after) > 0 && (!region[0] || strcmp(region, rq->cfg->region) == 0);
+	return strcmp(name, S3_RESERVED_BUCKET) != 0 &&
+	       strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(name, after) > 0 &&
+	       (!region[0] || strcmp(region, rq->cfg->region) == 0);
 }
 
 int

@@ -506,8 +506,7 @@ test_put_errors(void **state)
 	resp_free(&r);
 	request("PUT", "/errs/bad%ffutf8", NULL, "a", 1, &r);
 	expect_error(&r, 400, "InvalidURI");
-	assert_non_null(strstr(r.body, "<Message>Couldn&apos;t parse the specified URI.</Message>") ?
-	                r.body : strstr(r.body, "<Message>Couldn't parse the specified URI.</Message>"));
+	assert_non_null(strstr(r.body, "t parse the specified URI.</Message>"));
 	resp_free(&r);
 
 	/* a Content-Length that lies: fewer bytes then the client stops sending */
@@ -892,7 +891,7 @@ static void
 test_part_keys_hidden(void **state)
 {
 	static const char *const keys[] = { "a", U10FFFF "zest-mpu", U10FFFF "zest-mpu0",
-		                             U10FFFF "zz" };
+		                            U10FFFF "zz" };
 	struct resp r;
 	char target[512], uid[64], body[512], tok[64];
 	char *e;
@@ -947,12 +946,14 @@ test_part_keys_hidden(void **state)
 	assert_int_equal(count_in(&r, "<Key>"), 0);
 	resp_free(&r);
 	snprintf(target, sizeof(target),
-	         "/hide?list-type=2&encoding-type=url&start-after=" U10FFFF_FMT "zest-mpu%%2F%s", uid);
+	         "/hide?list-type=2&encoding-type=url&start-after=" U10FFFF_FMT "zest-mpu%%2F%s",
+	         uid);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 2);
 	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zest-mpu0</Key>"));
 	resp_free(&r);
-	snprintf(target, sizeof(target), "/hide?encoding-type=url&marker=" U10FFFF_FMT "zest-mpu%%2F");
+	snprintf(target, sizeof(target),
+	         "/hide?encoding-type=url&marker=" U10FFFF_FMT "zest-mpu%%2F");
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 2);
 	resp_free(&r);
@@ -1270,9 +1271,10 @@ test_options_preflight(void **state)
 	expect_error(&r, 400, "BadRequest");
 	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: BLAH"));
 	resp_free(&r);
-	snprintf(h, sizeof(h),
-	         "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n\r\n",
-	         port);
+	snprintf(
+	        h, sizeof(h),
+	        "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n\r\n",
+	        port);
 	raw_request(h, &r);
 	expect_error(&r, 400, "BadRequest");
 	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: null"));
@@ -1286,8 +1288,10 @@ test_options_preflight(void **state)
 	assert_non_null(strstr(r.body, "CORSResponse: Bucket not found"));
 	resp_free(&r);
 	/* signed or not, the same answer */
-	request("OPTIONS", "/corsb/k", "Origin: http://a.example\r\n"
-	        "Access-Control-Request-Method: GET\r\n", NULL, 0, &r);
+	request("OPTIONS", "/corsb/k",
+	        "Origin: http://a.example\r\n"
+	        "Access-Control-Request-Method: GET\r\n",
+	        NULL, 0, &r);
 	expect_error(&r, 403, "AccessForbidden");
 	resp_free(&r);
 }
