@@ -2,7 +2,7 @@
  * Requests naming features zest does not have (s3gw/s3_refuse.c): the real server on
  * loopback over the in-memory TEST DOUBLE backend, raw signed HTTP. Each refusal must be
  * the S3 error AWS (or MinIO) answers, with nothing stored: the backend's object count and
- * HEAD of the key or bucket show it.
+ * HEAD of the key or bucket show it. Also ListMultipartUploads with a delimiter.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -483,6 +483,27 @@ test_version_id(void **state)
 	expect("HEAD", "/rbk/v", NULL, NULL, 404, NULL, NULL);
 }
 
+/* A refusal of a PUT whose client waits for 100 ends the connection, and must say so: a
+ * client that reuses it races the FIN (botocore then reports "400 None"). */
+static void
+test_refusal_before_body_closes(void **state)
+{
+	struct resp r;
+
+	(void)state;
+	need_bucket();
+	request_ex("PUT", "/rbk/x", "Expect: 100-continue\r\nx-amz-acl: public-read\r\n", "body",
+	           false, &r);
+	assert_int_equal(r.status, 400);
+	assert_non_null(strcasestr(r.head, "\r\nConnection: close\r\n"));
+	assert_null(strstr(r.head, "100 Continue"));
+	free(r.body);
+	request_ex("PUT", "/rbk/x", "x-amz-acl: public-read\r\n", "body", true, &r);
+	assert_int_equal(r.status, 400);
+	assert_null(strcasestr(r.head, "Connection: close")); /* drained: the connection stays */
+	free(r.body);
+}
+
 int
 main(void)
 {
@@ -492,6 +513,7 @@ main(void)
 		cmocka_unit_test(test_storage_class),
 		cmocka_unit_test(test_acl_tagging_lock),
 		cmocka_unit_test(test_version_id),
+		cmocka_unit_test(test_refusal_before_body_closes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
