@@ -483,6 +483,58 @@ test_version_id(void **state)
 	expect("HEAD", "/rbk/v", NULL, NULL, 404, NULL, NULL);
 }
 
+static void
+test_list_uploads_delimiter(void **state)
+{
+	static const char *const keys[] = { "a/1", "a/2", "a/b/3", "b/1", "c", "d/1" };
+	char uid[6][64], target[512];
+	struct resp r;
+
+	(void)state;
+	need_bucket();
+	for (int i = 0; i < 6; i++)
+		mpu_create(keys[i], uid[i]);
+	request("GET", "/rbk?uploads&delimiter=%2F", NULL, NULL, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<Delimiter>/</Delimiter>"));
+	assert_non_null(strstr(r.body, "<CommonPrefixes><Prefix>a/</Prefix></CommonPrefixes>"
+	                               "<CommonPrefixes><Prefix>b/</Prefix></CommonPrefixes>"
+	                               "<CommonPrefixes><Prefix>d/</Prefix></CommonPrefixes>"));
+	assert_non_null(strstr(r.body, "<Key>c</Key>"));
+	assert_null(strstr(r.body, "<Key>a/1</Key>"));
+	assert_non_null(strstr(r.body, "<IsTruncated>false</IsTruncated>"));
+	free(r.body);
+	request("GET", "/rbk?uploads&delimiter=%2F&prefix=a%2F", NULL, NULL, &r);
+	assert_non_null(strstr(r.body, "<Key>a/1</Key>"));
+	assert_non_null(strstr(r.body, "<Key>a/2</Key>"));
+	assert_non_null(strstr(r.body, "<CommonPrefixes><Prefix>a/b/</Prefix></CommonPrefixes>"));
+	assert_null(strstr(r.body, "<Key>a/b/3</Key>"));
+	free(r.body);
+	/* pages of 2: a prefix counts once and its NextKeyMarker skips the rest of it */
+	request("GET", "/rbk?uploads&delimiter=%2F&max-uploads=2", NULL, NULL, &r);
+	assert_non_null(strstr(r.body, "<IsTruncated>true</IsTruncated>"));
+	assert_non_null(strstr(r.body, "<NextKeyMarker>b/</NextKeyMarker>"));
+	assert_non_null(strstr(r.body, "<Prefix>a/</Prefix></CommonPrefixes>"));
+	assert_non_null(strstr(r.body, "<Prefix>b/</Prefix></CommonPrefixes>"));
+	assert_null(strstr(r.body, "<Key>"));
+	free(r.body);
+	request("GET", "/rbk?uploads&delimiter=%2F&max-uploads=2&key-marker=b%2F", NULL, NULL, &r);
+	assert_non_null(strstr(r.body, "<IsTruncated>false</IsTruncated>"));
+	assert_non_null(strstr(r.body, "<Key>c</Key>"));
+	assert_non_null(strstr(r.body, "<Prefix>d/</Prefix></CommonPrefixes>"));
+	assert_null(strstr(r.body, "<Prefix>b/</Prefix></CommonPrefixes>"));
+	free(r.body);
+	/* without a delimiter: every upload, as before */
+	request("GET", "/rbk?uploads", NULL, NULL, &r);
+	assert_non_null(strstr(r.body, "<Key>a/b/3</Key>"));
+	assert_null(strstr(r.body, "<CommonPrefixes>"));
+	free(r.body);
+	for (int i = 0; i < 6; i++) {
+		snprintf(target, sizeof(target), "/rbk/%s?uploadId=%s", keys[i], uid[i]);
+		expect("DELETE", target, NULL, NULL, 204, NULL, NULL);
+	}
+}
+
 /* A refusal of a PUT whose client waits for 100 ends the connection, and must say so: a
  * client that reuses it races the FIN (botocore then reports "400 None"). */
 static void
@@ -513,6 +565,7 @@ main(void)
 		cmocka_unit_test(test_storage_class),
 		cmocka_unit_test(test_acl_tagging_lock),
 		cmocka_unit_test(test_version_id),
+		cmocka_unit_test(test_list_uploads_delimiter),
 		cmocka_unit_test(test_refusal_before_body_closes),
 	};
 
