@@ -27,6 +27,7 @@ struct ctag {
 };
 
 #define MAX_CHANNELS 16
+#define RPC_RECONNECT_MS 1000 /* longest wait before reconnecting to a lost datanode */
 
 struct rpc_client {
 	grpc_channel *ch[MAX_CHANNELS];
@@ -86,7 +87,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	grpc_channel_credentials *creds;
 	struct rpc_client *c;
 	grpc_channel_args args;
-	grpc_arg arg[4];
+	grpc_arg arg[7];
 	size_t limit;
 	unsigned n;
 
@@ -121,7 +122,18 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	arg[3].type = GRPC_ARG_INTEGER;
 	arg[3].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
 	arg[3].value.integer = 1;
-	args.num_args = 4;
+	/* A restarted datanode is found within a second: gRPC's default backoff grows to
+	 * 120 s, and every call fails at once while the channel waits to reconnect. */
+	arg[4].type = GRPC_ARG_INTEGER;
+	arg[4].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+	arg[4].value.integer = RPC_RECONNECT_MS / 5;
+	arg[5].type = GRPC_ARG_INTEGER;
+	arg[5].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+	arg[5].value.integer = RPC_RECONNECT_MS;
+	arg[6].type = GRPC_ARG_INTEGER;
+	arg[6].key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
+	arg[6].value.integer = RPC_RECONNECT_MS / 5;
+	args.num_args = 7;
 	args.args = arg;
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)

@@ -539,6 +539,9 @@ struct upl {
 	uint64_t mtime_ns;
 };
 
+/* Open uploads per bucket we list; more is 500, never a short list. */
+#define UPLOADS_MAX 10000
+
 static int
 upl_cmp(const void *a, const void *b)
 {
@@ -588,8 +591,11 @@ s3_op_list_uploads(struct s3_req *rq)
 	}
 	dl = strlen(delim);
 	snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
-	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 10000, &lr);
+	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", UPLOADS_MAX, &lr);
+	if (rc >= 0 && lr.truncated)
+		rc = s3_backend_err(S3E_INTERNAL); /* never a silently short list */
 	if (rc < 0) {
+		s3_list_result_fini(&lr);
 		free(kprefix);
 		free(kmarker);
 		return s3_rq_backend_error(rq, rc);
@@ -604,9 +610,21 @@ s3_op_list_uploads(struct s3_req *rq)
 			continue;
 		}
 		s3_buf_init(&r->key, S3_MAX_KEY + 1);
-		if (rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
-		                rec_info, rec_emit, r) == 0 &&
-		    r->key.p && strncmp(r->key.p, kprefix, strlen(kprefix)) == 0) {
+		rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
+		                 rec_info, rec_emit, r);
+		if (rc < 0 && s3_err_from_errno(rc) != S3E_NO_SUCH_KEY) {
+			/* A record we cannot read is an upload we would silently leave out. */
+			s3_buf_fini(&r->key);
+			free(r);
+			for (size_t j = 0; j < nu; j++)
+				free(u[j].key);
+			free(u);
+			s3_list_result_fini(&lr);
+			free(kprefix);
+			free(kmarker);
+			return s3_rq_backend_error(rq, rc);
+		}
+		if (rc == 0 && r->key.p && strncmp(r->key.p, kprefix, strlen(kprefix)) == 0) {
 			u[nu].key = strdup(r->key.p);
 			snprintf(u[nu].uid, sizeof(u[nu].uid), "%s", id + 1);
 			u[nu].mtime_ns = lr.entries[i].mtime_ns;
