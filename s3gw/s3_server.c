@@ -711,6 +711,7 @@ begin_request(struct s3_conn *c)
 	rq->creds.access_key = srv->cfg.access_key;
 	rq->creds.secret_key = srv->cfg.secret_key;
 	rq->creds.region = srv->cfg.region;
+	rq->creds.domain = srv->cfg.domain;
 	rq->start_ns = zc_now_ns();
 	snprintf(rq->id, sizeof(rq->id), "%08X%08X", (unsigned)time(NULL),
 	         atomic_fetch_add(&srv->req_seq, 1));

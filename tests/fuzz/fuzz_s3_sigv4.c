@@ -13,7 +13,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct s3_creds creds = { "AKIAIOSFODNN7EXAMPLE",
 		                               "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-		                               "us-east-1" };
+		                               "us-east-1", "s3.example.com" };
 	struct s3_http_req req;
 	struct s3_auth auth;
 	char *buf = malloc(size ? size : 1);

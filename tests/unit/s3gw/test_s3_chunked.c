@@ -20,7 +20,7 @@
 #define SIG2  "0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497"
 #define SIG3  "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9"
 
-static const struct s3_creds creds = { AK, SK, "us-east-1" };
+static const struct s3_creds creds = { AK, SK, "us-east-1", NULL };
 
 struct sink {
 	const uint8_t *lo, *hi; /* the input: spans must point inside it */
