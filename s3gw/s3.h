@@ -316,11 +316,14 @@ struct s3_http_chunked {
 	char line[256];
 	size_t line_len;
 	bool done;
+	uint64_t max;   /* payload cap, set after init (0: none) */
+	uint64_t total; /* payload bytes so far */
 };
 
 void s3_http_chunked_init(struct s3_http_chunked *d);
 /* Consume in[0..n): returns bytes consumed (stops right after the final CRLF), or -EINVAL
- * for malformed framing / -EMSGSIZE for an overlong line / an error from emit. */
+ * for malformed framing / -EMSGSIZE for an overlong line / -EOVERFLOW for a chunk size past
+ * 64 bits / -EFBIG for a chunk that takes the payload past max / an error from emit. */
 long s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
                           void *arg);
 
@@ -338,6 +341,7 @@ struct s3_chunked {
 	unsigned trailer_ck;       /* S3_CK_* named by the trailer, 0 if none */
 	char trailer_val[64];      /* its base64 value */
 	bool done;
+	uint64_t max; /* decoded payload cap, set after init (0: none) */
 };
 
 /* mode: the request's payload mode; auth (borrowed for the decoder's life) for signatures.
@@ -346,7 +350,8 @@ int s3_chunked_init(struct s3_chunked *d, enum s3_payload mode, const struct s3_
 void s3_chunked_fini(struct s3_chunked *d);
 /* Consume in[0..n). Returns bytes consumed (stops after the final CRLF), -EINVAL for bad
  * framing, -EBADMSG for a wrong chunk or trailer signature, -EMSGSIZE for an overlong
- * line, or an error returned by emit. */
+ * line, -EOVERFLOW / -EFBIG for a chunk size past 64 bits / past max, or an error
+ * returned by emit. */
 long s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit, void *arg);
 
 /* ---------------------------------------------------------------- XML bodies */

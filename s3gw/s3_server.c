@@ -648,9 +648,43 @@ body_err(struct s3_req *rq, int rc)
 {
 	if (rc == -EBADMSG && rq->aws_chunked)
 		return S3E_SIGNATURE_DOES_NOT_MATCH;
-	if (rc == -EINVAL || rc == -EMSGSIZE)
+	if (rc == -EINVAL || rc == -EMSGSIZE || rc == -EOVERFLOW)
 		return S3E_INCOMPLETE_BODY;
 	return s3_err_from_errno(rc);
+}
+
+/* Malformed framing (a bad or 64-bit-overflowing chunk size, a missing CRLF) gets the
+ * message S3 gives it, not the Content-Length one. */
+static const char *
+body_msg(int rc)
+{
+	return rc == -EINVAL || rc == -EOVERFLOW ? "The request body terminated unexpectedly"
+	                                         : NULL;
+}
+
+/*
+ * Cap a chunked body as a Content-Length one is capped when the request begins: uploads
+ * at --max-object, parts at S3's 5 GiB, collected XML at S3_XML_BODY_MAX. The decoder
+ * refuses a chunk-size line that would pass the cap (-EFBIG, EntityTooLarge) before
+ * reading a byte of it; the aws-chunked decoder counts decoded payload, the HTTP one the
+ * bytes it carries, so only the innermost framing is capped.
+ */
+static void
+body_caps(struct s3_conn *c)
+{
+	struct s3_req *rq = &c->rq;
+	uint64_t cap;
+
+	if (rq->body_mode == S3_BODY_COLLECT)
+		cap = S3_XML_BODY_MAX;
+	else if (rq->op == S3_OP_MPU_PART)
+		cap = S3_PART_MAX_SIZE;
+	else
+		cap = rq->cfg->max_object;
+	if (rq->aws_chunked)
+		rq->aws.max = cap;
+	else if (c->chunked)
+		c->hc.max = cap;
 }
 
 static void
@@ -765,10 +799,12 @@ begin_request(struct s3_conn *c)
 		request_done(c);
 		return;
 	}
-	if (rq->body_mode == S3_BODY_NONE)
+	if (rq->body_mode == S3_BODY_NONE) {
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
-	else
+	} else {
 		c->state = C_BODY;
+		body_caps(c);
+	}
 	if (rq->http.expect_continue)
 		send_continue(c);
 }
@@ -810,8 +846,12 @@ body_step(struct s3_conn *c)
 		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= (64u << 20);
 
 		if (c->state == C_BODY) {
+			const char *msg = body_msg(rc);
+
 			rq->close = !drain;
-			s3_ops_abort(rq, body_err(rq, rc));
+			s3_ops_abort(rq, msg ? S3_OK : body_err(rq, rc));
+			if (msg && !rq->head_sent)
+				s3_resp_error(rq, body_err(rq, rc), msg);
 		}
 		if (drain && rq->head_sent) {
 			c->state = C_DRAIN;
