@@ -541,8 +541,8 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 	if (ei->http != 304)
 		s3_xml_error(&x, ei->code, msg ? msg : ei->message,
 		             rq->resource ? rq->resource : "/", rq->id);
-	ZC_DBG("s3", "request=%s op=%s error=%s status=%d", rq->id, s3_op_name(rq->op), ei->code,
-	       ei->http);
+	ZC_DBG("s3", "request=%s op=%s error=%s status=%d%s", rq->id, s3_op_name(rq->op), ei->code,
+	       ei->http, rq->conn && !rq->conn->loop->srv->cfg.access_key ? " anonymous=1" : "");
 	rc = s3_resp_xml(rq, ei->http, NULL, ei->http == 304 ? NULL : &x);
 	s3_buf_fini(&x);
 	return rc;
@@ -609,6 +609,10 @@ request_done(struct s3_conn *c)
 	struct s3_req *rq = &c->rq;
 
 	metric_request(rq->op, rq->status, zc_now_ns() - rq->start_ns);
+	/* the access log (ZEST_LOG=debug); an open gateway marks every line */
+	ZC_DBG("s3", "request=%s op=%s status=%d us=%llu%s", rq->id, s3_op_name(rq->op), rq->status,
+	       (unsigned long long)((zc_now_ns() - rq->start_ns) / 1000),
+	       c->loop->srv->cfg.access_key ? "" : " anonymous=1");
 	if (rq->close)
 		c->closing = true;
 	s3_req_fini(rq);
