@@ -654,6 +654,8 @@ body_err(struct s3_req *rq, int rc)
 		return S3E_SIGNATURE_DOES_NOT_MATCH;
 	if (rc == -EINVAL || rc == -EMSGSIZE || rc == -EOVERFLOW)
 		return S3E_INCOMPLETE_BODY;
+	if (rc == -EFBIG && rq->body_size_known)
+		return S3E_INCOMPLETE_BODY; /* a chunk past x-amz-decoded-content-length */
 	return s3_err_from_errno(rc);
 }
 
@@ -671,7 +673,9 @@ body_msg(int rc)
  * at --max-object, parts at S3's 5 GiB, collected XML at S3_XML_BODY_MAX. The decoder
  * refuses a chunk-size line that would pass the cap (-EFBIG, EntityTooLarge) before
  * reading a byte of it; the aws-chunked decoder counts decoded payload, the HTTP one the
- * bytes it carries, so only the innermost framing is capped.
+ * bytes it carries, so only the innermost framing is capped. A declared
+ * x-amz-decoded-content-length (checked against the cap already) is the cap of its
+ * aws-chunks, and a chunk past it makes the body IncompleteBody, as S3 answers.
  */
 static void
 body_caps(struct s3_conn *c)
@@ -686,7 +690,7 @@ body_caps(struct s3_conn *c)
 	else
 		cap = rq->cfg->max_object;
 	if (rq->aws_chunked)
-		rq->aws.max = cap;
+		rq->aws.max = rq->body_size_known ? rq->body_expected : cap;
 	else if (c->chunked)
 		c->hc.max = cap;
 }
