@@ -371,16 +371,20 @@ s3_sigv2_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 	}
 	akl = strlen(creds->access_key);
 	if (ah) {
-		const char *v = ah->val + 4, *colon;
-		size_t n = ah->val_len - 4;
 		const struct s3_hdr *xd = s3_http_header(req, "x-amz-date");
 		const struct s3_hdr *dh = s3_http_header(req, "date");
 		const struct s3_hdr *th = xd ? xd : dh;
+		const char *v, *colon;
 		char date[64] = "";
+		size_t n;
 		time_t t;
 
-		if (ah->val_len < 4 || memcmp(ah->val, "AWS ", 4) != 0 ||
-		    !(colon = memchr(v, ':', n)))
+		if (ah->val_len < 4 || memcmp(ah->val, "AWS ", 4) != 0)
+			return S3E_AUTH_HEADER_MALFORMED;
+		v = ah->val + 4;
+		n = ah->val_len - 4;
+		colon = memchr(v, ':', n);
+		if (!colon)
 			return S3E_AUTH_HEADER_MALFORMED;
 		if ((size_t)(colon - v) != akl || memcmp(v, creds->access_key, akl) != 0)
 			return S3E_INVALID_ACCESS_KEY;

@@ -28,6 +28,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s3_buf_init(&b, 1 << 20);
 		s3_sigv4_canonical(&req, "host;x-amz-date", 15, "UNSIGNED-PAYLOAD", false, &b);
 		s3_buf_fini(&b);
+		s3_buf_init(&b, 1 << 20);
+		s3_sigv2_string(&req, "", creds.domain, &b); /* what SigV2 signs */
+		s3_buf_fini(&b);
 	}
 	free(buf);
 	return 0;
