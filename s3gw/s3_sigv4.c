@@ -402,8 +402,8 @@ sh_has(const char *sh, size_t sh_len, const char *name, size_t n)
  * from) are not all signed: otherwise anyone on the path could add x-amz-meta-*,
  * x-amz-copy-source or a checksum to a signed request. Every SDK signs them: botocore
  * all but expect, transfer-encoding, user-agent and x-amzn-trace-id; minio-go all but
- * authorization, content-type, content-length and user-agent; curl --aws-sigv4 host,
- * x-amz-date and each header it is given.
+ * authorization, user-agent and accept-encoding (older releases also skip content-type
+ * and content-length); curl --aws-sigv4 host, x-amz-date and each header it is given.
  */
 static bool
 headers_signed(const struct s3_http_req *req, const char *sh, size_t sh_len, bool date)
