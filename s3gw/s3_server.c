@@ -43,6 +43,8 @@
 #define MAX_LOOPS   16
 #define MAX_WORKERS 256
 #define LAT_BUCKETS 10
+/* A refused request's body is read and discarded up to this, to keep the connection. */
+#define DRAIN_MAX (64u << 20)
 
 static const double lat_bounds[LAT_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
 	                                        0.05,  0.1,    0.5,   1.0,  5.0 };
@@ -778,13 +780,15 @@ begin_request(struct s3_conn *c)
 			request_done(c);
 			return;
 		}
-		if (rq->http.expect_continue || c->body_left > (64u << 20)) {
+		if (rq->http.expect_continue || c->body_left > DRAIN_MAX) {
 			/* the client waits for us or the body is big: do not read it */
 			rq->close = true;
 			request_done(c);
 			return;
 		}
-		c->state = C_DRAIN; /* discard the body, keep the connection */
+		/* discard the body, keep the connection; a chunked one only up to DRAIN_MAX */
+		c->state = C_DRAIN;
+		c->hc.max = DRAIN_MAX;
 		return;
 	}
 	if (!has_body && rq->http.expect_continue) {
@@ -809,6 +813,7 @@ begin_request(struct s3_conn *c)
 	}
 	if (rq->body_mode == S3_BODY_NONE) {
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
+		c->hc.max = DRAIN_MAX;
 	} else {
 		c->state = C_BODY;
 		body_caps(c);
@@ -851,7 +856,7 @@ body_step(struct s3_conn *c)
 		 * closing with unread bytes makes the kernel send RST, and the client then
 		 * never reads the answer (seen with curl: a PUT into a missing bucket, whose
 		 * NoSuchBucket comes from the datanode mid-body, ended as "HTTP 100"). */
-		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= (64u << 20);
+		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= DRAIN_MAX;
 
 		if (c->state == C_BODY) {
 			const char *msg = body_msg(rc);

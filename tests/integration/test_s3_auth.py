@@ -313,6 +313,22 @@ def chunked_caps(c):
     r = tb.exchange(p, chunked(p, "cap/mpu", body, query=q))
     assert r.status == 200, ("part over --max-object but under 5 GiB", r.status, r.body[:300])
     tb.exchange(p, tb.build(p, "DELETE", tb.uri_path(B, "cap/mpu"), query=[("uploadId", uid)])[0])
+    # a refused request's chunked body is discarded only as far as a sized one (64 MiB):
+    # past that the connection closes instead of reading on
+    raw = tb.build(p, "PUT", tb.uri_path(B, "cap/drain"), body=b"", sk="not-the-secret",
+                   payload_hash="UNSIGNED-PAYLOAD", content_length=None,
+                   unsigned_headers=[("Transfer-Encoding", "chunked")])[0]
+    raw = raw.replace(b"Content-Length: 0\r\n", b"")
+    with tb.socket.create_connection(("127.0.0.1", p), timeout=20) as s:
+        s.sendall(raw + b"5\r\nhello\r\n0\r\n\r\n")  # small: drained, connection kept
+        expect(tb.read_resp(s), 403, "SignatureDoesNotMatch", what="drain small")
+        s.sendall(raw + b"4000001\r\n")
+        expect(tb.read_resp(s), 403, "SignatureDoesNotMatch", what="drain big")
+        try:
+            rest = s.recv(1)
+        except ConnectionResetError:
+            rest = b""
+        assert rest == b"", rest
 
 
 # ------------------------------------------------------------------ the tests
