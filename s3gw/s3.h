@@ -7,6 +7,7 @@
  *                 CRC32C (ec_crc32c), CRC64NVME
  *   s3_sigv4.c    SigV4 verification (Authorization header and presigned URLs), chunk and
  *                 trailer signatures
+ *   s3_sigv2.c    SigV2 verification (header and presigned), for older clients
  *   s3_chunked.c  streaming decoders: HTTP Transfer-Encoding chunked and aws-chunked; both
  *                 yield payload as spans INTO the caller's input (framing is skipped by
  *                 slicing, never copied)
@@ -89,6 +90,7 @@ enum s3_err {
 	S3E_INVALID_STORAGE_CLASS,
 	S3E_ACL_NOT_SUPPORTED,  /* object ACLs other than owner-only (s3_refuse.c) */
 	S3E_INVALID_BUCKET_ACL, /* the same on CreateBucket */
+	S3E_AUTH_QUERY_PARAMS, /* a presigned URL's X-Amz-* parameters are malformed */
 	S3E_COUNT
 };
 
@@ -228,6 +230,7 @@ const struct s3_hdr *s3_http_header(const struct s3_http_req *req, const char *n
 
 struct s3_creds {
 	const char *access_key, *secret_key, *region;
+	const char *domain; /* virtual-host base or NULL: SigV2 signs "/bucket" of a vhost */
 };
 
 enum s3_payload {
@@ -242,6 +245,8 @@ enum s3_payload {
 struct s3_auth {
 	bool anonymous;
 	bool presigned;
+	bool v2;         /* Signature Version 2 (payload unsigned, no chunk signatures) */
+	const char *msg; /* with an error: the message for its body (NULL: the default) */
 	enum s3_payload payload;
 	uint8_t payload_sha256[32]; /* S3_PAYLOAD_HASH */
 	char amz_date[17];          /* 20130524T000000Z */
@@ -251,15 +256,30 @@ struct s3_auth {
 };
 
 /*
- * Verify a request's SigV4 signature (Authorization header or X-Amz-* query) against
- * creds, with now for the skew check (15 minutes; presigned: the expiry window).
- * creds->access_key NULL: anonymous access allowed, every request passes.
- * Returns S3_OK with *auth filled, or the S3 error (AccessDenied for no auth at all,
- * AuthorizationHeaderMalformed, InvalidAccessKeyId, RequestTimeTooSkewed,
- * SignatureDoesNotMatch, InvalidArgument for a bad x-amz-content-sha256).
+ * Verify a request's signature against creds, with now for the skew check (15 minutes;
+ * presigned: the expiry window): SigV4 (Authorization header or X-Amz-* query), or SigV2
+ * ("Authorization: AWS ..." or an AWSAccessKeyId/Signature query), handed to
+ * s3_sigv2_verify(). creds->access_key NULL: anonymous access allowed, every request
+ * passes. Returns S3_OK with *auth filled, or the S3 error (AccessDenied for no auth at
+ * all, unsigned host/x-amz-* headers or an expired URL, AuthorizationHeaderMalformed,
+ * AuthorizationQueryParametersError, InvalidAccessKeyId, RequestTimeTooSkewed,
+ * SignatureDoesNotMatch, InvalidArgument for a bad x-amz-content-sha256), with
+ * auth->msg the message when it is not the code's default.
  */
 enum s3_err s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, time_t now,
                             struct s3_auth *auth);
+
+/* SigV2 (s3_sigv2.c): header "AWS AKID:sig" or presigned AWSAccessKeyId/Expires/Signature;
+ * the payload is unsigned. Same contract as s3_sigv4_verify. */
+enum s3_err s3_sigv2_verify(const struct s3_http_req *req, const struct s3_creds *creds, time_t now,
+                            struct s3_auth *auth);
+/* The SigV2 StringToSign of req with date (the Date header, "" or Expires); domain as in
+ * struct s3_creds. 0 or -EINVAL (a bad %-escape in a sub-resource) / -ENOMEM. */
+int s3_sigv2_string(const struct s3_http_req *req, const char *date, const char *domain,
+                    struct s3_buf *out);
+/* An RFC 1123 date ("Fri, 24 May 2013 00:00:00 GMT", or "+0000" for the zone) as epoch
+ * seconds, or -1. */
+time_t s3_sigv2_time(const char *s, size_t n);
 
 /* kSigning = HMAC chain over date (YYYYMMDD), region, service, "aws4_request". */
 void s3_sigv4_key(const char *secret, const char *date8, const char *region, const char *service,
@@ -296,11 +316,14 @@ struct s3_http_chunked {
 	char line[256];
 	size_t line_len;
 	bool done;
+	uint64_t max;   /* payload cap, set after init (0: none) */
+	uint64_t total; /* payload bytes so far */
 };
 
 void s3_http_chunked_init(struct s3_http_chunked *d);
 /* Consume in[0..n): returns bytes consumed (stops right after the final CRLF), or -EINVAL
- * for malformed framing / -EMSGSIZE for an overlong line / an error from emit. */
+ * for malformed framing / -EMSGSIZE for an overlong line / -EOVERFLOW for a chunk size past
+ * 64 bits / -EFBIG for a chunk that takes the payload past max / an error from emit. */
 long s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
                           void *arg);
 
@@ -318,6 +341,7 @@ struct s3_chunked {
 	unsigned trailer_ck;       /* S3_CK_* named by the trailer, 0 if none */
 	char trailer_val[64];      /* its base64 value */
 	bool done;
+	uint64_t max; /* decoded payload cap, set after init (0: none) */
 };
 
 /* mode: the request's payload mode; auth (borrowed for the decoder's life) for signatures.
@@ -326,7 +350,8 @@ int s3_chunked_init(struct s3_chunked *d, enum s3_payload mode, const struct s3_
 void s3_chunked_fini(struct s3_chunked *d);
 /* Consume in[0..n). Returns bytes consumed (stops after the final CRLF), -EINVAL for bad
  * framing, -EBADMSG for a wrong chunk or trailer signature, -EMSGSIZE for an overlong
- * line, or an error returned by emit. */
+ * line, -EOVERFLOW / -EFBIG for a chunk size past 64 bits / past max, or an error
+ * returned by emit. */
 long s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit, void *arg);
 
 /* ---------------------------------------------------------------- XML bodies */

@@ -52,7 +52,8 @@ gather_line(char *line, size_t cap, size_t *len, const uint8_t *in, size_t n, si
 	return gather_line_lf(line, cap, len, in, n, used, false);
 }
 
-/* Parse leading hex digits; stops at ';' or end. -EINVAL on junk or overflow. */
+/* Parse leading hex digits; stops at ';' or end. -EINVAL on junk, -EOVERFLOW for a value
+ * past 64 bits (leading zeros are fine). */
 static int
 parse_hex(const char *s, uint64_t *out, const char **rest)
 {
@@ -71,8 +72,8 @@ parse_hex(const char *s, uint64_t *out, const char **rest)
 			d = c - 'A' + 10;
 		else
 			return -EINVAL;
-		if (i >= 15)
-			return -EINVAL; /* more than 2^60: no legitimate chunk */
+		if (v >> 60)
+			return -EOVERFLOW;
 		v = v << 4 | (uint64_t)d;
 	}
 	if (i == 0)
@@ -88,9 +89,11 @@ struct framing {
 	uint64_t *left;
 	char *line;
 	size_t cap, *len;
+	uint64_t max, total; /* payload cap (0: none) and payload bytes before this chunk */
 };
 
-#define FRAMING_OF(d) { &(d)->state, &(d)->left, (d)->line, sizeof((d)->line), &(d)->line_len }
+#define FRAMING_OF(d, tot)                                                                   \
+	{ &(d)->state, &(d)->left, (d)->line, sizeof((d)->line), &(d)->line_len, (d)->max, tot }
 
 /*
  * The framing step HTTP chunked and aws-chunked share, in ST_SIZE or ST_DATA_CRLF: gathers
@@ -98,7 +101,9 @@ struct framing {
  * used. A complete size line "hex[;ext]" sets *left, points *ext at what follows the
  * digits and returns 1: the caller picks the next state. A complete (empty) line after a
  * chunk's data moves to ST_SIZE and returns 0, as does a line still incomplete. -EINVAL
- * for a malformed line, -EMSGSIZE for an overlong one.
+ * for a malformed line, -EMSGSIZE for an overlong one, -EOVERFLOW for a size past 64
+ * bits and -EFBIG for a chunk that would take the payload past f->max: both refused at
+ * the size line, before a byte of the chunk is read.
  */
 static int
 chunk_framing(const struct framing *f, const uint8_t *in, size_t n, size_t *pos,
@@ -117,7 +122,12 @@ chunk_framing(const struct framing *f, const uint8_t *in, size_t n, size_t *pos,
 		return 0;
 	}
 	*f->len = 0;
-	return parse_hex(f->line, f->left, ext) != 0 ? -EINVAL : 1;
+	rc = parse_hex(f->line, f->left, ext);
+	if (rc < 0)
+		return rc;
+	if (f->max && (*f->left > f->max || f->total > f->max - *f->left))
+		return -EFBIG;
+	return 1;
 }
 
 void
@@ -131,10 +141,10 @@ long
 s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit,
                      void *arg)
 {
-	const struct framing fr = FRAMING_OF(d);
 	size_t pos = 0;
 
 	while (pos < n && d->state != ST_DONE) {
+		const struct framing fr = FRAMING_OF(d, d->total);
 		size_t used = 0;
 		const char *ext;
 		int rc;
@@ -156,6 +166,7 @@ s3_http_chunked_feed(struct s3_http_chunked *d, const uint8_t *in, size_t n, s3_
 				return rc;
 			pos += take;
 			d->left -= take;
+			d->total += take;
 			if (!d->left)
 				d->state = ST_DATA_CRLF;
 			break;
@@ -301,10 +312,10 @@ trailer_line(struct s3_chunked *d)
 long
 s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn emit, void *arg)
 {
-	const struct framing fr = FRAMING_OF(d);
 	size_t pos = 0;
 
 	while (pos < n && d->state != ST_DONE) {
+		const struct framing fr = FRAMING_OF(d, d->decoded);
 		size_t used = 0;
 		const char *ext;
 		int rc;

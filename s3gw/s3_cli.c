@@ -32,9 +32,14 @@ usage(FILE *f)
 	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
 	        "picks one)\n"
 	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
-	        "  --access-key KEY        SigV4 access key (default: $ZEST_ACCESS_KEY)\n"
-	        "  --secret-key KEY        SigV4 secret key (default: $ZEST_SECRET_KEY)\n"
-	        "                          with neither key set, requests are not authenticated\n"
+	        "  --access-key KEY        access key of SigV4/SigV2 signatures (default: "
+	        "$ZEST_ACCESS_KEY)\n"
+	        "  --secret-key KEY        its secret key (default: $ZEST_SECRET_KEY)\n"
+	        "  --anonymous             serve without keys, nothing authenticated: warned at\n"
+	        "                          start, anonymous=1 on each access log line "
+	        "(ZEST_LOG=debug)\n"
+	        "                          (default: off; with neither keys nor this, the gateway\n"
+	        "                          refuses to start)\n"
 	        "  --region NAME           region in signatures and GetBucketLocation (default "
 	        "us-east-1)\n"
 	        "  --domain NAME           base domain for virtual-host addressing (default: path "
@@ -75,6 +80,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "max-object", required_argument, NULL, 'O' },
 		{ "max-conns", required_argument, NULL, 'C' },
 		{ "workers", required_argument, NULL, 'W' },
+		{ "anonymous", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -87,6 +93,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	struct sigaction sa;
 	int c, rc;
 	uint64_t v;
+	bool anonymous = false;
 
 	zc_log_init();
 	cfg.listen = "127.0.0.1:9000";
@@ -173,6 +180,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			break;
+		case 'N':
+			anonymous = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -190,6 +200,18 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	}
 	if ((cfg.access_key == NULL) != (cfg.secret_key == NULL)) {
 		fprintf(stderr, "zest-s3gw: --access-key and --secret-key go together\n");
+		return 2;
+	}
+	/* Open access must be asked for: a gateway that lost its keys (an unset variable in a
+	 * service file) must not quietly serve everyone. */
+	if (!cfg.access_key && !anonymous) {
+		fprintf(stderr, "zest-s3gw: no keys: give --access-key and --secret-key (or "
+		                "$ZEST_ACCESS_KEY and $ZEST_SECRET_KEY), or --anonymous to serve "
+		                "without authentication\n");
+		return 2;
+	}
+	if (cfg.access_key && anonymous) {
+		fprintf(stderr, "zest-s3gw: --anonymous and keys exclude each other\n");
 		return 2;
 	}
 	if ((cfg.tls_cert == NULL) != (cfg.tls_key == NULL)) {
@@ -212,8 +234,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		be = own;
 		ZC_INFO("s3", "datanodes=%u first=%s", ndn, datanodes[0]);
 	}
-	if (!cfg.access_key)
-		ZC_WARN("s3", "auth=off reason=no_keys");
+	if (anonymous)
+		ZC_WARN("s3", "auth=off anonymous=1 reason=--anonymous: every request is served "
+		              "without a signature check");
 	rc = s3_server_create(&cfg, be, &srv);
 	if (rc < 0) {
 		fprintf(stderr, "zest-s3gw: cannot start on %s: %s\n", cfg.listen, strerror(-rc));

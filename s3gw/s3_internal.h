@@ -16,6 +16,8 @@
 
 #include "s3.h"
 
+#define S3_PART_MAX_SIZE (5ull << 30) /* S3's largest multipart part */
+
 enum s3_body_mode {
 	S3_BODY_NONE,    /* no body wanted (it is drained if sent) */
 	S3_BODY_STREAM,  /* payload streamed to s3_ops_body */

@@ -254,11 +254,7 @@ s3_ops_begin(struct s3_req *rq)
 	if (e) {
 		if (!rq->resource)
 			route(rq); /* for the Resource of the error body */
-		return s3_rq_error(
-		        rq, e,
-		        e == S3E_INVALID_REQUEST
-		                ? "Missing required header for this request: x-amz-content-sha256"
-		                : NULL);
+		return s3_rq_error(rq, e, rq->auth.msg);
 	}
 	e = route(rq);
 	if (e)

@@ -43,6 +43,8 @@
 #define MAX_LOOPS   16
 #define MAX_WORKERS 256
 #define LAT_BUCKETS 10
+/* A refused request's body is read and discarded up to this, to keep the connection. */
+#define DRAIN_MAX (64u << 20)
 
 static const double lat_bounds[LAT_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
 	                                        0.05,  0.1,    0.5,   1.0,  5.0 };
@@ -541,8 +543,8 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 	if (ei->http != 304)
 		s3_xml_error(&x, ei->code, msg ? msg : ei->message,
 		             rq->resource ? rq->resource : "/", rq->id);
-	ZC_DBG("s3", "request=%s op=%s error=%s status=%d", rq->id, s3_op_name(rq->op), ei->code,
-	       ei->http);
+	ZC_DBG("s3", "request=%s op=%s error=%s status=%d%s", rq->id, s3_op_name(rq->op), ei->code,
+	       ei->http, rq->conn && !rq->conn->loop->srv->cfg.access_key ? " anonymous=1" : "");
 	rc = s3_resp_xml(rq, ei->http, NULL, ei->http == 304 ? NULL : &x);
 	s3_buf_fini(&x);
 	return rc;
@@ -609,6 +611,10 @@ request_done(struct s3_conn *c)
 	struct s3_req *rq = &c->rq;
 
 	metric_request(rq->op, rq->status, zc_now_ns() - rq->start_ns);
+	/* the access log (ZEST_LOG=debug); an open gateway marks every line */
+	ZC_DBG("s3", "request=%s op=%s status=%d us=%llu%s", rq->id, s3_op_name(rq->op), rq->status,
+	       (unsigned long long)((zc_now_ns() - rq->start_ns) / 1000),
+	       c->loop->srv->cfg.access_key ? "" : " anonymous=1");
 	if (rq->close)
 		c->closing = true;
 	s3_req_fini(rq);
@@ -648,9 +654,47 @@ body_err(struct s3_req *rq, int rc)
 {
 	if (rc == -EBADMSG && rq->aws_chunked)
 		return S3E_SIGNATURE_DOES_NOT_MATCH;
-	if (rc == -EINVAL || rc == -EMSGSIZE)
+	if (rc == -EINVAL || rc == -EMSGSIZE || rc == -EOVERFLOW)
 		return S3E_INCOMPLETE_BODY;
+	if (rc == -EFBIG && rq->body_size_known)
+		return S3E_INCOMPLETE_BODY; /* a chunk past x-amz-decoded-content-length */
 	return s3_err_from_errno(rc);
+}
+
+/* Malformed framing (a bad or 64-bit-overflowing chunk size, a missing CRLF) gets the
+ * message S3 gives it, not the Content-Length one. */
+static const char *
+body_msg(int rc)
+{
+	return rc == -EINVAL || rc == -EOVERFLOW ? "The request body terminated unexpectedly"
+	                                         : NULL;
+}
+
+/*
+ * Cap a chunked body as a Content-Length one is capped when the request begins: uploads
+ * at --max-object, parts at S3's 5 GiB, collected XML at S3_XML_BODY_MAX. The decoder
+ * refuses a chunk-size line that would pass the cap (-EFBIG, EntityTooLarge) before
+ * reading a byte of it; the aws-chunked decoder counts decoded payload, the HTTP one the
+ * bytes it carries, so only the innermost framing is capped. A declared
+ * x-amz-decoded-content-length (checked against the cap already) is the cap of its
+ * aws-chunks, and a chunk past it makes the body IncompleteBody, as S3 answers.
+ */
+static void
+body_caps(struct s3_conn *c)
+{
+	struct s3_req *rq = &c->rq;
+	uint64_t cap;
+
+	if (rq->body_mode == S3_BODY_COLLECT)
+		cap = S3_XML_BODY_MAX;
+	else if (rq->op == S3_OP_MPU_PART)
+		cap = S3_PART_MAX_SIZE;
+	else
+		cap = rq->cfg->max_object;
+	if (rq->aws_chunked)
+		rq->aws.max = rq->body_size_known ? rq->body_expected : cap;
+	else if (c->chunked)
+		c->hc.max = cap;
 }
 
 static void
@@ -711,6 +755,7 @@ begin_request(struct s3_conn *c)
 	rq->creds.access_key = srv->cfg.access_key;
 	rq->creds.secret_key = srv->cfg.secret_key;
 	rq->creds.region = srv->cfg.region;
+	rq->creds.domain = srv->cfg.domain;
 	rq->start_ns = zc_now_ns();
 	snprintf(rq->id, sizeof(rq->id), "%08X%08X", (unsigned)time(NULL),
 	         atomic_fetch_add(&srv->req_seq, 1));
@@ -735,13 +780,15 @@ begin_request(struct s3_conn *c)
 			request_done(c);
 			return;
 		}
-		if (rq->http.expect_continue || c->body_left > (64u << 20)) {
+		if (rq->http.expect_continue || c->body_left > DRAIN_MAX) {
 			/* the client waits for us or the body is big: do not read it */
 			rq->close = true;
 			request_done(c);
 			return;
 		}
-		c->state = C_DRAIN; /* discard the body, keep the connection */
+		/* discard the body, keep the connection; a chunked one only up to DRAIN_MAX */
+		c->state = C_DRAIN;
+		c->hc.max = DRAIN_MAX;
 		return;
 	}
 	if (!has_body && rq->http.expect_continue) {
@@ -764,10 +811,13 @@ begin_request(struct s3_conn *c)
 		request_done(c);
 		return;
 	}
-	if (rq->body_mode == S3_BODY_NONE)
+	if (rq->body_mode == S3_BODY_NONE) {
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
-	else
+		c->hc.max = DRAIN_MAX;
+	} else {
 		c->state = C_BODY;
+		body_caps(c);
+	}
 	if (rq->http.expect_continue)
 		send_continue(c);
 }
@@ -806,11 +856,15 @@ body_step(struct s3_conn *c)
 		 * closing with unread bytes makes the kernel send RST, and the client then
 		 * never reads the answer (seen with curl: a PUT into a missing bucket, whose
 		 * NoSuchBucket comes from the datanode mid-body, ended as "HTTP 100"). */
-		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= (64u << 20);
+		bool drain = c->state == C_BODY && !c->chunked && c->body_left <= DRAIN_MAX;
 
 		if (c->state == C_BODY) {
+			const char *msg = body_msg(rc);
+
 			rq->close = !drain;
-			s3_ops_abort(rq, body_err(rq, rc));
+			s3_ops_abort(rq, msg ? S3_OK : body_err(rq, rc));
+			if (msg && !rq->head_sent)
+				s3_resp_error(rq, body_err(rq, rc), msg);
 		}
 		if (drain && rq->head_sent) {
 			c->state = C_DRAIN;

@@ -379,6 +379,49 @@ parse_amz_date(const char *s, size_t n)
 	return timegm(&tm);
 }
 
+/* True when the ';'-separated list sh names the header name[0..n). */
+static bool
+sh_has(const char *sh, size_t sh_len, const char *name, size_t n)
+{
+	size_t i = 0;
+
+	while (i < sh_len) {
+		size_t j = i;
+
+		while (j < sh_len && sh[j] != ';')
+			j++;
+		if (j - i == n && strncasecmp(sh + i, name, n) == 0)
+			return true;
+		i = j + 1;
+	}
+	return false;
+}
+
+/*
+ * AWS refuses a request whose host or x-amz-* headers (and the Date it takes the time
+ * from) are not all signed: otherwise anyone on the path could add x-amz-meta-*,
+ * x-amz-copy-source or a checksum to a signed request. Every SDK signs them: botocore
+ * all but expect, transfer-encoding, user-agent and x-amzn-trace-id; minio-go all but
+ * authorization, user-agent and accept-encoding (older releases also skip content-type
+ * and content-length); curl --aws-sigv4 host, x-amz-date and each header it is given.
+ */
+static bool
+headers_signed(const struct s3_http_req *req, const char *sh, size_t sh_len, bool date)
+{
+	for (unsigned h = 0; h < req->nhdr; h++) {
+		const struct s3_hdr *hd = &req->hdr[h];
+		bool must = (hd->name_len == 4 && strncasecmp(hd->name, "host", 4) == 0) ||
+		            (hd->name_len > 6 && strncasecmp(hd->name, "x-amz-", 6) == 0) ||
+		            (date && hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0);
+
+		if (must && !sh_has(sh, sh_len, hd->name, hd->name_len))
+			return false;
+	}
+	return true;
+}
+
+#define NOT_SIGNED_MSG "There were headers present in the request which were not signed"
+
 static bool
 hexdigest(const char *s, size_t n, uint8_t out[32])
 {
@@ -542,20 +585,47 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 	if (ah) {
 		struct authparts ap;
 		const struct s3_hdr *dh = s3_http_header(req, "x-amz-date");
+		bool http_date = false;
 		time_t t;
 
+		if (ah->val_len > 4 && memcmp(ah->val, "AWS ", 4) == 0)
+			return s3_sigv2_verify(req, creds, now, auth);
 		if (parse_auth_header(ah->val, ah->val_len, &ap) != 0)
 			return S3E_AUTH_HEADER_MALFORMED;
-		if (!dh || (t = parse_amz_date(dh->val, dh->val_len)) < 0)
+		if (dh) {
+			t = parse_amz_date(dh->val, dh->val_len);
+			if (t >= 0)
+				memcpy(auth->amz_date, dh->val, 16);
+		} else {
+			/* no X-Amz-Date: the Date header is the request time, and the string
+			 * to sign carries it in the ISO 8601 basic form */
+			struct tm tm;
+
+			dh = s3_http_header(req, "date");
+			t = dh ? s3_sigv2_time(dh->val, dh->val_len) : -1;
+			if (t >= 0 && gmtime_r(&t, &tm))
+				strftime(auth->amz_date, sizeof(auth->amz_date), "%Y%m%dT%H%M%SZ",
+				         &tm);
+			http_date = true;
+		}
+		if (t < 0) {
+			auth->msg = "AWS authentication requires a valid Date or x-amz-date header";
 			return S3E_ACCESS_DENIED;
-		memcpy(auth->amz_date, dh->val, 16);
+		}
 		e = check_credential(ap.cred, ap.cred_len, creds, auth, date8);
 		if (e)
 			return e;
 		if (t > now + SKEW_SEC || t < now - SKEW_SEC)
 			return S3E_REQUEST_TIME_TOO_SKEWED;
-		if (!ph)
+		if (!headers_signed(req, ap.sh, ap.sh_len, http_date)) {
+			auth->msg = NOT_SIGNED_MSG;
+			return S3E_ACCESS_DENIED;
+		}
+		if (!ph) {
+			auth->msg =
+			        "Missing required header for this request: x-amz-content-sha256";
 			return S3E_INVALID_REQUEST;
+		}
 		e = payload_mode(ph, auth);
 		if (e)
 			return e;
@@ -591,10 +661,12 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 		time_t t;
 		long expires;
 
-		if (alg_len != 16 || memcmp(alg, "AWS4-HMAC-SHA256", 16) != 0)
-			return S3E_AUTH_HEADER_MALFORMED;
+		if (alg_len != 16 || memcmp(alg, "AWS4-HMAC-SHA256", 16) != 0) {
+			auth->msg = "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"";
+			return S3E_AUTH_QUERY_PARAMS;
+		}
 		if (!cred || !date || !exp || !sh || !sig)
-			return S3E_AUTH_HEADER_MALFORMED;
+			return S3E_AUTH_QUERY_PARAMS;
 		auth->presigned = true;
 		n = s3_uri_decode(cred, cl, cbuf, sizeof(cbuf), false);
 		if (n < 0)
@@ -605,24 +677,47 @@ s3_sigv4_verify(const struct s3_http_req *req, const struct s3_creds *creds, tim
 		e = check_credential(cbuf, (size_t)n, creds, auth, date8);
 		if (e)
 			return e;
-		if (el == 0 || el >= sizeof(ebuf))
-			return S3E_AUTH_HEADER_MALFORMED;
+		/* a plain decimal count of seconds, AWS's messages for each refusal */
+		if (el && exp[0] == '-') {
+			auth->msg = "X-Amz-Expires must be non-negative";
+			return S3E_AUTH_QUERY_PARAMS;
+		}
+		for (size_t i = 0; i < el; i++)
+			if (!isdigit((unsigned char)exp[i]))
+				el = 0;
+		if (el == 0) {
+			auth->msg = "X-Amz-Expires should be a number";
+			return S3E_AUTH_QUERY_PARAMS;
+		}
+		if (el >= sizeof(ebuf))
+			el = sizeof(ebuf) - 1; /* still more than a week */
 		memcpy(ebuf, exp, el);
 		ebuf[el] = '\0';
 		expires = strtol(ebuf, NULL, 10);
-		if (expires <= 0 || expires > MAX_EXPIRES)
-			return S3E_AUTH_HEADER_MALFORMED;
+		if (expires > MAX_EXPIRES) {
+			auth->msg = "X-Amz-Expires must be less than a week (in seconds); that is, "
+			            "the given X-Amz-Expires must be less than 604800 seconds";
+			return S3E_AUTH_QUERY_PARAMS;
+		}
 		if (t > now + SKEW_SEC)
 			return S3E_REQUEST_TIME_TOO_SKEWED;
-		if (now > t + expires)
-			return S3E_ACCESS_DENIED; /* "Request has expired" */
+		if (expires == 0 || now > t + expires) {
+			auth->msg = "Request has expired";
+			return S3E_ACCESS_DENIED;
+		}
 		n = s3_uri_decode(sh, shl, shbuf, sizeof(shbuf), false);
 		if (n < 0)
 			return S3E_AUTH_HEADER_MALFORMED;
+		if (!headers_signed(req, shbuf, (size_t)n, false)) {
+			auth->msg = NOT_SIGNED_MSG;
+			return S3E_ACCESS_DENIED;
+		}
 		auth->payload = S3_PAYLOAD_UNSIGNED;
 		return finish(req, creds, auth, date8, shbuf, (size_t)n, sig, sgl,
 		              "UNSIGNED-PAYLOAD", true);
 	}
+	if (query_param(req, "AWSAccessKeyId", &alg_len) || query_param(req, "Signature", &alg_len))
+		return s3_sigv2_verify(req, creds, now, auth);
 	return S3E_ACCESS_DENIED;
 }
 

@@ -97,6 +97,10 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3E_INVALID_BUCKET_ACL] = { 400, "InvalidBucketAclWithObjectOwnership",
 	                             "Bucket cannot have ACLs set with ObjectOwnership's "
 	                             "BucketOwnerEnforced setting" },
+	[S3E_AUTH_QUERY_PARAMS] = { 400, "AuthorizationQueryParametersError",
+	                            "Query-string authentication requires the X-Amz-Algorithm, "
+	                            "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, "
+	                            "X-Amz-SignedHeaders, and X-Amz-Expires parameters." },
 };
 
 const struct s3_err_info *

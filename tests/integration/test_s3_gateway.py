@@ -457,7 +457,8 @@ def test_1gib_put_rss():
 
 
 def test_no_datanode_refuses_to_start():
-    p = subprocess.run([zh.GATEWAY, "--listen", "127.0.0.1:0"], capture_output=True, timeout=10)
+    p = subprocess.run([zh.GATEWAY, "--listen", "127.0.0.1:0", "--anonymous"], capture_output=True,
+                       timeout=10)
     assert p.returncode != 0 and b"--datanode" in p.stderr, p.stderr
 
 

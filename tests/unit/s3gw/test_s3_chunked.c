@@ -20,7 +20,7 @@
 #define SIG2  "0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497"
 #define SIG3  "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9"
 
-static const struct s3_creds creds = { AK, SK, "us-east-1" };
+static const struct s3_creds creds = { AK, SK, "us-east-1", NULL };
 
 struct sink {
 	const uint8_t *lo, *hi; /* the input: spans must point inside it */
@@ -355,9 +355,10 @@ test_http_chunked(void **state)
 	}
 }
 
-/* Feeds b in pieces of step bytes to either decoder; the first error, or what was used. */
+/* Feeds b in pieces of step bytes to either decoder, its payload capped at max (0: no
+ * cap); the first error, or what was used. *bytes (if not NULL): the payload emitted. */
 static long
-feed_steps(bool http, const char *b, size_t step)
+feed_capped(bool http, const char *b, size_t step, uint64_t max, uint64_t *bytes)
 {
 	struct s3_http_chunked h;
 	struct s3_chunked a;
@@ -367,6 +368,7 @@ feed_steps(bool http, const char *b, size_t step)
 
 	s3_http_chunked_init(&h);
 	assert_int_equal(s3_chunked_init(&a, S3_PAYLOAD_UNSIGNED_TRAILER, NULL), 0);
+	h.max = a.max = max;
 	while (pos < len && rc >= 0) {
 		size_t n = len - pos < step ? len - pos : step;
 
@@ -378,7 +380,15 @@ feed_steps(bool http, const char *b, size_t step)
 			break;
 	}
 	s3_chunked_fini(&a);
+	if (bytes)
+		*bytes = s.bytes;
 	return rc < 0 ? rc : (long)pos;
+}
+
+static long
+feed_steps(bool http, const char *b, size_t step)
+{
+	return feed_capped(http, b, step, 0, NULL);
 }
 
 /* Both decoders share one size-line and data-CRLF step: the same framing errors from
@@ -390,14 +400,16 @@ test_shared_framing(void **state)
 		const char *body;
 		long rc;
 	} cases[] = {
-		{ "zz\r\nhello\r\n0\r\n\r\n", -EINVAL },         /* not hex */
-		{ "5;x\r\nhelloXX\r\n0\r\n\r\n", -EINVAL },      /* no CRLF after data */
-		{ "5\r\nhello\r\r\n0\r\n\r\n", -EINVAL },       /* a CR before the CRLF */
-		{ "5\nhello\r\n0\r\n\r\n", -EINVAL },           /* bare LF in the size line */
-		{ "5\r\nhello\n0\r\n\r\n", -EINVAL },           /* bare LF after the data */
-		{ "1000000000000000\r\n", -EINVAL },         /* 2^60: no real chunk */
-		{ "\r\nhello\r\n", -EINVAL },                /* empty size line */
-		{ "5 ;x\r\nhello\r\n0\r\n\r\n", 18 },          /* BWS before an extension */
+		{ "zz\r\nhello\r\n0\r\n\r\n", -EINVAL },              /* not hex */
+		{ "5;x\r\nhelloXX\r\n0\r\n\r\n", -EINVAL },           /* no CRLF after data */
+		{ "5\r\nhello\r\r\n0\r\n\r\n", -EINVAL },             /* a CR before the CRLF */
+		{ "5\nhello\r\n0\r\n\r\n", -EINVAL },                 /* bare LF in the size line */
+		{ "5\r\nhello\n0\r\n\r\n", -EINVAL },                 /* bare LF after the data */
+		{ "10000000000000000\r\n", -EOVERFLOW },              /* 2^64 */
+		{ "fffffffffffffffff\r\n", -EOVERFLOW },              /* 17 digits */
+		{ "00000000000000000005\r\nhello\r\n0\r\n\r\n", 34 }, /* leading zeros */
+		{ "\r\nhello\r\n", -EINVAL },                         /* empty size line */
+		{ "5 ;x\r\nhello\r\n0\r\n\r\n", 18 },                 /* BWS before an extension */
 	};
 	char big[600];
 
@@ -415,6 +427,35 @@ test_shared_framing(void **state)
 	}
 }
 
+/* A chunked body is capped like a Content-Length one: a size line that would take the
+ * payload past the cap is refused before a byte of that chunk is emitted. */
+static void
+test_caps(void **state)
+{
+	const char *two = "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+	const char *huge = "ffffffffffffffff\r\n";
+
+	(void)state;
+	for (int http = 0; http < 2; http++)
+		for (size_t step = 1; step <= strlen(two); step++) {
+			uint64_t bytes;
+
+			assert_int_equal(feed_capped(http, two, step, 10, &bytes), -EFBIG);
+			assert_int_equal(bytes, 5); /* the first chunk only */
+			assert_int_equal(feed_capped(http, two, step, 11, &bytes),
+			                 (long)strlen(two));
+			assert_int_equal(bytes, 11);
+			assert_int_equal(feed_capped(http, huge, step, 5ull << 40, NULL), -EFBIG);
+			/* the running total cannot wrap past the cap */
+			assert_int_equal(feed_capped(http, "5\r\nhello\r\nfffffffffffffffc\r\n",
+			                             step, UINT64_MAX, NULL),
+			                 -EFBIG);
+			/* uncapped, the largest 64-bit size is a size line like another */
+			assert_int_equal(feed_capped(http, huge, step, 0, NULL),
+			                 (long)strlen(huge));
+		}
+}
+
 int
 main(void)
 {
@@ -422,7 +463,7 @@ main(void)
 		cmocka_unit_test(test_aws_example),    cmocka_unit_test(test_aws_example_bad_sigs),
 		cmocka_unit_test(test_signed_trailer), cmocka_unit_test(test_unsigned_trailer),
 		cmocka_unit_test(test_malformed),      cmocka_unit_test(test_http_chunked),
-		cmocka_unit_test(test_shared_framing),
+		cmocka_unit_test(test_shared_framing), cmocka_unit_test(test_caps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,6 +5,7 @@
  * HEAD of the key or bucket show it. Also ListMultipartUploads with a delimiter.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -148,13 +150,52 @@ sha_hex(const void *p, size_t n, char out[65])
 	s3_hex(d, 32, out);
 }
 
-/* One request signed with SigV4 over host, x-amz-content-sha256 and x-amz-date (the extra
- * header lines are sent unsigned), with body; the response in r (free r->body). */
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* SignedHeaders as the SDKs make it: host and every x-amz-* header, lower case, sorted
+ * (the gateway refuses a request that leaves one unsigned). */
+static void
+signed_headers(const struct s3_http_req *req, char *out, size_t cap)
+{
+	char names[S3_HTTP_MAX_HEADERS][128], *sorted[S3_HTTP_MAX_HEADERS];
+	unsigned n = 0;
+	size_t len = 0;
+
+	for (unsigned h = 0; h < req->nhdr; h++) {
+		const struct s3_hdr *hd = &req->hdr[h];
+		bool dup = false;
+
+		if (hd->name_len >= 128 ||
+		    !((hd->name_len == 4 && !strncasecmp(hd->name, "host", 4)) ||
+		      (hd->name_len > 6 && !strncasecmp(hd->name, "x-amz-", 6))))
+			continue;
+		for (size_t i = 0; i < hd->name_len; i++)
+			names[n][i] = (char)tolower((unsigned char)hd->name[i]);
+		names[n][hd->name_len] = '\0';
+		for (unsigned i = 0; i < n; i++)
+			dup = dup || strcmp(sorted[i], names[n]) == 0;
+		if (!dup) {
+			sorted[n] = names[n];
+			n++;
+		}
+	}
+	qsort(sorted, n, sizeof(*sorted), str_cmp);
+	out[0] = '\0';
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ";" : "", sorted[i]);
+}
+
+/* One request signed with SigV4 over host and every x-amz-* header (other extra header
+ * lines are sent unsigned), with body; the response in r (free r->body). */
 static void
 request_ex(const char *method, const char *target, const char *extra, const char *body,
            bool send_body, struct resp *r)
 {
-	char date[17], d8[9], head[8192], sig[65], chash[65], phash[65], scope[64];
+	char date[17], d8[9], head[8192], sig[65], chash[65], phash[65], scope[64], sh[1024];
 	size_t blen = body ? strlen(body) : 0;
 	struct s3_http_req req;
 	struct s3_buf canon, sts;
@@ -172,10 +213,9 @@ request_ex(const char *method, const char *target, const char *extra, const char
 	             method, target, port, date, phash, extra ? extra : "", blen);
 	assert_true(n > 0 && (size_t)n < sizeof(head));
 	assert_int_equal(s3_http_parse(&req, head, (size_t)n, sizeof(head)), 0);
+	signed_headers(&req, sh, sizeof(sh));
 	s3_buf_init(&canon, 1 << 20);
-	assert_int_equal(s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36, phash,
-	                                    false, &canon),
-	                 0);
+	assert_int_equal(s3_sigv4_canonical(&req, sh, strlen(sh), phash, false, &canon), 0);
 	sha_hex(canon.p, canon.len, chash);
 	memcpy(d8, date, 8);
 	d8[8] = '\0';
@@ -188,8 +228,8 @@ request_ex(const char *method, const char *target, const char *extra, const char
 	send_all(fd, head, (size_t)n - 2);
 	snprintf(head, sizeof(head),
 	         "Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
-	         " SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n\r\n",
-	         scope, sig);
+	         " SignedHeaders=%s, Signature=%s\r\n\r\n",
+	         scope, sh, sig);
 	send_all(fd, head, strlen(head));
 	if (blen && send_body)
 		send_all(fd, body, blen);

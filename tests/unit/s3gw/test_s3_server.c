@@ -7,6 +7,7 @@
  * pipelining, 100-continue, and the reference count returning to zero.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -176,6 +178,44 @@ sha_hex(const void *p, size_t n, char out[65])
 	s3_hex(d, 32, out);
 }
 
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* SignedHeaders as the SDKs make it: host and every x-amz-* header, lower case, sorted. */
+static void
+signed_headers(const struct s3_http_req *req, char *out, size_t cap)
+{
+	char names[S3_HTTP_MAX_HEADERS][128], *sorted[S3_HTTP_MAX_HEADERS];
+	unsigned n = 0;
+	size_t len = 0;
+
+	for (unsigned h = 0; h < req->nhdr; h++) {
+		const struct s3_hdr *hd = &req->hdr[h];
+		bool dup = false;
+
+		if (hd->name_len >= 128 ||
+		    !((hd->name_len == 4 && !strncasecmp(hd->name, "host", 4)) ||
+		      (hd->name_len > 6 && !strncasecmp(hd->name, "x-amz-", 6))))
+			continue;
+		for (size_t i = 0; i < hd->name_len; i++)
+			names[n][i] = (char)tolower((unsigned char)hd->name[i]);
+		names[n][hd->name_len] = '\0';
+		for (unsigned i = 0; i < n; i++)
+			dup = dup || strcmp(sorted[i], names[n]) == 0;
+		if (!dup) {
+			sorted[n] = names[n];
+			n++;
+		}
+	}
+	qsort(sorted, n, sizeof(*sorted), str_cmp);
+	out[0] = '\0';
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ";" : "", sorted[i]);
+}
+
 /*
  * Build a signed request head. extra: more header lines ("A: b\r\n"), signed too when
  * sign_extra. payload_hash: the x-amz-content-sha256 value. Fills auth for chunk signing.
@@ -184,7 +224,7 @@ static char *
 build(const char *method, const char *target, const char *extra, const char *payload_hash,
       time_t skew, bool corrupt, struct s3_auth *auth)
 {
-	char date[17], head[16384], sig[65], chash[65];
+	char date[17], head[16384], sig[65], chash[65], sh[1024];
 	struct s3_http_req req;
 	struct s3_buf canon, sts;
 	struct s3_auth a = { 0 };
@@ -197,10 +237,9 @@ build(const char *method, const char *target, const char *extra, const char *pay
 	             "x-amz-content-sha256: %s\r\n%s\r\n",
 	             method, target, port, date, payload_hash, extra ? extra : "");
 	assert_int_equal(s3_http_parse(&req, head, (size_t)n, sizeof(head)), 0);
+	signed_headers(&req, sh, sizeof(sh));
 	s3_buf_init(&canon, 1 << 20);
-	assert_int_equal(s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36,
-	                                    payload_hash, false, &canon),
-	                 0);
+	assert_int_equal(s3_sigv4_canonical(&req, sh, strlen(sh), payload_hash, false, &canon), 0);
 	sha_hex(canon.p, canon.len, chash);
 	memcpy(a.amz_date, date, 17);
 	snprintf(a.scope, sizeof(a.scope), "%.8s/%s/s3/aws4_request", date, sign_region);
@@ -223,8 +262,8 @@ build(const char *method, const char *target, const char *extra, const char *pay
 	memcpy(out, head, (size_t)n - 2);
 	sprintf(out + n - 2,
 	        "Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
-	        " SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n\r\n",
-	        a.scope, sig);
+	        " SignedHeaders=%s, Signature=%s\r\n\r\n",
+	        a.scope, sh, sig);
 	s3_buf_fini(&canon);
 	s3_buf_fini(&sts);
 	return out;
