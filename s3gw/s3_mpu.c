@@ -171,7 +171,8 @@ s3_op_mpu_create(struct s3_req *rq)
 
 		s3_buf_init(&ex, 256);
 		if (ck)
-			s3_buf_printf(&ex, "x-amz-checksum-algorithm: %s\r\nx-amz-checksum-type: %s\r\n",
+			s3_buf_printf(&ex,
+			              "x-amz-checksum-algorithm: %s\r\nx-amz-checksum-type: %s\r\n",
 			              s3_ck_label(ck), full ? "FULL_OBJECT" : "COMPOSITE");
 		s3_resp_xml(rq, 200, &ex, &x);
 		s3_buf_fini(&ex);
@@ -222,34 +223,6 @@ part_number(const char *key)
 	return s ? (unsigned)strtoul(s + 1, NULL, 10) : 0;
 }
 
-/* The stored checksum of one algorithm of a part (base64, NUL-terminated into out[64]):
- * 1 found, 0 none, < 0 the part cannot be read. */
-static int
-part_checksum(struct s3_req *rq, const char *pkey, unsigned ck, char out[64])
-{
-	struct s3_obj_info *pi = malloc(sizeof(*pi));
-	char name[48];
-	const char *v;
-	int rc, vl;
-
-	if (!pi)
-		return -ENOMEM;
-	rc = rq->be->stat(rq->be->ctx, rq->bucket, pkey, pi);
-	if (rc < 0) {
-		free(pi);
-		return rc;
-	}
-	snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
-	vl = s3_attr_get(pi->attrs, pi->attrs_len, name, &v);
-	rc = vl > 0 && vl < 64;
-	if (rc) {
-		memcpy(out, v, (size_t)vl);
-		out[vl] = '\0';
-	}
-	free(pi);
-	return rc;
-}
-
 /*
  * Part list checks that need no backend: ascending part numbers. A part named twice in a
  * row with the same ETag (a client that retried while building its list) counts once, as
@@ -274,40 +247,6 @@ complete_normalize(struct s3_complete_req *cr)
 	}
 	cr->n = o;
 	return S3_OK;
-}
-
-/* The multipart ETag: MD5 of the binary part MD5s, "-<parts>". -EINVAL: not an MD5. */
-static int
-complete_etag(const struct s3_complete_req *cr, char etag[48])
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	uint8_t d[16];
-
-	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL)) {
-		EVP_MD_CTX_free(md);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < cr->n; i++) {
-		uint8_t bin[16];
-
-		if (strlen(cr->parts[i].etag) != 32 ||
-		    strspn(cr->parts[i].etag, "0123456789abcdefABCDEF") != 32) {
-			EVP_MD_CTX_free(md);
-			return -EINVAL;
-		}
-		for (int k = 0; k < 16; k++) {
-			unsigned v;
-
-			sscanf(cr->parts[i].etag + 2 * k, "%2x", &v);
-			bin[k] = (uint8_t)v;
-		}
-		EVP_DigestUpdate(md, bin, 16);
-	}
-	EVP_DigestFinal_ex(md, d, NULL);
-	EVP_MD_CTX_free(md);
-	s3_hex(d, 16, etag);
-	snprintf(etag + 32, 16, "-%zu", cr->n);
-	return 0;
 }
 
 static void
@@ -361,7 +300,7 @@ complete_retry(struct s3_req *rq, const char *uid, const struct s3_complete_req 
 		return -ENOENT;
 	if (rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) < 0 ||
 	    (vl = s3_attr_get(info->attrs, info->attrs_len, "zest-upload", &v)) != 32 ||
-	    strncmp(v, uid, 32) != 0 || complete_etag(cr, etag) < 0 ||
+	    strncmp(v, uid, 32) != 0 || s3_mpu_etag(cr, etag) < 0 ||
 	    strcmp(etag, info->etag) != 0) {
 		free(info);
 		return -ENOENT;
@@ -466,7 +405,9 @@ s3_mpu_complete_end(struct s3_req *rq)
 	    (!ck || strcasecmp(tv, full ? "FULL_OBJECT" : "COMPOSITE") != 0)) {
 		e = S3E_INVALID_REQUEST;
 		snprintf(msg, sizeof(msg), "The upload was created using the %s checksum type.",
-		         !ck ? "no" : full ? "FULL_OBJECT" : "COMPOSITE");
+		         !ck    ? "no"
+		         : full ? "FULL_OBJECT"
+		                : "COMPOSITE");
 		goto fail;
 	}
 	rc = mpu_list_parts(rq, uid, &parts);
@@ -504,16 +445,17 @@ s3_mpu_complete_end(struct s3_req *rq)
 			continue;
 		/* the part's stored checksum: what a ChecksumXXX in the list must equal, and
 		 * what the object checksum is made of */
-		rc = part_checksum(rq, pkeys[i], want, stored);
+		rc = s3_mpu_part_checksum(rq, pkeys[i], want, stored);
 		if (rc < 0 || (ck && rc == 0) || (ck && cp->ck && cp->ck != ck) ||
 		    (rc == 1 && cp->ck && strcmp(cp->checksum, stored) != 0)) {
 			e = rc < 0 && s3_err_from_errno(rc) != S3E_NO_SUCH_KEY
 			            ? s3_err_from_errno(rc)
 			            : S3E_INVALID_PART;
 			if (e == S3E_INVALID_PART && rc >= 0)
-				snprintf(msg, sizeof(msg),
-				         "The checksum of part %u does not match the uploaded part.",
-				         cp->number);
+				snprintf(
+				        msg, sizeof(msg),
+				        "The checksum of part %u does not match the uploaded part.",
+				        cp->number);
 			goto fail;
 		}
 		if (ck && s3_mpu_sum_add(&ms, stored, parts.entries[j].size) < 0) {
@@ -521,7 +463,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 			goto fail;
 		}
 	}
-	if (complete_etag(&cr, etag) < 0) {
+	if (s3_mpu_etag(&cr, etag) < 0) {
 		e = S3E_INVALID_PART;
 		goto fail;
 	}
@@ -707,7 +649,7 @@ s3_op_list_parts(struct s3_req *rq)
 			char v[64];
 
 			/* the listing has no attributes: one Stat per part shown */
-			if (part_checksum(rq, parts.entries[j].key, ck, v) == 1)
+			if (s3_mpu_part_checksum(rq, parts.entries[j].key, ck, v) == 1)
 				s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s>", s3_ck_label(ck), v,
 				              s3_ck_label(ck));
 		}

@@ -3,6 +3,8 @@
  * object checksum made from the part checksums (COMPOSITE or FULL_OBJECT) and the part
  * table that GET/HEAD ?partNumber=N reads.
  *
+ * Also the multipart ETag (MD5 of the part MD5s) and each part's stored checksum.
+ *
  * The part table. Parts are gone after Compose, so Complete records their sizes. Objects'
  * attrs are capped at S3_ATTRS_MAX (4096) bytes, which cannot hold 10000 sizes as text
  * (or even as 4-byte integers), but every SDK cuts an upload into parts of one size and a
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "ec.h"
 #include "s3_ops_internal.h"
@@ -113,6 +117,68 @@ s3_mpu_ck_matches(const char *mine, const char *given, bool composite)
 		return true;
 	/* clients send a composite value with or without its "-<parts>" suffix */
 	return composite && strlen(given) == bl && strncmp(mine, given, bl) == 0;
+}
+
+/* The stored checksum of one algorithm of a part (base64, NUL-terminated into out[64]):
+ * 1 found, 0 none, < 0 the part cannot be read. */
+int
+s3_mpu_part_checksum(struct s3_req *rq, const char *pkey, unsigned ck, char out[64])
+{
+	struct s3_obj_info *pi = malloc(sizeof(*pi));
+	char name[48];
+	const char *v;
+	int rc, vl;
+
+	if (!pi)
+		return -ENOMEM;
+	rc = rq->be->stat(rq->be->ctx, rq->bucket, pkey, pi);
+	if (rc < 0) {
+		free(pi);
+		return rc;
+	}
+	snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
+	vl = s3_attr_get(pi->attrs, pi->attrs_len, name, &v);
+	rc = vl > 0 && vl < 64;
+	if (rc) {
+		memcpy(out, v, (size_t)vl);
+		out[vl] = '\0';
+	}
+	free(pi);
+	return rc;
+}
+
+/* The multipart ETag: MD5 of the binary part MD5s, "-<parts>". -EINVAL: not an MD5. */
+int
+s3_mpu_etag(const struct s3_complete_req *cr, char etag[48])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t d[16];
+
+	if (!md || !EVP_DigestInit_ex(md, EVP_md5(), NULL)) {
+		EVP_MD_CTX_free(md);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cr->n; i++) {
+		uint8_t bin[16];
+
+		if (strlen(cr->parts[i].etag) != 32 ||
+		    strspn(cr->parts[i].etag, "0123456789abcdefABCDEF") != 32) {
+			EVP_MD_CTX_free(md);
+			return -EINVAL;
+		}
+		for (int k = 0; k < 16; k++) {
+			unsigned v;
+
+			sscanf(cr->parts[i].etag + 2 * k, "%2x", &v);
+			bin[k] = (uint8_t)v;
+		}
+		EVP_DigestUpdate(md, bin, 16);
+	}
+	EVP_DigestFinal_ex(md, d, NULL);
+	EVP_MD_CTX_free(md);
+	s3_hex(d, 16, etag);
+	snprintf(etag + 32, 16, "-%zu", cr->n);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ part table */

@@ -24,7 +24,7 @@ struct get_ctx {
 	uint64_t first, last; /* inclusive; last UINT64_MAX: to the end */
 	uint64_t off, len;
 	bool not_modified;
-	unsigned part_count;  /* ?partNumber= of a multipart object: its x-amz-mp-parts-count */
+	unsigned part_count; /* ?partNumber= of a multipart object: its x-amz-mp-parts-count */
 	char part_etag[S3_ETAG_MAX]; /* ?partNumber=: the object the part table came from */
 };
 

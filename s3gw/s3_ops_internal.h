@@ -63,8 +63,8 @@ struct mpu_rec {
 
 /* Object checksum of a multipart upload, fed each part's checksum in order. */
 struct s3_mpu_sum {
-	unsigned ck;     /* S3_CK_*, 0: none */
-	bool full;       /* FULL_OBJECT (CRCs combined) rather than COMPOSITE */
+	unsigned ck; /* S3_CK_*, 0: none */
+	bool full;   /* FULL_OBJECT (CRCs combined) rather than COMPOSITE */
 	size_t nparts;
 	uint64_t size;
 	struct s3_sum sum; /* COMPOSITE: over the binary part checksums */
@@ -140,6 +140,12 @@ void s3_mpu_sum_value(struct s3_mpu_sum *m, char *out);
 void s3_mpu_sum_fini(struct s3_mpu_sum *m);
 /* Does a client's value match ours? A composite one may come without "-<parts>". */
 bool s3_mpu_ck_matches(const char *mine, const char *given, bool composite);
+
+/* The multipart ETag of a Complete's part list: MD5 of the binary part MD5s, "-<parts>".
+ * 0, -EINVAL (an ETag that is not an MD5) or -ENOMEM. */
+int s3_mpu_etag(const struct s3_complete_req *cr, char etag[48]);
+/* A part's stored checksum of algorithm ck, base64 into out: 1 found, 0 none, < 0 error. */
+int s3_mpu_part_checksum(struct s3_req *rq, const char *pkey, unsigned ck, char out[64]);
 
 void s3_ptab_init(struct s3_ptab *t);
 void s3_ptab_add(struct s3_ptab *t, uint64_t size);

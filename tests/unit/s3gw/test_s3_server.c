@@ -916,8 +916,8 @@ static void
 test_multipart_checksums(void **state)
 {
 	enum { P1 = 5 << 20 };
-	char *p1 = malloc(P1), uid[40], e1[40], e2[40], body[2048], target[256], ck1[16],
-	     ck2[16], comp[16], want[128];
+	char *p1 = malloc(P1), uid[40], e1[40], e2[40], body[2048], target[256], ck1[16], ck2[16],
+	     comp[16], want[128];
 	struct resp r;
 	uint8_t cat[8];
 	uint32_t c1, c2;
@@ -1071,8 +1071,9 @@ test_multipart_checksums(void **state)
 
 	/* FULL_OBJECT CRC32: the whole object's CRC, combined from the parts'; a part listed
 	 * twice with its own ETag counts once, with another ETag it is out of order */
-	mpu_create("full", "x-amz-checksum-algorithm: CRC32\r\nx-amz-checksum-type: FULL_OBJECT\r\n",
-	           uid, &r);
+	mpu_create("full",
+	           "x-amz-checksum-algorithm: CRC32\r\nx-amz-checksum-type: FULL_OBJECT\r\n", uid,
+	           &r);
 	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
 	resp_free(&r);
 	mpu_part("full", uid, 1, p1, P1, e1);

@@ -107,8 +107,7 @@ test_crc_combine(void **state)
 
 		assert_int_equal(s3_crc32_combine(s3_crc32_combine(a, b, big), b, big),
 		                 s3_crc32_combine(a, s3_crc32_combine(b, b, big), 2 * big));
-		assert_int_equal(s3_crc32_combine(a, bc, 10),
-		                 s3_crc32(0, "abcdefghdefgh", 13));
+		assert_int_equal(s3_crc32_combine(a, bc, 10), s3_crc32(0, "abcdefghdefgh", 13));
 	}
 }
 
