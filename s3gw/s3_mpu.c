@@ -671,6 +671,8 @@ struct upl {
 	char *key;
 	char uid[33];
 	uint64_t mtime_ns;
+	unsigned ck;
+	bool full;
 };
 
 static int
@@ -741,6 +743,8 @@ s3_op_list_uploads(struct s3_req *rq)
 			u[nu].key = strdup(r->key.p);
 			snprintf(u[nu].uid, sizeof(u[nu].uid), "%s", id + 1);
 			u[nu].mtime_ns = lr.entries[i].mtime_ns;
+			u[nu].ck = s3_mpu_rec_ck(r);
+			u[nu].full = rec_full(r);
 			if (u[nu].key)
 				nu++;
 		}
@@ -786,8 +790,15 @@ s3_op_list_uploads(struct s3_req *rq)
 		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
 		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
 		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
-		              "<Initiated>%s</Initiated></Upload>",
+		              "<Initiated>%s</Initiated>",
 		              u[i].uid, t);
+		if (u[i].ck)
+			s3_buf_printf(&x,
+			              "<ChecksumAlgorithm>%s</ChecksumAlgorithm>"
+			              "<ChecksumType>%s</ChecksumType>",
+			              s3_ck_label(u[i].ck),
+			              u[i].full ? "FULL_OBJECT" : "COMPOSITE");
+		s3_buf_adds(&x, "</Upload>");
 		free(u[i].key);
 	}
 	s3_buf_adds(&x, "</ListMultipartUploadsResult>");

@@ -262,6 +262,11 @@ def client(endpoint, ak, sk):
             if new:
                 assert r.get("ChecksumType") == typ, f"{tag} {key}: {r}"
             uid = r["UploadId"]
+            if new:
+                lu = s3.list_multipart_uploads(Bucket=bucket)["Uploads"]
+                u = [x for x in lu if x["UploadId"] == uid]
+                assert u and u[0].get("ChecksumAlgorithm") == alg, f"{tag} {key}: {lu}"
+                assert u[0].get("ChecksumType") == typ, f"{tag} {key}: {lu}"
             parts = []
             for n, (data, d) in enumerate(((p1, d1), (p2, d2)), 1):
                 r = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=n,

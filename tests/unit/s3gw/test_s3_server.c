@@ -952,6 +952,10 @@ test_multipart_checksums(void **state)
 	assert_true(has_hdr(&r, "x-amz-checksum-algorithm: CRC32C\r\n"));
 	assert_true(has_hdr(&r, "x-amz-checksum-type: COMPOSITE\r\n"));
 	resp_free(&r);
+	request("GET", "/cks?uploads", NULL, NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"
+	                               "<ChecksumType>COMPOSITE</ChecksumType></Upload>"));
+	resp_free(&r);
 	mpu_part("k", uid, 1, p1, P1, e1);
 	mpu_part("k", uid, 2, "tail", 4, e2);
 	c1 = ec_crc32c(0, p1, P1);
