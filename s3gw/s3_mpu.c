@@ -472,7 +472,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = S3E_BAD_DIGEST;
 		snprintf(msg, sizeof(msg),
 		         "The %s you specified did not match the calculated checksum.",
-		         s3_ck_name(hck));
+		         s3_ck_label(hck));
 		goto fail;
 	}
 	{

@@ -551,7 +551,7 @@ s3_put_end(struct s3_req *rq)
 
 		snprintf(msg, sizeof(msg),
 		         "The %s you specified did not match the calculated checksum.",
-		         s3_ck_name(p->hdr_ck));
+		         s3_ck_label(p->hdr_ck));
 		return s3_rq_error(rq, S3E_BAD_DIGEST, msg);
 	}
 	if (rq->aws_chunked && !rq->aws.trailer_ck && s3_rq_hdr(rq, "x-amz-trailer"))
@@ -563,7 +563,7 @@ s3_put_end(struct s3_req *rq)
 
 			snprintf(msg, sizeof(msg),
 			         "The %s you specified did not match the calculated checksum.",
-			         s3_ck_name(rq->aws.trailer_ck));
+			         s3_ck_label(rq->aws.trailer_ck));
 			return s3_rq_error(rq, S3E_BAD_DIGEST, msg);
 		}
 	}
