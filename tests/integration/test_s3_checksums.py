@@ -10,7 +10,8 @@
 - boto3 of this interpreter (1.43: CRC32 by default, ChecksumType) and Debian's
   /usr/bin/python3 boto3 (1.26): every algorithm in COMPOSITE and FULL_OBJECT (the two
   combinations S3 refuses are refused), Complete replies, HEAD/GET with ChecksumMode,
-  ListParts, get_object(PartNumber=N) for each part, a retried Complete, upload_file.
+  ListParts, get_object(PartNumber=N) for each part, a retried Complete, upload_file;
+  33 parts beside 3.8 KB of metadata (the part table in its own record).
 
 Run as `test_s3_checksums.py --client ENDPOINT AK SK` it is the boto3 client half, under
 whichever interpreter runs it. Exits 77 (skip) when the daemons are not built.
@@ -348,6 +349,31 @@ def client(endpoint, ak, sk):
                                     for i in range(0, len(blob), 5 << 20)]))
         assert h["ChecksumCRC32"] == want, f"{tag} upload_file: {h} want {want}"
     s3.delete_object(Bucket=bucket, Key="auto")
+    if new:
+        # a part table too long for the object's 4 KiB of attrs (3.8 KB of metadata, 33
+        # runs of sizes) is kept in its own record: every part must still be found
+        uid = s3.create_multipart_upload(Bucket=bucket, Key="many",
+                                         Metadata={"pad": "m" * 3800})["UploadId"]
+        pblob = os.urandom((5 << 20) + 1)
+        parts = []
+        for n in range(1, 34):
+            r = s3.upload_part(Bucket=bucket, Key="many", UploadId=uid, PartNumber=n,
+                               Body=pblob[:len(pblob) - (n & 1)])
+            parts.append({"PartNumber": n, "ETag": r["ETag"]})
+        s3.complete_multipart_upload(Bucket=bucket, Key="many", UploadId=uid,
+                                     MultipartUpload={"Parts": parts})
+        off = 0
+        for n in range(1, 34):
+            ln = len(pblob) - (n & 1)
+            if n in (1, 2, 17, 33):
+                hh = s3.head_object(Bucket=bucket, Key="many", PartNumber=n)
+                assert hh["ContentLength"] == ln and hh["PartsCount"] == 33, (n, hh)
+                assert hh["ContentRange"].startswith(f"bytes {off}-{off + ln - 1}/"), (n, hh)
+                assert hh["Metadata"] == {"pad": "m" * 3800}, n
+            off += ln
+        g = s3.get_object(Bucket=bucket, Key="many", PartNumber=2)
+        assert g["Body"].read() == pblob, f"{tag} part 2 of the many-part object"
+        s3.delete_object(Bucket=bucket, Key="many")
     # a plain object: part 1 is all of it, there is no part 2
     s3.put_object(Bucket=bucket, Key="plain", Body=b"0123456789")
     g = s3.get_object(Bucket=bucket, Key="plain", PartNumber=1)
