@@ -1072,6 +1072,16 @@ test_multipart_checksums(void **state)
 	request("GET", "/cks/single?partNumber=2", NULL, NULL, 0, &r);
 	expect_error(&r, 416, "InvalidPartNumber");
 	resp_free(&r);
+	/* a single PUT's checksum is of the FULL_OBJECT type */
+	b64_be(s3_crc32(0, "hello", 5), 4, comp);
+	snprintf(want, sizeof(want), "x-amz-checksum-crc32: %s\r\n", comp);
+	request("PUT", "/cks/single", want, "hello", 5, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("HEAD", "/cks/single", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
+	assert_true(has_hdr(&r, want));
+	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
+	resp_free(&r);
 
 	/* FULL_OBJECT CRC32: the whole object's CRC, combined from the parts'; a part listed
 	 * twice with its own ETag counts once, with another ETag it is out of order */
