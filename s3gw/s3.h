@@ -186,10 +186,15 @@ bool s3_md5x8_supported(void);
 
 uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);     /* zlib/gzip CRC-32 */
 uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n); /* CRC-64/NVME */
+/* CRC of A || B from CRC(A), CRC(B) and |B|, without the bytes (CRC32C: ec_crc32c_combine). */
+uint32_t s3_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+uint64_t s3_crc64nvme_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b);
 
 /* "crc32" -> S3_CK_CRC32 ... ("CRC32C" too, any case); 0 when unknown. */
 unsigned s3_ck_from_name(const char *name, size_t n);
-const char *s3_ck_name(unsigned ck); /* lower case: "crc32", "crc64nvme", ... */
+const char *s3_ck_name(unsigned ck);  /* lower case: "crc32", "crc64nvme", ... */
+const char *s3_ck_label(unsigned ck); /* as S3 names it on the wire: "CRC32C", "SHA256" */
+unsigned s3_ck_bytes(unsigned ck);    /* digest length: 4, 4, 8, 20, 32; 0 unknown */
 /* The S3 header value (base64 of the big-endian digest) of one algorithm; out >= 48 bytes. */
 void s3_ck_value(const struct s3_sum_out *o, unsigned ck, char *out);
 

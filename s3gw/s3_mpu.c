@@ -60,6 +60,18 @@ s3_mpu_rec_ck(const struct mpu_rec *r)
 	return n > 0 ? s3_ck_from_name(v, (size_t)n) : 0;
 }
 
+/* FULL_OBJECT or COMPOSITE, as recorded at create ("zest-ckt"); CRC64NVME is always full. */
+static bool
+rec_full(const struct mpu_rec *r)
+{
+	const char *v;
+	int n = s3_attr_get(r->info.attrs, r->info.attrs_len, "zest-ckt", &v);
+
+	if (n > 0)
+		return n == 11 && strncmp(v, "FULL_OBJECT", 11) == 0;
+	return s3_mpu_rec_ck(r) == S3_CK_CRC64NVME;
+}
+
 /* ------------------------------------------------------------------ multipart */
 
 int
@@ -74,6 +86,7 @@ s3_op_mpu_create(struct s3_req *rq)
 	int rc;
 	struct s3_bucket_info bi;
 	unsigned ck = 0;
+	bool full;
 
 	rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
 	if (rc < 0)
@@ -82,6 +95,30 @@ s3_op_mpu_create(struct s3_req *rq)
 		ck = s3_ck_from_name(v, strlen(v));
 		if (!ck)
 			return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Unknown checksum algorithm");
+	}
+	/* S3's default type: COMPOSITE, except CRC64NVME which only has FULL_OBJECT; SHA-1
+	 * and SHA-256 cannot be combined, so they have no FULL_OBJECT */
+	full = ck == S3_CK_CRC64NVME;
+	if (s3_rq_hdr_str(rq, "x-amz-checksum-type", v, sizeof(v))) {
+		if (strcasecmp(v, "FULL_OBJECT") == 0)
+			full = true;
+		else if (strcasecmp(v, "COMPOSITE") == 0)
+			full = false;
+		else
+			return s3_rq_error(rq, S3E_INVALID_REQUEST,
+			                   "Value for x-amz-checksum-type header is invalid.");
+		if (!ck)
+			return s3_rq_error(rq, S3E_INVALID_REQUEST,
+			                   "The x-amz-checksum-type header can only be used with "
+			                   "the x-amz-checksum-algorithm header.");
+	}
+	if (ck && full != (ck == S3_CK_CRC64NVME) && ck != S3_CK_CRC32 && ck != S3_CK_CRC32C) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg),
+		         "The %s checksum type cannot be used with the %s checksum algorithm.",
+		         full ? "FULL_OBJECT" : "COMPOSITE", s3_ck_label(ck));
+		return s3_rq_error(rq, S3E_INVALID_REQUEST, msg);
 	}
 	if (RAND_bytes(rnd, 8) != 1)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
@@ -94,10 +131,14 @@ s3_op_mpu_create(struct s3_req *rq)
 	}
 	s3_hex(rnd, 16, uid);
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
-	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);
+	/* room left for what Complete adds: checksum, its type, zest-upload, zest-parts */
+	s3_buf_init(&attrs, S3_ATTRS_MAX - 256);
 	s3_attrs_collect(rq, &attrs);
-	if (ck)
+	if (ck) {
 		s3_attr_add(&attrs, "zest-ck", 7, s3_ck_name(ck), strlen(s3_ck_name(ck)));
+		s3_attr_add(&attrs, "zest-ckt", 8, full ? "FULL_OBJECT" : "COMPOSITE",
+		            full ? 11 : 9);
+	}
 	if (attrs.err) {
 		s3_buf_fini(&attrs);
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Metadata too large");
@@ -130,7 +171,9 @@ s3_op_mpu_create(struct s3_req *rq)
 
 		s3_buf_init(&ex, 256);
 		if (ck)
-			s3_buf_printf(&ex, "x-amz-checksum-algorithm: %s\r\n", s3_ck_name(ck));
+			s3_buf_printf(&ex,
+			              "x-amz-checksum-algorithm: %s\r\nx-amz-checksum-type: %s\r\n",
+			              s3_ck_label(ck), full ? "FULL_OBJECT" : "COMPOSITE");
 		s3_resp_xml(rq, 200, &ex, &x);
 		s3_buf_fini(&ex);
 	}
@@ -180,21 +223,143 @@ part_number(const char *key)
 	return s ? (unsigned)strtoul(s + 1, NULL, 10) : 0;
 }
 
+/*
+ * Part list checks that need no backend: ascending part numbers. A part named twice in a
+ * row with the same ETag (a client that retried while building its list) counts once, as
+ * in S3; the same number with another ETag is InvalidPartOrder.
+ */
+static enum s3_err
+complete_normalize(struct s3_complete_req *cr)
+{
+	size_t o = 1;
+
+	for (size_t i = 1; i < cr->n; i++) {
+		const struct s3_complete_part *prev = &cr->parts[o - 1];
+
+		if (cr->parts[i].number < prev->number)
+			return S3E_INVALID_PART_ORDER;
+		if (cr->parts[i].number == prev->number) {
+			if (strcmp(cr->parts[i].etag, prev->etag) != 0)
+				return S3E_INVALID_PART_ORDER;
+			continue;
+		}
+		cr->parts[o++] = cr->parts[i];
+	}
+	cr->n = o;
+	return S3_OK;
+}
+
+static void
+complete_reply(struct s3_req *rq, const char *etag, unsigned ck, const char *ckval, bool full)
+{
+	struct s3_buf x, loc;
+	const struct s3_hdr *host = s3_rq_hdr(rq, "host");
+
+	s3_buf_init(&x, 16384);
+	s3_buf_adds(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_NS "\"><Location>");
+	s3_buf_init(&loc, 8192);
+	s3_buf_printf(&loc, "%s://", rq->cfg->tls_cert ? "https" : "http");
+	if (host)
+		s3_buf_add(&loc, host->val, host->val_len);
+	else
+		s3_buf_adds(&loc, "localhost");
+	s3_buf_printf(&loc, "/%s/", rq->bucket);
+	s3_buf_add_uri(&loc, rq->key, strlen(rq->key), true);
+	s3_buf_add_xml(&x, loc.p, loc.len);
+	s3_buf_fini(&loc);
+	s3_buf_adds(&x, "</Location><Bucket>");
+	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
+	s3_buf_adds(&x, "</Bucket>");
+	s3_xml_key(&x, "Key", rq->key, false);
+	s3_buf_printf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+	if (ck)
+		s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s><ChecksumType>%s</ChecksumType>",
+		              s3_ck_label(ck), ckval, s3_ck_label(ck),
+		              full ? "FULL_OBJECT" : "COMPOSITE");
+	s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
+	s3_resp_xml(rq, 200, NULL, &x);
+	s3_buf_fini(&x);
+}
+
+/*
+ * A Complete of an upload that is already complete -- a client retrying after a lost
+ * reply, or the loser of two concurrent Completes -- gets the first one's reply, as in
+ * S3, when the object is still the one that upload made ("zest-upload:<id>") from the
+ * same parts (same ETag). Returns 0 answered, -ENOENT not that case.
+ */
+static int
+complete_retry(struct s3_req *rq, const char *uid, const struct s3_complete_req *cr)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	char etag[48], ckval[80] = "", tname[16] = "";
+	const char *v;
+	unsigned ck = 0;
+	int vl;
+
+	if (!info)
+		return -ENOENT;
+	if (rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) < 0 ||
+	    (vl = s3_attr_get(info->attrs, info->attrs_len, "zest-upload", &v)) != 32 ||
+	    strncmp(v, uid, 32) != 0 || s3_mpu_etag(cr, etag) < 0 ||
+	    strcmp(etag, info->etag) != 0) {
+		free(info);
+		return -ENOENT;
+	}
+	for (unsigned c = S3_CK_CRC32; c <= S3_CK_SHA256 && !ck; c <<= 1) {
+		char name[48];
+
+		snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(c));
+		vl = s3_attr_get(info->attrs, info->attrs_len, name, &v);
+		if (vl > 0 && (size_t)vl < sizeof(ckval)) {
+			ck = c;
+			memcpy(ckval, v, (size_t)vl);
+			ckval[vl] = '\0';
+		}
+	}
+	vl = s3_attr_get(info->attrs, info->attrs_len, "x-amz-checksum-type", &v);
+	if (vl > 0 && (size_t)vl < sizeof(tname))
+		memcpy(tname, v, (size_t)vl);
+	free(info);
+	complete_reply(rq, etag, ck, ckval, strcmp(tname, "FULL_OBJECT") == 0);
+	return 0;
+}
+
+/* The object checksum a Complete request names: x-amz-checksum-<alg>, if any. */
+static unsigned
+complete_hdr_ck(const struct s3_req *rq, char val[80])
+{
+	for (unsigned i = 0; i < rq->http.nhdr; i++) {
+		const struct s3_hdr *h = &rq->http.hdr[i];
+		unsigned ck;
+
+		if (h->name_len <= 15 || strncasecmp(h->name, "x-amz-checksum-", 15) != 0)
+			continue;
+		ck = s3_ck_from_name(h->name + 15, h->name_len - 15);
+		if (ck && h->val_len < 80) {
+			memcpy(val, h->val, h->val_len);
+			val[h->val_len] = '\0';
+			return ck;
+		}
+	}
+	return 0;
+}
+
 int
 s3_mpu_complete_end(struct s3_req *rq)
 {
 	struct s3_complete_req cr;
-	struct s3_list_result parts;
+	struct s3_list_result parts = { 0 };
 	struct mpu_rec *r;
-	char uid[64];
+	char uid[64], msg[160] = "";
 	struct s3_objref *refs = NULL;
 	char **pkeys = NULL;
-	EVP_MD_CTX *md = NULL;
-	uint8_t *cks = NULL;
-	size_t ckl = 0;
-	unsigned ck;
-	char etag[48], ckval[64] = "";
+	struct s3_mpu_sum ms;
+	struct s3_ptab pt;
+	unsigned ck, hck;
+	bool full;
+	char etag[48], ckval[80] = "", hval[80] = "", tv[32];
 	struct s3_obj_info *info = NULL;
+	struct s3_buf attrs;
 	enum s3_err e;
 	int rc;
 
@@ -210,21 +375,41 @@ s3_mpu_complete_end(struct s3_req *rq)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	rc = s3_mpu_load(rq, uid, r);
 	ck = s3_mpu_rec_ck(r);
+	full = rec_full(r);
+	s3_mpu_sum_init(&ms, 0, false);
+	s3_ptab_init(&pt);
+	s3_buf_init(&attrs, S3_ATTRS_MAX);
+	memset(&cr, 0, sizeof(cr));
+	e = s3_xml_parse_complete(rq->body.p ? rq->body.p : "", rq->body.len, &cr) < 0
+	            ? S3E_MALFORMED_XML
+	            : complete_normalize(&cr);
 	if (rc < 0) {
-		s3_buf_fini(&r->key);
-		free(r);
-		return s3_rq_backend_error(rq, rc);
+		if (s3_err_from_errno(rc) == S3E_NO_SUCH_UPLOAD && !e &&
+		    complete_retry(rq, uid, &cr) == 0)
+			goto done;
+		e = s3_err_from_errno(rc);
+		goto fail;
 	}
-	if (s3_xml_parse_complete(rq->body.p ? rq->body.p : "", rq->body.len, &cr) < 0) {
-		s3_buf_fini(&r->key);
-		free(r);
-		return s3_rq_error(rq, S3E_MALFORMED_XML, NULL);
+	if (e)
+		goto fail;
+	hck = complete_hdr_ck(rq, hval);
+	if (hck && hck != ck) {
+		e = S3E_INVALID_REQUEST;
+		snprintf(msg, sizeof(msg),
+		         ck ? "The upload was created using the %s checksum algorithm."
+		            : "The upload was created without a checksum algorithm.%s",
+		         ck ? s3_ck_label(ck) : "");
+		goto fail;
 	}
-	for (size_t i = 1; i < cr.n; i++)
-		if (cr.parts[i].number <= cr.parts[i - 1].number) {
-			e = S3E_INVALID_PART_ORDER;
-			goto fail;
-		}
+	if (s3_rq_hdr_str(rq, "x-amz-checksum-type", tv, sizeof(tv)) &&
+	    (!ck || strcasecmp(tv, full ? "FULL_OBJECT" : "COMPOSITE") != 0)) {
+		e = S3E_INVALID_REQUEST;
+		snprintf(msg, sizeof(msg), "The upload was created using the %s checksum type.",
+		         !ck    ? "no"
+		         : full ? "FULL_OBJECT"
+		                : "COMPOSITE");
+		goto fail;
+	}
 	rc = mpu_list_parts(rq, uid, &parts);
 	if (rc < 0) {
 		e = s3_err_from_errno(rc);
@@ -232,99 +417,68 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	refs = calloc(cr.n, sizeof(*refs));
 	pkeys = calloc(cr.n, sizeof(*pkeys));
-	md = EVP_MD_CTX_new();
-	cks = malloc(cr.n * 32 + 1);
-	if (!refs || !pkeys || !md || !cks || !EVP_DigestInit_ex(md, EVP_md5(), NULL)) {
+	if (!refs || !pkeys || s3_mpu_sum_init(&ms, ck, full) < 0) {
 		e = S3E_INTERNAL;
-		goto fail_parts;
+		goto fail;
 	}
-	{
-		size_t j = 0;
+	for (size_t i = 0, j = 0; i < cr.n; i++) {
+		const struct s3_complete_part *cp = &cr.parts[i];
+		unsigned want = ck ? ck : cp->ck;
+		char stored[64];
 
-		for (size_t i = 0; i < cr.n; i++) {
-			uint8_t bin[16];
-			int n;
-
-			while (j < parts.n &&
-			       part_number(parts.entries[j].key) < cr.parts[i].number)
-				j++;
-			if (j == parts.n ||
-			    part_number(parts.entries[j].key) != cr.parts[i].number ||
-			    strcmp(parts.entries[j].etag, cr.parts[i].etag) != 0) {
-				e = S3E_INVALID_PART;
-				goto fail_parts;
-			}
-			if (i + 1 < cr.n && parts.entries[j].size < MIN_PART) {
-				e = S3E_ENTITY_TOO_SMALL;
-				goto fail_parts;
-			}
-			n = 0;
-			for (int k = 0; k < 16; k++) {
-				unsigned v;
-
-				if (sscanf(parts.entries[j].etag + 2 * k, "%2x", &v) != 1)
-					break;
-				bin[k] = (uint8_t)v;
-				n++;
-			}
-			if (n != 16) {
-				e = S3E_INVALID_PART;
-				goto fail_parts;
-			}
-			EVP_DigestUpdate(md, bin, 16);
-			pkeys[i] = parts.entries[j].key;
-			refs[i].bucket = rq->bucket;
-			refs[i].key = pkeys[i];
-			if (ck) {
-				struct s3_obj_info *pi = malloc(sizeof(*pi));
-				const char *v;
-				char name[48];
-				int vl;
-
-				snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
-				if (!pi ||
-				    rq->be->stat(rq->be->ctx, rq->bucket, pkeys[i], pi) < 0 ||
-				    (vl = s3_attr_get(pi->attrs, pi->attrs_len, name, &v)) <= 0 ||
-				    vl >= 64) {
-					free(pi);
-					e = S3E_INVALID_PART;
-					goto fail_parts;
-				}
-				{
-					char tmp[64];
-					int dl;
-
-					memcpy(tmp, v, (size_t)vl);
-					tmp[vl] = '\0';
-					dl = s3_b64_decode(tmp, (size_t)vl, cks + ckl, 32);
-					free(pi);
-					if (dl < 0) {
-						e = S3E_INVALID_PART;
-						goto fail_parts;
-					}
-					if (cr.parts[i].ck == ck &&
-					    strcmp(cr.parts[i].checksum, tmp) != 0) {
-						e = S3E_INVALID_PART;
-						goto fail_parts;
-					}
-					ckl += (size_t)dl;
-				}
-			}
+		while (j < parts.n && part_number(parts.entries[j].key) < cp->number)
+			j++;
+		if (j == parts.n || part_number(parts.entries[j].key) != cp->number ||
+		    strcmp(parts.entries[j].etag, cp->etag) != 0) {
+			e = S3E_INVALID_PART;
+			goto fail;
+		}
+		if (i + 1 < cr.n && parts.entries[j].size < MIN_PART) {
+			e = S3E_ENTITY_TOO_SMALL;
+			goto fail;
+		}
+		pkeys[i] = parts.entries[j].key;
+		refs[i].bucket = rq->bucket;
+		refs[i].key = pkeys[i];
+		s3_ptab_add(&pt, parts.entries[j].size);
+		if (!want)
+			continue;
+		/* the part's stored checksum: what a ChecksumXXX in the list must equal, and
+		 * what the object checksum is made of */
+		rc = s3_mpu_part_checksum(rq, pkeys[i], want, stored);
+		if (rc < 0 || (ck && rc == 0) || (ck && cp->ck && cp->ck != ck) ||
+		    (rc == 1 && cp->ck && strcmp(cp->checksum, stored) != 0)) {
+			e = rc < 0 && s3_err_from_errno(rc) != S3E_NO_SUCH_KEY
+			            ? s3_err_from_errno(rc)
+			            : S3E_INVALID_PART;
+			if (e == S3E_INVALID_PART && rc >= 0)
+				snprintf(
+				        msg, sizeof(msg),
+				        "The checksum of part %u does not match the uploaded part.",
+				        cp->number);
+			goto fail;
+		}
+		if (ck && s3_mpu_sum_add(&ms, stored, parts.entries[j].size) < 0) {
+			e = S3E_INVALID_PART;
+			goto fail;
 		}
 	}
-	{
-		uint8_t d[16];
-
-		EVP_DigestFinal_ex(md, d, NULL);
-		s3_hex(d, 16, etag);
-		snprintf(etag + 32, sizeof(etag) - 32, "-%zu", cr.n);
+	if (s3_mpu_etag(&cr, etag) < 0) {
+		e = S3E_INVALID_PART;
+		goto fail;
+	}
+	s3_mpu_sum_value(&ms, ckval);
+	if (hck && !s3_mpu_ck_matches(ckval, hval, !full)) {
+		e = S3E_BAD_DIGEST;
+		snprintf(msg, sizeof(msg),
+		         "The %s you specified did not match the calculated checksum.",
+		         s3_ck_label(hck));
+		goto fail;
 	}
 	{
-		struct s3_buf attrs;
 		size_t i = 0;
 		const char *a = r->info.attrs;
 
-		s3_buf_init(&attrs, S3_ATTRS_MAX);
 		while (i < r->info.attrs_len) {
 			const char *eol = memchr(a + i, '\n', r->info.attrs_len - i);
 			size_t ll = eol ? (size_t)(eol - a - i) : r->info.attrs_len - i;
@@ -335,31 +489,31 @@ s3_mpu_complete_end(struct s3_req *rq)
 			}
 			i += ll + 1;
 		}
-		if (ck) {
-			struct s3_sum s;
-			struct s3_sum_out o;
-			char name[48];
-			size_t l;
+	}
+	if (ck) {
+		char name[48];
 
-			s3_sum_init(&s, ck);
-			s3_sum_update(&s, cks, ckl);
-			s3_sum_final(&s, &o);
-			s3_sum_fini(&s);
-			s3_ck_value(&o, ck, ckval);
-			l = strlen(ckval);
-			snprintf(ckval + l, sizeof(ckval) - l, "-%zu", cr.n);
-			snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
-			s3_attr_add(&attrs, name, strlen(name), ckval, strlen(ckval));
-		}
-		info = malloc(sizeof(*info));
-		rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
-		                            etag, attrs.p ? attrs.p : "", attrs.len, info)
-		          : -ENOMEM;
-		s3_buf_fini(&attrs);
-		if (rc < 0) {
-			e = s3_err_from_errno(rc);
-			goto fail_parts;
-		}
+		snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(ck));
+		s3_attr_add(&attrs, name, strlen(name), ckval, strlen(ckval));
+		s3_attr_add(&attrs, "x-amz-checksum-type", 19, full ? "FULL_OBJECT" : "COMPOSITE",
+		            full ? 11 : 9);
+	}
+	s3_attr_add(&attrs, "zest-upload", 11, uid, strlen(uid));
+	rc = s3_ptab_store(rq, uid, &pt, &attrs);
+	if (rc < 0) {
+		e = s3_err_from_errno(rc);
+		goto fail;
+	}
+	info = malloc(sizeof(*info));
+	rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true, etag,
+	                            attrs.p ? attrs.p : "", attrs.len, info)
+	          : -ENOMEM;
+	if (rc < 0) {
+		/* a concurrent Complete of the same upload won the race for the parts */
+		if (s3_err_from_errno(rc) == S3E_INVALID_PART && complete_retry(rq, uid, &cr) == 0)
+			goto done;
+		e = s3_err_from_errno(rc);
+		goto fail;
 	}
 	/* parts uploaded but not named in the list, then the upload record */
 	for (size_t j = 0; j < parts.n; j++) {
@@ -373,62 +527,26 @@ s3_mpu_complete_end(struct s3_req *rq)
 	{
 		char rk[160];
 		bool existed;
-		struct s3_buf x;
-		const struct s3_hdr *host = s3_rq_hdr(rq, "host");
 
 		snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
 		rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, rk, &existed);
-		s3_buf_init(&x, 16384);
-		s3_buf_adds(&x, XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_NS
-		                         "\"><Location>");
-		{
-			struct s3_buf loc;
-
-			s3_buf_init(&loc, 8192);
-			s3_buf_printf(&loc, "%s://", rq->cfg->tls_cert ? "https" : "http");
-			if (host)
-				s3_buf_add(&loc, host->val, host->val_len);
-			s3_buf_printf(&loc, "/%s/", rq->bucket);
-			s3_buf_add_uri(&loc, rq->key, strlen(rq->key), true);
-			s3_buf_add_xml(&x, loc.p, loc.len);
-			s3_buf_fini(&loc);
-		}
-		s3_buf_adds(&x, "</Location><Bucket>");
-		s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
-		s3_buf_adds(&x, "</Bucket>");
-		s3_xml_key(&x, "Key", rq->key, false);
-		s3_buf_printf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
-		if (ck)
-			s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s>",
-			              ck == S3_CK_CRC32       ? "CRC32"
-			              : ck == S3_CK_CRC32C    ? "CRC32C"
-			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
-			              : ck == S3_CK_SHA1      ? "SHA1"
-			                                      : "SHA256",
-			              ckval,
-			              ck == S3_CK_CRC32       ? "CRC32"
-			              : ck == S3_CK_CRC32C    ? "CRC32C"
-			              : ck == S3_CK_CRC64NVME ? "CRC64NVME"
-			              : ck == S3_CK_SHA1      ? "SHA1"
-			                                      : "SHA256");
-		s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
-		s3_resp_xml(rq, 200, NULL, &x);
-		s3_buf_fini(&x);
 	}
+	complete_reply(rq, etag, ck, ckval, full);
+done:
 	e = S3_OK;
-fail_parts:
-	s3_list_result_fini(&parts);
 fail:
+	s3_list_result_fini(&parts);
+	s3_buf_fini(&attrs);
+	s3_ptab_fini(&pt);
+	s3_mpu_sum_fini(&ms);
 	free(info);
 	free(refs);
 	free(pkeys);
-	free(cks);
-	EVP_MD_CTX_free(md);
 	s3_complete_req_fini(&cr);
 	s3_buf_fini(&r->key);
 	free(r);
 	if (e)
-		return s3_rq_error(rq, e, NULL);
+		return s3_rq_error(rq, e, msg[0] ? msg : NULL);
 	return 0;
 }
 
@@ -471,8 +589,8 @@ s3_op_list_parts(struct s3_req *rq)
 	unsigned long max_parts = 1000, marker = 0;
 	struct s3_buf x;
 	size_t shown = 0;
-	unsigned last = 0;
-	bool truncated = false;
+	unsigned last = 0, ck;
+	bool truncated = false, full;
 	int rc;
 
 	if (!r)
@@ -487,6 +605,8 @@ s3_op_list_parts(struct s3_req *rq)
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
 	}
 	rc = s3_mpu_load(rq, uid, r);
+	ck = s3_mpu_rec_ck(r);
+	full = rec_full(r);
 	s3_buf_fini(&r->key);
 	free(r);
 	if (rc < 0)
@@ -505,6 +625,11 @@ s3_op_list_parts(struct s3_req *rq)
 	              "<Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>"
 	              "<StorageClass>STANDARD</StorageClass><MaxParts>%lu</MaxParts>",
 	              uid, marker, max_parts);
+	if (ck)
+		s3_buf_printf(&x,
+		              "<ChecksumAlgorithm>%s</ChecksumAlgorithm>"
+		              "<ChecksumType>%s</ChecksumType>",
+		              s3_ck_label(ck), full ? "FULL_OBJECT" : "COMPOSITE");
 	for (size_t j = 0; j < parts.n; j++) {
 		unsigned pn = part_number(parts.entries[j].key);
 		char t[32];
@@ -518,8 +643,17 @@ s3_op_list_parts(struct s3_req *rq)
 		s3_xml_time(parts.entries[j].mtime_ns, t);
 		s3_buf_printf(&x,
 		              "<Part><PartNumber>%u</PartNumber><LastModified>%s</LastModified>"
-		              "<ETag>&quot;%s&quot;</ETag><Size>%lu</Size></Part>",
+		              "<ETag>&quot;%s&quot;</ETag><Size>%lu</Size>",
 		              pn, t, parts.entries[j].etag, (unsigned long)parts.entries[j].size);
+		if (ck) {
+			char v[64];
+
+			/* the listing has no attributes: one Stat per part shown */
+			if (s3_mpu_part_checksum(rq, parts.entries[j].key, ck, v) == 1)
+				s3_buf_printf(&x, "<Checksum%s>%s</Checksum%s>", s3_ck_label(ck), v,
+				              s3_ck_label(ck));
+		}
+		s3_buf_adds(&x, "</Part>");
 		shown++;
 		last = pn;
 	}
@@ -537,6 +671,8 @@ struct upl {
 	char *key;
 	char uid[33];
 	uint64_t mtime_ns;
+	unsigned ck;
+	bool full;
 };
 
 /* Open uploads per bucket we list; more is 500, never a short list. */
@@ -628,6 +764,8 @@ s3_op_list_uploads(struct s3_req *rq)
 			u[nu].key = strdup(r->key.p);
 			snprintf(u[nu].uid, sizeof(u[nu].uid), "%s", id + 1);
 			u[nu].mtime_ns = lr.entries[i].mtime_ns;
+			u[nu].ck = s3_mpu_rec_ck(r);
+			u[nu].full = rec_full(r);
 			if (u[nu].key)
 				nu++;
 		}
@@ -678,8 +816,15 @@ s3_op_list_uploads(struct s3_req *rq)
 		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
 		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
 		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
-		              "<Initiated>%s</Initiated></Upload>",
+		              "<Initiated>%s</Initiated>",
 		              u[i].uid, t);
+		if (u[i].ck)
+			s3_buf_printf(&ux,
+			              "<ChecksumAlgorithm>%s</ChecksumAlgorithm>"
+			              "<ChecksumType>%s</ChecksumType>",
+			              s3_ck_label(u[i].ck),
+			              u[i].full ? "FULL_OBJECT" : "COMPOSITE");
+		s3_buf_adds(&ux, "</Upload>");
 		next = i;
 		next_cpl = 0;
 		shown++;

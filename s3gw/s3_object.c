@@ -24,6 +24,8 @@ struct get_ctx {
 	uint64_t first, last; /* inclusive; last UINT64_MAX: to the end */
 	uint64_t off, len;
 	bool not_modified;
+	unsigned part_count; /* ?partNumber= of a multipart object: its x-amz-mp-parts-count */
+	char part_etag[S3_ETAG_MAX]; /* ?partNumber=: the object the part table came from */
 };
 
 /* Parse "bytes=a-b" / "bytes=a-" / "bytes=-n". Returns 1 valid single range, 0 ignore. */
@@ -146,6 +148,8 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 	}
 	if (e)
 		return s3_backend_err(e);
+	if (g->part_etag[0] && strcmp(g->part_etag, info->etag) != 0)
+		return s3_backend_err(S3E_SLOW_DOWN); /* replaced since the Stat: retry */
 	g->off = 0;
 	g->len = info->size;
 	if (g->has_range) {
@@ -170,6 +174,8 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 	if (status == 206)
 		s3_buf_printf(&ex, "Content-Range: bytes %lu-%lu/%lu\r\n", (unsigned long)g->off,
 		              (unsigned long)(g->off + g->len - 1), (unsigned long)info->size);
+	if (g->part_count)
+		s3_buf_printf(&ex, "x-amz-mp-parts-count: %u\r\n", g->part_count);
 	rc = s3_resp_head(rq, status, &ex, g->len);
 	s3_buf_fini(&ex);
 	return rc < 0 ? rc : 0;
@@ -183,6 +189,63 @@ get_emit(void *arg, const uint8_t *p, size_t n)
 	return s3_resp_data(g->rq, p, n);
 }
 
+/*
+ * ?partNumber=N: part N of a multipart object as a range (206, Content-Range and
+ * x-amz-mp-parts-count), from the part table Complete recorded. On an object of one
+ * PUT, part 1 is the whole object (206 too, as S3 answers) and there is no other part.
+ * Returns 0 with g set, 1 when answered (an error), < 0 a backend error.
+ */
+static int
+get_part_range(struct s3_req *rq, const char *num, struct get_ctx *g)
+{
+	unsigned long pn;
+	struct s3_obj_info *info;
+	uint64_t off, len;
+	unsigned count;
+	int rc;
+
+	if (s3_parse_uint(num, 100000, &pn) < 0 || pn < 1 || pn > S3_PARTS_MAX) {
+		s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+		            "Part number must be an integer between 1 and 10000, inclusive");
+		return 1;
+	}
+	if (s3_rq_hdr(rq, "range")) {
+		s3_rq_error(rq, S3E_INVALID_REQUEST,
+		            "Cannot specify both Range header and partNumber query parameter");
+		return 1;
+	}
+	info = malloc(sizeof(*info));
+	if (!info)
+		return -ENOMEM;
+	rc = rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info);
+	if (rc == 0)
+		rc = s3_ptab_locate(rq, info, (unsigned)pn, &off, &len, &count);
+	if (rc == -ERANGE) {
+		struct s3_buf x;
+
+		free(info);
+		s3_buf_init(&x, 4096);
+		s3_xml_error(&x, "InvalidPartNumber", "The requested partnumber is not satisfiable",
+		             rq->resource, rq->id);
+		s3_resp_xml(rq, 416, NULL, &x);
+		s3_buf_fini(&x);
+		return 1;
+	}
+	if (rc < 0) {
+		free(info);
+		return rc;
+	}
+	snprintf(g->part_etag, sizeof(g->part_etag), "%s", info->etag);
+	free(info);
+	g->part_count = rc == 0 ? count : 0;
+	if (len) { /* an empty object has no range to give: 200 */
+		g->has_range = true;
+		g->first = off;
+		g->last = off + len - 1;
+	}
+	return 0;
+}
+
 int
 s3_op_get_object(struct s3_req *rq)
 {
@@ -190,8 +253,18 @@ s3_op_get_object(struct s3_req *rq)
 	char rv[128];
 	int rc;
 
-	if (s3_rq_hdr_str(rq, "range", rv, sizeof(rv)))
+	rc = s3_rq_query(rq, "partNumber", rv, sizeof(rv));
+	if (rc != 0) {
+		if (rc < 0)
+			rv[0] = '\0'; /* undecodable: refused as not a number */
+		rc = get_part_range(rq, rv, &g);
+		if (rc > 0)
+			return 0;
+		if (rc < 0)
+			return s3_rq_backend_error(rq, rc);
+	} else if (s3_rq_hdr_str(rq, "range", rv, sizeof(rv))) {
 		g.has_range = parse_range(rv, &g) == 1;
+	}
 	if (rq->is_head) {
 		struct s3_obj_info *info = malloc(sizeof(*info));
 
@@ -478,7 +551,7 @@ s3_put_end(struct s3_req *rq)
 
 		snprintf(msg, sizeof(msg),
 		         "The %s you specified did not match the calculated checksum.",
-		         s3_ck_name(p->hdr_ck));
+		         s3_ck_label(p->hdr_ck));
 		return s3_rq_error(rq, S3E_BAD_DIGEST, msg);
 	}
 	if (rq->aws_chunked && !rq->aws.trailer_ck && s3_rq_hdr(rq, "x-amz-trailer"))
@@ -490,7 +563,7 @@ s3_put_end(struct s3_req *rq)
 
 			snprintf(msg, sizeof(msg),
 			         "The %s you specified did not match the calculated checksum.",
-			         s3_ck_name(rq->aws.trailer_ck));
+			         s3_ck_label(rq->aws.trailer_ck));
 			return s3_rq_error(rq, S3E_BAD_DIGEST, msg);
 		}
 	}
@@ -499,6 +572,9 @@ s3_put_end(struct s3_req *rq)
 
 		snprintf(name, sizeof(name), "x-amz-checksum-%s", s3_ck_name(p->want_ck));
 		s3_attr_add(&p->attrs, name, strlen(name), ckv, strlen(ckv));
+		/* a single-request object's checksum covers the whole object */
+		if (!p->is_part)
+			s3_attr_add(&p->attrs, "x-amz-checksum-type", 19, "FULL_OBJECT", 11);
 	}
 	if (p->attrs.err)
 		return s3_rq_error(

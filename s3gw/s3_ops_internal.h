@@ -9,6 +9,7 @@
  *   s3_object.c  GET / HEAD / DELETE, PUT of objects and parts, DeleteObjects
  *   s3_mpu.c     multipart uploads: create, complete, abort, list parts and uploads
  *   s3_refuse.c  requests naming features zest lacks (SSE, ACLs, tags, lock, versions)
+ *   s3_mpu_parts.c  multipart object checksums from the parts' and the part table
  *
  * Everything here runs on the worker that serves the request (see s3_internal.h).
  * Replies: the s3_rq_* error helpers answer the request and return 0.
@@ -16,7 +17,10 @@
  * Multipart state lives in the backend as ordinary objects in S3_RESERVED_BUCKET (a name
  * no client can create or address, since it starts with a dot):
  *   u/<bucket>/<upload-id>       upload record: content = the object key, attrs = the
- *                                object's attributes + "zest-ck:<algorithm>"
+ *                                object's attributes + "zest-ck:<algorithm>" and
+ *                                "zest-ckt:COMPOSITE|FULL_OBJECT"
+ *   t/<bucket>/<upload-id>       part table of a completed object, when too large for its
+ *                                attrs (s3_mpu_parts.c)
  * Parts are objects of the upload's own bucket under S3_PART_PREFIX "<upload-id>/<nnnnn>"
  * (s3.h); their attrs carry the part checksum. Complete asks the backend to Compose the
  * parts into the target object.
@@ -56,6 +60,23 @@ struct s3_put {
 struct mpu_rec {
 	struct s3_buf key;
 	struct s3_obj_info info;
+};
+
+/* Object checksum of a multipart upload, fed each part's checksum in order. */
+struct s3_mpu_sum {
+	unsigned ck; /* S3_CK_*, 0: none */
+	bool full;   /* FULL_OBJECT (CRCs combined) rather than COMPOSITE */
+	size_t nparts;
+	uint64_t size;
+	struct s3_sum sum; /* COMPOSITE: over the binary part checksums */
+	uint64_t crc;      /* FULL_OBJECT: CRC of the parts so far */
+};
+
+/* Run-length part table being built (s3_mpu_parts.c says why run-length). */
+struct s3_ptab {
+	struct s3_buf text;
+	uint64_t run_size;
+	size_t run, n;
 };
 
 /* ---- s3_req.c */
@@ -116,5 +137,32 @@ int s3_op_list_uploads(struct s3_req *rq);
 /* Refuse a request that asks for what zest does not do (see s3_refuse.c), before the
  * dispatch. Returns 1 when it answered with the S3 error, 0 to go on. */
 int s3_refuse_unsupported(struct s3_req *rq);
+/* ---- s3_mpu_parts.c */
+
+int s3_mpu_sum_init(struct s3_mpu_sum *m, unsigned ck, bool full); /* 0 or -ENOMEM */
+/* Fold in one part's checksum (base64 as stored) and size; -EINVAL for a bad value. */
+int s3_mpu_sum_add(struct s3_mpu_sum *m, const char *b64, uint64_t size);
+/* The object's value as S3 reports it (composite: "<base64>-<parts>"); out >= 72 bytes. */
+void s3_mpu_sum_value(struct s3_mpu_sum *m, char *out);
+void s3_mpu_sum_fini(struct s3_mpu_sum *m);
+/* Does a client's value match ours? A composite one may come without "-<parts>". */
+bool s3_mpu_ck_matches(const char *mine, const char *given, bool composite);
+
+/* The multipart ETag of a Complete's part list: MD5 of the binary part MD5s, "-<parts>".
+ * 0, -EINVAL (an ETag that is not an MD5) or -ENOMEM. */
+int s3_mpu_etag(const struct s3_complete_req *cr, char etag[48]);
+/* A part's stored checksum of algorithm ck, base64 into out: 1 found, 0 none, < 0 error. */
+int s3_mpu_part_checksum(struct s3_req *rq, const char *pkey, unsigned ck, char out[64]);
+
+void s3_ptab_init(struct s3_ptab *t);
+void s3_ptab_add(struct s3_ptab *t, uint64_t size);
+/* Record the table: into attrs, or as its own record when too long. 0 or -errno. */
+int s3_ptab_store(struct s3_req *rq, const char *uid, struct s3_ptab *t, struct s3_buf *attrs);
+void s3_ptab_fini(struct s3_ptab *t);
+/* Byte range of part pn of the object info describes, and its part count. Returns 0 for a
+ * multipart object, 1 for a plain one (part 1 is all of it), -ERANGE when there is no
+ * such part, other -errno when the table cannot be read. */
+int s3_ptab_locate(struct s3_req *rq, const struct s3_obj_info *info, unsigned pn, uint64_t *off,
+                   uint64_t *len, unsigned *count);
 
 #endif

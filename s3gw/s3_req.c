@@ -442,7 +442,9 @@ s3_body_collect_verify(struct s3_req *rq)
 	unsigned ck = 0;
 	char ckname[64] = "";
 
-	for (unsigned i = 0; i < rq->http.nhdr; i++) {
+	/* a CompleteMultipartUpload's x-amz-checksum-<alg> is the OBJECT's checksum, not the
+	 * XML body's: s3_mpu.c checks it */
+	for (unsigned i = 0; i < rq->http.nhdr && rq->op != S3_OP_MPU_COMPLETE; i++) {
 		const struct s3_hdr *h = &rq->http.hdr[i];
 
 		if (h->name_len > 15 && h->name_len < 40 &&

@@ -65,6 +65,55 @@ s3_crc32(uint32_t crc, const void *p, size_t n)
 	return crc32_gzip_refl(crc, p, n);
 }
 
+/*
+ * Combining reflected CRCs (zlib's crc32_combine method, for any width up to 64):
+ * crc(A || B) = crc(A) * x^(8 |B|) + crc(B) in GF(2)[x] modulo the polynomial; in the
+ * reflected representation x^0 is the top bit. x^(8n) comes from squaring x^8, one
+ * product per bit of n, so a combine costs O(log n) products and never the bytes.
+ */
+static uint64_t
+gf2_mult(uint64_t a, uint64_t b, uint64_t poly, unsigned width)
+{
+	uint64_t m = 1ull << (width - 1), p = 0;
+
+	while (m) {
+		if (a & m)
+			p ^= b;
+		m >>= 1;
+		b = b & 1 ? (b >> 1) ^ poly : b >> 1;
+	}
+	return p;
+}
+
+static uint64_t
+crc_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b, uint64_t poly, unsigned width)
+{
+	uint64_t xp = 1ull << (width - 2), p = 1ull << (width - 1); /* x^1, x^0 */
+
+	if (len_b == 0)
+		return crc_a ^ crc_b;
+	for (int i = 0; i < 3; i++) /* x^8 */
+		xp = gf2_mult(xp, xp, poly, width);
+	for (; len_b; len_b >>= 1) {
+		if (len_b & 1)
+			p = gf2_mult(xp, p, poly, width);
+		xp = gf2_mult(xp, xp, poly, width);
+	}
+	return gf2_mult(p, crc_a, poly, width) ^ crc_b;
+}
+
+uint32_t
+s3_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	return (uint32_t)crc_combine(crc_a, crc_b, len_b, 0xedb88320u, 32);
+}
+
+uint64_t
+s3_crc64nvme_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b)
+{
+	return crc_combine(crc_a, crc_b, len_b, 0x9a6c9329ac4bc9b5ull, 64);
+}
+
 int
 s3_sum_init(struct s3_sum *s, unsigned mask)
 {
@@ -136,10 +185,14 @@ s3_sum_fini(struct s3_sum *s)
 
 static const struct {
 	unsigned ck;
-	const char *name;
+	const char *name, *label;
+	unsigned bytes;
 } ck_names[] = {
-	{ S3_CK_CRC32, "crc32" }, { S3_CK_CRC32C, "crc32c" }, { S3_CK_CRC64NVME, "crc64nvme" },
-	{ S3_CK_SHA1, "sha1" },   { S3_CK_SHA256, "sha256" },
+	{ S3_CK_CRC32, "crc32", "CRC32", 4 },
+	{ S3_CK_CRC32C, "crc32c", "CRC32C", 4 },
+	{ S3_CK_CRC64NVME, "crc64nvme", "CRC64NVME", 8 },
+	{ S3_CK_SHA1, "sha1", "SHA1", 20 },
+	{ S3_CK_SHA256, "sha256", "SHA256", 32 },
 };
 
 unsigned
@@ -158,6 +211,24 @@ s3_ck_name(unsigned ck)
 		if (ck_names[i].ck == ck)
 			return ck_names[i].name;
 	return "";
+}
+
+const char *
+s3_ck_label(unsigned ck)
+{
+	for (size_t i = 0; i < sizeof(ck_names) / sizeof(ck_names[0]); i++)
+		if (ck_names[i].ck == ck)
+			return ck_names[i].label;
+	return "";
+}
+
+unsigned
+s3_ck_bytes(unsigned ck)
+{
+	for (size_t i = 0; i < sizeof(ck_names) / sizeof(ck_names[0]); i++)
+		if (ck_names[i].ck == ck)
+			return ck_names[i].bytes;
+	return 0;
 }
 
 void

@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include "ec.h"
 #include "mem_backend.h"
 #include "zc.h"
 
@@ -845,9 +846,20 @@ test_multipart_and_delete(void **state)
 	assert_memory_equal(r.body, p1, 5 << 20);
 	assert_memory_equal(r.body + (5 << 20), "tail", 4);
 	resp_free(&r);
-	request("POST", target, NULL, body, strlen(body), &r);
-	expect_error(&r, 404, "NoSuchUpload");
-	resp_free(&r);
+	{
+		/* a retried Complete (the reply was lost) gets the same answer, as in S3 */
+		char *first;
+
+		request("POST", target, NULL, body, strlen(body), &r);
+		first = strdup(r.body);
+		resp_free(&r);
+		request("POST", target, NULL, body, strlen(body), &r);
+		assert_int_equal(r.status, 200);
+		assert_non_null(strstr(r.body, "-2&quot;</ETag>"));
+		assert_string_equal(strstr(r.body, "<Bucket>"), strstr(first, "<Bucket>"));
+		free(first);
+		resp_free(&r);
+	}
 
 	/* abort */
 	request("POST", "/mpu/aborted?uploads", NULL, NULL, 0, &r);
@@ -892,6 +904,371 @@ test_multipart_and_delete(void **state)
 	assert_int_equal(r.status, 204);
 	resp_free(&r);
 	free(p1);
+}
+
+/* ------------------------------------------------------------ multipart checksums */
+
+static void
+mpu_create(const char *key, const char *extra, char uid[40], struct resp *r)
+{
+	char target[256];
+	const char *e;
+
+	snprintf(target, sizeof(target), "/cks/%s?uploads", key);
+	request("POST", target, extra, NULL, 0, r);
+	assert_int_equal(r->status, 200);
+	e = strstr(r->body, "<UploadId>");
+	assert_non_null(e);
+	snprintf(uid, 40, "%.32s", e + 10);
+}
+
+static void
+mpu_part(const char *key, const char *uid, unsigned n, const void *p, size_t len, char etag[40])
+{
+	char target[256];
+	struct resp r;
+	const char *e;
+
+	snprintf(target, sizeof(target), "/cks/%s?partNumber=%u&uploadId=%s", key, n, uid);
+	request("PUT", target, NULL, p, len, &r);
+	assert_int_equal(r.status, 200);
+	e = strcasestr(r.head, "ETag: \"");
+	assert_non_null(e);
+	snprintf(etag, 40, "%.32s", e + 7);
+	resp_free(&r);
+}
+
+static void
+b64_be(uint64_t v, unsigned nb, char *out)
+{
+	uint8_t b[8];
+
+	for (unsigned i = 0; i < nb; i++)
+		b[i] = (uint8_t)(v >> (8 * (nb - 1 - i)));
+	s3_b64_encode(b, nb, out);
+}
+
+static bool
+has_hdr(const struct resp *r, const char *line)
+{
+	return strcasestr(r->head, line) != NULL;
+}
+
+static void
+test_multipart_checksums(void **state)
+{
+	enum { P1 = 5 << 20 };
+	char *p1 = malloc(P1), uid[40], e1[40], e2[40], body[2048], target[256], ck1[16], ck2[16],
+	     comp[16], want[128];
+	struct resp r;
+	uint8_t cat[8];
+	uint32_t c1, c2;
+
+	(void)state;
+	for (size_t i = 0; i < P1; i++)
+		p1[i] = (char)(i * 7);
+	request("PUT", "/cks", NULL, NULL, 0, &r);
+	resp_free(&r);
+
+	/* types S3 refuses, and nothing stored for them */
+	request("POST", "/cks/k?uploads",
+	        "x-amz-checksum-algorithm: SHA256\r\nx-amz-checksum-type: FULL_OBJECT\r\n", NULL, 0,
+	        &r);
+	expect_error(&r, 400, "InvalidRequest");
+	resp_free(&r);
+	request("POST", "/cks/k?uploads",
+	        "x-amz-checksum-algorithm: CRC64NVME\r\nx-amz-checksum-type: COMPOSITE\r\n", NULL,
+	        0, &r);
+	expect_error(&r, 400, "InvalidRequest");
+	resp_free(&r);
+	request("POST", "/cks/k?uploads", "x-amz-checksum-type: COMPOSITE\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidRequest");
+	resp_free(&r);
+	request("GET", "/cks?uploads", NULL, NULL, 0, &r);
+	assert_null(strstr(r.body, "<Upload>"));
+	resp_free(&r);
+
+	/* COMPOSITE CRC32C, minio-go's exchange: the Complete header is the CRC32C of the
+	 * binary part CRCs, the body's XML has its own (different) checksum */
+	mpu_create("k", "x-amz-checksum-algorithm: CRC32C\r\n", uid, &r);
+	assert_true(has_hdr(&r, "x-amz-checksum-algorithm: CRC32C\r\n"));
+	assert_true(has_hdr(&r, "x-amz-checksum-type: COMPOSITE\r\n"));
+	resp_free(&r);
+	request("GET", "/cks?uploads", NULL, NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"
+	                               "<ChecksumType>COMPOSITE</ChecksumType></Upload>"));
+	resp_free(&r);
+	mpu_part("k", uid, 1, p1, P1, e1);
+	mpu_part("k", uid, 2, "tail", 4, e2);
+	c1 = ec_crc32c(0, p1, P1);
+	c2 = ec_crc32c(0, "tail", 4);
+	b64_be(c1, 4, ck1);
+	b64_be(c2, 4, ck2);
+	for (int i = 0; i < 4; i++) {
+		cat[i] = (uint8_t)(c1 >> (24 - 8 * i));
+		cat[4 + i] = (uint8_t)(c2 >> (24 - 8 * i));
+	}
+	b64_be(ec_crc32c(0, cat, 8), 4, comp);
+	snprintf(target, sizeof(target), "/cks/k?uploadId=%s", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"));
+	snprintf(want, sizeof(want), "<ChecksumCRC32C>%s</ChecksumCRC32C></Part>", ck2);
+	assert_non_null(strstr(r.body, want));
+	resp_free(&r);
+
+	/* a part checksum in the list that is not the part's: InvalidPart */
+	snprintf(body, sizeof(body),
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
+	         "<ChecksumCRC32C>%s</ChecksumCRC32C></Part><Part><PartNumber>2</PartNumber>"
+	         "<ETag>\"%s\"</ETag></Part></CompleteMultipartUpload>",
+	         e1, ck2, e2);
+	request("POST", target, NULL, body, strlen(body), &r);
+	expect_error(&r, 400, "InvalidPart");
+	resp_free(&r);
+	snprintf(body, sizeof(body),
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
+	         "<ChecksumCRC32C>%s</ChecksumCRC32C></Part><Part><PartNumber>2</PartNumber>"
+	         "<ETag>\"%s\"</ETag><ChecksumCRC32C>%s</ChecksumCRC32C></Part>"
+	         "</CompleteMultipartUpload>",
+	         e1, ck1, e2, ck2);
+	/* a wrong object checksum: BadDigest, and the object does not appear */
+	request("POST", target, "x-amz-checksum-crc32c: AAAAAA==-2\r\n", body, strlen(body), &r);
+	expect_error(&r, 400, "BadDigest");
+	resp_free(&r);
+	/* the whole-object CRC is not the composite one either */
+	b64_be(ec_crc32c(ec_crc32c(0, p1, P1), "tail", 4), 4, want);
+	strcat(want, "\r\n");
+	{
+		char h[64];
+
+		snprintf(h, sizeof(h), "x-amz-checksum-crc32c: %s", want);
+		request("POST", target, h, body, strlen(body), &r);
+	}
+	expect_error(&r, 400, "BadDigest");
+	resp_free(&r);
+	request("HEAD", "/cks/k", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 404);
+	resp_free(&r);
+	{
+		char h[64];
+
+		snprintf(h, sizeof(h), "x-amz-checksum-crc32c: %s\r\n", comp); /* no "-2" */
+		request("POST", target, h, body, strlen(body), &r);
+	}
+	assert_int_equal(r.status, 200);
+	snprintf(want, sizeof(want), "<ChecksumCRC32C>%s-2</ChecksumCRC32C>", comp);
+	assert_non_null(strstr(r.body, want));
+	assert_non_null(strstr(r.body, "<ChecksumType>COMPOSITE</ChecksumType>"));
+	resp_free(&r);
+
+	/* HEAD/GET: the stored value with checksum mode, never the internal attributes */
+	request("HEAD", "/cks/k", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	snprintf(want, sizeof(want), "x-amz-checksum-crc32c: %s-2\r\n", comp);
+	assert_true(has_hdr(&r, want));
+	assert_true(has_hdr(&r, "x-amz-checksum-type: COMPOSITE\r\n"));
+	assert_null(strcasestr(r.head, "zest-parts"));
+	assert_null(strcasestr(r.head, "zest-upload"));
+	resp_free(&r);
+	request("HEAD", "/cks/k", NULL, NULL, 0, &r);
+	assert_null(strcasestr(r.head, "x-amz-checksum"));
+	resp_free(&r);
+
+	/* ?partNumber= */
+	request("GET", "/cks/k?partNumber=1", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 206);
+	assert_int_equal(r.blen, P1);
+	assert_memory_equal(r.body, p1, P1);
+	assert_true(has_hdr(&r, "Content-Range: bytes 0-5242879/5242884\r\n"));
+	assert_true(has_hdr(&r, "x-amz-mp-parts-count: 2\r\n"));
+	assert_true(has_hdr(&r, "-2\"\r\n")); /* the whole object's ETag */
+	resp_free(&r);
+	request("GET", "/cks/k?partNumber=2", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 206);
+	assert_int_equal(r.blen, 4);
+	assert_memory_equal(r.body, "tail", 4);
+	assert_true(has_hdr(&r, "Content-Range: bytes 5242880-5242883/5242884\r\n"));
+	resp_free(&r);
+	request("HEAD", "/cks/k?partNumber=2", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 206);
+	assert_true(has_hdr(&r, "Content-Length: 4\r\n"));
+	assert_true(has_hdr(&r, "x-amz-mp-parts-count: 2\r\n"));
+	resp_free(&r);
+	request("GET", "/cks/k?partNumber=3", NULL, NULL, 0, &r);
+	expect_error(&r, 416, "InvalidPartNumber");
+	resp_free(&r);
+	request("GET", "/cks/k?partNumber=0", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/cks/k?partNumber=1", "Range: bytes=0-1\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidRequest");
+	resp_free(&r);
+	request("PUT", "/cks/single", NULL, "hello", 5, &r);
+	resp_free(&r);
+	request("GET", "/cks/single?partNumber=1", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 206);
+	assert_int_equal(r.blen, 5);
+	assert_true(has_hdr(&r, "Content-Range: bytes 0-4/5\r\n"));
+	assert_null(strcasestr(r.head, "x-amz-mp-parts-count"));
+	resp_free(&r);
+	request("GET", "/cks/single?partNumber=2", NULL, NULL, 0, &r);
+	expect_error(&r, 416, "InvalidPartNumber");
+	resp_free(&r);
+	/* a single PUT's checksum is of the FULL_OBJECT type */
+	b64_be(s3_crc32(0, "hello", 5), 4, comp);
+	snprintf(want, sizeof(want), "x-amz-checksum-crc32: %s\r\n", comp);
+	request("PUT", "/cks/single", want, "hello", 5, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("HEAD", "/cks/single", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
+	assert_true(has_hdr(&r, want));
+	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
+	resp_free(&r);
+
+	/* FULL_OBJECT CRC32: the whole object's CRC, combined from the parts'; a part listed
+	 * twice with its own ETag counts once, with another ETag it is out of order */
+	mpu_create("full",
+	           "x-amz-checksum-algorithm: CRC32\r\nx-amz-checksum-type: FULL_OBJECT\r\n", uid,
+	           &r);
+	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
+	resp_free(&r);
+	mpu_part("full", uid, 1, p1, P1, e1);
+	mpu_part("full", uid, 2, "tail", 4, e2);
+	snprintf(target, sizeof(target), "/cks/full?uploadId=%s", uid);
+	snprintf(body, sizeof(body),
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
+	         "</Part><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part>"
+	         "</CompleteMultipartUpload>",
+	         e1, e2);
+	request("POST", target, NULL, body, strlen(body), &r);
+	expect_error(&r, 400, "InvalidPartOrder");
+	resp_free(&r);
+	snprintf(body, sizeof(body),
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
+	         "</Part><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part>"
+	         "<Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part>"
+	         "</CompleteMultipartUpload>",
+	         e1, e1, e2);
+	b64_be(s3_crc32(s3_crc32(0, p1, P1), "tail", 4), 4, comp);
+	{
+		char h[64];
+
+		snprintf(h, sizeof(h), "x-amz-checksum-crc32: %s\r\n", comp);
+		request("POST", target, h, body, strlen(body), &r);
+	}
+	assert_int_equal(r.status, 200);
+	snprintf(want, sizeof(want), "<ChecksumCRC32>%s</ChecksumCRC32>", comp);
+	assert_non_null(strstr(r.body, want));
+	assert_non_null(strstr(r.body, "<ChecksumType>FULL_OBJECT</ChecksumType>"));
+	assert_non_null(strstr(r.body, "-2&quot;</ETag>"));
+	resp_free(&r);
+	request("GET", "/cks/full", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
+	snprintf(want, sizeof(want), "x-amz-checksum-crc32: %s\r\n", comp);
+	assert_true(has_hdr(&r, want));
+	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
+	resp_free(&r);
+
+	/* COMPOSITE SHA256 (BadDigest before the fix) and CRC64NVME's default FULL_OBJECT */
+	{
+		uint8_t d1[32], d2[32], both[64], dd[32];
+		char h[128], v[64];
+
+		mpu_create("sha", "x-amz-checksum-algorithm: SHA256\r\n", uid, &r);
+		resp_free(&r);
+		mpu_part("sha", uid, 1, p1, P1, e1);
+		mpu_part("sha", uid, 2, "tail", 4, e2);
+		SHA256((const uint8_t *)p1, P1, d1);
+		SHA256((const uint8_t *)"tail", 4, d2);
+		memcpy(both, d1, 32);
+		memcpy(both + 32, d2, 32);
+		SHA256(both, 64, dd);
+		s3_b64_encode(dd, 32, v);
+		snprintf(h, sizeof(h), "x-amz-checksum-sha256: %s-2\r\n", v);
+		snprintf(target, sizeof(target), "/cks/sha?uploadId=%s", uid);
+		snprintf(body, sizeof(body),
+		         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\""
+		         "</ETag></Part><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part>"
+		         "</CompleteMultipartUpload>",
+		         e1, e2);
+		request("POST", target, h, body, strlen(body), &r);
+		assert_int_equal(r.status, 200);
+		snprintf(want, sizeof(want), "<ChecksumSHA256>%s-2</ChecksumSHA256>", v);
+		assert_non_null(strstr(r.body, want));
+		resp_free(&r);
+
+		mpu_create("nv", "x-amz-checksum-algorithm: crc64nvme\r\n", uid, &r);
+		assert_true(has_hdr(&r, "x-amz-checksum-algorithm: CRC64NVME\r\n"));
+		assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
+		resp_free(&r);
+		mpu_part("nv", uid, 1, p1, P1, e1);
+		mpu_part("nv", uid, 2, "tail", 4, e2);
+		b64_be(s3_crc64nvme(s3_crc64nvme(0, p1, P1), "tail", 4), 8, v);
+		snprintf(h, sizeof(h), "x-amz-checksum-crc64nvme: %s\r\n", v);
+		snprintf(target, sizeof(target), "/cks/nv?uploadId=%s", uid);
+		request("POST", target, h, body, strlen(body), &r);
+		assert_int_equal(r.status, 200);
+		snprintf(want, sizeof(want), "<ChecksumCRC64NVME>%s</ChecksumCRC64NVME>", v);
+		assert_non_null(strstr(r.body, want));
+		resp_free(&r);
+	}
+	free(p1);
+}
+
+/* Part tables too long for the object's attributes go to their own record: next to 3.8 KB
+ * of user metadata, the runs of 33 parts of alternating sizes do not fit in 4 KiB. */
+static void
+test_multipart_part_table_record(void **state)
+{
+	enum { NP = 33, PS = 5 << 20 };
+	char *p = malloc(PS + 1), uid[40], (*etags)[40] = calloc(NP, 40), target[256];
+	char *meta = malloc(4000);
+	struct s3_buf body;
+	struct resp r;
+
+	(void)state;
+	memset(p, 'z', PS + 1);
+	strcpy(meta, "x-amz-meta-pad: ");
+	memset(meta + 16, 'm', 3800);
+	strcpy(meta + 16 + 3800, "\r\n");
+	request("PUT", "/cks", NULL, NULL, 0, &r);
+	resp_free(&r);
+	mpu_create("many", meta, uid, &r);
+	resp_free(&r);
+	s3_buf_init(&body, 1 << 20);
+	s3_buf_adds(&body, "<CompleteMultipartUpload>");
+	for (unsigned i = 0; i < NP; i++) {
+		mpu_part("many", uid, i + 1, p, PS + (i & 1), etags[i]);
+		s3_buf_printf(&body, "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>",
+		              i + 1, etags[i]);
+	}
+	s3_buf_adds(&body, "</CompleteMultipartUpload>");
+	snprintf(target, sizeof(target), "/cks/many?uploadId=%s", uid);
+	request("POST", target, NULL, body.p, body.len, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	for (unsigned i = 0; i < NP; i += 16) {
+		uint64_t off = (uint64_t)i * PS + i / 2;
+		char want[96];
+
+		snprintf(target, sizeof(target), "/cks/many?partNumber=%u", i + 1);
+		request("HEAD", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 206);
+		snprintf(want, sizeof(want), "Content-Range: bytes %llu-%llu/",
+		         (unsigned long long)off, (unsigned long long)(off + PS + (i & 1) - 1));
+		assert_true(has_hdr(&r, want));
+		assert_true(has_hdr(&r, "x-amz-mp-parts-count: 33\r\n"));
+		assert_true(has_hdr(&r, "x-amz-meta-pad: mmm"));
+		resp_free(&r);
+	}
+	request("GET", "/cks/many?partNumber=34", NULL, NULL, 0, &r);
+	expect_error(&r, 416, "InvalidPartNumber");
+	resp_free(&r);
+	request("DELETE", "/cks/many", NULL, NULL, 0, &r);
+	resp_free(&r);
+	s3_buf_fini(&body);
+	free(meta);
+	free(etags);
+	free(p);
 }
 
 /* How many times needle occurs in the body. */
@@ -1588,6 +1965,8 @@ main(void)
 		cmocka_unit_test(test_keepalive_pipeline_continue),
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
+		cmocka_unit_test(test_multipart_checksums),
+		cmocka_unit_test(test_multipart_part_table_record),
 		cmocka_unit_test(test_part_keys_hidden),
 		cmocka_unit_test(test_create_bucket_elsewhere),
 		cmocka_unit_test(test_list_buckets_pages),

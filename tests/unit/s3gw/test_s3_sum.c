@@ -76,10 +76,49 @@ test_crc64_random(void **state)
 	}
 }
 
+/* FULL_OBJECT multipart checksums: the CRC of the whole from the parts' CRCs and sizes. */
+static void
+test_crc_combine(void **state)
+{
+	static uint8_t buf[70000];
+
+	(void)state;
+	srand(11);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rand();
+	for (size_t n = 0; n < sizeof(buf); n += 6997) {
+		for (size_t cut = 0; cut <= n; cut += n / 3 + 1) {
+			size_t lb = n - cut;
+
+			assert_int_equal(s3_crc32_combine(s3_crc32(0, buf, cut),
+			                                  s3_crc32(0, buf + cut, lb), lb),
+			                 s3_crc32(0, buf, n));
+			assert_int_equal(s3_crc64nvme_combine(s3_crc64nvme(0, buf, cut),
+			                                      s3_crc64nvme(0, buf + cut, lb), lb),
+			                 s3_crc64nvme(0, buf, n));
+		}
+	}
+	/* lengths past 4 GiB: chaining a zero CRC over a long run of zeros is the same as
+	 * combining, and combining A with B then C equals A with (B || C) */
+	{
+		uint32_t a = s3_crc32(0, "abc", 3), b = s3_crc32(0, "defgh", 5);
+		uint32_t bc = s3_crc32_combine(b, b, 5);
+		uint64_t big = 5ull << 30;
+
+		assert_int_equal(s3_crc32_combine(s3_crc32_combine(a, b, big), b, big),
+		                 s3_crc32_combine(a, s3_crc32_combine(b, b, big), 2 * big));
+		assert_int_equal(s3_crc32_combine(a, bc, 10), s3_crc32(0, "abcdefghdefgh", 13));
+	}
+}
+
 static void
 test_names(void **state)
 {
 	(void)state;
+	assert_string_equal(s3_ck_label(S3_CK_CRC64NVME), "CRC64NVME");
+	assert_string_equal(s3_ck_label(S3_CK_SHA256), "SHA256");
+	assert_int_equal(s3_ck_bytes(S3_CK_SHA1), 20);
+	assert_int_equal(s3_ck_bytes(S3_CK_CRC32C), 4);
 	assert_int_equal(s3_ck_from_name("CRC32C", 6), S3_CK_CRC32C);
 	assert_int_equal(s3_ck_from_name("crc64nvme", 9), S3_CK_CRC64NVME);
 	assert_int_equal(s3_ck_from_name("md5", 3), 0);
@@ -164,7 +203,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_check_values), cmocka_unit_test(test_crc64_random),
 		cmocka_unit_test(test_names),        cmocka_unit_test(test_helpers),
-		cmocka_unit_test(test_md5x8),
+		cmocka_unit_test(test_md5x8),        cmocka_unit_test(test_crc_combine),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
