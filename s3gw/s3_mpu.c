@@ -113,7 +113,7 @@ s3_op_mpu_create(struct s3_req *rq)
 			rq->be->put_abort(stream);
 		else
 			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len,
-			                        info);
+			                        NULL, info);
 	}
 	free(info);
 	s3_buf_fini(&attrs);
@@ -321,6 +321,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	{
 		struct s3_buf attrs;
+		struct s3_cond cond;
 		size_t i = 0;
 		const char *a = r->info.attrs;
 
@@ -352,9 +353,11 @@ s3_mpu_complete_end(struct s3_req *rq)
 			s3_attr_add(&attrs, name, strlen(name), ckval, strlen(ckval));
 		}
 		info = malloc(sizeof(*info));
-		rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
-		                            etag, attrs.p ? attrs.p : "", attrs.len, info)
-		          : -ENOMEM;
+		e = s3_cond_parse(rq, &cond); /* If-None-Match / If-Match, checked in the commit */
+		rc = e ? s3_backend_err(e)
+		     : info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
+		                              etag, attrs.p ? attrs.p : "", attrs.len, &cond, info)
+		            : -ENOMEM;
 		s3_buf_fini(&attrs);
 		if (rc < 0) {
 			e = s3_err_from_errno(rc);
