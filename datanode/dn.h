@@ -245,8 +245,8 @@ void dn_list_result_fini(struct dn_list_result *r);
  */
 int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
                   const char *const *part_buckets, const char *const *parts, size_t nparts,
-                  bool delete_parts, const char *etag, const struct dn_attr *attrs,
-                  size_t nattrs, const struct dn_cond *cond, struct dn_write_result *res);
+                  bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                  const struct dn_cond *cond, struct dn_write_result *res);
 /* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,

@@ -1548,10 +1548,11 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 	if (n > DN_BATCH_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		a[i] = (struct put_args){
-			.bucket = v[i].bucket, .key = v[i].key, .o = v[i].o, .e = v[i].e,
-			.cond = v[i].cond
-		};
+		a[i] = (struct put_args){ .bucket = v[i].bucket,
+			                  .key = v[i].key,
+			                  .o = v[i].o,
+			                  .e = v[i].e,
+			                  .cond = v[i].cond };
 	err = meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {
 		if (err < 0) {

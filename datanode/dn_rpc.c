@@ -938,8 +938,7 @@ out:
 
 /* Are all of a compose's parts there (to tell a missing part from a missing target)? */
 static bool
-parts_exist(struct dn_store *s, const char *const *part_buckets, const char *const *parts,
-            size_t n)
+parts_exist(struct dn_store *s, const char *const *part_buckets, const char *const *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct dn_object_info info = { 0 };
@@ -988,9 +987,8 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, req->n_parts,
 	                    req->delete_parts, req->etag, attrs, req->n_attrs,
 	                    req->cond ? &cond : NULL, &res);
-	if (err == DN_ECONDITION ||
-	    (err == -ENOENT && cond.if_match && cond.if_match[0] &&
-	     parts_exist(b->s, part_buckets, parts, req->n_parts))) {
+	if (err == DN_ECONDITION || (err == -ENOENT && cond.if_match && cond.if_match[0] &&
+	                             parts_exist(b->s, part_buckets, parts, req->n_parts))) {
 		int cerr = cond_errmsg(b->s, req->bucket, req->key, err, true, msg, sizeof(msg));
 
 		if (cerr) {

@@ -896,10 +896,11 @@ commit_batch(struct dn_job **jobs, size_t n)
 			                   .nattrs = w->nattrs,
 			                   .pieces = w->written ? &piece[np] : NULL,
 			                   .npieces = w->written ? 1 : 0 };
-		puts[np] = (struct dn_meta_put){
-			w->bucket, w->key, &obj[np], w->written ? &ext[np] : NULL, 0, NULL, 0,
-			w->has_cond ? &w->cond : NULL
-		};
+		puts[np] = (struct dn_meta_put){ .bucket = w->bucket,
+			                         .key = w->key,
+			                         .o = &obj[np],
+			                         .e = w->written ? &ext[np] : NULL,
+			                         .cond = w->has_cond ? &w->cond : NULL };
 		ws[np++] = w;
 	}
 	if (np)
@@ -962,8 +963,8 @@ dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attr
 }
 
 void
-dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
-                   size_t nattrs, const struct dn_cond *cond, dn_commit_cb cb, void *arg)
+dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                   const struct dn_cond *cond, dn_commit_cb cb, void *arg)
 {
 	if (cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]))) {
 		w->has_cond = true;

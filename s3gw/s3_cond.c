@@ -35,7 +35,8 @@ s3_etag_list_match(const char *list, size_t n, const char *etag)
 			s++;
 			e--;
 		}
-		if (e > s && (size_t)(e - s) == strlen(etag) && memcmp(s, etag, (size_t)(e - s)) == 0)
+		if (e > s && (size_t)(e - s) == strlen(etag) &&
+		    memcmp(s, etag, (size_t)(e - s)) == 0)
 			return true;
 	}
 	return false;

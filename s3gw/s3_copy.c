@@ -356,25 +356,27 @@ copy_object(struct s3_req *rq, struct copy *c)
 	if (e)
 		return s3_rq_error(rq, e, NULL);
 	if (!replace && strcmp(c->bucket, rq->bucket) == 0 && strcmp(c->key, rq->key) == 0)
-		return s3_rq_error(rq, S3E_INVALID_REQUEST,
-		                   "This copy request is illegal because it is trying to copy an "
-		                   "object to itself without changing the object's metadata, storage "
-		                   "class, website redirect location or encryption attributes.");
+		return s3_rq_error(
+		        rq, S3E_INVALID_REQUEST,
+		        "This copy request is illegal because it is trying to copy an "
+		        "object to itself without changing the object's metadata, storage "
+		        "class, website redirect location or encryption attributes.");
 	if (c->info.size > COPY_MAX)
 		return s3_rq_error(rq, S3E_INVALID_REQUEST, copy_too_large);
 	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);
 	copy_attrs(rq, c, replace, &attrs);
 	if (attrs.err) {
 		s3_buf_fini(&attrs);
-		return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
-		                   "Your metadata headers exceed the maximum allowed metadata size.");
+		return s3_rq_error(
+		        rq, S3E_INVALID_ARGUMENT,
+		        "Your metadata headers exceed the maximum allowed metadata size.");
 	}
 	snprintf(etag, sizeof(etag), "%s", c->info.etag);
 	rc = rq->be->compose(rq->be->ctx, rq->bucket, rq->key, &src, 1, false, etag,
 	                     attrs.p ? attrs.p : "", attrs.len, &c->cond, &c->out);
 	if (rc == -EXDEV)
-		rc = copy_stream(rq, c, 0, c->info.size, rq->bucket, rq->key, c->info.etag, &attrs, 0,
-		                 NULL, etag);
+		rc = copy_stream(rq, c, 0, c->info.size, rq->bucket, rq->key, c->info.etag, &attrs,
+		                 0, NULL, etag);
 	if (rc < 0) {
 		s3_buf_fini(&attrs);
 		return s3_rq_backend_error(rq, rc);
@@ -441,10 +443,11 @@ copy_part(struct s3_req *rq, struct copy *c)
 		char msg[96];
 
 		if (pr == 0)
-			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
-			                   "The x-amz-copy-source-range value must be of the form "
-			                   "bytes=first-last where first and last are the zero-based "
-			                   "offsets of the first and last bytes to copy");
+			return s3_rq_error(
+			        rq, S3E_INVALID_ARGUMENT,
+			        "The x-amz-copy-source-range value must be of the form "
+			        "bytes=first-last where first and last are the zero-based "
+			        "offsets of the first and last bytes to copy");
 		if (pr < 0) {
 			snprintf(msg, sizeof(msg),
 			         "Range specified is not valid for source object of size: %llu",
@@ -463,8 +466,8 @@ copy_part(struct s3_req *rq, struct copy *c)
 	 * of a single-part object, and no part checksum is wanted */
 	snprintf(etag, sizeof(etag), "%s", c->info.etag);
 	if (!ranged && !ck && is_md5_hex(c->info.etag))
-		rc = rq->be->compose(rq->be->ctx, rq->bucket, store_key, &src, 1, false, etag, "", 0,
-		                     NULL, &c->out);
+		rc = rq->be->compose(rq->be->ctx, rq->bucket, store_key, &src, 1, false, etag, "",
+		                     0, NULL, &c->out);
 	if (rc == -EXDEV)
 		rc = copy_stream(rq, c, first, len, rq->bucket, store_key, NULL, &attrs, ck, ckv,
 		                 etag);

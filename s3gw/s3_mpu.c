@@ -112,8 +112,8 @@ s3_op_mpu_create(struct s3_req *rq)
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else
-			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len,
-			                        NULL, info);
+			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len, NULL,
+			                        info);
 	}
 	free(info);
 	s3_buf_fini(&attrs);
@@ -354,10 +354,13 @@ s3_mpu_complete_end(struct s3_req *rq)
 		}
 		info = malloc(sizeof(*info));
 		e = s3_cond_parse(rq, &cond); /* If-None-Match / If-Match, checked in the commit */
-		rc = e ? s3_backend_err(e)
-		     : info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true,
-		                              etag, attrs.p ? attrs.p : "", attrs.len, &cond, info)
-		            : -ENOMEM;
+		if (e)
+			rc = s3_backend_err(e);
+		else
+			rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n,
+			                            true, etag, attrs.p ? attrs.p : "", attrs.len,
+			                            &cond, info)
+			          : -ENOMEM;
 		s3_buf_fini(&attrs);
 		if (rc < 0) {
 			e = s3_err_from_errno(rc);

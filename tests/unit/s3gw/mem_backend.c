@@ -256,8 +256,7 @@ m_put_abort(void *stream)
 	free(p);
 }
 
-static int cond_check(struct mem *m, const char *bucket, const char *key,
-                      const struct s3_cond *c);
+static int cond_check(struct mem *m, const char *bucket, const char *key, const struct s3_cond *c);
 
 static int
 m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,

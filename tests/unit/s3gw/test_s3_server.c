@@ -1197,20 +1197,21 @@ test_copy_object(void **state)
 	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/d%zzst\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
 	resp_free(&r);
-	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: MOVE\r\n",
-	        NULL, 0, &r);
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: MOVE\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
 	resp_free(&r);
 
 	/* x-amz-copy-source-if-*: 412 when they do not hold */
 	snprintf(ex, sizeof(ex), "x-amz-copy-source: cpy/dir/s%%20rc\r\n%s", "");
-	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/dst\r\nx-amz-copy-source-if-match: \"x\"\r\n",
-	        NULL, 0, &r);
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\nx-amz-copy-source-if-match: \"x\"\r\n", NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
 	resp_free(&r);
-	snprintf(ex, sizeof(ex),
-	         "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-none-match: \"%s\"\r\n",
-	         src_etag);
+	snprintf(
+	        ex, sizeof(ex),
+	        "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-none-match: \"%s\"\r\n",
+	        src_etag);
 	request("PUT", "/cpy/bad", ex, NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
 	resp_free(&r);
@@ -1238,7 +1239,8 @@ test_copy_object(void **state)
 	resp_free(&r);
 
 	/* the target's own condition */
-	request("PUT", "/cpy/ok", "x-amz-copy-source: cpy/dst\r\nIf-None-Match: *\r\n", NULL, 0, &r);
+	request("PUT", "/cpy/ok", "x-amz-copy-source: cpy/dst\r\nIf-None-Match: *\r\n", NULL, 0,
+	        &r);
 	expect_error(&r, 412, "PreconditionFailed");
 	resp_free(&r);
 
@@ -1288,8 +1290,8 @@ test_upload_part_copy(void **state)
 
 	/* part 1: a range of big (streamed; its ETag is the MD5 of the range) */
 	snprintf(target, sizeof(target), "/pcy/joined?partNumber=1&uploadId=%s", uid);
-	request("PUT", target, "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-\r\n",
-	        NULL, 0, &r);
+	request("PUT", target,
+	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
 	resp_free(&r);
 	request("PUT", target,
