@@ -240,13 +240,16 @@ void dn_list_result_fini(struct dn_list_result *r);
  * bucket of this store is fine). delete_parts drops the part objects in the same
  * transaction; without it the parts stay (one part: a server-side copy; the target may be
  * the part itself). cond (NULL: none) is checked on the target in the commit transaction.
+ * part_etags (NULL, or an entry NULL or "": any) pins the version of each part: a part whose
+ * ETag differs (overwritten since the caller looked) fails the compose with -EAGAIN.
  * Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing; or cond's if_match
  * on a missing target), DN_ECONDITION, -EINVAL, -EAGAIN (parts kept changing underneath).
  */
 int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
-                  const char *const *part_buckets, const char *const *parts, size_t nparts,
-                  bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
-                  const struct dn_cond *cond, struct dn_write_result *res);
+                  const char *const *part_buckets, const char *const *parts,
+                  const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
+                  const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
+                  struct dn_write_result *res);
 /* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,

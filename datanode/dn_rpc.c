@@ -956,7 +956,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
 	struct dn_write_result res;
 	struct dn_attr *attrs = NULL;
-	const char **parts, **part_buckets;
+	const char **parts, **part_buckets, **part_etags;
 	char msg[RPC_STATUS_MSG_MAX];
 	struct dn_cond cond = { 0 };
 	int err;
@@ -967,8 +967,9 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	}
 	parts = calloc(req->n_parts + 1, sizeof(*parts));
 	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
+	part_etags = calloc(req->n_parts + 1, sizeof(*part_etags));
 	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
-	if (!parts || !part_buckets || !attrs) {
+	if (!parts || !part_buckets || !part_etags || !attrs) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -978,14 +979,15 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		/* Empty: the target's bucket. */
 		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
 		parts[i] = p->key;
+		part_etags[i] = p->etag;
 	}
 	attrs_from_pb(req->attrs, req->n_attrs, attrs);
 	if (req->cond) {
 		cond.if_none_match = req->cond->if_none_match;
 		cond.if_match = req->cond->if_match;
 	}
-	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, req->n_parts,
-	                    req->delete_parts, req->etag, attrs, req->n_attrs,
+	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, part_etags,
+	                    req->n_parts, req->delete_parts, req->etag, attrs, req->n_attrs,
 	                    req->cond ? &cond : NULL, &res);
 	if (err == DN_ECONDITION || (err == -ENOENT && cond.if_match && cond.if_match[0] &&
 	                             parts_exist(b->s, part_buckets, parts, req->n_parts))) {
@@ -1017,6 +1019,11 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		rpc_reply_error(reply, "InvalidArgument: compose of %s refused", req->key);
 		goto out;
 	}
+	if (err == -EAGAIN) {
+		rpc_reply_error(reply, "SlowDown: a part of %s changed during the compose",
+		                req->key);
+		goto out;
+	}
 	if (err)
 		goto out;
 	wr.size = res.size;
@@ -1027,6 +1034,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 out:
 	free(parts);
 	free(part_buckets);
+	free(part_etags);
 	free(attrs);
 	return err;
 }

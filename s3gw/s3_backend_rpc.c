@@ -767,6 +767,7 @@ r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 		zest__object_request__init(&pr[i]);
 		pr[i].bucket = (char *)parts[i].bucket;
 		pr[i].key = (char *)parts[i].key;
+		pr[i].etag = (char *)(parts[i].etag ? parts[i].etag : "");
 		ppr[i] = &pr[i];
 	}
 	req.n_parts = nparts;

@@ -331,7 +331,7 @@ copy_attrs(const struct s3_req *rq, const struct copy *c, bool replace, struct s
 static int
 copy_object(struct s3_req *rq, struct copy *c)
 {
-	struct s3_objref src = { c->bucket, c->key };
+	struct s3_objref src = { c->bucket, c->key, c->info.etag };
 	struct s3_buf attrs;
 	char v[32], etag[S3_ETAG_MAX];
 	bool replace = false;
@@ -404,7 +404,7 @@ static int
 copy_part(struct s3_req *rq, struct copy *c)
 {
 	char num[16], uid[64], rv[96], store_key[160], etag[S3_ETAG_MAX], ckv[64] = "";
-	struct s3_objref src = { c->bucket, c->key };
+	struct s3_objref src = { c->bucket, c->key, c->info.etag };
 	uint64_t first = 0, last = 0, len;
 	unsigned long pn;
 	bool ranged = false;

@@ -112,21 +112,34 @@ compose_conditions(void)
 	t_fill(a, sizeof(a));
 	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(t_put(e.s, "b", "src", a, sizeof(a)), 0);
-	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, 1, false, "s-etag", NULL, 0, &inm, &res),
+	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "s-etag", NULL, 0, &inm,
+	                       &res),
 	         0);
 	CHECK_EQ(res.size, sizeof(a));
 	CHECK_EQ(t_check_read(e.s, "b", "dst", 0, 0, false, a, sizeof(a)), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "src", 0, 0, false, a, sizeof(a)), 0);
 	etag_is(e.s, "dst", "s-etag");
-	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, 1, false, "t", NULL, 0, &inm, &res),
-	         DN_ECONDITION);
-	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, 1, false, "t", NULL, 0, &im_bad, &res),
+	CHECK_EQ(
+	        dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0, &inm, &res),
+	        DN_ECONDITION);
+	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0, &im_bad,
+	                       &res),
 	         DN_ECONDITION);
 	etag_is(e.s, "dst", "s-etag");
-	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, 1, false, "t", NULL, 0,
+	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0,
 	                       &(struct dn_cond){ false, "s-etag" }, &res),
 	         0);
 	etag_is(e.s, "dst", "t");
+	/* The source's version pinned by its ETag ("etag", as t_put stores it): another one
+	 * refuses with -EAGAIN and changes nothing. */
+	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, (const char *[]){ "old" }, 1, false, "u",
+	                       NULL, 0, NULL, &res),
+	         -EAGAIN);
+	etag_is(e.s, "dst", "t");
+	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, (const char *[]){ "etag" }, 1, false,
+	                       "u", NULL, 0, NULL, &res),
+	         0);
+	etag_is(e.s, "dst", "u");
 	/* Onto itself (a copy that replaces the metadata): the data stays. */
 	CHECK_EQ(dn_compose(e.s, "b", "src", NULL, src, 1, false, "new", NULL, 0, &res), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "src", 0, 0, false, a, sizeof(a)), 0);

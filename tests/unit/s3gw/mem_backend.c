@@ -526,6 +526,11 @@ m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 		struct mobj *p;
 
 		rc = lookup(m, parts[i].bucket, parts[i].key, &p);
+		if (rc == 0 && parts[i].etag && parts[i].etag[0] &&
+		    strcmp(p->etag, parts[i].etag)) {
+			pthread_mutex_unlock(&m->lock);
+			return -EAGAIN; /* overwritten since the caller looked */
+		}
 		if (rc == 0)
 			total += p->size;
 	}
