@@ -15,10 +15,10 @@
  *   s3_server.c   the HTTP server: epoll loops + worker pool (keep-alive, 100-continue,
  *                 pipelining, TLS, header/idle timeouts, /metrics)
  *   s3_place.c    rendezvous placement over the datanodes and the listing merge
- *   s3_req.c, s3_route.c, s3_bucket.c, s3_object.c, s3_mpu.c
+ *   s3_req.c, s3_route.c, s3_bucket.c, s3_object.c, s3_mpu.c, s3_copy.c, s3_cond.c
  *                 the S3 operations on top of a struct s3_backend: routing (path style
- *                 and virtual host), validation, buckets and listings, objects, multipart
- *                 (s3_ops_internal.h says which file holds what)
+ *                 and virtual host), validation, buckets and listings, objects, multipart,
+ *                 copies, write conditions (s3_ops_internal.h says which file holds what)
  *   s3_cli.c      the zest-s3gw command line (s3_main)
  *
  * Datanode access goes only through struct s3_backend (function pointers), so the rpc
