@@ -211,7 +211,8 @@ def test_two_datanodes():
         only_a = gateway([a], "s3gw-a")
         both.create_bucket(Bucket="two")
         n = 12
-        data = [os.urandom((1 << 20) + 1000 * i) for i in range(n)]
+        # every 4th over the gateway's 8 MiB GET queue bound: backpressure on both streams
+        data = [os.urandom((9 << 20 if i % 4 == 0 else 1 << 20) + 1000 * i) for i in range(n)]
         for i in range(n):
             both.put_object(Bucket="two", Key=f"s{i}", Body=data[i])
         on_a = {o["Key"] for o in only_a.list_objects_v2(Bucket="two").get("Contents", [])}
