@@ -282,7 +282,6 @@ long dn_heal(struct dn_store *s, unsigned drive);
 /* ---- admission, counters, metrics ---- */
 enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
 int dn_admission_level(struct dn_store *s);
-uint64_t dn_drive_latency_ewma_ns(struct dn_store *s, unsigned drive);
 
 struct dn_counters {
 	uint64_t objects_committed;

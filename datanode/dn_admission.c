@@ -43,12 +43,6 @@ drive_latency(struct dn_drive *d, uint64_t now)
 	return ewma;
 }
 
-uint64_t
-dn_drive_latency_ewma_ns(struct dn_store *s, unsigned drive)
-{
-	return drive < s->ndrives ? drive_latency(&s->drives[drive], zc_now_ns()) : 0;
-}
-
 static uint64_t
 worst_latency(struct dn_store *s)
 {

@@ -65,7 +65,7 @@ heal_cell(struct heal *h, struct dn_extent *e, uint32_t g, unsigned c, bool *cha
 	if (fd < 0)
 		return -errno;
 	for (uint32_t st = 0; st < ns; st++) {
-		uint32_t len = c < e->g.k ? dn_geom_cell_len(&e->g, g, st, c) : e->g.cell;
+		uint32_t len = dn_geom_cell_len(&e->g, g, st, c);
 		bool degraded = false;
 
 		/* Skip this cell's own copy, so what we write is rebuilt, never copied. */

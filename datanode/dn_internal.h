@@ -14,6 +14,7 @@
 
 #define DN_IOV_MAX      64   /* iovecs per WRITEV SQE */
 #define DN_FILE_SLOTS   4096 /* registered-file table per ring */
+#define DN_DIRECT_ALIGN 4096 /* O_DIRECT offsets and lengths: the drives' physical block */
 #define DN_HIST_BUCKETS 12
 
 /* ---- drives (dn_drive.c) ---- */
@@ -140,6 +141,9 @@ struct dn_geom {
 	uint32_t cell;
 	uint32_t spg;
 	uint32_t chunk;
+	/* Parity cells as long as their stripe's longest data cell (extents written since
+	 * EXT_VER 2); false: every parity cell is `cell` bytes (older extents). */
+	bool short_parity;
 };
 static inline uint64_t
 dn_geom_stripe_bytes(const struct dn_geom *g)
@@ -155,7 +159,8 @@ uint32_t dn_geom_ngroups(const struct dn_geom *g);
 uint32_t dn_geom_nstripes(const struct dn_geom *g, uint32_t group);
 /* Bytes in cell file c (0..k+m) of group. */
 uint64_t dn_geom_file_len(const struct dn_geom *g, uint32_t group, unsigned c);
-/* Bytes of data cell j in stripe s of group (0 past the end). */
+/* Bytes of cell j (data or parity) in stripe s of group (0 past the end). A parity cell is
+ * as long as the stripe's first, longest data cell, or `cell` without short_parity. */
 uint32_t dn_geom_cell_len(const struct dn_geom *g, uint32_t group, uint32_t stripe, unsigned j);
 /* Path of a cell file: <root>/data/<xx>/<id>.<group>.<cell>; buf has PATH_MAX. */
 int dn_layout_path(const char *root, uint64_t id, uint32_t group, unsigned cell, char *buf,

@@ -38,9 +38,15 @@ dn_geom_nstripes(const struct dn_geom *g, uint32_t group)
 uint32_t
 dn_geom_cell_len(const struct dn_geom *g, uint32_t group, uint32_t stripe, unsigned j)
 {
-	uint64_t off = (uint64_t)group * dn_geom_group_bytes(g) +
-	               (uint64_t)stripe * dn_geom_stripe_bytes(g) + (uint64_t)j * g->cell;
+	uint64_t off;
 
+	if (j >= g->k) {
+		if (!g->short_parity)
+			return stripe < dn_geom_nstripes(g, group) ? g->cell : 0;
+		j = 0; /* the longest data cell: parity past it is zero, never stored */
+	}
+	off = (uint64_t)group * dn_geom_group_bytes(g) + (uint64_t)stripe * dn_geom_stripe_bytes(g) +
+	      (uint64_t)j * g->cell;
 	if (off >= g->size)
 		return 0;
 	return g->size - off < g->cell ? (uint32_t)(g->size - off) : g->cell;
@@ -53,8 +59,6 @@ dn_geom_file_len(const struct dn_geom *g, uint32_t group, unsigned c)
 
 	if (n == 0)
 		return 0;
-	if (c >= g->k)
-		return (uint64_t)n * g->cell;
 	return (uint64_t)(n - 1) * g->cell + dn_geom_cell_len(g, group, n - 1, c);
 }
 

@@ -23,7 +23,7 @@
 
 #define MAX_REPS   EC_MAX_CELLS
 #define OBJ_VER    1
-#define EXT_VER    1
+#define EXT_VER    2 /* 1: parity cells always full (no short_parity) */
 #define BUNDLE_VER 0x42000001u /* bundle format 1; never an OBJ_VER (see "keys") */
 #define KEY_MAX    1024
 #define BUCKET_MAX 255
@@ -320,7 +320,7 @@ ext_encode(const struct dn_extent *e, struct wbuf *b)
 {
 	unsigned n = e->g.k + e->g.m;
 
-	w_u32(b, EXT_VER);
+	w_u32(b, e->g.short_parity ? EXT_VER : 1); /* an older extent keeps its layout */
 	w_u32(b, e->refs);
 	w_u64(b, e->g.size);
 	w_u32(b, e->g.k);
@@ -343,12 +343,15 @@ ext_decode(const MDB_val *v, uint64_t id, struct dn_extent *e)
 {
 	struct rbuf b = { .p = v->mv_data, .len = v->mv_size };
 	unsigned n;
+	uint32_t ver;
 	int err;
 
 	memset(e, 0, sizeof(*e));
 	e->id = id;
-	if (r_u32(&b) != EXT_VER)
+	ver = r_u32(&b);
+	if (ver != 1 && ver != EXT_VER)
 		return -EBADMSG;
+	e->g.short_parity = ver >= 2;
 	e->refs = r_u32(&b);
 	e->g.size = r_u64(&b);
 	e->g.k = r_u32(&b);

@@ -30,19 +30,27 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		s->hook(f, s->hook_arg);
 	} else {
 		/* The rpc binding owns these; until it installs its hook they read zero. */
-		fprintf(f, "# TYPE zest_payload_received_bytes_total counter\n"
+		fprintf(f, "# HELP zest_payload_received_bytes_total Payload bytes received.\n"
+		           "# TYPE zest_payload_received_bytes_total counter\n"
 		           "zest_payload_received_bytes_total 0\n"
+		           "# HELP zest_payload_copied_bytes_total Payload bytes copied in user "
+		           "space.\n"
 		           "# TYPE zest_payload_copied_bytes_total counter\n"
 		           "zest_payload_copied_bytes_total{stage=\"marshal\"} 0\n");
 	}
 	fprintf(f,
+	        "# HELP zest_objects_committed_total Objects whose write committed.\n"
 	        "# TYPE zest_objects_committed_total counter\nzest_objects_committed_total %llu\n",
 	        (unsigned long long)c.objects_committed);
-	fprintf(f, "# TYPE zest_drive_write_bytes_total counter\n");
+	fprintf(f, "# HELP zest_drive_write_bytes_total Bytes written to each drive (data and "
+	           "parity cells).\n"
+	           "# TYPE zest_drive_write_bytes_total counter\n");
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_drive_write_bytes_total{drive=\"%u\"} %llu\n", d,
 		        (unsigned long long)atomic_load(&s->drives[d].write_bytes));
-	fprintf(f, "# TYPE zest_drive_write_seconds histogram\n");
+	fprintf(f, "# HELP zest_drive_write_seconds Latency of cell writes per drive, submit to "
+	           "completion.\n"
+	           "# TYPE zest_drive_write_seconds histogram\n");
 	for (unsigned d = 0; d < s->ndrives; d++) {
 		struct dn_drive *dr = &s->drives[d];
 		uint64_t cum = 0;
@@ -70,22 +78,35 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
 	}
-	fprintf(f, "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
+	fprintf(f,
+	        "# HELP zest_admission_level Admission control: 0 ok, 1 pacing, 2 queueing, 3 "
+	        "refusing new writes.\n"
+	        "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
 	        dn_admission_level(s));
-	fprintf(f, "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
+	fprintf(f,
+	        "# HELP zest_degraded_reads_total Stripes read by rebuilding missing or bad "
+	        "cells.\n"
+	        "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",
 	        (unsigned long long)c.degraded_reads);
-	fprintf(f, "# TYPE zest_cells_healed_total counter\nzest_cells_healed_total %llu\n",
+	fprintf(f,
+	        "# HELP zest_cells_healed_total Cells rebuilt by heal.\n"
+	        "# TYPE zest_cells_healed_total counter\nzest_cells_healed_total %llu\n",
 	        (unsigned long long)c.cells_healed);
 	fprintf(f,
 	        "# HELP zest_meta_replicas_live Metadata replicas taking writes; below "
 	        "zest_meta_replicas when a write dropped one (full drive) until the healer "
 	        "rebuilds it.\n"
 	        "# TYPE zest_meta_replicas_live gauge\nzest_meta_replicas_live %u\n"
+	        "# HELP zest_meta_replicas Metadata replicas configured.\n"
 	        "# TYPE zest_meta_replicas gauge\nzest_meta_replicas %u\n"
+	        "# HELP zest_meta_replicas_rebuilt_total Metadata replicas rebuilt from the "
+	        "primary.\n"
 	        "# TYPE zest_meta_replicas_rebuilt_total counter\n"
 	        "zest_meta_replicas_rebuilt_total %llu\n",
 	        c.meta_replicas_live, c.meta_replicas, (unsigned long long)c.meta_replicas_rebuilt);
-	fprintf(f, "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
+	fprintf(f,
+	        "# HELP zest_inflight_bytes Payload bytes received and not yet durable.\n"
+	        "# TYPE zest_inflight_bytes gauge\nzest_inflight_bytes %llu\n",
 	        (unsigned long long)c.inflight_bytes);
 	fprintf(f,
 	        "# HELP zest_checksum_mismatches_total Cells read from a drive with a chunk that "

@@ -96,7 +96,7 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 	uint32_t good = 0, sent = 0;
 
 	for (unsigned c = 0; c < g->k + g->m; c++) {
-		uint32_t len = c < g->k ? dn_geom_cell_len(g, group, stripe, c) : g->cell;
+		uint32_t len = dn_geom_cell_len(g, group, stripe, c);
 		unsigned d = e->groups[group].drives[c];
 		struct dn_file *f;
 		struct dn_io *io;

@@ -425,6 +425,10 @@ static int
 stripe_close(struct dn_write *w)
 {
 	struct wgroup *g = w->groups[w->ngroups - 1];
+	/* Parity as long as the longest data cell: past it the parity of zero padding is zero,
+	 * and the reader pads with zeros (dn_geom_cell_len), so a short stripe stores no more
+	 * parity than data. */
+	size_t len = ec_stripe_parity_len(&w->st);
 	int err = 0;
 
 	for (unsigned c = 0; c < w->k; c++) {
@@ -433,16 +437,21 @@ stripe_close(struct dn_write *w)
 		if (e && !err)
 			err = e;
 	}
-	ec_stripe_finish(&w->st);
 	for (unsigned p = 0; p < w->m; p++) {
 		unsigned c = w->k + p;
 		struct dn_drive *d = &w->s->drives[w->pdrive[p]];
 		uint8_t *buf = dn_pool_buf(d, w->pbuf[p]);
+		size_t wlen = len;
 		struct dn_file *f;
 		struct dn_io *io;
 
-		ec_chunk_crc_add(&g->cc[c], buf, w->cell);
+		ec_chunk_crc_add(&g->cc[c], buf, len);
 		f = group_file(w, g, c);
+		if (f && f->direct && wlen % DN_DIRECT_ALIGN) {
+			/* O_DIRECT writes whole blocks: the file system allocates one anyway. */
+			wlen += DN_DIRECT_ALIGN - wlen % DN_DIRECT_ALIGN;
+			memset(buf + len, 0, wlen - len);
+		}
 		io = f ? dn_io_get(w->s, w->s->o.wait_ns) : NULL;
 		if (!io) {
 			if (f && !err)
@@ -455,9 +464,9 @@ stripe_close(struct dn_write *w)
 		io->file = f;
 		io->off = g->file_off[c];
 		io->iov[0].iov_base = buf;
-		io->iov[0].iov_len = w->cell;
+		io->iov[0].iov_len = wlen;
 		io->niov = 0;
-		io->len = w->cell;
+		io->len = wlen;
 		io->buf_index = w->pbuf[p];
 		io->cb = io_done;
 		io->arg = w;
@@ -736,7 +745,7 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 
 	memset(e, 0, sizeof(*e));
 	e->id = w->id;
-	e->g = (struct dn_geom){ w->written, w->k, w->m, w->cell, w->spg, w->chunk };
+	e->g = (struct dn_geom){ w->written, w->k, w->m, w->cell, w->spg, w->chunk, true };
 	err = dn_extent_alloc(e);
 	if (err)
 		return err;

@@ -87,6 +87,17 @@ int ec_stripe_add(struct ec_stripe *stripe, unsigned cell, const void *frag, siz
  */
 void ec_stripe_finish(struct ec_stripe *stripe);
 
+/*
+ * Bytes of parity that hold sums: the longest data cell's fill. Past it the data is all
+ * padding, so the parity is zero there and need not be stored; a caller that writes only
+ * this prefix skips ec_stripe_finish().
+ */
+static inline size_t
+ec_stripe_parity_len(const struct ec_stripe *stripe)
+{
+	return stripe->ready;
+}
+
 /* Bytes received so far for data cell `cell`. */
 static inline size_t
 ec_stripe_filled(const struct ec_stripe *stripe, unsigned cell)

@@ -48,6 +48,7 @@
 enum s3_err {
 	S3_OK = 0,
 	S3E_ACCESS_DENIED,
+	S3E_ACCESS_FORBIDDEN, /* CORS preflight refused (403 AccessForbidden) */
 	S3E_BAD_DIGEST,
 	S3E_BUCKET_EXISTS_OWNED,
 	S3E_BUCKET_NOT_EMPTY,
@@ -380,9 +381,9 @@ void s3_xml_key(struct s3_buf *b, const char *tag, const char *key, bool url);
 /*
  * Multipart parts are stored in the upload's own bucket under keys
  * S3_PART_PREFIX "<upload-id>/<nnnnn>": Compose on a datanode joins objects of one bucket.
- * The prefix starts with U+10FFFF, the largest code point, so parts sort after every key
- * a client may use; the gateway refuses client keys with that prefix and listings end
- * where it starts (a backend's list drops it and what follows).
+ * The prefix starts with U+10FFFF, the largest code point; the gateway refuses client keys
+ * with that prefix, a backend's list returns every key, and the gateway's client listings
+ * step over the parts (client keys sort on both sides of them: "\U0010FFFFzz" after).
  */
 #define S3_PART_PREFIX     "\xf4\x8f\xbf\xbf" "zest-mpu/"
 #define S3_PART_PREFIX_LEN 13

@@ -634,20 +634,13 @@ r_del(void *ctx, const char *bucket, const char *key, bool *existed)
 	return 0;
 }
 
-static bool
-is_part_key(const char *k)
-{
-	return strncmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0;
-}
-
 /*
- * One node's listing. hide: drop the multipart part keys (S3_PART_PREFIX sorts after
- * every client key, so the listing simply ends where they start, untruncated), unless
- * the caller lists inside that prefix itself.
+ * One node's listing, every key (the multipart parts too: the gateway's listing code hides
+ * them from clients, s3_bucket.c).
  */
 static int
 list_one(struct rpc_client *c, const char *bucket, const char *prefix, const char *start_after,
-         const char *delimiter, unsigned limit, bool hide, struct s3_list_result *out)
+         const char *delimiter, unsigned limit, struct s3_list_result *out)
 {
 	Zest__ListRequest req;
 	const Zest__ListResult *lr;
@@ -666,21 +659,12 @@ list_one(struct rpc_client *c, const char *bucket, const char *prefix, const cha
 		return rc;
 	lr = (const Zest__ListResult *)resp;
 	out->truncated = lr->truncated;
-	hide = hide && !is_part_key(prefix);
 	for (size_t i = 0; i < lr->n_entries && rc == 0; i++) {
 		const Zest__ObjectInfo *e = lr->entries[i];
 
-		if (hide && is_part_key(e->key)) {
-			out->truncated = false;
-			break;
-		}
 		rc = s3_list_result_add(out, e->key, e->size, e->etag ? e->etag : "", e->mtime_ns);
 	}
 	for (size_t i = 0; i < lr->n_common_prefixes && rc == 0; i++) {
-		if (hide && is_part_key(lr->common_prefixes[i])) {
-			out->truncated = false;
-			break;
-		}
 		rc = s3_list_result_add_prefix(out, lr->common_prefixes[i]);
 	}
 	if (rc == 0 && out->truncated) {
@@ -707,7 +691,7 @@ r_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 	if (!limit)
 		limit = 1000;
 	if (b->n == 1)
-		return list_one(b->cl[0], bucket, prefix, start_after, delimiter, limit, true, out);
+		return list_one(b->cl[0], bucket, prefix, start_after, delimiter, limit, out);
 	memset(out, 0, sizeof(*out));
 	parts = calloc(b->n, sizeof(*parts));
 	pp = calloc(b->n, sizeof(*pp));
@@ -716,7 +700,7 @@ r_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 		goto out;
 	}
 	for (; done < b->n; done++) {
-		rc = list_one(b->cl[done], bucket, prefix, start_after, delimiter, limit, true,
+		rc = list_one(b->cl[done], bucket, prefix, start_after, delimiter, limit,
 		              &parts[done]);
 		if (rc < 0)
 			break;
@@ -849,7 +833,7 @@ r_bucket_delete(void *ctx, const char *bucket)
 	for (unsigned i = 0; i < b->n && b->n > 1; i++) {
 		struct s3_list_result lr;
 
-		rc = list_one(b->cl[i], bucket, "", "", "", 1, false, &lr);
+		rc = list_one(b->cl[i], bucket, "", "", "", 1, &lr);
 		if (rc == s3_backend_err(S3E_NO_SUCH_BUCKET))
 			continue;
 		if (rc < 0)

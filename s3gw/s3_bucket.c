@@ -3,6 +3,7 @@
  * location and versioning) and object listings (ListObjects v1 and v2).
  */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,34 +16,112 @@
 
 /* ------------------------------------------------------------------ buckets */
 
+/*
+ * ListBuckets. max-buckets (1..10000) pages the list; continuation-token is the base64 of
+ * the last name of the page before (opaque to clients); prefix and bucket-region filter.
+ * As in S3, a request with a prefix, token or region but no max-buckets gets pages of
+ * 10000, and one with none of them every bucket.
+ */
+#define LIST_BUCKETS_CAP 20000
+#define BUCKET_NAME_MAX  63
+
+/* S3 pages by 10000 when any of these is given without max-buckets. */
+static bool
+has_prefix_or_more(const struct s3_req *rq)
+{
+	return s3_rq_has_query(rq, "prefix") || s3_rq_has_query(rq, "continuation-token") ||
+	       s3_rq_has_query(rq, "bucket-region");
+}
+
+/* A bucket this ListBuckets shows: every bucket of the gateway is in its one region. */
+static bool
+bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
+              const char *region)
+{
+	return strcmp(name, S3_RESERVED_BUCKET) != 0 &&
+	       strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(name, after) > 0 &&
+	       (!region[0] || strcmp(region, rq->cfg->region) == 0);
+}
+
 int
 s3_op_list_buckets(struct s3_req *rq)
 {
-	struct s3_bucket_info *bi = calloc(1024, sizeof(*bi));
+	char mb[16] = "", prefix[S3_MAX_KEY + 1] = "", region[64] = "";
+	char token[128] = "", after[BUCKET_NAME_MAX + 1] = "";
+	unsigned long max = LIST_BUCKETS_CAP;
+	struct s3_bucket_info *bi;
+	bool has_prefix, more = false;
+	int n, rc, shown = 0, last = -1;
 	struct s3_buf x;
-	int n;
 
+	if (s3_rq_query(rq, "max-buckets", mb, sizeof(mb)) != 0) {
+		if (s3_parse_uint(mb, ULONG_MAX, &max) < 0 || max < 1 || max > 10000)
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "Argument max-buckets must be an integer between 1 and "
+			                   "10000.");
+	} else if (has_prefix_or_more(rq)) {
+		max = 10000;
+	}
+	rc = s3_rq_query(rq, "prefix", prefix, sizeof(prefix));
+	has_prefix = rc == 1;
+	if (rc < 0 || s3_rq_query(rq, "bucket-region", region, sizeof(region)) < 0)
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
+	rc = s3_rq_query(rq, "continuation-token", token, sizeof(token));
+	if (rc < 0)
+		return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+		                   "The continuation token provided is incorrect");
+	if (token[0]) {
+		int tl = s3_b64_decode(token, strlen(token), (uint8_t *)after, sizeof(after) - 1);
+
+		if (tl < 0)
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "The continuation token provided is incorrect");
+		after[tl] = '\0';
+		if ((size_t)tl != strlen(after) || !s3_bucket_name_ok(after))
+			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
+			                   "The continuation token provided is incorrect");
+	}
+	bi = calloc(LIST_BUCKETS_CAP, sizeof(*bi));
 	if (!bi)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
-	n = rq->be->bucket_list(rq->be->ctx, bi, 1024);
+	n = rq->be->bucket_list(rq->be->ctx, bi, LIST_BUCKETS_CAP);
 	if (n < 0) {
 		free(bi);
 		return s3_rq_backend_error(rq, n);
 	}
-	s3_buf_init(&x, 1 << 20);
-	s3_buf_adds(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_NS "\"><Owner><ID>zest</ID>"
-	                         "<DisplayName>zest</DisplayName></Owner><Buckets>");
+	s3_buf_init(&x, 4u << 20);
+	s3_buf_adds(&x, XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_NS "\"><Buckets>");
 	for (int i = 0; i < n; i++) {
 		char t[32];
 
-		if (strcmp(bi[i].name, S3_RESERVED_BUCKET) == 0)
+		if (!bucket_listed(rq, bi[i].name, prefix, after, region))
 			continue;
+		if ((unsigned long)shown == max) {
+			more = true;
+			break;
+		}
 		s3_xml_time(bi[i].ctime_ns, t);
 		s3_buf_adds(&x, "<Bucket><Name>");
 		s3_buf_add_xml(&x, bi[i].name, strlen(bi[i].name));
-		s3_buf_printf(&x, "</Name><CreationDate>%s</CreationDate></Bucket>", t);
+		s3_buf_printf(&x, "</Name><CreationDate>%s</CreationDate><BucketRegion>", t);
+		s3_buf_add_xml(&x, rq->cfg->region, strlen(rq->cfg->region));
+		s3_buf_adds(&x, "</BucketRegion></Bucket>");
+		shown++;
+		last = i;
 	}
-	s3_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	s3_buf_adds(&x, "</Buckets><Owner><ID>zest</ID><DisplayName>zest</DisplayName></Owner>");
+	if (more) { /* a token only when a bucket follows this page */
+		char t[4 * ((BUCKET_NAME_MAX + 2) / 3) + 1];
+
+		s3_b64_encode((const uint8_t *)bi[last].name, strlen(bi[last].name), t);
+		s3_buf_printf(&x, "<ContinuationToken>%s</ContinuationToken>", t);
+	}
+	if (has_prefix) {
+		s3_buf_adds(&x, "<Prefix>");
+		s3_buf_add_xml(&x, prefix, strlen(prefix));
+		s3_buf_adds(&x, "</Prefix>");
+	}
+	s3_buf_adds(&x, "</ListAllMyBucketsResult>");
 	free(bi);
 	s3_resp_xml(rq, 200, NULL, &x);
 	s3_buf_fini(&x);
@@ -66,6 +145,11 @@ s3_bucket_create_end(struct s3_req *rq)
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 		                   "The specified location-constraint is not valid");
 	rc = rq->be->bucket_create(rq->be->ctx, rq->bucket);
+	/* For legacy compatibility us-east-1 answers 200 to re-creating a bucket one owns;
+	 * every other region answers 409 BucketAlreadyOwnedByYou. */
+	if (rc < 0 && s3_err_from_errno(rc) == S3E_BUCKET_EXISTS_OWNED &&
+	    strcmp(rq->cfg->region, "us-east-1") == 0)
+		rc = 0;
 	if (rc < 0)
 		return s3_rq_backend_error(rq, rc);
 	s3_buf_init(&ex, 256);
@@ -144,6 +228,120 @@ s3_op_bucket_meta(struct s3_req *rq, bool location)
 }
 
 /* ------------------------------------------------------------------ listing */
+
+/*
+ * Multipart parts are keys of the upload's own bucket under S3_PART_PREFIX (s3.h). After
+ * that prefix a part key is ASCII and no key holds the byte 0xff (keys are UTF-8), so the
+ * parts fill exactly [S3_PART_PREFIX, PART_END); the gateway refuses client keys there,
+ * and client keys sort on both sides of it ("\U0010FFFFzz" after it). A client listing
+ * steps over that range: the backend's list sees every key.
+ */
+#define PART_END S3_PART_PREFIX "\xff"
+
+static bool
+is_part(const char *k)
+{
+	return strncmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0;
+}
+
+/* A common prefix that is a proper prefix of S3_PART_PREFIX rolls up parts and client keys
+ * alike: it is listed only when a client key is under it, below or above the parts. */
+static int
+cp_has_client_key(struct s3_req *rq, const char *cp, bool *yes)
+{
+	struct s3_list_result a = { 0 };
+	int rc = rq->be->list(rq->be->ctx, rq->bucket, cp, "", "", 1, &a);
+
+	*yes = false;
+	if (rc < 0)
+		return rc;
+	*yes = a.n && !is_part(a.entries[0].key);
+	if (!*yes && a.n) {
+		s3_list_result_fini(&a);
+		rc = rq->be->list(rq->be->ctx, rq->bucket, cp, PART_END, "", 1, &a);
+		*yes = rc == 0 && a.n;
+	}
+	s3_list_result_fini(&a);
+	return rc < 0 ? rc : 0;
+}
+
+static bool
+straddles_parts(const char *cp)
+{
+	size_t n = strlen(cp);
+
+	return n < S3_PART_PREFIX_LEN && memcmp(cp, S3_PART_PREFIX, n) == 0;
+}
+
+/*
+ * The backend's listing without the part keys: one list call, and when its answer reached
+ * into the parts, what it held below them plus a second call from PART_END on for the rest
+ * of the page. A start-after inside the parts starts at PART_END.
+ */
+static int
+list_client_keys(struct s3_req *rq, const char *prefix, const char *after, const char *delim,
+                 unsigned limit, struct s3_list_result *out)
+{
+	struct s3_list_result a = { 0 }, b = { 0 };
+	struct s3_list_result *tail = &a;
+	bool parts = false;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (is_part(prefix)) { /* nothing but parts there; still NoSuchBucket as S3 */
+		struct s3_bucket_info bi;
+
+		return rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
+	}
+	if (is_part(after) && strcmp(after, PART_END) < 0)
+		after = PART_END;
+	rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, limit, &a);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < a.n && !parts; i++)
+		parts = is_part(a.entries[i].key);
+	for (size_t i = 0; i < a.nprefix && !parts; i++)
+		parts = is_part(a.prefixes[i]);
+	for (size_t i = 0; i < a.n && rc == 0; i++) {
+		const struct s3_list_entry *e = &a.entries[i];
+
+		if (!parts || strcmp(e->key, S3_PART_PREFIX) < 0)
+			rc = s3_list_result_add(out, e->key, e->size, e->etag, e->mtime_ns);
+	}
+	for (size_t i = 0; i < a.nprefix && rc == 0; i++) {
+		bool keep = !parts || strcmp(a.prefixes[i], S3_PART_PREFIX) < 0;
+
+		if (keep && straddles_parts(a.prefixes[i]))
+			rc = cp_has_client_key(rq, a.prefixes[i], &keep);
+		if (rc == 0 && keep)
+			rc = s3_list_result_add_prefix(out, a.prefixes[i]);
+	}
+	if (rc == 0 && parts) {
+		/* what a held from the parts on is dropped: the page goes on past them */
+		size_t kept = out->n + out->nprefix;
+
+		tail = &b;
+		if (kept < limit)
+			rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, PART_END, delim,
+			                  limit - (unsigned)kept, &b);
+		for (size_t i = 0; i < b.n && rc == 0; i++)
+			rc = s3_list_result_add(out, b.entries[i].key, b.entries[i].size,
+			                        b.entries[i].etag, b.entries[i].mtime_ns);
+		for (size_t i = 0; i < b.nprefix && rc == 0; i++)
+			rc = s3_list_result_add_prefix(out, b.prefixes[i]);
+	}
+	if (rc == 0) {
+		out->truncated = tail->truncated;
+		out->next_start_after = tail->next_start_after;
+		tail->next_start_after = NULL;
+	}
+	s3_list_result_fini(&a);
+	s3_list_result_fini(&b);
+	if (rc < 0)
+		s3_list_result_fini(out);
+	return rc;
+}
+
 int
 s3_op_list_objects(struct s3_req *rq, bool v2)
 {
@@ -152,7 +350,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	unsigned long max_keys = 1000;
 	struct s3_list_result lr = { 0 };
 	struct s3_buf x;
-	bool url;
+	bool url, has_token;
 	int rc = 0;
 	const char *after;
 	char *tok_key = NULL;
@@ -191,6 +389,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	}
 	url = enc[0] != '\0';
 	after = v2 ? start_after : marker;
+	has_token = s3_rq_query(rq, "continuation-token", tok_key, cap) == 1;
 	if (v2 && token[0]) {
 		int n = s3_b64_decode(token, strlen(token), (uint8_t *)tok_key, cap - 1);
 
@@ -204,8 +403,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 			after = tok_key;
 	}
 	if (max_keys > 0) {
-		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys,
-		                  &lr);
+		rc = list_client_keys(rq, prefix, after, delim, (unsigned)max_keys, &lr);
 		if (rc < 0) {
 			rc = s3_rq_backend_error(rq, rc);
 			goto out;
@@ -232,7 +430,7 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 	s3_buf_printf(&x, "<IsTruncated>%s</IsTruncated>", lr.truncated ? "true" : "false");
 	if (v2) {
 		s3_buf_printf(&x, "<KeyCount>%zu</KeyCount>", lr.n + lr.nprefix);
-		if (token[0]) {
+		if (has_token) { /* an empty one too, as S3 */
 			s3_buf_adds(&x, "<ContinuationToken>");
 			s3_buf_add_xml(&x, token, strlen(token));
 			s3_buf_adds(&x, "</ContinuationToken>");

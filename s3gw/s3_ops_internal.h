@@ -74,6 +74,7 @@ void s3_http_time(uint64_t ns, char *out, size_t cap);
 bool s3_http_time_parse(const char *s, time_t *out);
 bool s3_bucket_name_ok(const char *b);
 enum s3_err s3_key_check(const char *k, size_t n);
+bool s3_utf8_ok(const unsigned char *s, size_t n);
 void s3_attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t vl);
 void s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b);
 int s3_attr_get(const char *attrs, size_t len, const char *name, const char **val);

@@ -129,8 +129,8 @@ s3_http_time_parse(const char *s, time_t *out)
 }
 
 /* UTF-8 well-formedness (no overlongs, no surrogates). */
-static bool
-utf8_ok(const unsigned char *s, size_t n)
+bool
+s3_utf8_ok(const unsigned char *s, size_t n)
 {
 	size_t i = 0;
 
@@ -213,7 +213,7 @@ s3_key_check(const char *k, size_t n)
 		return S3E_INVALID_ARGUMENT;
 	if (n > S3_MAX_KEY)
 		return S3E_KEY_TOO_LONG;
-	if (memchr(k, '\0', n) || !utf8_ok((const unsigned char *)k, n))
+	if (memchr(k, '\0', n) || !s3_utf8_ok((const unsigned char *)k, n))
 		return S3E_INVALID_ARGUMENT;
 	if (n >= S3_PART_PREFIX_LEN && memcmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
 		return S3E_INVALID_ARGUMENT; /* the gateway's multipart part keys */
@@ -244,6 +244,48 @@ s3_attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t
 	s3_buf_add(b, "\n", 1);
 }
 
+/*
+ * Content-Encoding as S3 stores it: without the aws-chunked token (it describes the
+ * request body's framing, not the object) and the comma that joined it, the rest as sent
+ * ("deflate, gzip, aws-chunked" is stored "deflate, gzip"; "aws-chunked" alone stores
+ * nothing).
+ */
+static void
+attr_add_content_encoding(struct s3_buf *b, const struct s3_hdr *h)
+{
+	char *v = malloc(h->val_len + 1);
+	size_t o = 0, i = 0;
+
+	if (!v) {
+		b->err = -ENOMEM;
+		return;
+	}
+	while (i <= h->val_len) {
+		size_t j = i, s, e;
+
+		while (j < h->val_len && h->val[j] != ',')
+			j++;
+		for (s = i; s < j && (h->val[s] == ' ' || h->val[s] == '\t'); s++)
+			;
+		for (e = j; e > s && (h->val[e - 1] == ' ' || h->val[e - 1] == '\t'); e--)
+			;
+		if (!(e - s == 11 && strncasecmp(h->val + s, "aws-chunked", 11) == 0)) {
+			if (o) /* this token's own separator and spacing */
+				v[o++] = ',';
+			else
+				i = s;
+			memcpy(v + o, h->val + i, e - i);
+			o += e - i;
+		}
+		i = j + 1;
+	}
+	while (o && (v[o - 1] == ' ' || v[o - 1] == '\t' || v[o - 1] == ','))
+		o--;
+	if (o)
+		s3_attr_add(b, h->name, h->name_len, v, o);
+	free(v);
+}
+
 /* Headers S3 stores with an object. */
 void
 s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
@@ -263,36 +305,10 @@ s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
 			if (h->name_len != strlen(keep[k]) ||
 			    strncasecmp(h->name, keep[k], h->name_len))
 				continue;
-			if (k == 5) { /* content-encoding without the aws-chunked token */
-				char v[256];
-				size_t o = 0, i2 = 0;
-
-				while (i2 < h->val_len) {
-					size_t j = i2, s, e;
-
-					while (j < h->val_len && h->val[j] != ',')
-						j++;
-					s = i2;
-					e = j;
-					while (s < e && h->val[s] == ' ')
-						s++;
-					while (e > s && h->val[e - 1] == ' ')
-						e--;
-					if (!(e - s == 11 &&
-					      strncasecmp(h->val + s, "aws-chunked", 11) == 0) &&
-					    e > s && o + (e - s) + 1 < sizeof(v)) {
-						if (o)
-							v[o++] = ',';
-						memcpy(v + o, h->val + s, e - s);
-						o += e - s;
-					}
-					i2 = j + 1;
-				}
-				if (o)
-					s3_attr_add(b, h->name, h->name_len, v, o);
-			} else {
+			if (k == 5)
+				attr_add_content_encoding(b, h);
+			else
 				s3_attr_add(b, h->name, h->name_len, h->val, h->val_len);
-			}
 		}
 	}
 }

@@ -40,6 +40,8 @@ route(struct s3_req *rq)
 		return S3E_INVALID_ARGUMENT;
 	}
 	rq->resource = path;
+	if (!s3_utf8_ok((const unsigned char *)path, (size_t)n))
+		return S3E_INVALID_URI; /* S3: "Couldn't parse the specified URI." */
 	if (host && rq->cfg->domain) {
 		size_t dl = strlen(rq->cfg->domain), hl = host->val_len;
 		const char *colon = memchr(host->val, ':', hl);
@@ -204,10 +206,49 @@ dispatch(struct s3_req *rq)
 	return s3_rq_error(rq, S3E_METHOD_NOT_ALLOWED, NULL);
 }
 
+/*
+ * CORS preflight (OPTIONS). S3 answers it without a signature. No bucket has a CORS
+ * configuration here, so after S3's own checks (an Origin, then a method CORS knows) it
+ * is always refused as S3 refuses a bucket without one.
+ */
+static int
+cors_preflight(struct s3_req *rq)
+{
+	static const char *const methods[] = { "GET", "HEAD", "PUT", "POST", "DELETE" };
+	const struct s3_hdr *m = s3_rq_hdr(rq, "access-control-request-method");
+	struct s3_bucket_info bi;
+	bool known = false;
+	char msg[128];
+	enum s3_err e;
+
+	e = route(rq);
+	if (e)
+		return s3_rq_error(rq, e, NULL);
+	if (!s3_rq_hdr(rq, "origin"))
+		return s3_rq_error(rq, S3E_BAD_REQUEST,
+		                   "Insufficient information. Origin request header needed.");
+	for (size_t i = 0; m && i < sizeof(methods) / sizeof(methods[0]); i++)
+		known = known || (m->val_len == strlen(methods[i]) &&
+		                  memcmp(m->val, methods[i], m->val_len) == 0);
+	if (!known) {
+		snprintf(msg, sizeof(msg), "Invalid Access-Control-Request-Method: %.*s",
+		         m ? (int)(m->val_len > 64 ? 64 : m->val_len) : 4, m ? m->val : "null");
+		return s3_rq_error(rq, S3E_BAD_REQUEST, msg);
+	}
+	if (!rq->bucket[0] || strcmp(rq->bucket, S3_RESERVED_BUCKET) == 0 ||
+	    rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi) < 0)
+		return s3_rq_error(rq, S3E_ACCESS_FORBIDDEN, "CORSResponse: Bucket not found");
+	return s3_rq_error(rq, S3E_ACCESS_FORBIDDEN,
+	                   "CORSResponse: CORS is not enabled for this bucket.");
+}
+
 int
 s3_ops_begin(struct s3_req *rq)
 {
 	enum s3_err e;
+
+	if (s3_rq_method_is(rq, "OPTIONS"))
+		return cors_preflight(rq);
 
 	e = s3_sigv4_verify(&rq->http, &rq->creds, time(NULL), &rq->auth);
 	if (e) {

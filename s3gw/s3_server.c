@@ -104,7 +104,9 @@ metric_request(enum s3_op op, int status, uint64_t ns)
 static void
 metrics_render(struct s3_buf *b)
 {
-	s3_buf_adds(b, "# TYPE zest_s3_requests_total counter\n");
+	s3_buf_adds(b, "# HELP zest_s3_requests_total S3 requests answered, by operation and "
+	               "status class.\n"
+	               "# TYPE zest_s3_requests_total counter\n");
 	for (unsigned op = 0; op < S3_OP_COUNT; op++)
 		for (unsigned c = 1; c < 6; c++) {
 			unsigned long v = atomic_load(&metrics.req[op][c]);
@@ -114,7 +116,9 @@ metrics_render(struct s3_buf *b)
 				        b, "zest_s3_requests_total{op=\"%s\",code=\"%ux\"} %lu\n",
 				        op_names[op], c, v);
 		}
-	s3_buf_adds(b, "# TYPE zest_s3_request_seconds histogram\n");
+	s3_buf_adds(b, "# HELP zest_s3_request_seconds S3 request latency, head received to "
+	               "response sent, by operation.\n"
+	               "# TYPE zest_s3_request_seconds histogram\n");
 	for (unsigned op = 0; op < S3_OP_COUNT; op++) {
 		unsigned long cum = 0;
 
@@ -141,11 +145,15 @@ metrics_render(struct s3_buf *b)
 		s3_buf_printf(b, "zest_s3_request_seconds_count{op=\"%s\"} %lu\n", op_names[op],
 		              cum);
 	}
-	s3_buf_adds(b, "# TYPE zest_payload_copied_bytes_total counter\n");
+	s3_buf_adds(b, "# HELP zest_payload_copied_bytes_total Payload bytes copied in user space, "
+	               "by stage.\n"
+	               "# TYPE zest_payload_copied_bytes_total counter\n");
 	for (unsigned s = 0; s < S3_COPY_STAGES; s++)
 		s3_buf_printf(b, "zest_payload_copied_bytes_total{stage=\"%s\"} %lu\n",
 		              copy_stage_names[s], atomic_load(&metrics.copied[s]));
 	s3_buf_printf(b,
+	              "# HELP zest_s3_payload_bytes_total Object payload bytes received (in) and "
+	              "sent (out).\n"
 	              "# TYPE zest_s3_payload_bytes_total counter\n"
 	              "zest_s3_payload_bytes_total{dir=\"in\"} %lu\n"
 	              "zest_s3_payload_bytes_total{dir=\"out\"} %lu\n",
@@ -155,14 +163,22 @@ metrics_render(struct s3_buf *b)
 			                              "streaming-signed-trailer",
 			                              "streaming-unsigned-trailer" };
 
-		s3_buf_adds(b, "# TYPE zest_s3_uploads_by_payload_total counter\n");
+		s3_buf_adds(b, "# HELP zest_s3_uploads_by_payload_total Uploads by "
+		               "x-amz-content-sha256 mode.\n"
+		               "# TYPE zest_s3_uploads_by_payload_total counter\n");
 		for (unsigned i = 0; i < 5; i++)
 			s3_buf_printf(b, "zest_s3_uploads_by_payload_total{mode=\"%s\"} %lu\n",
 			              modes[i], atomic_load(&metrics.payload_mode[i]));
 	}
-	s3_buf_printf(b, "# TYPE zest_s3_connections gauge\nzest_s3_connections %ld\n",
+	s3_buf_printf(b,
+	              "# HELP zest_s3_connections Open client connections.\n"
+	              "# TYPE zest_s3_connections gauge\nzest_s3_connections %ld\n",
 	              atomic_load(&metrics.conns));
-	s3_buf_printf(b, "# TYPE zest_zc_refs_live gauge\nzest_zc_refs_live %ld\n", zc_ref_live());
+	s3_buf_printf(
+	        b,
+	        "# HELP zest_zc_refs_live Payload references alive in the gateway (0 when idle).\n"
+	        "# TYPE zest_zc_refs_live gauge\nzest_zc_refs_live %ld\n",
+	        zc_ref_live());
 }
 
 /* ------------------------------------------------------------------ structures */

@@ -11,6 +11,8 @@
 static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3_OK] = { 200, "OK", "OK" },
 	[S3E_ACCESS_DENIED] = { 403, "AccessDenied", "Access Denied" },
+	[S3E_ACCESS_FORBIDDEN] = { 403, "AccessForbidden",
+	                           "CORSResponse: This CORS request is not allowed." },
 	[S3E_BAD_DIGEST] = { 400, "BadDigest",
 	                     "The Content-MD5 or checksum you specified did not match what we "
 	                     "received." },

@@ -41,7 +41,8 @@ def error_code(fn, *a, **kw):
 
 
 s3.create_bucket(Bucket=bucket)
-check(error_code(s3.create_bucket, Bucket=bucket)[0] == "BucketAlreadyOwnedByYou", "re-create")
+# us-east-1 (the gateway's default region) answers 200 to re-creating one's own bucket
+check(error_code(s3.create_bucket, Bucket=bucket) == (None, 200), "re-create")
 s3.head_bucket(Bucket=bucket)
 loc = s3.get_bucket_location(Bucket=bucket)
 check(loc.get("LocationConstraint") in (None, ""), "location %r" % loc)

@@ -758,7 +758,7 @@ def _(p):
     return exchange(p, put(p, ".."))
 
 
-@case("key with invalid UTF-8", 400, "InvalidArgument")
+@case("key with invalid UTF-8", 400, "InvalidURI")
 def _(p):
     return exchange(p, put(p, b"rej/\xff\xfe"))
 

@@ -449,11 +449,6 @@ m_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 		const struct mobj *o = &b->objs[i];
 		const char *d;
 
-		/* multipart part keys sort last and are not listed (see S3_PART_PREFIX) */
-		if (strncmp(prefix, S3_PART_PREFIX, S3_PART_PREFIX_LEN) != 0 &&
-		    strncmp(o->key, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
-			break;
-
 		if (strncmp(o->key, prefix, pl) != 0) {
 			if (strcmp(o->key, prefix) > 0)
 				break;

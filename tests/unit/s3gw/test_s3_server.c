@@ -35,12 +35,12 @@ static struct s3_backend *be;
 static struct s3_server *srv;
 static pthread_t thr;
 static int port;
+static const char *sign_region = "us-east-1"; /* the region build() signs for */
 
 static void *
 run_server(void *arg)
 {
-	(void)arg;
-	s3_server_run(srv);
+	s3_server_run(arg ? arg : srv);
 	return NULL;
 }
 
@@ -203,13 +203,13 @@ build(const char *method, const char *target, const char *extra, const char *pay
 	                 0);
 	sha_hex(canon.p, canon.len, chash);
 	memcpy(a.amz_date, date, 17);
-	snprintf(a.scope, sizeof(a.scope), "%.8s/us-east-1/s3/aws4_request", date);
+	snprintf(a.scope, sizeof(a.scope), "%.8s/%s/s3/aws4_request", date, sign_region);
 	{
 		char d8[9];
 
 		memcpy(d8, date, 8);
 		d8[8] = '\0';
-		s3_sigv4_key(SK, d8, "us-east-1", "s3", a.key);
+		s3_sigv4_key(SK, d8, sign_region, "s3", a.key);
 	}
 	s3_buf_init(&sts, 4096);
 	s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, a.scope, chash);
@@ -278,8 +278,9 @@ test_bucket_and_object(void **state)
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	resp_free(&r);
+	/* us-east-1 answers 200 to re-creating a bucket one owns (legacy compatibility) */
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
-	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	assert_int_equal(r.status, 200);
 	resp_free(&r);
 	request("PUT", "/Bad_Bucket", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidBucketName");
@@ -504,7 +505,8 @@ test_put_errors(void **state)
 	expect_error(&r, 400, "InvalidArgument");
 	resp_free(&r);
 	request("PUT", "/errs/bad%ffutf8", NULL, "a", 1, &r);
-	expect_error(&r, 400, "InvalidArgument");
+	expect_error(&r, 400, "InvalidURI");
+	assert_non_null(strstr(r.body, "t parse the specified URI.</Message>"));
 	resp_free(&r);
 
 	/* a Content-Length that lies: fewer bytes then the client stops sending */
@@ -853,6 +855,447 @@ test_multipart_and_delete(void **state)
 	free(p1);
 }
 
+/* How many times needle occurs in the body. */
+static int
+count_in(const struct resp *r, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = r->body; p && (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A body-carrying request with the Content-MD5 S3 wants on a multi-delete. */
+static void
+request_md5(const char *method, const char *target, const char *body, struct resp *r)
+{
+	unsigned char d[16];
+	unsigned int dl = 0;
+	char b64[32], ex[128];
+
+	assert_int_equal(EVP_Digest(body, strlen(body), d, &dl, EVP_md5(), NULL), 1);
+	s3_b64_encode(d, 16, b64);
+	snprintf(ex, sizeof(ex), "Content-MD5: %s\r\n", b64);
+	request(method, target, ex, body, strlen(body), r);
+}
+
+/*
+ * The multipart part keys (S3_PART_PREFIX "<upload-id>/<nnnnn>", in the upload's own
+ * bucket) are the gateway's: no listing shows them, whatever prefix, start-after, marker,
+ * token or delimiter, and every client key on either side of them is listed.
+ */
+#define U10FFFF     "%F4%8F%BF%BF"
+#define U10FFFF_FMT "%%F4%%8F%%BF%%BF" /* the same in a printf format */
+static void
+test_part_keys_hidden(void **state)
+{
+	static const char *const keys[] = { "a", U10FFFF "zest-mpu", U10FFFF "zest-mpu0",
+		                            U10FFFF "zz" };
+	struct resp r;
+	char target[512], uid[64], body[512], tok[64];
+	char *e;
+	int seen = 0;
+
+	(void)state;
+	request("PUT", "/hide", NULL, NULL, 0, &r);
+	resp_free(&r);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(target, sizeof(target), "/hide/%s", keys[i]);
+		request("PUT", target, NULL, "k", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	request("POST", "/hide/obj?uploads", NULL, NULL, 0, &r);
+	e = strstr(r.body, "<UploadId>");
+	assert_non_null(e);
+	snprintf(uid, sizeof(uid), "%.32s", e + 10);
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/hide/obj?partNumber=1&uploadId=%s", uid);
+	request("PUT", target, NULL, "part", 4, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+
+	/* every client key, no part: v2 and v1, with and without a delimiter */
+	request("GET", "/hide?list-type=2&encoding-type=url", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 4);
+	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zz</Key>"));
+	assert_null(strstr(r.body, "zest-mpu%2F"));
+	resp_free(&r);
+	request("GET", "/hide?encoding-type=url&delimiter=%2F", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 4);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	/* a common prefix that only parts roll into is not listed; one with a client key is */
+	request("GET", "/hide?list-type=2&encoding-type=url&delimiter=s", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_non_null(strstr(r.body, "<Prefix>" U10FFFF "zes</Prefix>"));
+	resp_free(&r);
+	request("GET", "/hide?list-type=2&encoding-type=url&delimiter=%2F&prefix=" U10FFFF "zest",
+	        NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	/* inside the part range */
+	snprintf(target, sizeof(target), "/hide?list-type=2&prefix=" U10FFFF_FMT "zest-mpu%%2F");
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	resp_free(&r);
+	request("GET", "/hide?prefix=" U10FFFF "zest-mpu%2F", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	resp_free(&r);
+	snprintf(target, sizeof(target),
+	         "/hide?list-type=2&encoding-type=url&start-after=" U10FFFF_FMT "zest-mpu%%2F%s",
+	         uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zest-mpu0</Key>"));
+	resp_free(&r);
+	snprintf(target, sizeof(target),
+	         "/hide?encoding-type=url&marker=" U10FFFF_FMT "zest-mpu%%2F");
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	s3_b64_encode((const uint8_t *)"\xf4\x8f\xbf\xbfzest-mpu/", 13, tok);
+	{
+		struct s3_buf q;
+
+		s3_buf_init(&q, 256);
+		s3_buf_add_uri(&q, tok, strlen(tok), true);
+		snprintf(target, sizeof(target), "/hide?list-type=2&continuation-token=%.*s",
+		         (int)q.len, q.p);
+		s3_buf_fini(&q);
+	}
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	/* one key a page: the pages hold every client key and no part */
+	snprintf(target, sizeof(target), "/hide?max-keys=1&encoding-type=url");
+	for (int page = 0; page < 10; page++) {
+		char *nm;
+
+		request("GET", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		seen += count_in(&r, "<Key>");
+		assert_null(strstr(r.body, "zest-mpu%2F"));
+		nm = strstr(r.body, "<NextMarker>");
+		if (!nm) {
+			resp_free(&r);
+			break;
+		}
+		nm += 12;
+		snprintf(target, sizeof(target), "/hide?max-keys=1&encoding-type=url&marker=%.*s",
+		         (int)(strstr(nm, "</NextMarker>") - nm), nm);
+		resp_free(&r);
+	}
+	assert_int_equal(seen, 4);
+	/* with the client keys under it gone, a common prefix of parts alone is not listed */
+	request("DELETE", "/hide/" U10FFFF "zest-mpu", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("DELETE", "/hide/" U10FFFF "zest-mpu0", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("GET", "/hide?list-type=2&delimiter=s", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+	request("GET", "/hide?delimiter=u&prefix=" U10FFFF "zest-m", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Key>"), 0);
+	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 0);
+	resp_free(&r);
+
+	/* nor read, written or deleted */
+	snprintf(target, sizeof(target), "/hide/" U10FFFF_FMT "zest-mpu/%s/00001", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("HEAD", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 400);
+	resp_free(&r);
+	request("DELETE", target, NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	snprintf(body, sizeof(body),
+	         "<Delete><Object><Key>\xf4\x8f\xbf\xbfzest-mpu/%s/00001</Key></Object></Delete>",
+	         uid);
+	request_md5("POST", "/hide?delete", body, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<Error>"));
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/hide/obj?uploadId=%s", uid);
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<PartNumber>1</PartNumber>")); /* the part is still there */
+	resp_free(&r);
+	request("DELETE", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 204);
+	resp_free(&r);
+}
+
+/* Outside us-east-1, re-creating a bucket one owns is 409 BucketAlreadyOwnedByYou. */
+static void
+test_create_bucket_elsewhere(void **state)
+{
+	struct s3_config cfg = { .listen = "127.0.0.1:0",
+		                 .access_key = AK,
+		                 .secret_key = SK,
+		                 .region = "eu-west-1",
+		                 .threads = 1,
+		                 .header_timeout_ms = 800,
+		                 .idle_timeout_ms = 1500,
+		                 .max_header = 8192 };
+	static const char loc[] = "<CreateBucketConfiguration><LocationConstraint>eu-west-1"
+	                          "</LocationConstraint></CreateBucketConfiguration>";
+	struct s3_server *eu;
+	pthread_t t;
+	int us_port = port;
+	struct resp r;
+
+	(void)state;
+	assert_int_equal(s3_server_create(&cfg, be, &eu), 0);
+	assert_int_equal(pthread_create(&t, NULL, run_server, eu), 0);
+	port = s3_server_port(eu);
+	sign_region = "eu-west-1";
+	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
+	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	resp_free(&r);
+	request("PUT", "/eub", NULL, NULL, 0, &r);
+	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
+	resp_free(&r);
+	request("DELETE", "/eub", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 204);
+	resp_free(&r);
+	s3_server_stop(eu);
+	pthread_join(t, NULL);
+	s3_server_destroy(eu);
+	port = us_port;
+	sign_region = "us-east-1";
+}
+
+/* ListBuckets pages (max-buckets, continuation-token) and filters (prefix, bucket-region). */
+static void
+test_list_buckets_pages(void **state)
+{
+	struct resp r;
+	char target[256], tok[256] = "";
+	int seen = 0, pages = 0;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		snprintf(target, sizeof(target), "/lb-%d", i);
+		request("PUT", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	do {
+		char *p;
+
+		snprintf(target, sizeof(target), "/?max-buckets=2&prefix=lb-%s%s",
+		         tok[0] ? "&continuation-token=" : "", tok);
+		request("GET", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		assert_non_null(strstr(r.body, "<Prefix>lb-</Prefix>"));
+		assert_null(strstr(r.body, "<Name>bkt</Name>"));
+		seen += count_in(&r, "<Bucket>");
+		assert_true(count_in(&r, "<Bucket>") <= 2);
+		assert_non_null(strstr(r.body, "<BucketRegion>us-east-1</BucketRegion>"));
+		tok[0] = '\0';
+		p = strstr(r.body, "<ContinuationToken>");
+		if (p) {
+			struct s3_buf q;
+
+			p += 19;
+			s3_buf_init(&q, 256);
+			s3_buf_add_uri(&q, p, (size_t)(strchr(p, '<') - p), true);
+			snprintf(tok, sizeof(tok), "%.*s", (int)q.len, q.p);
+			s3_buf_fini(&q);
+		}
+		pages++;
+		resp_free(&r);
+	} while (tok[0] && pages < 10);
+	assert_int_equal(seen, 5);
+	assert_int_equal(pages, 3);
+	/* without max-buckets every bucket, and no token */
+	request("GET", "/", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_true(count_in(&r, "<Bucket>") >= 6);
+	assert_null(strstr(r.body, "<ContinuationToken>"));
+	assert_null(strstr(r.body, "<Prefix>"));
+	assert_null(strstr(r.body, ".zest-mpu"));
+	resp_free(&r);
+	request("GET", "/?bucket-region=eu-west-1", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(count_in(&r, "<Bucket>"), 0);
+	resp_free(&r);
+	request("GET", "/?bucket-region=us-east-1&prefix=lb-3", NULL, NULL, 0, &r);
+	assert_int_equal(count_in(&r, "<Bucket>"), 1);
+	resp_free(&r);
+	request("GET", "/?max-buckets=0", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?max-buckets=10001", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?max-buckets=x", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("GET", "/?continuation-token=%21%21", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	for (int i = 0; i < 5; i++) {
+		snprintf(target, sizeof(target), "/lb-%d", i);
+		request("DELETE", target, NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 204);
+		resp_free(&r);
+	}
+}
+
+/* An empty continuation-token is echoed; v1's url encoding covers Prefix, Marker,
+ * Delimiter and NextMarker, v2's Prefix, Delimiter and StartAfter. */
+static void
+test_listing_echoes(void **state)
+{
+	struct resp r;
+
+	(void)state;
+	request("PUT", "/echo", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/echo/a%0Ab", NULL, "x", 1, &r);
+	resp_free(&r);
+	request("PUT", "/echo/a%0Ac", NULL, "x", 1, &r);
+	resp_free(&r);
+	request("GET", "/echo?list-type=2&continuation-token=", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<ContinuationToken></ContinuationToken>"));
+	assert_int_equal(count_in(&r, "<Key>"), 2);
+	resp_free(&r);
+	request("GET", "/echo?list-type=2", NULL, NULL, 0, &r);
+	assert_null(strstr(r.body, "<ContinuationToken>"));
+	resp_free(&r);
+	request("GET", "/echo?encoding-type=url&prefix=a%0A&marker=a%0A&max-keys=1&delimiter=%0A",
+	        NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<Prefix>a%0A</Prefix>"));
+	assert_non_null(strstr(r.body, "<Marker>a%0A</Marker>"));
+	assert_non_null(strstr(r.body, "<Delimiter>%0A</Delimiter>"));
+	assert_non_null(strstr(r.body, "<Key>a%0Ab</Key>"));
+	assert_non_null(strstr(r.body, "<NextMarker>a%0Ab</NextMarker>"));
+	resp_free(&r);
+	request("GET", "/echo?list-type=2&encoding-type=url&prefix=a%0A&start-after=a%0A", NULL,
+	        NULL, 0, &r);
+	assert_non_null(strstr(r.body, "<Prefix>a%0A</Prefix>"));
+	assert_non_null(strstr(r.body, "<StartAfter>a%0A</StartAfter>"));
+	resp_free(&r);
+}
+
+/* Content-Encoding is stored without the aws-chunked token and its comma, spacing kept. */
+static void
+test_content_encoding(void **state)
+{
+	static const char *const ce[][2] = {
+		{ "deflate, gzip, aws-chunked", "deflate, gzip" },
+		{ "deflate, gzip", "deflate, gzip" },
+		{ "aws-chunked, gzip", "gzip" },
+		{ "deflate,  aws-chunked ,gzip", "deflate,gzip" },
+		{ "AWS-CHUNKED", NULL },
+		{ "aws-chunked", NULL },
+	};
+	struct resp r;
+	char ex[128], want[128];
+
+	(void)state;
+	request("PUT", "/cenc", NULL, NULL, 0, &r);
+	resp_free(&r);
+	for (size_t i = 0; i < sizeof(ce) / sizeof(ce[0]); i++) {
+		snprintf(ex, sizeof(ex), "Content-Encoding: %s\r\n", ce[i][0]);
+		request("PUT", "/cenc/k", ex, "x", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+		request("HEAD", "/cenc/k", NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		if (ce[i][1]) {
+			snprintf(want, sizeof(want), "\r\nContent-Encoding: %s\r\n", ce[i][1]);
+			if (!strcasestr(r.head, want))
+				fail_msg("sent %s, want %s in %s", ce[i][0], ce[i][1], r.head);
+		} else {
+			assert_null(strcasestr(r.head, "Content-Encoding"));
+		}
+		resp_free(&r);
+	}
+}
+
+/* An unsigned raw request; returns the response. */
+static void
+raw_request(const char *head, struct resp *r)
+{
+	int fd = dial();
+
+	send_all(fd, head, strlen(head));
+	assert_int_equal(recv_resp(fd, r, false), 0);
+	close(fd);
+}
+
+/* CORS preflight without a CORS configuration: no signature needed, S3's codes. */
+static void
+test_options_preflight(void **state)
+{
+	struct resp r;
+	char h[512];
+
+	(void)state;
+	request("PUT", "/corsb", NULL, NULL, 0, &r);
+	resp_free(&r);
+	snprintf(h, sizeof(h), "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(
+	        strstr(r.body, "<Message>Insufficient information. Origin request header needed."));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
+	         "Access-Control-Request-Method: PUT\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	assert_non_null(
+	        strstr(r.body, "<Message>CORSResponse: CORS is not enabled for this bucket."));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
+	         "Access-Control-Request-Method: BLAH\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: BLAH"));
+	resp_free(&r);
+	snprintf(
+	        h, sizeof(h),
+	        "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n\r\n",
+	        port);
+	raw_request(h, &r);
+	expect_error(&r, 400, "BadRequest");
+	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: null"));
+	resp_free(&r);
+	snprintf(h, sizeof(h),
+	         "OPTIONS /nocorsbucket/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+	         "Origin: http://a.example\r\nAccess-Control-Request-Method: GET\r\n\r\n",
+	         port);
+	raw_request(h, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	assert_non_null(strstr(r.body, "CORSResponse: Bucket not found"));
+	resp_free(&r);
+	/* signed or not, the same answer */
+	request("OPTIONS", "/corsb/k",
+	        "Origin: http://a.example\r\n"
+	        "Access-Control-Request-Method: GET\r\n",
+	        NULL, 0, &r);
+	expect_error(&r, 403, "AccessForbidden");
+	resp_free(&r);
+}
+
 static void
 test_virtual_host(void **state)
 {
@@ -966,6 +1409,12 @@ test_bad_input_table(void **state)
 		{ "PUT", "/192.168.1.1", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "GET", "/.zest-mpu/x", NULL, NULL, NULL, 400, "InvalidBucketName" },
 		{ "PUT", "/tbl/a/./b", NULL, "x", NULL, 400, "InvalidArgument" },
+		/* a path that is not UTF-8: stray byte, overlong, surrogate, cut sequence */
+		{ "PUT", "/tbl/rej%FF%FE", NULL, "x", NULL, 400, "InvalidURI" },
+		{ "GET", "/tbl/%C0%AF", NULL, NULL, NULL, 400, "InvalidURI" },
+		{ "DELETE", "/tbl/a%ED%A0%80", NULL, NULL, NULL, 400, "InvalidURI" },
+		{ "PUT", "/tbl/a%E2%82", NULL, "x", NULL, 400, "InvalidURI" },
+		{ "PUT", "/tb%FF", NULL, NULL, NULL, 400, "InvalidURI" },
 		/* the gateway's own multipart part keys (S3_PART_PREFIX) */
 		{ "PUT", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, "x", NULL, 400, "InvalidArgument" },
 		{ "GET", "/tbl/%F4%8F%BF%BFzest-mpu/x", NULL, NULL, NULL, 400, "InvalidArgument" },
@@ -1434,6 +1883,12 @@ main(void)
 		cmocka_unit_test(test_keepalive_pipeline_continue),
 		cmocka_unit_test(test_streaming_put),
 		cmocka_unit_test(test_multipart_and_delete),
+		cmocka_unit_test(test_part_keys_hidden),
+		cmocka_unit_test(test_create_bucket_elsewhere),
+		cmocka_unit_test(test_list_buckets_pages),
+		cmocka_unit_test(test_listing_echoes),
+		cmocka_unit_test(test_content_encoding),
+		cmocka_unit_test(test_options_preflight),
 		cmocka_unit_test(test_virtual_host),
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
