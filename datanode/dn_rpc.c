@@ -434,7 +434,9 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	if (err) {
 		char msg[RPC_STATUS_MSG_MAX];
 
-		ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket, c->key, err);
+		if (err != DN_ECONDITION) /* a condition that fails is the client's answer */
+			ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket,
+			        c->key, err);
 		err = write_errmsg(c, err, msg, sizeof(msg));
 		rpc_write_fail(c->w, err, "%s", msg);
 	} else {
