@@ -86,6 +86,9 @@ enum s3_err {
 	S3E_MALFORMED_TRAILER,
 	S3E_HTTP_VERSION,
 	S3E_INVALID_URI,
+	S3E_INVALID_STORAGE_CLASS,
+	S3E_ACL_NOT_SUPPORTED,  /* object ACLs other than owner-only (s3_refuse.c) */
+	S3E_INVALID_BUCKET_ACL, /* the same on CreateBucket */
 	S3E_COUNT
 };
 

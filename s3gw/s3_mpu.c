@@ -560,13 +560,14 @@ s3_op_list_uploads(struct s3_req *rq)
 	char prefix[80];
 	char *kprefix = calloc(1, 4 * S3_MAX_KEY + 1);
 	char *kmarker = calloc(1, 4 * S3_MAX_KEY + 1);
-	char umarker[64] = "", mu[16];
+	char umarker[64] = "", mu[16], delim[256] = "";
 	unsigned long max_uploads = 1000;
 	struct s3_list_result lr = { 0 };
 	struct upl *u = NULL;
-	size_t nu = 0, shown = 0, first = 0;
+	size_t nu = 0, shown = 0, first = 0, i, dl, next = 0, next_cpl = 0, cpl = 0;
+	const char *cp = NULL; /* the last CommonPrefixes entry: cpl bytes of a key */
 	bool truncated = false;
-	struct s3_buf x;
+	struct s3_buf x, ux, cx;
 	struct s3_bucket_info bi;
 	int rc;
 
@@ -584,12 +585,14 @@ s3_op_list_uploads(struct s3_req *rq)
 	s3_rq_query(rq, "prefix", kprefix, 4 * S3_MAX_KEY + 1);
 	if (s3_rq_query(rq, "key-marker", kmarker, 4 * S3_MAX_KEY + 1) < 0 ||
 	    s3_rq_query(rq, "upload-id-marker", umarker, sizeof(umarker)) < 0 ||
+	    s3_rq_query(rq, "delimiter", delim, sizeof(delim)) < 0 ||
 	    (s3_rq_query(rq, "max-uploads", mu, sizeof(mu)) == 1 &&
 	     s3_parse_uint(mu, 1000, &max_uploads) < 0)) {
 		free(kprefix);
 		free(kmarker);
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, NULL);
 	}
+	dl = strlen(delim);
 	snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
 	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 10000, &lr);
 	if (rc < 0) {
@@ -627,41 +630,74 @@ s3_op_list_uploads(struct s3_req *rq)
 	        (strcmp(u[first].key, kmarker) == 0 &&
 	         (!umarker[0] || strcmp(u[first].uid, umarker) <= 0))))
 		first++;
-	s3_buf_init(&x, 16u << 20);
+	/* A delimiter after the prefix rolls the keys that have it into one CommonPrefixes
+	 * entry, counted once toward max-uploads; a key-marker equal to such a prefix (the
+	 * NextKeyMarker of a page that ended on it) skips all of it. */
+	s3_buf_init(&ux, 16u << 20);
+	s3_buf_init(&cx, 16u << 20);
+	for (i = first; i < nu; i++) {
+		const char *d = dl ? strstr(u[i].key + strlen(kprefix), delim) : NULL;
+		char t[32];
+
+		if (d) {
+			size_t cl = (size_t)(d - u[i].key) + dl;
+
+			if ((cp && cl == cpl && memcmp(u[i].key, cp, cl) == 0) ||
+			    (strlen(kmarker) == cl && memcmp(u[i].key, kmarker, cl) == 0))
+				continue;
+			if (shown == max_uploads)
+				break;
+			cp = u[i].key;
+			cpl = cl;
+			s3_buf_adds(&cx, "<CommonPrefixes><Prefix>");
+			s3_buf_add_xml(&cx, cp, cpl);
+			s3_buf_adds(&cx, "</Prefix></CommonPrefixes>");
+			next = i;
+			next_cpl = cl;
+			shown++;
+			continue;
+		}
+		if (shown == max_uploads)
+			break;
+		s3_xml_time(u[i].mtime_ns, t);
+		s3_buf_adds(&ux, "<Upload>");
+		s3_xml_key(&ux, "Key", u[i].key, false);
+		s3_buf_printf(&ux,
+		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
+		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
+		              "<Initiated>%s</Initiated></Upload>",
+		              u[i].uid, t);
+		next = i;
+		next_cpl = 0;
+		shown++;
+	}
+	truncated = i < nu;
+	s3_buf_init(&x, 32u << 20);
 	s3_buf_adds(&x, XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_NS "\"><Bucket>");
 	s3_buf_add_xml(&x, rq->bucket, strlen(rq->bucket));
 	s3_buf_adds(&x, "</Bucket>");
 	s3_xml_key(&x, "KeyMarker", kmarker, false);
 	s3_buf_printf(&x, "<UploadIdMarker>%s</UploadIdMarker>", umarker);
 	s3_xml_key(&x, "Prefix", kprefix, false);
-	shown = nu - first < max_uploads ? nu - first : max_uploads;
-	truncated = first + shown < nu;
-	if (truncated && shown) {
-		s3_xml_key(&x, "NextKeyMarker", u[first + shown - 1].key, false);
-		s3_buf_printf(&x, "<NextUploadIdMarker>%s</NextUploadIdMarker>",
-		              u[first + shown - 1].uid);
+	if (dl)
+		s3_xml_key(&x, "Delimiter", delim, false);
+	if (truncated && shown && next_cpl) {
+		s3_buf_adds(&x, "<NextKeyMarker>");
+		s3_buf_add_xml(&x, u[next].key, next_cpl);
+		s3_buf_adds(&x, "</NextKeyMarker>");
+	} else if (truncated && shown) {
+		s3_xml_key(&x, "NextKeyMarker", u[next].key, false);
+		s3_buf_printf(&x, "<NextUploadIdMarker>%s</NextUploadIdMarker>", u[next].uid);
 	}
 	s3_buf_printf(&x, "<MaxUploads>%lu</MaxUploads><IsTruncated>%s</IsTruncated>", max_uploads,
 	              truncated ? "true" : "false");
-	for (size_t i = 0; i < nu; i++) {
-		char t[32];
-
-		if (i < first || i >= first + shown) {
-			free(u[i].key);
-			continue;
-		}
-
-		s3_xml_time(u[i].mtime_ns, t);
-		s3_buf_adds(&x, "<Upload>");
-		s3_xml_key(&x, "Key", u[i].key, false);
-		s3_buf_printf(&x,
-		              "<UploadId>%s</UploadId><Initiator><ID>zest</ID><DisplayName>zest"
-		              "</DisplayName></Initiator><Owner><ID>zest</ID><DisplayName>zest"
-		              "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>"
-		              "<Initiated>%s</Initiated></Upload>",
-		              u[i].uid, t);
+	s3_buf_add(&x, ux.p ? ux.p : "", ux.len);
+	s3_buf_add(&x, cx.p ? cx.p : "", cx.len);
+	s3_buf_fini(&ux);
+	s3_buf_fini(&cx);
+	for (i = 0; i < nu; i++)
 		free(u[i].key);
-	}
 	s3_buf_adds(&x, "</ListMultipartUploadsResult>");
 	s3_resp_xml(rq, 200, NULL, &x);
 	s3_buf_fini(&x);

@@ -8,6 +8,7 @@
  *   s3_bucket.c  bucket operations and object listings
  *   s3_object.c  GET / HEAD / DELETE, PUT of objects and parts, DeleteObjects
  *   s3_mpu.c     multipart uploads: create, complete, abort, list parts and uploads
+ *   s3_refuse.c  requests naming features zest lacks (SSE, ACLs, tags, lock, versions)
  *   s3_copy.c    CopyObject and UploadPartCopy (server-side compose, else streamed)
  *   s3_cond.c    write conditions (If-None-Match: *, If-Match) and ETag lists
  *
@@ -125,5 +126,11 @@ int s3_mpu_complete_end(struct s3_req *rq);
 int s3_op_mpu_abort(struct s3_req *rq);
 int s3_op_list_parts(struct s3_req *rq);
 int s3_op_list_uploads(struct s3_req *rq);
+
+/* ---- s3_refuse.c */
+
+/* Refuse a request that asks for what zest does not do (see s3_refuse.c), before the
+ * dispatch. Returns 1 when it answered with the S3 error, 0 to go on. */
+int s3_refuse_unsupported(struct s3_req *rq);
 
 #endif

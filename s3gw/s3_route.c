@@ -265,6 +265,8 @@ s3_ops_begin(struct s3_req *rq)
 		return s3_rq_error(rq, e, NULL);
 	if (strcmp(rq->bucket, S3_RESERVED_BUCKET) == 0)
 		return s3_rq_error(rq, S3E_INVALID_BUCKET_NAME, NULL);
+	if (s3_refuse_unsupported(rq))
+		return 0;
 	return dispatch(rq);
 }
 

@@ -437,8 +437,15 @@ static void
 build_head(struct s3_req *rq, struct s3_buf *h, int status, const struct s3_buf *extra,
            uint64_t clen)
 {
+	struct s3_conn *c = rq->conn;
 	char date[64];
 
+	/* An answer before the body was asked for closes the connection when the client waits
+	 * for 100 or the body is big (begin_request): say so, or a client reusing the
+	 * connection races our FIN (botocore then reports "400 None" for its next request). */
+	if (c && c->state == C_HEAD && !c->continue_sent && (c->chunked || c->body_left > 0) &&
+	    (rq->http.expect_continue || c->body_left > (64u << 20)))
+		rq->close = true;
 	http_date(date, sizeof(date));
 	s3_buf_printf(h,
 	              "HTTP/1.1 %d %s\r\nServer: zest-s3gw\r\nDate: %s\r\nx-amz-request-id: %s\r\n"

@@ -90,6 +90,13 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3E_HTTP_VERSION] = { 505, "HTTPVersionNotSupported",
 	                       "The HTTP version of the request is not supported." },
 	[S3E_INVALID_URI] = { 400, "InvalidURI", "Couldn't parse the specified URI." },
+	[S3E_INVALID_STORAGE_CLASS] = { 400, "InvalidStorageClass",
+	                                "The storage class you specified is not valid" },
+	[S3E_ACL_NOT_SUPPORTED] = { 400, "AccessControlListNotSupported",
+	                            "The bucket does not allow ACLs" },
+	[S3E_INVALID_BUCKET_ACL] = { 400, "InvalidBucketAclWithObjectOwnership",
+	                             "Bucket cannot have ACLs set with ObjectOwnership's "
+	                             "BucketOwnerEnforced setting" },
 };
 
 const struct s3_err_info *
