@@ -127,6 +127,20 @@ typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *r
 #define DN_ENOQUORUM (-EHOSTDOWN)
 
 /*
+ * A condition on the object a commit replaces (S3 conditional writes), checked inside the
+ * metadata transaction that commits, so that two conditional writes of one key cannot both
+ * pass. if_none_match: the key must not exist. if_match (NULL or "": no check): the key must
+ * exist with this ETag ("*": any). A condition that does not hold fails the commit with
+ * DN_ECONDITION, or -ENOENT for if_match on a missing key (the bucket exists then: the
+ * binding tells the two -ENOENT apart); nothing changes.
+ */
+struct dn_cond {
+	bool if_none_match;
+	const char *if_match;
+};
+#define DN_ECONDITION (-EALREADY)
+
+/*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
  * that take writes (a full drive whose re-probe finds space again counts, and is OK from
  * then on). Returns 0, -EINVAL (no such scheme here), -ENOSPC (too few, and some of the
@@ -178,6 +192,9 @@ int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_s
  */
 void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
                      size_t nattrs, dn_commit_cb cb, void *arg);
+/* dn_write_commit with a condition on the replaced object (borrowed; NULL: none). */
+void dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
+                        size_t nattrs, const struct dn_cond *cond, dn_commit_cb cb, void *arg);
 
 /* Drop an unfinished write: nothing becomes visible, files are removed. Takes ownership. */
 void dn_write_abort(struct dn_write *w);
@@ -221,9 +238,19 @@ void dn_list_result_fini(struct dn_list_result *r);
  * New object bucket/key = concatenation of parts, metadata only: part i is key parts[i] in
  * bucket part_buckets[i] (part_buckets NULL, or an entry NULL or "": in `bucket`; another
  * bucket of this store is fine). delete_parts drops the part objects in the same
- * transaction. Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing),
- * -EINVAL, -EAGAIN (parts kept changing underneath).
+ * transaction; without it the parts stay (one part: a server-side copy; the target may be
+ * the part itself). cond (NULL: none) is checked on the target in the commit transaction.
+ * part_etags (NULL, or an entry NULL or "": any) pins the version of each part: a part whose
+ * ETag differs (overwritten since the caller looked) fails the compose with -EAGAIN.
+ * Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing; or cond's if_match
+ * on a missing target), DN_ECONDITION, -EINVAL, -EAGAIN (parts kept changing underneath).
  */
+int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
+                  const char *const *part_buckets, const char *const *parts,
+                  const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
+                  const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
+                  struct dn_write_result *res);
+/* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
                bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,

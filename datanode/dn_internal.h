@@ -248,6 +248,11 @@ int dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, stru
                     struct dn_extent *e, const char *const *drop_buckets,
                     const char *const *drop_keys, size_t ndrop, struct dn_extent **freed,
                     size_t *nfreed);
+/* dn_meta_put_obj, checking cond (NULL: none) on the replaced object in the transaction. */
+int dn_meta_put_obj_if(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
+                       struct dn_extent *e, const char *const *drop_buckets,
+                       const char *const *drop_keys, size_t ndrop, const struct dn_cond *cond,
+                       struct dn_extent **freed, size_t *nfreed);
 /* One object version to commit in a batch; err and freed are outputs. */
 struct dn_meta_put {
 	const char *bucket, *key;
@@ -256,6 +261,7 @@ struct dn_meta_put {
 	int err;
 	struct dn_extent *freed;
 	size_t nfreed;
+	const struct dn_cond *cond; /* NULL: unconditional */
 };
 /*
  * Commit n puts in one transaction per replica (one sync each), every put in its own nested

@@ -1369,7 +1369,34 @@ struct put_args {
 	size_t ndrop;
 	struct freelist fl;
 	int err; /* batch: this put's own outcome on the primary */
+	const struct dn_cond *cond;
 };
+
+/* Does the record the put replaces (name) satisfy cond? 0, DN_ECONDITION or -ENOENT. */
+static int
+cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const struct dn_cond *c)
+{
+	struct dn_obj cur;
+	MDB_val v;
+	int err = obj_rec_get(r, txn, name, len, &v);
+
+	if (err && err != -ENOENT)
+		return err;
+	if (c->if_none_match && !err)
+		return DN_ECONDITION;
+	if (!c->if_match || !c->if_match[0])
+		return 0;
+	if (err)
+		return -ENOENT;
+	if (strcmp(c->if_match, "*") == 0)
+		return 0;
+	err = obj_decode(&v, &cur);
+	if (err)
+		return err;
+	err = cur.etag && strcmp(cur.etag, c->if_match) == 0 ? 0 : DN_ECONDITION;
+	dn_obj_fini(&cur);
+	return err;
+}
 
 static int
 put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
@@ -1384,6 +1411,15 @@ put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 
 	if (!bucket_exists(r, txn, a->bucket))
 		return -ENOENT;
+	/* The primary decides; replicas apply what it committed (a lagging one must not
+	 * refuse, and a refusal on the primary never reaches them). */
+	if (a->cond && first) {
+		err = obj_name(a->bucket, a->key, name, &len);
+		if (!err)
+			err = cond_check(r, txn, name, len, a->cond);
+		if (err)
+			return err;
+	}
 	if (a->e) {
 		uint8_t ekb[8];
 
@@ -1442,7 +1478,17 @@ dn_meta_put_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
                 struct dn_extent *e, const char *const *drop_buckets, const char *const *drop_keys,
                 size_t ndrop, struct dn_extent **freed, size_t *nfreed)
 {
-	struct put_args a = { bucket, key, o, e, drop_buckets, drop_keys, ndrop, { 0 }, 0 };
+	return dn_meta_put_obj_if(m, bucket, key, o, e, drop_buckets, drop_keys, ndrop, NULL, freed,
+	                          nfreed);
+}
+
+int
+dn_meta_put_obj_if(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o,
+                   struct dn_extent *e, const char *const *drop_buckets,
+                   const char *const *drop_keys, size_t ndrop, const struct dn_cond *cond,
+                   struct dn_extent **freed, size_t *nfreed)
+{
+	struct put_args a = { bucket, key, o, e, drop_buckets, drop_keys, ndrop, { 0 }, 0, cond };
 	int err = meta_write(m, put_fn, &a);
 
 	if (err < 0) {
@@ -1505,9 +1551,11 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 	if (n > DN_BATCH_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		a[i] = (struct put_args){
-			.bucket = v[i].bucket, .key = v[i].key, .o = v[i].o, .e = v[i].e
-		};
+		a[i] = (struct put_args){ .bucket = v[i].bucket,
+			                  .key = v[i].key,
+			                  .o = v[i].o,
+			                  .e = v[i].e,
+			                  .cond = v[i].cond };
 	err = meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {
 		if (err < 0) {

@@ -36,6 +36,8 @@ struct job {
 	char *etag;
 	struct dn_attr *attrs;
 	size_t nattrs;
+	bool has_cond;
+	struct dn_cond cond; /* if_match owned */
 	int err;
 };
 
@@ -47,6 +49,7 @@ struct wcall {
 	uint64_t size;
 	bool size_known;
 	unsigned k, m;
+	bool cond_if_match; /* the commit carried if_match: -ENOENT may be NoSuchKey */
 	/* under b->mu */
 	struct job *head, *tail;
 	struct wcall *next_ready;
@@ -108,6 +111,7 @@ job_free(struct job *j)
 		free(j->segs);
 	}
 	free(j->etag);
+	free((char *)j->cond.if_match);
 	for (size_t i = 0; i < j->nattrs; i++) {
 		free(j->attrs[i].name);
 		free(j->attrs[i].value);
@@ -175,10 +179,35 @@ dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *buck
 	return err;
 }
 
+/*
+ * A commit refused by its condition: DN_ECONDITION is PreconditionFailed, and -ENOENT after
+ * an if_match names the missing key when the bucket is there. Returns the errno to send
+ * with buf, or 0 when err is none of these.
+ */
+static int
+cond_errmsg(struct dn_store *s, const char *bucket, const char *key, int err, bool if_match,
+            char *buf, size_t len)
+{
+	if (err == DN_ECONDITION) {
+		snprintf(buf, len, "PreconditionFailed: the condition on %s/%s did not hold",
+		         bucket, key);
+		return RPC_ECONDITION;
+	}
+	if (err == -ENOENT && if_match && dn_bucket_head(s, bucket, NULL) == 0) {
+		snprintf(buf, len, "NoSuchKey: %s/%s (If-Match)", bucket, key);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* The message for an engine error of a write; returns the errno to send it with. */
 static int
 write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 {
+	int cerr = cond_errmsg(c->b->s, c->bucket, c->key, err, c->cond_if_match, buf, len);
+
+	if (cerr)
+		return cerr;
 	return dn_rpc_write_errmsg(c->b->s, c->k, c->m, c->bucket, c->key, err, buf, len);
 }
 
@@ -339,6 +368,14 @@ on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *las
 		j->etag = strdup(last->etag ? last->etag : "");
 		ok = j->etag != NULL;
 	}
+	if (ok && last->cond && (last->cond->if_none_match || last->cond->if_match[0])) {
+		j->has_cond = true;
+		j->cond.if_none_match = last->cond->if_none_match;
+		if (last->cond->if_match[0]) {
+			j->cond.if_match = strdup(last->cond->if_match);
+			ok = j->cond.if_match != NULL;
+		}
+	}
 	if (ok && last->n_attrs) {
 		j->attrs = calloc(last->n_attrs, sizeof(*j->attrs));
 		ok = j->attrs != NULL;
@@ -397,7 +434,9 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	if (err) {
 		char msg[RPC_STATUS_MSG_MAX];
 
-		ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket, c->key, err);
+		if (err != DN_ECONDITION) /* a condition that fails is the client's answer */
+			ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket,
+			        c->key, err);
 		err = write_errmsg(c, err, msg, sizeof(msg));
 		rpc_write_fail(c->w, err, "%s", msg);
 	} else {
@@ -479,7 +518,9 @@ wcall_run(struct wcall *c, struct job *j)
 			               err ? c->errmsg : "InternalError: no write");
 			wcall_free(c);
 		} else {
-			dn_write_commit(c->dw, j->etag, j->attrs, j->nattrs, commit_done, c);
+			c->cond_if_match = j->has_cond && j->cond.if_match;
+			dn_write_commit_if(c->dw, j->etag, j->attrs, j->nattrs,
+			                   j->has_cond ? &j->cond : NULL, commit_done, c);
 		}
 		job_free(j);
 		return false;
@@ -897,14 +938,29 @@ out:
 	return err;
 }
 
+/* Are all of a compose's parts there (to tell a missing part from a missing target)? */
+static bool
+parts_exist(struct dn_store *s, const char *const *part_buckets, const char *const *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct dn_object_info info = { 0 };
+
+		if (dn_stat(s, part_buckets[i], parts[i], &info) != 0)
+			return false;
+		dn_object_info_fini(&info);
+	}
+	return true;
+}
+
 static int
 unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_reply *reply)
 {
 	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
 	struct dn_write_result res;
 	struct dn_attr *attrs = NULL;
-	const char **parts, **part_buckets;
+	const char **parts, **part_buckets, **part_etags;
 	char msg[RPC_STATUS_MSG_MAX];
+	struct dn_cond cond = { 0 };
 	int err;
 
 	if (!req->bucket[0] || !req->key[0] || strlen(req->key) > 1024) {
@@ -913,8 +969,9 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	}
 	parts = calloc(req->n_parts + 1, sizeof(*parts));
 	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
+	part_etags = calloc(req->n_parts + 1, sizeof(*part_etags));
 	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
-	if (!parts || !part_buckets || !attrs) {
+	if (!parts || !part_buckets || !part_etags || !attrs) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -924,10 +981,26 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		/* Empty: the target's bucket. */
 		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
 		parts[i] = p->key;
+		part_etags[i] = p->etag;
 	}
 	attrs_from_pb(req->attrs, req->n_attrs, attrs);
-	err = dn_compose(b->s, req->bucket, req->key, part_buckets, parts, req->n_parts,
-	                 req->delete_parts, req->etag, attrs, req->n_attrs, &res);
+	if (req->cond) {
+		cond.if_none_match = req->cond->if_none_match;
+		cond.if_match = req->cond->if_match;
+	}
+	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, part_etags,
+	                    req->n_parts, req->delete_parts, req->etag, attrs, req->n_attrs,
+	                    req->cond ? &cond : NULL, &res);
+	if (err == DN_ECONDITION || (err == -ENOENT && cond.if_match && cond.if_match[0] &&
+	                             parts_exist(b->s, part_buckets, parts, req->n_parts))) {
+		int cerr = cond_errmsg(b->s, req->bucket, req->key, err, true, msg, sizeof(msg));
+
+		if (cerr) {
+			rpc_reply_error(reply, "%s", msg);
+			err = cerr;
+			goto out;
+		}
+	}
 	if (err == -ENOENT) {
 		const char *nob = NULL;
 
@@ -948,6 +1021,11 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		rpc_reply_error(reply, "InvalidArgument: compose of %s refused", req->key);
 		goto out;
 	}
+	if (err == -EAGAIN) {
+		rpc_reply_error(reply, "SlowDown: a part of %s changed during the compose",
+		                req->key);
+		goto out;
+	}
 	if (err)
 		goto out;
 	wr.size = res.size;
@@ -958,6 +1036,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 out:
 	free(parts);
 	free(part_buckets);
+	free(part_etags);
 	free(attrs);
 	return err;
 }

@@ -568,28 +568,41 @@ dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *
 }
 
 static int compose_once(struct dn_store *s, const char *bucket, const char *key,
-                        const char *const *part_buckets, const char *const *parts, size_t nparts,
-                        bool delete_parts, const char *etag, const struct dn_attr *attrs,
-                        size_t nattrs, struct dn_write_result *res);
+                        const char *const *part_buckets, const char *const *parts,
+                        const char *const *part_etags, size_t nparts, bool delete_parts,
+                        const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                        const struct dn_cond *cond, struct dn_write_result *res);
 
 int
 dn_compose(struct dn_store *s, const char *bucket, const char *key, const char *const *part_buckets,
            const char *const *parts, size_t nparts, bool delete_parts, const char *etag,
            const struct dn_attr *attrs, size_t nattrs, struct dn_write_result *res)
 {
+	return dn_compose_if(s, bucket, key, part_buckets, parts, NULL, nparts, delete_parts, etag,
+	                     attrs, nattrs, NULL, res);
+}
+
+int
+dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
+              const char *const *part_buckets, const char *const *parts,
+              const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
+              const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
+              struct dn_write_result *res)
+{
 	int err = -ESTALE;
 
 	/* A part overwritten between reading it and the commit: read the parts again. */
 	for (int i = 0; i < 5 && err == -ESTALE; i++)
-		err = compose_once(s, bucket, key, part_buckets, parts, nparts, delete_parts, etag,
-		                   attrs, nattrs, res);
+		err = compose_once(s, bucket, key, part_buckets, parts, part_etags, nparts,
+		                   delete_parts, etag, attrs, nattrs, cond, res);
 	return err == -ESTALE ? -EAGAIN : err;
 }
 
 static int
 compose_once(struct dn_store *s, const char *bucket, const char *key,
-             const char *const *part_buckets, const char *const *parts, size_t nparts,
-             bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+             const char *const *part_buckets, const char *const *parts,
+             const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
+             const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
              struct dn_write_result *res)
 {
 	struct dn_obj o = { 0 }, p;
@@ -610,6 +623,14 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 		err = dn_meta_get_obj(s->meta, pb && pb[0] ? pb : bucket, parts[i], &p);
 		if (err)
 			break;
+		/* The pieces read are this version's: a pinned ETag checked here holds for
+		 * exactly the data composed (a later overwrite is caught as -ESTALE below). */
+		if (part_etags && part_etags[i] && part_etags[i][0] &&
+		    (!p.etag || strcmp(p.etag, part_etags[i]) != 0)) {
+			dn_obj_fini(&p);
+			err = -EAGAIN;
+			break;
+		}
 		if (o.npieces + p.npieces > cap) {
 			struct dn_piece *nv;
 
@@ -641,9 +662,9 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 	o.etag = (char *)(etag ? etag : "");
 	o.attrs = (struct dn_attr *)attrs;
 	o.nattrs = nattrs;
-	err = dn_meta_put_obj(s->meta, bucket, key, &o, NULL, delete_parts ? part_buckets : NULL,
-	                      delete_parts ? parts : NULL, delete_parts ? nparts : 0, &freed,
-	                      &nfreed);
+	err = dn_meta_put_obj_if(s->meta, bucket, key, &o, NULL, delete_parts ? part_buckets : NULL,
+	                         delete_parts ? parts : NULL, delete_parts ? nparts : 0, cond,
+	                         &freed, &nfreed);
 	free(o.pieces);
 	if (err)
 		return err;

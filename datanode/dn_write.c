@@ -73,6 +73,8 @@ struct dn_write {
 	char *etag;
 	struct dn_attr *attrs;
 	size_t nattrs;
+	bool has_cond; /* cond (its if_match owned) is checked in the commit transaction */
+	struct dn_cond cond;
 	dn_commit_cb cb;
 	void *cb_arg;
 	struct dn_job job;
@@ -722,6 +724,7 @@ write_free(struct dn_write *w)
 		free(w->attrs[i].value);
 	}
 	free(w->attrs);
+	free((char *)w->cond.if_match);
 	free(w->etag);
 	free(w->bucket);
 	free(w->key);
@@ -902,9 +905,11 @@ commit_batch(struct dn_job **jobs, size_t n)
 			                   .nattrs = w->nattrs,
 			                   .pieces = w->written ? &piece[np] : NULL,
 			                   .npieces = w->written ? 1 : 0 };
-		puts[np] = (struct dn_meta_put){
-			w->bucket, w->key, &obj[np], w->written ? &ext[np] : NULL, 0, NULL, 0
-		};
+		puts[np] = (struct dn_meta_put){ .bucket = w->bucket,
+			                         .key = w->key,
+			                         .o = &obj[np],
+			                         .e = w->written ? &ext[np] : NULL,
+			                         .cond = w->has_cond ? &w->cond : NULL };
 		ws[np++] = w;
 	}
 	if (np)
@@ -963,6 +968,22 @@ void
 dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
                 dn_commit_cb cb, void *arg)
 {
+	dn_write_commit_if(w, etag, attrs, nattrs, NULL, cb, arg);
+}
+
+void
+dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
+                   const struct dn_cond *cond, dn_commit_cb cb, void *arg)
+{
+	if (cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]))) {
+		w->has_cond = true;
+		w->cond.if_none_match = cond->if_none_match;
+		if (cond->if_match && cond->if_match[0]) {
+			w->cond.if_match = dn_strdup(cond->if_match);
+			if (!w->cond.if_match && !w->err)
+				w->err = -ENOMEM;
+		}
+	}
 	w->cb = cb;
 	w->cb_arg = arg;
 	w->etag = dn_strdup(etag ? etag : "");

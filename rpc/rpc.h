@@ -33,6 +33,7 @@
 #ifndef ZEST_RPC_H
 #define ZEST_RPC_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,12 +56,16 @@ struct rpc_status {
 
 /*
  * Map a -errno to the gRPC status the wire carries: -EINVAL INVALID_ARGUMENT,
- * -EBADMSG DATA_LOSS, -ENOENT NOT_FOUND, -EEXIST ALREADY_EXISTS, -ENOTEMPTY
- * FAILED_PRECONDITION, -EAGAIN/-ENOMEM/-ENOSPC RESOURCE_EXHAUSTED, -ECANCELED CANCELLED,
- * -ETIMEDOUT DEADLINE_EXCEEDED, -EACCES/-EPERM PERMISSION_DENIED, -EOPNOTSUPP/-ENOSYS
+ * -EBADMSG DATA_LOSS, -ENOENT NOT_FOUND, -EEXIST ALREADY_EXISTS, -ENOTEMPTY and
+ * RPC_ECONDITION FAILED_PRECONDITION, -EAGAIN/-ENOMEM/-ENOSPC RESOURCE_EXHAUSTED, -ECANCELED
+ * CANCELLED, -ETIMEDOUT DEADLINE_EXCEEDED, -EACCES/-EPERM PERMISSION_DENIED, -EOPNOTSUPP/-ENOSYS
  * UNIMPLEMENTED, -ECONNREFUSED/-ECONNRESET/-EPIPE UNAVAILABLE, anything else INTERNAL.
  */
 grpc_status_code rpc_status_from_err(int err);
+
+/* A write's condition (Zest__WriteCondition) did not hold: sent as FAILED_PRECONDITION
+ * with the code word "PreconditionFailed". */
+#define RPC_ECONDITION (-EALREADY)
 
 /* The reverse, for clients: a status code to the -errno above (OK -> 0). */
 int rpc_err_from_status(grpc_status_code code);
@@ -353,6 +358,11 @@ int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_se
  */
 int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
 		      const char *etag, Zest__Attr *const *attrs, size_t n_attrs);
+/* The same with a condition on the object the commit replaces (borrowed; NULL: none),
+ * checked by the datanode inside its commit transaction. */
+int rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
+			   const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
+			   const Zest__WriteCondition *cond);
 /* Cancel the call; `done` follows with CANCELLED (unless already done). Any thread. */
 void rpc_cwrite_cancel(struct rpc_cwrite *w);
 /* Bytes queued and not yet handed to the transport. */

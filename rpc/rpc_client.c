@@ -400,7 +400,8 @@ rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open,
 /* Under w->mu: build and queue one WriteChunk. */
 static int
 cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, size_t len,
-	     bool commit, const char *etag, Zest__Attr *const *attrs, size_t n_attrs)
+	     bool commit, const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
+	     const Zest__WriteCondition *cond)
 {
 	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
 	struct qmsg *q = calloc(1, sizeof(*q));
@@ -417,6 +418,7 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 	wc.etag = (char *)(etag ? etag : "");
 	wc.attrs = (Zest__Attr **)attrs;
 	wc.n_attrs = n_attrs;
+	wc.cond = (Zest__WriteCondition *)cond;
 	q->bb = rpc_marshal_send(&wc.base, 3, segs, n_segs, len);
 	if (!q->bb) {
 		free(q);
@@ -456,7 +458,7 @@ rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
 		w->want_writable = true;
 		rc = -EAGAIN;
 	} else {
-		rc = cwrite_queue(w, segs, n_segs, len, false, NULL, NULL, 0);
+		rc = cwrite_queue(w, segs, n_segs, len, false, NULL, NULL, 0, NULL);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
@@ -465,6 +467,14 @@ rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
 int
 rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
 		  const char *etag, Zest__Attr *const *attrs, size_t n_attrs)
+{
+	return rpc_cwrite_commit_cond(w, segs, n_segs, etag, attrs, n_attrs, NULL);
+}
+
+int
+rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
+		       const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
+		       const Zest__WriteCondition *cond)
 {
 	size_t len = 0;
 	int rc;
@@ -477,7 +487,7 @@ rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs
 	else if (len > w->cl->max_message)
 		rc = -EINVAL;
 	else
-		rc = cwrite_queue(w, segs, n_segs, len, true, etag, attrs, n_attrs);
+		rc = cwrite_queue(w, segs, n_segs, len, true, etag, attrs, n_attrs, cond);
 	if (!rc)
 		w->committed = true;
 	pthread_mutex_unlock(&w->mu);

@@ -30,6 +30,7 @@ rpc_status_from_err(int err)
 	case -EEXIST:
 		return GRPC_STATUS_ALREADY_EXISTS;
 	case -ENOTEMPTY:
+	case RPC_ECONDITION:
 		return GRPC_STATUS_FAILED_PRECONDITION;
 	case -EAGAIN:
 	case -ENOMEM:
@@ -105,6 +106,8 @@ rpc_code_word(int err)
 		return "BucketAlreadyOwnedByYou";
 	case -ENOTEMPTY:
 		return "BucketNotEmpty";
+	case RPC_ECONDITION:
+		return "PreconditionFailed";
 	case -EAGAIN:
 	case -ENOMEM:
 		return "SlowDown";

@@ -16,10 +16,10 @@
  *   s3_server.c   the HTTP server: epoll loops + worker pool (keep-alive, 100-continue,
  *                 pipelining, TLS, header/idle timeouts, /metrics)
  *   s3_place.c    rendezvous placement over the datanodes and the listing merge
- *   s3_req.c, s3_route.c, s3_bucket.c, s3_object.c, s3_mpu.c
+ *   s3_req.c, s3_route.c, s3_bucket.c, s3_object.c, s3_mpu.c, s3_copy.c, s3_cond.c
  *                 the S3 operations on top of a struct s3_backend: routing (path style
- *                 and virtual host), validation, buckets and listings, objects, multipart
- *                 (s3_ops_internal.h says which file holds what)
+ *                 and virtual host), validation, buckets and listings, objects, multipart,
+ *                 copies, write conditions (s3_ops_internal.h says which file holds what)
  *   s3_cli.c      the zest-s3gw command line (s3_main)
  *
  * Datanode access goes only through struct s3_backend (function pointers), so the rpc
@@ -458,9 +458,23 @@ struct s3_bucket_info {
 
 struct s3_objref {
 	const char *bucket, *key;
+	const char *etag; /* compose: NULL/"" any, else the part must still have this ETag
+	                   * (-EAGAIN otherwise: it was overwritten since the caller looked) */
 };
 
 typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
+
+/*
+ * A condition on the object a write replaces (S3 conditional writes), checked by the
+ * backend atomically with the commit: if_none_match, the key must not exist; if_match
+ * ("" : none), it must exist with this ETag (no quotes; "*": any). A condition that does
+ * not hold fails the commit with s3_backend_err(S3E_PRECONDITION_FAILED), or
+ * S3E_NO_SUCH_KEY for if_match on a missing key, and nothing changes.
+ */
+struct s3_cond {
+	bool if_none_match;
+	char if_match[S3_ETAG_MAX];
+};
 
 /*
  * Binding the rpc client (phase 2), call by call, to rpc/zest.proto:
@@ -470,7 +484,9 @@ typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
  *       cancelling the call. A segment kept past put_write is held with zc_ref_get().
  *   get -> Read (info from the first ReadChunk, then data in order); stat -> Stat;
  *   del -> Delete; list -> List on every datanode, merged with s3_list_merge();
- *   compose -> Compose (delete_parts = true for multipart Complete);
+ *   compose -> Compose (delete_parts = true for multipart Complete; one part kept for a
+ *       server-side copy); a condition (struct s3_cond) goes in the commit chunk's and
+ *       ComposeRequest's WriteCondition;
  *   bucket_* -> CreateBucket/DeleteBucket/HeadBucket/ListBuckets on every datanode.
  * Placement: s3_place() over the --datanode list, for every call including those on
  * S3_RESERVED_BUCKET: it places multipart parts ("p/<upload-id>/...") with the TARGET
@@ -489,9 +505,10 @@ struct s3_backend {
 	int (*put_open)(void *ctx, const char *bucket, const char *key, uint64_t size,
 	                bool size_known, void **stream);
 	int (*put_write)(void *stream, const struct zc_seg *seg);
-	/* Commit: the object becomes visible; frees the stream whatever the result. */
+	/* Commit: the object becomes visible (if cond, NULL: none, holds); frees the stream
+	 * whatever the result. */
 	int (*put_commit)(void *stream, const char *etag, const char *attrs, size_t attrs_len,
-	                  struct s3_obj_info *out);
+	                  const struct s3_cond *cond, struct s3_obj_info *out);
 	void (*put_abort)(void *stream); /* frees the stream */
 	/* Read [off, off+len) (has_len false: to the end). on_info first (may fail the call with
 	 * its return value, e.g. for preconditions), then emit with the bytes in order. */
@@ -501,10 +518,13 @@ struct s3_backend {
 	int (*del)(void *ctx, const char *bucket, const char *key, bool *existed);
 	int (*list)(void *ctx, const char *bucket, const char *prefix, const char *start_after,
 	            const char *delimiter, unsigned limit, struct s3_list_result *out);
+	/* bucket/key = the parts' contents in order, by reference (no bytes move), under cond
+	 * (NULL: none). -EXDEV: some part is held where the target is not (another datanode);
+	 * the caller copies the bytes itself. */
 	int (*compose)(void *ctx, const char *bucket, const char *key,
 	               const struct s3_objref *parts, size_t nparts, bool delete_parts,
 	               const char *etag, const char *attrs, size_t attrs_len,
-	               struct s3_obj_info *out);
+	               const struct s3_cond *cond, struct s3_obj_info *out);
 	int (*bucket_create)(void *ctx, const char *bucket);
 	int (*bucket_delete)(void *ctx, const char *bucket);
 	int (*bucket_head)(void *ctx, const char *bucket, struct s3_bucket_info *out);

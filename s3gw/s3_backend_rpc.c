@@ -142,6 +142,18 @@ info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_info *ou
 	out->attrs_len = o;
 }
 
+/* A condition as the wire carries it (pointing into c); NULL when there is none. */
+static Zest__WriteCondition *
+cond_to_pb(const struct s3_cond *c, Zest__WriteCondition *pb)
+{
+	if (!c || (!c->if_none_match && !c->if_match[0]))
+		return NULL;
+	zest__write_condition__init(pb);
+	pb->if_none_match = c->if_none_match;
+	pb->if_match = (char *)c->if_match;
+	return pb;
+}
+
 /* ------------------------------------------------------------------ PUT stream */
 
 struct put {
@@ -284,9 +296,10 @@ r_put_write(void *stream, const struct zc_seg *seg)
 
 static int
 r_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
-             struct s3_obj_info *out)
+             const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct put *p = stream;
+	Zest__WriteCondition pbc;
 	struct attrs at;
 	int rc;
 
@@ -300,7 +313,7 @@ r_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len
 		goto finish;
 	}
 	pthread_mutex_unlock(&p->mu);
-	rc = rpc_cwrite_commit(p->w, NULL, 0, etag, at.pa, at.n);
+	rc = rpc_cwrite_commit_cond(p->w, NULL, 0, etag, at.pa, at.n, cond_to_pb(cond, &pbc));
 	free(at.buf);
 	if (rc < 0 && rc != -ECANCELED)
 		goto cancel;
@@ -706,9 +719,11 @@ out:
 static int
 r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
           size_t nparts, bool delete_parts, const char *etag, const char *attrs, size_t attrs_len,
-          struct s3_obj_info *out)
+          const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct rbe *b = ctx;
+	struct rpc_client *target = place(b, bucket, key);
+	Zest__WriteCondition pbc;
 	Zest__ComposeRequest req;
 	Zest__ObjectRequest *pr = NULL, **ppr = NULL;
 	const Zest__WriteResult *wr;
@@ -716,6 +731,10 @@ r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 	struct attrs at = { 0 };
 	int rc;
 
+	/* A datanode composes only what it holds: the caller moves the bytes otherwise */
+	for (size_t i = 0; i < nparts; i++)
+		if (place(b, parts[i].bucket, parts[i].key) != target)
+			return -EXDEV;
 	pr = calloc(nparts ? nparts : 1, sizeof(*pr));
 	ppr = calloc(nparts ? nparts : 1, sizeof(*ppr));
 	if (!pr || !ppr) {
@@ -732,6 +751,7 @@ r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 		zest__object_request__init(&pr[i]);
 		pr[i].bucket = (char *)parts[i].bucket;
 		pr[i].key = (char *)parts[i].key;
+		pr[i].etag = (char *)(parts[i].etag ? parts[i].etag : "");
 		ppr[i] = &pr[i];
 	}
 	req.n_parts = nparts;
@@ -740,7 +760,8 @@ r_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 	req.etag = (char *)etag;
 	req.n_attrs = at.n;
 	req.attrs = at.pa;
-	rc = call(place(b, bucket, key), RPC_COMPOSE, &req.base, &resp);
+	req.cond = cond_to_pb(cond, &pbc);
+	rc = call(target, RPC_COMPOSE, &req.base, &resp);
 	if (rc < 0)
 		goto out;
 	wr = (const Zest__WriteResult *)resp;

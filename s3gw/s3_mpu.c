@@ -153,7 +153,7 @@ s3_op_mpu_create(struct s3_req *rq)
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else
-			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len,
+			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len, NULL,
 			                        info);
 	}
 	free(info);
@@ -360,6 +360,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 	char etag[48], ckval[80] = "", hval[80] = "", tv[32];
 	struct s3_obj_info *info = NULL;
 	struct s3_buf attrs;
+	struct s3_cond cond;
 	enum s3_err e;
 	int rc;
 
@@ -499,6 +500,9 @@ s3_mpu_complete_end(struct s3_req *rq)
 		            full ? 11 : 9);
 	}
 	s3_attr_add(&attrs, "zest-upload", 11, uid, strlen(uid));
+	e = s3_cond_parse(rq, &cond); /* If-None-Match / If-Match, checked in the commit */
+	if (e)
+		goto fail;
 	rc = s3_ptab_store(rq, uid, &pt, &attrs);
 	if (rc < 0) {
 		e = s3_err_from_errno(rc);
@@ -506,7 +510,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	info = malloc(sizeof(*info));
 	rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true, etag,
-	                            attrs.p ? attrs.p : "", attrs.len, info)
+	                            attrs.p ? attrs.p : "", attrs.len, &cond, info)
 	          : -ENOMEM;
 	if (rc < 0) {
 		/* a concurrent Complete of the same upload won the race for the parts */

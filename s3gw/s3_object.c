@@ -373,12 +373,18 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 	const char *sbucket = rq->bucket, *skey = rq->key;
 
 	if (s3_rq_hdr(rq, "x-amz-copy-source"))
-		return s3_rq_error(rq, S3E_NOT_IMPLEMENTED, "CopyObject is not implemented");
+		return s3_op_copy(rq, is_part);
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	rq->put = p;
 	p->is_part = is_part;
+	if (!is_part) { /* checked by the backend in the commit */
+		enum s3_err ce = s3_cond_parse(rq, &p->cond);
+
+		if (ce)
+			return s3_rq_error(rq, ce, NULL);
+	}
 	s3_buf_init(&p->attrs, S3_ATTRS_MAX - 64);
 
 	/* framing: aws-chunked or plain */
@@ -584,7 +590,8 @@ s3_put_end(struct s3_req *rq)
 	info = malloc(sizeof(*info));
 	if (!info)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
-	rc = rq->be->put_commit(p->stream, etag, p->attrs.p ? p->attrs.p : "", p->attrs.len, info);
+	rc = rq->be->put_commit(p->stream, etag, p->attrs.p ? p->attrs.p : "", p->attrs.len,
+	                        &p->cond, info);
 	p->stream = NULL;
 	free(info);
 	if (rc < 0)

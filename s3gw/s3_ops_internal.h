@@ -10,6 +10,8 @@
  *   s3_mpu.c     multipart uploads: create, complete, abort, list parts and uploads
  *   s3_refuse.c  requests naming features zest lacks (SSE, ACLs, tags, lock, versions)
  *   s3_mpu_parts.c  multipart object checksums from the parts' and the part table
+ *   s3_copy.c    CopyObject and UploadPartCopy (server-side compose, else streamed)
+ *   s3_cond.c    write conditions (If-None-Match: *, If-Match) and ETag lists
  *
  * Everything here runs on the worker that serves the request (see s3_internal.h).
  * Replies: the s3_rq_* error helpers answer the request and return 0.
@@ -54,6 +56,7 @@ struct s3_put {
 	struct s3_buf attrs;
 	unsigned part;
 	char upload_id[64];
+	struct s3_cond cond; /* PutObject's If-None-Match / If-Match */
 };
 
 /* An upload record as loaded: the object key it was created for and its attributes. */
@@ -121,6 +124,19 @@ int s3_op_put_begin(struct s3_req *rq, bool is_part);
 int s3_put_body(struct s3_req *rq, const uint8_t *b, size_t n);
 int s3_put_end(struct s3_req *rq);
 int s3_delete_objects_end(struct s3_req *rq);
+
+/* ---- s3_cond.c */
+
+/* Does the comma-separated ETag list (quoted or not, "*": any) name etag? */
+bool s3_etag_list_match(const char *list, size_t n, const char *etag);
+/* A write's If-None-Match / If-Match into out: S3_OK, S3E_NOT_IMPLEMENTED (If-None-Match
+ * other than "*"), S3E_PRECONDITION_FAILED (an If-Match no ETag can match). */
+enum s3_err s3_cond_parse(const struct s3_req *rq, struct s3_cond *out);
+
+/* ---- s3_copy.c */
+
+/* A PUT with x-amz-copy-source (is_part: UploadPartCopy): done and answered at once. */
+int s3_op_copy(struct s3_req *rq, bool is_part);
 
 /* ---- s3_mpu.c */
 

@@ -240,15 +240,16 @@ test_any_order_unknown_fields(void **state)
 			plen[n] = zest__write_chunk__pack(&one, piece[n]);
 			n++;
 		}
-		/* unknown fields: varint, fixed64, length-delimited, fixed32 */
+		/* unknown fields (WriteChunk uses 1..8): varint, fixed64, length-delimited,
+		 * fixed32 */
 		{
 			uint8_t *p = piece[n];
 			size_t k = 0, ul = rnd() % 300;
 
-			p[k++] = (8 << 3) | 0;
+			p[k++] = (13 << 3) | 0;
 			p[k++] = 0xff;
 			p[k++] = 0x01;
-			p[k++] = (9 << 3) | 1;
+			p[k++] = (14 << 3) | 1;
 			for (int i = 0; i < 8; i++)
 				p[k++] = (uint8_t)rnd();
 			p[k++] = 0x82; /* field 1000, wire type 2: tag 8002 */
@@ -257,7 +258,7 @@ test_any_order_unknown_fields(void **state)
 			p[k++] = (uint8_t)(ul >> 7);
 			for (size_t i = 0; i < ul; i++)
 				p[k++] = (uint8_t)rnd();
-			p[k++] = (10 << 3) | 5;
+			p[k++] = (15 << 3) | 5;
 			for (int i = 0; i < 4; i++)
 				p[k++] = (uint8_t)rnd();
 			plen[n++] = k;

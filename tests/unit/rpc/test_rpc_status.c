@@ -39,6 +39,9 @@ test_status_mapping(void **state)
 	rpc_status_set(&st, 0, "ignored");
 	assert_int_equal(st.code, GRPC_STATUS_OK);
 	assert_string_equal(st.msg, "");
+	rpc_status_set(&st, RPC_ECONDITION, NULL);
+	assert_int_equal(st.code, GRPC_STATUS_FAILED_PRECONDITION);
+	assert_string_equal(st.msg, "PreconditionFailed: Operation already in progress");
 	rpc_status_set(&st, -ENOENT, NULL);
 	assert_string_equal(st.msg, "NoSuchKey: No such file or directory");
 	assert_int_equal(rpc_marshaller_parse("copy", &m), 0);

@@ -256,9 +256,11 @@ m_put_abort(void *stream)
 	free(p);
 }
 
+static int cond_check(struct mem *m, const char *bucket, const char *key, const struct s3_cond *c);
+
 static int
 m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
-             struct s3_obj_info *out)
+             const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct mput *p = stream;
 	int rc;
@@ -280,9 +282,12 @@ m_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len
 		p->data = calloc(1, 1);
 		p->len = 0; /* kept as an empty object: the bytes were dropped */
 	}
-	rc = store(p->m, p->bucket, p->key, p->data, p->len, etag, attrs, attrs_len, out);
+	rc = cond_check(p->m, p->bucket, p->key, cond);
+	if (rc == 0) {
+		rc = store(p->m, p->bucket, p->key, p->data, p->len, etag, attrs, attrs_len, out);
+		p->data = NULL;
+	}
 	pthread_mutex_unlock(&p->m->lock);
-	p->data = NULL;
 	m_put_abort(p);
 	return rc;
 }
@@ -313,6 +318,29 @@ lookup(struct mem *m, const char *bucket, const char *key, struct mobj **o)
 	if (!found)
 		return s3_backend_err(S3E_NO_SUCH_KEY);
 	*o = &b->objs[i];
+	return 0;
+}
+
+/* A write's condition on the object it replaces; caller holds the lock. */
+static int
+cond_check(struct mem *m, const char *bucket, const char *key, const struct s3_cond *c)
+{
+	struct mobj *o = NULL;
+	int rc;
+
+	if (!c)
+		return 0;
+	rc = lookup(m, bucket, key, &o);
+	if (rc < 0 && rc != s3_backend_err(S3E_NO_SUCH_KEY))
+		return rc;
+	if (c->if_none_match && o)
+		return s3_backend_err(S3E_PRECONDITION_FAILED);
+	if (!c->if_match[0])
+		return 0;
+	if (!o)
+		return s3_backend_err(S3E_NO_SUCH_KEY);
+	if (strcmp(c->if_match, "*") != 0 && strcmp(c->if_match, o->etag) != 0)
+		return s3_backend_err(S3E_PRECONDITION_FAILED);
 	return 0;
 }
 
@@ -471,18 +499,33 @@ m_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 static int
 m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
           size_t nparts, bool delete_parts, const char *etag, const char *attrs, size_t attrs_len,
-          struct s3_obj_info *out)
+          const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct mem *m = ctx;
 	size_t total = 0, o = 0;
 	uint8_t *data;
 	int rc = 0;
 
+	/* "xdev-*" buckets stand for another datanode: compose across them is refused */
+	for (size_t i = 0; i < nparts; i++)
+		if (strcmp(parts[i].bucket, bucket) != 0 &&
+		    (strncmp(parts[i].bucket, "xdev-", 5) == 0 || strncmp(bucket, "xdev-", 5) == 0))
+			return -EXDEV;
 	pthread_mutex_lock(&m->lock);
+	rc = cond_check(m, bucket, key, cond);
+	if (rc < 0) {
+		pthread_mutex_unlock(&m->lock);
+		return rc;
+	}
 	for (size_t i = 0; i < nparts && rc == 0; i++) {
 		struct mobj *p;
 
 		rc = lookup(m, parts[i].bucket, parts[i].key, &p);
+		if (rc == 0 && parts[i].etag && parts[i].etag[0] &&
+		    strcmp(p->etag, parts[i].etag)) {
+			pthread_mutex_unlock(&m->lock);
+			return -EAGAIN; /* overwritten since the caller looked */
+		}
 		if (rc == 0)
 			total += p->size;
 	}

@@ -7,6 +7,9 @@
  * commit, as the zero-copy rpc client will.
  * Buckets named "discard-*" keep no payload (objects are stored empty), so tests can
  * stream huge bodies and measure the gateway's own memory.
+ * Buckets named "xdev-*" stand for objects on another datanode: compose between such a
+ * bucket and any other one fails with -EXDEV (the gateway then streams a copy).
+ * Write conditions (struct s3_cond) are checked under the lock, with the commit.
  */
 #ifndef ZEST_TEST_MEM_BACKEND_H
 #define ZEST_TEST_MEM_BACKEND_H

@@ -1786,8 +1786,8 @@ test_bad_input_table(void **state)
 	} t[] = {
 		{ "PATCH", "/tbl/k", NULL, NULL, NULL, 405, "MethodNotAllowed" },
 		{ "GET", "/tbl?acl", NULL, NULL, NULL, 501, "NotImplemented" },
-		{ "PUT", "/tbl/k", "x-amz-copy-source: /tbl/other\r\n", NULL, NULL, 501,
-		  "NotImplemented" },
+		{ "PUT", "/tbl/k", "x-amz-copy-source: /tbl/other\r\n", NULL, NULL, 404,
+		  "NoSuchKey" },
 		{ "PUT", "/tbl/k", "x-amz-checksum-md7: AAAA\r\n", "x", NULL, 400,
 		  "InvalidArgument" },
 		{ "PUT", "/tbl/k", "x-amz-trailer: x-amz-checksum-crc32\r\n", "x", NULL, 400,
@@ -1953,6 +1953,340 @@ test_slow_reader_harms_nobody(void **state)
 	free(big);
 }
 
+/* ------------------------------------------------------------ copy and conditional writes */
+
+static void
+etag_of(const struct resp *r, char out[40])
+{
+	const char *e = strcasestr(r->head, "ETag: \"");
+
+	assert_non_null(e);
+	snprintf(out, 40, "%.32s", e + 7);
+}
+
+static void
+md5_hex(const void *p, size_t n, char out[33])
+{
+	uint8_t d[16];
+
+	assert_int_equal(EVP_Digest(p, n, d, NULL, EVP_md5(), NULL), 1);
+	s3_hex(d, 16, out);
+}
+
+static void
+expect_body(const char *target, const void *want, size_t n)
+{
+	struct resp r;
+
+	request("GET", target, NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.blen, n);
+	assert_memory_equal(r.body, want, n);
+	resp_free(&r);
+}
+
+static void
+test_copy_object(void **state)
+{
+	struct resp r;
+	char src_etag[40], want[160], ex[512];
+	size_t bn = (3 << 20) + 5;
+	char *big = malloc(bn);
+
+	(void)state;
+	for (size_t i = 0; i < bn; i++)
+		big[i] = (char)(i * 13 + 1);
+	request("PUT", "/cpy", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/xdev-cpy", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/cpy/dir/s%20rc", "Content-Type: text/x-src\r\nx-amz-meta-a: 1\r\n",
+	        "hello copy", 10, &r);
+	assert_int_equal(r.status, 200);
+	etag_of(&r, src_etag);
+	resp_free(&r);
+
+	/* COPY (the default): bytes, ETag and attributes of the source */
+	request("PUT", "/cpy/dst", "x-amz-copy-source: /cpy/dir/s%20rc\r\n", NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<CopyObjectResult"));
+	assert_non_null(strstr(r.body, "<LastModified>"));
+	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
+	assert_non_null(strstr(r.body, want));
+	resp_free(&r);
+	expect_body("/cpy/dst", "hello copy", 10);
+	request("HEAD", "/cpy/dst", NULL, NULL, 0, &r);
+	assert_non_null(strcasestr(r.head, "Content-Type: text/x-src"));
+	assert_non_null(strcasestr(r.head, "x-amz-meta-a: 1"));
+	resp_free(&r);
+	expect_body("/cpy/dir/s%20rc", "hello copy", 10); /* the source stays */
+
+	/* REPLACE: the request's headers; a versionId of "null" is the only version */
+	request("PUT", "/cpy/dst2",
+	        "x-amz-copy-source: cpy/dir/s%20rc?versionId=null\r\n"
+	        "x-amz-metadata-directive: REPLACE\r\nContent-Type: text/x-new\r\n",
+	        NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("HEAD", "/cpy/dst2", NULL, NULL, 0, &r);
+	assert_non_null(strcasestr(r.head, "Content-Type: text/x-new"));
+	assert_null(strcasestr(r.head, "x-amz-meta-a"));
+	resp_free(&r);
+
+	/* onto itself: only with REPLACE */
+	request("PUT", "/cpy/dst", "x-amz-copy-source: cpy/dst\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidRequest");
+	assert_non_null(strstr(r.body, "copy an object to itself"));
+	resp_free(&r);
+	request("PUT", "/cpy/dst",
+	        "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: REPLACE\r\n"
+	        "x-amz-meta-b: 2\r\n",
+	        NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	expect_body("/cpy/dst", "hello copy", 10);
+
+	/* bad sources and directives: precise errors, nothing stored */
+	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/none\r\n", NULL, 0, &r);
+	expect_error(&r, 404, "NoSuchKey");
+	resp_free(&r);
+	request("PUT", "/cpy/bad", "x-amz-copy-source: nobucket/k\r\n", NULL, 0, &r);
+	expect_error(&r, 404, "NoSuchBucket");
+	resp_free(&r);
+	request("PUT", "/cpy/bad", "x-amz-copy-source: justabucket\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/dst?versionId=abc\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/d%zzst\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: MOVE\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+
+	/* x-amz-copy-source-if-*: 412 when they do not hold */
+	snprintf(ex, sizeof(ex), "x-amz-copy-source: cpy/dir/s%%20rc\r\n%s", "");
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\nx-amz-copy-source-if-match: \"x\"\r\n", NULL, 0, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	snprintf(
+	        ex, sizeof(ex),
+	        "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-none-match: \"%s\"\r\n",
+	        src_etag);
+	request("PUT", "/cpy/bad", ex, NULL, 0, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\n"
+	        "x-amz-copy-source-if-unmodified-since: Mon, 01 Jan 2001 00:00:00 GMT\r\n",
+	        NULL, 0, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	request("PUT", "/cpy/bad",
+	        "x-amz-copy-source: cpy/dst\r\n"
+	        "x-amz-copy-source-if-modified-since: Fri, 01 Jan 2100 00:00:00 GMT\r\n",
+	        NULL, 0, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	request("HEAD", "/cpy/bad", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 404);
+	resp_free(&r);
+	snprintf(ex, sizeof(ex),
+	         "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-match: \"%s\"\r\n"
+	         "x-amz-copy-source-if-unmodified-since: Mon, 01 Jan 2001 00:00:00 GMT\r\n",
+	         src_etag);
+	request("PUT", "/cpy/ok", ex, NULL, 0, &r); /* If-Match holding wins */
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+
+	/* the target's own condition */
+	request("PUT", "/cpy/ok", "x-amz-copy-source: cpy/dst\r\nIf-None-Match: *\r\n", NULL, 0,
+	        &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+
+	/* another datanode ("xdev-*"): the bytes stream through the gateway, in chunks */
+	request("PUT", "/cpy/big", NULL, big, bn, &r);
+	etag_of(&r, src_etag);
+	resp_free(&r);
+	request("PUT", "/xdev-cpy/big", "x-amz-copy-source: cpy/big\r\n", NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
+	assert_non_null(strstr(r.body, want));
+	resp_free(&r);
+	expect_body("/xdev-cpy/big", big, bn);
+	request("PUT", "/xdev-cpy/empty", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/cpy/empty", "x-amz-copy-source: xdev-cpy/empty\r\n", NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	expect_body("/cpy/empty", "", 0);
+	free(big);
+}
+
+static void
+test_upload_part_copy(void **state)
+{
+	struct resp r;
+	char target[256], uid[64], ex[256], body[1024], want[128], md5[33], src_etag[40];
+	size_t bn = (6 << 20) + 3;
+	char *big = malloc(bn), *all = malloc((5 << 20) + 10);
+	char *e;
+
+	(void)state;
+	for (size_t i = 0; i < bn; i++)
+		big[i] = (char)(i * 31 + 7);
+	request("PUT", "/pcy", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/pcy/big", NULL, big, bn, &r);
+	resp_free(&r);
+	request("PUT", "/pcy/small", NULL, "0123456789", 10, &r);
+	etag_of(&r, src_etag);
+	resp_free(&r);
+	request("POST", "/pcy/joined?uploads", NULL, NULL, 0, &r);
+	e = strstr(r.body, "<UploadId>");
+	assert_non_null(e);
+	snprintf(uid, sizeof(uid), "%.32s", e + 10);
+	resp_free(&r);
+
+	/* part 1: a range of big (streamed; its ETag is the MD5 of the range) */
+	snprintf(target, sizeof(target), "/pcy/joined?partNumber=1&uploadId=%s", uid);
+	request("PUT", target,
+	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-\r\n", NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("PUT", target,
+	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-99999999\r\n", NULL,
+	        0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	resp_free(&r);
+	request("PUT", target,
+	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=100-5242979\r\n",
+	        NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "<CopyPartResult"));
+	md5_hex(big + 100, 5 << 20, md5);
+	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", md5);
+	assert_non_null(strstr(r.body, want));
+	resp_free(&r);
+	/* part 2: the whole of a single-part object (composed: the source's ETag) */
+	snprintf(target, sizeof(target), "/pcy/joined?partNumber=2&uploadId=%s", uid);
+	request("PUT", target, "x-amz-copy-source: pcy/small\r\n", NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
+	assert_non_null(strstr(r.body, want));
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/pcy/joined?partNumber=3&uploadId=%s",
+	         "0123456789abcdef0123456789abcdef");
+	request("PUT", target, "x-amz-copy-source: pcy/small\r\n", NULL, 0, &r);
+	expect_error(&r, 404, "NoSuchUpload");
+	resp_free(&r);
+
+	/* Complete with If-None-Match on an existing key: 412, the upload stays */
+	request("PUT", "/pcy/joined", NULL, "old", 3, &r);
+	resp_free(&r);
+	snprintf(target, sizeof(target), "/pcy/joined?uploadId=%s", uid);
+	snprintf(body, sizeof(body),
+	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
+	         "</Part><Part><PartNumber>2</PartNumber><ETag>\"%s\"</ETag></Part>"
+	         "</CompleteMultipartUpload>",
+	         md5, src_etag);
+	request("POST", target, "If-None-Match: *\r\n", body, strlen(body), &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	expect_body("/pcy/joined", "old", 3);
+	request("POST", target, "If-None-Match: \"abc\"\r\n", body, strlen(body), &r);
+	expect_error(&r, 501, "NotImplemented");
+	resp_free(&r);
+	request("POST", target, "If-Match: \"e7b1b6a5bc3fa3b1d4c2a2cf1e3f8e1a\"\r\n", body,
+	        strlen(body), &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	md5_hex("old", 3, want);
+	snprintf(ex, sizeof(ex), "If-Match: \"%s\"\r\n", want);
+	request("POST", target, ex, body, strlen(body), &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	memcpy(all, big + 100, 5 << 20);
+	memcpy(all + (5 << 20), "0123456789", 10);
+	expect_body("/pcy/joined", all, (5 << 20) + 10);
+	free(big);
+	free(all);
+}
+
+struct race_arg {
+	const char *target;
+	int status;
+};
+
+static void *
+race_put(void *p)
+{
+	struct race_arg *a = p;
+	struct resp r;
+
+	request("PUT", a->target, "If-None-Match: *\r\n", a->target, strlen(a->target), &r);
+	a->status = r.status;
+	resp_free(&r);
+	return NULL;
+}
+
+static void
+test_conditional_put(void **state)
+{
+	struct resp r;
+	char etag[40], ex[128];
+
+	(void)state;
+	request("PUT", "/cwr", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/cwr/k", "If-None-Match: *\r\n", "first", 5, &r);
+	assert_int_equal(r.status, 200);
+	etag_of(&r, etag);
+	resp_free(&r);
+	request("PUT", "/cwr/k", "If-None-Match: *\r\n", "second", 6, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	request("PUT", "/cwr/k", "If-None-Match: \"abc\"\r\n", "second", 6, &r);
+	expect_error(&r, 501, "NotImplemented");
+	resp_free(&r);
+	request("PUT", "/cwr/k", "If-Match: \"0123\"\r\n", "second", 6, &r);
+	expect_error(&r, 412, "PreconditionFailed");
+	resp_free(&r);
+	expect_body("/cwr/k", "first", 5);
+	snprintf(ex, sizeof(ex), "If-Match: \"%s\"\r\n", etag);
+	request("PUT", "/cwr/k", ex, "second", 6, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	expect_body("/cwr/k", "second", 6);
+	request("PUT", "/cwr/none", "If-Match: *\r\n", "x", 1, &r);
+	expect_error(&r, 404, "NoSuchKey");
+	resp_free(&r);
+	request("HEAD", "/cwr/none", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 404);
+	resp_free(&r);
+	/* two at once: exactly one creates the key */
+	for (int i = 0; i < 5; i++) {
+		char target[32];
+		struct race_arg a[2];
+		pthread_t t[2];
+
+		snprintf(target, sizeof(target), "/cwr/race%d", i);
+		for (int j = 0; j < 2; j++) {
+			a[j] = (struct race_arg){ target, 0 };
+			assert_int_equal(pthread_create(&t[j], NULL, race_put, &a[j]), 0);
+		}
+		for (int j = 0; j < 2; j++)
+			pthread_join(t[j], NULL);
+		assert_true((a[0].status == 200 && a[1].status == 412) ||
+		            (a[0].status == 412 && a[1].status == 200));
+	}
+}
+
 int
 main(void)
 {
@@ -1977,6 +2311,9 @@ main(void)
 		cmocka_unit_test(test_bad_input_table),
 		cmocka_unit_test(test_zero_copy_refs_held),
 		cmocka_unit_test(test_slow_reader_harms_nobody),
+		cmocka_unit_test(test_copy_object),
+		cmocka_unit_test(test_upload_part_copy),
+		cmocka_unit_test(test_conditional_put),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
