@@ -245,7 +245,7 @@ s3_ptab_store(struct s3_req *rq, const char *uid, struct s3_ptab *t, struct s3_b
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else
-			rc = rq->be->put_commit(stream, "", "", 0, info);
+			rc = rq->be->put_commit(stream, "", "", 0, NULL, info);
 	}
 	free(info);
 	if (rc < 0)
