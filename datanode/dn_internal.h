@@ -169,7 +169,7 @@ int dn_layout_mkdirs(const char *root, uint64_t id);
 /* Parse a cell file name back to its extent id; -EINVAL when it is not one. */
 int dn_layout_parse(const char *name, uint64_t *id);
 
-/* ---- metadata (dn_meta.c) ---- */
+/* ---- metadata (dn_meta_*.c, dn_meta_internal.h) ---- */
 struct dn_group_rec {
 	uint8_t drives[EC_MAX_CELLS];
 	uint32_t missing; /* bit c: cell c is not on its drive */
