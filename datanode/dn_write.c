@@ -22,69 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_internal.h"
+#include "dn_write_internal.h"
 
-enum phase { PH_WRITE, PH_SYNC };
-
-struct wgroup {
-	uint32_t idx;
-	uint8_t drives[EC_MAX_CELLS];
-	atomic_uint missing;
-	atomic_uint full; /* missing cells lost to a full drive (ENOSPC) */
-	struct dn_file *files[EC_MAX_CELLS];
-	struct ec_chunk_crc cc[EC_MAX_CELLS];
-	uint32_t *crcs[EC_MAX_CELLS];
-	uint64_t file_off[EC_MAX_CELLS];
-	uint32_t created;        /* cells whose file was created (writer thread) */
-	atomic_long outstanding; /* ios in flight + the writer's bias while current */
-	int phase;               /* 0 writing, 1 syncing: changed by whoever drains it */
-};
-
-struct dn_write {
-	struct dn_store *s;
-	char *bucket, *key;
-	uint64_t size;
-	bool size_known;
-	struct ec_codec *codec;
-	unsigned k, m, n;
-	uint32_t cell, spg, chunk;
-	uint64_t id;
-	uint64_t written;
-	uint32_t crc;
-	int err; /* poisoned: first error */
-	/* Current position. */
-	uint32_t stripe; /* in the current group */
-	unsigned dcell;  /* data cell being filled */
-	uint32_t fill;   /* bytes in it */
-	bool stripe_open;
-	struct ec_stripe st;
-	int pbuf[EC_MAX_CELLS];
-	uint8_t pdrive[EC_MAX_CELLS];
-	struct dn_io *pending[EC_MAX_CELLS];
-	struct wgroup **groups;
-	uint32_t ngroups, cap_groups;
-	/* Completion. */
-	atomic_long outstanding;
-	enum phase phase;
-	bool aborted;
-	atomic_bool doomed; /* aborted or failed: groups skip their fsync */
-	bool group_held;    /* the writer still holds the last group's bias */
-	uint8_t drives_used[DN_MAX_DRIVES];
-	char *etag;
-	struct dn_attr *attrs;
-	size_t nattrs;
-	bool has_cond; /* cond (its if_match owned) is checked in the commit transaction */
-	struct dn_cond cond;
-	dn_commit_cb cb;
-	void *cb_arg;
-	struct dn_job job;
-	struct dn_file *dirs[DN_MAX_DRIVES];
-};
-
-static void write_unhold(struct dn_write *w);
 static void submit(struct dn_write *w, struct dn_io *io);
-static int submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp,
-		       unsigned cell);
 static void io_done(struct dn_io *io);
 
 /* Drop one count on a group; the last one syncs its files, then closes them. */
@@ -99,7 +39,7 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 		for (unsigned c = 0; c < w->n; c++) {
 			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
 				continue;
-			if (submit_sync(w, DN_IO_FSYNC, g->files[c], g, c) < 0)
+			if (dn_write_submit_sync(w, DN_IO_FSYNC, g->files[c], g, c) < 0)
 				atomic_fetch_or(&g->missing, 1u << c);
 		}
 		group_unhold(w, g);
@@ -111,8 +51,8 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 	}
 }
 
-static void
-release_group(struct dn_write *w)
+void
+dn_write_release_group(struct dn_write *w)
 {
 	if (w->group_held) {
 		w->group_held = false;
@@ -140,7 +80,7 @@ group_start(struct dn_write *w)
 		w->groups = ng;
 		w->cap_groups = cap;
 	}
-	release_group(w);
+	dn_write_release_group(w);
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
@@ -268,7 +208,7 @@ io_done(struct dn_io *io)
 	/* The group first: its fsyncs must be counted on the write before it can drain. */
 	if (g)
 		group_unhold(w, g);
-	write_unhold(w);
+	dn_write_unhold(w);
 }
 
 static void
@@ -284,8 +224,9 @@ submit(struct dn_write *w, struct dn_io *io)
  * A file or folder fsync. Not the data path (one small request per file per group, per
  * folder per write), so it is allocated here rather than taken from the pool.
  */
-static int
-submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp, unsigned cell)
+int
+dn_write_submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp,
+                     unsigned cell)
 {
 	struct dn_io *io = calloc(1, sizeof(*io));
 
@@ -303,8 +244,8 @@ submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *gr
 }
 
 /* ---- data cells ---- */
-static void
-drop_pending(struct dn_write *w, unsigned c)
+void
+dn_write_drop_pending(struct dn_write *w, unsigned c)
 {
 	struct dn_io *io = w->pending[c];
 
@@ -330,7 +271,7 @@ flush_cell(struct dn_write *w, unsigned c)
 	g = w->groups[w->ngroups - 1];
 	f = group_file(w, g, c);
 	if (!f) {
-		drop_pending(w, c);
+		dn_write_drop_pending(w, c);
 		return 0;
 	}
 	w->pending[c] = NULL;
@@ -412,8 +353,8 @@ stripe_open(struct dn_write *w)
 	return 0;
 }
 
-static void
-release_parity(struct dn_write *w)
+void
+dn_write_release_parity(struct dn_write *w)
 {
 	for (unsigned p = 0; p < w->m; p++)
 		dn_pool_put(&w->s->drives[w->pdrive[p]], w->pbuf[p]);
@@ -421,8 +362,8 @@ release_parity(struct dn_write *w)
 }
 
 /* Flush the data cells, then write parity; the stripe's buffers pass to the ios. */
-static int
-stripe_close(struct dn_write *w)
+int
+dn_write_stripe_close(struct dn_write *w)
 {
 	struct wgroup *g = w->groups[w->ngroups - 1];
 	/* Parity as long as the longest data cell: past it the parity of zero padding is zero,
@@ -483,49 +424,6 @@ stripe_close(struct dn_write *w)
 }
 
 /* ---- public ---- */
-/* Durable cells a group of a k+m write needs to commit: --write-quorum, else k + 1. */
-static unsigned
-write_quorum(const struct dn_store *s, unsigned k, unsigned n)
-{
-	unsigned quorum = s->o.write_quorum ? s->o.write_quorum : k + 1;
-
-	if (quorum > n)
-		quorum = n;
-	if (quorum < k)
-		quorum = k;
-	return quorum;
-}
-
-int
-dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
-                      unsigned *ndrives, unsigned *quorum)
-{
-	unsigned ok = 0, full = 0, q;
-
-	if (k == 0) {
-		k = s->o.k;
-		m = s->o.m;
-	}
-	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
-		return -EINVAL;
-	q = write_quorum(s, k, k + m);
-	for (unsigned d = 0; d < s->ndrives; d++) {
-		if (dn_drive_writable(&s->drives[d]))
-			ok++;
-		else if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-			full++;
-	}
-	if (writable)
-		*writable = ok;
-	if (ndrives)
-		*ndrives = s->ndrives;
-	if (quorum)
-		*quorum = q;
-	if (ok >= q || s->o.discard)
-		return 0;
-	return full ? -ENOSPC : DN_ENOQUORUM;
-}
-
 int
 dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                bool size_known, unsigned k, unsigned m, struct dn_write **out)
@@ -652,7 +550,7 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 					goto poison;
 				w->fill = 0;
 				if (++w->dcell == w->k) {
-					err = stripe_close(w);
+					err = dn_write_stripe_close(w);
 					if (err)
 						goto poison;
 				}
@@ -681,344 +579,4 @@ dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_seg *
                       uint32_t crc32c)
 {
 	return write_data(w, offset, segs, n, &crc32c);
-}
-
-/* ---- finishing ---- */
-static void
-unlink_files(struct dn_write *w)
-{
-	char path[PATH_MAX];
-
-	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
-		struct wgroup *g = w->groups[gi];
-
-		for (unsigned c = 0; c < w->n; c++) {
-			if (!(g->created & (1u << c)))
-				continue;
-			if (!dn_layout_path(w->s->drives[g->drives[c]].root, w->id, gi, c, path,
-			                    sizeof(path)))
-				unlink(path);
-		}
-	}
-}
-
-static void
-write_free(struct dn_write *w)
-{
-	struct dn_store *s = w->s;
-
-	for (unsigned d = 0; d < DN_MAX_DRIVES; d++)
-		dn_file_close(w->dirs[d]);
-	for (uint32_t gi = 0; gi < w->ngroups; gi++) {
-		struct wgroup *g = w->groups[gi];
-
-		for (unsigned c = 0; c < w->n; c++) {
-			dn_file_close(g->files[c]);
-			free(g->crcs[c]);
-		}
-		free(g);
-	}
-	free(w->groups);
-	for (size_t i = 0; i < w->nattrs; i++) {
-		free(w->attrs[i].name);
-		free(w->attrs[i].value);
-	}
-	free(w->attrs);
-	free((char *)w->cond.if_match);
-	free(w->etag);
-	free(w->bucket);
-	free(w->key);
-	free(w);
-	atomic_fetch_sub(&s->live_writes, 1);
-}
-
-/*
- * Build the extent record from what was written; when a group missed quorum: -ENOSPC if
- * a full drive cost it cells (space may come back), else DN_ENOQUORUM (not -EIO: that is
- * the metadata's I/O error, reported differently).
- */
-static int
-build_extent(struct dn_write *w, struct dn_extent *e)
-{
-	unsigned quorum = write_quorum(w->s, w->k, w->n);
-	int err;
-
-	memset(e, 0, sizeof(*e));
-	e->id = w->id;
-	e->g = (struct dn_geom){ w->written, w->k, w->m, w->cell, w->spg, w->chunk, true };
-	err = dn_extent_alloc(e);
-	if (err)
-		return err;
-	if (e->ngroups != w->ngroups) {
-		dn_extent_free(e);
-		return -EIO;
-	}
-	for (uint32_t gi = 0; gi < e->ngroups; gi++) {
-		struct wgroup *g = w->groups[gi];
-		uint32_t missing = atomic_load(&g->missing);
-
-		if (w->n - (unsigned)__builtin_popcount(missing) < quorum) {
-			uint32_t full = atomic_load(&g->full) & missing;
-
-			ZC_ERR("write", "id=%llx group=%u missing=%#x full=%#x below quorum=%u",
-			       (unsigned long long)w->id, gi, missing, full, quorum);
-			dn_extent_free(e);
-			return full ? -ENOSPC : DN_ENOQUORUM;
-		}
-		memcpy(e->groups[gi].drives, g->drives, w->n);
-		e->groups[gi].missing = missing;
-		for (unsigned c = 0; c < w->n; c++) {
-			int cnt = ec_chunk_crc_finish(&g->cc[c]);
-			size_t want = dn_extent_ncrc(e, gi, c);
-
-			if (cnt < 0 || (size_t)cnt != want) {
-				dn_extent_free(e);
-				return -EIO;
-			}
-			memcpy(dn_extent_crcs(e, gi, c), g->crcs[c], want * sizeof(uint32_t));
-		}
-	}
-	return 0;
-}
-
-/* A write committed at quorum with cells missing: wake the healer for the rest. */
-static void
-note_missing(struct dn_store *s, const struct dn_extent *e)
-{
-	for (uint32_t gi = 0; gi < e->ngroups; gi++)
-		if (e->groups[gi].missing) {
-			dn_heal_note(s);
-			return;
-		}
-}
-
-/* --discard: nothing was stored or committed; answer as a commit would. */
-static void
-finish_discard(struct dn_write *w)
-{
-	struct dn_write_result res = { w->written, w->crc, w->etag, 0 };
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	res.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	w->cb(w->cb_arg, 0, &res);
-	write_free(w);
-}
-
-/* fsync the folder holding this write's new files on drive d, once per drive. */
-static void
-sync_dir(struct dn_write *w, unsigned d)
-{
-	struct dn_drive *dr = &w->s->drives[d];
-	char path[PATH_MAX];
-
-	if (w->dirs[d])
-		return;
-	snprintf(path, sizeof(path), "%s/data/%02x", dr->root, (unsigned)(w->id & 0xff));
-	if (dn_dir_open(dr, path, &w->dirs[d]) < 0) {
-		ZC_ERR("write", "drive=%u cannot open %s for fsync", d, path);
-		w->dirs[d] = NULL;
-		return; /* the cells' own fdatasync still runs; quorum counts them */
-	}
-	if (submit_sync(w, DN_IO_FSYNC_DIR, w->dirs[d], NULL, d) < 0)
-		ZC_ERR("write", "drive=%u no memory to fsync %s", d, path);
-}
-
-static void
-start_sync(struct dn_write *w)
-{
-	w->phase = PH_SYNC;
-	atomic_store(&w->outstanding, 1);
-	/* Every group has synced and closed its files by now; their names remain. */
-	for (unsigned d = 0; d < w->s->ndrives; d++)
-		if (w->drives_used[d])
-			sync_dir(w, d);
-	write_unhold(w);
-}
-
-/* Terminal work runs on the commit thread: LMDB syncs and unlinks stay off the rings. */
-static void
-finish_job(struct dn_job *job)
-{
-	struct dn_write *w = (struct dn_write *)((char *)job - offsetof(struct dn_write, job));
-
-	if (w->aborted) {
-		unlink_files(w);
-		write_free(w);
-	} else if (w->err) {
-		int err = w->err;
-
-		unlink_files(w);
-		w->cb(w->cb_arg, err, NULL);
-		write_free(w);
-	} else {
-		/* Stored writes commit in commit_batch: only --discard ends here. */
-		assert(w->s->o.discard);
-		finish_discard(w);
-	}
-}
-
-/* Commit a run of finished writes with one metadata transaction (one sync per replica). */
-static void
-commit_batch(struct dn_job **jobs, size_t n)
-{
-	struct dn_meta_put puts[DN_BATCH_MAX];
-	struct dn_extent ext[DN_BATCH_MAX];
-	struct dn_piece piece[DN_BATCH_MAX];
-	struct dn_obj obj[DN_BATCH_MAX];
-	struct dn_write *ws[DN_BATCH_MAX];
-	struct dn_store *s = NULL;
-	struct timespec ts;
-	uint64_t now;
-	size_t np = 0;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	for (size_t i = 0; i < n; i++) {
-		struct dn_write *w =
-		        (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
-		int err;
-
-		s = w->s;
-		if (w->aborted || w->err || s->o.discard) {
-			finish_job(jobs[i]);
-			continue;
-		}
-		memset(&ext[np], 0, sizeof(ext[np]));
-		if (w->written > 0) {
-			err = build_extent(w, &ext[np]);
-			if (err) {
-				unlink_files(w);
-				w->cb(w->cb_arg, err, NULL);
-				write_free(w);
-				continue;
-			}
-		}
-		piece[np] = (struct dn_piece){ w->id, w->written };
-		obj[np] = (struct dn_obj){ .size = w->written,
-			                   .mtime_ns = now,
-			                   .crc32c = w->crc,
-			                   .k = w->k,
-			                   .m = w->m,
-			                   .etag = w->etag,
-			                   .attrs = w->attrs,
-			                   .nattrs = w->nattrs,
-			                   .pieces = w->written ? &piece[np] : NULL,
-			                   .npieces = w->written ? 1 : 0 };
-		puts[np] = (struct dn_meta_put){ .bucket = w->bucket,
-			                         .key = w->key,
-			                         .o = &obj[np],
-			                         .e = w->written ? &ext[np] : NULL,
-			                         .cond = w->has_cond ? &w->cond : NULL };
-		ws[np++] = w;
-	}
-	if (np)
-		dn_meta_put_batch(s->meta, puts, np);
-	for (size_t i = 0; i < np; i++) {
-		struct dn_write *w = ws[i];
-		struct dn_write_result res = { w->written, w->crc, w->etag, now };
-
-		if (!puts[i].err)
-			note_missing(s, &ext[i]);
-		dn_extent_free(&ext[i]);
-		if (puts[i].err) {
-			unlink_files(w);
-			w->cb(w->cb_arg, puts[i].err, NULL);
-			write_free(w);
-			continue;
-		}
-		atomic_fetch_add(&s->objects_committed, 1);
-		/* The old version's files go only now that the new one is visible. */
-		for (size_t j = 0; j < puts[i].nfreed; j++) {
-			dn_extent_unlink(s, &puts[i].freed[j]);
-			dn_extent_free(&puts[i].freed[j]);
-		}
-		free(puts[i].freed);
-		w->cb(w->cb_arg, 0, &res);
-		write_free(w);
-	}
-}
-
-static void
-write_unhold(struct dn_write *w)
-{
-	if (atomic_fetch_sub(&w->outstanding, 1) != 1)
-		return;
-	if (!w->aborted && w->phase == PH_WRITE && w->err == 0 && !w->s->o.discard) {
-		start_sync(w);
-		return;
-	}
-	w->job.fn = finish_job;
-	w->job.batch = commit_batch;
-	dn_store_defer(w->s, &w->job);
-}
-
-/* Nothing of w will commit: drop the cells and parity it still holds; its ios drain. */
-static void
-write_doom(struct dn_write *w)
-{
-	atomic_store(&w->doomed, true);
-	for (unsigned c = 0; c < w->k; c++)
-		drop_pending(w, c);
-	if (w->stripe_open)
-		release_parity(w);
-}
-
-void
-dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
-                dn_commit_cb cb, void *arg)
-{
-	dn_write_commit_if(w, etag, attrs, nattrs, NULL, cb, arg);
-}
-
-void
-dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *attrs, size_t nattrs,
-                   const struct dn_cond *cond, dn_commit_cb cb, void *arg)
-{
-	if (cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]))) {
-		w->has_cond = true;
-		w->cond.if_none_match = cond->if_none_match;
-		if (cond->if_match && cond->if_match[0]) {
-			w->cond.if_match = dn_strdup(cond->if_match);
-			if (!w->cond.if_match && !w->err)
-				w->err = -ENOMEM;
-		}
-	}
-	w->cb = cb;
-	w->cb_arg = arg;
-	w->etag = dn_strdup(etag ? etag : "");
-	if (nattrs) {
-		w->attrs = calloc(nattrs, sizeof(*w->attrs));
-		if (w->attrs)
-			for (; w->nattrs < nattrs; w->nattrs++) {
-				w->attrs[w->nattrs].name = dn_strdup(attrs[w->nattrs].name);
-				w->attrs[w->nattrs].value = dn_strdup(attrs[w->nattrs].value);
-			}
-	}
-	if (!w->err && (!w->etag || w->nattrs != nattrs))
-		w->err = -ENOMEM;
-	if (!w->err && w->size_known && w->written != w->size)
-		w->err = -EINVAL;
-	if (!w->err && w->stripe_open) {
-		/* The last, short stripe: unfilled cells count as zeros for parity. */
-		int err = stripe_close(w);
-
-		if (err)
-			w->err = err;
-	}
-	if (w->err)
-		write_doom(w);
-	release_group(w);
-	write_unhold(w);
-}
-
-void
-dn_write_abort(struct dn_write *w)
-{
-	if (!w)
-		return;
-	w->aborted = true;
-	write_doom(w);
-	release_group(w);
-	write_unhold(w);
 }
