@@ -131,16 +131,19 @@ parse_copy_range(const char *v, uint64_t size, uint64_t *first, uint64_t *last)
 	return *last < size ? 1 : -1;
 }
 
-/* The reply: <tag><LastModified/><ETag/> and the source's plain checksums. */
+/* The reply: <tag><LastModified/><ETag/> and the source's plain checksums. The ETag also
+ * goes in a header: minio-go (7.0.46) reads a CopyObject's ETag there, as MinIO sends it. */
 static void
 reply_result(struct s3_req *rq, const char *tag, const char *etag, uint64_t mtime_ns,
              const char *attrs, size_t attrs_len)
 {
 	static const char *const names[] = { "CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256" };
-	struct s3_buf x;
+	struct s3_buf x, hdrs;
 	char t[32];
 
 	s3_xml_time(mtime_ns, t);
+	s3_buf_init(&hdrs, 128);
+	s3_buf_printf(&hdrs, "ETag: \"%s\"\r\n", etag);
 	s3_buf_init(&x, 8192);
 	s3_buf_printf(&x, XML_DECL "<%s xmlns=\"" S3_NS "\"><LastModified>%s</LastModified><ETag>",
 	              tag, t);
@@ -161,8 +164,9 @@ reply_result(struct s3_req *rq, const char *tag, const char *etag, uint64_t mtim
 		s3_buf_printf(&x, "</Checksum%s>", names[i]);
 	}
 	s3_buf_printf(&x, "</%s>", tag);
-	s3_resp_xml(rq, 200, NULL, &x);
+	s3_resp_xml(rq, 200, &hdrs, &x);
 	s3_buf_fini(&x);
+	s3_buf_fini(&hdrs);
 }
 
 /* ------------------------------------------------------------------ streamed copy */
