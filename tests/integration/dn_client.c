@@ -24,7 +24,7 @@
 #include "rpc.h"
 
 #define DN_TEST_RPC_ONLY /* the client helpers, shared with test_dn_rpc.c; no store */
-#include "../unit/datanode/dn_test.h"
+#include "dn_test.h"
 
 static int
 file_sink(void *arg, uint64_t offset, const struct zc_seg *seg)

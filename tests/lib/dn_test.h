@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../t_check.h"
+#include "t_check.h"
 
 static _Thread_local uint64_t t_rng =
         0x9e3779b97f4a7c15ull; /* per thread: writers race otherwise */

@@ -19,7 +19,7 @@
 #include "ec.h"
 #include "rpc.h"
 #include "zest.pb-c.h"
-#include "../t_check.h"
+#include "t_check.h"
 
 struct raw_msg {
 	uint8_t *bytes;
