@@ -144,7 +144,7 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 		memcpy(e->groups[gi].drives, g->drives, w->n);
 		e->groups[gi].missing = missing;
 		for (unsigned c = 0; c < w->n; c++) {
-			int cnt = ec_chunk_crc_finish(&g->cc[c]);
+			int cnt = zc_chunk_crc_finish(&g->cc[c]);
 			size_t want = dn_extent_ncrc(e, gi, c);
 
 			if (cnt < 0 || (size_t)cnt != want) {

@@ -11,6 +11,7 @@
 #include "dn.h"
 #include "ec.h"
 #include "zc.h"
+#include "zc_crc.h"
 
 #define DN_IOV_MAX      64   /* iovecs per WRITEV SQE */
 #define DN_FILE_SLOTS   4096 /* registered-file table per ring */

@@ -198,7 +198,7 @@ bad:
 size_t
 dn_extent_ncrc(const struct dn_extent *e, uint32_t group, unsigned c)
 {
-	return ec_chunk_count(dn_geom_file_len(&e->g, group, c), e->g.chunk);
+	return zc_chunk_count(dn_geom_file_len(&e->g, group, c), e->g.chunk);
 }
 
 uint32_t *

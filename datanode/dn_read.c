@@ -151,7 +151,7 @@ read_cells(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t mask, ui
 			                     : g->chunk;
 			size_t idx = (size_t)(off + at) / g->chunk;
 
-			if (ec_crc32c(0, cells[c] + at, n) != crcs[idx]) {
+			if (zc_crc32c(0, cells[c] + at, n) != crcs[idx]) {
 				ZC_WARN("read", "id=%llx group=%u cell=%u chunk=%zu crc mismatch",
 				        (unsigned long long)e->id, group, c, idx);
 				*crc_bad = true;

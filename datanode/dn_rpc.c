@@ -20,6 +20,7 @@
 
 #include "dn_rpc.h"
 #include "ec.h"
+#include "zc_crc.h"
 #include "zc.h"
 
 #define READ_BATCH (1u << 20) /* payload bytes per ReadChunk */
@@ -649,7 +650,7 @@ read_flush(struct rcall *rc)
 		pinfo = &info;
 	}
 	for (size_t i = 0; i < rc->n_batch; i++)
-		crc = ec_crc32c(crc, rc->batch[i].ptr, rc->batch[i].len);
+		crc = zc_crc32c(crc, rc->batch[i].ptr, rc->batch[i].len);
 	err = rpc_read_send(rc->r, pinfo, rc->batch_off, crc, rc->batch, rc->n_batch);
 	if (!err)
 		rc->info_sent = true;

@@ -645,7 +645,7 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 		}
 		memcpy(o.pieces + o.npieces, p.pieces, p.npieces * sizeof(*p.pieces));
 		o.npieces += p.npieces;
-		o.crc32c = i == 0 ? p.crc32c : ec_crc32c_combine(o.crc32c, p.crc32c, p.size);
+		o.crc32c = i == 0 ? p.crc32c : zc_crc32c_combine(o.crc32c, p.crc32c, p.size);
 		o.size += p.size;
 		if (i == 0) {
 			o.k = p.k;

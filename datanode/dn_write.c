@@ -111,7 +111,7 @@ group_start(struct dn_write *w)
 			err = -ENOMEM;
 			goto free_g;
 		}
-		ec_chunk_crc_init(&g->cc[c], w->chunk, g->crcs[c], ncrc);
+		zc_chunk_crc_init(&g->cc[c], w->chunk, g->crcs[c], ncrc);
 	}
 	w->groups[w->ngroups++] = g;
 	w->group_held = true;
@@ -386,7 +386,7 @@ dn_write_stripe_close(struct dn_write *w)
 		struct dn_file *f;
 		struct dn_io *io;
 
-		ec_chunk_crc_add(&g->cc[c], buf, len);
+		zc_chunk_crc_add(&g->cc[c], buf, len);
 		f = group_file(w, g, c);
 		if (f && f->direct && wlen % DN_DIRECT_ALIGN) {
 			/* O_DIRECT writes whole blocks: the file system allocates one anyway. */
@@ -501,7 +501,7 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 	if (w->s->o.discard) {
 		/* Check what arrived still: --discard measures transport with its CRC check. */
 		for (size_t i = 0; want_crc && i < n; i++)
-			call_crc = ec_crc32c(call_crc, segs[i].ptr, segs[i].len);
+			call_crc = zc_crc32c(call_crc, segs[i].ptr, segs[i].len);
 		if (want_crc && call_crc != *want_crc)
 			return -EBADMSG;
 		w->written += total;
@@ -534,7 +534,7 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 			g = w->groups[w->ngroups - 1];
 			take = w->cell - w->fill < len ? w->cell - w->fill : len;
 			ec_stripe_add(&w->st, w->dcell, p, take);
-			err = ec_chunk_crc_add_chain(&g->cc[w->dcell], p, take, &call_crc);
+			err = zc_chunk_crc_add_chain(&g->cc[w->dcell], p, take, &call_crc);
 			if (err)
 				goto poison;
 			err = add_frag(w, w->dcell, p, take, segs[i].ref);
@@ -561,7 +561,7 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 		err = -EBADMSG;
 		goto poison;
 	}
-	w->crc = ec_crc32c_combine(w->crc, call_crc, total);
+	w->crc = zc_crc32c_combine(w->crc, call_crc, total);
 	return 0;
 poison:
 	w->err = err;

@@ -15,7 +15,7 @@ struct wgroup {
 	atomic_uint missing;
 	atomic_uint full; /* missing cells lost to a full drive (ENOSPC) */
 	struct dn_file *files[EC_MAX_CELLS];
-	struct ec_chunk_crc cc[EC_MAX_CELLS];
+	struct zc_chunk_crc cc[EC_MAX_CELLS];
 	uint32_t *crcs[EC_MAX_CELLS];
 	uint64_t file_off[EC_MAX_CELLS];
 	uint32_t created;        /* cells whose file was created (writer thread) */

@@ -17,7 +17,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "rpc_internal.h"
 #include "zc.h"
 
@@ -410,7 +410,7 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 	if (!q)
 		return -ENOMEM;
 	for (size_t i = 0; i < n_segs; i++)
-		crc = ec_crc32c(crc, segs[i].ptr, segs[i].len);
+		crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
 	wc.open = w->open;
 	wc.offset = w->offset;
 	wc.crc32c = crc;
@@ -638,7 +638,7 @@ cread_on_recv(void *obj, bool success)
 		uint32_t crc = 0;
 
 		for (size_t i = 0; i < r->chunk.n_segs; i++)
-			crc = ec_crc32c(crc, r->chunk.segs[i].ptr, r->chunk.segs[i].len);
+			crc = zc_crc32c(crc, r->chunk.segs[i].ptr, r->chunk.segs[i].len);
 		if (r->chunk.data_len && crc != rch->crc32c) {
 			rpc_status_set(&r->bad_st, -EBADMSG,
 				       "ReadChunk CRC32C mismatch at offset %llu",

@@ -12,7 +12,6 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
 
-#include "ec.h"
 #include "rpc_internal.h"
 
 #define ALIGN 4096

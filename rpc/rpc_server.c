@@ -21,7 +21,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "rpc_internal.h"
 #include "zc.h"
 
@@ -357,7 +357,7 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 		uint32_t crc = 0;
 
 		for (size_t i = 0; i < w->chunk.n_segs; i++)
-			crc = ec_crc32c(crc, w->chunk.segs[i].ptr, w->chunk.segs[i].len);
+			crc = zc_crc32c(crc, w->chunk.segs[i].ptr, w->chunk.segs[i].len);
 		if (crc != wc->crc32c) {
 			write_reject(w, -EBADMSG,
 				     "CRC32C mismatch at offset %llu: sent %08x, data has %08x",

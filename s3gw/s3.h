@@ -4,7 +4,7 @@
  * Pieces, each in its own file:
  *   s3_util.c     growable bounded buffers, hex/base64, the S3 error table
  *   s3_sum.c      one-pass checksums of a payload: MD5 (ETag), SHA-1, SHA-256, CRC32,
- *                 CRC32C (ec_crc32c), CRC64NVME
+ *                 CRC32C (zc_crc32c), CRC64NVME
  *   s3_sigv4.c    SigV4 verification (Authorization header and presigned URLs), chunk and
  *                 trailer signatures
  *   s3_sigv2.c    SigV2 verification (header and presigned), for older clients
@@ -186,7 +186,7 @@ bool s3_md5x8_supported(void);
 
 uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);     /* zlib/gzip CRC-32 */
 uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n); /* CRC-64/NVME */
-/* CRC of A || B from CRC(A), CRC(B) and |B|, without the bytes (CRC32C: ec_crc32c_combine). */
+/* CRC of A || B from CRC(A), CRC(B) and |B|, without the bytes (CRC32C: zc_crc32c_combine). */
 uint32_t s3_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 uint64_t s3_crc64nvme_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b);
 

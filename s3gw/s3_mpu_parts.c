@@ -25,7 +25,7 @@
 
 #include <openssl/evp.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "s3_ops_internal.h"
 #include "zc.h"
 
@@ -76,7 +76,7 @@ s3_mpu_sum_add(struct s3_mpu_sum *m, const char *b64, uint64_t size)
 		m->crc = s3_crc32_combine((uint32_t)m->crc, (uint32_t)v, size);
 		break;
 	case S3_CK_CRC32C:
-		m->crc = ec_crc32c_combine((uint32_t)m->crc, (uint32_t)v, size);
+		m->crc = zc_crc32c_combine((uint32_t)m->crc, (uint32_t)v, size);
 		break;
 	case S3_CK_CRC64NVME:
 		m->crc = s3_crc64nvme_combine(m->crc, v, size);

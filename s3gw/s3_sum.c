@@ -11,7 +11,7 @@
 #include <isa-l/crc.h>
 #include <openssl/evp.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "s3.h"
 
 /* CRC-64/NVME: reflected polynomial 0x9a6c9329ac4bc9b5, init and xorout all ones. ISA-L
@@ -147,7 +147,7 @@ s3_sum_update(struct s3_sum *s, const void *p, size_t n)
 	if (s->mask & S3_CK_CRC32)
 		s->crc32 = s3_crc32(s->crc32, p, n);
 	if (s->mask & S3_CK_CRC32C)
-		s->crc32c = ec_crc32c(s->crc32c, p, n);
+		s->crc32c = zc_crc32c(s->crc32c, p, n);
 	if (s->mask & S3_CK_CRC64NVME)
 		s->crc64nvme = s3_crc64nvme(s->crc64nvme, p, n);
 	if (s->md5)

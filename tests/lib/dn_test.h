@@ -47,6 +47,7 @@ t_fill(uint8_t *p, size_t n)
 
 #include "dn.h"
 #include "ec.h"
+#include "zc_crc.h"
 
 /* Exit 77 (skip) when the kernel gives us no io_uring. */
 static inline void

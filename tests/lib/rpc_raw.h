@@ -16,7 +16,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "rpc.h"
 #include "zest.pb-c.h"
 #include "t_check.h"
@@ -134,7 +134,7 @@ chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size
 	wc.offset = offset;
 	wc.data.data = data;
 	wc.data.len = len;
-	wc.crc32c = ec_crc32c(0, data, len) ^ crc_xor;
+	wc.crc32c = zc_crc32c(0, data, len) ^ crc_xor;
 	wc.commit = commit;
 	m.len = zest__write_chunk__get_packed_size(&wc);
 	m.bytes = malloc(m.len + 1);

@@ -88,7 +88,7 @@ on_disk(unsigned k, unsigned m)
 				                   ? flen[c] - i * x.g.chunk
 				                   : x.g.chunk;
 
-				CHECK_EQ(ec_crc32c(0, file[c] + i * x.g.chunk, n),
+				CHECK_EQ(zc_crc32c(0, file[c] + i * x.g.chunk, n),
 				         dn_extent_crcs(&x, g, c)[i]);
 			}
 		}

@@ -157,7 +157,7 @@ compose(void)
 	CHECK_EQ(t_put(e.s, "b", "p3", all + l1 + l2, l3), 0);
 	CHECK_EQ(dn_compose(e.s, "b", "whole", NULL, parts, 3, false, "multi-3", NULL, 0, &res), 0);
 	CHECK_EQ(res.size, l1 + l2 + l3);
-	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
+	CHECK_EQ(res.crc32c, zc_crc32c(0, all, l1 + l2 + l3));
 	CHECK_EQ(t_check_read(e.s, "b", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "whole", l1 - 10, 30, true, all + l1 - 10, 30), 0);
 	CHECK_EQ(dn_stat(e.s, "b", "whole", &info), 0);
@@ -200,7 +200,7 @@ compose_cross_bucket(void)
 	CHECK_EQ(t_put(e.s, "other", "p3", all + l1 + l2, l3), 0);
 	CHECK_EQ(dn_compose(e.s, "dst", "whole", buckets, parts, 3, false, "x3", NULL, 0, &res), 0);
 	CHECK_EQ(res.size, l1 + l2 + l3);
-	CHECK_EQ(res.crc32c, ec_crc32c(0, all, l1 + l2 + l3));
+	CHECK_EQ(res.crc32c, zc_crc32c(0, all, l1 + l2 + l3));
 	CHECK_EQ(t_check_read(e.s, "dst", "whole", 0, 0, false, all, l1 + l2 + l3), 0);
 	/* The parts stay where they were. */
 	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);

@@ -19,7 +19,7 @@ round_trip(struct t_env *e, unsigned k, size_t size, bool size_known)
 	snprintf(key, sizeof(key), "../../k%u/%zu/%d", k, size, size_known);
 	CHECK_EQ(t_feed(e->s, "b", key, buf, size, 1 + t_rand() % 70000, size_known, &w), 0);
 	CHECK_EQ(t_commit(w, "e1", &crc), 0);
-	CHECK_EQ(crc, ec_crc32c(0, buf, size));
+	CHECK_EQ(crc, zc_crc32c(0, buf, size));
 	CHECK_EQ(dn_stat(e->s, "b", key, &info), 0);
 	CHECK_EQ(info.size, size);
 	CHECK_EQ(info.crc32c, crc);
@@ -269,14 +269,14 @@ checked(void)
 	t_fill(buf, sizeof(buf));
 	t_env_open(&e, 6, 4, 2, "b");
 	CHECK_EQ(dn_write_begin(e.s, "b", "k", sizeof(buf), true, 0, 0, &w), 0);
-	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, ec_crc32c(0, buf, 30000)), 0);
-	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, ec_crc32c(0, buf + 30000, 70000)), 0);
+	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, zc_crc32c(0, buf, 30000)), 0);
+	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, zc_crc32c(0, buf + 30000, 70000)), 0);
 	CHECK_EQ(t_commit(w, "e", NULL), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);
 	/* One flipped CRC bit: BadDigest, and the object keeps its committed version. */
 	CHECK_EQ(dn_write_begin(e.s, "b", "k", sizeof(buf), true, 0, 0, &w), 0);
-	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, ec_crc32c(0, buf, 30000)), 0);
-	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, ec_crc32c(0, buf + 30000, 70000) ^ 1),
+	CHECK_EQ(dn_write_data_checked(w, 0, &a, 1, zc_crc32c(0, buf, 30000)), 0);
+	CHECK_EQ(dn_write_data_checked(w, 30000, &b, 1, zc_crc32c(0, buf + 30000, 70000) ^ 1),
 	         -EBADMSG);
 	CHECK_EQ(t_commit(w, "e", NULL), -EBADMSG);
 	CHECK_EQ(dn_stat(e.s, "b", "k", &info), 0);

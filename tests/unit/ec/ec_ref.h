@@ -1,6 +1,6 @@
 /*
  * Test helpers for ec/: a plain GF(2^8) reference written from the field's definition
- * (polynomial 0x11d, as ISA-L), independent of ISA-L's tables, plus a seeded PRNG.
+ * (polynomial 0x11d, as ISA-L), independent of ISA-L's tables; the seeded PRNG is t_rand.h.
  */
 #ifndef ZEST_TEST_EC_REF_H
 #define ZEST_TEST_EC_REF_H
@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "t_rand.h"
 
 static inline uint8_t
 ref_gf_mul(uint8_t a, uint8_t b)
@@ -62,35 +64,6 @@ ref_encode(unsigned k, unsigned m, size_t len, uint8_t *const *data, uint8_t **p
 				s ^= ref_gf_mul(a[(k + p) * k + j], data[j][b]);
 			parity[p][b] = s;
 		}
-}
-
-/* xorshift64*: reproducible across runs; the seed is printed by each test. */
-static inline uint64_t
-test_rand(uint64_t *state)
-{
-	uint64_t x = *state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static inline void
-test_fill(uint64_t *state, uint8_t *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(test_rand(state) >> 56);
-}
-
-/* A seed from ZEST_TEST_SEED, or a fixed default so CI runs are reproducible. */
-static inline uint64_t
-test_seed(void)
-{
-	const char *s = getenv("ZEST_TEST_SEED");
-
-	return s ? strtoull(s, NULL, 0) | 1 : 0x5eed5eedULL;
 }
 
 #endif

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 #include "rpc.h"
 
 #define SINK_CALL_CAP (8u << 20)
@@ -203,13 +203,13 @@ sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_
 					atomic_fetch_add(&s->bad_bytes, 1);
 					break;
 				}
-		msg_crc = ec_crc32c(msg_crc, segs[i].ptr, segs[i].len);
+		msg_crc = zc_crc32c(msg_crc, segs[i].ptr, segs[i].len);
 		off += segs[i].len;
 	}
 	/* The server checked the message's CRC before handing it over: it must match. */
 	if (msg_crc != crc32c)
 		atomic_fetch_add(&s->bad_bytes, 1);
-	o->crc = ec_crc32c_combine(o->crc, msg_crc, len);
+	o->crc = zc_crc32c_combine(o->crc, msg_crc, len);
 	o->size += len;
 	atomic_fetch_add(&s->bytes, len);
 	if (s->discard)
@@ -330,7 +330,7 @@ sink_read_next(struct sink_read *sr)
 	seg = (struct zc_seg){ b->data, n, &b->ref };
 	info.size = sr->size;
 	info.key = "k";
-	rc = rpc_read_send(sr->r, sr->first ? &info : NULL, sr->off, ec_crc32c(0, b->data, n), &seg,
+	rc = rpc_read_send(sr->r, sr->first ? &info : NULL, sr->off, zc_crc32c(0, b->data, n), &seg,
 			   1);
 	zc_ref_put(&b->ref); /* the wire holds its own until written */
 	sr->first = false;

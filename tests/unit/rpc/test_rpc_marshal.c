@@ -16,8 +16,8 @@
 #include <grpc/grpc.h>
 #include <grpc/byte_buffer_reader.h>
 
-#include "ec.h"
 #include "rpc.h"
+#include "zc_crc.h"
 #include "rpc_internal.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -58,7 +58,7 @@ make_chunk(Zest__WriteChunk *wc, Zest__WriteOpen *open, Zest__Attr *attrs, Zest_
 	fill(buf, len);
 	wc->data.data = buf;
 	wc->data.len = len;
-	wc->crc32c = ec_crc32c(0, buf, len);
+	wc->crc32c = zc_crc32c(0, buf, len);
 	wc->commit = rnd() & 1;
 	if (rnd() & 1) {
 		snprintf(etag, 40, "\"%016llx\"", (unsigned long long)rnd());
@@ -509,7 +509,7 @@ test_marshal_send_zero_copy(void **state)
 	wc.open = &open;
 	wc.offset = 1234567;
 	wc.commit = true;
-	wc.crc32c = ec_crc32c(ec_crc32c(0, a, sizeof(a)), b, sizeof(b));
+	wc.crc32c = zc_crc32c(zc_crc32c(0, a, sizeof(a)), b, sizeof(b));
 	bb = rpc_marshal_send(&wc.base, 3, segs, 3, sizeof(a) + sizeof(b));
 	assert_non_null(bb);
 	assert_int_equal(zc_ref_live(), 2); /* ours + the wire's */

@@ -97,7 +97,7 @@ put_ok(struct env *e, const char *key, size_t len, size_t chunk)
 	if (rc)
 		fail_msg("put %s: rc %d status %d '%s'", key, rc, st.code, st.msg);
 	assert_int_equal(res.size, len);
-	assert_int_equal(res.crc32c, ec_crc32c(0, buf, len));
+	assert_int_equal(res.crc32c, zc_crc32c(0, buf, len));
 	free(buf);
 }
 
@@ -558,7 +558,7 @@ run_big(enum rpc_marshaller m)
 	t0 = zc_now_ns();
 	(void)cpu0;
 	for (size_t i = 0; i < streams; i++) {
-		bw[i] = (struct big_worker){ &e, buf, obj, per, ec_crc32c(0, buf, obj), (int)i, 0 };
+		bw[i] = (struct big_worker){ &e, buf, obj, per, zc_crc32c(0, buf, obj), (int)i, 0 };
 		assert_int_equal(pthread_create(&th[i], NULL, big_worker_main, &bw[i]), 0);
 	}
 	for (size_t i = 0; i < streams; i++) {

@@ -4,10 +4,10 @@
 
 #include <isa-l/crc.h>
 
-#include "ec.h"
+#include "zc_crc.h"
 
 uint32_t
-ec_crc32c(uint32_t crc, const void *buf, size_t len)
+zc_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 
@@ -70,7 +70,7 @@ x8nmodp(uint64_t len)
 }
 
 uint32_t
-ec_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+zc_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
 {
 	if (crc_a == 0 || len_b == 0)
 		return crc_a ^ crc_b;
@@ -85,18 +85,18 @@ shift_by(uint32_t crc, uint32_t xn)
 }
 
 int
-ec_chunk_crc_init(struct ec_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
+zc_chunk_crc_init(struct zc_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
 		  size_t out_cap)
 {
 	if (!c || bytes_per_checksum == 0 || (!out && out_cap))
 		return -EINVAL;
-	*c = (struct ec_chunk_crc){ .bytes_per_checksum = bytes_per_checksum, .out = out,
+	*c = (struct zc_chunk_crc){ .bytes_per_checksum = bytes_per_checksum, .out = out,
 				    .out_cap = out_cap };
 	return 0;
 }
 
 static int
-close_chunk(struct ec_chunk_crc *c)
+close_chunk(struct zc_chunk_crc *c)
 {
 	if (c->count == c->out_cap)
 		return -ENOSPC;
@@ -107,7 +107,7 @@ close_chunk(struct ec_chunk_crc *c)
 }
 
 int
-ec_chunk_crc_add_chain(struct ec_chunk_crc *c, const void *frag, size_t len, uint32_t *crc)
+zc_chunk_crc_add_chain(struct zc_chunk_crc *c, const void *frag, size_t len, uint32_t *crc)
 {
 	const unsigned char *p = frag;
 
@@ -116,7 +116,7 @@ ec_chunk_crc_add_chain(struct ec_chunk_crc *c, const void *frag, size_t len, uin
 		size_t n = len < room ? len : room;
 		uint32_t before = c->crc;
 
-		c->crc = ec_crc32c(c->crc, p, n);
+		c->crc = zc_crc32c(c->crc, p, n);
 		if (crc) {
 			/* The piece's own CRC falls out of the chunk's, then extends *crc: one
 			 * power of x per piece serves both, and the bytes are read once. */
@@ -135,13 +135,13 @@ ec_chunk_crc_add_chain(struct ec_chunk_crc *c, const void *frag, size_t len, uin
 }
 
 int
-ec_chunk_crc_add(struct ec_chunk_crc *c, const void *frag, size_t len)
+zc_chunk_crc_add(struct zc_chunk_crc *c, const void *frag, size_t len)
 {
-	return ec_chunk_crc_add_chain(c, frag, len, NULL);
+	return zc_chunk_crc_add_chain(c, frag, len, NULL);
 }
 
 int
-ec_chunk_crc_finish(struct ec_chunk_crc *c)
+zc_chunk_crc_finish(struct zc_chunk_crc *c)
 {
 	if (c->in_chunk > 0 && close_chunk(c) < 0)
 		return -ENOSPC;

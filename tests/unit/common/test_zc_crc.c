@@ -4,11 +4,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
-#include "ec.h"
-#include "ec_ref.h"
+#include "zc_crc.h"
+#include "t_rand.h"
 
 static uint64_t rng;
 
@@ -33,10 +34,10 @@ test_known_vectors(void **state)
 	(void)state;
 	memset(ones, 0xff, sizeof(ones));
 	/* RFC 3720 B.4 and the classic check value. */
-	assert_int_equal(ec_crc32c(0, "123456789", 9), 0xE3069283);
-	assert_int_equal(ec_crc32c(0, zeros, 32), 0x8A9136AA);
-	assert_int_equal(ec_crc32c(0, ones, 32), 0x62A8AB43);
-	assert_int_equal(ec_crc32c(0, "", 0), 0);
+	assert_int_equal(zc_crc32c(0, "123456789", 9), 0xE3069283);
+	assert_int_equal(zc_crc32c(0, zeros, 32), 0x8A9136AA);
+	assert_int_equal(zc_crc32c(0, ones, 32), 0x62A8AB43);
+	assert_int_equal(zc_crc32c(0, "", 0), 0);
 }
 
 static void
@@ -48,10 +49,10 @@ test_chaining_and_reference(void **state)
 	test_fill(&rng, buf, sizeof(buf));
 	for (int i = 0; i < 50; i++) {
 		size_t n = test_rand(&rng) % sizeof(buf), cut = n ? test_rand(&rng) % n : 0;
-		uint32_t whole = ec_crc32c(0, buf, n);
+		uint32_t whole = zc_crc32c(0, buf, n);
 
 		assert_int_equal(whole, ref_crc32c(0, buf, n));
-		assert_int_equal(ec_crc32c(ec_crc32c(0, buf, cut), buf + cut, n - cut), whole);
+		assert_int_equal(zc_crc32c(zc_crc32c(0, buf, cut), buf + cut, n - cut), whole);
 	}
 }
 
@@ -64,22 +65,22 @@ test_combine(void **state)
 	test_fill(&rng, buf, sizeof(buf));
 	for (int i = 0; i < 200; i++) {
 		size_t n = test_rand(&rng) % sizeof(buf), cut = n ? test_rand(&rng) % (n + 1) : 0;
-		uint32_t a = ec_crc32c(0, buf, cut), b = ec_crc32c(0, buf + cut, n - cut);
-		uint32_t whole = ec_crc32c(0, buf, n);
+		uint32_t a = zc_crc32c(0, buf, cut), b = zc_crc32c(0, buf + cut, n - cut);
+		uint32_t whole = zc_crc32c(0, buf, n);
 
-		assert_int_equal(ec_crc32c_combine(a, b, n - cut), whole);
+		assert_int_equal(zc_crc32c_combine(a, b, n - cut), whole);
 		/* The other way round: a tail's CRC from the whole and the head. */
-		assert_int_equal(whole ^ ec_crc32c_combine(a, 0, n - cut), b);
+		assert_int_equal(whole ^ zc_crc32c_combine(a, 0, n - cut), b);
 	}
 	/* Empty sides, and lengths past 4 GiB (the table's upper powers) must associate. */
 	{
-		uint32_t a = ec_crc32c(0, "a", 1), b = ec_crc32c(0, "bc", 2), c = 0x12345678;
+		uint32_t a = zc_crc32c(0, "a", 1), b = zc_crc32c(0, "bc", 2), c = 0x12345678;
 		uint64_t lb = (5ull << 30) + 7, lc = (3ull << 32) + 12345;
 
-		assert_int_equal(ec_crc32c_combine(a, 0, 0), a);
-		assert_int_equal(ec_crc32c_combine(0, b, 2), b);
-		assert_int_equal(ec_crc32c_combine(ec_crc32c_combine(a, b, lb), c, lc),
-				 ec_crc32c_combine(a, ec_crc32c_combine(b, c, lc), lb + lc));
+		assert_int_equal(zc_crc32c_combine(a, 0, 0), a);
+		assert_int_equal(zc_crc32c_combine(0, b, 2), b);
+		assert_int_equal(zc_crc32c_combine(zc_crc32c_combine(a, b, lb), c, lc),
+				 zc_crc32c_combine(a, zc_crc32c_combine(b, c, lc), lb + lc));
 	}
 }
 
@@ -94,13 +95,13 @@ test_chunks(void **state)
 	for (int round = 0; round < 30; round++) {
 		size_t len = test_rand(&rng) % sizeof(buf);
 		size_t bpc = 1 + test_rand(&rng) % 4096 + (round % 2 ? 512 : 0);
-		struct ec_chunk_crc cc;
-		size_t at = 0, want = ec_chunk_count(len, bpc);
+		struct zc_chunk_crc cc;
+		size_t at = 0, want = zc_chunk_count(len, bpc);
 		uint32_t run = 0, ref_run = 0;
 
 		if (want > 700)
 			continue;
-		assert_int_equal(ec_chunk_crc_init(&cc, bpc, out, 700), 0);
+		assert_int_equal(zc_chunk_crc_init(&cc, bpc, out, 700), 0);
 		while (at < len) {
 			size_t n = 1 + test_rand(&rng) % 9000;
 
@@ -108,15 +109,15 @@ test_chunks(void **state)
 				n = len - at;
 			/* Odd rounds also chain the stream's CRC from the same pass. */
 			if (round % 2) {
-				assert_int_equal(ec_chunk_crc_add_chain(&cc, buf + at, n, &run), 0);
+				assert_int_equal(zc_chunk_crc_add_chain(&cc, buf + at, n, &run), 0);
 				ref_run = ref_crc32c(ref_run, buf + at, n);
 				assert_int_equal(run, ref_run);
 			} else {
-				assert_int_equal(ec_chunk_crc_add(&cc, buf + at, n), 0);
+				assert_int_equal(zc_chunk_crc_add(&cc, buf + at, n), 0);
 			}
 			at += n;
 		}
-		assert_int_equal(ec_chunk_crc_finish(&cc), (int)want);
+		assert_int_equal(zc_chunk_crc_finish(&cc), (int)want);
 		for (size_t i = 0; i < want; i++) {
 			size_t off = i * bpc, n = len - off < bpc ? len - off : bpc;
 
@@ -128,16 +129,16 @@ test_chunks(void **state)
 static void
 test_chunk_limits(void **state)
 {
-	struct ec_chunk_crc cc;
+	struct zc_chunk_crc cc;
 	uint32_t out[2];
 	uint8_t buf[10] = { 0 };
 
 	(void)state;
-	assert_int_equal(ec_chunk_crc_init(&cc, 0, out, 2), -EINVAL);
-	assert_int_equal(ec_chunk_crc_init(&cc, 4, out, 2), 0);
-	assert_int_equal(ec_chunk_crc_add(&cc, buf, 8), 0);
-	assert_int_equal(ec_chunk_crc_add(&cc, buf, 1), 0);
-	assert_int_equal(ec_chunk_crc_finish(&cc), -ENOSPC);
+	assert_int_equal(zc_chunk_crc_init(&cc, 0, out, 2), -EINVAL);
+	assert_int_equal(zc_chunk_crc_init(&cc, 4, out, 2), 0);
+	assert_int_equal(zc_chunk_crc_add(&cc, buf, 8), 0);
+	assert_int_equal(zc_chunk_crc_add(&cc, buf, 1), 0);
+	assert_int_equal(zc_chunk_crc_finish(&cc), -ENOSPC);
 }
 
 int
