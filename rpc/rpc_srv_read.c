@@ -1,0 +1,200 @@
+/*
+ * rpc server, Read: the server stream of ReadChunks, one message in flight per call.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "rpc_server_internal.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ Read */
+
+static void
+read_free(struct rpc_read *r)
+{
+	rpc_call_fini(&r->c);
+	free(r);
+}
+
+/* Like write_settle, for Read calls. Unlocks. */
+void
+rpc_read_settle(struct rpc_read *r)
+{
+	struct rpc_server *srv = r->c.srv;
+
+	if (!r->c.busy && (r->c.cancelled || r->c.status_sent) && !r->c.aborted &&
+	    r->c.handler_holds) {
+		r->c.aborted = true;
+		r->c.busy = true;
+		pthread_mutex_unlock(&r->c.mu);
+		srv->h.read.abort(r->call_ctx, r, -ECANCELED);
+		pthread_mutex_lock(&r->c.mu);
+		r->c.busy = false;
+	}
+	if (rpc_call_idle(&r->c)) {
+		pthread_mutex_unlock(&r->c.mu);
+		read_free(r);
+		return;
+	}
+	pthread_mutex_unlock(&r->c.mu);
+}
+
+/* Under r->c.mu: run `sent` for a completed send unless a callback runs already. */
+static void
+read_deliver_sent(struct rpc_read *r)
+{
+	while (r->sent_pending && !r->c.busy) {
+		r->sent_pending = false;
+		if (r->c.cancelled || r->c.status_sent || !r->c.handler_holds)
+			break;
+		r->c.busy = true;
+		pthread_mutex_unlock(&r->c.mu);
+		r->c.srv->h.read.sent(r->call_ctx, r);
+		pthread_mutex_lock(&r->c.mu);
+		r->c.busy = false;
+	}
+}
+
+void
+rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload)
+{
+	struct rpc_read *r = calloc(1, sizeof(*r));
+	Zest__ReadRequest *req;
+	int rc;
+
+	if (!r) {
+		if (payload)
+			grpc_byte_buffer_destroy(payload);
+		grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+		                             "SlowDown: out of memory", NULL);
+		grpc_call_unref(call);
+		return;
+	}
+	rpc_call_init(&r->c, srv, call);
+	r->t_send.kind = TAG_SEND;
+	r->t_send.obj = r;
+	req = (Zest__ReadRequest *)rpc_unpack_message(&zest__read_request__descriptor, payload);
+	if (payload)
+		grpc_byte_buffer_destroy(payload);
+	pthread_mutex_lock(&r->c.mu);
+	rpc_call_post_close(&r->c);
+	if (!req) {
+		rpc_call_fail(&r->c, -EINVAL, "InvalidArgument: malformed ReadRequest");
+		rpc_read_settle(r);
+		return;
+	}
+	r->c.busy = true;
+	r->c.handler_holds = true;
+	pthread_mutex_unlock(&r->c.mu);
+	rc = srv->h.read.start(srv->h.ctx, r, req, &r->call_ctx);
+	protobuf_c_message_free_unpacked(&req->base, NULL);
+	pthread_mutex_lock(&r->c.mu);
+	r->c.busy = false;
+	if (rc < 0) {
+		r->c.handler_holds = false;
+		rpc_call_fail(&r->c, rc, r->c.errmsg);
+	}
+	read_deliver_sent(r);
+	rpc_read_settle(r);
+}
+
+void
+rpc_read_on_send(struct rpc_read *r, bool success)
+{
+	pthread_mutex_lock(&r->c.mu);
+	r->c.pending--;
+	grpc_byte_buffer_destroy(r->send_bb);
+	r->send_bb = NULL;
+	if (success)
+		r->sent_pending = true;
+	else
+		r->c.cancelled = true;
+	read_deliver_sent(r);
+	rpc_read_settle(r);
+}
+
+int
+rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t offset, uint32_t crc32c,
+              const struct zc_seg *segs, size_t n_segs)
+{
+	Zest__ReadChunk rc = ZEST__READ_CHUNK__INIT;
+	grpc_op ops[2];
+	size_t len = 0, n = 0;
+
+	for (size_t i = 0; i < n_segs; i++)
+		len += segs[i].len;
+	rc.info = (Zest__ObjectInfo *)info;
+	rc.offset = offset;
+	rc.crc32c = crc32c;
+	pthread_mutex_lock(&r->c.mu);
+	if (r->c.cancelled || r->c.status_sent) {
+		pthread_mutex_unlock(&r->c.mu);
+		return -ECANCELED;
+	}
+	if (r->send_bb) {
+		pthread_mutex_unlock(&r->c.mu);
+		return -EBUSY;
+	}
+	r->send_bb = rpc_marshal_send(&rc.base, 3, segs, n_segs, len);
+	if (!r->send_bb) {
+		pthread_mutex_unlock(&r->c.mu);
+		return -ENOMEM;
+	}
+	memset(ops, 0, sizeof(ops));
+	if (!r->sent_initial) {
+		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+		r->sent_initial = true;
+	}
+	ops[n].op = GRPC_OP_SEND_MESSAGE;
+	ops[n++].data.send_message.send_message = r->send_bb;
+	if (grpc_call_start_batch(r->c.call, ops, n, &r->t_send, NULL) != GRPC_CALL_OK) {
+		grpc_byte_buffer_destroy(r->send_bb);
+		r->send_bb = NULL;
+		pthread_mutex_unlock(&r->c.mu);
+		return -ECANCELED;
+	}
+	r->c.pending++;
+	pthread_mutex_unlock(&r->c.mu);
+	return 0;
+}
+
+void
+rpc_read_set_error(struct rpc_read *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->c.errmsg, sizeof(r->c.errmsg), fmt, ap);
+	va_end(ap);
+}
+
+void
+rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
+{
+	char msg[RPC_STATUS_MSG_MAX] = "";
+	va_list ap;
+
+	if (err > 0)
+		err = -EIO;
+	if (err) {
+		va_start(ap, fmt);
+		rpc_vformat_status(msg, sizeof(msg), err, fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_lock(&r->c.mu);
+	r->c.handler_holds = false;
+	rpc_call_send_status(&r->c, rpc_status_from_err(err), msg, NULL, !r->sent_initial);
+	r->sent_initial = true;
+	rpc_read_settle(r);
+}

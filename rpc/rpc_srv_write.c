@@ -1,0 +1,340 @@
+/*
+ * rpc server, Write: the client stream of WriteChunks, decoded by the marshaller and
+ * handed to the handler with flow control (pause/resume), then the WriteResult.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include "rpc_server_internal.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ Write */
+
+static void
+write_free(struct rpc_write *w)
+{
+	rpc_chunk_fini(&w->chunk);
+	rpc_call_fini(&w->c);
+	free(w);
+}
+
+/* Under w->c.mu: post the next RECV_MESSAGE. */
+static void
+write_post_recv(struct rpc_write *w)
+{
+	grpc_op op = { .op = GRPC_OP_RECV_MESSAGE };
+
+	op.data.recv_message.recv_message = &w->recv_bb;
+	w->recv_bb = NULL;
+	if (grpc_call_start_batch(w->c.call, &op, 1, &w->t_recv, NULL) == GRPC_CALL_OK) {
+		w->c.pending++;
+		w->c.busy = true;
+	}
+}
+
+/*
+ * Called with w->c.mu held: deliver an abort the handler is owed (only when no other
+ * callback runs or is due), free the call when nothing holds it. Unlocks.
+ */
+void
+rpc_write_settle(struct rpc_write *w)
+{
+	struct rpc_server *srv = w->c.srv;
+
+	if (!w->c.busy && (w->c.cancelled || w->c.status_sent) && w->opened && !w->c.aborted &&
+	    w->c.handler_holds && !w->committed) {
+		int err = w->c.cancelled ? -ECANCELED : -EINVAL;
+
+		w->c.aborted = true;
+		w->c.busy = true;
+		pthread_mutex_unlock(&w->c.mu);
+		srv->h.write.abort(w->call_ctx, w, err);
+		pthread_mutex_lock(&w->c.mu);
+		w->c.busy = false;
+	}
+	if (rpc_call_idle(&w->c)) {
+		pthread_mutex_unlock(&w->c.mu);
+		write_free(w);
+		return;
+	}
+	pthread_mutex_unlock(&w->c.mu);
+}
+
+/* Fail the call for bad input (the server's own verdict). Under w->c.mu. */
+static void __attribute__((format(printf, 3, 4)))
+write_reject(struct rpc_write *w, int err, const char *fmt, ...)
+{
+	char msg[RPC_STATUS_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	rpc_vformat_status(msg, sizeof(msg), err, fmt, ap);
+	va_end(ap);
+	ZC_DBG("rpc", "write rejected peer=%s: %s", w->c.peer, msg);
+	rpc_call_send_status(&w->c, rpc_status_from_err(err), msg, NULL, true);
+}
+
+/* One received message: validate, hand to the handler. Runs unlocked, busy set.
+ * Returns true to receive the next one. */
+static bool
+write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
+{
+	struct rpc_server *srv = w->c.srv;
+	const struct rpc_write_ops *ops = &srv->h.write;
+	size_t limit = srv->opts.max_message + RPC_MAX_META;
+	size_t bb_len = grpc_byte_buffer_length(bb);
+	struct zc_ref *hold = NULL;
+	Zest__WriteChunk *wc;
+	bool ok = false;
+	int rc;
+
+	if (bb_len > limit) {
+		grpc_byte_buffer_destroy(bb);
+		pthread_mutex_lock(&w->c.mu);
+		write_reject(w, -EINVAL, "WriteChunk of %zu bytes exceeds the limit of %zu", bb_len,
+		             limit);
+		pthread_mutex_unlock(&w->c.mu);
+		return false;
+	}
+	rc = rpc_marshal_recv(srv->opts.marshaller, &zest__write_chunk__descriptor, 3, bb,
+	                      &w->chunk, &hold);
+	if (rc) {
+		pthread_mutex_lock(&w->c.mu);
+		write_reject(w, rc, "bad WriteChunk after %llu bytes: %s",
+		             (unsigned long long)w->next_off, w->chunk.err);
+		pthread_mutex_unlock(&w->c.mu);
+		return false;
+	}
+	wc = (Zest__WriteChunk *)w->chunk.msg;
+	atomic_fetch_add_explicit(&rpc_stat_messages, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rpc_stat_received, w->chunk.data_len, memory_order_relaxed);
+
+	pthread_mutex_lock(&w->c.mu);
+	if (!w->opened && !wc->open) {
+		write_reject(w, -EINVAL, "the first WriteChunk carries no open");
+		goto unlock;
+	}
+	if (w->opened && wc->open) {
+		write_reject(w, -EINVAL, "open repeated after %llu bytes",
+		             (unsigned long long)w->next_off);
+		goto unlock;
+	}
+	if (wc->offset != w->next_off) {
+		write_reject(w, -EINVAL, "offset %llu, expected %llu (%s)",
+		             (unsigned long long)wc->offset, (unsigned long long)w->next_off,
+		             wc->offset > w->next_off ? "gap" : "overlap");
+		goto unlock;
+	}
+	if (w->chunk.data_len > srv->opts.max_message) {
+		write_reject(w, -EINVAL, "data of %zu bytes exceeds the max message of %zu",
+		             w->chunk.data_len, srv->opts.max_message);
+		goto unlock;
+	}
+	if (w->chunk.data_len && !ops->handler_verifies_crc) {
+		uint32_t crc = 0;
+
+		for (size_t i = 0; i < w->chunk.n_segs; i++)
+			crc = zc_crc32c(crc, w->chunk.segs[i].ptr, w->chunk.segs[i].len);
+		if (crc != wc->crc32c) {
+			write_reject(w, -EBADMSG,
+			             "CRC32C mismatch at offset %llu: sent %08x, data has %08x",
+			             (unsigned long long)wc->offset, wc->crc32c, crc);
+			goto unlock;
+		}
+	}
+	if (!w->opened) {
+		size_t klen = strlen(wc->open->key);
+
+		/* The wire contract's own limits, before the handler sees the open. */
+		if (!wc->open->bucket[0] || !klen || klen > 1024) {
+			write_reject(w, -EINVAL, "%s",
+			             !wc->open->bucket[0] ? "empty bucket name"
+			             : !klen              ? "empty key"
+			                                  : "key longer than 1024 bytes");
+			goto unlock;
+		}
+		if (wc->open->size_known && w->chunk.data_len > wc->open->size) {
+			write_reject(w, -EINVAL, "data past the declared size of %llu bytes",
+			             (unsigned long long)wc->open->size);
+			goto unlock;
+		}
+		pthread_mutex_unlock(&w->c.mu);
+		rc = ops->open(srv->h.ctx, w, wc->open, &w->call_ctx);
+		pthread_mutex_lock(&w->c.mu);
+		if (rc < 0) {
+			rpc_call_fail(&w->c, rc, w->c.errmsg);
+			goto unlock;
+		}
+		w->opened = true;
+		w->c.handler_holds = true;
+		w->size_known = wc->open->size_known;
+		w->size = wc->open->size;
+	}
+	if (w->size_known && w->next_off + w->chunk.data_len > w->size) {
+		write_reject(w, -EINVAL, "data past the declared size of %llu bytes",
+		             (unsigned long long)w->size);
+		goto unlock;
+	}
+	if (wc->commit && w->size_known && w->next_off + w->chunk.data_len != w->size) {
+		write_reject(w, -EINVAL, "commit after %llu bytes, declared size %llu",
+		             (unsigned long long)(w->next_off + w->chunk.data_len),
+		             (unsigned long long)w->size);
+		goto unlock;
+	}
+	if (w->c.status_sent || w->c.cancelled)
+		goto unlock; /* the handler failed the call meanwhile */
+	pthread_mutex_unlock(&w->c.mu);
+
+	if (w->chunk.data_len)
+		ops->data(w->call_ctx, w, w->next_off, w->chunk.segs, w->chunk.n_segs,
+		          w->chunk.data_len, wc->crc32c);
+	w->next_off += w->chunk.data_len;
+	if (wc->commit) {
+		bool commit;
+
+		pthread_mutex_lock(&w->c.mu);
+		commit = !w->c.status_sent && !w->c.cancelled;
+		w->committed = commit;
+		pthread_mutex_unlock(&w->c.mu);
+		if (commit)
+			ops->commit(w->call_ctx, w, wc);
+	}
+	ok = !wc->commit;
+	goto out;
+unlock:
+	pthread_mutex_unlock(&w->c.mu);
+out:
+	rpc_chunk_clear(&w->chunk);
+	if (hold)
+		zc_ref_put(hold); /* the handler took its own refs for what it keeps */
+	return ok;
+}
+
+void
+rpc_write_on_recv(struct rpc_write *w, bool success)
+{
+	grpc_byte_buffer *bb;
+	bool again = false;
+
+	pthread_mutex_lock(&w->c.mu);
+	w->c.pending--;
+	bb = w->recv_bb;
+	w->recv_bb = NULL;
+	if (!success || w->c.status_sent || w->c.cancelled) {
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
+	} else if (!bb) {
+		if (!w->committed)
+			write_reject(w, -EINVAL, "stream ended after %llu bytes without commit",
+			             (unsigned long long)w->next_off);
+	} else {
+		pthread_mutex_unlock(&w->c.mu);
+		again = write_on_message(w, bb);
+		pthread_mutex_lock(&w->c.mu);
+	}
+	w->c.busy = false;
+	if (again && !w->c.cancelled && !w->c.status_sent) {
+		if (w->paused)
+			w->recv_idle = true;
+		else
+			write_post_recv(w);
+	}
+	rpc_write_settle(w);
+}
+
+void
+rpc_write_start(struct rpc_server *srv, grpc_call *call)
+{
+	struct rpc_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+		                             "SlowDown: out of memory", NULL);
+		grpc_call_unref(call);
+		return;
+	}
+	rpc_call_init(&w->c, srv, call);
+	w->c.is_write = true;
+	w->t_recv.kind = TAG_RECV;
+	w->t_recv.obj = w;
+	pthread_mutex_lock(&w->c.mu);
+	rpc_call_post_close(&w->c);
+	write_post_recv(w);
+	rpc_write_settle(w);
+}
+
+void
+rpc_write_pause(struct rpc_write *w)
+{
+	pthread_mutex_lock(&w->c.mu);
+	w->paused = true;
+	pthread_mutex_unlock(&w->c.mu);
+}
+
+void
+rpc_write_resume(struct rpc_write *w)
+{
+	pthread_mutex_lock(&w->c.mu);
+	w->paused = false;
+	if (w->recv_idle) {
+		w->recv_idle = false;
+		if (!w->c.cancelled && !w->c.status_sent)
+			write_post_recv(w);
+	}
+	pthread_mutex_unlock(&w->c.mu);
+}
+
+void
+rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->c.errmsg, sizeof(w->c.errmsg), fmt, ap);
+	va_end(ap);
+}
+
+void
+rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res)
+{
+	grpc_byte_buffer *bb = rpc_pack_message(&res->base);
+
+	pthread_mutex_lock(&w->c.mu);
+	w->c.handler_holds = false;
+	rpc_call_send_status(&w->c, GRPC_STATUS_OK, "", bb, true);
+	rpc_write_settle(w);
+}
+
+void
+rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
+{
+	char msg[RPC_STATUS_MSG_MAX];
+	va_list ap;
+
+	if (err >= 0)
+		err = -EIO;
+	va_start(ap, fmt);
+	rpc_vformat_status(msg, sizeof(msg), err, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&w->c.mu);
+	w->c.handler_holds = false;
+	rpc_call_send_status(&w->c, rpc_status_from_err(err), msg, NULL, true);
+	rpc_write_settle(w);
+}
+
+const char *
+rpc_write_peer(const struct rpc_write *w)
+{
+	return w->c.peer;
+}
