@@ -1,0 +1,313 @@
+/*
+ * rpc client, unary calls (asynchronous and blocking) and rpc_client_put, the
+ * blocking Write of one buffer.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "rpc_client_internal.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ unary */
+
+struct ucall {
+	struct ctag tag;
+	grpc_call *call;
+	enum rpc_method m;
+	rpc_unary_cb cb;
+	void *arg;
+	ProtobufCMessage **steal; /* blocking wrapper: keep the response */
+	grpc_byte_buffer *req, *resp;
+	grpc_metadata_array md_initial, md_trailing;
+	grpc_status_code status;
+	grpc_slice details;
+};
+
+static void
+ucall_done(void *obj, bool success)
+{
+	struct ucall *u = obj;
+	ProtobufCMessage *resp = NULL;
+	struct rpc_status st;
+
+	(void)success;
+	rpc_client_fill_status(&st, u->status, u->details);
+	if (st.code == GRPC_STATUS_OK) {
+		resp = rpc_unpack_message(rpc_method_response(u->m), u->resp);
+		if (!resp)
+			rpc_status_set(&st, -EIO, "missing or malformed %s response",
+			               rpc_method_path(u->m));
+	}
+	if (u->steal && resp) {
+		*u->steal = resp;
+		resp = NULL;
+	}
+	u->cb(u->arg, &st, resp);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	grpc_byte_buffer_destroy(u->req);
+	if (u->resp)
+		grpc_byte_buffer_destroy(u->resp);
+	grpc_metadata_array_destroy(&u->md_initial);
+	grpc_metadata_array_destroy(&u->md_trailing);
+	grpc_slice_unref(u->details);
+	grpc_call_unref(u->call);
+	free(u);
+}
+
+static int
+unary_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req, rpc_unary_cb cb,
+            void *arg, ProtobufCMessage **steal)
+{
+	struct ucall *u;
+	grpc_op ops[6];
+
+	if ((unsigned)m >= RPC_METHOD_COUNT || m == RPC_WRITE || m == RPC_READ || !cb ||
+	    req->descriptor != rpc_method_request(m))
+		return -EINVAL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->tag = (struct ctag){ ucall_done, u };
+	u->m = m;
+	u->cb = cb;
+	u->arg = arg;
+	u->steal = steal;
+	u->req = rpc_pack_message(req);
+	u->details = grpc_empty_slice();
+	grpc_metadata_array_init(&u->md_initial);
+	grpc_metadata_array_init(&u->md_trailing);
+	u->call = rpc_client_new_call(c, m);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = u->req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->md_initial;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &u->resp;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &u->md_trailing;
+	ops[5].data.recv_status_on_client.status = &u->status;
+	ops[5].data.recv_status_on_client.status_details = &u->details;
+	if (grpc_call_start_batch(u->call, ops, 6, &u->tag, NULL) != GRPC_CALL_OK) {
+		grpc_byte_buffer_destroy(u->req);
+		grpc_metadata_array_destroy(&u->md_initial);
+		grpc_metadata_array_destroy(&u->md_trailing);
+		grpc_call_unref(u->call);
+		free(u);
+		return -EIO;
+	}
+	return 0;
+}
+
+int
+rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
+                      rpc_unary_cb cb, void *arg)
+{
+	return unary_start(c, m, req, cb, arg, NULL);
+}
+
+/* A one-shot wait for blocking wrappers. */
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	struct rpc_status st;
+};
+
+static void
+waiter_init(struct waiter *wt)
+{
+	memset(wt, 0, sizeof(*wt));
+	pthread_mutex_init(&wt->mu, NULL);
+	pthread_cond_init(&wt->cond, NULL);
+}
+
+static void
+waiter_fini(struct waiter *wt)
+{
+	pthread_cond_destroy(&wt->cond);
+	pthread_mutex_destroy(&wt->mu);
+}
+
+static void
+waiter_wait(struct waiter *wt)
+{
+	pthread_mutex_lock(&wt->mu);
+	while (!wt->done)
+		pthread_cond_wait(&wt->cond, &wt->mu);
+	pthread_mutex_unlock(&wt->mu);
+}
+
+static void
+waiter_wake(struct waiter *wt)
+{
+	pthread_mutex_lock(&wt->mu);
+	wt->done = true;
+	pthread_cond_broadcast(&wt->cond);
+	pthread_mutex_unlock(&wt->mu);
+}
+
+static void
+call_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+{
+	struct waiter *wt = arg;
+
+	(void)resp; /* kept through steal */
+	wt->st = *st;
+	waiter_wake(wt);
+}
+
+int
+rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
+                ProtobufCMessage **resp, struct rpc_status *st)
+{
+	struct waiter wt;
+	int rc;
+
+	*resp = NULL;
+	waiter_init(&wt);
+	rc = unary_start(c, m, req, call_cb, &wt, resp);
+	if (rc) {
+		waiter_fini(&wt);
+		if (st)
+			rpc_status_set(st, rc, "cannot start %s", rpc_method_path(m));
+		return rc;
+	}
+	waiter_wait(&wt);
+	waiter_fini(&wt);
+	if (st)
+		*st = wt.st;
+	if (wt.st.code != GRPC_STATUS_OK && *resp) {
+		protobuf_c_message_free_unpacked(*resp, NULL);
+		*resp = NULL;
+	}
+	return rpc_err_from_status(wt.st.code);
+}
+
+/* ------------------------------------------------------------------ blocking put */
+
+struct put {
+	struct waiter wt;
+	bool writable;
+	Zest__WriteResult *res;
+	struct zc_ref ref; /* counts gRPC's hold on buf */
+	bool released;
+};
+
+static void
+put_writable(void *arg, struct rpc_cwrite *w)
+{
+	struct put *p = arg;
+
+	(void)w;
+	pthread_mutex_lock(&p->wt.mu);
+	p->writable = true;
+	pthread_cond_broadcast(&p->wt.cond);
+	pthread_mutex_unlock(&p->wt.mu);
+}
+
+static void
+put_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zest__WriteResult *res)
+{
+	struct put *p = arg;
+
+	(void)w;
+	if (res && p->res) {
+		p->res->size = res->size;
+		p->res->crc32c = res->crc32c;
+		p->res->mtime_ns = res->mtime_ns;
+	}
+	pthread_mutex_lock(&p->wt.mu);
+	p->wt.st = *st;
+	p->wt.done = true;
+	pthread_cond_broadcast(&p->wt.cond);
+	pthread_mutex_unlock(&p->wt.mu);
+}
+
+static void
+put_release(struct zc_ref *ref)
+{
+	struct put *p = (struct put *)((char *)ref - offsetof(struct put, ref));
+
+	pthread_mutex_lock(&p->wt.mu);
+	p->released = true;
+	pthread_cond_broadcast(&p->wt.cond);
+	pthread_mutex_unlock(&p->wt.mu);
+}
+
+int
+rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *buf, size_t len,
+               size_t chunk, Zest__WriteResult *res, struct rpc_status *st)
+{
+	const uint8_t *p8 = buf;
+	struct rpc_cwrite_cbs cbs = { put_writable, put_done };
+	struct rpc_cwrite *w;
+	struct put p;
+	size_t off = 0;
+	int rc;
+
+	if (!chunk || chunk > c->max_message)
+		chunk = c->max_message < (1u << 20) ? c->max_message : (1u << 20);
+	if (st)
+		rpc_status_set(st, 0, NULL);
+	memset(&p, 0, sizeof(p));
+	waiter_init(&p.wt);
+	p.res = res;
+	zc_ref_init(&p.ref, put_release);
+	rc = rpc_cwrite_open(c, open, &cbs, &p, &w);
+	if (rc)
+		goto out;
+	for (;;) {
+		size_t n = len - off < chunk ? len - off : chunk;
+		struct zc_seg seg = { p8 + off, n, &p.ref };
+		bool last = off + n == len;
+
+		if (last) {
+			rc = rpc_cwrite_commit(w, &seg, n ? 1 : 0, NULL, NULL, 0);
+			break;
+		}
+		rc = rpc_cwrite_send(w, &seg, 1);
+		if (rc == -EAGAIN) {
+			pthread_mutex_lock(&p.wt.mu);
+			while (!p.writable && !p.wt.done)
+				pthread_cond_wait(&p.wt.cond, &p.wt.mu);
+			p.writable = false;
+			pthread_mutex_unlock(&p.wt.mu);
+			continue;
+		}
+		if (rc)
+			break;
+		off += n;
+	}
+	if (rc)
+		rpc_cwrite_cancel(w);
+	waiter_wait(&p.wt);
+	rpc_cwrite_destroy(w);
+	/* the call's own status says more than a local -ECANCELED from a dead stream */
+	if (rpc_err_from_status(p.wt.st.code))
+		rc = rpc_err_from_status(p.wt.st.code);
+	if (st)
+		*st = p.wt.st;
+out:
+	/* buf is borrowed until return: wait until gRPC has let go of every slice */
+	zc_ref_put(&p.ref);
+	pthread_mutex_lock(&p.wt.mu);
+	while (!p.released)
+		pthread_cond_wait(&p.wt.cond, &p.wt.mu);
+	pthread_mutex_unlock(&p.wt.mu);
+	if (rc && st && st->code == GRPC_STATUS_OK)
+		rpc_status_set(st, rc, "write not started");
+	waiter_fini(&p.wt);
+	return rc;
+}

@@ -1,0 +1,351 @@
+/*
+ * rpc client, Write streams: the caller's segments go on the wire without a copy,
+ * queued under an in-flight bound, then the commit chunk and the WriteResult.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "rpc_client_internal.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ Write */
+
+struct qmsg {
+	struct qmsg *next;
+	grpc_byte_buffer *bb;
+	size_t len;
+	bool last;
+};
+
+struct rpc_cwrite {
+	struct rpc_client *cl;
+	grpc_call *call;
+	pthread_mutex_t mu;
+	int refs;
+	struct rpc_cwrite_cbs cbs;
+	void *arg;
+	struct ctag t_send, t_recv;
+	Zest__WriteOpen *open; /* until the first message is built */
+	struct qmsg *head, *tail, *sending;
+	size_t inflight;
+	uint64_t offset;
+	bool want_writable, committed, done, failed;
+	grpc_metadata_array md_initial, md_trailing;
+	grpc_byte_buffer *resp;
+	grpc_status_code status;
+	grpc_slice details;
+};
+
+static void
+qmsg_free(struct qmsg *q)
+{
+	grpc_byte_buffer_destroy(q->bb);
+	free(q);
+}
+
+/* Drop one reference; unlocks. */
+static void
+cwrite_unref_locked(struct rpc_cwrite *w)
+{
+	bool last = --w->refs == 0;
+
+	pthread_mutex_unlock(&w->mu);
+	if (!last)
+		return;
+	while (w->head) {
+		struct qmsg *q = w->head;
+
+		w->head = q->next;
+		qmsg_free(q);
+	}
+	if (w->open)
+		protobuf_c_message_free_unpacked(&w->open->base, NULL);
+	grpc_metadata_array_destroy(&w->md_initial);
+	grpc_metadata_array_destroy(&w->md_trailing);
+	if (w->resp)
+		grpc_byte_buffer_destroy(w->resp);
+	grpc_slice_unref(w->details);
+	grpc_call_unref(w->call);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+/* Under w->mu: start sending the queue head if nothing is being sent. */
+static void
+cwrite_kick(struct rpc_cwrite *w)
+{
+	grpc_op ops[2];
+	struct qmsg *q = w->head;
+	size_t n = 0;
+
+	if (w->sending || !q || w->failed)
+		return;
+	w->head = q->next;
+	if (!w->head)
+		w->tail = NULL;
+	memset(ops, 0, sizeof(ops));
+	ops[n].op = GRPC_OP_SEND_MESSAGE;
+	ops[n++].data.send_message.send_message = q->bb;
+	if (q->last)
+		ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	if (grpc_call_start_batch(w->call, ops, n, &w->t_send, NULL) != GRPC_CALL_OK) {
+		w->failed = true;
+		w->inflight -= q->len;
+		qmsg_free(q);
+		grpc_call_cancel(w->call, NULL);
+		return;
+	}
+	w->sending = q;
+	w->refs++;
+}
+
+static void
+cwrite_on_send(void *obj, bool success)
+{
+	struct rpc_cwrite *w = obj;
+	struct qmsg *q;
+	bool writable = false;
+
+	pthread_mutex_lock(&w->mu);
+	q = w->sending;
+	w->sending = NULL;
+	w->inflight -= q->len;
+	qmsg_free(q);
+	if (!success) {
+		/* the call is over: drop what is queued; the status arrives via t_recv */
+		w->failed = true;
+		while (w->head) {
+			q = w->head;
+			w->head = q->next;
+			w->inflight -= q->len;
+			qmsg_free(q);
+		}
+		w->tail = NULL;
+	}
+	cwrite_kick(w);
+	if (w->want_writable && w->inflight < w->cl->max_inflight && !w->done && !w->failed) {
+		w->want_writable = false;
+		writable = true;
+	}
+	if (writable && w->cbs.writable) {
+		w->refs++;
+		pthread_mutex_unlock(&w->mu);
+		w->cbs.writable(w->arg, w);
+		pthread_mutex_lock(&w->mu);
+		w->refs--;
+	}
+	cwrite_unref_locked(w);
+}
+
+static void
+cwrite_on_recv(void *obj, bool success)
+{
+	struct rpc_cwrite *w = obj;
+	Zest__WriteResult *res = NULL;
+	struct rpc_status st;
+
+	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
+	rpc_client_fill_status(&st, w->status, w->details);
+	if (st.code == GRPC_STATUS_OK) {
+		res = (Zest__WriteResult *)rpc_unpack_message(&zest__write_result__descriptor,
+		                                              w->resp);
+		if (!res)
+			rpc_status_set(&st, -EIO, "missing or malformed WriteResult");
+	}
+	pthread_mutex_lock(&w->mu);
+	w->done = true;
+	pthread_mutex_unlock(&w->mu);
+	w->cbs.done(w->arg, w, &st, res);
+	if (res)
+		protobuf_c_message_free_unpacked(&res->base, NULL);
+	pthread_mutex_lock(&w->mu);
+	cwrite_unref_locked(w);
+}
+
+int
+rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open, const struct rpc_cwrite_cbs *cbs,
+                void *arg, struct rpc_cwrite **out)
+{
+	struct rpc_cwrite *w;
+	grpc_op ops[4];
+	uint8_t *tmp;
+	size_t len;
+
+	if (!cbs || !cbs->done || !open)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	/* Own a copy of open until the first message carries it. */
+	len = protobuf_c_message_get_packed_size(&open->base);
+	tmp = malloc(len ? len : 1);
+	if (!tmp) {
+		free(w);
+		return -ENOMEM;
+	}
+	protobuf_c_message_pack(&open->base, tmp);
+	w->open = (Zest__WriteOpen *)protobuf_c_message_unpack(&zest__write_open__descriptor, NULL,
+	                                                       len, tmp);
+	free(tmp);
+	if (!w->open) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->cl = c;
+	w->cbs = *cbs;
+	w->arg = arg;
+	w->t_send = (struct ctag){ cwrite_on_send, w };
+	w->t_recv = (struct ctag){ cwrite_on_recv, w };
+	pthread_mutex_init(&w->mu, NULL);
+	grpc_metadata_array_init(&w->md_initial);
+	grpc_metadata_array_init(&w->md_trailing);
+	w->details = grpc_empty_slice();
+	w->call = rpc_client_new_call(c, RPC_WRITE);
+	w->refs = 2; /* the caller's, the receive batch's */
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[1].data.recv_initial_metadata.recv_initial_metadata = &w->md_initial;
+	ops[2].op = GRPC_OP_RECV_MESSAGE;
+	ops[2].data.recv_message.recv_message = &w->resp;
+	ops[3].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[3].data.recv_status_on_client.trailing_metadata = &w->md_trailing;
+	ops[3].data.recv_status_on_client.status = &w->status;
+	ops[3].data.recv_status_on_client.status_details = &w->details;
+	pthread_mutex_lock(&w->mu);
+	if (grpc_call_start_batch(w->call, ops, 4, &w->t_recv, NULL) != GRPC_CALL_OK) {
+		w->refs = 1;
+		cwrite_unref_locked(w);
+		return -EIO;
+	}
+	pthread_mutex_unlock(&w->mu);
+	*out = w;
+	return 0;
+}
+
+/* Under w->mu: build and queue one WriteChunk. */
+static int
+cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, size_t len,
+             bool commit, const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
+             const Zest__WriteCondition *cond)
+{
+	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
+	struct qmsg *q = calloc(1, sizeof(*q));
+	uint32_t crc = 0;
+
+	if (!q)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_segs; i++)
+		crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
+	wc.open = w->open;
+	wc.offset = w->offset;
+	wc.crc32c = crc;
+	wc.commit = commit;
+	wc.etag = (char *)(etag ? etag : "");
+	wc.attrs = (Zest__Attr **)attrs;
+	wc.n_attrs = n_attrs;
+	wc.cond = (Zest__WriteCondition *)cond;
+	q->bb = rpc_marshal_send(&wc.base, 3, segs, n_segs, len);
+	if (!q->bb) {
+		free(q);
+		return -ENOMEM;
+	}
+	if (w->open) {
+		protobuf_c_message_free_unpacked(&w->open->base, NULL);
+		w->open = NULL;
+	}
+	q->len = len;
+	q->last = commit;
+	w->offset += len;
+	w->inflight += len;
+	if (w->tail)
+		w->tail->next = q;
+	else
+		w->head = q;
+	w->tail = q;
+	cwrite_kick(w);
+	return 0;
+}
+
+int
+rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
+{
+	size_t len = 0;
+	int rc;
+
+	for (size_t i = 0; i < n_segs; i++)
+		len += segs[i].len;
+	pthread_mutex_lock(&w->mu);
+	if (w->committed || w->done || w->failed) {
+		rc = -ECANCELED;
+	} else if (len > w->cl->max_message) {
+		rc = -EINVAL;
+	} else if (w->inflight && w->inflight + len > w->cl->max_inflight) {
+		w->want_writable = true;
+		rc = -EAGAIN;
+	} else {
+		rc = cwrite_queue(w, segs, n_segs, len, false, NULL, NULL, 0, NULL);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+int
+rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, const char *etag,
+                  Zest__Attr *const *attrs, size_t n_attrs)
+{
+	return rpc_cwrite_commit_cond(w, segs, n_segs, etag, attrs, n_attrs, NULL);
+}
+
+int
+rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
+                       const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
+                       const Zest__WriteCondition *cond)
+{
+	size_t len = 0;
+	int rc;
+
+	for (size_t i = 0; i < n_segs; i++)
+		len += segs[i].len;
+	pthread_mutex_lock(&w->mu);
+	if (w->committed || w->done || w->failed)
+		rc = -ECANCELED;
+	else if (len > w->cl->max_message)
+		rc = -EINVAL;
+	else
+		rc = cwrite_queue(w, segs, n_segs, len, true, etag, attrs, n_attrs, cond);
+	if (!rc)
+		w->committed = true;
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+void
+rpc_cwrite_cancel(struct rpc_cwrite *w)
+{
+	grpc_call_cancel(w->call, NULL);
+}
+
+size_t
+rpc_cwrite_inflight(const struct rpc_cwrite *w)
+{
+	return w->inflight;
+}
+
+void
+rpc_cwrite_destroy(struct rpc_cwrite *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	cwrite_unref_locked(w);
+}
