@@ -308,36 +308,4 @@ void dn_metrics_render(struct dn_store *s, FILE *out);
  */
 int dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port);
 
-/* ---- configuration (item 1 flags) ---- */
-struct dn_config {
-	char *listen;
-	char *metrics;
-	const char *drives[DN_MAX_DRIVES];
-	unsigned ndrives;
-	unsigned k, m;
-	uint64_t cell_size;
-	bool zerocopy; /* --marshaller zerocopy (default) | copy */
-	bool discard;
-	unsigned write_quorum;
-	unsigned stripes_per_group;
-	uint64_t inflight_cap;
-	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
-	/* The gRPC binding (dn_rpc.h) and the daemon's shutdown. */
-	unsigned write_workers; /* threads running Write calls' engine work; default 4 */
-	unsigned readers;       /* threads streaming Read calls; default 4 */
-	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
-	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
-	uint64_t heal_interval_ns; /* background healer period; default 60 s, 0 off */
-	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
-	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
-};
-
-/*
- * Parse argv (defaults first). Returns 0 to run, 1 when --help/--version printed to out,
- * -EINVAL with a one-line message on err for a bad flag. Strings point into argv.
- */
-int dn_config_parse(struct dn_config *cfg, int argc, char **argv, FILE *out, FILE *err);
-/* Turn a parsed config into store options (drives point into cfg). */
-void dn_config_to_opts(const struct dn_config *cfg, struct dn_store_opts *opts);
-
 #endif

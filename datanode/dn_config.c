@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn_daemon.h"
 #include "dn_internal.h"
 
 enum {

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn.h"
+#include "dn_daemon.h"
 #include "dn_rpc.h"
 #include "rpc.h"
 #include "zc.h"

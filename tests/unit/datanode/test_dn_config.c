@@ -1,5 +1,6 @@
 /* Flag parsing: defaults, every flag, --help/--version, and precise refusals. */
 #include "dn_test.h"
+#include "dn_daemon.h"
 
 static int
 parse(struct dn_config *c, const char *line)
