@@ -303,9 +303,9 @@ void dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg);
 /* Write the Prometheus text exposition to out. */
 void dn_metrics_render(struct dn_store *s, FILE *out);
 /*
- * Serve GET /metrics on host:port (port 0: any; the bound port is returned in *port) from
+ * Serve GET /metrics on HOST:PORT (port 0: any; the bound port is returned in *port) from
  * one small thread until dn_store_close. Returns 0 or -errno.
  */
-int dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port);
+int dn_metrics_serve(struct dn_store *s, const char *spec, unsigned *port);
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dn_internal.h"
+#include "zc_net.h"
 
 void
 dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg)
@@ -182,35 +183,15 @@ metrics_main(void *arg)
 }
 
 int
-dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
+dn_metrics_serve(struct dn_store *s, const char *spec, unsigned *port)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-		                  .ai_socktype = SOCK_STREAM,
-		                  .ai_flags = AI_PASSIVE };
-	struct addrinfo *ai;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char ps[16];
-	int fd, one = 1, err;
+	int fd, err;
 
 	if (s->metrics_on)
 		return -EEXIST;
-	snprintf(ps, sizeof(ps), "%u", *port);
-	if (getaddrinfo(host, ps, &hints, &ai))
-		return -EINVAL;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		err = -errno;
-		goto free_ai;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-		err = -errno;
-		goto close_fd;
-	}
-	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-	                                       : ((struct sockaddr_in *)&ss)->sin_port);
+	fd = zc_listen(spec, 16, false, port);
+	if (fd < 0)
+		return fd;
 	if (pipe2(s->metrics_pipe, O_CLOEXEC) < 0) {
 		err = -errno;
 		goto close_fd;
@@ -228,12 +209,9 @@ dn_metrics_serve(struct dn_store *s, const char *host, unsigned *port)
 		goto close_fd;
 	}
 	s->metrics_on = true;
-	freeaddrinfo(ai);
 	return 0;
 close_fd:
 	close(fd);
-free_ai:
-	freeaddrinfo(ai);
 	return err;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "dn_daemon.h"
+#include "zc_net.h"
 #include "dn_rpc.h"
 #include "rpc.h"
 #include "zc.h"
@@ -46,34 +47,6 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 	return rc;
 }
 
-/* Split "HOST:PORT" at the last colon into host (static buffer) and port. */
-static int
-split_hostport(const char *hp, char *host, size_t hlen, unsigned *port)
-{
-	const char *colon = strrchr(hp, ':');
-	char *end;
-	unsigned long p;
-
-	if (!colon || (size_t)(colon - hp) >= hlen)
-		return -EINVAL;
-	memcpy(host, hp, (size_t)(colon - hp));
-	host[colon - hp] = 0;
-	if (host[0] == '[') { /* [::1]:9100 */
-		size_t n = strlen(host);
-
-		if (n < 2 || host[n - 1] != ']')
-			return -EINVAL;
-		memmove(host, host + 1, n - 2);
-		host[n - 2] = 0;
-	}
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || p > 65535)
-		return -EINVAL;
-	*port = (unsigned)p;
-	return 0;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -98,7 +71,7 @@ main(int argc, char **argv)
 		return 0;
 	if (rc < 0)
 		return 2;
-	if (cfg.metrics && split_hostport(cfg.metrics, mhost, sizeof(mhost), &mport)) {
+	if (cfg.metrics && zc_hostport_split(cfg.metrics, mhost, sizeof(mhost), &mport)) {
 		fprintf(stderr, "zest-datanode: bad value for --metrics: %s\n", cfg.metrics);
 		return 2;
 	}
@@ -142,7 +115,7 @@ main(int argc, char **argv)
 	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
 	if (cfg.metrics) {
 		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
-		rc = dn_metrics_serve(store, mhost, &mport);
+		rc = dn_metrics_serve(store, cfg.metrics, &mport);
 		if (rc) {
 			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics,
 			       rc, strerror(-rc));

@@ -38,6 +38,7 @@
 
 #include "s3_internal.h"
 #include "zc.h"
+#include "zc_net.h"
 
 #define RBUF_SIZE   (256u * 1024u)
 #define MAX_LOOPS   16
@@ -248,7 +249,7 @@ struct s3_server {
 	struct s3_config cfg;
 	const struct s3_backend *be;
 	int lfd, mfd, stopfd;
-	int port, mport;
+	unsigned port, mport;
 	SSL_CTX *tls;
 	unsigned nloops;
 	struct loop loops[MAX_LOOPS];
@@ -1213,50 +1214,6 @@ out:
 
 /* ------------------------------------------------------------------ setup */
 
-static int
-listen_on(const char *spec, int *port)
-{
-	char host[256];
-	const char *colon = strrchr(spec, ':');
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-		                  .ai_socktype = SOCK_STREAM,
-		                  .ai_flags = AI_PASSIVE };
-	struct addrinfo *ai;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	int fd, one = 1, rc;
-
-	if (!colon || (size_t)(colon - spec) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	if (host[0] == '[') { /* [::1]:9000 */
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
-	rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &ai);
-	if (rc)
-		return -EINVAL;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = -errno;
-		freeaddrinfo(ai);
-		return rc;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 512) < 0) {
-		rc = -errno;
-		freeaddrinfo(ai);
-		close(fd);
-		return rc;
-	}
-	freeaddrinfo(ai);
-	getsockname(fd, (struct sockaddr *)&ss, &sl);
-	*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-	                                       : ((struct sockaddr_in *)&ss)->sin_port);
-	return fd;
-}
-
 int
 s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struct s3_server **out)
 {
@@ -1328,13 +1285,13 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		ZC_ERR("s3", "backend=unavailable err=%d", rc);
 		goto fail;
 	}
-	srv->lfd = listen_on(srv->cfg.listen, &srv->port);
+	srv->lfd = zc_listen(srv->cfg.listen, 512, true, &srv->port);
 	if (srv->lfd < 0) {
 		rc = srv->lfd;
 		goto fail;
 	}
 	if (srv->cfg.metrics) {
-		srv->mfd = listen_on(srv->cfg.metrics, &srv->mport);
+		srv->mfd = zc_listen(srv->cfg.metrics, 512, true, &srv->mport);
 		if (srv->mfd < 0) {
 			rc = srv->mfd;
 			goto fail;
@@ -1380,13 +1337,13 @@ fail:
 int
 s3_server_port(const struct s3_server *srv)
 {
-	return srv->port;
+	return (int)srv->port;
 }
 
 int
 s3_server_metrics_port(const struct s3_server *srv)
 {
-	return srv->mport;
+	return (int)srv->mport;
 }
 
 int

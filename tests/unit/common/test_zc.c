@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "zc.h"
+#include "zc_net.h"
 #include "zc_ref.h"
 
 static void
@@ -100,6 +102,35 @@ test_ref_counting(void **state)
 }
 
 static void
+test_hostport(void **state)
+{
+	char host[64];
+	unsigned port = 7;
+	int fd;
+
+	(void)state;
+	assert_int_equal(zc_hostport_split("127.0.0.1:9000", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 9000);
+	assert_int_equal(zc_hostport_split("[::1]:0", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 0);
+	assert_int_equal(zc_hostport_split(":80", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "");
+	assert_int_equal(zc_hostport_split("localhost", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(zc_hostport_split("h:65536", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(zc_hostport_split("h:12x", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(zc_hostport_split("h:", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(zc_hostport_split("[::1:80", host, sizeof(host), &port), -EINVAL);
+	assert_int_equal(zc_hostport_split("averyveryverylonghostname:1", host, 8, &port), -EINVAL);
+	fd = zc_listen("127.0.0.1:0", 4, true, &port);
+	assert_true(fd >= 0);
+	assert_true(port > 0);
+	close(fd);
+	assert_int_equal(zc_listen("no-colon", 4, false, &port), -EINVAL);
+}
+
+static void
 test_json_string(void **state)
 {
 	char buf[128];
@@ -120,6 +151,7 @@ main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_median),
 		cmocka_unit_test(test_json_string),
+		cmocka_unit_test(test_hostport),
 		cmocka_unit_test(test_ref_counting),
 	};
 

@@ -62,7 +62,7 @@ main(void)
 	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
 	CHECK_EQ(dn_drive_fail(e.s, 2), 0);
 	dn_metrics_set_hook(e.s, hook, &recv);
-	CHECK_EQ(dn_metrics_serve(e.s, "127.0.0.1", &port), 0);
+	CHECK_EQ(dn_metrics_serve(e.s, "127.0.0.1:0", &port), 0);
 	CHECK(port > 0);
 	r = http_get(port, "/metrics");
 	CHECK(strncmp(r, "HTTP/1.1 200 OK", 15) == 0);
