@@ -8,8 +8,9 @@
  * or dn_write_abort() hands it back. Commit callbacks run on the store's commit thread,
  * read callbacks on the caller's thread; neither may block for long.
  *
- * Errors: >= 0 on success, -errno on failure: -EINVAL bad argument, -ENOENT no such
- * bucket/key, -EEXIST bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
+ * Errors: >= 0 on success, -errno or ZC_E(code) (common/zc_err.h) on failure: -EINVAL
+ * bad argument, ZC_E(ZC_NO_BUCKET) no such bucket, -ENOENT no such key (ZC_NO_KEY), -EEXIST
+ * bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
  * (pool empty, admission refused: the binding maps it to RESOURCE_EXHAUSTED / SlowDown),
  * -EBADMSG checksum mismatch that could not be repaired, DN_ENOQUORUM write quorum lost
  * because drives failed, -ENOSPC write quorum lost because drives are full (see enum
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "zc_err.h"
 #include "zc_ref.h"
 
 #define DN_MAX_DRIVES 64
@@ -124,21 +126,20 @@ typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *r
  * binding sends it as UNAVAILABLE "ServiceUnavailable: write quorum not met ...", -EIO as
  * INTERNAL "InternalError: metadata I/O error ...".
  */
-#define DN_ENOQUORUM (-EHOSTDOWN)
+#define DN_ENOQUORUM ZC_E(ZC_NO_QUORUM)
 
 /*
  * A condition on the object a commit replaces (S3 conditional writes), checked inside the
  * metadata transaction that commits, so that two conditional writes of one key cannot both
  * pass. if_none_match: the key must not exist. if_match (NULL or "": no check): the key must
  * exist with this ETag ("*": any). A condition that does not hold fails the commit with
- * DN_ECONDITION, or -ENOENT for if_match on a missing key (the bucket exists then: the
- * binding tells the two -ENOENT apart); nothing changes.
+ * DN_ECONDITION, or ZC_E(ZC_NO_KEY) for if_match on a missing key; nothing changes.
  */
 struct dn_cond {
 	bool if_none_match;
 	const char *if_match;
 };
-#define DN_ECONDITION (-EALREADY)
+#define DN_ECONDITION ZC_E(ZC_PRECONDITION)
 
 /*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives

@@ -58,7 +58,7 @@ bdelete_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 
 	(void)first;
 	if (!dn_meta_bucket_exists_txn(r, txn, a->name))
-		return -ENOENT;
+		return ZC_E(ZC_NO_BUCKET);
 	got = dn_meta_iter_open(&it, r, txn);
 	if (got)
 		return got;
@@ -98,6 +98,8 @@ dn_meta_bucket_head(struct dn_meta *m, const char *name, uint64_t *ctime)
 	if (err)
 		return err;
 	err = dn_meta_mdb_err(mdb_get(txn, r->buckets, &k, &v));
+	if (err == -ENOENT)
+		err = ZC_E(ZC_NO_BUCKET);
 	if (!err && ctime && v.mv_size == 8)
 		memcpy(ctime, v.mv_data, 8);
 	dn_meta_read_end(m, txn);
@@ -201,7 +203,7 @@ dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, const ch
 		return err;
 	if (!dn_meta_bucket_exists_txn(r, txn, bucket)) {
 		dn_meta_read_end(m, txn);
-		return -ENOENT;
+		return ZC_E(ZC_NO_BUCKET);
 	}
 	memcpy(seek, bucket, bl + 1);
 	got = dn_meta_iter_open(&it, r, txn);

@@ -66,6 +66,8 @@ dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
 	err = dn_meta_rec_get(r, txn, name, len, &v);
 	if (!err)
 		err = dn_meta_obj_decode(&v, o);
+	else if (err == -ENOENT && !dn_meta_bucket_exists_txn(r, txn, bucket))
+		err = ZC_E(ZC_NO_BUCKET); /* told apart in the same transaction */
 	dn_meta_read_end(m, txn);
 	return err;
 }
@@ -164,7 +166,7 @@ struct put_args {
 	const struct dn_cond *cond;
 };
 
-/* Does the record the put replaces (name) satisfy cond? 0, DN_ECONDITION or -ENOENT. */
+/* Does the record the put replaces (name) satisfy cond? 0, DN_ECONDITION or NoSuchKey. */
 static int
 cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const struct dn_cond *c)
 {
@@ -179,7 +181,7 @@ cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const stru
 	if (!c->if_match || !c->if_match[0])
 		return 0;
 	if (err)
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	if (strcmp(c->if_match, "*") == 0)
 		return 0;
 	err = dn_meta_obj_decode(&v, &cur);
@@ -202,7 +204,7 @@ put_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 	int err;
 
 	if (!dn_meta_bucket_exists_txn(r, txn, a->bucket))
-		return -ENOENT;
+		return ZC_E(ZC_NO_BUCKET);
 	/* The primary decides; replicas apply what it committed (a lagging one must not
 	 * refuse, and a refusal on the primary never reaches them). */
 	if (a->cond && first) {
@@ -377,7 +379,7 @@ del_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 	int err;
 
 	if (!dn_meta_bucket_exists_txn(r, txn, a->bucket))
-		return -ENOENT;
+		return ZC_E(ZC_NO_BUCKET);
 	err = dn_meta_obj_name(a->bucket, a->key, name, &len);
 	if (!err)
 		err = obj_drop(r, txn, name, len, first ? &a->fl : NULL);

@@ -121,13 +121,6 @@ job_free(struct job *j)
 	free(j);
 }
 
-/*
- * rpc_status_from_err() sends UNAVAILABLE for -ECONNREFUSED (and rpc_err_from_status()
- * gives it back for UNAVAILABLE): a write that cannot reach its quorum because drives
- * failed is "unavailable", retryable once they are healed, not an internal error.
- */
-#define ERR_UNAVAILABLE (-ECONNREFUSED)
-
 /* The quorum refusals, with the drive counts: -ENOSPC (sent as RESOURCE_EXHAUSTED) or
  * DN_ENOQUORUM (sent as UNAVAILABLE). */
 static int
@@ -138,14 +131,13 @@ quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, si
 	dn_write_quorum_check(s, k, m, &ok, &n, &q);
 	if (err == -ENOSPC) {
 		snprintf(buf, len,
-		         "InsufficientStorage: No space: %u of %u drives can take writes "
-		         "(write quorum %u), the others are full",
+		         "No space: %u of %u drives can take writes (write quorum %u), the others "
+		         "are full",
 		         ok, n, q);
 		return -ENOSPC;
 	}
-	snprintf(buf, len, "ServiceUnavailable: write quorum not met: %u of %u drives (quorum %u)",
-	         ok, n, q);
-	return ERR_UNAVAILABLE;
+	snprintf(buf, len, "write quorum not met: %u of %u drives (quorum %u)", ok, n, q);
+	return DN_ENOQUORUM;
 }
 
 int
@@ -159,53 +151,54 @@ dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *buck
 	case -EIO:
 		/* Only the quorum has its own code: an -EIO here is LMDB's (or a bug's), not
 		 * the drives'; INTERNAL, so nobody waits for a heal that will not help. */
-		snprintf(buf, len, "InternalError: metadata I/O error on write of %s/%s: %s",
-		         bucket, key, strerror(-err));
+		snprintf(buf, len, "metadata I/O error on write of %s/%s: %s", bucket, key,
+		         strerror(-err));
 		return -EIO;
-	case -ENOENT:
-		snprintf(buf, len, "NoSuchBucket: %s", bucket);
+	case ZC_E(ZC_NO_BUCKET):
+		snprintf(buf, len, "%s", bucket);
 		break;
 	case -EAGAIN:
-		snprintf(buf, len, "SlowDown: the datanode's drives are busy, retry later");
+		snprintf(buf, len, "the datanode's drives are busy, retry later");
 		break;
 	case -EINVAL:
-		snprintf(buf, len, "InvalidArgument: write of %s/%s refused by the store", bucket,
-		         key);
+		snprintf(buf, len, "write of %s/%s refused by the store", bucket, key);
 		break;
 	default:
-		snprintf(buf, len, "%s: write of %s/%s failed: %s", rpc_code_word(err), bucket, key,
-		         strerror(-err));
+		snprintf(buf, len, "write of %s/%s failed: %s", bucket, key,
+		         err > -ZC_ERR_BASE ? strerror(-err) : zc_code_word(zc_err_code(err)));
 		break;
 	}
 	return err;
 }
 
+/* What a failed object call's message names: the bucket when that is what is missing. */
+static const char *
+no_such_name(int err, const char *bucket, const char *key)
+{
+	return err == ZC_E(ZC_NO_BUCKET) ? bucket : key;
+}
+
 /*
- * A commit refused by its condition: DN_ECONDITION is PreconditionFailed, and -ENOENT after
- * an if_match names the missing key when the bucket is there. Returns the errno to send
- * with buf, or 0 when err is none of these.
+ * A commit refused by its condition: DN_ECONDITION (PreconditionFailed), or NoSuchKey for an
+ * If-Match on a missing key. Returns err with its message in buf, or 0 for any other err.
  */
 static int
-cond_errmsg(struct dn_store *s, const char *bucket, const char *key, int err, bool if_match,
-            char *buf, size_t len)
+cond_errmsg(const char *bucket, const char *key, int err, char *buf, size_t len)
 {
-	if (err == DN_ECONDITION) {
-		snprintf(buf, len, "PreconditionFailed: the condition on %s/%s did not hold",
-		         bucket, key);
-		return RPC_ECONDITION;
-	}
-	if (err == -ENOENT && if_match && dn_bucket_head(s, bucket, NULL) == 0) {
-		snprintf(buf, len, "NoSuchKey: %s/%s (If-Match)", bucket, key);
-		return -ENOENT;
-	}
-	return 0;
+	if (err == DN_ECONDITION)
+		snprintf(buf, len, "the condition on %s/%s did not hold", bucket, key);
+	else if (err == ZC_E(ZC_NO_KEY))
+		snprintf(buf, len, "%s/%s (If-Match)", bucket, key);
+	else
+		return 0;
+	return err;
 }
 
 /* The message for an engine error of a write; returns the errno to send it with. */
 static int
 write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 {
-	int cerr = cond_errmsg(c->b->s, c->bucket, c->key, err, c->cond_if_match, buf, len);
+	int cerr = cond_errmsg(c->bucket, c->key, err, buf, len);
 
 	if (cerr)
 		return cerr;
@@ -250,7 +243,7 @@ on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void 
 	int rc;
 
 	if (dn_admission_level(b->s) >= DN_ADM_REFUSE) {
-		rpc_write_set_error(w, "SlowDown: drive write latency above the refusal limit");
+		rpc_write_set_error(w, "drive write latency above the refusal limit");
 		return -EAGAIN;
 	}
 	/* Too few drives take writes (failed or full): refuse before any payload moves. */
@@ -263,8 +256,8 @@ on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void 
 		return rc;
 	}
 	rc = dn_bucket_head(b->s, open->bucket, NULL);
-	if (rc == -ENOENT) {
-		rpc_write_set_error(w, "NoSuchBucket: %s", open->bucket);
+	if (rc == ZC_E(ZC_NO_BUCKET)) {
+		rpc_write_set_error(w, "%s", open->bucket);
 		return rc;
 	}
 	c = calloc(1, sizeof(*c));
@@ -327,7 +320,7 @@ on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct
 		free(j);
 		if (!c->err) {
 			c->err = -ENOMEM;
-			snprintf(c->errmsg, sizeof(c->errmsg), "SlowDown: out of memory");
+			snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
 		}
 		pthread_mutex_unlock(&b->mu);
 		return;
@@ -389,7 +382,7 @@ on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *las
 	pthread_mutex_lock(&b->mu);
 	if (!ok && !c->err) {
 		c->err = -ENOMEM;
-		snprintf(c->errmsg, sizeof(c->errmsg), "SlowDown: out of memory");
+		snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
 	}
 	if (!j) {
 		/* No job to carry the verdict: wait for a worker to finish the queue. */
@@ -486,8 +479,8 @@ wcall_run(struct wcall *c, struct job *j)
 				pthread_mutex_lock(&b->mu);
 				if (rc == -EBADMSG) {
 					snprintf(c->errmsg, sizeof(c->errmsg),
-					         "BadDigest: CRC32C mismatch at offset %llu: the %zu "
-					         "bytes sent do not match crc32c %08x",
+					         "CRC32C mismatch at offset %llu: the %zu bytes sent "
+					         "do not match crc32c %08x",
 					         (unsigned long long)j->off, j->len, j->crc32c);
 					c->err = rc;
 				} else {
@@ -516,7 +509,7 @@ wcall_run(struct wcall *c, struct job *j)
 			if (c->dw)
 				dn_write_abort(c->dw);
 			rpc_write_fail(c->w, err ? err : -EIO, "%s",
-			               err ? c->errmsg : "InternalError: no write");
+			               err ? c->errmsg : "no write");
 			wcall_free(c);
 		} else {
 			c->cond_if_match = j->has_cond && j->cond.if_match;
@@ -535,7 +528,7 @@ wcall_run(struct wcall *c, struct job *j)
 			rpc_write_fail(c->w, err, "%s", c->errmsg);
 		else
 			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
-			               "RequestCanceled: write of %s/%s aborted", c->bucket,
+			               "write of %s/%s aborted", c->bucket,
 			               c->key);
 		wcall_free(c);
 		job_free(j);
@@ -718,18 +711,21 @@ read_run(struct rcall *rc)
 		rpc_read_finish(rc->r, 0, NULL);
 		break;
 	case -ENOENT:
-		rpc_read_finish(rc->r, err, "NoSuchKey: %s", rc->key);
+		rpc_read_finish(rc->r, err, "%s", rc->key);
+		break;
+	case ZC_E(ZC_NO_BUCKET):
+		rpc_read_finish(rc->r, err, "%s", rc->bucket);
 		break;
 	case -EINVAL:
-		rpc_read_finish(rc->r, err, "InvalidArgument: range %llu+%llu of %s",
+		rpc_read_finish(rc->r, err, "range %llu+%llu of %s",
 		                (unsigned long long)rc->off, (unsigned long long)rc->len, rc->key);
 		break;
 	default:
 		if (err != -ECANCELED)
 			ZC_WARN("dn_rpc", "read failed bucket=%s key=%s err=%d", rc->bucket,
 			        rc->key, err);
-		rpc_read_finish(rc->r, err, "%s: read of %s/%s failed: %s", rpc_code_word(err),
-		                rc->bucket, rc->key, strerror(-err));
+		rpc_read_finish(rc->r, err, "read of %s/%s failed: %s", rc->bucket, rc->key,
+		                err > -ZC_ERR_BASE ? strerror(-err) : "");
 		break;
 	}
 	rcall_free(rc);
@@ -760,39 +756,22 @@ read_worker(void *arg)
 	return NULL;
 }
 
-/* -ENOENT of an object call: which of bucket and key is missing. */
-static int
-no_such(struct dn_store *s, const char *bucket, const char *key, char *msg, size_t len)
-{
-	if (dn_bucket_head(s, bucket, NULL) == -ENOENT)
-		snprintf(msg, len, "NoSuchBucket: %s", bucket);
-	else
-		snprintf(msg, len, "NoSuchKey: %s", key);
-	return -ENOENT;
-}
-
 static int
 on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void **call_ctx)
 {
 	struct dn_rpc *b = ctx;
 	struct dn_object_info info;
-	char msg[RPC_STATUS_MSG_MAX];
 	struct rcall *rc;
 	int err;
 
 	/* Missing object and bad range answer at once, without a reader thread. */
 	err = dn_stat(b->s, req->bucket, req->key, &info);
-	if (err == -ENOENT) {
-		no_such(b->s, req->bucket, req->key, msg, sizeof(msg));
-		rpc_read_set_error(r, "%s", msg);
-		return err;
-	}
 	if (err) {
-		rpc_read_set_error(r, "%s: stat of %s failed", rpc_code_word(err), req->key);
+		rpc_read_set_error(r, "%s", no_such_name(err, req->bucket, req->key));
 		return err;
 	}
 	if (req->offset > info.size || (req->has_length && req->length > info.size - req->offset)) {
-		rpc_read_set_error(r, "InvalidArgument: range %llu+%llu outside %llu bytes",
+		rpc_read_set_error(r, "range %llu+%llu outside %llu bytes",
 		                   (unsigned long long)req->offset, (unsigned long long)req->length,
 		                   (unsigned long long)info.size);
 		dn_object_info_fini(&info);
@@ -872,17 +851,13 @@ unary_stat(struct dn_rpc *b, const Zest__ObjectRequest *req, struct rpc_reply *r
 	Zest__ObjectInfo pb;
 	Zest__Attr *attrs;
 	Zest__Attr **pattrs;
-	char msg[RPC_STATUS_MSG_MAX];
 	int err;
 
 	err = dn_stat(b->s, req->bucket, req->key, &info);
-	if (err == -ENOENT) {
-		no_such(b->s, req->bucket, req->key, msg, sizeof(msg));
-		rpc_reply_error(reply, "%s", msg);
+	if (err) {
+		rpc_reply_error(reply, "%s", no_such_name(err, req->bucket, req->key));
 		return err;
 	}
-	if (err)
-		return err;
 	attrs = calloc(info.nattrs + 1, sizeof(*attrs));
 	pattrs = calloc(info.nattrs + 1, sizeof(*pattrs));
 	if (attrs && pattrs) {
@@ -907,12 +882,8 @@ unary_list(struct dn_rpc *b, const Zest__ListRequest *req, struct rpc_reply *rep
 
 	err = dn_list(b->s, req->bucket, req->prefix, req->start_after,
 	              req->limit ? req->limit : 1000, req->delimiter, &lr);
-	if (err == -ENOENT) {
-		rpc_reply_error(reply, "NoSuchBucket: %s", req->bucket);
-		return err;
-	}
 	if (err) {
-		rpc_reply_error(reply, "%s: list of %s", rpc_code_word(err), req->bucket);
+		rpc_reply_error(reply, "list of %s", req->bucket);
 		return err;
 	}
 	ents = calloc(lr.nentries + 1, sizeof(*ents));
@@ -939,20 +910,6 @@ out:
 	return err;
 }
 
-/* Are all of a compose's parts there (to tell a missing part from a missing target)? */
-static bool
-parts_exist(struct dn_store *s, const char *const *part_buckets, const char *const *parts, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct dn_object_info info = { 0 };
-
-		if (dn_stat(s, part_buckets[i], parts[i], &info) != 0)
-			return false;
-		dn_object_info_fini(&info);
-	}
-	return true;
-}
-
 static int
 unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_reply *reply)
 {
@@ -965,7 +922,7 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	int err;
 
 	if (!req->bucket[0] || !req->key[0] || strlen(req->key) > 1024) {
-		rpc_reply_error(reply, "InvalidArgument: compose needs a bucket and a key");
+		rpc_reply_error(reply, "compose needs a bucket and a key");
 		return -EINVAL;
 	}
 	parts = calloc(req->n_parts + 1, sizeof(*parts));
@@ -992,39 +949,24 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, part_etags,
 	                    req->n_parts, req->delete_parts, req->etag, attrs, req->n_attrs,
 	                    req->cond ? &cond : NULL, &res);
-	if (err == DN_ECONDITION || (err == -ENOENT && cond.if_match && cond.if_match[0] &&
-	                             parts_exist(b->s, part_buckets, parts, req->n_parts))) {
-		int cerr = cond_errmsg(b->s, req->bucket, req->key, err, true, msg, sizeof(msg));
-
-		if (cerr) {
-			rpc_reply_error(reply, "%s", msg);
-			err = cerr;
-			goto out;
-		}
+	if (cond_errmsg(req->bucket, req->key, err, msg, sizeof(msg))) {
+		rpc_reply_error(reply, "%s", msg);
+		goto out;
+	}
+	if (err == ZC_E(ZC_NO_BUCKET)) {
+		rpc_reply_error(reply, "%s, or the bucket of a part", req->bucket);
+		goto out;
 	}
 	if (err == -ENOENT) {
-		const char *nob = NULL;
-
-		if (dn_bucket_head(b->s, req->bucket, NULL) == -ENOENT)
-			nob = req->bucket;
-		for (size_t i = 0; !nob && i < req->n_parts; i++)
-			if (dn_bucket_head(b->s, part_buckets[i], NULL) == -ENOENT)
-				nob = part_buckets[i];
-		if (nob) {
-			rpc_reply_error(reply, "NoSuchBucket: %s", nob);
-		} else {
-			snprintf(msg, sizeof(msg), "NoSuchKey: a part of %s is missing", req->key);
-			rpc_reply_error(reply, "%s", msg);
-		}
+		rpc_reply_error(reply, "a part of %s is missing", req->key);
 		goto out;
 	}
 	if (err == -EINVAL) {
-		rpc_reply_error(reply, "InvalidArgument: compose of %s refused", req->key);
+		rpc_reply_error(reply, "compose of %s refused", req->key);
 		goto out;
 	}
 	if (err == -EAGAIN) {
-		rpc_reply_error(reply, "SlowDown: a part of %s changed during the compose",
-		                req->key);
+		rpc_reply_error(reply, "a part of %s changed during the compose", req->key);
 		goto out;
 	}
 	if (err)
@@ -1056,8 +998,8 @@ on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_r
 		Zest__DeleteResult dr = ZEST__DELETE_RESULT__INIT;
 
 		err = dn_delete(b->s, o->bucket, o->key);
-		if (err == -ENOENT) {
-			rpc_reply_error(reply, "NoSuchBucket: %s", o->bucket);
+		if (err == ZC_E(ZC_NO_BUCKET)) {
+			rpc_reply_error(reply, "%s", o->bucket);
 			return err;
 		}
 		if (err < 0)
@@ -1077,12 +1019,10 @@ on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_r
 
 		err = m == RPC_CREATE_BUCKET ? dn_bucket_create(b->s, br->bucket, &ctime)
 		                             : dn_bucket_head(b->s, br->bucket, &ctime);
-		if (err == -EEXIST)
-			rpc_reply_error(reply, "BucketAlreadyOwnedByYou: %s", br->bucket);
-		else if (err == -ENOENT)
-			rpc_reply_error(reply, "NoSuchBucket: %s", br->bucket);
-		else if (err == -EINVAL)
-			rpc_reply_error(reply, "InvalidArgument: bad bucket name '%s'", br->bucket);
+		if (err == -EINVAL)
+			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
+		else if (err)
+			rpc_reply_error(reply, "%s", br->bucket);
 		if (err)
 			return err;
 		bi.name = br->bucket;
@@ -1094,12 +1034,10 @@ on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_r
 		Zest__Empty e = ZEST__EMPTY__INIT;
 
 		err = dn_bucket_delete(b->s, br->bucket);
-		if (err == -ENOENT)
-			rpc_reply_error(reply, "NoSuchBucket: %s", br->bucket);
-		else if (err == -ENOTEMPTY)
-			rpc_reply_error(reply, "BucketNotEmpty: %s", br->bucket);
-		else if (err == -EINVAL)
-			rpc_reply_error(reply, "InvalidArgument: bad bucket name '%s'", br->bucket);
+		if (err == -EINVAL)
+			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
+		else if (err)
+			rpc_reply_error(reply, "%s", br->bucket);
 		if (err)
 			return err;
 		return rpc_reply_message(reply, &e.base);

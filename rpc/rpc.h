@@ -19,11 +19,11 @@
  * other. On the client, with cq_threads > 1 a Write stream's `writable` may overlap its
  * `done` (with the default single thread nothing overlaps).
  *
- * Errors: functions return >= 0 on success and -errno on failure. Call outcomes travel
- * as a gRPC status code plus a message that starts with an S3-style code word
- * ("InvalidArgument: ...", "BadDigest: ...", see rpc/zest.proto). Every message a
- * handler gives (rpc_write_fail, rpc_*_set_error, rpc_reply_error) is sent as is when it
- * starts with a code word ("NoSuchBucket: b"), else prefixed with rpc_code_word(err).
+ * Errors: functions return >= 0 on success and -errno or ZC_E(code) on failure
+ * (common/zc_err.h). A call's outcome travels as a gRPC status code, the zest error code
+ * in the trailing metadata RPC_ERR_KEY, and a message for people: the code's word and
+ * the handler's text (rpc_write_fail, rpc_*_set_error, rpc_reply_error), "NoSuchBucket: b".
+ * Nobody parses the message.
  *
  * Ownership: payload bytes are named by struct zc_seg (common/zc_ref.h). A segment
  * handed to a callback is borrowed for the callback; to keep the bytes longer, take
@@ -40,6 +40,7 @@
 
 #include <grpc/status.h>
 
+#include "zc_err.h"
 #include "zc_ref.h"
 #include "zest.pb-c.h"
 
@@ -51,30 +52,28 @@
 
 struct rpc_status {
 	grpc_status_code code; /* GRPC_STATUS_OK on success */
+	int err;               /* 0, or the error: ZC_E(code) from the "zest-err" trailer,
+	                        * else rpc_err_from_status(code) (zc_err.h) */
 	char msg[RPC_STATUS_MSG_MAX];
 };
 
+/* The trailing metadata key that carries a failed call's zest error code (decimal). */
+#define RPC_ERR_KEY "zest-err"
+
 /*
- * Map a -errno to the gRPC status the wire carries: -EINVAL INVALID_ARGUMENT,
- * -EBADMSG DATA_LOSS, -ENOENT NOT_FOUND, -EEXIST ALREADY_EXISTS, -ENOTEMPTY and
- * RPC_ECONDITION FAILED_PRECONDITION, -EAGAIN/-ENOMEM/-ENOSPC RESOURCE_EXHAUSTED, -ECANCELED
- * CANCELLED, -ETIMEDOUT DEADLINE_EXCEEDED, -EACCES/-EPERM PERMISSION_DENIED, -EOPNOTSUPP/-ENOSYS
- * UNIMPLEMENTED, -ECONNREFUSED/-ECONNRESET/-EPIPE UNAVAILABLE, anything else INTERNAL.
+ * Map an error (zc_err.h: -errno or ZC_E(code)) to the gRPC status the wire carries:
+ * NoSuchBucket/NoSuchKey NOT_FOUND, BucketAlreadyOwnedByYou ALREADY_EXISTS,
+ * BucketNotEmpty/PreconditionFailed FAILED_PRECONDITION, InvalidArgument INVALID_ARGUMENT,
+ * BadDigest DATA_LOSS, SlowDown/no space/changed RESOURCE_EXHAUSTED, no quorum/unreachable
+ * UNAVAILABLE, canceled CANCELLED, NotImplemented UNIMPLEMENTED, anything else INTERNAL.
  */
 grpc_status_code rpc_status_from_err(int err);
 
-/* A write's condition (Zest__WriteCondition) did not hold: sent as FAILED_PRECONDITION
- * with the code word "PreconditionFailed". */
-#define RPC_ECONDITION (-EALREADY)
-
-/* The reverse, for clients: a status code to the -errno above (OK -> 0). */
+/* For a status that came without a "zest-err" trailer (transport, deadline, a peer of
+ * another kind): the error it stands for (OK -> 0). */
 int rpc_err_from_status(grpc_status_code code);
 
-/* The S3-style code word for an -errno ("InvalidArgument", "BadDigest", "NoSuchKey",
- * "SlowDown", "InternalError", ...), for messages built with rpc_status_set(). */
-const char *rpc_code_word(int err);
-
-/* Fill st with rpc_status_from_err(err) and the message (code-word rule above; fmt NULL:
+/* Fill st with rpc_status_from_err(err) and the message (the message rule above; fmt NULL:
  * strerror; err 0: OK, ""). */
 void rpc_status_set(struct rpc_status *st, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -227,7 +226,7 @@ void rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Complete the call with OK and this result (borrowed; packed at once). Any thread. */
 void rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res);
-/* Complete the call with rpc_status_from_err(err) and the message (code-word rule).
+/* Complete the call with rpc_status_from_err(err) and the message (the message rule).
  * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -260,7 +259,7 @@ int rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t off
 		  uint32_t crc32c, const struct zc_seg *segs, size_t n_segs);
 void rpc_read_set_error(struct rpc_read *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* End the stream: err 0 is OK, else the status for err and the message (code-word
+/* End the stream: err 0 is OK, else the status for err and the message (message
  * rule). Any thread; afterwards the handler must not touch r again. */
 void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -39,7 +39,7 @@ ucall_done(void *obj, bool success)
 	struct rpc_status st;
 
 	(void)success;
-	rpc_client_fill_status(&st, u->status, u->details);
+	rpc_client_fill_status(&st, u->status, u->details, &u->md_trailing);
 	if (st.code == GRPC_STATUS_OK) {
 		resp = rpc_unpack_message(rpc_method_response(u->m), u->resp);
 		if (!resp)
@@ -192,7 +192,7 @@ rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage 
 		protobuf_c_message_free_unpacked(*resp, NULL);
 		*resp = NULL;
 	}
-	return rpc_err_from_status(wt.st.code);
+	return wt.st.code == GRPC_STATUS_OK ? 0 : wt.st.err;
 }
 
 /* ------------------------------------------------------------------ blocking put */
@@ -295,8 +295,8 @@ rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *bu
 	waiter_wait(&p.wt);
 	rpc_cwrite_destroy(w);
 	/* the call's own status says more than a local -ECANCELED from a dead stream */
-	if (rpc_err_from_status(p.wt.st.code))
-		rc = rpc_err_from_status(p.wt.st.code);
+	if (p.wt.st.code != GRPC_STATUS_OK)
+		rc = p.wt.st.err;
 	if (st)
 		*st = p.wt.st;
 out:

@@ -153,7 +153,7 @@ cwrite_on_recv(void *obj, bool success)
 	struct rpc_status st;
 
 	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
-	rpc_client_fill_status(&st, w->status, w->details);
+	rpc_client_fill_status(&st, w->status, w->details, &w->md_trailing);
 	if (st.code == GRPC_STATUS_OK) {
 		res = (Zest__WriteResult *)rpc_unpack_message(&zest__write_result__descriptor,
 		                                              w->resp);

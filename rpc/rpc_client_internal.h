@@ -42,6 +42,7 @@ struct rpc_client {
 
 /* ---- rpc_client.c */
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
-void rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details);
+void rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
+                            const grpc_metadata_array *trailing);
 
 #endif

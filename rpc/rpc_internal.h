@@ -49,9 +49,8 @@ ProtobufCMessage *rpc_unpack_message(const ProtobufCMessageDescriptor *desc,
 				     grpc_byte_buffer *bb);
 
 /*
- * A status message: the formatted text (fmt NULL or "": strerror) prefixed with
- * rpc_code_word(err) unless it already starts with a code word ("NoSuchBucket: ...").
- * err 0 gives "".
+ * A status message for people: zc_code_word of err's code, ": ", and the formatted text
+ * (fmt NULL or "": strerror). err 0 gives "". The code itself travels in RPC_ERR_KEY.
  */
 void rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap);
 void rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)

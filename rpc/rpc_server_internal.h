@@ -81,6 +81,7 @@ struct call {
 	struct tag t_close, t_status;
 	grpc_byte_buffer *status_bb;
 	grpc_slice status_details;
+	grpc_metadata err_md; /* RPC_ERR_KEY: the zest code of a failed call */
 	char peer[96];
 	char errmsg[RPC_STATUS_MSG_MAX];
 };
@@ -116,6 +117,7 @@ struct unary {
 	grpc_call *call;
 	grpc_byte_buffer *resp;
 	grpc_slice details;
+	grpc_metadata err_md; /* RPC_ERR_KEY */
 	int cancelled;
 };
 
@@ -125,8 +127,9 @@ bool rpc_call_idle(const struct call *c);
 void rpc_server_call_gone(struct rpc_server *srv);
 void rpc_call_fini(struct call *c);
 void rpc_call_post_close(struct call *c);
-void rpc_call_send_status(struct call *c, grpc_status_code code, const char *msg,
-                          grpc_byte_buffer *resp, bool with_initial_md);
+size_t rpc_err_metadata(int err, grpc_metadata *md);
+void rpc_call_send_status(struct call *c, int err, const char *msg, grpc_byte_buffer *resp,
+                          bool with_initial_md);
 void rpc_vformat_status(char *out, size_t cap, int err, const char *fmt, va_list ap);
 void rpc_call_fail(struct call *c, int err, const char *msg);
 /* ---- rpc_srv_write.c */

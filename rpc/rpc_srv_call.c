@@ -65,6 +65,7 @@ rpc_call_fini(struct call *c)
 	if (c->status_bb)
 		grpc_byte_buffer_destroy(c->status_bb);
 	grpc_slice_unref(c->status_details);
+	grpc_slice_unref(c->err_md.value);
 	pthread_mutex_destroy(&c->mu);
 	rpc_server_call_gone(srv);
 }
@@ -80,9 +81,24 @@ rpc_call_post_close(struct call *c)
 		c->pending++;
 }
 
-/* Under c->mu: send the final status (once). resp (taken) may be NULL. */
+/* Fill md with RPC_ERR_KEY and err's zest code; returns 1 (entries) or 0 for success. */
+size_t
+rpc_err_metadata(int err, grpc_metadata *md)
+{
+	char v[12];
+
+	if (!err)
+		return 0;
+	snprintf(v, sizeof(v), "%d", (int)zc_err_code(err));
+	md->key = grpc_slice_from_static_string(RPC_ERR_KEY);
+	md->value = grpc_slice_from_copied_string(v);
+	return 1;
+}
+
+/* Under c->mu: send the final status (once) for err (0: OK), with its code in RPC_ERR_KEY.
+ * resp (taken) may be NULL. */
 void
-rpc_call_send_status(struct call *c, grpc_status_code code, const char *msg, grpc_byte_buffer *resp,
+rpc_call_send_status(struct call *c, int err, const char *msg, grpc_byte_buffer *resp,
                      bool with_initial_md)
 {
 	grpc_op ops[3];
@@ -104,7 +120,10 @@ rpc_call_send_status(struct call *c, grpc_status_code code, const char *msg, grp
 	}
 	c->status_details = grpc_slice_from_copied_string(msg ? msg : "");
 	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-	ops[n].data.send_status_from_server.status = code;
+	ops[n].data.send_status_from_server.status = rpc_status_from_err(err);
+	ops[n].data.send_status_from_server.trailing_metadata_count =
+	        rpc_err_metadata(err, &c->err_md);
+	ops[n].data.send_status_from_server.trailing_metadata = &c->err_md;
 	ops[n++].data.send_status_from_server.status_details = &c->status_details;
 	if (grpc_call_start_batch(c->call, ops, n, &c->t_status, NULL) == GRPC_CALL_OK)
 		c->pending++;
@@ -125,5 +144,5 @@ rpc_call_fail(struct call *c, int err, const char *msg)
 	char buf[RPC_STATUS_MSG_MAX];
 
 	rpc_format_status_str(buf, sizeof(buf), err, msg);
-	rpc_call_send_status(c, rpc_status_from_err(err), buf, NULL, true);
+	rpc_call_send_status(c, err, buf, NULL, true);
 }

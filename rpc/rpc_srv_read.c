@@ -194,7 +194,7 @@ rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	}
 	pthread_mutex_lock(&r->c.mu);
 	r->c.handler_holds = false;
-	rpc_call_send_status(&r->c, rpc_status_from_err(err), msg, NULL, !r->sent_initial);
+	rpc_call_send_status(&r->c, err, msg, NULL, !r->sent_initial);
 	r->sent_initial = true;
 	rpc_read_settle(r);
 }

@@ -44,7 +44,8 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
                 grpc_byte_buffer *payload)
 {
 	struct rpc_reply reply = { 0 };
-	grpc_status_code code = GRPC_STATUS_OK;
+	char text[RPC_STATUS_MSG_MAX];
+	int err = 0;
 	ProtobufCMessage *req = NULL;
 	struct unary *u;
 	grpc_op ops[4];
@@ -55,28 +56,26 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 		grpc_byte_buffer_destroy(payload);
 	}
 	if (!srv->h.unary) {
-		code = GRPC_STATUS_UNIMPLEMENTED;
-		snprintf(reply.msg, sizeof(reply.msg), "NotImplemented: %s", rpc_method_path(m));
+		err = -ENOSYS;
+		snprintf(reply.msg, sizeof(reply.msg), "%s", rpc_method_path(m));
 	} else if (!req) {
-		code = GRPC_STATUS_INVALID_ARGUMENT;
-		snprintf(reply.msg, sizeof(reply.msg), "InvalidArgument: malformed request");
+		err = -EINVAL;
+		snprintf(reply.msg, sizeof(reply.msg), "malformed request");
 	} else {
 		rc = srv->h.unary(srv->h.ctx, m, req, &reply);
 		if (rc < 0) {
-			char tmp[RPC_STATUS_MSG_MAX];
-
-			code = rpc_status_from_err(rc);
-			memcpy(tmp, reply.msg, sizeof(tmp));
-			rpc_format_status_str(reply.msg, sizeof(reply.msg), rc, tmp);
+			err = rc;
 			if (reply.bb) {
 				grpc_byte_buffer_destroy(reply.bb);
 				reply.bb = NULL;
 			}
 		} else if (!reply.bb) {
-			code = GRPC_STATUS_INTERNAL;
-			snprintf(reply.msg, sizeof(reply.msg), "InternalError: no reply");
+			err = -EIO;
+			snprintf(reply.msg, sizeof(reply.msg), "no reply");
 		}
 	}
+	memcpy(text, reply.msg, sizeof(text));
+	rpc_format_status_str(reply.msg, sizeof(reply.msg), err, text);
 	if (req)
 		protobuf_c_message_free_unpacked(req, NULL);
 
@@ -100,7 +99,10 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 	ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
 	ops[1].data.recv_close_on_server.cancelled = &u->cancelled;
 	ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-	ops[2].data.send_status_from_server.status = code;
+	ops[2].data.send_status_from_server.status = rpc_status_from_err(err);
+	ops[2].data.send_status_from_server.trailing_metadata_count =
+	        rpc_err_metadata(err, &u->err_md);
+	ops[2].data.send_status_from_server.trailing_metadata = &u->err_md;
 	ops[2].data.send_status_from_server.status_details = &u->details;
 	ops[3].op = GRPC_OP_SEND_MESSAGE;
 	ops[3].data.send_message.send_message = u->resp;
@@ -114,6 +116,7 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 		if (u->resp)
 			grpc_byte_buffer_destroy(u->resp);
 		grpc_slice_unref(u->details);
+		grpc_slice_unref(u->err_md.value);
 		free(u);
 		rpc_server_call_gone(srv);
 	}
@@ -128,6 +131,7 @@ rpc_unary_done(struct unary *u)
 	if (u->resp)
 		grpc_byte_buffer_destroy(u->resp);
 	grpc_slice_unref(u->details);
+	grpc_slice_unref(u->err_md.value);
 	free(u);
 	rpc_server_call_gone(srv);
 }

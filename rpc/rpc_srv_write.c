@@ -82,7 +82,7 @@ write_reject(struct rpc_write *w, int err, const char *fmt, ...)
 	rpc_vformat_status(msg, sizeof(msg), err, fmt, ap);
 	va_end(ap);
 	ZC_DBG("rpc", "write rejected peer=%s: %s", w->c.peer, msg);
-	rpc_call_send_status(&w->c, rpc_status_from_err(err), msg, NULL, true);
+	rpc_call_send_status(&w->c, err, msg, NULL, true);
 }
 
 /* One received message: validate, hand to the handler. Runs unlocked, busy set.
@@ -312,7 +312,7 @@ rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res)
 
 	pthread_mutex_lock(&w->c.mu);
 	w->c.handler_holds = false;
-	rpc_call_send_status(&w->c, GRPC_STATUS_OK, "", bb, true);
+	rpc_call_send_status(&w->c, 0, "", bb, true);
 	rpc_write_settle(w);
 }
 
@@ -329,7 +329,7 @@ rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
 	va_end(ap);
 	pthread_mutex_lock(&w->c.mu);
 	w->c.handler_holds = false;
-	rpc_call_send_status(&w->c, rpc_status_from_err(err), msg, NULL, true);
+	rpc_call_send_status(&w->c, err, msg, NULL, true);
 	rpc_write_settle(w);
 }
 

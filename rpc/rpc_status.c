@@ -1,4 +1,4 @@
-/* rpc: -errno <-> gRPC status, copy counters, the method table. */
+/* rpc: errors <-> gRPC status, copy counters, the method table. */
 #include <errno.h>
 #include <malloc.h>
 #include <stdbool.h>
@@ -16,40 +16,32 @@ atomic_long rpc_stat_live_buffers;
 grpc_status_code
 rpc_status_from_err(int err)
 {
-	switch (err) {
-	case 0:
+	switch (zc_err_code(err)) {
+	case ZC_OK:
 		return GRPC_STATUS_OK;
-	case -EINVAL:
-	case -E2BIG:
-	case -EMSGSIZE:
-		return GRPC_STATUS_INVALID_ARGUMENT;
-	case -EBADMSG:
-		return GRPC_STATUS_DATA_LOSS;
-	case -ENOENT:
+	case ZC_NO_BUCKET:
+	case ZC_NO_KEY:
 		return GRPC_STATUS_NOT_FOUND;
-	case -EEXIST:
+	case ZC_BUCKET_EXISTS:
 		return GRPC_STATUS_ALREADY_EXISTS;
-	case -ENOTEMPTY:
-	case RPC_ECONDITION:
+	case ZC_BUCKET_NOT_EMPTY:
+	case ZC_PRECONDITION:
 		return GRPC_STATUS_FAILED_PRECONDITION;
-	case -EAGAIN:
-	case -ENOMEM:
-	case -ENOSPC:
+	case ZC_INVALID:
+		return GRPC_STATUS_INVALID_ARGUMENT;
+	case ZC_BAD_DIGEST:
+		return GRPC_STATUS_DATA_LOSS;
+	case ZC_SLOW_DOWN:
+	case ZC_NO_SPACE:
+	case ZC_CHANGED:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
-	case -ECANCELED:
-		return GRPC_STATUS_CANCELLED;
-	case -ETIMEDOUT:
-		return GRPC_STATUS_DEADLINE_EXCEEDED;
-	case -EACCES:
-	case -EPERM:
-		return GRPC_STATUS_PERMISSION_DENIED;
-	case -EOPNOTSUPP:
-	case -ENOSYS:
-		return GRPC_STATUS_UNIMPLEMENTED;
-	case -ECONNREFUSED:
-	case -ECONNRESET:
-	case -EPIPE:
+	case ZC_NO_QUORUM:
+	case ZC_UNAVAILABLE:
 		return GRPC_STATUS_UNAVAILABLE;
+	case ZC_CANCELED:
+		return GRPC_STATUS_CANCELLED;
+	case ZC_NOT_IMPLEMENTED:
+		return GRPC_STATUS_UNIMPLEMENTED;
 	default:
 		return GRPC_STATUS_INTERNAL;
 	}
@@ -71,7 +63,7 @@ rpc_err_from_status(grpc_status_code code)
 	case GRPC_STATUS_ALREADY_EXISTS:
 		return -EEXIST;
 	case GRPC_STATUS_FAILED_PRECONDITION:
-		return -ENOTEMPTY;
+		return ZC_E(ZC_PRECONDITION);
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
 		return -EAGAIN;
 	case GRPC_STATUS_CANCELLED:
@@ -84,56 +76,10 @@ rpc_err_from_status(grpc_status_code code)
 	case GRPC_STATUS_UNIMPLEMENTED:
 		return -EOPNOTSUPP;
 	case GRPC_STATUS_UNAVAILABLE:
-		return -ECONNREFUSED;
+		return ZC_E(ZC_UNAVAILABLE);
 	default:
 		return -EIO;
 	}
-}
-
-const char *
-rpc_code_word(int err)
-{
-	switch (err) {
-	case -EINVAL:
-	case -E2BIG:
-	case -EMSGSIZE:
-		return "InvalidArgument";
-	case -EBADMSG:
-		return "BadDigest";
-	case -ENOENT:
-		return "NoSuchKey";
-	case -EEXIST:
-		return "BucketAlreadyOwnedByYou";
-	case -ENOTEMPTY:
-		return "BucketNotEmpty";
-	case RPC_ECONDITION:
-		return "PreconditionFailed";
-	case -EAGAIN:
-	case -ENOMEM:
-		return "SlowDown";
-	case -ECANCELED:
-		return "RequestCanceled";
-	case -ENOSPC:
-		return "InsufficientStorage";
-	case -EOPNOTSUPP:
-	case -ENOSYS:
-		return "NotImplemented";
-	default:
-		return "InternalError";
-	}
-}
-
-/* Does text start with an S3-style code word and ": "? */
-static bool
-has_code_word(const char *text)
-{
-	const char *p = text;
-
-	if (*p < 'A' || *p > 'Z')
-		return false;
-	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))
-		p++;
-	return p[0] == ':' && p[1] == ' ';
 }
 
 void
@@ -149,12 +95,10 @@ rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
 	if (fmt && fmt[0])
 		vsnprintf(text, sizeof(text), fmt, ap);
 	else
-		snprintf(text, sizeof(text), "%s", strerror(-err));
-	if (has_code_word(text))
-		snprintf(out, cap, "%s", text);
-	else
-		snprintf(out, cap, "%s: %.*s", rpc_code_word(err), (int)(cap > 32 ? cap - 32 : 0),
-			 text);
+		snprintf(text, sizeof(text), "%s", err > -ZC_ERR_BASE ? strerror(-err) : "");
+	/* The word is for people reading logs; the code travels in RPC_ERR_KEY. */
+	snprintf(out, cap, "%s: %.*s", zc_code_word(zc_err_code(err)),
+		 (int)(cap > 32 ? cap - 32 : 0), text);
 }
 
 void
@@ -177,6 +121,7 @@ static void
 status_vset(struct rpc_status *st, int err, const char *fmt, va_list ap)
 {
 	st->code = rpc_status_from_err(err);
+	st->err = err;
 	rpc_format_status(st->msg, sizeof(st->msg), err, fmt, ap);
 }
 

@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "zc_err.h"
 #include "zc_ref.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -103,11 +104,10 @@ struct s3_err_info {
 /* Static description of an error; never NULL (unknown values map to InternalError). */
 const struct s3_err_info *s3_err_info(enum s3_err e);
 
-/* Map -errno from a backend or a decoder to an S3 error (the edge translation). */
+/* Map an error from a backend (ZC_E(code), common/zc_err.h) or a decoder (-errno) to an
+ * S3 error: the edge translation, one table. */
 enum s3_err s3_err_from_errno(int err);
 
-/* Map an S3 code word ("NoSuchKey", the prefix of a datanode status message). */
-enum s3_err s3_err_from_code(const char *code, size_t len);
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -491,11 +491,12 @@ struct s3_cond {
  * Placement: s3_place() over the --datanode list, for every call including those on
  * S3_RESERVED_BUCKET: it places multipart parts ("p/<upload-id>/...") with the TARGET
  * object (the upload id carries its hash), so Compose finds every part on one datanode.
- * Errors: a gRPC status message "Code: ..." maps with s3_err_from_code() and comes back as
- * s3_backend_err(code); RESOURCE_EXHAUSTED / "SlowDown" as -EAGAIN (503 SlowDown).
+ * Errors: a datanode's error comes back as the zest code it sent (ZC_E(code), zc_err.h),
+ * never parsed out of a status message; s3_err_from_errno() maps it to S3.
  *
- * The datanode interface. Every call returns >= 0 or -errno; an error a datanode named
- * comes back as -(S3_BACKEND_ERR_BASE + enum s3_err) so no meaning is lost.
+ * The datanode interface. Every call returns >= 0, -errno, or ZC_E(code) for an error a
+ * datanode named. The gateway's own S3-only answers (NoSuchUpload, InvalidPart, ...) travel
+ * inside s3gw/ as s3_backend_err(enum s3_err).
  * put_write's segment is borrowed: a backend that keeps the bytes past the call takes
  * zc_ref_get(seg->ref) and puts it when done (the bytes live in the connection's read
  * buffer). -EAGAIN from any call is backpressure (503 SlowDown).

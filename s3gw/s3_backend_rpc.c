@@ -15,9 +15,10 @@
  * received segments (gRPC receive slices) are queued with a reference to the worker,
  * which writes them to the client; the read is paused while the queue is over a bound.
  *
- * Errors: a status message "Code: ..." maps through s3_err_from_code() to
- * s3_backend_err(code); RESOURCE_EXHAUSTED (or "SlowDown") to -EAGAIN (503 SlowDown);
- * UNAVAILABLE / DEADLINE_EXCEEDED to 503 too (a datanode that cannot be reached).
+ * Errors: a call's outcome comes back as the datanode's zest error code (rpc_status.err,
+ * from the "zest-err" trailer; for a status without one, what its gRPC code stands for),
+ * returned as ZC_E(code); s3_err_from_errno() maps it to S3 in one table. A datanode that
+ * cannot be reached is ZC_UNAVAILABLE (503 SlowDown, which clients retry).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -46,29 +47,15 @@ struct rbe {
 static int
 err_from_status(const struct rpc_status *st)
 {
-	const char *colon;
+	enum zc_code code;
 
 	if (st->code == GRPC_STATUS_OK)
 		return 0;
-	if (st->code == GRPC_STATUS_RESOURCE_EXHAUSTED)
-		return -EAGAIN;
-	colon = strchr(st->msg, ':');
-	if (colon && colon > st->msg) {
-		enum s3_err e = s3_err_from_code(st->msg, (size_t)(colon - st->msg));
-
-		if (e == S3E_SLOW_DOWN)
-			return -EAGAIN;
-		if (e != S3E_INTERNAL)
-			return s3_backend_err(e);
-	}
-	if (st->code == GRPC_STATUS_UNAVAILABLE || st->code == GRPC_STATUS_DEADLINE_EXCEEDED) {
-		ZC_WARN("s3rpc", "datanode unavailable code=%d msg=\"%s\"", st->code, st->msg);
-		return -EAGAIN;
-	}
-	if (st->code == GRPC_STATUS_NOT_FOUND)
-		return s3_backend_err(S3E_NO_SUCH_KEY);
-	ZC_WARN("s3rpc", "datanode error code=%d msg=\"%s\"", st->code, st->msg);
-	return s3_backend_err(S3E_INTERNAL);
+	code = zc_err_code(st->err);
+	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
+		ZC_WARN("s3rpc", "datanode error code=%s grpc=%d msg=\"%s\"", zc_code_word(code),
+		        st->code, st->msg);
+	return ZC_E(code);
 }
 
 static struct rpc_client *

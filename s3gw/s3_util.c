@@ -114,8 +114,30 @@ s3_err_info(enum s3_err e)
 enum s3_err
 s3_err_from_errno(int err)
 {
+	/* The one table from zest's error codes (the datanodes') to S3. */
+	static const enum s3_err from_zc[ZC_CODE_COUNT] = {
+		[ZC_OK] = S3_OK,
+		[ZC_NO_BUCKET] = S3E_NO_SUCH_BUCKET,
+		[ZC_NO_KEY] = S3E_NO_SUCH_KEY,
+		[ZC_BUCKET_EXISTS] = S3E_BUCKET_EXISTS_OWNED,
+		[ZC_BUCKET_NOT_EMPTY] = S3E_BUCKET_NOT_EMPTY,
+		[ZC_INVALID] = S3E_INVALID_ARGUMENT,
+		[ZC_BAD_DIGEST] = S3E_BAD_DIGEST,
+		[ZC_PRECONDITION] = S3E_PRECONDITION_FAILED,
+		[ZC_SLOW_DOWN] = S3E_SLOW_DOWN,
+		[ZC_NO_SPACE] = S3E_SLOW_DOWN,
+		[ZC_NO_QUORUM] = S3E_SERVICE_UNAVAILABLE,
+		[ZC_CHANGED] = S3E_SLOW_DOWN,
+		[ZC_CANCELED] = S3E_INTERNAL,
+		[ZC_NOT_IMPLEMENTED] = S3E_NOT_IMPLEMENTED,
+		[ZC_UNAVAILABLE] = S3E_SLOW_DOWN,
+		[ZC_INTERNAL] = S3E_INTERNAL,
+	};
+
 	if (err <= -S3_BACKEND_ERR_BASE && err > -(S3_BACKEND_ERR_BASE + S3E_COUNT))
 		return (enum s3_err)(-err - S3_BACKEND_ERR_BASE);
+	if (err <= -ZC_ERR_BASE && err > -(ZC_ERR_BASE + ZC_CODE_COUNT))
+		return from_zc[zc_err_code(err)];
 	switch (err) {
 	case -ENOENT:
 		return S3E_NO_SUCH_KEY;
@@ -138,18 +160,6 @@ s3_err_from_errno(int err)
 	default:
 		return S3E_INTERNAL;
 	}
-}
-
-enum s3_err
-s3_err_from_code(const char *code, size_t len)
-{
-	for (unsigned e = 1; e < S3E_COUNT; e++) {
-		const char *c = err_table[e].code;
-
-		if (c && strlen(c) == len && memcmp(c, code, len) == 0)
-			return (enum s3_err)e;
-	}
-	return S3E_INTERNAL;
 }
 
 void

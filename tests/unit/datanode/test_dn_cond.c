@@ -88,8 +88,8 @@ write_conditions(void)
 	etag_is(e.s, "k", "e2");
 	CHECK_EQ(put_if(e.s, "k", a, sizeof(a), "e3", &im_any), 0);
 	etag_is(e.s, "k", "e3");
-	/* If-Match on a missing key: -ENOENT, as a missing bucket would be; nothing made. */
-	CHECK_EQ(put_if(e.s, "none", a, sizeof(a), "x", &im_any), -ENOENT);
+	/* If-Match on a missing key: NoSuchKey; nothing made. */
+	CHECK_EQ(put_if(e.s, "none", a, sizeof(a), "x", &im_any), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_stat(e.s, "b", "none", &(struct dn_object_info){ 0 }), -ENOENT);
 	/* An empty condition is none. */
 	CHECK_EQ(put_if(e.s, "k", a, 0, "e4", &(struct dn_cond){ false, "" }), 0);

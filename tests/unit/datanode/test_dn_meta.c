@@ -19,7 +19,7 @@ buckets(void)
 	uint8_t one = 7;
 
 	t_env_open(&e, 6, 4, 2, NULL);
-	CHECK_EQ(dn_bucket_head(e.s, "zz", NULL), -ENOENT);
+	CHECK_EQ(dn_bucket_head(e.s, "zz", NULL), ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct), 0);
 	CHECK(ct > 0);
 	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct2), -EEXIST);
@@ -39,9 +39,9 @@ buckets(void)
 	CHECK_EQ(dn_bucket_delete(e.s, "aa"), -ENOTEMPTY);
 	CHECK_EQ(dn_delete(e.s, "aa", "k"), 1);
 	CHECK_EQ(dn_delete(e.s, "aa", "k"), 0);
-	CHECK_EQ(dn_delete(e.s, "nob", "k"), -ENOENT);
+	CHECK_EQ(dn_delete(e.s, "nob", "k"), ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_bucket_delete(e.s, "aa"), 0);
-	CHECK_EQ(dn_bucket_delete(e.s, "aa"), -ENOENT);
+	CHECK_EQ(dn_bucket_delete(e.s, "aa"), ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(t_count_files(&e), 0);
 	t_env_fini(&e);
 }
@@ -135,7 +135,7 @@ listing(void)
 	{
 		struct dn_list_result r;
 
-		CHECK_EQ(dn_list(e.s, "nob", "", "", 0, "", &r), -ENOENT);
+		CHECK_EQ(dn_list(e.s, "nob", "", "", 0, "", &r), ZC_E(ZC_NO_BUCKET));
 	}
 	t_env_fini(&e);
 }
@@ -205,8 +205,10 @@ compose_cross_bucket(void)
 	/* The parts stay where they were. */
 	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);
 	CHECK_EQ(t_check_read(e.s, "other", "p3", 0, 0, false, all + l1 + l2, l3), 0);
-	/* A part's bucket that does not exist, or a key missing there: -ENOENT, nothing made. */
-	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
+	/* A part's bucket that does not exist (NoSuchBucket), or a key missing there
+	 * (-ENOENT): nothing made. */
+	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res),
+	         ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_compose(e.s, "dst", "bad", buckets + 1, parts, 2, false, "x", NULL, 0, &res),
 	         -ENOENT); /* p1 is not in dst */
 	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), -ENOENT);

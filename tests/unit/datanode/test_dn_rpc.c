@@ -132,10 +132,10 @@ test_refusal_after_accept(void)
 	env_up(&e, 0);
 	/* 40+2 passes the rpc checks; dn_write_begin refuses it on a worker, after open
 	 * accepted the call: many messages (failed from a data callback) ... */
-	CHECK_EQ(put(&e, "bad", buf, len, 64 << 10, 40, &st), -EINVAL);
+	CHECK_EQ(put(&e, "bad", buf, len, 64 << 10, 40, &st), ZC_E(ZC_INVALID));
 	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
 	/* ... and a single open+commit message (failed by the commit job). */
-	CHECK_EQ(put(&e, "bad0", buf, 0, 64 << 10, 40, &st), -EINVAL);
+	CHECK_EQ(put(&e, "bad0", buf, 0, 64 << 10, 40, &st), ZC_E(ZC_INVALID));
 	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
 	CHECK_EQ(dn_stat(e.t.s, "b", "bad", &info), -ENOENT);
 	/* and answered at open */
@@ -144,7 +144,7 @@ test_refusal_after_accept(void)
 
 		op.bucket = "nob";
 		op.key = "k";
-		CHECK_EQ(rpc_client_put(e.cl, &op, buf, 10, 10, NULL, &st), -ENOENT);
+		CHECK_EQ(rpc_client_put(e.cl, &op, buf, 10, 10, NULL, &st), ZC_E(ZC_NO_BUCKET));
 		CHECK(strcmp(st.msg, "NoSuchBucket: nob") == 0);
 	}
 	env_down(&e, 1000);
@@ -361,17 +361,16 @@ test_error_mapping(void)
 	static const struct {
 		int err;
 		grpc_status_code code;
+		enum zc_code zc; /* what the wire's "zest-err" trailer carries */
 		const char *prefix;
 	} rows[] = {
-		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE,
-		  "ServiceUnavailable: write quorum not met: " },
-		{ -EIO, GRPC_STATUS_INTERNAL,
-		  "InternalError: metadata I/O error on write of b/k: " },
-		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, "InsufficientStorage: No space: " },
-		{ -ENOENT, GRPC_STATUS_NOT_FOUND, "NoSuchBucket: b" },
-		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, "SlowDown: " },
-		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: " },
-		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, "BadDigest: write of b/k failed: " },
+		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE, ZC_NO_QUORUM, "write quorum not met: " },
+		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL, "metadata I/O error on write of b/k: " },
+		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_NO_SPACE, "No space: " },
+		{ ZC_E(ZC_NO_BUCKET), GRPC_STATUS_NOT_FOUND, ZC_NO_BUCKET, "b" },
+		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_SLOW_DOWN, "the datanode's drives" },
+		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, ZC_INVALID, "write of b/k refused" },
+		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, ZC_BAD_DIGEST, "write of b/k failed: " },
 	};
 	struct env e;
 	struct rpc_status st;
@@ -383,7 +382,7 @@ test_error_mapping(void)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		int rc = dn_rpc_write_errmsg(e.t.s, 0, 0, "b", "k", rows[i].err, msg, sizeof(msg));
 
-		if (rpc_status_from_err(rc) != rows[i].code ||
+		if (rpc_status_from_err(rc) != rows[i].code || zc_err_code(rc) != rows[i].zc ||
 		    strncmp(msg, rows[i].prefix, strlen(rows[i].prefix)) != 0) {
 			fprintf(stderr, "row %zu: err %d -> code %d \"%s\"\n", i, rows[i].err,
 			        rpc_status_from_err(rc), msg);
@@ -396,6 +395,7 @@ test_error_mapping(void)
 		dn_meta_inject_error(e.t.s->meta, r, -EIO);
 	CHECK(put(&e, "metaio", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
+	CHECK_EQ(zc_err_code(st.err), ZC_INTERNAL);
 	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of b/metaio", 53) == 0);
 	env_down(&e, 1000);
 	/* Two failed drives of six: 4 < quorum 5, refused at open as before. */

@@ -81,7 +81,7 @@ size_mismatch(void)
 	struct dn_list_result lr;
 
 	t_env_open(&e, 6, 4, 2, NULL);
-	CHECK_EQ(dn_write_begin(e.s, "nob", "k", 0, false, 0, 0, &w), -ENOENT);
+	CHECK_EQ(dn_write_begin(e.s, "nob", "k", 0, false, 0, 0, &w), ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
 	CHECK_EQ(dn_write_begin(e.s, "b", "k", 50, true, 0, 0, &w), 0);
 	CHECK_EQ(dn_write_data(w, 0, &seg, 1), -EINVAL); /* more than announced */

@@ -171,8 +171,8 @@ sink_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **ca
 	struct sink_obj *o;
 
 	if (!strcmp(open->bucket, "nosuchbucket")) {
-		rpc_write_set_error(w, "NoSuchBucket: %s", open->bucket);
-		return -ENOENT;
+		rpc_write_set_error(w, "%s", open->bucket);
+		return ZC_E(ZC_NO_BUCKET);
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o)
@@ -349,11 +349,11 @@ sink_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, voi
 
 	(void)ctx;
 	if (!strcmp(req->key, "missing")) {
-		rpc_read_set_error(r, "NoSuchKey: %s", req->key);
+		rpc_read_set_error(r, "%s", req->key);
 		return -ENOENT;
 	}
 	if (req->offset > size) {
-		rpc_read_set_error(r, "InvalidRange: offset %llu", (unsigned long long)req->offset);
+		rpc_read_set_error(r, "offset %llu", (unsigned long long)req->offset);
 		return -EINVAL;
 	}
 	sr = calloc(1, sizeof(*sr));
@@ -397,7 +397,7 @@ sink_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc
 		Zest__ObjectInfo info = ZEST__OBJECT_INFO__INIT;
 
 		if (!strcmp(q->key, "missing")) {
-			rpc_reply_error(reply, "NoSuchKey: %s/%s", q->bucket, q->key);
+			rpc_reply_error(reply, "%s/%s", q->bucket, q->key);
 			return -ENOENT;
 		}
 		info.key = q->key;

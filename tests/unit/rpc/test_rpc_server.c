@@ -479,6 +479,7 @@ test_read_and_unary(void **state)
 	assert_int_equal(c.next, 12345 + 700000);
 	do_read(&e, "missing", 0, 0, false, &c);
 	assert_int_equal(c.st.code, GRPC_STATUS_NOT_FOUND);
+	assert_int_equal(c.st.err, ZC_E(ZC_NO_KEY)); /* the code came in the trailer */
 	assert_string_equal(c.st.msg, "NoSuchKey: missing");
 
 	oreq.bucket = "b";
@@ -488,7 +489,7 @@ test_read_and_unary(void **state)
 	assert_int_equal(((Zest__ObjectInfo *)resp)->size, 42);
 	protobuf_c_message_free_unpacked(resp, NULL);
 	oreq.key = "missing";
-	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq.base, &resp, &st), -ENOENT);
+	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq.base, &resp, &st), ZC_E(ZC_NO_KEY));
 	assert_null(resp);
 	assert_int_equal(st.code, GRPC_STATUS_NOT_FOUND);
 	assert_string_equal(st.msg, "NoSuchKey: b/missing");
@@ -497,7 +498,7 @@ test_read_and_unary(void **state)
 	assert_string_equal(((Zest__BucketInfo *)resp)->name, "nb");
 	protobuf_c_message_free_unpacked(resp, NULL);
 	assert_int_equal(rpc_client_call(e.cl, RPC_DELETE_BUCKET, &breq.base, &resp, &st),
-			 -EOPNOTSUPP);
+			 ZC_E(ZC_NOT_IMPLEMENTED));
 	assert_int_equal(st.code, GRPC_STATUS_UNIMPLEMENTED);
 	/* a request of the wrong type is refused locally */
 	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &breq.base, &resp, &st), -EINVAL);
