@@ -187,11 +187,12 @@ mpu_list_parts(struct s3_req *rq, const char *uid, struct s3_list_result *all)
 {
 	char prefix[64], after[64] = "";
 
-	snprintf(prefix, sizeof(prefix), S3_PART_PREFIX "%s/", uid);
+	snprintf(prefix, sizeof(prefix), MPU_PART "%s/", uid);
 	memset(all, 0, sizeof(*all));
 	for (;;) {
 		struct s3_list_result lr = { 0 };
-		int rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, "", 1000, &lr);
+		int rc =
+		        rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
 
 		if (rc < 0) {
 			s3_list_result_fini(all);
@@ -439,7 +440,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 			goto fail;
 		}
 		pkeys[i] = parts.entries[j].key;
-		refs[i].bucket = rq->bucket;
+		refs[i].bucket = S3_RESERVED_BUCKET;
 		refs[i].key = pkeys[i];
 		s3_ptab_add(&pt, parts.entries[j].size);
 		if (!want)
@@ -526,7 +527,8 @@ s3_mpu_complete_end(struct s3_req *rq)
 		for (size_t i = 0; i < cr.n && !used; i++)
 			used = pkeys[i] == parts.entries[j].key;
 		if (!used)
-			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
+			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			            &existed);
 	}
 	{
 		char rk[160];
@@ -575,7 +577,8 @@ s3_op_mpu_abort(struct s3_req *rq)
 	rc = mpu_list_parts(rq, uid, &parts);
 	if (rc == 0) {
 		for (size_t j = 0; j < parts.n; j++)
-			rq->be->del(rq->be->ctx, rq->bucket, parts.entries[j].key, &existed);
+			rq->be->del(rq->be->ctx, S3_RESERVED_BUCKET, parts.entries[j].key,
+			            &existed);
 		s3_list_result_fini(&parts);
 	}
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);

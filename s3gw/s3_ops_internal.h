@@ -23,9 +23,9 @@
  *                                "zest-ckt:COMPOSITE|FULL_OBJECT"
  *   t/<bucket>/<upload-id>       part table of a completed object, when too large for its
  *                                attrs (s3_mpu_parts.c)
- * Parts are objects of the upload's own bucket under S3_PART_PREFIX "<upload-id>/<nnnnn>"
- * (s3.h); their attrs carry the part checksum. Complete asks the backend to Compose the
- * parts into the target object.
+ *   p/<upload-id>/<nnnnn>        a part (placed with the target object, s3.h); its
+ *                                attrs carry the part checksum
+ * Complete asks the backend to Compose the parts into the target object.
  */
 #ifndef ZEST_S3_OPS_INTERNAL_H
 #define ZEST_S3_OPS_INTERNAL_H
@@ -41,6 +41,7 @@
 #define MIN_PART (5ull << 20)
 #define MAX_PART (5ull << 30)
 #define MPU_REC  "u/"
+#define MPU_PART "p/"
 
 /* A streamed upload (object or part) in progress; owned by its request. */
 struct s3_put {
