@@ -25,7 +25,9 @@
  *                                attrs (s3_mpu_parts.c)
  *   p/<upload-id>/<nnnnn>        a part (placed with the target object, s3.h); its
  *                                attrs carry the part checksum
- * Complete asks the backend to Compose the parts into the target object.
+ * Complete asks the backend to Compose the parts into the target object. The upload
+ * record goes last, once every part is gone: while it exists, a retried Complete or an
+ * Abort finds the upload and removes what is left.
  */
 #ifndef ZEST_S3_OPS_INTERNAL_H
 #define ZEST_S3_OPS_INTERNAL_H
