@@ -179,20 +179,19 @@ s3_op_bucket_simple(struct s3_req *rq)
 	}
 	if (s3_rq_method_is(rq, "DELETE")) {
 		struct s3_list_result lr = { 0 };
-		char prefix[80];
 
-		rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
-		if (rc < 0)
-			return s3_rq_backend_error(rq, rc);
-		/* uploads in progress keep a bucket from being deleted, as in S3 */
-		snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
-		rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 1, &lr);
-		if (rc == 0 && lr.n) {
-			s3_list_result_fini(&lr);
-			return s3_rq_error(rq, S3E_BUCKET_NOT_EMPTY, NULL);
-		}
+		/* S3 deletes a bucket that holds no object even with multipart uploads in
+		 * progress: they go with it. Objects first (BucketNotEmpty leaves the uploads
+		 * alone), then the uploads as Abort removes them (parts, then record: a
+		 * failure is retried whole), then the bucket. */
+		rc = rq->be->list(rq->be->ctx, rq->bucket, "", "", "", 1, &lr);
+		if (rc == 0 && (lr.n || lr.nprefix))
+			rc = s3_backend_err(S3E_BUCKET_NOT_EMPTY);
 		s3_list_result_fini(&lr);
-		rc = rq->be->bucket_delete(rq->be->ctx, rq->bucket);
+		if (rc == 0)
+			rc = s3_mpu_drop_bucket(rq);
+		if (rc == 0)
+			rc = rq->be->bucket_delete(rq->be->ctx, rq->bucket);
 		if (rc < 0)
 			return s3_rq_backend_error(rq, rc);
 		s3_resp_xml(rq, 204, NULL, NULL);

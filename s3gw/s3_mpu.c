@@ -625,6 +625,31 @@ fail:
 }
 
 int
+s3_mpu_drop_bucket(struct s3_req *rq)
+{
+	char prefix[80], after[160] = "";
+	size_t pl;
+	int rc;
+
+	pl = (size_t)snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
+	for (;;) {
+		struct s3_list_result lr = { 0 };
+
+		rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
+		for (size_t i = 0; i < lr.n && rc == 0; i++)
+			if (strlen(lr.entries[i].key) == pl + 32)
+				rc = mpu_remove(rq, lr.entries[i].key + pl, NULL, NULL, 0);
+		if (rc == 0 && lr.truncated && lr.next_start_after)
+			snprintf(after, sizeof(after), "%s", lr.next_start_after);
+		else
+			after[0] = '\0';
+		s3_list_result_fini(&lr);
+		if (rc < 0 || !after[0])
+			return rc;
+	}
+}
+
+int
 s3_op_mpu_abort(struct s3_req *rq)
 {
 	char uid[64];

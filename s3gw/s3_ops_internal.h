@@ -145,6 +145,8 @@ int s3_op_copy(struct s3_req *rq, bool is_part);
 
 int s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r);
 unsigned s3_mpu_rec_ck(const struct mpu_rec *r);
+/* DeleteBucket's part: every upload of rq->bucket removed as Abort does; < 0 stopped. */
+int s3_mpu_drop_bucket(struct s3_req *rq);
 int s3_op_mpu_create(struct s3_req *rq);
 int s3_mpu_complete_end(struct s3_req *rq);
 int s3_op_mpu_abort(struct s3_req *rq);

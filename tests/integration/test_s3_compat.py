@@ -14,7 +14,7 @@ behind zest-s3gw, started by zest_harness), each as AWS answers it:
 - multipart parts are not keys of the client's bucket: with uploads open every listing
   (any prefix, start-after, marker, page size, delimiter) is exactly the client's keys,
   and keys shaped like part names (U+10FFFF "zest-mpu/...", "p/<upload-id>/...") are
-  ordinary keys; on one datanode and on two
+  ordinary keys; DeleteBucket takes open uploads with it; on one datanode and on two
   behind one gateway (merged listings).
 
 A client that is not installed is skipped and named. Exits 77 (skip) when the datanode
@@ -244,6 +244,18 @@ def check_part_keys_plain(s3, bucket):
     keys.remove(f"p/{up}/00001")
     keys.remove(f"{PART_PREFIX}{up}/00001")
     assert v2() == sorted(keys + ["obj"])
+    # DeleteBucket: BucketNotEmpty while it holds objects; once they are gone, it goes
+    # with its open upload, as in S3
+    assert err_code(s3.delete_bucket, Bucket=bucket)[0] == "BucketNotEmpty"
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=bucket)["Uploads"]] == [up2]
+    for k in keys + ["obj"]:
+        s3.delete_object(Bucket=bucket, Key=k)
+    s3.delete_bucket(Bucket=bucket)
+    assert bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.create_bucket(Bucket=bucket)  # the same name again: no upload of the old one
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
+    assert err_code(s3.list_parts, Bucket=bucket, Key="zz/other", UploadId=up2)[0] == "NoSuchUpload"
+    s3.delete_bucket(Bucket=bucket)
 
 
 def test_part_keys_plain():

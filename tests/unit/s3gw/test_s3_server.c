@@ -1441,6 +1441,54 @@ test_part_keys_plain(void **state)
 	assert_int_equal(reserved_count(body), 0);
 }
 
+/*
+ * DeleteBucket of a bucket whose only contents are open multipart uploads succeeds, as
+ * in S3, and takes the uploads with it: no record or part is left in the reserved
+ * bucket. A bucket with an object is BucketNotEmpty and its uploads stay.
+ */
+static void
+test_delete_bucket_uploads(void **state)
+{
+	struct resp r;
+	char target[256], uid[2][64], pfx[160];
+	char *e;
+
+	(void)state;
+	request("PUT", "/dbu", NULL, NULL, 0, &r);
+	resp_free(&r);
+	for (int i = 0; i < 2; i++) {
+		snprintf(target, sizeof(target), "/dbu/k%d?uploads", i);
+		request("POST", target, NULL, NULL, 0, &r);
+		e = strstr(r.body, "<UploadId>");
+		assert_non_null(e);
+		snprintf(uid[i], sizeof(uid[i]), "%.32s", e + 10);
+		resp_free(&r);
+		snprintf(target, sizeof(target), "/dbu/k%d?partNumber=1&uploadId=%s", i, uid[i]);
+		request("PUT", target, NULL, "part", 4, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	request("PUT", "/dbu/obj", NULL, "x", 1, &r);
+	resp_free(&r);
+	request("DELETE", "/dbu", NULL, NULL, 0, &r);
+	expect_error(&r, 409, "BucketNotEmpty");
+	resp_free(&r);
+	assert_int_equal(reserved_count("u/dbu/"), 2);
+	request("DELETE", "/dbu/obj", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("DELETE", "/dbu", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 204);
+	resp_free(&r);
+	assert_int_equal(reserved_count("u/dbu/"), 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(pfx, sizeof(pfx), "p/%s/", uid[i]);
+		assert_int_equal(reserved_count(pfx), 0);
+	}
+	request("HEAD", "/dbu", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 404);
+	resp_free(&r);
+}
+
 /* Outside us-east-1, re-creating a bucket one owns is 409 BucketAlreadyOwnedByYou. */
 static void
 test_create_bucket_elsewhere(void **state)
@@ -2292,6 +2340,7 @@ main(void)
 		cmocka_unit_test(test_multipart_checksums),
 		cmocka_unit_test(test_multipart_part_table_record),
 		cmocka_unit_test(test_part_keys_plain),
+		cmocka_unit_test(test_delete_bucket_uploads),
 		cmocka_unit_test(test_create_bucket_elsewhere),
 		cmocka_unit_test(test_list_buckets_pages),
 		cmocka_unit_test(test_listing_echoes),
