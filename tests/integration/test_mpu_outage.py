@@ -9,6 +9,8 @@
   could not delete keeps its upload record, and after the restart a retried Complete or
   an Abort removes it; no part object is left in the reserved bucket (listed on each
   datanode with dn_client) and the object reads back byte-identical.
+- Complete with the parts' node down answers an error and leaves the upload whole; the
+  same Complete after the restart finishes it.
 - Abort with the parts' node down answers 503 and keeps the record; after the restart
   Abort removes parts and record.
 """
@@ -188,6 +190,39 @@ def test_complete_outage_then_abort():
     complete_outage_after_compose("abort")
 
 
+def test_complete_outage_before_compose():
+    """Complete with the parts' datanode down: an error, the upload whole; after the
+    restart the same Complete makes the object and leaves no part or record."""
+    t = TwoNodes({})
+    ok = False
+    try:
+        s3 = client(t)
+        s3.create_bucket(Bucket="split")
+        key, up = split_upload(t, s3, "split")
+        data = [os.urandom(5 << 20), os.urandom(333)]
+        etags = [s3.upload_part(Bucket="split", Key=key, UploadId=up, PartNumber=n + 1,
+                                Body=d)["ETag"] for n, d in enumerate(data)]
+        mpu = {"Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]}
+        t.a.dn.kill9()
+        try:
+            s3.complete_multipart_upload(Bucket="split", Key=key, UploadId=up,
+                                         MultipartUpload=mpu)
+            raise AssertionError("Complete answered 200 with the parts' datanode down")
+        except s3.exceptions.ClientError as e:
+            assert e.response["ResponseMetadata"]["HTTPStatusCode"] in (500, 503), e.response
+        assert dn_keys(t.b, RESERVED, f"u/split/{up}")
+        t.a.start_datanode()
+        parts = wait_answering(lambda: s3.list_parts(Bucket="split", Key=key, UploadId=up))
+        assert [p["PartNumber"] for p in parts["Parts"]] == [1, 2], parts
+        s3.complete_multipart_upload(Bucket="split", Key=key, UploadId=up, MultipartUpload=mpu)
+        assert parts_left(t, up) == [] and not dn_keys(t.b, RESERVED, "u/split/")
+        assert s3.get_object(Bucket="split", Key=key)["Body"].read() == data[0] + data[1]
+        ok = True
+    finally:
+        rcs = t.stop(ok)
+    assert all(rc == 0 for rc in rcs), rcs
+
+
 def test_abort_outage():
     """Abort with the parts' datanode down: 503, record kept; after the restart, done."""
     t = TwoNodes({})
@@ -253,5 +288,6 @@ def test_list_uploads_across_restart():
 
 
 if __name__ == "__main__":
-    zh.run_tests([test_list_uploads_across_restart, test_abort_outage,
+    zh.run_tests([test_list_uploads_across_restart, test_complete_outage_before_compose,
+                  test_abort_outage,
                   test_complete_outage_then_retry, test_complete_outage_then_abort])
