@@ -412,14 +412,11 @@ void s3_xml_key(struct s3_buf *b, const char *tag, const char *key, bool url);
 #define S3_RESERVED_BUCKET ".zest-mpu" /* multipart records; not a legal S3 bucket name */
 
 /*
- * Multipart parts are stored in the upload's own bucket under keys
- * S3_PART_PREFIX "<upload-id>/<nnnnn>": Compose on a datanode joins objects of one bucket.
- * The prefix starts with U+10FFFF, the largest code point; the gateway refuses client keys
- * with that prefix, a backend's list returns every key, and the gateway's client listings
- * step over the parts (client keys sort on both sides of them: "\U0010FFFFzz" after).
+ * Multipart parts are objects of S3_RESERVED_BUCKET too, "p/<upload-id>/<nnnnn>", never
+ * keys of a client's bucket: a client listing is a plain backend listing. Placement puts
+ * them on the datanode of their target object (s3_place), where Compose joins objects of
+ * any buckets into the target.
  */
-#define S3_PART_PREFIX     "\xf4\x8f\xbf\xbf" "zest-mpu/"
-#define S3_PART_PREFIX_LEN 13
 
 struct s3_obj_info {
 	char key[S3_MAX_KEY + 1];

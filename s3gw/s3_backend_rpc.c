@@ -4,7 +4,7 @@
  * completion-queue thread only moves state and wakes the waiting worker.
  *
  * Placement: every object call goes to s3_place(bucket, key) over the node list (the
- * multipart parts too: their upload id carries the target's hash). Bucket calls go to
+ * multipart parts of the reserved bucket too: their upload id carries the target's hash). Bucket calls go to
  * every node; listings are merged with s3_list_merge().
  *
  * Zero copy: put_write hands the caller's segment (a span of the connection's read
@@ -621,10 +621,7 @@ r_del(void *ctx, const char *bucket, const char *key, bool *existed)
 	return 0;
 }
 
-/*
- * One node's listing, every key (the multipart parts too: the gateway's listing code hides
- * them from clients, s3_bucket.c).
- */
+/* One node's listing of one bucket, as the datanode answers it. */
 static int
 list_one(struct rpc_client *c, const char *bucket, const char *prefix, const char *start_after,
          const char *delimiter, unsigned limit, struct s3_list_result *out)

@@ -179,20 +179,19 @@ s3_op_bucket_simple(struct s3_req *rq)
 	}
 	if (s3_rq_method_is(rq, "DELETE")) {
 		struct s3_list_result lr = { 0 };
-		char prefix[80];
 
-		rc = rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
-		if (rc < 0)
-			return s3_rq_backend_error(rq, rc);
-		/* uploads in progress keep a bucket from being deleted, as in S3 */
-		snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
-		rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", 1, &lr);
-		if (rc == 0 && lr.n) {
-			s3_list_result_fini(&lr);
-			return s3_rq_error(rq, S3E_BUCKET_NOT_EMPTY, NULL);
-		}
+		/* S3 deletes a bucket that holds no object even with multipart uploads in
+		 * progress: they go with it. Objects first (BucketNotEmpty leaves the uploads
+		 * alone), then the uploads as Abort removes them (parts, then record: a
+		 * failure is retried whole), then the bucket. */
+		rc = rq->be->list(rq->be->ctx, rq->bucket, "", "", "", 1, &lr);
+		if (rc == 0 && (lr.n || lr.nprefix))
+			rc = s3_backend_err(S3E_BUCKET_NOT_EMPTY);
 		s3_list_result_fini(&lr);
-		rc = rq->be->bucket_delete(rq->be->ctx, rq->bucket);
+		if (rc == 0)
+			rc = s3_mpu_drop_bucket(rq);
+		if (rc == 0)
+			rc = rq->be->bucket_delete(rq->be->ctx, rq->bucket);
 		if (rc < 0)
 			return s3_rq_backend_error(rq, rc);
 		s3_resp_xml(rq, 204, NULL, NULL);
@@ -228,119 +227,6 @@ s3_op_bucket_meta(struct s3_req *rq, bool location)
 }
 
 /* ------------------------------------------------------------------ listing */
-
-/*
- * Multipart parts are keys of the upload's own bucket under S3_PART_PREFIX (s3.h). After
- * that prefix a part key is ASCII and no key holds the byte 0xff (keys are UTF-8), so the
- * parts fill exactly [S3_PART_PREFIX, PART_END); the gateway refuses client keys there,
- * and client keys sort on both sides of it ("\U0010FFFFzz" after it). A client listing
- * steps over that range: the backend's list sees every key.
- */
-#define PART_END S3_PART_PREFIX "\xff"
-
-static bool
-is_part(const char *k)
-{
-	return strncmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0;
-}
-
-/* A common prefix that is a proper prefix of S3_PART_PREFIX rolls up parts and client keys
- * alike: it is listed only when a client key is under it, below or above the parts. */
-static int
-cp_has_client_key(struct s3_req *rq, const char *cp, bool *yes)
-{
-	struct s3_list_result a = { 0 };
-	int rc = rq->be->list(rq->be->ctx, rq->bucket, cp, "", "", 1, &a);
-
-	*yes = false;
-	if (rc < 0)
-		return rc;
-	*yes = a.n && !is_part(a.entries[0].key);
-	if (!*yes && a.n) {
-		s3_list_result_fini(&a);
-		rc = rq->be->list(rq->be->ctx, rq->bucket, cp, PART_END, "", 1, &a);
-		*yes = rc == 0 && a.n;
-	}
-	s3_list_result_fini(&a);
-	return rc < 0 ? rc : 0;
-}
-
-static bool
-straddles_parts(const char *cp)
-{
-	size_t n = strlen(cp);
-
-	return n < S3_PART_PREFIX_LEN && memcmp(cp, S3_PART_PREFIX, n) == 0;
-}
-
-/*
- * The backend's listing without the part keys: one list call, and when its answer reached
- * into the parts, what it held below them plus a second call from PART_END on for the rest
- * of the page. A start-after inside the parts starts at PART_END.
- */
-static int
-list_client_keys(struct s3_req *rq, const char *prefix, const char *after, const char *delim,
-                 unsigned limit, struct s3_list_result *out)
-{
-	struct s3_list_result a = { 0 }, b = { 0 };
-	struct s3_list_result *tail = &a;
-	bool parts = false;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if (is_part(prefix)) { /* nothing but parts there; still NoSuchBucket as S3 */
-		struct s3_bucket_info bi;
-
-		return rq->be->bucket_head(rq->be->ctx, rq->bucket, &bi);
-	}
-	if (is_part(after) && strcmp(after, PART_END) < 0)
-		after = PART_END;
-	rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, limit, &a);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < a.n && !parts; i++)
-		parts = is_part(a.entries[i].key);
-	for (size_t i = 0; i < a.nprefix && !parts; i++)
-		parts = is_part(a.prefixes[i]);
-	for (size_t i = 0; i < a.n && rc == 0; i++) {
-		const struct s3_list_entry *e = &a.entries[i];
-
-		if (!parts || strcmp(e->key, S3_PART_PREFIX) < 0)
-			rc = s3_list_result_add(out, e->key, e->size, e->etag, e->mtime_ns);
-	}
-	for (size_t i = 0; i < a.nprefix && rc == 0; i++) {
-		bool keep = !parts || strcmp(a.prefixes[i], S3_PART_PREFIX) < 0;
-
-		if (keep && straddles_parts(a.prefixes[i]))
-			rc = cp_has_client_key(rq, a.prefixes[i], &keep);
-		if (rc == 0 && keep)
-			rc = s3_list_result_add_prefix(out, a.prefixes[i]);
-	}
-	if (rc == 0 && parts) {
-		/* what a held from the parts on is dropped: the page goes on past them */
-		size_t kept = out->n + out->nprefix;
-
-		tail = &b;
-		if (kept < limit)
-			rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, PART_END, delim,
-			                  limit - (unsigned)kept, &b);
-		for (size_t i = 0; i < b.n && rc == 0; i++)
-			rc = s3_list_result_add(out, b.entries[i].key, b.entries[i].size,
-			                        b.entries[i].etag, b.entries[i].mtime_ns);
-		for (size_t i = 0; i < b.nprefix && rc == 0; i++)
-			rc = s3_list_result_add_prefix(out, b.prefixes[i]);
-	}
-	if (rc == 0) {
-		out->truncated = tail->truncated;
-		out->next_start_after = tail->next_start_after;
-		tail->next_start_after = NULL;
-	}
-	s3_list_result_fini(&a);
-	s3_list_result_fini(&b);
-	if (rc < 0)
-		s3_list_result_fini(out);
-	return rc;
-}
 
 int
 s3_op_list_objects(struct s3_req *rq, bool v2)
@@ -403,7 +289,8 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 			after = tok_key;
 	}
 	if (max_keys > 0) {
-		rc = list_client_keys(rq, prefix, after, delim, (unsigned)max_keys, &lr);
+		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys,
+		                  &lr);
 		if (rc < 0) {
 			rc = s3_rq_backend_error(rq, rc);
 			goto out;

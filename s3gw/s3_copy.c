@@ -463,18 +463,18 @@ copy_part(struct s3_req *rq, struct copy *c)
 	}
 	if (len > MAX_PART)
 		return s3_rq_error(rq, S3E_INVALID_REQUEST, copy_too_large);
-	snprintf(store_key, sizeof(store_key), S3_PART_PREFIX "%s/%05lu", uid, pn);
+	snprintf(store_key, sizeof(store_key), MPU_PART "%s/%05lu", uid, pn);
 	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);
 	rc = -EXDEV;
 	/* The part's ETag is the MD5 of its bytes: the source's own when it is the whole
 	 * of a single-part object, and no part checksum is wanted */
 	snprintf(etag, sizeof(etag), "%s", c->info.etag);
 	if (!ranged && !ck && is_md5_hex(c->info.etag))
-		rc = rq->be->compose(rq->be->ctx, rq->bucket, store_key, &src, 1, false, etag, "",
-		                     0, NULL, &c->out);
+		rc = rq->be->compose(rq->be->ctx, S3_RESERVED_BUCKET, store_key, &src, 1, false,
+		                     etag, "", 0, NULL, &c->out);
 	if (rc == -EXDEV)
-		rc = copy_stream(rq, c, first, len, rq->bucket, store_key, NULL, &attrs, ck, ckv,
-		                 etag);
+		rc = copy_stream(rq, c, first, len, S3_RESERVED_BUCKET, store_key, NULL, &attrs, ck,
+		                 ckv, etag);
 	if (rc < 0) {
 		s3_buf_fini(&attrs);
 		return s3_rq_backend_error(rq, rc);

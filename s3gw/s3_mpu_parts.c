@@ -131,7 +131,7 @@ s3_mpu_part_checksum(struct s3_req *rq, const char *pkey, unsigned ck, char out[
 
 	if (!pi)
 		return -ENOMEM;
-	rc = rq->be->stat(rq->be->ctx, rq->bucket, pkey, pi);
+	rc = rq->be->stat(rq->be->ctx, S3_RESERVED_BUCKET, pkey, pi);
 	if (rc < 0) {
 		free(pi);
 		return rc;

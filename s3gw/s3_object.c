@@ -495,8 +495,8 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 			return s3_rq_backend_error(rq, rc);
 		p->part = (unsigned)pn;
 		snprintf(p->upload_id, sizeof(p->upload_id), "%s", uid);
-		snprintf(store_key, sizeof(store_key), S3_PART_PREFIX "%s/%05u", uid, p->part);
-		sbucket = rq->bucket;
+		snprintf(store_key, sizeof(store_key), MPU_PART "%s/%05u", uid, p->part);
+		sbucket = S3_RESERVED_BUCKET;
 		skey = store_key;
 	} else {
 		s3_attrs_collect(rq, &p->attrs);

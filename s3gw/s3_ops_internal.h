@@ -23,9 +23,11 @@
  *                                "zest-ckt:COMPOSITE|FULL_OBJECT"
  *   t/<bucket>/<upload-id>       part table of a completed object, when too large for its
  *                                attrs (s3_mpu_parts.c)
- * Parts are objects of the upload's own bucket under S3_PART_PREFIX "<upload-id>/<nnnnn>"
- * (s3.h); their attrs carry the part checksum. Complete asks the backend to Compose the
- * parts into the target object.
+ *   p/<upload-id>/<nnnnn>        a part (placed with the target object, s3.h); its
+ *                                attrs carry the part checksum
+ * Complete asks the backend to Compose the parts into the target object. The upload
+ * record goes last, once every part is gone: while it exists, a retried Complete or an
+ * Abort finds the upload and removes what is left.
  */
 #ifndef ZEST_S3_OPS_INTERNAL_H
 #define ZEST_S3_OPS_INTERNAL_H
@@ -41,6 +43,7 @@
 #define MIN_PART (5ull << 20)
 #define MAX_PART (5ull << 30)
 #define MPU_REC  "u/"
+#define MPU_PART "p/"
 
 /* A streamed upload (object or part) in progress; owned by its request. */
 struct s3_put {
@@ -142,6 +145,8 @@ int s3_op_copy(struct s3_req *rq, bool is_part);
 
 int s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r);
 unsigned s3_mpu_rec_ck(const struct mpu_rec *r);
+/* DeleteBucket's part: every upload of rq->bucket removed as Abort does; < 0 stopped. */
+int s3_mpu_drop_bucket(struct s3_req *rq);
 int s3_op_mpu_create(struct s3_req *rq);
 int s3_mpu_complete_end(struct s3_req *rq);
 int s3_op_mpu_abort(struct s3_req *rq);

@@ -34,21 +34,17 @@ s3_obj_hash(const char *bucket, const char *key)
 	return fnv1a(h, key, strlen(key));
 }
 
-/* Multipart parts (S3_PART_PREFIX "<upload-id>/<n>" in the upload's bucket; formerly
- * "p/<upload-id>/<n>" in the reserved bucket) carry their target's hash in the last 16 hex
- * digits of the upload id: they land where Compose will need them. */
+/* Multipart parts ("p/<upload-id>/<n>" in the reserved bucket) carry their target's hash
+ * in the last 16 hex digits of the upload id: they land where Compose will need them. */
 static bool
 part_hash(const char *bucket, const char *key, uint64_t *h)
 {
 	const char *id;
 	uint64_t v = 0;
 
-	if (strncmp(key, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
-		id = key + S3_PART_PREFIX_LEN;
-	else if (strcmp(bucket, S3_RESERVED_BUCKET) == 0 && strncmp(key, "p/", 2) == 0)
-		id = key + 2;
-	else
+	if (strcmp(bucket, S3_RESERVED_BUCKET) != 0 || strncmp(key, "p/", 2) != 0)
 		return false;
+	id = key + 2;
 	if (strlen(id) < 32 || id[32] != '/')
 		return false;
 	for (int i = 16; i < 32; i++) {

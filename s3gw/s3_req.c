@@ -215,8 +215,6 @@ s3_key_check(const char *k, size_t n)
 		return S3E_KEY_TOO_LONG;
 	if (memchr(k, '\0', n) || !s3_utf8_ok((const unsigned char *)k, n))
 		return S3E_INVALID_ARGUMENT;
-	if (n >= S3_PART_PREFIX_LEN && memcmp(k, S3_PART_PREFIX, S3_PART_PREFIX_LEN) == 0)
-		return S3E_INVALID_ARGUMENT; /* the gateway's multipart part keys */
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 

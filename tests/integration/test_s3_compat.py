@@ -11,9 +11,11 @@ behind zest-s3gw, started by zest_harness), each as AWS answers it:
 - Content-Encoding stored without aws-chunked, spacing kept;
 - a path that is not UTF-8 is 400 InvalidURI;
 - CORS preflight (OPTIONS, unsigned) without a CORS configuration: 400 / 403 as S3;
-- the multipart part keys (U+10FFFF "zest-mpu/...", in the upload's own bucket) never
-  listed, read or deleted by a client, and every client key on both sides of them
-  listed, on one datanode and on two behind one gateway (merged listings).
+- multipart parts are not keys of the client's bucket: with uploads open every listing
+  (any prefix, start-after, marker, page size, delimiter) is exactly the client's keys,
+  and keys shaped like part names (U+10FFFF "zest-mpu/...", "p/<upload-id>/...") are
+  ordinary keys; DeleteBucket takes open uploads with it; on one datanode and on two
+  behind one gateway (merged listings).
 
 A client that is not installed is skipped and named. Exits 77 (skip) when the datanode
 binary is not built.
@@ -179,18 +181,24 @@ def test_cors_preflight():
         assert b"CORSResponse: CORS is not enabled for this bucket." in body
 
 
-def check_parts_hidden(s3, bucket):
-    """An upload with a part open in bucket; every listing shows the client keys only."""
+def check_part_keys_plain(s3, bucket):
+    """Uploads with parts open in bucket; the parts are not keys of it (they live in the
+    gateway's reserved bucket), so every listing is exactly the client keys, and a client
+    key shaped like a part name is stored, listed, read and deleted like any other."""
     from botocore.exceptions import ClientError
-    keys = sorted(["a", "\U0010FFFFzest-mpu", "\U0010FFFFzest-mpu0", "\U0010FFFFzz"] +
-                  [f"k{i:02d}" for i in range(6)])
     s3.create_bucket(Bucket=bucket)
-    for k in keys:
-        s3.put_object(Bucket=bucket, Key=k, Body=b"k")
     up = s3.create_multipart_upload(Bucket=bucket, Key="obj")["UploadId"]
+    up2 = s3.create_multipart_upload(Bucket=bucket, Key="zz/other")["UploadId"]
     e1 = s3.upload_part(Bucket=bucket, Key="obj", UploadId=up, PartNumber=1,
                         Body=b"part")["ETag"]
-    part = f"{PART_PREFIX}{up}/00001"
+    s3.upload_part(Bucket=bucket, Key="zz/other", UploadId=up2, PartNumber=1, Body=b"x")
+    keys = sorted(["a", "\U0010FFFFzest-mpu", "\U0010FFFFzest-mpu0", "\U0010FFFFzz",
+                   f"{PART_PREFIX}{up}/00001", f"{PART_PREFIX}{up2}/00002", f"p/{up}/00001",
+                   f"p/{up2}/00001", "p/x"] + [f"k{i:02d}" for i in range(6)])
+    for k in keys:
+        s3.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    s3.upload_part_copy(Bucket=bucket, Key="zz/other", UploadId=up2, PartNumber=2,
+                        CopySource={"Bucket": bucket, "Key": "a"})
 
     def v2(**kw):
         return [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(
@@ -205,36 +213,57 @@ def check_parts_hidden(s3, bucket):
     for size in (1, 3):
         assert v2(PaginationConfig={"PageSize": size}) == keys
         assert v1(PaginationConfig={"PageSize": size}) == keys
-    assert v2(Prefix=PART_PREFIX) == [] and v1(Prefix=PART_PREFIX) == []
-    after = [k for k in keys if k > PART_PREFIX]
-    assert v2(StartAfter=PART_PREFIX + up) == after
-    assert v1(Marker=PART_PREFIX) == after
+    for pfx in (PART_PREFIX, PART_PREFIX + up, "p/", f"p/{up}/", "\U0010FFFF"):
+        under = [k for k in keys if k.startswith(pfx)]
+        assert v2(Prefix=pfx) == under and v1(Prefix=pfx) == under, pfx
+    for mark in (PART_PREFIX, PART_PREFIX + up, "p/", f"p/{up}/00001", "\U0010FFFFzest"):
+        after = [k for k in keys if k > mark]
+        assert v2(StartAfter=mark) == after, mark
+        assert v1(Marker=mark) == after, mark
     r = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
-    assert "CommonPrefixes" not in r and [o["Key"] for o in r["Contents"]] == keys, r
-    r = s3.list_objects_v2(Bucket=bucket, Prefix="\U0010FFFFzest", Delimiter="/")
-    assert "CommonPrefixes" not in r, r
-    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": part}]})
-    assert [e["Key"] for e in r.get("Errors", [])] == [part], r
-    for fn in (s3.get_object, s3.head_object, s3.delete_object):
-        try:
-            fn(Bucket=bucket, Key=part)
-            raise AssertionError(f"{fn.__name__} of a part key succeeded")
-        except ClientError as e:
-            assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 400, e.response
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["p/", PART_PREFIX], r
+    assert [o["Key"] for o in r["Contents"]] == [k for k in keys if "/" not in k], r
+    # the client's keys are its own: read back, then deleted, the uploads untouched
+    for k in keys:
+        assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == k.encode(), k
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"p/{up}/00001"}]})
+    assert not r.get("Errors"), r
+    s3.delete_object(Bucket=bucket, Key=f"{PART_PREFIX}{up}/00001")
+    try:
+        s3.head_object(Bucket=bucket, Key=f"{PART_PREFIX}{up}/00001")
+        raise AssertionError("deleted key still there")
+    except ClientError as e:
+        assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 404, e.response
     parts = s3.list_parts(Bucket=bucket, Key="obj", UploadId=up)["Parts"]
     assert [p["PartNumber"] for p in parts] == [1]
+    parts = s3.list_parts(Bucket=bucket, Key="zz/other", UploadId=up2)["Parts"]
+    assert [p["PartNumber"] for p in parts] == [1, 2]
     s3.complete_multipart_upload(Bucket=bucket, Key="obj", UploadId=up, MultipartUpload={
         "Parts": [{"PartNumber": 1, "ETag": e1}]})
     assert s3.get_object(Bucket=bucket, Key="obj")["Body"].read() == b"part"
+    keys.remove(f"p/{up}/00001")
+    keys.remove(f"{PART_PREFIX}{up}/00001")
     assert v2() == sorted(keys + ["obj"])
+    # DeleteBucket: BucketNotEmpty while it holds objects; once they are gone, it goes
+    # with its open upload, as in S3
+    assert err_code(s3.delete_bucket, Bucket=bucket)[0] == "BucketNotEmpty"
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=bucket)["Uploads"]] == [up2]
+    for k in keys + ["obj"]:
+        s3.delete_object(Bucket=bucket, Key=k)
+    s3.delete_bucket(Bucket=bucket)
+    assert bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    s3.create_bucket(Bucket=bucket)  # the same name again: no upload of the old one
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
+    assert err_code(s3.list_parts, Bucket=bucket, Key="zz/other", UploadId=up2)[0] == "NoSuchUpload"
+    s3.delete_bucket(Bucket=bucket)
 
 
-def test_part_keys_hidden():
+def test_part_keys_plain():
     with zh.cluster() as c:
-        check_parts_hidden(client(c.endpoint), "parts")
+        check_part_keys_plain(client(c.endpoint), "parts")
 
 
-def test_part_keys_hidden_two_datanodes():
+def test_part_keys_plain_two_datanodes():
     a = zh.Cluster(gateway=False)
     b = zh.Cluster(gateway=False)
     gw = None
@@ -246,7 +275,7 @@ def test_part_keys_hidden_two_datanodes():
                         f"127.0.0.1:{mport}", "--datanode", f"127.0.0.1:{a.dn_port}",
                         "--datanode", f"127.0.0.1:{b.dn_port}"],
                        os.path.join(a.root, "s3gw.log"), mport)
-        check_parts_hidden(client(f"http://127.0.0.1:{port}"), "parts2")
+        check_part_keys_plain(client(f"http://127.0.0.1:{port}"), "parts2")
         ok = True
     finally:
         if gw:
@@ -270,6 +299,6 @@ if __name__ == "__main__":
         sys.exit(77)
     tests = [test_create_bucket_again, test_list_buckets_pages,
              test_listing_tokens_and_encoding, test_content_encoding_and_uri,
-             test_cors_preflight, test_part_keys_hidden, test_part_keys_hidden_two_datanodes]
+             test_cors_preflight, test_part_keys_plain, test_part_keys_plain_two_datanodes]
     atexit.register(lambda: SKIPPED and print("skipped clients:", ", ".join(sorted(set(SKIPPED)))))
     zh.run_tests(tests)
