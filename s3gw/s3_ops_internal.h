@@ -7,7 +7,8 @@
  *                s3_ops_* entry points the server calls
  *   s3_bucket.c  bucket operations and object listings
  *   s3_object.c  GET / HEAD / DELETE, PUT of objects and parts, DeleteObjects
- *   s3_mpu.c     multipart uploads: create, complete, abort, list parts and uploads
+ *   s3_mpu.c     multipart uploads: create, complete, abort
+ *   s3_mpu_list.c  ListParts and ListMultipartUploads
  *   s3_refuse.c  requests naming features zest lacks (SSE, ACLs, tags, lock, versions)
  *   s3_mpu_parts.c  multipart object checksums from the parts' and the part table
  *   s3_copy.c    CopyObject and UploadPartCopy (server-side compose, else streamed)
@@ -150,6 +151,17 @@ int s3_mpu_drop_bucket(struct s3_req *rq);
 int s3_op_mpu_create(struct s3_req *rq);
 int s3_mpu_complete_end(struct s3_req *rq);
 int s3_op_mpu_abort(struct s3_req *rq);
+bool s3_mpu_rec_full(const struct mpu_rec *r);
+/* The callbacks that read an upload record into a struct mpu_rec (be->get). */
+int s3_mpu_rec_emit(void *arg, const uint8_t *p, size_t n);
+int s3_mpu_rec_info(void *arg, const struct s3_obj_info *info);
+/* Every part object of upload uid, in part order (the listing is the caller's). */
+int s3_mpu_list_parts(struct s3_req *rq, const char *uid, struct s3_list_result *all);
+/* A part object's number, from its key "p/<upload-id>/<nnnnn>". */
+unsigned s3_mpu_part_number(const char *key);
+
+/* ---- s3_mpu_list.c */
+
 int s3_op_list_parts(struct s3_req *rq);
 int s3_op_list_uploads(struct s3_req *rq);
 
