@@ -4,7 +4,9 @@
  * sets the level: above L1 new writes are paced, above L2 they wait in a bounded queue,
  * above L3 they are refused with -EAGAIN (RESOURCE_EXHAUSTED at the gRPC edge). An idle
  * drive's average halves every 100 ms, so a drive that was slow once does not block
- * writes forever.
+ * writes forever. A queued write sleeps on a condition that each write completion
+ * broadcasts (the average moves only then, or by decay, which the wait's 100 ms bound
+ * covers), so it is let in as soon as the drives allow, not at the next poll.
  */
 #include <errno.h>
 #include <time.h>
@@ -28,6 +30,11 @@ dn_admission_note(struct dn_drive *d, uint64_t lat)
 	/* Only the drive thread writes the average: load + store is enough. */
 	atomic_store(&d->ewma_ns, old == 0 ? lat : old - old / 8 + lat / 8);
 	atomic_store(&d->last_done_ns, zc_now_ns());
+	if (atomic_load(&d->store->adm.waiting)) {
+		pthread_mutex_lock(&d->store->adm.lock);
+		pthread_cond_broadcast(&d->store->adm.cond);
+		pthread_mutex_unlock(&d->store->adm.lock);
+	}
 }
 
 static uint64_t
@@ -92,22 +99,24 @@ dn_admission_enter(struct dn_store *s)
 		uint64_t until = zc_now_ns() + s->o.wait_ns;
 
 		pthread_mutex_lock(&s->adm.lock);
-		if (s->adm.waiting >= s->o.adm_queue) {
+		if (atomic_load(&s->adm.waiting) >= s->o.adm_queue) {
 			pthread_mutex_unlock(&s->adm.lock);
 			atomic_fetch_add(&s->adm_refused, 1);
 			return -EAGAIN;
 		}
-		s->adm.waiting++;
-		pthread_mutex_unlock(&s->adm.lock);
+		atomic_fetch_add(&s->adm.waiting, 1);
 		atomic_fetch_add(&s->adm_queued, 1);
-		/* Poll in 5 ms steps: the average moves on completions and on idle decay. */
-		while ((level = dn_admission_level(s)) >= DN_ADM_QUEUE && zc_now_ns() < until) {
-			struct timespec ts = { 0, 5000000 };
+		/* Woken by completions; the bound covers the idle decay, which none signals. */
+		while ((level = dn_admission_level(s)) >= DN_ADM_QUEUE) {
+			uint64_t now = zc_now_ns();
+			struct timespec ts;
 
-			nanosleep(&ts, NULL);
+			if (now >= until)
+				break;
+			dn_deadline(&ts, until - now < DECAY_NS ? until - now : DECAY_NS);
+			pthread_cond_timedwait(&s->adm.cond, &s->adm.lock, &ts);
 		}
-		pthread_mutex_lock(&s->adm.lock);
-		s->adm.waiting--;
+		atomic_fetch_sub(&s->adm.waiting, 1);
 		pthread_mutex_unlock(&s->adm.lock);
 		if (level >= DN_ADM_QUEUE) {
 			atomic_fetch_add(&s->adm_refused, 1);

@@ -285,8 +285,8 @@ int dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, cons
 /* ---- admission (dn_admission.c) ---- */
 struct dn_adm {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	unsigned waiting;
+	pthread_cond_t cond;  /* broadcast by completions while writes wait */
+	atomic_uint waiting;  /* written under lock; completions read it alone */
 };
 int dn_admission_enter(struct dn_store *s);
 void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
