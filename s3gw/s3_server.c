@@ -20,6 +20,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -191,7 +193,9 @@ rbuf_new(void)
 	return b;
 }
 
-enum conn_state { C_HEAD, C_BODY, C_DRAIN };
+/* C_SEND: a GET body streams from the backend (s3_resp_stream); the connection reads
+ * nothing more until it is sent. */
+enum conn_state { C_HEAD, C_BODY, C_DRAIN, C_SEND };
 
 struct loop;
 
@@ -216,6 +220,13 @@ struct s3_conn {
 	struct s3_http_chunked hc;
 	uint64_t body_left; /* raw bytes left when Content-Length framed */
 	bool continue_sent;
+	/* C_SEND: the backend stream, the segment being written (its ref held) and how much
+	 * of it went out; want_in: TLS needs to read before it can write again */
+	void *gstream;
+	struct zc_seg gseg;
+	size_t gdone;
+	bool want_in;
+	int outq; /* unsent bytes in the socket when the timeouts last looked */
 };
 
 struct loop {
@@ -358,6 +369,40 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 	return 0;
 }
 
+/* One write without waiting: bytes written, -EAGAIN when the socket is full (c->want_in:
+ * TLS must read first), or -errno. TLS retries pass the same bytes, as SSL_write wants. */
+static long
+conn_write_nb(struct s3_conn *c, const void *p, size_t n)
+{
+	c->want_in = false;
+	if (c->ssl) {
+		int r, e;
+
+		ERR_clear_error();
+		r = SSL_write(c->ssl, p, (int)(n > (1u << 30) ? (1u << 30) : n));
+		if (r > 0)
+			return r;
+		e = SSL_get_error(c->ssl, r);
+		ERR_clear_error();
+		if (e == SSL_ERROR_WANT_WRITE)
+			return -EAGAIN;
+		if (e == SSL_ERROR_WANT_READ) {
+			c->want_in = true;
+			return -EAGAIN;
+		}
+		return -EPIPE;
+	}
+	for (;;) {
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w >= 0)
+			return w;
+		if (errno == EINTR)
+			continue;
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
 /* ------------------------------------------------------------------ responses */
 
 static const char *
@@ -474,6 +519,21 @@ s3_resp_data(struct s3_req *rq, const void *p, size_t n)
 }
 
 int
+s3_resp_stream(struct s3_req *rq, void *stream)
+{
+	struct s3_conn *c = rq->conn;
+
+	if (rq->is_head || c->gstream) {
+		rq->be->get_close(stream);
+		return 0;
+	}
+	c->gstream = stream;
+	c->gseg = (struct zc_seg){ 0 };
+	c->gdone = 0;
+	return 0;
+}
+
+int
 s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra, const struct s3_buf *xml)
 {
 	struct s3_buf h, ex;
@@ -527,6 +587,19 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 
 /* ------------------------------------------------------------------ connections */
 
+/* Drop a GET body stream and the segment in hand (the connection's owner). */
+static void
+stream_release(struct s3_conn *c)
+{
+	if (c->gseg.ref)
+		zc_ref_put(c->gseg.ref);
+	c->gseg = (struct zc_seg){ 0 };
+	c->gdone = 0;
+	if (c->gstream)
+		c->rq.be->get_close(c->gstream);
+	c->gstream = NULL;
+}
+
 /* Take c off its loop's list; the caller holds l->lock. */
 static void
 conn_unlink(struct s3_conn *c)
@@ -547,6 +620,7 @@ conn_destroy(struct s3_conn *c)
 {
 	struct loop *l = c->loop;
 
+	stream_release(c);
 	if (c->in_request) {
 		s3_ops_abort(&c->rq, S3_OK);
 		s3_req_fini(&c->rq);
@@ -593,6 +667,55 @@ request_done(struct s3_conn *c)
 	c->state = C_HEAD;
 	/* idle time counts from the end of the answer, however long sending it took */
 	c->head_start_ns = c->last_ns = zc_now_ns();
+}
+
+/*
+ * Write a GET body from its backend stream until it ends or the socket is full. Never waits
+ * on the client: returns true when parked (the caller arms EPOLLOUT and the worker moves
+ * on; the stream, paused at its bound, stops the datanode through HTTP/2 flow control),
+ * false when the response is over (request_done ran). It may wait on the backend for the
+ * next segment: the datanode, not the client, sets that pace. The bytes are the gRPC
+ * slices themselves (a ref per segment), never copied.
+ */
+static bool
+send_step(struct s3_conn *c)
+{
+	struct s3_req *rq = &c->rq;
+
+	for (;;) {
+		int rc;
+
+		if (c->gdone < c->gseg.len) {
+			long w = conn_write_nb(c, (const uint8_t *)c->gseg.ptr + c->gdone,
+			                       c->gseg.len - c->gdone);
+
+			if (w == -EAGAIN)
+				return true;
+			if (w < 0) {
+				rq->close = true;
+				break;
+			}
+			c->gdone += (size_t)w;
+			c->last_ns = zc_now_ns(); /* progress, however slow, is not idleness */
+			atomic_fetch_add_explicit(&metrics.bytes_out, (unsigned long)w,
+			                          memory_order_relaxed);
+			continue;
+		}
+		if (c->gseg.ref)
+			zc_ref_put(c->gseg.ref);
+		c->gseg = (struct zc_seg){ 0 };
+		c->gdone = 0;
+		rc = rq->be->get_next(c->gstream, &c->gseg);
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			rq->close = true; /* the body stopped short: the client must see it */
+			break;
+		}
+	}
+	stream_release(c);
+	request_done(c);
+	return false;
 }
 
 /* Raw (HTTP-decoded) body bytes: through aws-chunked if present, then to the operation. */
@@ -706,6 +829,13 @@ begin_request(struct s3_conn *c)
 		rq->close = true;
 		if (!rq->head_sent)
 			s3_resp_error(rq, S3E_INTERNAL, NULL);
+	}
+	if (c->gstream) {
+		if (has_body)
+			rq->close = true; /* a GET's request body is not read */
+		c->state = C_SEND;
+		send_step(c);
+		return;
 	}
 	if (rq->head_sent) {
 		if (!has_body) {
@@ -822,7 +952,7 @@ process(struct s3_conn *c)
 {
 	const struct s3_config *cfg = &c->loop->srv->cfg;
 
-	while (!c->closing && c->rstart < c->rend) {
+	while (!c->closing && c->rstart < c->rend && c->state != C_SEND) {
 		if (c->state == C_HEAD) {
 			struct s3_req *rq = &c->rq;
 			int rc;
@@ -938,6 +1068,8 @@ on_readable(struct s3_conn *c)
 		c->last_ns = zc_now_ns();
 		c->rend += (size_t)n;
 		process(c);
+		if (c->state == C_SEND)
+			break; /* read the next request once this answer is out */
 	}
 	if (c->closing) {
 		conn_close(c);
@@ -952,6 +1084,37 @@ on_readable(struct s3_conn *c)
 }
 
 #define CONN_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)
+
+/* Serve a connection the loop handed over: a parked GET body first, then whatever was
+ * read or is readable. Returns true when c was closed (and freed). */
+static bool
+serve(struct s3_conn *c)
+{
+	if (c->state == C_SEND) {
+		if (send_step(c))
+			return false;
+		if (!c->closing)
+			process(c); /* requests read before this answer ended (pipelining) */
+		if (c->closing) {
+			conn_close(c);
+			return true;
+		}
+		if (c->state == C_SEND)
+			return false;
+	}
+	return on_readable(c);
+}
+
+/* Re-arm c (one-shot): a parked GET waits to write (and, under TLS, maybe to read). */
+static void
+conn_arm(struct s3_conn *c)
+{
+	struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
+
+	if (c->state == C_SEND)
+		ev.events = EPOLLOUT | EPOLLONESHOT | (c->want_in ? EPOLLIN : 0);
+	epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
 
 /* Worker threads: a connection whose socket became readable is served here, so a request
  * that blocks (a slow reader, a backend call) holds one worker, never an event loop. */
@@ -978,10 +1141,8 @@ worker_run(void *arg)
 
 		pthread_mutex_lock(&c->mu);
 		atomic_store(&c->queued, false);
-		if (!on_readable(c)) {
-			struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
-
-			epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev); /* re-arm (one-shot) */
+		if (!serve(c)) {
+			conn_arm(c);
 			pthread_mutex_unlock(&c->mu);
 		}
 	}
@@ -1084,6 +1245,16 @@ check_timeouts(struct loop *l)
 			continue;
 		c->no_wait = true; /* the loop thread never waits on one client */
 		now = zc_now_ns();
+		if (c->state == C_SEND) {
+			/* a parked answer whose socket queue moved has a client still reading,
+			 * however slowly (EPOLLOUT waits until much of the send buffer drained) */
+			int q;
+
+			if (ioctl(c->fd, SIOCOUTQ, &q) == 0 && q != c->outq) {
+				c->outq = q;
+				c->last_ns = now;
+			}
+		}
 		if (c->state == C_HEAD && c->rend > c->rstart &&
 		    elapsed_over(now, c->head_start_ns, cfg->header_timeout_ms)) {
 			send_simple_error(c, S3E_REQUEST_TIMEOUT);
