@@ -86,7 +86,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	grpc_channel_credentials *creds;
 	struct rpc_client *c;
 	grpc_channel_args args;
-	grpc_arg arg[4];
+	grpc_arg arg[6];
 	size_t limit;
 	unsigned n;
 
@@ -122,6 +122,16 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	arg[3].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
 	arg[3].value.integer = 1;
 	args.num_args = 4;
+	if (opts->stream_window) {
+		arg[4].type = GRPC_ARG_INTEGER;
+		arg[4].key = GRPC_ARG_HTTP2_BDP_PROBE;
+		arg[4].value.integer = 0;
+		arg[5].type = GRPC_ARG_INTEGER;
+		arg[5].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+		arg[5].value.integer =
+			opts->stream_window > INT32_MAX ? INT32_MAX : (int)opts->stream_window;
+		args.num_args = 6;
+	}
 	args.args = arg;
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)

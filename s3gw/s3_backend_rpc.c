@@ -35,6 +35,9 @@
  * ReadChunk arriving after the pause, a stream buffers at most ~3 MiB. */
 #define GET_PAUSE_BYTES  (2u << 20)
 #define GET_RESUME_BYTES (1u << 20)
+/* What gRPC itself may hold of a paused stream: a fixed HTTP/2 window (BDP probing grew
+ * it to ~35 MiB per stream: 32 stalled GETs took the gateway to 1.2 GiB RSS). */
+#define GET_STREAM_WINDOW (2u << 20)
 #define MAX_ATTRS        128
 
 struct rbe {
@@ -1048,6 +1051,7 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **
 		}
 		o.target = nodes[i];
 		o.channels = 2;
+		o.stream_window = GET_STREAM_WINDOW;
 		rc = rpc_client_create(&o, &b->cl[i]);
 		if (rc < 0)
 			goto fail;
