@@ -1105,14 +1105,15 @@ serve(struct s3_conn *c)
 	return on_readable(c);
 }
 
-/* Re-arm c (one-shot): a parked GET waits to write (and, under TLS, maybe to read). */
+/* Re-arm c (one-shot): a parked GET waits to write, or under TLS maybe to read (not both:
+ * a writable socket would wake a TLS write that is waiting for input again and again). */
 static void
 conn_arm(struct s3_conn *c)
 {
 	struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
 
 	if (c->state == C_SEND)
-		ev.events = EPOLLOUT | EPOLLONESHOT | (c->want_in ? EPOLLIN : 0);
+		ev.events = (c->want_in ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT;
 	epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
