@@ -29,7 +29,9 @@
  * Threading: parsers, decoders and checksum states belong to one thread at a time. The
  * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
  * readable connection is served by one worker at a time (EPOLLONESHOT), which may block on
- * the client or the backend without stalling any other connection.
+ * the backend without stalling any other connection; a GET body is pulled from the
+ * backend (get_open/get_next) and a connection whose socket is full parks instead of
+ * holding its worker.
  * Errors: >= 0 success, -errno failure (-EINVAL malformed input, -EBADMSG checksum or
  * signature mismatch, -ENOMEM, -EMSGSIZE over a limit, -EAGAIN need more input).
  */

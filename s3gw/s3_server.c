@@ -5,7 +5,14 @@
  * connections) accept, watch readiness and enforce timeouts; a pool of worker threads
  * serves requests. A readable connection is queued to the workers and disarmed until the
  * worker is done with it, so one worker at a time owns a connection and may block on the
- * client (a slow reader) or on the backend without stalling anyone else.
+ * backend without stalling anyone else.
+ *
+ * No worker waits on a slow reader of a GET body: the operation hands the server a backend
+ * stream (s3_resp_stream) and the worker writes it without blocking; when the socket is
+ * full the connection parks (C_SEND, armed for EPOLLOUT) holding one segment, nothing
+ * pulls the stream, so it pauses and HTTP/2 flow control stops the datanode; a loop hands
+ * the connection back to a worker once the socket drains. Other answers are small (heads,
+ * errors, XML) and written with waits bounded by the idle timeout.
  *
  * A connection reads into a reference-counted read buffer (struct rbuf), taken only while
  * bytes are in flight. Payload handed to the operations is a span of that buffer plus a
