@@ -244,7 +244,9 @@ def test_slow_readers_and_slowloris_do_not_starve_a_good_client():
             if not zh.SANITIZED:
                 # bounded buffering: a few MiB per slow GET on each side, not the object
                 assert gw_rss < 8 * SLOW_READERS + 200, gw_rss
-            assert conns >= SLOW_READERS, conns
+            # the slowloris connections are open too, not refused (half of them drip and
+            # are closed by the header timeout, then reconnect)
+            assert conns >= SLOW_READERS + SLOWLORIS // 2, conns
         finally:
             loris.finish()
             readers.stop.set()
