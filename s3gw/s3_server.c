@@ -11,8 +11,10 @@
  * stream (s3_resp_stream) and the worker writes it without blocking; when the socket is
  * full the connection parks (C_SEND, armed for EPOLLOUT) holding one segment, nothing
  * pulls the stream, so it pauses and HTTP/2 flow control stops the datanode; a loop hands
- * the connection back to a worker once the socket drains. Other answers are small (heads,
- * errors, XML) and written with waits bounded by the idle timeout.
+ * the connection back to a worker once the socket drains. Answers given with no request
+ * body left to read (heads, errors, XML) park the same way, their unsent rest kept in
+ * obuf; only answers given while a body is still coming (errors mid-upload, 100 Continue)
+ * and /metrics are written with waits bounded by the idle timeout.
  *
  * A connection reads into a reference-counted read buffer (struct rbuf), taken only while
  * bytes are in flight. Payload handed to the operations is a span of that buffer plus a
@@ -233,6 +235,11 @@ struct s3_conn {
 	struct zc_seg gseg;
 	size_t gdone;
 	bool want_in;
+	/* an answer (head, XML) the socket did not take at once, sent before the stream;
+	 * defer_ok: the server lets answers wait there (no request body left to read) */
+	char *obuf;
+	size_t olen, odone;
+	bool defer_ok;
 	int outq; /* unsent bytes in the socket when the timeouts last looked */
 };
 
@@ -330,6 +337,18 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 {
 	const uint8_t *b = p;
 
+	if (c->obuf) { /* what was deferred goes first */
+		char *o = c->obuf;
+		size_t at = c->odone, len = c->olen;
+		int rc;
+
+		c->obuf = NULL;
+		c->olen = c->odone = 0;
+		rc = conn_write(c, o + at, len - at, more || n > 0);
+		free(o);
+		if (rc)
+			return rc;
+	}
 	while (n) {
 		long w;
 
@@ -379,7 +398,7 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 /* One write without waiting: bytes written, -EAGAIN when the socket is full (c->want_in:
  * TLS must read first), or -errno. TLS retries pass the same bytes, as SSL_write wants. */
 static long
-conn_write_nb(struct s3_conn *c, const void *p, size_t n)
+conn_write_nb(struct s3_conn *c, const void *p, size_t n, bool more)
 {
 	c->want_in = false;
 	if (c->ssl) {
@@ -400,7 +419,7 @@ conn_write_nb(struct s3_conn *c, const void *p, size_t n)
 		return -EPIPE;
 	}
 	for (;;) {
-		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
 
 		if (w >= 0)
 			return w;
@@ -408,6 +427,44 @@ conn_write_nb(struct s3_conn *c, const void *p, size_t n)
 			continue;
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	}
+}
+
+/*
+ * Send a whole answer part held in b. When the server allows it (c->defer_ok), whatever the
+ * socket does not take at once stays in c->obuf (b's memory, taken over: no copy) and
+ * send_step writes it later without holding the worker; else a bounded blocking write.
+ */
+static int
+conn_send_buf(struct s3_conn *c, struct s3_buf *b, bool more)
+{
+	long w = 0;
+
+	if (!c->defer_ok)
+		return conn_write(c, b->p, b->len, more);
+	if (c->obuf) { /* rare (two parts): keep the order, append */
+		char *o = realloc(c->obuf, c->olen + b->len);
+
+		if (!o)
+			return -ENOMEM;
+		memcpy(o + c->olen, b->p, b->len);
+		c->obuf = o;
+		c->olen += b->len;
+		return 0;
+	}
+	if (b->len)
+		w = conn_write_nb(c, b->p, b->len, more);
+	if (w == -EAGAIN)
+		w = 0;
+	if (w < 0)
+		return (int)w;
+	if ((size_t)w < b->len) {
+		c->obuf = b->p;
+		c->olen = b->len;
+		c->odone = (size_t)w;
+		b->p = NULL;
+		b->len = b->cap = 0;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ responses */
@@ -503,7 +560,7 @@ s3_resp_head(struct s3_req *rq, int status, const struct s3_buf *extra, uint64_t
 	build_head(rq, &h, status, extra, clen);
 	rq->head_sent = true;
 	rq->status = status;
-	rc = h.err ? h.err : conn_write(rq->conn, h.p, h.len, clen > 0 && !rq->is_head);
+	rc = h.err ? h.err : conn_send_buf(rq->conn, &h, clen > 0 && !rq->is_head);
 	s3_buf_fini(&h);
 	if (rc)
 		rq->close = true;
@@ -562,7 +619,7 @@ s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra, const str
 		s3_buf_add(&h, xml->p, blen);
 	rq->head_sent = true;
 	rq->status = status;
-	rc = h.err ? h.err : conn_write(rq->conn, h.p, h.len, false);
+	rc = h.err ? h.err : conn_send_buf(rq->conn, &h, false);
 	s3_buf_fini(&h);
 	s3_buf_fini(&ex);
 	if (rc)
@@ -605,6 +662,9 @@ stream_release(struct s3_conn *c)
 	if (c->gstream)
 		c->rq.be->get_close(c->gstream);
 	c->gstream = NULL;
+	free(c->obuf);
+	c->obuf = NULL;
+	c->olen = c->odone = 0;
 }
 
 /* Take c off its loop's list; the caller holds l->lock. */
@@ -692,9 +752,28 @@ send_step(struct s3_conn *c)
 	for (;;) {
 		int rc;
 
+		if (c->obuf) {
+			long w = conn_write_nb(c, c->obuf + c->odone, c->olen - c->odone,
+			                       c->gstream != NULL);
+
+			if (w == -EAGAIN)
+				return true;
+			if (w < 0) {
+				rq->close = true;
+				break;
+			}
+			c->odone += (size_t)w;
+			c->last_ns = zc_now_ns();
+			if (c->odone == c->olen) {
+				free(c->obuf);
+				c->obuf = NULL;
+				c->olen = c->odone = 0;
+			}
+			continue;
+		}
 		if (c->gdone < c->gseg.len) {
 			long w = conn_write_nb(c, (const uint8_t *)c->gseg.ptr + c->gdone,
-			                       c->gseg.len - c->gdone);
+			                       c->gseg.len - c->gdone, false);
 
 			if (w == -EAGAIN)
 				return true;
@@ -712,6 +791,8 @@ send_step(struct s3_conn *c)
 			zc_ref_put(c->gseg.ref);
 		c->gseg = (struct zc_seg){ 0 };
 		c->gdone = 0;
+		if (!c->gstream)
+			break;
 		rc = rq->be->get_next(c->gstream, &c->gseg);
 		if (rc == 0)
 			break;
@@ -723,6 +804,19 @@ send_step(struct s3_conn *c)
 	stream_release(c);
 	request_done(c);
 	return false;
+}
+
+/* The answer was given: end the request, or park until a deferred part is out. */
+static void
+finish_answer(struct s3_conn *c)
+{
+	c->defer_ok = false;
+	if (c->gstream || c->obuf) {
+		c->state = C_SEND;
+		send_step(c);
+		return;
+	}
+	request_done(c);
 }
 
 /* Raw (HTTP-decoded) body bytes: through aws-chunked if present, then to the operation. */
@@ -830,6 +924,8 @@ begin_request(struct s3_conn *c)
 		s3_http_chunked_init(&c->hc);
 	has_body = c->chunked || c->body_left > 0;
 
+	/* with no body to read, an answer the socket cannot take at once may wait in obuf */
+	c->defer_ok = !has_body && !c->is_metrics;
 	if (c->is_metrics) {
 		serve_metrics(c);
 	} else if (s3_ops_begin(rq) < 0) {
@@ -840,13 +936,12 @@ begin_request(struct s3_conn *c)
 	if (c->gstream) {
 		if (has_body)
 			rq->close = true; /* a GET's request body is not read */
-		c->state = C_SEND;
-		send_step(c);
+		finish_answer(c);
 		return;
 	}
 	if (rq->head_sent) {
 		if (!has_body) {
-			request_done(c);
+			finish_answer(c);
 			return;
 		}
 		if (rq->http.expect_continue || c->body_left > (64u << 20)) {
@@ -869,15 +964,16 @@ begin_request(struct s3_conn *c)
 
 		if (rc < 0 && !rq->head_sent)
 			s3_resp_error(rq, S3E_INTERNAL, NULL);
-		request_done(c);
+		finish_answer(c);
 		return;
 	}
 	if (!has_body) {
 		/* begin neither answered nor wants a body: a bug, answer anyway */
 		s3_resp_error(rq, S3E_INTERNAL, NULL);
-		request_done(c);
+		finish_answer(c);
 		return;
 	}
+	c->defer_ok = false;
 	if (rq->body_mode == S3_BODY_NONE)
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
 	else
@@ -948,10 +1044,11 @@ body_step(struct s3_conn *c)
 		request_done(c);
 		return;
 	}
+	c->defer_ok = true; /* the body is all read: the answer may wait for the socket */
 	rc = s3_ops_end(rq);
 	if (rc < 0 && !rq->head_sent)
 		s3_resp_error(rq, S3E_INTERNAL, NULL);
-	request_done(c);
+	finish_answer(c);
 }
 
 static void

@@ -64,10 +64,13 @@ setup(void **state)
 	return 0;
 }
 
+static void alt_cleanup(void);
+
 static int
 teardown(void **state)
 {
 	(void)state;
+	alt_cleanup(); /* a second server a failed check left running */
 	s3_server_stop(srv);
 	pthread_join(thr, NULL);
 	s3_server_destroy(srv);
@@ -1104,15 +1107,17 @@ test_slow_reader_harms_nobody(void **state)
 	free(big);
 }
 
-/*
- * GETs parked on full sockets hold no worker: with 2 workers, 4 clients that stop reading a
- * 16 MiB answer (each with a small GET pipelined behind it) leave the server free for
- * others. Two then read everything: the whole body, then the pipelined answer on the same
- * connection. The other two never read again and are closed by the idle timeout, which
- * releases their streams (teardown checks every reference came back).
- */
+/* A second server over the same backend, with 2 workers and this idle timeout; the
+ * helpers talk to it until alt_down() (teardown calls it when a failed check skipped it). */
+static struct alt {
+	struct s3_server *main_srv;
+	int main_port;
+	pthread_t t;
+	bool up;
+} alt_srv;
+
 static void
-test_parked_gets_hold_no_worker(void **state)
+alt_up(struct alt *a, unsigned idle_ms)
 {
 	struct s3_config cfg = { .listen = "127.0.0.1:0",
 		                 .access_key = AK,
@@ -1121,21 +1126,58 @@ test_parked_gets_hold_no_worker(void **state)
 		                 .threads = 1,
 		                 .workers = 2,
 		                 .header_timeout_ms = 800,
-		                 .idle_timeout_ms = 4000 };
-	struct s3_server *main_srv = srv;
-	int main_port = port, slow[4];
+		                 .idle_timeout_ms = idle_ms };
+
+	a->main_srv = srv;
+	a->main_port = port;
+	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
+	port = s3_server_port(srv);
+	assert_int_equal(pthread_create(&a->t, NULL, run_server, NULL), 0);
+	a->up = true;
+}
+
+static void
+alt_down(struct alt *a)
+{
+	if (!a->up)
+		return;
+	a->up = false;
+	s3_server_stop(srv);
+	pthread_join(a->t, NULL);
+	s3_server_destroy(srv);
+	srv = a->main_srv;
+	port = a->main_port;
+}
+
+static void
+alt_cleanup(void)
+{
+	alt_down(&alt_srv);
+}
+
+/*
+ * GETs parked on full sockets hold no worker: with 2 workers, 4 clients that stop reading a
+ * 16 MiB answer (each with a small GET pipelined behind it) and 2 that stop reading four
+ * pipelined ~1.2 MB listings leave the server free for others. Two GET clients then read
+ * everything: the whole body, then the pipelined answer on the same connection; the listing
+ * clients read theirs whole. The other two go away unread, which releases their streams
+ * (teardown checks every reference came back).
+ */
+static void
+test_parked_gets_hold_no_worker(void **state)
+{
+	struct alt *a = &alt_srv;
+	int slow[4], lst[2];
+	char key[1024], target[1100];
 	size_t len = 16u << 20;
 	char *big = malloc(len), *h, *h2, *both;
-	pthread_t t;
 	struct resp r;
 	uint64_t t0;
 
 	(void)state;
 	for (size_t i = 0; i < len; i++)
 		big[i] = (char)(i * 2654435761u >> 13);
-	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
-	port = s3_server_port(srv);
-	assert_int_equal(pthread_create(&t, NULL, run_server, NULL), 0);
+	alt_up(a, 600000); /* nothing here may time out, even under valgrind */
 	request("PUT", "/park", NULL, NULL, 0, &r);
 	resp_free(&r);
 	request("PUT", "/park/big", NULL, big, len, &r);
@@ -1144,6 +1186,14 @@ test_parked_gets_hold_no_worker(void **state)
 	request("PUT", "/park/small", NULL, "hello", 5, &r);
 	assert_int_equal(r.status, 200);
 	resp_free(&r);
+	memset(key, 'k', 1000);
+	for (int i = 0; i < 1000; i++) { /* a listing of ~1.2 MB, more than a socket holds */
+		snprintf(key + 1000, sizeof(key) - 1000, "%04d", i);
+		snprintf(target, sizeof(target), "/park/%s", key);
+		request("PUT", target, NULL, "x", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
 	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	h2 = build("GET", "/park/small", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	both = malloc(strlen(h) + strlen(h2) + 1);
@@ -1153,6 +1203,13 @@ test_parked_gets_hold_no_worker(void **state)
 	for (int k = 0; k < 4; k++) {
 		slow[k] = dial_small();
 		send_all(slow[k], both, strlen(both));
+	}
+	free(h);
+	h = build("GET", "/park?list-type=2", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	for (int k = 0; k < 2; k++) { /* four pipelined: more than a send buffer holds */
+		lst[k] = dial_small();
+		for (int j = 0; j < 4; j++)
+			send_all(lst[k], h, strlen(h));
 	}
 	usleep(200000); /* every slow answer has filled its socket and parked */
 	t0 = zc_now_ns();
@@ -1177,25 +1234,48 @@ test_parked_gets_hold_no_worker(void **state)
 		resp_free(&r);
 		close(slow[k]);
 	}
-	usleep(4500000); /* past the idle timeout of the two that stopped reading */
-	for (int k = 2; k < 4; k++) {
-		char buf[65536];
-		ssize_t n;
-
-		while ((n = recv(slow[k], buf, sizeof(buf), 0)) > 0)
-			;
-		assert_true(n == 0 || errno != EAGAIN); /* closed, not still waiting */
-		close(slow[k]);
+	for (int k = 0; k < 2; k++) {
+		for (int j = 0; j < 4; j++) {
+			assert_int_equal(recv_resp(lst[k], &r, false), 0);
+			assert_int_equal(r.status, 200);
+			assert_true(r.blen > 1000000);
+			assert_non_null(strstr(r.body, "<Key>"));
+			assert_non_null(strstr(r.body + r.blen - 40, "</ListBucketResult>"));
+			resp_free(&r);
+		}
+		close(lst[k]);
 	}
+	for (int k = 2; k < 4; k++)
+		close(slow[k]); /* unread: the server's next write fails */
+	usleep(200000);
 	free(h);
 	free(h2);
 	free(both);
 	free(big);
-	s3_server_stop(srv);
-	pthread_join(t, NULL);
-	s3_server_destroy(srv);
-	srv = main_srv;
-	port = main_port;
+	alt_down(a);
+}
+
+/* A parked answer whose client stopped reading is closed after the idle timeout. */
+static void
+test_stalled_reader_times_out(void **state)
+{
+	struct alt *a = &alt_srv;
+	char *h, buf[65536];
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	alt_up(a, 1000);
+	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	fd = dial_small();
+	send_all(fd, h, strlen(h));
+	usleep(2500000); /* the socket filled at once, then nothing moved for 1 s */
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		;
+	assert_true(n == 0 || errno != EAGAIN); /* closed, not still waiting */
+	close(fd);
+	free(h);
+	alt_down(a);
 }
 
 int
@@ -1215,6 +1295,7 @@ main(void)
 		cmocka_unit_test(test_zero_copy_refs_held),
 		cmocka_unit_test(test_slow_reader_harms_nobody),
 		cmocka_unit_test(test_parked_gets_hold_no_worker),
+		cmocka_unit_test(test_stalled_reader_times_out),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
