@@ -218,6 +218,23 @@ int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t of
             uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
             void *arg);
 
+/*
+ * The same read in steps, for a caller that must not hold its thread while the reader of
+ * the bytes is slow (dn_rpc: a reader thread reads one step, hands the bytes to gRPC and
+ * serves other calls until the send completed). dn_read_open looks the object up once
+ * (later steps read that version even if it is overwritten meanwhile) and fills info
+ * (optional; fini it): 0, -ENOENT, -EINVAL (range). dn_read_next delivers whole stripes
+ * through cb until at least `want` bytes came or the range ended: returns 1 when bytes
+ * remain, 0 at the end, or -errno (cb's, -EBADMSG, -EIO). Steps may run on any thread,
+ * one at a time. dn_read_close(NULL) is a no-op.
+ */
+struct dn_rcur;
+int dn_read_open(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
+                 uint64_t length, bool has_length, struct dn_object_info *info,
+                 struct dn_rcur **out);
+int dn_read_next(struct dn_rcur *c, uint64_t want, dn_read_cb cb, void *arg);
+void dn_read_close(struct dn_rcur *c);
+
 int dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info);
 /* Returns 1 when it existed, 0 when not, or -errno. */
 int dn_delete(struct dn_store *s, const char *bucket, const char *key);

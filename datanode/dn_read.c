@@ -6,6 +6,8 @@
  *
  * The caller's thread submits a stripe's cell reads to their drives' rings at once and
  * sleeps until they complete; the checks and any decode run on the caller's thread.
+ * A read is a cursor (struct dn_rcur) stepped a stripe or more at a time, so a thread can
+ * leave a read whose consumer is slow and come back to it later; dn_read runs one to the end.
  */
 #include <errno.h>
 #include <limits.h>
@@ -194,96 +196,160 @@ dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need
 	return ec_codec_decode(codec, e->g.cell, cells, all & ~good);
 }
 
-static int
-read_extent(struct dn_store *s, const struct dn_extent *e, uint64_t from, uint64_t to,
-            uint64_t base, dn_read_cb cb, void *arg, bool *degraded)
+/*
+ * A read in progress: the object's pieces as looked up at open (a later overwrite does not
+ * change what this read returns), where it stands, and the open extent's files. Steps may
+ * run on different threads, one at a time.
+ */
+struct dn_rcur {
+	struct dn_store *s;
+	struct dn_obj o;
+	uint64_t at, end;  /* next object byte to deliver, end of the range */
+	size_t piece;      /* index of the piece holding `at` */
+	uint64_t base;     /* object offset of that piece */
+	bool have_ext, degraded;
+	struct dn_extent e;
+	struct dn_rctx rc; /* over e while have_ext */
+};
+
+static void
+rcur_drop_extent(struct dn_rcur *c)
 {
-	const struct dn_geom *g = &e->g;
-	uint64_t sb = dn_geom_stripe_bytes(g), gb = dn_geom_group_bytes(g);
-	unsigned n = g->k + g->m;
-	uint64_t at = from - from % sb;
-	struct dn_rctx rc;
-	int ret = 0;
+	if (!c->have_ext)
+		return;
+	dn_rctx_fini(&c->rc);
+	dn_extent_free(&c->e);
+	c->have_ext = false;
+}
 
-	if (from >= to)
-		return 0;
-	dn_rctx_init(&rc, s, e);
-	for (; at < to && !ret; at += sb) {
-		uint32_t group = (uint32_t)(at / gb), stripe = (uint32_t)(at % gb / sb);
-		uint64_t lo = from > at ? from - at : 0, hi = to - at < sb ? to - at : sb;
-		uint32_t need = 0;
-		uint8_t *cells[EC_MAX_CELLS];
-		struct rbuf *b = malloc(sizeof(*b) + (size_t)n * g->cell);
-		struct zc_seg seg;
-		int err;
+int
+dn_read_open(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
+             uint64_t length, bool has_length, struct dn_object_info *info, struct dn_rcur **out)
+{
+	struct dn_rcur *c;
+	int err;
 
-		if (!b) {
-			ret = -ENOMEM;
-			break;
-		}
-		zc_ref_init(&b->ref, rbuf_release);
-		for (unsigned c = 0; c < n; c++)
-			cells[c] = b->data + (size_t)c * g->cell;
-		for (unsigned c = (unsigned)(lo / g->cell); c < g->k && (uint64_t)c * g->cell < hi;
-		     c++)
-			need |= 1u << c;
-		err = dn_read_stripe(&rc, group, stripe, need, 0, cells, degraded);
-		if (!err) {
-			/* Data cells sit back to back: the stripe's range is one span. */
-			seg.ptr = b->data + lo;
-			seg.len = hi - lo;
-			seg.ref = &b->ref;
-			err = cb(arg, base + at + lo, &seg);
-		}
-		zc_ref_put(&b->ref);
-		ret = err;
+	if (!bucket || !key || !out)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->s = s;
+	err = dn_meta_get_obj(s->meta, bucket, key, &c->o);
+	if (err) {
+		free(c);
+		return err;
 	}
-	dn_rctx_fini(&rc);
-	return ret;
+	if (offset > c->o.size || (has_length && length > c->o.size - offset)) {
+		dn_obj_fini(&c->o);
+		free(c);
+		return -EINVAL;
+	}
+	c->at = offset;
+	c->end = has_length ? offset + length : c->o.size;
+	if (info)
+		dn_obj_take_info(&c->o, key, info);
+	*out = c;
+	return 0;
+}
+
+/* Deliver the stripe holding c->at (up to the range's end); returns cb's result. */
+static int
+rcur_stripe(struct dn_rcur *c, dn_read_cb cb, void *arg, uint64_t *delivered)
+{
+	const struct dn_geom *g = &c->e.g;
+	uint64_t sb = dn_geom_stripe_bytes(g), gb = dn_geom_group_bytes(g);
+	uint64_t psz = c->o.pieces[c->piece].size;
+	uint64_t from = c->at - c->base, to = c->end - c->base < psz ? c->end - c->base : psz;
+	uint64_t at = from - from % sb;
+	uint32_t group = (uint32_t)(at / gb), stripe = (uint32_t)(at % gb / sb);
+	uint64_t lo = from - at, hi = to - at < sb ? to - at : sb;
+	unsigned n = g->k + g->m;
+	uint32_t need = 0;
+	uint8_t *cells[EC_MAX_CELLS];
+	struct rbuf *b = malloc(sizeof(*b) + (size_t)n * g->cell);
+	struct zc_seg seg;
+	int err;
+
+	if (!b)
+		return -ENOMEM;
+	zc_ref_init(&b->ref, rbuf_release);
+	for (unsigned i = 0; i < n; i++)
+		cells[i] = b->data + (size_t)i * g->cell;
+	for (unsigned i = (unsigned)(lo / g->cell); i < g->k && (uint64_t)i * g->cell < hi; i++)
+		need |= 1u << i;
+	err = dn_read_stripe(&c->rc, group, stripe, need, 0, cells, &c->degraded);
+	if (!err) {
+		/* Data cells sit back to back: the stripe's range is one span. */
+		seg.ptr = b->data + lo;
+		seg.len = hi - lo;
+		seg.ref = &b->ref;
+		err = cb(arg, c->base + at + lo, &seg);
+	}
+	zc_ref_put(&b->ref);
+	if (!err) {
+		c->at += hi - lo;
+		*delivered += hi - lo;
+	}
+	return err;
+}
+
+int
+dn_read_next(struct dn_rcur *c, uint64_t want, dn_read_cb cb, void *arg)
+{
+	uint64_t got = 0;
+	int err = 0;
+
+	while (c->at < c->end && got < want && !err) {
+		if (c->piece >= c->o.npieces)
+			return -EIO; /* pieces shorter than the size: corrupt metadata */
+		if (c->base + c->o.pieces[c->piece].size <= c->at) {
+			rcur_drop_extent(c);
+			c->base += c->o.pieces[c->piece].size;
+			c->piece++;
+			continue;
+		}
+		if (!c->have_ext) {
+			err = dn_meta_get_extent(c->s->meta, c->o.pieces[c->piece].ext_id, &c->e);
+			if (err)
+				break;
+			dn_rctx_init(&c->rc, c->s, &c->e);
+			c->have_ext = true;
+		}
+		err = rcur_stripe(c, cb, arg, &got);
+	}
+	if (err)
+		return err;
+	return c->at < c->end;
+}
+
+void
+dn_read_close(struct dn_rcur *c)
+{
+	if (!c)
+		return;
+	rcur_drop_extent(c);
+	if (c->degraded)
+		atomic_fetch_add(&c->s->degraded_reads, 1);
+	dn_obj_fini(&c->o);
+	free(c);
 }
 
 int
 dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset, uint64_t length,
         bool has_length, struct dn_object_info *info, dn_read_cb cb, void *arg)
 {
-	struct dn_obj o;
-	uint64_t base = 0, end;
-	bool degraded = false;
+	struct dn_rcur *c;
 	int err;
 
-	if (!bucket || !key || !cb)
+	if (!cb)
 		return -EINVAL;
-	err = dn_meta_get_obj(s->meta, bucket, key, &o);
+	err = dn_read_open(s, bucket, key, offset, length, has_length, info, &c);
 	if (err)
 		return err;
-	if (offset > o.size || (has_length && length > o.size - offset)) {
-		err = -EINVAL;
-		goto fini;
-	}
-	end = has_length ? offset + length : o.size;
-	if (info)
-		dn_obj_take_info(&o, key, info);
-	for (size_t i = 0; i < o.npieces && !err && base < end; i++) {
-		uint64_t psz = o.pieces[i].size;
-		struct dn_extent e;
-
-		if (base + psz > offset) {
-			uint64_t from = offset > base ? offset - base : 0;
-			uint64_t to = end - base < psz ? end - base : psz;
-
-			err = dn_meta_get_extent(s->meta, o.pieces[i].ext_id, &e);
-			if (!err) {
-				err = read_extent(s, &e, from, to, base, cb, arg, &degraded);
-				dn_extent_free(&e);
-			}
-		}
-		base += psz;
-	}
-	if (degraded)
-		atomic_fetch_add(&s->degraded_reads, 1);
-	if (err && info)
+	err = dn_read_next(c, UINT64_MAX, cb, arg);
+	dn_read_close(c);
+	if (err < 0 && info)
 		dn_object_info_fini(info);
-fini:
-	dn_obj_fini(&o);
-	return err;
+	return err < 0 ? err : 0;
 }

@@ -70,9 +70,12 @@ struct rcall {
 	bool has_len;
 	/* under mu */
 	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool sending, aborted;
-	/* reader thread only */
+	bool sending; /* a ReadChunk is with gRPC: `sent` (or abort) brings the call back */
+	bool running; /* on the reader queue or held by a reader thread */
+	bool aborted;
+	/* the reader thread holding the call */
+	struct dn_rcur *cur;
+	bool eof; /* every byte was handed to gRPC */
 	struct dn_object_info info;
 	bool info_sent;
 	uint64_t batch_off;
@@ -582,12 +585,29 @@ rcall_free(struct rcall *rc)
 		if (rc->batch[i].ref)
 			zc_ref_put(rc->batch[i].ref);
 	free(rc->batch);
+	dn_read_close(rc->cur);
 	dn_object_info_fini(&rc->info);
 	pthread_mutex_destroy(&rc->mu);
-	pthread_cond_destroy(&rc->cond);
 	free(rc->bucket);
 	free(rc->key);
 	free(rc);
+}
+
+/* Hand rc to the reader threads; the caller set rc->running. */
+static void
+rcall_queue(struct rcall *rc)
+{
+	struct dn_rpc *b = rc->b;
+
+	pthread_mutex_lock(&b->mu);
+	rc->next = NULL;
+	if (b->rq_tail)
+		b->rq_tail->next = rc;
+	else
+		b->rq_head = rc;
+	b->rq_tail = rc;
+	pthread_cond_signal(&b->rcond);
+	pthread_mutex_unlock(&b->mu);
 }
 
 static void
@@ -614,24 +634,15 @@ info_to_pb(const struct dn_object_info *in, Zest__ObjectInfo *out, Zest__Attr *a
 	}
 }
 
-/* Send the batch (the reader thread). Waits for the previous send. */
+/* Hand the batch to gRPC (a reader thread); the caller set rc->sending. */
 static int
-read_flush(struct rcall *rc)
+read_send(struct rcall *rc)
 {
 	Zest__ObjectInfo info, *pinfo = NULL;
 	Zest__Attr *attrs = NULL, **pattrs = NULL;
 	uint32_t crc = 0;
 	int err;
 
-	pthread_mutex_lock(&rc->mu);
-	while (rc->sending && !rc->aborted)
-		pthread_cond_wait(&rc->cond, &rc->mu);
-	if (rc->aborted) {
-		pthread_mutex_unlock(&rc->mu);
-		return -ECANCELED;
-	}
-	rc->sending = true;
-	pthread_mutex_unlock(&rc->mu);
 	if (!rc->info_sent) {
 		attrs = calloc(rc->info.nattrs + 1, sizeof(*attrs));
 		pattrs = calloc(rc->info.nattrs + 1, sizeof(*pattrs));
@@ -656,11 +667,6 @@ out:
 			zc_ref_put(rc->batch[i].ref);
 	rc->n_batch = 0;
 	rc->batch_len = 0;
-	if (err) {
-		pthread_mutex_lock(&rc->mu);
-		rc->sending = false;
-		pthread_mutex_unlock(&rc->mu);
-	}
 	return err;
 }
 
@@ -686,26 +692,12 @@ read_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
 	if (seg->ref)
 		zc_ref_get(seg->ref);
 	rc->batch_len += seg->len;
-	if (rc->batch_len >= READ_BATCH)
-		return read_flush(rc);
 	return 0;
 }
 
 static void
-read_run(struct rcall *rc)
+read_end(struct rcall *rc, int err)
 {
-	struct dn_rpc *b = rc->b;
-	int err;
-
-	rc->batch_off = rc->off;
-	err = dn_read(b->s, rc->bucket, rc->key, rc->off, rc->len, rc->has_len, &rc->info, read_cb,
-	              rc);
-	if (!err && (rc->n_batch || !rc->info_sent))
-		err = read_flush(rc);
-	pthread_mutex_lock(&rc->mu);
-	while (rc->sending && !rc->aborted)
-		pthread_cond_wait(&rc->cond, &rc->mu);
-	pthread_mutex_unlock(&rc->mu);
 	switch (err) {
 	case 0:
 		rpc_read_finish(rc->r, 0, NULL);
@@ -731,6 +723,60 @@ read_run(struct rcall *rc)
 	rcall_free(rc);
 }
 
+/*
+ * One turn of a Read on a reader thread: read about READ_BATCH bytes (whole stripes), hand
+ * them to gRPC and let go of the call. The reader never waits for a send: a slow client
+ * (HTTP/2 flow control holds the message) keeps one message in flight and no thread, and
+ * its `sent` callback queues the call again. The last turn, after the last send completed,
+ * finishes the call.
+ */
+static void
+read_step(struct rcall *rc)
+{
+	struct dn_rpc *b = rc->b;
+	int err = 0, more;
+	bool again;
+
+	for (;;) {
+		pthread_mutex_lock(&rc->mu);
+		if (rc->aborted)
+			err = -ECANCELED;
+		pthread_mutex_unlock(&rc->mu);
+		if (err || rc->eof)
+			break;
+		if (!rc->cur) {
+			err = dn_read_open(b->s, rc->bucket, rc->key, rc->off, rc->len, rc->has_len,
+			                   &rc->info, &rc->cur);
+			if (err)
+				break;
+		}
+		more = dn_read_next(rc->cur, READ_BATCH, read_cb, rc);
+		if (more < 0) {
+			err = more;
+			break;
+		}
+		rc->eof = more == 0;
+		if (!rc->n_batch && rc->info_sent)
+			continue;
+		pthread_mutex_lock(&rc->mu);
+		rc->sending = true;
+		pthread_mutex_unlock(&rc->mu);
+		err = read_send(rc);
+		pthread_mutex_lock(&rc->mu);
+		if (err)
+			rc->sending = false;
+		/* `sent` or abort may have come already: then this thread goes on */
+		again = err || !rc->sending || rc->aborted;
+		rc->running = again;
+		pthread_mutex_unlock(&rc->mu);
+		if (!again)
+			return;
+		if (err)
+			break;
+	}
+	read_end(rc, err);
+}
+
 static void *
 read_worker(void *arg)
 {
@@ -749,7 +795,7 @@ read_worker(void *arg)
 		if (!b->rq_head)
 			b->rq_tail = NULL;
 		pthread_mutex_unlock(&b->mu);
-		read_run(rc);
+		read_step(rc);
 		pthread_mutex_lock(&b->mu);
 	}
 	pthread_mutex_unlock(&b->mu);
@@ -790,47 +836,50 @@ on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void 
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&rc->mu, NULL);
-	pthread_cond_init(&rc->cond, NULL);
 	rc->b = b;
 	rc->r = r;
 	rc->off = req->offset;
 	rc->len = req->length;
 	rc->has_len = req->has_length;
+	rc->running = true;
 	*call_ctx = rc;
-	pthread_mutex_lock(&b->mu);
-	if (b->rq_tail)
-		b->rq_tail->next = rc;
-	else
-		b->rq_head = rc;
-	b->rq_tail = rc;
-	pthread_cond_signal(&b->rcond);
-	pthread_mutex_unlock(&b->mu);
+	rcall_queue(rc);
 	return 0;
 }
 
+/* CQ thread: the previous ReadChunk left; the call's next turn goes to a reader. */
 static void
 on_read_sent(void *call_ctx, struct rpc_read *r)
 {
 	struct rcall *rc = call_ctx;
+	bool queue;
 
 	(void)r;
 	pthread_mutex_lock(&rc->mu);
 	rc->sending = false;
-	pthread_cond_signal(&rc->cond);
+	queue = !rc->running;
+	rc->running = true;
 	pthread_mutex_unlock(&rc->mu);
+	if (queue)
+		rcall_queue(rc);
 }
 
+/* CQ thread: no `sent` will come; a reader finishes the call. */
 static void
 on_read_abort(void *call_ctx, struct rpc_read *r, int err)
 {
 	struct rcall *rc = call_ctx;
+	bool queue;
 
 	(void)r;
 	(void)err;
 	pthread_mutex_lock(&rc->mu);
 	rc->aborted = true;
-	pthread_cond_signal(&rc->cond);
+	queue = !rc->running;
+	rc->running = true;
 	pthread_mutex_unlock(&rc->mu);
+	if (queue)
+		rcall_queue(rc);
 }
 
 /* ------------------------------------------------------------------ unary */

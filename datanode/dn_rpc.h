@@ -5,8 +5,10 @@
  * Threads: the rpc server's CQ threads run the callbacks and never block on the engine;
  * a pool of write workers runs dn_write_begin/data/commit (which may block for admission,
  * pool buffers and the in-flight cap) with each call's jobs in order; a pool of reader
- * threads runs dn_read and streams ReadChunks, one send at a time. Commit callbacks run
- * on the store's commit thread and finish the call there.
+ * threads steps each Read (dn_read_next, ~1 MiB of whole stripes), hands the ReadChunk to
+ * gRPC and takes the next call: the `sent` callback queues the call again, so a slow
+ * client holds one message in flight and no thread. Commit callbacks run on the store's
+ * commit thread and finish the call there.
  */
 #ifndef ZEST_DN_RPC_H
 #define ZEST_DN_RPC_H

@@ -320,6 +320,10 @@ struct rpc_client_opts {
 	size_t max_message;        /* 0: RPC_DEFAULT_MAX_MESSAGE (+ header room) */
 	size_t max_inflight;       /* per Write stream; 0: 4 MiB */
 	unsigned channels;         /* TCP connections, calls spread round-robin; 0: 1, max 16 */
+	/* HTTP/2 receive window per stream, fixed (BDP probing off): what a paused Read
+	 * stream can still buffer in gRPC. 0: gRPC's default, which BDP probing grows to
+	 * tens of MiB per stream. */
+	size_t stream_window;
 };
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, or -EINVAL / -ENOMEM. */

@@ -79,7 +79,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	grpc_channel_credentials *creds;
 	struct rpc_client *c;
 	grpc_channel_args args;
-	grpc_arg arg[7];
+	grpc_arg arg[9];
 	size_t limit;
 	unsigned n;
 
@@ -126,6 +126,16 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	arg[6].key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
 	arg[6].value.integer = RPC_RECONNECT_MS / 5;
 	args.num_args = 7;
+	if (opts->stream_window) {
+		arg[7].type = GRPC_ARG_INTEGER;
+		arg[7].key = GRPC_ARG_HTTP2_BDP_PROBE;
+		arg[7].value.integer = 0;
+		arg[8].type = GRPC_ARG_INTEGER;
+		arg[8].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+		arg[8].value.integer =
+		        opts->stream_window > INT32_MAX ? INT32_MAX : (int)opts->stream_window;
+		args.num_args = 9;
+	}
 	args.args = arg;
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)

@@ -90,7 +90,7 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 	pthread_mutex_lock(&r->c.mu);
 	rpc_call_post_close(&r->c);
 	if (!req) {
-		rpc_call_fail(&r->c, -EINVAL, "InvalidArgument: malformed ReadRequest");
+		rpc_call_fail(&r->c, -EINVAL, "malformed ReadRequest");
 		rpc_read_settle(r);
 		return;
 	}

@@ -30,7 +30,9 @@
  * Threading: parsers, decoders and checksum states belong to one thread at a time. The
  * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
  * readable connection is served by one worker at a time (EPOLLONESHOT), which may block on
- * the client or the backend without stalling any other connection.
+ * the backend without stalling any other connection; a GET body is pulled from the
+ * backend (get_open/get_next) and a connection whose socket is full parks instead of
+ * holding its worker.
  * Errors: >= 0 success, -errno failure (-EINVAL malformed input, -EBADMSG checksum or
  * signature mismatch, -ENOMEM, -EMSGSIZE over a limit, -EAGAIN need more input).
  */
@@ -512,6 +514,18 @@ struct s3_backend {
 	 * its return value, e.g. for preconditions), then emit with the bytes in order. */
 	int (*get)(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
 	           bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
+	/* The same read, pulled, for a caller that must not wait on its own consumer (the
+	 * server's GET: a slow client parks its connection instead of holding a worker).
+	 * get_open learns the object facts (the first chunk, or a stat) into *info: 0 and
+	 * *stream, NULL when off >= info->size (nothing to read; the caller decides), or
+	 * -errno. get_next hands out the next segment with a ref taken for the caller (put
+	 * it): 1, 0 at the end, -errno; it may wait on the datanode, never on a client.
+	 * get_close frees the stream, done or not. At most ~3 MiB are buffered per stream.
+	 * All three NULL: callers use get. */
+	int (*get_open)(void *ctx, const char *bucket, const char *key, uint64_t off,
+	                uint64_t len, bool has_len, struct s3_obj_info *info, void **stream);
+	int (*get_next)(void *stream, struct zc_seg *seg);
+	void (*get_close)(void *stream);
 	int (*stat)(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 	int (*del)(void *ctx, const char *bucket, const char *key, bool *existed);
 	int (*list)(void *ctx, const char *bucket, const char *prefix, const char *start_after,

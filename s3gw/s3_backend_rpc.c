@@ -31,8 +31,14 @@
 #include "s3.h"
 #include "zc.h"
 
-#define GET_PAUSE_BYTES  (8u << 20) /* queued GET bytes that pause the datanode stream */
-#define GET_RESUME_BYTES (2u << 20)
+/* Queued GET bytes that pause the datanode stream (no more RECV_MESSAGE: HTTP/2 flow
+ * control then stops the datanode), and the level that resumes it. With one ~1 MiB
+ * ReadChunk arriving after the pause, a stream buffers at most ~3 MiB. */
+#define GET_PAUSE_BYTES  (2u << 20)
+#define GET_RESUME_BYTES (1u << 20)
+/* What gRPC itself may hold of a paused stream: a fixed HTTP/2 window (BDP probing grew
+ * it to ~35 MiB per stream: 32 stalled GETs took the gateway to 1.2 GiB RSS). */
+#define GET_STREAM_WINDOW (2u << 20)
 #define MAX_ATTRS        128
 
 struct rbe {
@@ -353,6 +359,7 @@ struct get {
 	bool have_info;
 	struct s3_obj_info *info;
 	const char *key;
+	char *keycopy;
 };
 
 static int
@@ -422,101 +429,26 @@ get_on_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
 /* Stat for the range clamp and for a stream that ended without info. */
 static int r_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 
-static int
-r_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len, bool has_len,
-      s3_info_fn on_info, s3_span_fn emit, void *arg)
+static void
+get_free(struct get *g)
 {
-	static const struct rpc_cread_cbs cbs = { get_on_chunk, get_on_done };
-	struct rbe *b = ctx;
-	Zest__ReadRequest req;
-	struct get *g;
-	bool info_given = false;
-	int rc = 0;
+	free(g->q);
+	free(g->info);
+	free(g->keycopy);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
 
-	g = calloc(1, sizeof(*g));
+/* Stop the stream if it runs, wait for its end, drop what is queued, free. */
+static void
+r_get_close(void *stream)
+{
+	struct get *g = stream;
+
 	if (!g)
-		return -ENOMEM;
-	g->info = malloc(sizeof(*g->info));
-	if (!g->info) {
-		free(g);
-		return -ENOMEM;
-	}
-	g->key = key;
-	pthread_mutex_init(&g->mu, NULL);
-	pthread_cond_init(&g->cv, NULL);
-	if (off || has_len) {
-		/* S3 clamps a range to the object; the datanode refuses one past the end */
-		rc = r_stat(ctx, bucket, key, g->info);
-		if (rc < 0)
-			goto out;
-		if (off >= g->info->size) {
-			rc = on_info(arg, g->info); /* the caller decides (InvalidRange or empty) */
-			goto out;
-		}
-		if (has_len && len > g->info->size - off)
-			len = g->info->size - off;
-	}
-	zest__read_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.key = (char *)key;
-	req.offset = off;
-	req.length = has_len ? len : 0;
-	req.has_length = has_len;
+		return;
 	pthread_mutex_lock(&g->mu);
-	rc = rpc_cread_open(place(b, bucket, key), &req, &cbs, g, &g->r);
-	pthread_mutex_unlock(&g->mu);
-	if (rc < 0)
-		goto out;
-	pthread_mutex_lock(&g->mu);
-	for (;;) {
-		struct zc_seg s;
-		bool resume = false;
-
-		while (!g->done && !g->failed_alloc && !(g->have_info && !info_given) && !g->qn)
-			pthread_cond_wait(&g->cv, &g->mu);
-		if (g->failed_alloc && rc == 0)
-			rc = -ENOMEM;
-		if (rc < 0)
-			break;
-		if (g->have_info && !info_given) {
-			info_given = true;
-			pthread_mutex_unlock(&g->mu);
-			rc = on_info(arg, g->info);
-			pthread_mutex_lock(&g->mu);
-			continue;
-		}
-		if (!g->qn) { /* done and drained */
-			rc = err_from_status(&g->st);
-			if (rc == 0 && !info_given) {
-				pthread_mutex_unlock(&g->mu);
-				rc = r_stat(ctx, bucket, key, g->info);
-				if (rc == 0)
-					rc = on_info(arg, g->info);
-				pthread_mutex_lock(&g->mu);
-			}
-			break;
-		}
-		s = g->q[g->qhead++];
-		g->qn--;
-		pthread_mutex_unlock(&g->mu);
-		rc = emit(arg, s.ptr, s.len);
-		if (s.ref)
-			zc_ref_put(s.ref);
-		pthread_mutex_lock(&g->mu);
-		g->qbytes -= s.len;
-		if (g->paused && g->qbytes < GET_RESUME_BYTES && !g->done) {
-			g->paused = false;
-			resume = true;
-		}
-		if (resume && g->r) {
-			struct rpc_cread *r = g->r;
-
-			pthread_mutex_unlock(&g->mu);
-			rpc_cread_resume(r);
-			pthread_mutex_lock(&g->mu);
-		}
-	}
-	/* an error on our side: stop the stream, then drop what is queued */
 	if (!g->done && g->r) {
 		struct rpc_cread *r = g->r;
 
@@ -543,12 +475,135 @@ r_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len
 	g->qn = 0;
 	pthread_mutex_unlock(&g->mu);
 	rpc_cread_destroy(g->r);
-out:
-	free(g->q);
-	free(g->info);
-	pthread_cond_destroy(&g->cv);
-	pthread_mutex_destroy(&g->mu);
-	free(g);
+	get_free(g);
+}
+
+static int
+r_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+           bool has_len, struct s3_obj_info *info, void **stream)
+{
+	static const struct rpc_cread_cbs cbs = { get_on_chunk, get_on_done };
+	struct rbe *b = ctx;
+	Zest__ReadRequest req;
+	struct get *g;
+	int rc = 0;
+
+	*stream = NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->info = malloc(sizeof(*g->info));
+	g->keycopy = strdup(key);
+	if (!g->info || !g->keycopy) {
+		get_free(g);
+		return -ENOMEM;
+	}
+	g->key = g->keycopy;
+	if (off || has_len) {
+		/* S3 clamps a range to the object; the datanode refuses one past the end */
+		rc = r_stat(ctx, bucket, key, g->info);
+		if (rc < 0)
+			goto fail;
+		if (off >= g->info->size) {
+			*info = *g->info; /* the caller decides (InvalidRange or empty) */
+			get_free(g);
+			return 0;
+		}
+		if (has_len && len > g->info->size - off)
+			len = g->info->size - off;
+	}
+	zest__read_request__init(&req);
+	req.bucket = (char *)bucket;
+	req.key = (char *)key;
+	req.offset = off;
+	req.length = has_len ? len : 0;
+	req.has_length = has_len;
+	pthread_mutex_lock(&g->mu);
+	rc = rpc_cread_open(place(b, bucket, key), &req, &cbs, g, &g->r);
+	if (rc < 0) {
+		pthread_mutex_unlock(&g->mu);
+		goto fail;
+	}
+	while (!g->done && !g->failed_alloc && !g->have_info)
+		pthread_cond_wait(&g->cv, &g->mu);
+	if (g->failed_alloc)
+		rc = -ENOMEM;
+	else if (!g->have_info)
+		rc = err_from_status(&g->st);
+	pthread_mutex_unlock(&g->mu);
+	if (rc == 0 && !g->have_info) /* ended without info: ask for it */
+		rc = r_stat(ctx, bucket, key, g->info);
+	if (rc < 0) {
+		r_get_close(g);
+		return rc;
+	}
+	*info = *g->info;
+	*stream = g;
+	return 0;
+fail:
+	get_free(g);
+	return rc;
+}
+
+static int
+r_get_next(void *stream, struct zc_seg *seg)
+{
+	struct get *g = stream;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	while (!g->done && !g->failed_alloc && !g->qn)
+		pthread_cond_wait(&g->cv, &g->mu);
+	if (g->failed_alloc) {
+		rc = -ENOMEM;
+	} else if (!g->qn) { /* done and drained */
+		rc = err_from_status(&g->st);
+	} else {
+		*seg = g->q[g->qhead++];
+		g->qn--;
+		g->qbytes -= seg->len;
+		rc = 1;
+		if (g->paused && g->qbytes < GET_RESUME_BYTES && !g->done && g->r) {
+			struct rpc_cread *r = g->r;
+
+			g->paused = false;
+			pthread_mutex_unlock(&g->mu);
+			rpc_cread_resume(r);
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+/* The blocking form over the pulled one (multipart records, copies). */
+static int
+r_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len, bool has_len,
+      s3_info_fn on_info, s3_span_fn emit, void *arg)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	struct zc_seg seg;
+	void *g;
+	int rc, n;
+
+	if (!info)
+		return -ENOMEM;
+	rc = r_get_open(ctx, bucket, key, off, len, has_len, info, &g);
+	if (rc == 0)
+		rc = on_info(arg, info);
+	free(info);
+	while (rc == 0 && g && (n = r_get_next(g, &seg)) != 0) {
+		if (n < 0) {
+			rc = n;
+			break;
+		}
+		rc = emit(arg, seg.ptr, seg.len);
+		if (seg.ref)
+			zc_ref_put(seg.ref);
+	}
+	r_get_close(g);
 	return rc;
 }
 
@@ -951,6 +1006,9 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **
 		.put_commit = r_put_commit,
 		.put_abort = r_put_abort,
 		.get = r_get,
+		.get_open = r_get_open,
+		.get_next = r_get_next,
+		.get_close = r_get_close,
 		.stat = r_stat,
 		.del = r_del,
 		.list = r_list,
@@ -982,6 +1040,7 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **
 		}
 		o.target = nodes[i];
 		o.channels = 2;
+		o.stream_window = GET_STREAM_WINDOW;
 		rc = rpc_client_create(&o, &b->cl[i]);
 		if (rc < 0)
 			goto fail;

@@ -106,6 +106,11 @@ int s3_ops_init_backend(const struct s3_backend *be);
 int s3_resp_head(struct s3_req *rq, int status, const struct s3_buf *extra, uint64_t clen);
 /* Send body bytes (after s3_resp_head). */
 int s3_resp_data(struct s3_req *rq, const void *p, size_t n);
+/* Send the body from a backend get stream (rq->be->get_open, after s3_resp_head); takes
+ * ownership of stream. The server pulls and writes it once the operation has returned,
+ * parking the connection while the client's socket is full: a slow reader holds neither
+ * a worker nor more than the stream's bounded buffer. Returns 0. */
+int s3_resp_stream(struct s3_req *rq, void *stream);
 /* A complete response with an XML (or empty) body. */
 int s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra,
                 const struct s3_buf *xml);

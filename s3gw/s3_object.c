@@ -246,6 +246,38 @@ get_part_range(struct s3_req *rq, const char *num, struct get_ctx *g)
 	return 0;
 }
 
+/* Open the read pulled, answer the head, and hand the body to the server, which sends it
+ * without ever waiting on the client (a slow reader parks its connection, not a worker). */
+static int
+get_pulled(struct s3_req *rq, struct get_ctx *g, uint64_t off, uint64_t len, bool has_len)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	void *st = NULL;
+	int rc;
+
+	if (!info)
+		return -ENOMEM;
+	rc = rq->be->get_open(rq->be->ctx, rq->bucket, rq->key, off, len, has_len, info, &st);
+	if (rc == 0)
+		rc = get_on_info(g, info);
+	free(info);
+	if (rc == 0 && st)
+		return s3_resp_stream(rq, st);
+	if (st)
+		rq->be->get_close(st);
+	return rc;
+}
+
+/* The backend's read, pulled when it can be. */
+static int
+get_read(struct s3_req *rq, struct get_ctx *g, uint64_t off, uint64_t len, bool has_len)
+{
+	if (rq->be->get_open)
+		return get_pulled(rq, g, off, len, has_len);
+	return rq->be->get(rq->be->ctx, rq->bucket, rq->key, off, len, has_len, get_on_info,
+	                   get_emit, g);
+}
+
 int
 s3_op_get_object(struct s3_req *rq)
 {
@@ -294,13 +326,13 @@ s3_op_get_object(struct s3_req *rq)
 		}
 		free(info);
 		if (rc == 0)
-			rc = rq->be->get(rq->be->ctx, rq->bucket, rq->key, g.first,
-			                 g.last == UINT64_MAX ? 0 : g.last - g.first + 1,
-			                 g.last != UINT64_MAX, get_on_info, get_emit, &g);
+			rc = get_read(rq, &g, g.first,
+			              g.last == UINT64_MAX ? 0 : g.last - g.first + 1,
+			              g.last != UINT64_MAX);
 	} else {
-		rc = rq->be->get(rq->be->ctx, rq->bucket, rq->key, g.has_range ? g.first : 0,
-		                 g.has_range && g.last != UINT64_MAX ? g.last - g.first + 1 : 0,
-		                 g.has_range && g.last != UINT64_MAX, get_on_info, get_emit, &g);
+		rc = get_read(rq, &g, g.has_range ? g.first : 0,
+		              g.has_range && g.last != UINT64_MAX ? g.last - g.first + 1 : 0,
+		              g.has_range && g.last != UINT64_MAX);
 	}
 	if (rc < 0 && !rq->head_sent) {
 		enum s3_err e = s3_err_from_errno(rc);

@@ -5,7 +5,16 @@
  * connections) accept, watch readiness and enforce timeouts; a pool of worker threads
  * serves requests. A readable connection is queued to the workers and disarmed until the
  * worker is done with it, so one worker at a time owns a connection and may block on the
- * client (a slow reader) or on the backend without stalling anyone else.
+ * backend without stalling anyone else.
+ *
+ * No worker waits on a slow reader of a GET body: the operation hands the server a backend
+ * stream (s3_resp_stream) and the worker writes it without blocking; when the socket is
+ * full the connection parks (C_SEND, armed for EPOLLOUT) holding one segment, nothing
+ * pulls the stream, so it pauses and HTTP/2 flow control stops the datanode; a loop hands
+ * the connection back to a worker once the socket drains. Answers given with no request
+ * body left to read (heads, errors, XML) park the same way, their unsent rest kept in
+ * obuf; only answers given while a body is still coming (errors mid-upload, 100 Continue)
+ * and /metrics are written with waits bounded by the idle timeout.
  *
  * A connection reads into a reference-counted read buffer (struct rbuf), taken only while
  * bytes are in flight. Payload handed to the operations is a span of that buffer plus a
@@ -20,6 +29,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +39,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -210,7 +221,9 @@ rbuf_new(void)
 	return b;
 }
 
-enum conn_state { C_HEAD, C_BODY, C_DRAIN };
+/* C_SEND: a GET body streams from the backend (s3_resp_stream); the connection reads
+ * nothing more until it is sent. */
+enum conn_state { C_HEAD, C_BODY, C_DRAIN, C_SEND };
 
 struct loop;
 
@@ -235,6 +248,18 @@ struct s3_conn {
 	struct s3_http_chunked hc;
 	uint64_t body_left; /* raw bytes left when Content-Length framed */
 	bool continue_sent;
+	/* C_SEND: the backend stream, the segment being written (its ref held) and how much
+	 * of it went out; want_in: TLS needs to read before it can write again */
+	void *gstream;
+	struct zc_seg gseg;
+	size_t gdone;
+	bool want_in;
+	/* an answer (head, XML) the socket did not take at once, sent before the stream;
+	 * defer_ok: the server lets answers wait there (no request body left to read) */
+	char *obuf;
+	size_t olen, odone;
+	bool defer_ok;
+	int outq; /* unsent bytes in the socket when the timeouts last looked */
 };
 
 struct loop {
@@ -331,6 +356,18 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 {
 	const uint8_t *b = p;
 
+	if (c->obuf) { /* what was deferred goes first */
+		char *o = c->obuf;
+		size_t at = c->odone, len = c->olen;
+		int rc;
+
+		c->obuf = NULL;
+		c->olen = c->odone = 0;
+		rc = conn_write(c, o + at, len - at, more || n > 0);
+		free(o);
+		if (rc)
+			return rc;
+	}
 	while (n) {
 		long w;
 
@@ -373,6 +410,78 @@ conn_write(struct s3_conn *c, const void *p, size_t n, bool more)
 		}
 		b += w;
 		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* One write without waiting: bytes written, -EAGAIN when the socket is full (c->want_in:
+ * TLS must read first), or -errno. TLS retries pass the same bytes, as SSL_write wants. */
+static long
+conn_write_nb(struct s3_conn *c, const void *p, size_t n, bool more)
+{
+	c->want_in = false;
+	if (c->ssl) {
+		int r, e;
+
+		ERR_clear_error();
+		r = SSL_write(c->ssl, p, (int)(n > (1u << 30) ? (1u << 30) : n));
+		if (r > 0)
+			return r;
+		e = SSL_get_error(c->ssl, r);
+		ERR_clear_error();
+		if (e == SSL_ERROR_WANT_WRITE)
+			return -EAGAIN;
+		if (e == SSL_ERROR_WANT_READ) {
+			c->want_in = true;
+			return -EAGAIN;
+		}
+		return -EPIPE;
+	}
+	for (;;) {
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+
+		if (w >= 0)
+			return w;
+		if (errno == EINTR)
+			continue;
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
+/*
+ * Send a whole answer part held in b. When the server allows it (c->defer_ok), whatever the
+ * socket does not take at once stays in c->obuf (b's memory, taken over: no copy) and
+ * send_step writes it later without holding the worker; else a bounded blocking write.
+ */
+static int
+conn_send_buf(struct s3_conn *c, struct s3_buf *b, bool more)
+{
+	long w = 0;
+
+	if (!c->defer_ok)
+		return conn_write(c, b->p, b->len, more);
+	if (c->obuf) { /* rare (two parts): keep the order, append */
+		char *o = realloc(c->obuf, c->olen + b->len);
+
+		if (!o)
+			return -ENOMEM;
+		memcpy(o + c->olen, b->p, b->len);
+		c->obuf = o;
+		c->olen += b->len;
+		return 0;
+	}
+	if (b->len)
+		w = conn_write_nb(c, b->p, b->len, more);
+	if (w == -EAGAIN)
+		w = 0;
+	if (w < 0)
+		return (int)w;
+	if ((size_t)w < b->len) {
+		c->obuf = b->p;
+		c->olen = b->len;
+		c->odone = (size_t)w;
+		b->p = NULL;
+		b->len = b->cap = 0;
 	}
 	return 0;
 }
@@ -477,7 +586,7 @@ s3_resp_head(struct s3_req *rq, int status, const struct s3_buf *extra, uint64_t
 	build_head(rq, &h, status, extra, clen);
 	rq->head_sent = true;
 	rq->status = status;
-	rc = h.err ? h.err : conn_write(rq->conn, h.p, h.len, clen > 0 && !rq->is_head);
+	rc = h.err ? h.err : conn_send_buf(rq->conn, &h, clen > 0 && !rq->is_head);
 	s3_buf_fini(&h);
 	if (rc)
 		rq->close = true;
@@ -497,6 +606,21 @@ s3_resp_data(struct s3_req *rq, const void *p, size_t n)
 	else
 		atomic_fetch_add_explicit(&metrics.bytes_out, n, memory_order_relaxed);
 	return rc;
+}
+
+int
+s3_resp_stream(struct s3_req *rq, void *stream)
+{
+	struct s3_conn *c = rq->conn;
+
+	if (rq->is_head || c->gstream) {
+		rq->be->get_close(stream);
+		return 0;
+	}
+	c->gstream = stream;
+	c->gseg = (struct zc_seg){ 0 };
+	c->gdone = 0;
+	return 0;
 }
 
 int
@@ -521,7 +645,7 @@ s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra, const str
 		s3_buf_add(&h, xml->p, blen);
 	rq->head_sent = true;
 	rq->status = status;
-	rc = h.err ? h.err : conn_write(rq->conn, h.p, h.len, false);
+	rc = h.err ? h.err : conn_send_buf(rq->conn, &h, false);
 	s3_buf_fini(&h);
 	s3_buf_fini(&ex);
 	if (rc)
@@ -553,6 +677,22 @@ s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg)
 
 /* ------------------------------------------------------------------ connections */
 
+/* Drop a GET body stream and the segment in hand (the connection's owner). */
+static void
+stream_release(struct s3_conn *c)
+{
+	if (c->gseg.ref)
+		zc_ref_put(c->gseg.ref);
+	c->gseg = (struct zc_seg){ 0 };
+	c->gdone = 0;
+	if (c->gstream)
+		c->rq.be->get_close(c->gstream);
+	c->gstream = NULL;
+	free(c->obuf);
+	c->obuf = NULL;
+	c->olen = c->odone = 0;
+}
+
 /* Take c off its loop's list; the caller holds l->lock. */
 static void
 conn_unlink(struct s3_conn *c)
@@ -573,6 +713,7 @@ conn_destroy(struct s3_conn *c)
 {
 	struct loop *l = c->loop;
 
+	stream_release(c);
 	if (c->in_request) {
 		s3_ops_abort(&c->rq, S3_OK);
 		s3_req_fini(&c->rq);
@@ -623,6 +764,89 @@ request_done(struct s3_conn *c)
 	c->state = C_HEAD;
 	/* idle time counts from the end of the answer, however long sending it took */
 	c->head_start_ns = c->last_ns = zc_now_ns();
+}
+
+/*
+ * Write a GET body from its backend stream until it ends or the socket is full. Never waits
+ * on the client: returns true when parked (the caller arms EPOLLOUT and the worker moves
+ * on; the stream, paused at its bound, stops the datanode through HTTP/2 flow control),
+ * false when the response is over (request_done ran). It may wait on the backend for the
+ * next segment: the datanode, not the client, sets that pace. The bytes are the gRPC
+ * slices themselves (a ref per segment), never copied.
+ */
+static bool
+send_step(struct s3_conn *c)
+{
+	struct s3_req *rq = &c->rq;
+
+	for (;;) {
+		int rc;
+
+		if (c->obuf) {
+			long w = conn_write_nb(c, c->obuf + c->odone, c->olen - c->odone,
+			                       c->gstream != NULL);
+
+			if (w == -EAGAIN)
+				return true;
+			if (w < 0) {
+				rq->close = true;
+				break;
+			}
+			c->odone += (size_t)w;
+			c->last_ns = zc_now_ns();
+			if (c->odone == c->olen) {
+				free(c->obuf);
+				c->obuf = NULL;
+				c->olen = c->odone = 0;
+			}
+			continue;
+		}
+		if (c->gdone < c->gseg.len) {
+			long w = conn_write_nb(c, (const uint8_t *)c->gseg.ptr + c->gdone,
+			                       c->gseg.len - c->gdone, false);
+
+			if (w == -EAGAIN)
+				return true;
+			if (w < 0) {
+				rq->close = true;
+				break;
+			}
+			c->gdone += (size_t)w;
+			c->last_ns = zc_now_ns(); /* progress, however slow, is not idleness */
+			atomic_fetch_add_explicit(&metrics.bytes_out, (unsigned long)w,
+			                          memory_order_relaxed);
+			continue;
+		}
+		if (c->gseg.ref)
+			zc_ref_put(c->gseg.ref);
+		c->gseg = (struct zc_seg){ 0 };
+		c->gdone = 0;
+		if (!c->gstream)
+			break;
+		rc = rq->be->get_next(c->gstream, &c->gseg);
+		if (rc == 0)
+			break;
+		if (rc < 0) {
+			rq->close = true; /* the body stopped short: the client must see it */
+			break;
+		}
+	}
+	stream_release(c);
+	request_done(c);
+	return false;
+}
+
+/* The answer was given: end the request, or park until a deferred part is out. */
+static void
+finish_answer(struct s3_conn *c)
+{
+	c->defer_ok = false;
+	if (c->gstream || c->obuf) {
+		c->state = C_SEND;
+		send_step(c);
+		return;
+	}
+	request_done(c);
 }
 
 /* Raw (HTTP-decoded) body bytes: through aws-chunked if present, then to the operation. */
@@ -769,6 +993,8 @@ begin_request(struct s3_conn *c)
 		s3_http_chunked_init(&c->hc);
 	has_body = c->chunked || c->body_left > 0;
 
+	/* with no body to read, an answer the socket cannot take at once may wait in obuf */
+	c->defer_ok = !has_body && !c->is_metrics;
 	if (c->is_metrics) {
 		serve_metrics(c);
 	} else if (s3_ops_begin(rq) < 0) {
@@ -776,9 +1002,15 @@ begin_request(struct s3_conn *c)
 		if (!rq->head_sent)
 			s3_resp_error(rq, S3E_INTERNAL, NULL);
 	}
+	if (c->gstream) {
+		if (has_body)
+			rq->close = true; /* a GET's request body is not read */
+		finish_answer(c);
+		return;
+	}
 	if (rq->head_sent) {
 		if (!has_body) {
-			request_done(c);
+			finish_answer(c);
 			return;
 		}
 		if (rq->http.expect_continue || c->body_left > DRAIN_MAX) {
@@ -803,15 +1035,16 @@ begin_request(struct s3_conn *c)
 
 		if (rc < 0 && !rq->head_sent)
 			s3_resp_error(rq, S3E_INTERNAL, NULL);
-		request_done(c);
+		finish_answer(c);
 		return;
 	}
 	if (!has_body) {
 		/* begin neither answered nor wants a body: a bug, answer anyway */
 		s3_resp_error(rq, S3E_INTERNAL, NULL);
-		request_done(c);
+		finish_answer(c);
 		return;
 	}
+	c->defer_ok = false;
 	if (rq->body_mode == S3_BODY_NONE) {
 		c->state = C_DRAIN; /* should not happen: ops answered without body */
 		c->hc.max = DRAIN_MAX;
@@ -889,10 +1122,11 @@ body_step(struct s3_conn *c)
 		request_done(c);
 		return;
 	}
+	c->defer_ok = true; /* the body is all read: the answer may wait for the socket */
 	rc = s3_ops_end(rq);
 	if (rc < 0 && !rq->head_sent)
 		s3_resp_error(rq, S3E_INTERNAL, NULL);
-	request_done(c);
+	finish_answer(c);
 }
 
 static void
@@ -900,7 +1134,7 @@ process(struct s3_conn *c)
 {
 	const struct s3_config *cfg = &c->loop->srv->cfg;
 
-	while (!c->closing && c->rstart < c->rend) {
+	while (!c->closing && c->rstart < c->rend && c->state != C_SEND) {
 		if (c->state == C_HEAD) {
 			struct s3_req *rq = &c->rq;
 			int rc;
@@ -1016,6 +1250,8 @@ on_readable(struct s3_conn *c)
 		c->last_ns = zc_now_ns();
 		c->rend += (size_t)n;
 		process(c);
+		if (c->state == C_SEND)
+			break; /* read the next request once this answer is out */
 	}
 	if (c->closing) {
 		conn_close(c);
@@ -1030,6 +1266,38 @@ on_readable(struct s3_conn *c)
 }
 
 #define CONN_EVENTS (EPOLLIN | EPOLLRDHUP | EPOLLONESHOT)
+
+/* Serve a connection the loop handed over: a parked GET body first, then whatever was
+ * read or is readable. Returns true when c was closed (and freed). */
+static bool
+serve(struct s3_conn *c)
+{
+	if (c->state == C_SEND) {
+		if (send_step(c))
+			return false;
+		if (!c->closing)
+			process(c); /* requests read before this answer ended (pipelining) */
+		if (c->closing) {
+			conn_close(c);
+			return true;
+		}
+		if (c->state == C_SEND)
+			return false;
+	}
+	return on_readable(c);
+}
+
+/* Re-arm c (one-shot): a parked GET waits to write, or under TLS maybe to read (not both:
+ * a writable socket would wake a TLS write that is waiting for input again and again). */
+static void
+conn_arm(struct s3_conn *c)
+{
+	struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
+
+	if (c->state == C_SEND)
+		ev.events = (c->want_in ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT;
+	epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
 
 /* Worker threads: a connection whose socket became readable is served here, so a request
  * that blocks (a slow reader, a backend call) holds one worker, never an event loop. */
@@ -1056,10 +1324,8 @@ worker_run(void *arg)
 
 		pthread_mutex_lock(&c->mu);
 		atomic_store(&c->queued, false);
-		if (!on_readable(c)) {
-			struct epoll_event ev = { .events = CONN_EVENTS, .data.ptr = c };
-
-			epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev); /* re-arm (one-shot) */
+		if (!serve(c)) {
+			conn_arm(c);
 			pthread_mutex_unlock(&c->mu);
 		}
 	}
@@ -1162,6 +1428,16 @@ check_timeouts(struct loop *l)
 			continue;
 		c->no_wait = true; /* the loop thread never waits on one client */
 		now = zc_now_ns();
+		if (c->state == C_SEND) {
+			/* a parked answer whose socket queue moved has a client still reading,
+			 * however slowly (EPOLLOUT waits until much of the send buffer drained) */
+			int q;
+
+			if (ioctl(c->fd, SIOCOUTQ, &q) == 0 && q != c->outq) {
+				c->outq = q;
+				c->last_ns = now;
+			}
+		}
 		if (c->state == C_HEAD && c->rend > c->rstart &&
 		    elapsed_over(now, c->head_start_ns, cfg->header_timeout_ms)) {
 			send_simple_error(c, S3E_REQUEST_TIMEOUT);

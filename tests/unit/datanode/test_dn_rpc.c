@@ -465,6 +465,105 @@ test_compose_conditions(void)
 	env_down(&e, 1000);
 }
 
+/* ---- Reads whose client stopped receiving hold no reader thread ---- */
+struct stalled {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	unsigned chunks;
+	bool done;
+};
+
+static int
+stalled_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+              const struct zc_seg *segs, size_t n_segs, size_t len)
+{
+	struct stalled *s = arg;
+
+	(void)r, (void)info, (void)offset, (void)segs, (void)n_segs, (void)len;
+	pthread_mutex_lock(&s->mu);
+	s->chunks++;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	return 1; /* pause: no more RECV_MESSAGE, HTTP/2 flow control stops the sender */
+}
+
+static void
+stalled_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+{
+	struct stalled *s = arg;
+
+	(void)r, (void)st;
+	pthread_mutex_lock(&s->mu);
+	s->done = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * Four Reads of a 24 MiB object whose client pauses after the first chunk, against two
+ * reader threads: each datanode send soon waits on flow control. A reader that waited for
+ * its send to complete would be stuck on them and the next Read would never start; it must
+ * be served while the four stay open, and the four must still end when cancelled.
+ */
+static void
+test_stalled_reads_hold_no_reader(void)
+{
+	static const struct rpc_cread_cbs cbs = { stalled_chunk, stalled_done };
+	enum { NSTALL = 4 };
+	struct env e;
+	struct rpc_status st;
+	size_t len = 24u << 20, small = 100000;
+	uint8_t *buf = malloc(len), *back = malloc(small);
+	struct membuf m = { back, small };
+	struct stalled s[NSTALL];
+	struct rpc_cread *r[NSTALL];
+	struct t_get g;
+	uint64_t t0;
+
+	t_fill(buf, len);
+	env_up(&e, 0);
+	CHECK_EQ(put(&e, "huge", buf, len, 1 << 20, 0, &st), 0);
+	CHECK_EQ(put(&e, "small", buf, small, 64 << 10, 0, &st), 0);
+	for (int i = 0; i < NSTALL; i++) {
+		Zest__ReadRequest req = ZEST__READ_REQUEST__INIT;
+
+		memset(&s[i], 0, sizeof(s[i]));
+		pthread_mutex_init(&s[i].mu, NULL);
+		pthread_cond_init(&s[i].cond, NULL);
+		req.bucket = "b";
+		req.key = "huge";
+		CHECK_EQ(rpc_cread_open(e.cl, &req, &cbs, &s[i], &r[i]), 0);
+	}
+	for (int i = 0; i < NSTALL; i++) {
+		pthread_mutex_lock(&s[i].mu);
+		while (!s[i].chunks)
+			pthread_cond_wait(&s[i].cond, &s[i].mu);
+		pthread_mutex_unlock(&s[i].mu);
+	}
+	usleep(300000); /* the datanode's next sends of each fill the windows and stall */
+	t0 = zc_now_ns();
+	get(&e, "small", &m, false, &g);
+	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(g.bytes, small);
+	CHECK(memcmp(buf, back, small) == 0);
+	CHECK(zc_now_ns() - t0 < 10ull * 1000000000u); /* normal: milliseconds */
+	for (int i = 0; i < NSTALL; i++) {
+		CHECK(!s[i].done);
+		rpc_cread_cancel(r[i]);
+		rpc_cread_resume(r[i]); /* a paused stream sees its cancel through a resume */
+		pthread_mutex_lock(&s[i].mu);
+		while (!s[i].done)
+			pthread_cond_wait(&s[i].cond, &s[i].mu);
+		pthread_mutex_unlock(&s[i].mu);
+		rpc_cread_destroy(r[i]);
+		pthread_mutex_destroy(&s[i].mu);
+		pthread_cond_destroy(&s[i].cond);
+	}
+	env_down(&e, 1000);
+	free(buf);
+	free(back);
+}
+
 int
 main(void)
 {
@@ -476,6 +575,7 @@ main(void)
 	test_slowdown();
 	test_error_mapping();
 	test_compose_conditions();
+	test_stalled_reads_hold_no_reader();
 	printf("test_dn_rpc: ok\n");
 	return 0;
 }

@@ -68,10 +68,13 @@ setup(void **state)
 	return 0;
 }
 
+static void alt_cleanup(void);
+
 static int
 teardown(void **state)
 {
 	(void)state;
+	alt_cleanup(); /* a second server a failed check left running */
 	s3_server_stop(srv);
 	pthread_join(thr, NULL);
 	s3_server_destroy(srv);
@@ -91,6 +94,23 @@ dial(void)
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* A connection with a 4 KiB receive buffer, set before connect (set after, Linux can leave
+ * a reader waiting on a window that never reopens, with or without this server). */
+static int
+dial_small(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { 5, 0 };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
@@ -2041,7 +2061,7 @@ test_zero_copy_refs_held(void **state)
 	free(data);
 }
 
-/* A client that stops reading a large GET holds one worker; everyone else is served. */
+/* A client that stops reading a large GET parks its connection; everyone else is served. */
 static void
 test_slow_reader_harms_nobody(void **state)
 {
@@ -2411,6 +2431,177 @@ test_conditional_put(void **state)
 	}
 }
 
+/* A second server over the same backend, with 2 workers and this idle timeout; the
+ * helpers talk to it until alt_down() (teardown calls it when a failed check skipped it). */
+static struct alt {
+	struct s3_server *main_srv;
+	int main_port;
+	pthread_t t;
+	bool up;
+} alt_srv;
+
+static void
+alt_up(struct alt *a, unsigned idle_ms)
+{
+	struct s3_config cfg = { .listen = "127.0.0.1:0",
+		                 .access_key = AK,
+		                 .secret_key = SK,
+		                 .region = "us-east-1",
+		                 .threads = 1,
+		                 .workers = 2,
+		                 .header_timeout_ms = 800,
+		                 .idle_timeout_ms = idle_ms };
+
+	a->main_srv = srv;
+	a->main_port = port;
+	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
+	port = s3_server_port(srv);
+	assert_int_equal(pthread_create(&a->t, NULL, run_server, NULL), 0);
+	a->up = true;
+}
+
+static void
+alt_down(struct alt *a)
+{
+	if (!a->up)
+		return;
+	a->up = false;
+	s3_server_stop(srv);
+	pthread_join(a->t, NULL);
+	s3_server_destroy(srv);
+	srv = a->main_srv;
+	port = a->main_port;
+}
+
+static void
+alt_cleanup(void)
+{
+	alt_down(&alt_srv);
+}
+
+/*
+ * GETs parked on full sockets hold no worker: with 2 workers, 4 clients that stop reading a
+ * 16 MiB answer (each with a small GET pipelined behind it) and 2 that stop reading four
+ * pipelined ~1.2 MB listings leave the server free for others. Two GET clients then read
+ * everything: the whole body, then the pipelined answer on the same connection; the listing
+ * clients read theirs whole. The other two go away unread, which releases their streams
+ * (teardown checks every reference came back).
+ */
+static void
+test_parked_gets_hold_no_worker(void **state)
+{
+	struct alt *a = &alt_srv;
+	int slow[4], lst[2];
+	char key[1024], target[1100];
+	size_t len = 16u << 20;
+	char *big = malloc(len), *h, *h2, *both;
+	struct resp r;
+	uint64_t t0;
+
+	(void)state;
+	for (size_t i = 0; i < len; i++)
+		big[i] = (char)(i * 2654435761u >> 13);
+	alt_up(a, 600000); /* nothing here may time out, even under valgrind */
+	request("PUT", "/park", NULL, NULL, 0, &r);
+	resp_free(&r);
+	request("PUT", "/park/big", NULL, big, len, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	request("PUT", "/park/small", NULL, "hello", 5, &r);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	memset(key, 'k', 1000);
+	for (int i = 0; i < 1000; i++) { /* a listing of ~1.2 MB, more than a socket holds */
+		snprintf(key + 1000, sizeof(key) - 1000, "%04d", i);
+		snprintf(target, sizeof(target), "/park/%s", key);
+		request("PUT", target, NULL, "x", 1, &r);
+		assert_int_equal(r.status, 200);
+		resp_free(&r);
+	}
+	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	h2 = build("GET", "/park/small", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	both = malloc(strlen(h) + strlen(h2) + 1);
+	if (!both)
+		abort();
+	sprintf(both, "%s%s", h, h2);
+	for (int k = 0; k < 4; k++) {
+		slow[k] = dial_small();
+		send_all(slow[k], both, strlen(both));
+	}
+	free(h);
+	h = build("GET", "/park?list-type=2", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	for (int k = 0; k < 2; k++) { /* four pipelined: more than a send buffer holds */
+		lst[k] = dial_small();
+		for (int j = 0; j < 4; j++)
+			send_all(lst[k], h, strlen(h));
+	}
+	usleep(200000); /* every slow answer has filled its socket and parked */
+	t0 = zc_now_ns();
+	for (int i = 0; i < 10; i++) {
+		request("GET", "/park/small", NULL, NULL, 0, &r);
+		assert_int_equal(r.status, 200);
+		assert_int_equal(r.blen, 5);
+		resp_free(&r);
+	}
+	/* liveness, not speed: blocked workers would hold everyone until the idle timeout */
+	assert_true(zc_now_ns() - t0 < 1000000000ull);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(recv_resp(slow[k], &r, false), 0);
+		assert_int_equal(r.status, 200);
+		assert_int_equal(r.blen, len);
+		assert_memory_equal(r.body, big, len);
+		resp_free(&r);
+		assert_int_equal(recv_resp(slow[k], &r, false), 0);
+		assert_int_equal(r.status, 200);
+		assert_int_equal(r.blen, 5);
+		assert_memory_equal(r.body, "hello", 5);
+		resp_free(&r);
+		close(slow[k]);
+	}
+	for (int k = 0; k < 2; k++) {
+		for (int j = 0; j < 4; j++) {
+			assert_int_equal(recv_resp(lst[k], &r, false), 0);
+			assert_int_equal(r.status, 200);
+			assert_true(r.blen > 1000000);
+			assert_non_null(strstr(r.body, "<Key>"));
+			assert_non_null(strstr(r.body + r.blen - 40, "</ListBucketResult>"));
+			resp_free(&r);
+		}
+		close(lst[k]);
+	}
+	for (int k = 2; k < 4; k++)
+		close(slow[k]); /* unread: the server's next write fails */
+	usleep(200000);
+	free(h);
+	free(h2);
+	free(both);
+	free(big);
+	alt_down(a);
+}
+
+/* A parked answer whose client stopped reading is closed after the idle timeout. */
+static void
+test_stalled_reader_times_out(void **state)
+{
+	struct alt *a = &alt_srv;
+	char *h, buf[65536];
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	alt_up(a, 1000);
+	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
+	fd = dial_small();
+	send_all(fd, h, strlen(h));
+	usleep(2500000); /* the socket filled at once, then nothing moved for 1 s */
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		;
+	assert_true(n == 0 || errno != EAGAIN); /* closed, not still waiting */
+	close(fd);
+	free(h);
+	alt_down(a);
+}
+
 int
 main(void)
 {
@@ -2440,6 +2631,8 @@ main(void)
 		cmocka_unit_test(test_copy_object),
 		cmocka_unit_test(test_upload_part_copy),
 		cmocka_unit_test(test_conditional_put),
+		cmocka_unit_test(test_parked_gets_hold_no_worker),
+		cmocka_unit_test(test_stalled_reader_times_out),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
