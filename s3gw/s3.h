@@ -13,7 +13,8 @@
  *                 slicing, never copied)
  *   s3_http.c     incremental HTTP/1.1 request-head parser
  *   s3_xml.c      response XML writers and request body parsers (libxml2)
- *   s3_server.c   the HTTP server: epoll loops + worker pool (keep-alive, 100-continue,
+ *   s3_server.c, s3_conn.c, s3_conn_io.c, s3_metrics.c
+ *                 the HTTP server: epoll loops + worker pool (keep-alive, 100-continue,
  *                 pipelining, TLS, header/idle timeouts, /metrics)
  *   s3_place.c    rendezvous placement over the datanodes and the listing merge
  *   s3_req.c, s3_route.c, s3_bucket.c, s3_object.c, s3_mpu.c, s3_copy.c, s3_cond.c

@@ -1,5 +1,5 @@
 /*
- * s3_internal: the contract between the HTTP server (s3_server.c) and the operations
+ * s3_internal: the contract between the HTTP server (s3_server_internal.h) and the operations
  * (s3_route.c and the files of s3_ops_internal.h). Private to s3gw/.
  *
  * One struct s3_req per request, owned by its connection, used only on the connection's
@@ -99,7 +99,7 @@ void s3_req_fini(struct s3_req *rq);
 /* Multipart bootstrap: make sure the reserved bucket exists. */
 int s3_ops_init_backend(const struct s3_backend *be);
 
-/* ---- implemented by s3_server.c */
+/* ---- implemented by s3_conn_io.c */
 
 /* Send the response head: status, standard headers, extra (complete "Name: v\r\n" lines,
  * may be NULL), Content-Length. Returns 0 or -errno (connection lost). */
@@ -117,7 +117,7 @@ int s3_resp_xml(struct s3_req *rq, int status, const struct s3_buf *extra,
 /* A complete S3 error response; msg NULL: the default message. */
 int s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg);
 
-/* ---- metrics (s3_server.c) */
+/* ---- metrics (s3_metrics.c) */
 
 enum s3_copy_stage {
 	S3_COPY_CARRY,   /* unparsed bytes carried to a fresh read buffer */
