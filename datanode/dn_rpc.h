@@ -35,11 +35,10 @@ void dn_rpc_destroy(struct dn_rpc *b);
 
 /*
  * The status of a Write the engine failed with err (bucket/key, scheme k+m; k 0: the
- * store default): writes the message ("Code: ...") into buf and returns the -errno to send
- * it with (rpc_status_from_err): DN_ENOQUORUM -> UNAVAILABLE "ServiceUnavailable: write
- * quorum not met: N of M drives (quorum Q)", -ENOSPC -> RESOURCE_EXHAUSTED
- * "InsufficientStorage: No space: ...", -EIO -> INTERNAL "InternalError: metadata I/O
- * error ...", -ENOENT NoSuchBucket, -EAGAIN SlowDown, -EINVAL InvalidArgument.
+ * store default): writes the message for people into buf and returns the error to send
+ * (its zest code goes in the "zest-err" trailer): DN_ENOQUORUM "write quorum not met: N of
+ * M drives (quorum Q)", -ENOSPC "No space: ...", -EIO (INTERNAL) "metadata I/O error ...",
+ * ZC_NO_BUCKET the bucket, -EAGAIN busy drives, -EINVAL refused by the store.
  */
 int dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket,
                         const char *key, int err, char *buf, size_t len);

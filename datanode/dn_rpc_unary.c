@@ -1,0 +1,257 @@
+/*
+ * dn_rpc_unary: the unary calls (Stat, Delete, List, Compose, Create/Delete/Head/
+ * ListBuckets), each one engine call, with its error code and message.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dn_rpc_internal.h"
+#include "ec.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ unary */
+
+static void
+attrs_from_pb(Zest__Attr *const *in, size_t n, struct dn_attr *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i].name = in[i]->name;
+		out[i].value = in[i]->value;
+	}
+}
+
+static int
+unary_stat(struct dn_rpc *b, const Zest__ObjectRequest *req, struct rpc_reply *reply)
+{
+	struct dn_object_info info;
+	Zest__ObjectInfo pb;
+	Zest__Attr *attrs;
+	Zest__Attr **pattrs;
+	int err;
+
+	err = dn_stat(b->s, req->bucket, req->key, &info);
+	if (err) {
+		rpc_reply_error(reply, "%s", dn_rpc_no_such_name(err, req->bucket, req->key));
+		return err;
+	}
+	attrs = calloc(info.nattrs + 1, sizeof(*attrs));
+	pattrs = calloc(info.nattrs + 1, sizeof(*pattrs));
+	if (attrs && pattrs) {
+		dn_rpc_info_to_pb(&info, &pb, attrs, pattrs, true);
+		err = rpc_reply_message(reply, &pb.base);
+	} else {
+		err = -ENOMEM;
+	}
+	free(attrs);
+	free(pattrs);
+	dn_object_info_fini(&info);
+	return err;
+}
+
+static int
+unary_list(struct dn_rpc *b, const Zest__ListRequest *req, struct rpc_reply *reply)
+{
+	Zest__ListResult res = ZEST__LIST_RESULT__INIT;
+	struct dn_list_result lr;
+	Zest__ObjectInfo *ents = NULL, **pents = NULL;
+	int err;
+
+	err = dn_list(b->s, req->bucket, req->prefix, req->start_after,
+	              req->limit ? req->limit : 1000, req->delimiter, &lr);
+	if (err) {
+		rpc_reply_error(reply, "list of %s", req->bucket);
+		return err;
+	}
+	ents = calloc(lr.nentries + 1, sizeof(*ents));
+	pents = calloc(lr.nentries + 1, sizeof(*pents));
+	if (!ents || !pents) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < lr.nentries; i++) {
+		dn_rpc_info_to_pb(&lr.entries[i], &ents[i], NULL, NULL, false);
+		pents[i] = &ents[i];
+	}
+	res.n_entries = lr.nentries;
+	res.entries = pents;
+	res.n_common_prefixes = lr.nprefixes;
+	res.common_prefixes = lr.prefixes;
+	res.truncated = lr.truncated;
+	res.next_start_after = lr.next_start_after ? lr.next_start_after : "";
+	err = rpc_reply_message(reply, &res.base);
+out:
+	free(ents);
+	free(pents);
+	dn_list_result_fini(&lr);
+	return err;
+}
+
+static int
+unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_reply *reply)
+{
+	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
+	struct dn_write_result res;
+	struct dn_attr *attrs = NULL;
+	const char **parts, **part_buckets, **part_etags;
+	char msg[RPC_STATUS_MSG_MAX];
+	struct dn_cond cond = { 0 };
+	int err;
+
+	if (!req->bucket[0] || !req->key[0] || strlen(req->key) > 1024) {
+		rpc_reply_error(reply, "compose needs a bucket and a key");
+		return -EINVAL;
+	}
+	parts = calloc(req->n_parts + 1, sizeof(*parts));
+	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
+	part_etags = calloc(req->n_parts + 1, sizeof(*part_etags));
+	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
+	if (!parts || !part_buckets || !part_etags || !attrs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < req->n_parts; i++) {
+		const Zest__ObjectRequest *p = req->parts[i];
+
+		/* Empty: the target's bucket. */
+		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
+		parts[i] = p->key;
+		part_etags[i] = p->etag;
+	}
+	attrs_from_pb(req->attrs, req->n_attrs, attrs);
+	if (req->cond) {
+		cond.if_none_match = req->cond->if_none_match;
+		cond.if_match = req->cond->if_match;
+	}
+	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, part_etags,
+	                    req->n_parts, req->delete_parts, req->etag, attrs, req->n_attrs,
+	                    req->cond ? &cond : NULL, &res);
+	if (dn_rpc_cond_errmsg(req->bucket, req->key, err, msg, sizeof(msg))) {
+		rpc_reply_error(reply, "%s", msg);
+		goto out;
+	}
+	if (err == ZC_E(ZC_NO_BUCKET)) {
+		rpc_reply_error(reply, "%s, or the bucket of a part", req->bucket);
+		goto out;
+	}
+	if (err == -ENOENT) {
+		rpc_reply_error(reply, "a part of %s is missing", req->key);
+		goto out;
+	}
+	if (err == -EINVAL) {
+		rpc_reply_error(reply, "compose of %s refused", req->key);
+		goto out;
+	}
+	if (err == -EAGAIN) {
+		rpc_reply_error(reply, "a part of %s changed during the compose", req->key);
+		goto out;
+	}
+	if (err)
+		goto out;
+	wr.size = res.size;
+	wr.crc32c = res.crc32c;
+	wr.etag = (char *)(res.etag ? res.etag : req->etag);
+	wr.mtime_ns = res.mtime_ns;
+	err = rpc_reply_message(reply, &wr.base);
+out:
+	free(parts);
+	free(part_buckets);
+	free(part_etags);
+	free(attrs);
+	return err;
+}
+
+int
+dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+{
+	struct dn_rpc *b = ctx;
+	int err;
+
+	switch (m) {
+	case RPC_STAT:
+		return unary_stat(b, (const Zest__ObjectRequest *)req, reply);
+	case RPC_DELETE: {
+		const Zest__ObjectRequest *o = (const Zest__ObjectRequest *)req;
+		Zest__DeleteResult dr = ZEST__DELETE_RESULT__INIT;
+
+		err = dn_delete(b->s, o->bucket, o->key);
+		if (err == ZC_E(ZC_NO_BUCKET)) {
+			rpc_reply_error(reply, "%s", o->bucket);
+			return err;
+		}
+		if (err < 0)
+			return err;
+		dr.existed = err == 1;
+		return rpc_reply_message(reply, &dr.base);
+	}
+	case RPC_LIST:
+		return unary_list(b, (const Zest__ListRequest *)req, reply);
+	case RPC_COMPOSE:
+		return unary_compose(b, (const Zest__ComposeRequest *)req, reply);
+	case RPC_CREATE_BUCKET:
+	case RPC_HEAD_BUCKET: {
+		const Zest__BucketRequest *br = (const Zest__BucketRequest *)req;
+		Zest__BucketInfo bi = ZEST__BUCKET_INFO__INIT;
+		uint64_t ctime = 0;
+
+		err = m == RPC_CREATE_BUCKET ? dn_bucket_create(b->s, br->bucket, &ctime)
+		                             : dn_bucket_head(b->s, br->bucket, &ctime);
+		if (err == -EINVAL)
+			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
+		else if (err)
+			rpc_reply_error(reply, "%s", br->bucket);
+		if (err)
+			return err;
+		bi.name = br->bucket;
+		bi.ctime_ns = ctime;
+		return rpc_reply_message(reply, &bi.base);
+	}
+	case RPC_DELETE_BUCKET: {
+		const Zest__BucketRequest *br = (const Zest__BucketRequest *)req;
+		Zest__Empty e = ZEST__EMPTY__INIT;
+
+		err = dn_bucket_delete(b->s, br->bucket);
+		if (err == -EINVAL)
+			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
+		else if (err)
+			rpc_reply_error(reply, "%s", br->bucket);
+		if (err)
+			return err;
+		return rpc_reply_message(reply, &e.base);
+	}
+	case RPC_LIST_BUCKETS: {
+		Zest__BucketList bl = ZEST__BUCKET_LIST__INIT;
+		struct dn_bucket_info *v = NULL;
+		Zest__BucketInfo *bis = NULL, **pbis = NULL;
+		size_t n = 0;
+
+		err = dn_bucket_list(b->s, &v, &n);
+		if (err)
+			return err;
+		bis = calloc(n + 1, sizeof(*bis));
+		pbis = calloc(n + 1, sizeof(*pbis));
+		if (bis && pbis) {
+			for (size_t i = 0; i < n; i++) {
+				zest__bucket_info__init(&bis[i]);
+				bis[i].name = v[i].name;
+				bis[i].ctime_ns = v[i].ctime_ns;
+				pbis[i] = &bis[i];
+			}
+			bl.n_buckets = n;
+			bl.buckets = pbis;
+			err = rpc_reply_message(reply, &bl.base);
+		} else {
+			err = -ENOMEM;
+		}
+		free(bis);
+		free(pbis);
+		dn_bucket_list_free(v, n);
+		return err;
+	}
+	default:
+		return -ENOSYS;
+	}
+}

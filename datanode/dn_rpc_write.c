@@ -1,0 +1,496 @@
+/*
+ * dn_rpc_write: Write calls. Every callback of a call becomes a job on the call's own
+ * queue (data jobs hold a zc_ref on each received segment: the payload is never copied);
+ * a write worker runs a call's jobs in order. The binding fails a call only where no
+ * further callback can come (see dn_rpc_internal.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dn_rpc_internal.h"
+#include "ec.h"
+#include "zc_crc.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ write */
+
+static void
+wcall_free(struct wcall *c)
+{
+	free(c->bucket);
+	free(c->key);
+	free(c);
+}
+
+static void
+job_free(struct job *j)
+{
+	if (j->segs) {
+		for (size_t i = 0; i < j->n; i++)
+			if (j->segs[i].ref)
+				zc_ref_put(j->segs[i].ref);
+		free(j->segs);
+	}
+	free(j->etag);
+	free((char *)j->cond.if_match);
+	for (size_t i = 0; i < j->nattrs; i++) {
+		free(j->attrs[i].name);
+		free(j->attrs[i].value);
+	}
+	free(j->attrs);
+	free(j);
+}
+
+/* The quorum refusals, with the drive counts: -ENOSPC (sent as RESOURCE_EXHAUSTED) or
+ * DN_ENOQUORUM (sent as UNAVAILABLE). */
+static int
+quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, size_t len)
+{
+	unsigned ok = 0, n = 0, q = 0;
+
+	dn_write_quorum_check(s, k, m, &ok, &n, &q);
+	if (err == -ENOSPC) {
+		snprintf(buf, len,
+		         "No space: %u of %u drives can take writes (write quorum %u), the others "
+		         "are full",
+		         ok, n, q);
+		return -ENOSPC;
+	}
+	snprintf(buf, len, "write quorum not met: %u of %u drives (quorum %u)", ok, n, q);
+	return DN_ENOQUORUM;
+}
+
+int
+dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket, const char *key,
+                    int err, char *buf, size_t len)
+{
+	switch (err) {
+	case -ENOSPC:
+	case DN_ENOQUORUM:
+		return quorum_errmsg(s, k, m, err, buf, len);
+	case -EIO:
+		/* Only the quorum has its own code: an -EIO here is LMDB's (or a bug's), not
+		 * the drives'; INTERNAL, so nobody waits for a heal that will not help. */
+		snprintf(buf, len, "metadata I/O error on write of %s/%s: %s", bucket, key,
+		         strerror(-err));
+		return -EIO;
+	case ZC_E(ZC_NO_BUCKET):
+		snprintf(buf, len, "%s", bucket);
+		break;
+	case -EAGAIN:
+		snprintf(buf, len, "the datanode's drives are busy, retry later");
+		break;
+	case -EINVAL:
+		snprintf(buf, len, "write of %s/%s refused by the store", bucket, key);
+		break;
+	default:
+		snprintf(buf, len, "write of %s/%s failed: %s", bucket, key,
+		         err > -ZC_ERR_BASE ? strerror(-err) : zc_code_word(zc_err_code(err)));
+		break;
+	}
+	return err;
+}
+
+/* What a failed object call's message names: the bucket when that is what is missing. */
+const char *
+dn_rpc_no_such_name(int err, const char *bucket, const char *key)
+{
+	return err == ZC_E(ZC_NO_BUCKET) ? bucket : key;
+}
+
+/*
+ * A commit refused by its condition: DN_ECONDITION (PreconditionFailed), or NoSuchKey for an
+ * If-Match on a missing key. Returns err with its message in buf, or 0 for any other err.
+ */
+int
+dn_rpc_cond_errmsg(const char *bucket, const char *key, int err, char *buf, size_t len)
+{
+	if (err == DN_ECONDITION)
+		snprintf(buf, len, "the condition on %s/%s did not hold", bucket, key);
+	else if (err == ZC_E(ZC_NO_KEY))
+		snprintf(buf, len, "%s/%s (If-Match)", bucket, key);
+	else
+		return 0;
+	return err;
+}
+
+/* The message for an engine error of a write; returns the errno to send it with. */
+static int
+write_errmsg(struct wcall *c, int err, char *buf, size_t len)
+{
+	int cerr = dn_rpc_cond_errmsg(c->bucket, c->key, err, buf, len);
+
+	if (cerr)
+		return cerr;
+	return dn_rpc_write_errmsg(c->b->s, c->k, c->m, c->bucket, c->key, err, buf, len);
+}
+
+/* Under b->mu: put c on the ready list unless it is there or running. */
+static void
+wcall_schedule(struct dn_rpc *b, struct wcall *c)
+{
+	if (c->scheduled)
+		return;
+	c->scheduled = true;
+	c->next_ready = NULL;
+	if (b->ready_tail)
+		b->ready_tail->next_ready = c;
+	else
+		b->ready_head = c;
+	b->ready_tail = c;
+	pthread_cond_signal(&b->wcond);
+}
+
+/* Under b->mu. */
+static void
+wcall_push(struct wcall *c, struct job *j)
+{
+	j->next = NULL;
+	if (c->tail)
+		c->tail->next = j;
+	else
+		c->head = j;
+	c->tail = j;
+	wcall_schedule(c->b, c);
+}
+
+int
+dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **call_ctx)
+{
+	struct dn_rpc *b = ctx;
+	struct wcall *c;
+	struct job *j;
+	int rc;
+
+	if (dn_admission_level(b->s) >= DN_ADM_REFUSE) {
+		rpc_write_set_error(w, "drive write latency above the refusal limit");
+		return -EAGAIN;
+	}
+	/* Too few drives take writes (failed or full): refuse before any payload moves. */
+	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
+	if (rc == -ENOSPC || rc == DN_ENOQUORUM) {
+		char msg[RPC_STATUS_MSG_MAX];
+
+		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));
+		rpc_write_set_error(w, "%s", msg);
+		return rc;
+	}
+	rc = dn_bucket_head(b->s, open->bucket, NULL);
+	if (rc == ZC_E(ZC_NO_BUCKET)) {
+		rpc_write_set_error(w, "%s", open->bucket);
+		return rc;
+	}
+	c = calloc(1, sizeof(*c));
+	j = calloc(1, sizeof(*j));
+	if (!c || !j)
+		goto nomem;
+	c->bucket = strdup(open->bucket);
+	c->key = strdup(open->key);
+	if (!c->bucket || !c->key)
+		goto nomem;
+	c->b = b;
+	c->w = w;
+	c->size = open->size;
+	c->size_known = open->size_known;
+	c->k = open->ec_k;
+	c->m = open->ec_m;
+	/* dn_write_begin may wait for admission: a worker runs it. */
+	j->kind = JOB_BEGIN;
+	pthread_mutex_lock(&b->mu);
+	wcall_push(c, j);
+	pthread_mutex_unlock(&b->mu);
+	*call_ctx = c;
+	return 0;
+nomem:
+	free(j);
+	if (c)
+		wcall_free(c);
+	return -ENOMEM;
+}
+
+void
+dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
+                     const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c)
+{
+	struct wcall *c = call_ctx;
+	struct dn_rpc *b = c->b;
+	struct job *j;
+
+	pthread_mutex_lock(&b->mu);
+	if (c->err) {
+		if (!c->scheduled) {
+			/* No job runs and no callback can follow ours: fail here. */
+			pthread_mutex_unlock(&b->mu);
+			if (c->dw)
+				dn_write_abort(c->dw); /* still open after an -ENOMEM here */
+			rpc_write_fail(w, c->err, "%s", c->errmsg);
+			wcall_free(c);
+			return;
+		}
+		pthread_mutex_unlock(&b->mu);
+		return; /* dropped: the write is doomed */
+	}
+	pthread_mutex_unlock(&b->mu);
+	j = calloc(1, sizeof(*j));
+	if (j)
+		j->segs = malloc(n_segs * sizeof(*j->segs));
+	pthread_mutex_lock(&b->mu);
+	if (!j || !j->segs) {
+		free(j ? j->segs : NULL);
+		free(j);
+		if (!c->err) {
+			c->err = -ENOMEM;
+			snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
+		}
+		pthread_mutex_unlock(&b->mu);
+		return;
+	}
+	j->kind = JOB_DATA;
+	j->off = offset;
+	j->len = len;
+	j->crc32c = crc32c;
+	j->n = n_segs;
+	for (size_t i = 0; i < n_segs; i++) {
+		j->segs[i] = segs[i];
+		if (segs[i].ref)
+			zc_ref_get(segs[i].ref);
+	}
+	wcall_push(c, j);
+	c->queued += len;
+	if (c->queued >= b->o.call_cap && !c->paused) {
+		/* Pause before anyone can see c->paused: a worker that drains the queue at
+		 * once resumes the call, and a pause landing after that resume stopped the
+		 * call for good (a Write hung with --call-queue-cap below one message).
+		 * Lock order b->mu -> call lock: the rpc layer calls us unlocked. */
+		c->paused = true;
+		rpc_write_pause(w);
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+void
+dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last)
+{
+	struct wcall *c = call_ctx;
+	struct dn_rpc *b = c->b;
+	struct job *j = calloc(1, sizeof(*j));
+	bool ok = j != NULL;
+
+	(void)w;
+	if (ok) {
+		j->kind = JOB_COMMIT;
+		j->etag = strdup(last->etag ? last->etag : "");
+		ok = j->etag != NULL;
+	}
+	if (ok && last->cond && (last->cond->if_none_match || last->cond->if_match[0])) {
+		j->has_cond = true;
+		j->cond.if_none_match = last->cond->if_none_match;
+		if (last->cond->if_match[0]) {
+			j->cond.if_match = strdup(last->cond->if_match);
+			ok = j->cond.if_match != NULL;
+		}
+	}
+	if (ok && last->n_attrs) {
+		j->attrs = calloc(last->n_attrs, sizeof(*j->attrs));
+		ok = j->attrs != NULL;
+		for (; ok && j->nattrs < last->n_attrs; j->nattrs++) {
+			j->attrs[j->nattrs].name = strdup(last->attrs[j->nattrs]->name);
+			j->attrs[j->nattrs].value = strdup(last->attrs[j->nattrs]->value);
+			ok = j->attrs[j->nattrs].name && j->attrs[j->nattrs].value;
+		}
+	}
+	pthread_mutex_lock(&b->mu);
+	if (!ok && !c->err) {
+		c->err = -ENOMEM;
+		snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
+	}
+	if (!j) {
+		/* No job to carry the verdict: wait for a worker to finish the queue. */
+		while (c->scheduled) {
+			pthread_mutex_unlock(&b->mu);
+			usleep(1000);
+			pthread_mutex_lock(&b->mu);
+		}
+		pthread_mutex_unlock(&b->mu);
+		if (c->dw)
+			dn_write_abort(c->dw);
+		rpc_write_fail(w, c->err, "%s", c->errmsg);
+		wcall_free(c);
+		return;
+	}
+	wcall_push(c, j);
+	pthread_mutex_unlock(&b->mu);
+}
+
+void
+dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err)
+{
+	struct wcall *c = call_ctx;
+	struct dn_rpc *b = c->b;
+	struct job *j;
+
+	(void)w;
+	/* A small job; if even that fails, spin until one can be had (abort must land). */
+	while (!(j = calloc(1, sizeof(*j))))
+		usleep(1000);
+	j->kind = JOB_ABORT;
+	j->err = err;
+	pthread_mutex_lock(&b->mu);
+	wcall_push(c, j);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static void
+commit_done(void *arg, int err, const struct dn_write_result *res)
+{
+	struct wcall *c = arg;
+
+	if (err) {
+		char msg[RPC_STATUS_MSG_MAX];
+
+		if (err != DN_ECONDITION) /* a condition that fails is the client's answer */
+			ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket,
+			        c->key, err);
+		err = write_errmsg(c, err, msg, sizeof(msg));
+		rpc_write_fail(c->w, err, "%s", msg);
+	} else {
+		Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
+
+		wr.size = res->size;
+		wr.crc32c = res->crc32c;
+		wr.etag = (char *)(res->etag ? res->etag : "");
+		wr.mtime_ns = res->mtime_ns;
+		rpc_write_finish(c->w, &wr);
+	}
+	wcall_free(c);
+}
+
+/* Run one job of c (a worker thread holding c). Returns false when c is gone. */
+static bool
+wcall_run(struct wcall *c, struct job *j)
+{
+	struct dn_rpc *b = c->b;
+	int rc, err;
+
+	switch (j->kind) {
+	case JOB_BEGIN:
+		rc = dn_write_begin(b->s, c->bucket, c->key, c->size, c->size_known, c->k, c->m,
+		                    &c->dw);
+		if (rc) {
+			c->dw = NULL;
+			pthread_mutex_lock(&b->mu);
+			c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+			pthread_mutex_unlock(&b->mu);
+		}
+		job_free(j);
+		return true;
+	case JOB_DATA: {
+		bool resume;
+
+		pthread_mutex_lock(&b->mu);
+		err = c->err;
+		pthread_mutex_unlock(&b->mu);
+		if (!err && c->dw) {
+			rc = dn_write_data_checked(c->dw, j->off, j->segs, j->n, j->crc32c);
+			if (rc) {
+				/* Poisoned: drop it now, the next callback reports. */
+				dn_write_abort(c->dw);
+				c->dw = NULL;
+				pthread_mutex_lock(&b->mu);
+				if (rc == -EBADMSG) {
+					snprintf(c->errmsg, sizeof(c->errmsg),
+					         "CRC32C mismatch at offset %llu: the %zu bytes "
+					         "sent "
+					         "do not match crc32c %08x",
+					         (unsigned long long)j->off, j->len, j->crc32c);
+					c->err = rc;
+				} else {
+					c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+				}
+				pthread_mutex_unlock(&b->mu);
+			}
+		}
+		pthread_mutex_lock(&b->mu);
+		c->queued -= j->len;
+		resume = c->paused && (c->queued <= b->o.call_cap / 2 || c->err);
+		if (resume)
+			c->paused = false;
+		pthread_mutex_unlock(&b->mu);
+		job_free(j);
+		/* Still scheduled: nobody else can finish the call meanwhile. */
+		if (resume)
+			rpc_write_resume(c->w);
+		return true;
+	}
+	case JOB_COMMIT:
+		pthread_mutex_lock(&b->mu);
+		err = c->err;
+		pthread_mutex_unlock(&b->mu);
+		if (err || !c->dw) {
+			if (c->dw)
+				dn_write_abort(c->dw);
+			rpc_write_fail(c->w, err ? err : -EIO, "%s", err ? c->errmsg : "no write");
+			wcall_free(c);
+		} else {
+			c->cond_if_match = j->has_cond && j->cond.if_match;
+			dn_write_commit_if(c->dw, j->etag, j->attrs, j->nattrs,
+			                   j->has_cond ? &j->cond : NULL, commit_done, c);
+		}
+		job_free(j);
+		return false;
+	case JOB_ABORT:
+		if (c->dw)
+			dn_write_abort(c->dw);
+		pthread_mutex_lock(&b->mu);
+		err = c->err;
+		pthread_mutex_unlock(&b->mu);
+		if (err)
+			rpc_write_fail(c->w, err, "%s", c->errmsg);
+		else
+			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
+			               "write of %s/%s aborted", c->bucket, c->key);
+		wcall_free(c);
+		job_free(j);
+		return false;
+	}
+	return true;
+}
+
+void *
+dn_rpc_write_worker(void *arg)
+{
+	struct dn_rpc *b = arg;
+
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		struct wcall *c;
+		struct job *j;
+
+		while (!b->ready_head && !b->stop)
+			pthread_cond_wait(&b->wcond, &b->mu);
+		c = b->ready_head;
+		if (!c)
+			break;
+		b->ready_head = c->next_ready;
+		if (!b->ready_head)
+			b->ready_tail = NULL;
+		j = c->head;
+		c->head = j->next;
+		if (!c->head)
+			c->tail = NULL;
+		pthread_mutex_unlock(&b->mu);
+		if (!wcall_run(c, j)) {
+			pthread_mutex_lock(&b->mu);
+			continue;
+		}
+		pthread_mutex_lock(&b->mu);
+		c->scheduled = false;
+		if (c->head)
+			wcall_schedule(b, c); /* to the tail: calls take turns */
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
