@@ -1,0 +1,94 @@
+/*
+ * s3_backend_rpc: struct s3_backend over the zest.Datanode rpc client, one client per
+ * --datanode. Calls come from the server's worker threads and block; the rpc client's
+ * completion-queue thread only moves state and wakes the waiting worker.
+ *
+ * Placement: every object call goes to s3_place(bucket, key) over the node list (the
+ * multipart parts of the reserved bucket too: their upload id carries the target's
+ * hash). Bucket calls go to every node; listings are merged with s3_list_merge().
+ *
+ * Zero copy: put_write hands the caller's segment (a span of the connection's read
+ * buffer and its reference) to rpc_cwrite_send, which takes its own reference until gRPC
+ * has written the bytes. When the stream's in-flight window is full the worker waits
+ * for `writable`, so it stops reading the socket: that is the backpressure, and memory
+ * per upload is bounded by the window (rpc_client_opts.max_inflight). On GET the
+ * received segments (gRPC receive slices) are queued with a reference to the worker,
+ * which writes them to the client; the read is paused while the queue is over a bound.
+ *
+ * Errors: a call's outcome comes back as the datanode's zest error code (rpc_status.err,
+ * from the "zest-err" trailer; for a status without one, what its gRPC code stands for),
+ * returned as ZC_E(code); s3_err_from_errno() maps it to S3 in one table. A datanode that
+ * cannot be reached is ZC_UNAVAILABLE (503 SlowDown, which clients retry).
+ *
+ * s3_backend_rpc_internal.h: what its files share. Private to libzest_s3_rpc.
+ *   s3_backend_rpc.c  errors, attributes, placement, create and destroy
+ *   s3_brpc_put.c     the PUT stream over one node's Write call
+ *   s3_brpc_get.c     the GET stream over one node's Read call, pulled or blocking
+ *   s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the
+ *                     listing merged over every node, bucket calls sent to every node
+ */
+#ifndef ZEST_S3_BACKEND_RPC_INTERNAL_H
+#define ZEST_S3_BACKEND_RPC_INTERNAL_H
+
+#include "rpc.h"
+#include "s3.h"
+
+/* Queued GET bytes that pause the datanode stream (no more RECV_MESSAGE: HTTP/2 flow
+ * control then stops the datanode), and the level that resumes it. With one ~1 MiB
+ * ReadChunk arriving after the pause, a stream buffers at most ~3 MiB. */
+#define GET_PAUSE_BYTES  (2u << 20)
+#define GET_RESUME_BYTES (1u << 20)
+/* What gRPC itself may hold of a paused stream: a fixed HTTP/2 window (BDP probing grew
+ * it to ~35 MiB per stream: 32 stalled GETs took the gateway to 1.2 GiB RSS). */
+#define GET_STREAM_WINDOW (2u << 20)
+#define MAX_ATTRS         128
+
+struct rbe {
+	struct s3_backend be;
+	unsigned n;
+	char **names;
+	struct rpc_client **cl;
+};
+
+/* Object attributes as protobuf Attr entries over one parsed copy of the text. */
+struct attrs {
+	char *buf;
+	Zest__Attr a[MAX_ATTRS];
+	Zest__Attr *pa[MAX_ATTRS];
+	size_t n;
+};
+
+/* ---- s3_brpc_put.c */
+int s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
+                     void **stream);
+int s3_brpc_put_write(void *stream, const struct zc_seg *seg);
+int s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
+                       const struct s3_cond *cond, struct s3_obj_info *out);
+void s3_brpc_put_abort(void *stream);
+/* ---- s3_brpc_get.c */
+void s3_brpc_get_close(void *stream);
+int s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                     bool has_len, struct s3_obj_info *info, void **stream);
+int s3_brpc_get_next(void *stream, struct zc_seg *seg);
+int s3_brpc_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
+/* ---- s3_brpc_meta.c */
+int s3_brpc_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
+int s3_brpc_del(void *ctx, const char *bucket, const char *key, bool *existed);
+int s3_brpc_list(void *ctx, const char *bucket, const char *prefix, const char *start_after,
+                 const char *delimiter, unsigned limit, struct s3_list_result *out);
+int s3_brpc_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
+                    size_t nparts, bool delete_parts, const char *etag, const char *attrs,
+                    size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out);
+int s3_brpc_bucket_create(void *ctx, const char *bucket);
+int s3_brpc_bucket_delete(void *ctx, const char *bucket);
+int s3_brpc_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out);
+int s3_brpc_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap);
+/* ---- s3_backend_rpc.c */
+int s3_brpc_err(const struct rpc_status *st);
+struct rpc_client *s3_brpc_place(struct rbe *b, const char *bucket, const char *key);
+int s3_brpc_attrs_parse(struct attrs *at, const char *s, size_t len);
+void s3_brpc_info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_info *out);
+Zest__WriteCondition *s3_brpc_cond_to_pb(const struct s3_cond *c, Zest__WriteCondition *pb);
+
+#endif

@@ -1,0 +1,273 @@
+/*
+ * s3_brpc_get: the GET stream of the rpc backend: one Read call on the placed node,
+ * its ReadChunk segments handed on by reference, paused over a bound; pulled (get_open/
+ * next/close) by the server, or as a blocking callback loop for small internal reads.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3_backend_rpc_internal.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ GET stream */
+
+struct get {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rpc_cread *r;
+	struct zc_seg *q; /* queued segments, each holding a ref */
+	size_t qhead, qn, qcap;
+	size_t qbytes;
+	bool paused, done, failed_alloc;
+	struct rpc_status st;
+	bool have_info;
+	struct s3_obj_info *info;
+	const char *key;
+	char *keycopy;
+};
+
+static int
+get_on_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+             const struct zc_seg *segs, size_t n_segs, size_t len)
+{
+	struct get *g = arg;
+	int ret = 0;
+
+	(void)r;
+	(void)offset;
+	pthread_mutex_lock(&g->mu);
+	if (info && !g->have_info) {
+		s3_brpc_info_from_pb(info, g->key, g->info);
+		g->have_info = true;
+	}
+	if (g->qhead + g->qn + n_segs > g->qcap) {
+		/* compact, then grow */
+		if (g->qn)
+			memmove(g->q, g->q + g->qhead, g->qn * sizeof(*g->q));
+		g->qhead = 0;
+		if (g->qn + n_segs > g->qcap) {
+			size_t nc = g->qcap ? g->qcap * 2 : 64;
+			void *nq;
+
+			while (nc < g->qn + n_segs)
+				nc *= 2;
+			nq = realloc(g->q, nc * sizeof(*g->q));
+			if (!nq) {
+				g->failed_alloc = true;
+				pthread_cond_broadcast(&g->cv);
+				pthread_mutex_unlock(&g->mu);
+				return 1; /* stays paused; the worker cancels */
+			}
+			g->q = nq;
+			g->qcap = nc;
+		}
+	}
+	for (size_t i = 0; i < n_segs; i++) {
+		if (segs[i].ref)
+			zc_ref_get(segs[i].ref);
+		g->q[g->qhead + g->qn++] = segs[i];
+	}
+	g->qbytes += len;
+	if (g->qbytes >= GET_PAUSE_BYTES) {
+		g->paused = true;
+		ret = 1;
+	}
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+	return ret;
+}
+
+static void
+get_on_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
+{
+	struct get *g = arg;
+
+	(void)r;
+	pthread_mutex_lock(&g->mu);
+	g->st = *st;
+	g->done = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void
+get_free(struct get *g)
+{
+	free(g->q);
+	free(g->info);
+	free(g->keycopy);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
+/* Stop the stream if it runs, wait for its end, drop what is queued, free. */
+void
+s3_brpc_get_close(void *stream)
+{
+	struct get *g = stream;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	if (!g->done && g->r) {
+		struct rpc_cread *r = g->r;
+
+		pthread_mutex_unlock(&g->mu);
+		rpc_cread_cancel(r);
+		pthread_mutex_lock(&g->mu);
+	}
+	while (!g->done) {
+		if (g->paused && g->r) {
+			struct rpc_cread *r = g->r;
+
+			/* a paused stream needs a resume to see its cancel through */
+			g->paused = false;
+			pthread_mutex_unlock(&g->mu);
+			rpc_cread_resume(r);
+			pthread_mutex_lock(&g->mu);
+			continue;
+		}
+		pthread_cond_wait(&g->cv, &g->mu);
+	}
+	for (size_t i = 0; i < g->qn; i++)
+		if (g->q[g->qhead + i].ref)
+			zc_ref_put(g->q[g->qhead + i].ref);
+	g->qn = 0;
+	pthread_mutex_unlock(&g->mu);
+	rpc_cread_destroy(g->r);
+	get_free(g);
+}
+
+int
+s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                 bool has_len, struct s3_obj_info *info, void **stream)
+{
+	static const struct rpc_cread_cbs cbs = { get_on_chunk, get_on_done };
+	struct rbe *b = ctx;
+	Zest__ReadRequest req;
+	struct get *g;
+	int rc = 0;
+
+	*stream = NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->info = malloc(sizeof(*g->info));
+	g->keycopy = strdup(key);
+	if (!g->info || !g->keycopy) {
+		get_free(g);
+		return -ENOMEM;
+	}
+	g->key = g->keycopy;
+	if (off || has_len) {
+		/* S3 clamps a range to the object; the datanode refuses one past the end */
+		rc = s3_brpc_stat(ctx, bucket, key, g->info);
+		if (rc < 0)
+			goto fail;
+		if (off >= g->info->size) {
+			*info = *g->info; /* the caller decides (InvalidRange or empty) */
+			get_free(g);
+			return 0;
+		}
+		if (has_len && len > g->info->size - off)
+			len = g->info->size - off;
+	}
+	zest__read_request__init(&req);
+	req.bucket = (char *)bucket;
+	req.key = (char *)key;
+	req.offset = off;
+	req.length = has_len ? len : 0;
+	req.has_length = has_len;
+	pthread_mutex_lock(&g->mu);
+	rc = rpc_cread_open(s3_brpc_place(b, bucket, key), &req, &cbs, g, &g->r);
+	if (rc < 0) {
+		pthread_mutex_unlock(&g->mu);
+		goto fail;
+	}
+	while (!g->done && !g->failed_alloc && !g->have_info)
+		pthread_cond_wait(&g->cv, &g->mu);
+	if (g->failed_alloc)
+		rc = -ENOMEM;
+	else if (!g->have_info)
+		rc = s3_brpc_err(&g->st);
+	pthread_mutex_unlock(&g->mu);
+	if (rc == 0 && !g->have_info) /* ended without info: ask for it */
+		rc = s3_brpc_stat(ctx, bucket, key, g->info);
+	if (rc < 0) {
+		s3_brpc_get_close(g);
+		return rc;
+	}
+	*info = *g->info;
+	*stream = g;
+	return 0;
+fail:
+	get_free(g);
+	return rc;
+}
+
+int
+s3_brpc_get_next(void *stream, struct zc_seg *seg)
+{
+	struct get *g = stream;
+	int rc = 0;
+
+	pthread_mutex_lock(&g->mu);
+	while (!g->done && !g->failed_alloc && !g->qn)
+		pthread_cond_wait(&g->cv, &g->mu);
+	if (g->failed_alloc) {
+		rc = -ENOMEM;
+	} else if (!g->qn) { /* done and drained */
+		rc = s3_brpc_err(&g->st);
+	} else {
+		*seg = g->q[g->qhead++];
+		g->qn--;
+		g->qbytes -= seg->len;
+		rc = 1;
+		if (g->paused && g->qbytes < GET_RESUME_BYTES && !g->done && g->r) {
+			struct rpc_cread *r = g->r;
+
+			g->paused = false;
+			pthread_mutex_unlock(&g->mu);
+			rpc_cread_resume(r);
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	return rc;
+}
+
+/* The blocking form over the pulled one (multipart records, copies). */
+int
+s3_brpc_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+            bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	struct zc_seg seg;
+	void *g;
+	int rc, n;
+
+	if (!info)
+		return -ENOMEM;
+	rc = s3_brpc_get_open(ctx, bucket, key, off, len, has_len, info, &g);
+	if (rc == 0)
+		rc = on_info(arg, info);
+	free(info);
+	while (rc == 0 && g && (n = s3_brpc_get_next(g, &seg)) != 0) {
+		if (n < 0) {
+			rc = n;
+			break;
+		}
+		rc = emit(arg, seg.ptr, seg.len);
+		if (seg.ref)
+			zc_ref_put(seg.ref);
+	}
+	s3_brpc_get_close(g);
+	return rc;
+}

@@ -1,0 +1,212 @@
+/*
+ * s3_brpc_put: the PUT stream of the rpc backend: one Write call on the placed node, the
+ * caller's segments sent by reference, the worker held while the window is full.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3_backend_rpc_internal.h"
+#include "zc.h"
+
+/* ------------------------------------------------------------------ PUT stream */
+
+struct put {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct rpc_cwrite *w; /* valid until put_free (the rpc object is refcounted) */
+	unsigned long writable_gen;
+	bool done;
+	struct rpc_status st;
+	bool have_res;
+	uint64_t size, mtime_ns;
+	char key[S3_MAX_KEY + 1];
+};
+
+static void
+put_on_writable(void *arg, struct rpc_cwrite *w)
+{
+	struct put *p = arg;
+
+	(void)w;
+	pthread_mutex_lock(&p->mu);
+	p->writable_gen++;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void
+put_on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
+            const Zest__WriteResult *res)
+{
+	struct put *p = arg;
+
+	(void)w;
+	pthread_mutex_lock(&p->mu);
+	p->st = *st;
+	if (st->code == GRPC_STATUS_OK && res) {
+		p->have_res = true;
+		p->size = res->size;
+		p->mtime_ns = res->mtime_ns;
+	}
+	p->done = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void
+put_wait_done(struct put *p)
+{
+	pthread_mutex_lock(&p->mu);
+	while (!p->done)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void
+put_free(struct put *p)
+{
+	rpc_cwrite_destroy(p->w);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+int
+s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
+                 void **stream)
+{
+	static const struct rpc_cwrite_cbs cbs = { put_on_writable, put_on_done };
+	struct rbe *b = ctx;
+	Zest__WriteOpen op;
+	struct put *p;
+	int rc;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	snprintf(p->key, sizeof(p->key), "%s", key);
+	zest__write_open__init(&op);
+	op.bucket = (char *)bucket;
+	op.key = (char *)key;
+	op.size = size;
+	op.size_known = size_known;
+	/* hold the lock: `done` may come before *out is stored */
+	pthread_mutex_lock(&p->mu);
+	rc = rpc_cwrite_open(s3_brpc_place(b, bucket, key), &op, &cbs, p, &p->w);
+	pthread_mutex_unlock(&p->mu);
+	if (rc < 0) {
+		put_free(p);
+		return rc;
+	}
+	*stream = p;
+	return 0;
+}
+
+int
+s3_brpc_put_write(void *stream, const struct zc_seg *seg)
+{
+	struct put *p = stream;
+
+	for (;;) {
+		unsigned long gen;
+		int rc;
+
+		pthread_mutex_lock(&p->mu);
+		if (p->done) {
+			rc = p->st.code == GRPC_STATUS_OK ? -EPROTO : s3_brpc_err(&p->st);
+			pthread_mutex_unlock(&p->mu);
+			return rc;
+		}
+		gen = p->writable_gen;
+		pthread_mutex_unlock(&p->mu);
+		rc = rpc_cwrite_send(p->w, seg, 1);
+		if (rc == 0)
+			return 0;
+		if (rc == -ECANCELED) { /* the call failed: its status says why */
+			put_wait_done(p);
+			continue;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+		/* window full: stop reading the socket until the transport took bytes */
+		pthread_mutex_lock(&p->mu);
+		while (p->writable_gen == gen && !p->done) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100 * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
+				break; /* re-check: a missed wakeup costs 100 ms, never a hang */
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+int
+s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
+                   const struct s3_cond *cond, struct s3_obj_info *out)
+{
+	struct put *p = stream;
+	Zest__WriteCondition pbc;
+	struct attrs at;
+	int rc;
+
+	rc = s3_brpc_attrs_parse(&at, attrs, attrs_len);
+	if (rc < 0)
+		goto cancel;
+	pthread_mutex_lock(&p->mu);
+	if (p->done) {
+		pthread_mutex_unlock(&p->mu);
+		free(at.buf);
+		goto finish;
+	}
+	pthread_mutex_unlock(&p->mu);
+	rc = rpc_cwrite_commit_cond(p->w, NULL, 0, etag, at.pa, at.n,
+	                            s3_brpc_cond_to_pb(cond, &pbc));
+	free(at.buf);
+	if (rc < 0 && rc != -ECANCELED)
+		goto cancel;
+finish:
+	put_wait_done(p);
+	rc = s3_brpc_err(&p->st);
+	if (rc == 0 && out) {
+		memset(out, 0, offsetof(struct s3_obj_info, attrs));
+		snprintf(out->key, sizeof(out->key), "%s", p->key);
+		out->size = p->size;
+		snprintf(out->etag, sizeof(out->etag), "%s", etag);
+		out->mtime_ns = p->mtime_ns;
+	}
+	put_free(p);
+	return rc;
+cancel:
+	rpc_cwrite_cancel(p->w);
+	put_wait_done(p);
+	put_free(p);
+	return rc;
+}
+
+void
+s3_brpc_put_abort(void *stream)
+{
+	struct put *p = stream;
+
+	pthread_mutex_lock(&p->mu);
+	if (!p->done) {
+		pthread_mutex_unlock(&p->mu);
+		rpc_cwrite_cancel(p->w);
+	} else {
+		pthread_mutex_unlock(&p->mu);
+	}
+	put_wait_done(p);
+	put_free(p);
+}
