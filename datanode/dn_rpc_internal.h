@@ -53,7 +53,9 @@ struct wcall {
 	uint64_t size;
 	bool size_known;
 	unsigned k, m;
-	bool cond_if_match; /* the commit carried if_match: -ENOENT may be NoSuchKey */
+	/* The terminal (commit or abort) job, allocated at open: the last callback can always
+	 * queue one, so nobody waits or retries for memory there. */
+	struct job *final;
 	/* under b->mu */
 	struct job *head, *tail;
 	struct wcall *next_ready;

@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dn_rpc_internal.h"
 #include "ec.h"
@@ -17,9 +16,12 @@
 
 /* ------------------------------------------------------------------ write */
 
+static void job_free(struct job *j);
+
 static void
 wcall_free(struct wcall *c)
 {
+	job_free(c->final);
 	free(c->bucket);
 	free(c->key);
 	free(c);
@@ -28,6 +30,8 @@ wcall_free(struct wcall *c)
 static void
 job_free(struct job *j)
 {
+	if (!j)
+		return;
 	if (j->segs) {
 		for (size_t i = 0; i < j->n; i++)
 			if (j->segs[i].ref)
@@ -187,6 +191,9 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open
 	j = calloc(1, sizeof(*j));
 	if (!c || !j)
 		goto nomem;
+	c->final = calloc(1, sizeof(*c->final));
+	if (!c->final)
+		goto nomem;
 	c->bucket = strdup(open->bucket);
 	c->key = strdup(open->key);
 	if (!c->bucket || !c->key)
@@ -303,23 +310,17 @@ dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChu
 		}
 	}
 	pthread_mutex_lock(&b->mu);
-	if (!ok && !c->err) {
-		c->err = -ENOMEM;
-		snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
-	}
-	if (!j) {
-		/* No job to carry the verdict: wait for a worker to finish the queue. */
-		while (c->scheduled) {
-			pthread_mutex_unlock(&b->mu);
-			usleep(1000);
-			pthread_mutex_lock(&b->mu);
+	if (!ok) {
+		/* No memory for the commit's copies: the preallocated job aborts the write. */
+		job_free(j);
+		j = c->final;
+		c->final = NULL;
+		j->kind = JOB_ABORT;
+		j->err = -ENOMEM;
+		if (!c->err) {
+			c->err = -ENOMEM;
+			snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
 		}
-		pthread_mutex_unlock(&b->mu);
-		if (c->dw)
-			dn_write_abort(c->dw);
-		rpc_write_fail(w, c->err, "%s", c->errmsg);
-		wcall_free(c);
-		return;
 	}
 	wcall_push(c, j);
 	pthread_mutex_unlock(&b->mu);
@@ -330,12 +331,10 @@ dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err)
 {
 	struct wcall *c = call_ctx;
 	struct dn_rpc *b = c->b;
-	struct job *j;
+	struct job *j = c->final; /* allocated at open: an abort always lands */
 
 	(void)w;
-	/* A small job; if even that fails, spin until one can be had (abort must land). */
-	while (!(j = calloc(1, sizeof(*j))))
-		usleep(1000);
+	c->final = NULL;
 	j->kind = JOB_ABORT;
 	j->err = err;
 	pthread_mutex_lock(&b->mu);
@@ -435,7 +434,6 @@ wcall_run(struct wcall *c, struct job *j)
 			rpc_write_fail(c->w, err ? err : -EIO, "%s", err ? c->errmsg : "no write");
 			wcall_free(c);
 		} else {
-			c->cond_if_match = j->has_cond && j->cond.if_match;
 			dn_write_commit_if(c->dw, j->etag, j->attrs, j->nattrs,
 			                   j->has_cond ? &j->cond : NULL, commit_done, c);
 		}
