@@ -133,6 +133,10 @@ int s3_buf_add_xml(struct s3_buf *b, const char *s, size_t n);
 int s3_buf_add_uri(struct s3_buf *b, const char *s, size_t n, bool keep_slash);
 
 void s3_hex(const uint8_t *in, size_t n, char *out); /* writes 2n chars + NUL */
+/* A heap copy of p[0..n) as a segment holding the one reference on it (the caller puts
+ * seg->ref when done): for small bodies the gateway writes itself (upload records, part
+ * tables), since a backend may keep a segment past put_write. 0 or -ENOMEM. */
+int s3_seg_dup(const void *p, size_t n, struct zc_seg *out);
 /* Decode standard base64 (with padding); returns decoded length or -EINVAL. */
 int s3_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap);
 /* Encode standard base64 with padding; out needs 4*ceil(n/3)+1 bytes. */

@@ -150,8 +150,11 @@ s3_op_mpu_create(struct s3_req *rq)
 	                             &stream)
 	          : -ENOMEM;
 	if (rc == 0) {
-		seg = (struct zc_seg){ (const uint8_t *)rq->key, strlen(rq->key), NULL };
-		rc = rq->be->put_write(stream, &seg);
+		rc = s3_seg_dup(rq->key, strlen(rq->key), &seg);
+		if (rc == 0) {
+			rc = rq->be->put_write(stream, &seg);
+			zc_ref_put(seg.ref); /* the backend holds its own while it needs the bytes */
+		}
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else

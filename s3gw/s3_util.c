@@ -493,3 +493,27 @@ s3_list_result_add_prefix(struct s3_list_result *r, const char *prefix)
 	r->nprefix++;
 	return 0;
 }
+
+struct seg_copy {
+	struct zc_ref ref;
+	uint8_t data[];
+};
+
+static void
+seg_copy_release(struct zc_ref *ref)
+{
+	free((struct seg_copy *)((char *)ref - offsetof(struct seg_copy, ref)));
+}
+
+int
+s3_seg_dup(const void *p, size_t n, struct zc_seg *out)
+{
+	struct seg_copy *c = malloc(sizeof(*c) + (n ? n : 1));
+
+	if (!c)
+		return -ENOMEM;
+	memcpy(c->data, p, n);
+	zc_ref_init(&c->ref, seg_copy_release);
+	*out = (struct zc_seg){ c->data, n, &c->ref };
+	return 0;
+}

@@ -164,6 +164,20 @@ test_helpers(void **state)
 		assert_int_not_equal(s3_err_from_errno(ZC_E(c)), S3_OK);
 	assert_int_equal(s3_err_from_errno(s3_backend_err(S3E_NO_SUCH_UPLOAD)), S3E_NO_SUCH_UPLOAD);
 	assert_int_equal(s3_err_from_errno(-EAGAIN), S3E_SLOW_DOWN);
+	{
+		/* a heap copy that owns its bytes until its one reference is put */
+		long live = zc_ref_live();
+		struct zc_seg seg;
+		char key[] = "bucket/key";
+
+		assert_int_equal(s3_seg_dup(key, 10, &seg), 0);
+		key[0] = 'X';
+		assert_memory_equal(seg.ptr, "bucket/key", 10);
+		assert_int_equal(seg.len, 10);
+		assert_int_equal(zc_ref_live(), live + 1);
+		zc_ref_put(seg.ref);
+		assert_int_equal(zc_ref_live(), live);
+	}
 }
 
 /* The 8-lane MD5 against OpenSSL's, at every padding boundary. */
