@@ -594,7 +594,7 @@ int s3_list_merge(const struct s3_list_result *const *parts, unsigned n, unsigne
 
 struct s3_config {
 	const char *listen;     /* host:port, port 0 picks one */
-	const char *metrics;    /* NULL: /metrics on the main port only */
+	const char *metrics;    /* host:port of /metrics (its own port); NULL: none */
 	const char *access_key; /* NULL: anonymous */
 	const char *secret_key;
 	const char *region;

@@ -2,8 +2,8 @@
  * s3_internal: the contract between the HTTP server (s3_server_internal.h) and the operations
  * (s3_route.c and the files of s3_ops_internal.h). Private to s3gw/.
  *
- * One struct s3_req per request, owned by its connection, used only on the connection's
- * loop thread. The server parses the head and calls s3_ops_begin(); when the operation
+ * One struct s3_req per request, owned by its connection, used only by the worker thread
+ * that holds the connection (one at a time). The server parses the head and calls s3_ops_begin(); when the operation
  * wants the body, the server decodes it (Content-Length, HTTP chunked, aws-chunked) and
  * hands payload spans to s3_ops_body() -- spans of the connection's read buffer, with
  * rq->cur_ref the reference that keeps them alive -- then calls s3_ops_end(). Operations
