@@ -216,7 +216,10 @@ def test_complete_outage_before_compose():
         assert [p["PartNumber"] for p in parts["Parts"]] == [1, 2], parts
         s3.complete_multipart_upload(Bucket="split", Key=key, UploadId=up, MultipartUpload=mpu)
         assert parts_left(t, up) == [] and not dn_keys(t.b, RESERVED, "u/split/")
-        assert s3.get_object(Bucket="split", Key=key)["Body"].read() == data[0] + data[1]
+        # The gateway's other channels to the restarted node may still be reconnecting
+        # (up to a second): a GET then answers 503 SlowDown, which clients retry.
+        got = wait_answering(lambda: s3.get_object(Bucket="split", Key=key)["Body"].read())
+        assert got == data[0] + data[1]
         ok = True
     finally:
         rcs = t.stop(ok)
