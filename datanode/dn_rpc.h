@@ -8,7 +8,8 @@
  * threads steps each Read (dn_read_next, ~1 MiB of whole stripes), hands the ReadChunk to
  * gRPC and takes the next call: the `sent` callback queues the call again, so a slow
  * client holds one message in flight and no thread. Commit callbacks run on the store's
- * commit thread and finish the call there.
+ * commit thread and finish the call there. The unary calls that write metadata (Delete,
+ * Compose, bucket create/delete) run on two dn-unary threads, their replies deferred.
  */
 #ifndef ZEST_DN_RPC_H
 #define ZEST_DN_RPC_H

@@ -88,16 +88,29 @@ struct rcall {
 	struct zc_seg *batch;
 };
 
+/* A unary call that writes metadata, waiting for a dn-unary thread (its reply deferred). */
+struct ujob {
+	struct ujob *next;
+	enum rpc_method m;
+	const ProtobufCMessage *req;
+	struct rpc_reply *reply;
+};
+
+#define DN_RPC_UNARY_THREADS 2
+
 struct dn_rpc {
 	struct dn_store *s;
 	struct dn_rpc_opts o;
 	pthread_mutex_t mu;
-	pthread_cond_t wcond, rcond;
+	pthread_cond_t wcond, rcond, ucond;
 	struct wcall *ready_head, *ready_tail;
 	struct rcall *rq_head, *rq_tail;
+	struct ujob *uq_head, *uq_tail;
 	bool stop;
 	pthread_t *workers, *readers;
 	unsigned n_workers, n_readers;
+	pthread_t unary[DN_RPC_UNARY_THREADS];
+	unsigned n_unary;
 };
 
 /* ---- dn_rpc_write.c */
@@ -119,6 +132,7 @@ int dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest 
 void dn_rpc_on_read_sent(void *call_ctx, struct rpc_read *r);
 void dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err);
 /* ---- dn_rpc_unary.c */
+void *dn_rpc_unary_worker(void *arg);
 int dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req,
                     struct rpc_reply *reply);
 

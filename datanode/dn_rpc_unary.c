@@ -164,10 +164,10 @@ out:
 	return err;
 }
 
-int
-dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+/* One unary call, synchronously (a dn-unary thread, or the CQ thread for reads). */
+static int
+unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
 {
-	struct dn_rpc *b = ctx;
 	int err;
 
 	switch (m) {
@@ -254,4 +254,62 @@ dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struc
 	default:
 		return -ENOSYS;
 	}
+}
+
+/*
+ * The CQ threads never block: the calls that write metadata (an fsynced LMDB transaction,
+ * file unlinks) go to the dn-unary threads with their reply deferred; Stat, List and the
+ * bucket reads answer at once.
+ */
+int
+dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+{
+	struct dn_rpc *b = ctx;
+	struct ujob *j;
+
+	if (m != RPC_DELETE && m != RPC_COMPOSE && m != RPC_CREATE_BUCKET && m != RPC_DELETE_BUCKET)
+		return unary_run(b, m, req, reply);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return unary_run(b, m, req, reply); /* no memory to defer: answer here */
+	j->m = m;
+	j->req = req;
+	j->reply = reply;
+	pthread_mutex_lock(&b->mu);
+	if (b->uq_tail)
+		b->uq_tail->next = j;
+	else
+		b->uq_head = j;
+	b->uq_tail = j;
+	pthread_cond_signal(&b->ucond);
+	pthread_mutex_unlock(&b->mu);
+	return RPC_REPLY_LATER;
+}
+
+void *
+dn_rpc_unary_worker(void *arg)
+{
+	struct dn_rpc *b = arg;
+
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		struct ujob *j;
+		int rc;
+
+		while (!b->uq_head && !b->stop)
+			pthread_cond_wait(&b->ucond, &b->mu);
+		j = b->uq_head;
+		if (!j)
+			break; /* stopping, and every deferred call was answered */
+		b->uq_head = j->next;
+		if (!b->uq_head)
+			b->uq_tail = NULL;
+		pthread_mutex_unlock(&b->mu);
+		rc = unary_run(b, j->m, j->req, j->reply);
+		rpc_reply_send(j->reply, rc < 0 ? rc : 0);
+		free(j);
+		pthread_mutex_lock(&b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
 }

@@ -265,12 +265,19 @@ void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * Unary handler (Stat, Delete, List, Compose, *Bucket*), synchronous on a CQ thread:
- * answer with rpc_reply_message() and return 0, or return -errno (with an optional
- * rpc_reply_error() message). A method without a handler answers UNIMPLEMENTED.
+ * Unary handler (Stat, Delete, List, Compose, *Bucket*), called on a CQ thread: answer
+ * with rpc_reply_message() and return 0, or return an error (with an optional
+ * rpc_reply_error() message). Or return RPC_REPLY_LATER to answer from another thread
+ * (work that may block, such as an fsynced metadata write): req and reply stay valid until
+ * the handler calls rpc_reply_send(reply, err) exactly once. A method without a handler
+ * answers UNIMPLEMENTED.
  */
 typedef int (*rpc_unary_fn)(void *srv_ctx, enum rpc_method m, const ProtobufCMessage *req,
 			    struct rpc_reply *reply);
+#define RPC_REPLY_LATER 1
+/* Send a deferred reply: the message packed with rpc_reply_message() when err is 0, else
+ * the error and the rpc_reply_error() text. Any thread; reply is gone afterwards. */
+void rpc_reply_send(struct rpc_reply *reply, int err);
 /* Pack msg (borrowed) as the response. Returns 0 or -ENOMEM. */
 int rpc_reply_message(struct rpc_reply *reply, const ProtobufCMessage *msg);
 void rpc_reply_error(struct rpc_reply *reply, const char *fmt, ...)

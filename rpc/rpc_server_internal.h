@@ -115,6 +115,9 @@ struct unary {
 	struct tag tag;
 	struct rpc_server *srv;
 	grpc_call *call;
+	enum rpc_method method;
+	ProtobufCMessage *req; /* until the reply is sent */
+	struct rpc_reply reply;
 	grpc_byte_buffer *resp;
 	grpc_slice details;
 	grpc_metadata err_md; /* RPC_ERR_KEY */

@@ -2,6 +2,7 @@
  * rpc server, the unary methods: request decoded, handler called, one reply.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,46 +44,12 @@ void
 rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
                 grpc_byte_buffer *payload)
 {
-	struct rpc_reply reply = { 0 };
-	char text[RPC_STATUS_MSG_MAX];
-	int err = 0;
-	ProtobufCMessage *req = NULL;
-	struct unary *u;
-	grpc_op ops[4];
-	int rc;
+	struct unary *u = calloc(1, sizeof(*u));
+	int err = 0, rc;
 
-	if (payload) {
-		req = rpc_unpack_message(rpc_method_request(m), payload);
-		grpc_byte_buffer_destroy(payload);
-	}
-	if (!srv->h.unary) {
-		err = -ENOSYS;
-		snprintf(reply.msg, sizeof(reply.msg), "%s", rpc_method_path(m));
-	} else if (!req) {
-		err = -EINVAL;
-		snprintf(reply.msg, sizeof(reply.msg), "malformed request");
-	} else {
-		rc = srv->h.unary(srv->h.ctx, m, req, &reply);
-		if (rc < 0) {
-			err = rc;
-			if (reply.bb) {
-				grpc_byte_buffer_destroy(reply.bb);
-				reply.bb = NULL;
-			}
-		} else if (!reply.bb) {
-			err = -EIO;
-			snprintf(reply.msg, sizeof(reply.msg), "no reply");
-		}
-	}
-	memcpy(text, reply.msg, sizeof(text));
-	rpc_format_status_str(reply.msg, sizeof(reply.msg), err, text);
-	if (req)
-		protobuf_c_message_free_unpacked(req, NULL);
-
-	u = calloc(1, sizeof(*u));
 	if (!u) {
-		if (reply.bb)
-			grpc_byte_buffer_destroy(reply.bb);
+		if (payload)
+			grpc_byte_buffer_destroy(payload);
 		grpc_call_cancel_with_status(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
 		                             "SlowDown: out of memory", NULL);
 		grpc_call_unref(call);
@@ -92,8 +59,54 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 	u->tag.obj = u;
 	u->srv = srv;
 	u->call = call;
-	u->resp = reply.bb;
-	u->details = grpc_slice_from_copied_string(reply.msg);
+	u->method = m;
+	/* Counted from now: a reply the handler defers still holds back the shutdown. */
+	pthread_mutex_lock(&srv->mu);
+	srv->live_calls++;
+	pthread_mutex_unlock(&srv->mu);
+	if (payload) {
+		u->req = rpc_unpack_message(rpc_method_request(m), payload);
+		grpc_byte_buffer_destroy(payload);
+	}
+	if (!srv->h.unary) {
+		err = -ENOSYS;
+		snprintf(u->reply.msg, sizeof(u->reply.msg), "%s", rpc_method_path(m));
+	} else if (!u->req) {
+		err = -EINVAL;
+		snprintf(u->reply.msg, sizeof(u->reply.msg), "malformed request");
+	} else {
+		rc = srv->h.unary(srv->h.ctx, m, u->req, &u->reply);
+		if (rc == RPC_REPLY_LATER)
+			return; /* the handler calls rpc_reply_send(), from any thread */
+		err = rc < 0 ? rc : 0;
+	}
+	rpc_reply_send(&u->reply, err);
+}
+
+void
+rpc_reply_send(struct rpc_reply *reply, int err)
+{
+	struct unary *u = (struct unary *)((char *)reply - offsetof(struct unary, reply));
+	struct rpc_server *srv = u->srv;
+	char text[RPC_STATUS_MSG_MAX];
+	grpc_op ops[4];
+
+	if (u->req) {
+		protobuf_c_message_free_unpacked(u->req, NULL);
+		u->req = NULL;
+	}
+	if (err < 0 && reply->bb) {
+		grpc_byte_buffer_destroy(reply->bb);
+		reply->bb = NULL;
+	} else if (!err && !reply->bb) {
+		err = -EIO;
+		snprintf(reply->msg, sizeof(reply->msg), "no reply");
+	}
+	memcpy(text, reply->msg, sizeof(text));
+	rpc_format_status_str(reply->msg, sizeof(reply->msg), err, text);
+	u->resp = reply->bb;
+	reply->bb = NULL;
+	u->details = grpc_slice_from_copied_string(reply->msg);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
 	ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
@@ -106,13 +119,10 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 	ops[2].data.send_status_from_server.status_details = &u->details;
 	ops[3].op = GRPC_OP_SEND_MESSAGE;
 	ops[3].data.send_message.send_message = u->resp;
-	pthread_mutex_lock(&srv->mu);
-	srv->live_calls++;
-	pthread_mutex_unlock(&srv->mu);
-	if (grpc_call_start_batch(call, ops, u->resp ? 4 : 3, &u->tag, NULL) != GRPC_CALL_OK) {
-		ZC_ERR("rpc", "unary batch refused method=%s", rpc_method_path(m));
-		grpc_call_cancel(call, NULL);
-		grpc_call_unref(call);
+	if (grpc_call_start_batch(u->call, ops, u->resp ? 4 : 3, &u->tag, NULL) != GRPC_CALL_OK) {
+		ZC_ERR("rpc", "unary batch refused method=%s", rpc_method_path(u->method));
+		grpc_call_cancel(u->call, NULL);
+		grpc_call_unref(u->call);
 		if (u->resp)
 			grpc_byte_buffer_destroy(u->resp);
 		grpc_slice_unref(u->details);

@@ -12,6 +12,7 @@
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "dn_internal.h"
+#include "dn_meta_internal.h" /* the metadata write lock, held to stall writes */
 #include "rpc_raw.h"
 
 struct env {
@@ -564,6 +565,83 @@ test_stalled_reads_hold_no_reader(void)
 	free(back);
 }
 
+/* ---- Unary calls that write never hold a CQ thread ---- */
+struct ucount {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	unsigned done;
+	int last_code;
+};
+
+static void
+ucount_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+{
+	struct ucount *u = arg;
+
+	(void)resp;
+	pthread_mutex_lock(&u->mu);
+	u->done++;
+	u->last_code = st->code;
+	pthread_cond_broadcast(&u->cond);
+	pthread_mutex_unlock(&u->mu);
+}
+
+/* Wait until u->done reaches n, at most ms; returns what it reached. */
+static unsigned
+ucount_wait(struct ucount *u, unsigned n, unsigned ms)
+{
+	struct timespec ts;
+	unsigned got;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&u->mu);
+	while (u->done < n && pthread_cond_timedwait(&u->cond, &u->mu, &ts) == 0)
+		;
+	got = u->done;
+	pthread_mutex_unlock(&u->mu);
+	return got;
+}
+
+/*
+ * Deletes stalled in the metadata write (the test holds its lock, as a slow fsync would)
+ * must not hold the server's 2 CQ threads: a Stat sent after 4 of them still answers.
+ * When the unary calls ran on the CQ threads, the Stat waited for the lock too.
+ */
+static void
+test_unary_writes_off_cq(void)
+{
+	struct ucount dels = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	struct ucount stat = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	Zest__ObjectRequest dr = ZEST__OBJECT_REQUEST__INIT, sr = ZEST__OBJECT_REQUEST__INIT;
+	struct rpc_status st;
+	struct env e;
+	uint8_t buf[1000];
+
+	t_fill(buf, sizeof(buf));
+	env_up(&e, 0);
+	CHECK_EQ(put(&e, "keep", buf, sizeof(buf), 1000, 0, &st), 0);
+	dr.bucket = sr.bucket = "b";
+	dr.key = "gone";
+	sr.key = "keep";
+	pthread_mutex_lock(&e.t.s->meta->wlock);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(rpc_client_call_async(e.cl, RPC_DELETE, &dr.base, ucount_cb, &dels), 0);
+	CHECK_EQ(rpc_client_call_async(e.cl, RPC_STAT, &sr.base, ucount_cb, &stat), 0);
+	CHECK_EQ(ucount_wait(&stat, 1, 10000), 1);
+	CHECK_EQ(stat.last_code, GRPC_STATUS_OK);
+	CHECK_EQ(ucount_wait(&dels, 1, 200), 0); /* the deletes still wait for the lock */
+	pthread_mutex_unlock(&e.t.s->meta->wlock);
+	CHECK_EQ(ucount_wait(&dels, 4, 10000), 4);
+	CHECK_EQ(dels.last_code, GRPC_STATUS_OK);
+	env_down(&e, 1000);
+}
+
 int
 main(void)
 {
@@ -576,6 +654,7 @@ main(void)
 	test_error_mapping();
 	test_compose_conditions();
 	test_stalled_reads_hold_no_reader();
+	test_unary_writes_off_cq();
 	printf("test_dn_rpc: ok\n");
 	return 0;
 }
