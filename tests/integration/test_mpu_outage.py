@@ -56,20 +56,13 @@ class TwoNodes:
         self.a = zh.Cluster(gateway=False)
         self.b = zh.Cluster(gateway=False)
         self.gw = None
-        port, mport = zh.free_port(), zh.free_port()
         saved = dict(os.environ)
         os.environ.update(env)
         try:
-            self.gw = zh.Daemon([zh.GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key",
-                                 zh.ACCESS_KEY, "--secret-key", zh.SECRET_KEY, "--metrics",
-                                 f"127.0.0.1:{mport}", "--datanode",
-                                 f"127.0.0.1:{self.a.dn_port}", "--datanode",
-                                 f"127.0.0.1:{self.b.dn_port}"],
-                                os.path.join(self.a.root, "s3gw.log"), mport)
+            self.endpoint, self.gw = zh.gateway_over([self.a, self.b], self.a.root, "s3gw")
         finally:
             os.environ.clear()
             os.environ.update(saved)
-        self.endpoint = f"http://127.0.0.1:{port}"
 
     def stop(self, ok):
         rcs = [self.gw.stop()] if self.gw else []

@@ -269,13 +269,8 @@ def test_part_keys_plain_two_datanodes():
     gw = None
     ok = False
     try:
-        port, mport = zh.free_port(), zh.free_port()
-        gw = zh.Daemon([zh.GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key",
-                        zh.ACCESS_KEY, "--secret-key", zh.SECRET_KEY, "--metrics",
-                        f"127.0.0.1:{mport}", "--datanode", f"127.0.0.1:{a.dn_port}",
-                        "--datanode", f"127.0.0.1:{b.dn_port}"],
-                       os.path.join(a.root, "s3gw.log"), mport)
-        check_part_keys_plain(client(f"http://127.0.0.1:{port}"), "parts2")
+        url, gw = zh.gateway_over([a, b], a.root, "s3gw")
+        check_part_keys_plain(client(url), "parts2")
         ok = True
     finally:
         if gw:

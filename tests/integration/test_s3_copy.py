@@ -200,13 +200,9 @@ def test_two_datanodes():
     ok = False
     try:
         def gateway(nodes, name):
-            port, mport = zh.free_port(), zh.free_port()
-            argv = [zh.GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key", zh.ACCESS_KEY,
-                    "--secret-key", zh.SECRET_KEY, "--metrics", f"127.0.0.1:{mport}"]
-            for n in nodes:
-                argv += ["--datanode", f"127.0.0.1:{n.dn_port}"]
-            gws.append(zh.Daemon(argv, os.path.join(a.root, name + ".log"), mport))
-            return client(f"http://127.0.0.1:{port}")
+            url, d = zh.gateway_over(nodes, a.root, name)
+            gws.append(d)
+            return client(url)
         both = gateway([a, b], "s3gw-both")
         only_a = gateway([a], "s3gw-a")
         both.create_bucket(Bucket="two")

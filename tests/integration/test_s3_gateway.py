@@ -343,13 +343,9 @@ def test_two_datanodes():
     ok = False
     try:
         def gateway(nodes, name):
-            port, mport = zh.free_port(), zh.free_port()
-            argv = [zh.GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key", zh.ACCESS_KEY,
-                    "--secret-key", zh.SECRET_KEY, "--metrics", f"127.0.0.1:{mport}"]
-            for n in nodes:
-                argv += ["--datanode", f"127.0.0.1:{n.dn_port}"]
-            gws.append(zh.Daemon(argv, os.path.join(a.root, name + ".log"), mport))
-            return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}",
+            url, d = zh.gateway_over(nodes, a.root, name)
+            gws.append(d)
+            return boto3.client("s3", endpoint_url=url,
                                 aws_access_key_id=zh.ACCESS_KEY,
                                 aws_secret_access_key=zh.SECRET_KEY, region_name="us-east-1",
                                 config=Config(s3={"addressing_style": "path"},

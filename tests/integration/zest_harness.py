@@ -208,6 +208,18 @@ class Cluster:
         return rcs
 
 
+def gateway_over(clusters, root, name):
+    """A zest-s3gw over the datanodes of several Clusters (started with gateway=False), its
+    log at root/name.log. Returns (endpoint URL, Daemon); the caller stops the Daemon."""
+    port, mport = free_port(), free_port()
+    argv = [GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key", ACCESS_KEY,
+            "--secret-key", SECRET_KEY, "--metrics", f"127.0.0.1:{mport}"]
+    for c in clusters:
+        argv += ["--datanode", f"127.0.0.1:{c.dn_port}"]
+    d = Daemon(argv, os.path.join(root, name + ".log"), mport)
+    return f"http://127.0.0.1:{port}", d
+
+
 @contextlib.contextmanager
 def cluster(**kw):
     c = Cluster(**kw)
