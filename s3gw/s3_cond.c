@@ -1,9 +1,12 @@
 /*
  * s3_cond: conditions of S3 requests that write (PutObject, CompleteMultipartUpload,
  * CopyObject): If-None-Match: * and If-Match: <etag>, which the backend checks atomically
- * with the commit (struct s3_cond), and the ETag lists of the copy-source conditions.
+ * with the commit (struct s3_cond); the read conditions (If-Match, If-None-Match,
+ * If-[Un]Modified-Since) of GET/HEAD and of a copy's source, and their ETag lists.
  */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "s3_ops_internal.h"
 
@@ -40,6 +43,41 @@ s3_etag_list_match(const char *list, size_t n, const char *etag)
 			return true;
 	}
 	return false;
+}
+
+/* The header prefix + name, e.g. "x-amz-copy-source-" "if-match". */
+static bool
+hdr_of(const struct s3_req *rq, const char *prefix, const char *name, char *v, size_t cap)
+{
+	char full[64];
+
+	snprintf(full, sizeof(full), "%s%s", prefix, name);
+	return s3_rq_hdr_str(rq, full, v, cap);
+}
+
+enum s3_err
+s3_preconditions(const struct s3_req *rq, const char *prefix, const struct s3_obj_info *info,
+                 enum s3_err not_modified)
+{
+	char v[512];
+	time_t t, mt = (time_t)(info->mtime_ns / 1000000000u);
+	bool has_im = hdr_of(rq, prefix, "if-match", v, sizeof(v));
+
+	/* If-Match that holds overrides If-Unmodified-Since; If-None-Match, when given,
+	 * decides alone (If-Modified-Since is then not looked at), as S3 does. */
+	if (has_im && !s3_etag_list_match(v, strlen(v), info->etag))
+		return S3E_PRECONDITION_FAILED;
+	if (!has_im && hdr_of(rq, prefix, "if-unmodified-since", v, sizeof(v)) &&
+	    s3_http_time_parse(v, &t) && mt > t)
+		return S3E_PRECONDITION_FAILED;
+	if (hdr_of(rq, prefix, "if-none-match", v, sizeof(v))) {
+		if (s3_etag_list_match(v, strlen(v), info->etag))
+			return not_modified;
+	} else if (hdr_of(rq, prefix, "if-modified-since", v, sizeof(v)) &&
+	           s3_http_time_parse(v, &t) && mt <= t) {
+		return not_modified;
+	}
+	return S3_OK;
 }
 
 enum s3_err

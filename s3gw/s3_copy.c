@@ -87,33 +87,6 @@ parse_source(const struct s3_req *rq, struct copy *c, const char **msg)
 	return s3_key_check(c->key, strlen(c->key));
 }
 
-/*
- * x-amz-copy-source-if-*: as GET's conditions on the source, except that every failure
- * is 412. If-Match that holds overrides If-Unmodified-Since; If-None-Match decides alone
- * when given (If-Modified-Since is then not looked at).
- */
-static enum s3_err
-source_preconditions(const struct s3_req *rq, const struct s3_obj_info *info)
-{
-	char v[512];
-	time_t t, mt = (time_t)(info->mtime_ns / 1000000000u);
-	bool has_im = s3_rq_hdr_str(rq, "x-amz-copy-source-if-match", v, sizeof(v));
-
-	if (has_im && !s3_etag_list_match(v, strlen(v), info->etag))
-		return S3E_PRECONDITION_FAILED;
-	if (!has_im && s3_rq_hdr_str(rq, "x-amz-copy-source-if-unmodified-since", v, sizeof(v)) &&
-	    s3_http_time_parse(v, &t) && mt > t)
-		return S3E_PRECONDITION_FAILED;
-	if (s3_rq_hdr_str(rq, "x-amz-copy-source-if-none-match", v, sizeof(v))) {
-		if (s3_etag_list_match(v, strlen(v), info->etag))
-			return S3E_PRECONDITION_FAILED;
-	} else if (s3_rq_hdr_str(rq, "x-amz-copy-source-if-modified-since", v, sizeof(v)) &&
-	           s3_http_time_parse(v, &t) && mt <= t) {
-		return S3E_PRECONDITION_FAILED;
-	}
-	return S3_OK;
-}
-
 /* "bytes=first-last", both given, within size. 1 valid, 0 malformed, -1 out of range. */
 static int
 parse_copy_range(const char *v, uint64_t size, uint64_t *first, uint64_t *last)
@@ -356,7 +329,7 @@ copy_object(struct s3_req *rq, struct copy *c)
 	rc = rq->be->stat(rq->be->ctx, c->bucket, c->key, &c->info);
 	if (rc < 0)
 		return s3_rq_backend_error(rq, rc);
-	e = source_preconditions(rq, &c->info);
+	e = s3_preconditions(rq, "x-amz-copy-source-", &c->info, S3E_PRECONDITION_FAILED);
 	if (e)
 		return s3_rq_error(rq, e, NULL);
 	if (!replace && strcmp(c->bucket, rq->bucket) == 0 && strcmp(c->key, rq->key) == 0)
@@ -436,7 +409,7 @@ copy_part(struct s3_req *rq, struct copy *c)
 	rc = rq->be->stat(rq->be->ctx, c->bucket, c->key, &c->info);
 	if (rc < 0)
 		return s3_rq_backend_error(rq, rc);
-	e = source_preconditions(rq, &c->info);
+	e = s3_preconditions(rq, "x-amz-copy-source-", &c->info, S3E_PRECONDITION_FAILED);
 	if (e)
 		return s3_rq_error(rq, e, NULL);
 	len = c->info.size;

@@ -64,59 +64,6 @@ parse_range(const char *v, struct get_ctx *g)
 	return 1;
 }
 
-static bool
-etag_matches(const char *list, const char *etag)
-{
-	const char *p = list;
-
-	while (*p) {
-		const char *s, *e;
-
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (!*p)
-			break;
-		s = p;
-		while (*p && *p != ',')
-			p++;
-		e = p;
-		while (e > s && e[-1] == ' ')
-			e--;
-		if (e - s == 1 && *s == '*')
-			return true;
-		if (e - s >= 2 && *s == '"' && e[-1] == '"') {
-			s++;
-			e--;
-		}
-		if ((size_t)(e - s) == strlen(etag) && memcmp(s, etag, (size_t)(e - s)) == 0)
-			return true;
-	}
-	return false;
-}
-
-/* Preconditions; returns S3_OK, S3E_PRECONDITION_FAILED or S3E_NOT_MODIFIED. */
-static enum s3_err
-preconditions(const struct s3_req *rq, const struct s3_obj_info *info)
-{
-	char v[512];
-	time_t t, mt = (time_t)(info->mtime_ns / 1000000000u);
-	bool has_im = s3_rq_hdr_str(rq, "if-match", v, sizeof(v));
-
-	if (has_im && !etag_matches(v, info->etag))
-		return S3E_PRECONDITION_FAILED;
-	if (!has_im && s3_rq_hdr_str(rq, "if-unmodified-since", v, sizeof(v)) &&
-	    s3_http_time_parse(v, &t) && mt > t)
-		return S3E_PRECONDITION_FAILED;
-	if (s3_rq_hdr_str(rq, "if-none-match", v, sizeof(v))) {
-		if (etag_matches(v, info->etag))
-			return S3E_NOT_MODIFIED;
-	} else if (s3_rq_hdr_str(rq, "if-modified-since", v, sizeof(v)) &&
-	           s3_http_time_parse(v, &t) && mt <= t) {
-		return S3E_NOT_MODIFIED;
-	}
-	return S3_OK;
-}
-
 static void
 object_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool ranged,
                struct s3_buf *ex)
@@ -134,7 +81,7 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 {
 	struct get_ctx *g = arg;
 	struct s3_req *rq = g->rq;
-	enum s3_err e = preconditions(rq, info);
+	enum s3_err e = s3_preconditions(rq, "", info, S3E_NOT_MODIFIED);
 	struct s3_buf ex;
 	int status = 200, rc;
 

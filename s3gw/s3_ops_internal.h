@@ -133,6 +133,11 @@ int s3_delete_objects_end(struct s3_req *rq);
 
 /* Does the comma-separated ETag list (quoted or not, "*": any) name etag? */
 bool s3_etag_list_match(const char *list, size_t n, const char *etag);
+/* The read conditions under prefix ("" for GET/HEAD, "x-amz-copy-source-" for a copy's
+ * source) against info: S3_OK, S3E_PRECONDITION_FAILED, or not_modified (GET's 304; a
+ * copy answers 412 there too). */
+enum s3_err s3_preconditions(const struct s3_req *rq, const char *prefix,
+                             const struct s3_obj_info *info, enum s3_err not_modified);
 /* A write's If-None-Match / If-Match into out: S3_OK, S3E_NOT_IMPLEMENTED (If-None-Match
  * other than "*"), S3E_PRECONDITION_FAILED (an If-Match no ETag can match). */
 enum s3_err s3_cond_parse(const struct s3_req *rq, struct s3_cond *out);
