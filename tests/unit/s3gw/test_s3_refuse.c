@@ -4,9 +4,6 @@
  * the S3 error AWS (or MinIO) answers, with nothing stored: the backend's object count and
  * HEAD of the key or bucket show it. Also ListMultipartUploads with a delimiter.
  */
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,16 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <openssl/sha.h>
 
 #include "mem_backend.h"
+#include "raw_http.h"
 #include "zc.h"
 
 #define AK "testkey"
@@ -76,171 +70,32 @@ teardown(void **state)
 
 /* ------------------------------------------------------------ client */
 
-struct resp {
-	int status;
-	char head[8192];
-	char *body;
-	size_t blen;
-};
-
-static int
-dial(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { 5, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static void
-send_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-		assert_true(w > 0);
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
-static void
-recv_resp(int fd, struct resp *r, bool no_body)
-{
-	size_t hl = 0, want = 0;
-	const char *cl;
-
-	memset(r, 0, sizeof(*r));
-	for (;;) {
-		ssize_t n = recv(fd, r->head + hl, 1, 0);
-
-		assert_true(n == 1);
-		r->head[++hl] = '\0';
-		if (hl >= 4 && memcmp(r->head + hl - 4, "\r\n\r\n", 4) == 0)
-			break;
-		assert_true(hl < sizeof(r->head) - 1);
-	}
-	r->status = atoi(r->head + 9);
-	cl = strcasestr(r->head, "\r\nContent-Length: ");
-	if (cl && !no_body)
-		want = strtoull(cl + 18, NULL, 10);
-	r->body = calloc(1, want + 1);
-	while (r->blen < want) {
-		ssize_t n = recv(fd, r->body + r->blen, want - r->blen, 0);
-
-		if (n <= 0)
-			break;
-		r->blen += (size_t)n;
-	}
-}
-
-static void
-sha_hex(const void *p, size_t n, char out[65])
-{
-	uint8_t d[32];
-
-	SHA256(p, n, d);
-	s3_hex(d, 32, out);
-}
-
-static int
-str_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* SignedHeaders as the SDKs make it: host and every x-amz-* header, lower case, sorted
- * (the gateway refuses a request that leaves one unsigned). */
-static void
-signed_headers(const struct s3_http_req *req, char *out, size_t cap)
-{
-	char names[S3_HTTP_MAX_HEADERS][128], *sorted[S3_HTTP_MAX_HEADERS];
-	unsigned n = 0;
-	size_t len = 0;
-
-	for (unsigned h = 0; h < req->nhdr; h++) {
-		const struct s3_hdr *hd = &req->hdr[h];
-		bool dup = false;
-
-		if (hd->name_len >= 128 ||
-		    !((hd->name_len == 4 && !strncasecmp(hd->name, "host", 4)) ||
-		      (hd->name_len > 6 && !strncasecmp(hd->name, "x-amz-", 6))))
-			continue;
-		for (size_t i = 0; i < hd->name_len; i++)
-			names[n][i] = (char)tolower((unsigned char)hd->name[i]);
-		names[n][hd->name_len] = '\0';
-		for (unsigned i = 0; i < n; i++)
-			dup = dup || strcmp(sorted[i], names[n]) == 0;
-		if (!dup) {
-			sorted[n] = names[n];
-			n++;
-		}
-	}
-	qsort(sorted, n, sizeof(*sorted), str_cmp);
-	out[0] = '\0';
-	for (unsigned i = 0; i < n; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ";" : "", sorted[i]);
-}
-
-/* One request signed with SigV4 over host and every x-amz-* header (other extra header
- * lines are sent unsigned), with body; the response in r (free r->body). */
+/* One request signed with SigV4 (raw_sign: host and every x-amz-* header signed; other
+ * extra header lines are sent unsigned), with body; the response in r (free r->body). */
 static void
 request_ex(const char *method, const char *target, const char *extra, const char *body,
-           bool send_body, struct resp *r)
+           bool send_body, struct raw_resp *r)
 {
-	char date[17], d8[9], head[8192], sig[65], chash[65], phash[65], scope[64], sh[1024];
+	struct raw_signer sg = { port, "us-east-1", AK, SK };
 	size_t blen = body ? strlen(body) : 0;
-	struct s3_http_req req;
-	struct s3_buf canon, sts;
-	uint8_t key[32];
-	time_t t = time(NULL);
-	struct tm tm;
-	int n, fd;
+	char phash[65], ex[4096], *head;
+	int fd;
 
-	gmtime_r(&t, &tm);
-	strftime(date, sizeof(date), "%Y%m%dT%H%M%SZ", &tm);
-	sha_hex(body ? body : "", blen, phash);
-	n = snprintf(head, sizeof(head),
-	             "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nx-amz-date: %s\r\n"
-	             "x-amz-content-sha256: %s\r\n%sContent-Length: %zu\r\n\r\n",
-	             method, target, port, date, phash, extra ? extra : "", blen);
-	assert_true(n > 0 && (size_t)n < sizeof(head));
-	assert_int_equal(s3_http_parse(&req, head, (size_t)n, sizeof(head)), 0);
-	signed_headers(&req, sh, sizeof(sh));
-	s3_buf_init(&canon, 1 << 20);
-	assert_int_equal(s3_sigv4_canonical(&req, sh, strlen(sh), phash, false, &canon), 0);
-	sha_hex(canon.p, canon.len, chash);
-	memcpy(d8, date, 8);
-	d8[8] = '\0';
-	snprintf(scope, sizeof(scope), "%s/us-east-1/s3/aws4_request", d8);
-	s3_sigv4_key(SK, d8, "us-east-1", "s3", key);
-	s3_buf_init(&sts, 4096);
-	s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, scope, chash);
-	s3_sigv4_sign(key, sts.p, sts.len, sig);
-	fd = dial();
-	send_all(fd, head, (size_t)n - 2);
-	snprintf(head, sizeof(head),
-	         "Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
-	         " SignedHeaders=%s, Signature=%s\r\n\r\n",
-	         scope, sh, sig);
-	send_all(fd, head, strlen(head));
+	raw_sha_hex(body ? body : "", blen, phash);
+	snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", extra ? extra : "", blen);
+	head = raw_sign(&sg, method, target, ex, phash, 0, false, NULL);
+	fd = raw_dial(port, 0);
+	raw_send_all(fd, head, strlen(head));
 	if (blen && send_body)
-		send_all(fd, body, blen);
-	recv_resp(fd, r, strcmp(method, "HEAD") == 0);
+		raw_send_all(fd, body, blen);
+	assert_int_equal(raw_recv_resp(fd, r, strcmp(method, "HEAD") == 0), 0);
 	close(fd);
-	s3_buf_fini(&canon);
-	s3_buf_fini(&sts);
+	free(head);
 }
 
 static void
-request(const char *method, const char *target, const char *extra, const char *body, struct resp *r)
+request(const char *method, const char *target, const char *extra, const char *body,
+        struct raw_resp *r)
 {
 	request_ex(method, target, extra, body, true, r);
 }
@@ -250,7 +105,7 @@ static void
 expect(const char *method, const char *target, const char *extra, const char *body, int status,
        const char *code, const char *msg)
 {
-	struct resp r;
+	struct raw_resp r;
 	char want[160];
 
 	request(method, target, extra, body, &r);
@@ -271,7 +126,7 @@ expect(const char *method, const char *target, const char *extra, const char *bo
 static void
 need_bucket(void)
 {
-	struct resp r;
+	struct raw_resp r;
 
 	request("PUT", "/rbk", NULL, NULL, &r);
 	assert_true(r.status == 200 || r.status == 409);
@@ -282,7 +137,7 @@ need_bucket(void)
 static void
 mpu_create(const char *key, char uid[64])
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256];
 	const char *s, *e;
 
@@ -308,7 +163,7 @@ static void
 test_bucket_subresources(void **state)
 {
 	size_t n0;
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	/* PutBucketVersioning on an unused name used to create the bucket */
@@ -424,7 +279,7 @@ test_storage_class(void **state)
 		                               "EXPRESS_ONEZONE", "standard",
 		                               "BOGUS",           "" };
 	char ex[128];
-	struct resp r;
+	struct raw_resp r;
 	size_t n0;
 
 	(void)state;
@@ -528,7 +383,7 @@ test_list_uploads_delimiter(void **state)
 {
 	static const char *const keys[] = { "a/1", "a/2", "a/b/3", "b/1", "c", "d/1" };
 	char uid[6][64], target[512];
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	need_bucket();
@@ -580,7 +435,7 @@ test_list_uploads_delimiter(void **state)
 static void
 test_refusal_before_body_closes(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	need_bucket();

@@ -29,6 +29,7 @@
 
 #include "zc_crc.h"
 #include "mem_backend.h"
+#include "raw_http.h"
 #include "zc.h"
 
 #define AK "testkey"
@@ -88,230 +89,48 @@ teardown(void **state)
 static int
 dial(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { 5, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
+	return raw_dial(port, 0);
 }
 
-/* A connection with a 4 KiB receive buffer, set before connect (set after, Linux can leave
- * a reader waiting on a window that never reopens, with or without this server). */
+/* A connection with a 4 KiB receive buffer. */
 static int
 dial_small(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { 5, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
+	return raw_dial(port, 4096);
 }
 
-static void
-send_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-
-		assert_true(w > 0);
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
-struct resp {
-	int status;
-	char head[8192];
-	char *body;
-	size_t blen;
-};
-
-/* Read one response (Content-Length framed). Returns 0, or -1 on EOF before a head. */
-static int
-recv_resp(int fd, struct resp *r, bool head_only_body)
-{
-	size_t hl = 0;
-	char *end = NULL;
-	const char *cl;
-	size_t want = 0;
-
-	memset(r, 0, sizeof(*r));
-	while (!end) {
-		ssize_t n = recv(fd, r->head + hl, 1, 0); /* byte at a time: never read past */
-
-		if (n <= 0)
-			return -1;
-		hl += (size_t)n;
-		r->head[hl] = '\0';
-		if (hl >= 4 && memcmp(r->head + hl - 4, "\r\n\r\n", 4) == 0)
-			end = r->head + hl;
-		assert_true(hl < sizeof(r->head) - 1);
-	}
-	r->status = atoi(r->head + 9);
-	cl = strcasestr(r->head, "\r\nContent-Length: ");
-	if (cl && !head_only_body)
-		want = strtoull(cl + 18, NULL, 10);
-	r->body = calloc(1, want + 1);
-	while (r->blen < want) {
-		ssize_t n = recv(fd, r->body + r->blen, want - r->blen, 0);
-
-		if (n <= 0)
-			break;
-		r->blen += (size_t)n;
-	}
-	return 0;
-}
-
-static void
-resp_free(struct resp *r)
-{
-	free(r->body);
-	r->body = NULL;
-}
-
-static void
-amz_now(char date[17], time_t skew)
-{
-	time_t t = time(NULL) + skew;
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(date, 17, "%Y%m%dT%H%M%SZ", &tm);
-}
-
-static void
-sha_hex(const void *p, size_t n, char out[65])
-{
-	uint8_t d[32];
-
-	SHA256(p, n, d);
-	s3_hex(d, 32, out);
-}
-
-static int
-str_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* SignedHeaders as the SDKs make it: host and every x-amz-* header, lower case, sorted. */
-static void
-signed_headers(const struct s3_http_req *req, char *out, size_t cap)
-{
-	char names[S3_HTTP_MAX_HEADERS][128], *sorted[S3_HTTP_MAX_HEADERS];
-	unsigned n = 0;
-	size_t len = 0;
-
-	for (unsigned h = 0; h < req->nhdr; h++) {
-		const struct s3_hdr *hd = &req->hdr[h];
-		bool dup = false;
-
-		if (hd->name_len >= 128 ||
-		    !((hd->name_len == 4 && !strncasecmp(hd->name, "host", 4)) ||
-		      (hd->name_len > 6 && !strncasecmp(hd->name, "x-amz-", 6))))
-			continue;
-		for (size_t i = 0; i < hd->name_len; i++)
-			names[n][i] = (char)tolower((unsigned char)hd->name[i]);
-		names[n][hd->name_len] = '\0';
-		for (unsigned i = 0; i < n; i++)
-			dup = dup || strcmp(sorted[i], names[n]) == 0;
-		if (!dup) {
-			sorted[n] = names[n];
-			n++;
-		}
-	}
-	qsort(sorted, n, sizeof(*sorted), str_cmp);
-	out[0] = '\0';
-	for (unsigned i = 0; i < n; i++)
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ";" : "", sorted[i]);
-}
-
-/*
- * Build a signed request head. extra: more header lines ("A: b\r\n"), signed too when
- * sign_extra. payload_hash: the x-amz-content-sha256 value. Fills auth for chunk signing.
- */
+/* A signed request head for this test's server (raw_sign). */
 static char *
 build(const char *method, const char *target, const char *extra, const char *payload_hash,
       time_t skew, bool corrupt, struct s3_auth *auth)
 {
-	char date[17], head[16384], sig[65], chash[65], sh[1024];
-	struct s3_http_req req;
-	struct s3_buf canon, sts;
-	struct s3_auth a = { 0 };
-	char *out;
-	int n;
+	struct raw_signer sg = { port, sign_region, AK, SK };
 
-	amz_now(date, skew);
-	n = snprintf(head, sizeof(head),
-	             "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nx-amz-date: %s\r\n"
-	             "x-amz-content-sha256: %s\r\n%s\r\n",
-	             method, target, port, date, payload_hash, extra ? extra : "");
-	assert_int_equal(s3_http_parse(&req, head, (size_t)n, sizeof(head)), 0);
-	signed_headers(&req, sh, sizeof(sh));
-	s3_buf_init(&canon, 1 << 20);
-	assert_int_equal(s3_sigv4_canonical(&req, sh, strlen(sh), payload_hash, false, &canon), 0);
-	sha_hex(canon.p, canon.len, chash);
-	memcpy(a.amz_date, date, 17);
-	snprintf(a.scope, sizeof(a.scope), "%.8s/%s/s3/aws4_request", date, sign_region);
-	{
-		char d8[9];
-
-		memcpy(d8, date, 8);
-		d8[8] = '\0';
-		s3_sigv4_key(SK, d8, sign_region, "s3", a.key);
-	}
-	s3_buf_init(&sts, 4096);
-	s3_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", date, a.scope, chash);
-	s3_sigv4_sign(a.key, sts.p, sts.len, sig);
-	if (corrupt)
-		sig[0] = sig[0] == 'a' ? 'b' : 'a';
-	memcpy(a.seed_sig, sig, 65);
-	if (auth)
-		*auth = a;
-	out = malloc((size_t)n + 512);
-	memcpy(out, head, (size_t)n - 2);
-	sprintf(out + n - 2,
-	        "Authorization: AWS4-HMAC-SHA256 Credential=" AK "/%s,"
-	        " SignedHeaders=%s, Signature=%s\r\n\r\n",
-	        a.scope, sh, sig);
-	s3_buf_fini(&canon);
-	s3_buf_fini(&sts);
-	return out;
+	return raw_sign(&sg, method, target, extra, payload_hash, skew, corrupt, auth);
 }
 
 /* One signed request with a body; returns the response. */
 static void
 request(const char *method, const char *target, const char *extra, const void *body, size_t blen,
-        struct resp *r)
+        struct raw_resp *r)
 {
 	char hash[65], ex[4096];
 	char *h;
 	int fd = dial();
 
-	sha_hex(body ? body : "", blen, hash);
+	raw_sha_hex(body ? body : "", blen, hash);
 	snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", extra ? extra : "", blen);
 	h = build(method, target, ex, hash, 0, false, NULL);
-	send_all(fd, h, strlen(h));
+	raw_send_all(fd, h, strlen(h));
 	if (blen)
-		send_all(fd, body, blen);
-	assert_int_equal(recv_resp(fd, r, strcmp(method, "HEAD") == 0), 0);
+		raw_send_all(fd, body, blen);
+	assert_int_equal(raw_recv_resp(fd, r, strcmp(method, "HEAD") == 0), 0);
 	free(h);
 	close(fd);
 }
 
 static void
-expect_error(const struct resp *r, int status, const char *code)
+expect_error(const struct raw_resp *r, int status, const char *code)
 {
 	char want[128];
 
@@ -329,7 +148,7 @@ expect_error(const struct resp *r, int status, const char *code)
 static void
 test_bucket_and_object(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char *big = malloc(1 << 20);
 
 	(void)state;
@@ -337,48 +156,48 @@ test_bucket_and_object(void **state)
 		big[i] = (char)(i * 7);
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* us-east-1 answers 200 to re-creating a bucket one owns (legacy compatibility) */
 	request("PUT", "/bkt", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/Bad_Bucket", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidBucketName");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt?location", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<LocationConstraint"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	request("PUT", "/bkt/dir/a%28b%29%20c",
 	        "Content-Type: text/x-test\r\nx-amz-meta-color: blue\r\n", big, 1 << 20, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head, "ETag: \""));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.blen, 1 << 20);
 	assert_memory_equal(r.body, big, 1 << 20);
 	assert_non_null(strcasestr(r.head, "Content-Type: text/x-test"));
 	assert_non_null(strcasestr(r.head, "x-amz-meta-color: blue"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "Range: bytes=10-19\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 206);
 	assert_int_equal(r.blen, 10);
 	assert_memory_equal(r.body, big + 10, 10);
 	assert_non_null(strcasestr(r.head, "Content-Range: bytes 10-19/1048576"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "Range: bytes=-5\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 206);
 	assert_memory_equal(r.body, big + (1 << 20) - 5, 5);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "Range: bytes=2000000-\r\n", NULL, 0, &r);
 	expect_error(&r, 416, "InvalidRange");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/bkt/dir/a(b)%20c", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head, "Content-Length: 1048576"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD",
 	        "/bkt/dir/"
 	        "a(b)%20c?response-content-type=x%2Fy&response-content-disposition=attachment%3B%"
@@ -389,55 +208,55 @@ test_bucket_and_object(void **state)
 	assert_null(strcasestr(r.head, "text/x-test"));
 	assert_non_null(strcasestr(r.head, "content-disposition: attachment; f=1\r\n"));
 	assert_null(strcasestr(r.head, "X-Evil"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "If-None-Match: \"nope\", *\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 304);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/dir/a(b)%20c", "If-Match: \"nope\"\r\n", NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt/missing", NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchKey");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/nobucket/x", NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchBucket");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	request("GET", "/bkt?list-type=2&encoding-type=url", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<Key>dir/a%28b%29%20c</Key>"));
 	assert_non_null(strstr(r.body, "<Size>1048576</Size>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/bkt?list-type=2&delimiter=%2F", NULL, NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<CommonPrefixes><Prefix>dir/</Prefix></CommonPrefixes>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/bkt", NULL, NULL, 0, &r);
 	expect_error(&r, 409, "BucketNotEmpty");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/bkt/dir/a(b)%20c", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/bkt", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(big);
 }
 
 static void
 test_listing_pages(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], token[512] = "";
 	int seen = 0, pages = 0;
 
 	(void)state;
 	request("PUT", "/pages", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int i = 0; i < 25; i++) {
 		snprintf(target, sizeof(target), "/pages/k%03d", i);
 		request("PUT", target, NULL, "x", 1, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	do {
 		char *p;
@@ -460,96 +279,96 @@ test_listing_pages(void **state)
 			s3_buf_fini(&e);
 		}
 		pages++;
-		resp_free(&r);
+		raw_resp_free(&r);
 	} while (token[0]);
 	assert_int_equal(seen, 25);
 	assert_int_equal(pages, 3);
 	request("GET", "/pages?max-keys=abc", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 static void
 test_auth_errors(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char *h;
 	int fd;
 
 	(void)state;
 	fd = dial();
 	h = build("GET", "/", NULL, "UNSIGNED-PAYLOAD", 0, true, NULL);
-	send_all(fd, h, strlen(h));
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h, strlen(h));
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 403, "SignatureDoesNotMatch");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 
 	fd = dial();
 	h = build("GET", "/", NULL, "UNSIGNED-PAYLOAD", -3600, false, NULL);
-	send_all(fd, h, strlen(h));
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h, strlen(h));
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 403, "RequestTimeTooSkewed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 
 	fd = dial();
-	send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 403, "AccessDenied");
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 
 	/* a signature over a different body hash than the body sent */
 	request("PUT", "/authb", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	fd = dial();
 	h = build("PUT", "/authb/k", "Content-Length: 5\r\n",
 	          "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", 0, false,
 	          NULL);
-	send_all(fd, h, strlen(h));
-	send_all(fd, "hellO", 5);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h, strlen(h));
+	raw_send_all(fd, "hellO", 5);
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 400, "XAmzContentSHA256Mismatch");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 	request("GET", "/authb/k", NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchKey"); /* nothing stored */
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 static void
 test_put_errors(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char key[1200], *h;
 	int fd;
 	size_t before;
 
 	(void)state;
 	request("PUT", "/errs", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	before = mem_backend_count(be);
 	request("PUT", "/errs/k", "Content-MD5: 1B2M2Y8AsgTpgAmY7PhCfg==\r\n", "abc", 3, &r);
 	expect_error(&r, 400, "BadDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/k", "Content-MD5: notbase64\r\n", "abc", 3, &r);
 	expect_error(&r, 400, "InvalidDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/k", "x-amz-checksum-crc32: AAAAAA==\r\n", "abc", 3, &r);
 	expect_error(&r, 400, "BadDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/k", "x-amz-checksum-crc32c: Nks/tw==\r\n", "abc", 3, &r);
 	assert_int_equal(r.status, 200); /* CRC32C("abc") */
 	assert_non_null(strcasestr(r.head, "x-amz-checksum-crc32c: Nks/tw=="));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/k", "Content-MD5: kAFQmDzST7DWlj99KOF/cg==\r\n", "abc", 3, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strcasestr(r.head, "ETag: \"900150983cd24fb0d6963f7d28e17f72\""));
-	resp_free(&r);
+	raw_resp_free(&r);
 	assert_int_equal(mem_backend_count(be), before + 1);
 
 	memset(key, 'k', sizeof(key));
@@ -557,52 +376,52 @@ test_put_errors(void **state)
 	key[6 + 1025] = '\0';
 	request("PUT", key, NULL, "a", 1, &r);
 	expect_error(&r, 400, "KeyTooLongError");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/a/../b", NULL, "a", 1, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/a%00b", NULL, "a", 1, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/errs/bad%ffutf8", NULL, "a", 1, &r);
 	expect_error(&r, 400, "InvalidURI");
 	assert_non_null(strstr(r.body, "t parse the specified URI.</Message>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* a Content-Length that lies: fewer bytes then the client stops sending */
 	fd = dial();
 	h = build("PUT", "/errs/short", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false,
 	          NULL);
-	send_all(fd, h, strlen(h));
-	send_all(fd, "only-some", 9);
+	raw_send_all(fd, h, strlen(h));
+	raw_send_all(fd, "only-some", 9);
 	shutdown(fd, SHUT_WR);
-	assert_int_equal(recv_resp(fd, &r, false), 0);
+	assert_int_equal(raw_recv_resp(fd, &r, false), 0);
 	expect_error(&r, 400, "IncompleteBody");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 	/* a stalled body times out (idle timeout) */
 	fd = dial();
 	h = build("PUT", "/errs/stall", "Content-Length: 100\r\n", "UNSIGNED-PAYLOAD", 0, false,
 	          NULL);
-	send_all(fd, h, strlen(h));
-	send_all(fd, "only-some", 9);
-	assert_int_equal(recv_resp(fd, &r, false), 0);
+	raw_send_all(fd, h, strlen(h));
+	raw_send_all(fd, "only-some", 9);
+	assert_int_equal(raw_recv_resp(fd, &r, false), 0);
 	expect_error(&r, 400, "RequestTimeout");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 	request("GET", "/errs/short", NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchKey");
-	resp_free(&r);
+	raw_resp_free(&r);
 	assert_int_equal(mem_backend_count(be), before + 1);
 	/* missing length */
 	fd = dial();
 	h = build("PUT", "/errs/nolen", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
-	send_all(fd, h, strlen(h));
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h, strlen(h));
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 411, "MissingContentLength");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 }
@@ -610,17 +429,17 @@ test_put_errors(void **state)
 static void
 test_http_errors(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char flood[12000];
 	size_t o = 0;
 	int fd;
 
 	(void)state;
 	fd = dial();
-	send_all(fd, "GET / HTTP/1.1\r\nHost x\r\n\r\n", 26);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, "GET / HTTP/1.1\r\nHost x\r\n\r\n", 26);
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 400, "BadRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 
 	fd = dial();
@@ -628,41 +447,41 @@ test_http_errors(void **state)
 	while (o < sizeof(flood) - 100)
 		o += (size_t)sprintf(flood + o,
 		                     "X-Flood: 0123456789012345678901234567890123456789\r\n");
-	send_all(fd, flood, o);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, flood, o);
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 400, "RequestHeaderSectionTooLarge");
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 
 	/* slow-loris: a head that never ends gets RequestTimeout after the header timeout */
 	fd = dial();
-	send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n", 25);
-	assert_int_equal(recv_resp(fd, &r, false), 0);
+	raw_send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n", 25);
+	assert_int_equal(raw_recv_resp(fd, &r, false), 0);
 	expect_error(&r, 400, "RequestTimeout");
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 
 	fd = dial();
-	send_all(fd, "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	raw_send_all(fd, "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
 	         66);
-	recv_resp(fd, &r, false);
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 400, "BadRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 }
 
 static void
 test_keepalive_pipeline_continue(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char *h1, *h2, *both;
 	char hash[65];
 	int fd;
 
 	(void)state;
 	request("PUT", "/pipe", NULL, NULL, 0, &r);
-	resp_free(&r);
-	sha_hex("hello", 5, hash);
+	raw_resp_free(&r);
+	raw_sha_hex("hello", 5, hash);
 	h1 = build("PUT", "/pipe/a", "Content-Length: 5\r\n", hash, 0, false, NULL);
 	h2 = build("GET", "/pipe/a", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	both = malloc(strlen(h1) + strlen(h2) + 16);
@@ -670,14 +489,14 @@ test_keepalive_pipeline_continue(void **state)
 		abort();
 	sprintf(both, "%shello%s", h1, h2);
 	fd = dial();
-	send_all(fd, both, strlen(both)); /* two requests in one write */
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, both, strlen(both)); /* two requests in one write */
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
-	recv_resp(fd, &r, false);
+	raw_resp_free(&r);
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
 	assert_memory_equal(r.body, "hello", 5);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h1);
 	free(h2);
 	free(both);
@@ -685,7 +504,7 @@ test_keepalive_pipeline_continue(void **state)
 	/* Expect: 100-continue on the same connection */
 	h1 = build("PUT", "/pipe/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash, 0,
 	           false, NULL);
-	send_all(fd, h1, strlen(h1));
+	raw_send_all(fd, h1, strlen(h1));
 	{
 		char c[64] = "";
 		ssize_t n = recv(fd, c, 25, MSG_WAITALL);
@@ -693,18 +512,18 @@ test_keepalive_pipeline_continue(void **state)
 		assert_int_equal(n, 25);
 		assert_memory_equal(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	}
-	send_all(fd, "hello", 5);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, "hello", 5);
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h1);
 	/* an error before the body with 100-continue: answered at once, body never sent */
 	h1 = build("PUT", "/nosuchbucket/b", "Content-Length: 5\r\nExpect: 100-continue\r\n", hash,
 	           0, false, NULL);
-	send_all(fd, h1, strlen(h1));
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h1, strlen(h1));
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 404, "NoSuchBucket");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h1);
 	close(fd);
 }
@@ -714,7 +533,7 @@ static void
 test_streaming_put(void **state)
 {
 	struct s3_auth a;
-	struct resp r;
+	struct raw_resp r;
 	char *h, sig[65], prev[65], frame[256];
 	uint8_t d[32];
 	char *data = malloc(200000);
@@ -726,13 +545,13 @@ test_streaming_put(void **state)
 	for (int i = 0; i < 200000; i++)
 		data[i] = (char)(i % 251);
 	request("PUT", "/stream", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(ex, sizeof(ex),
 	         "x-amz-decoded-content-length: 200000\r\nTransfer-Encoding: chunked\r\n");
 	/* minio-go style: no Content-Encoding header; here over HTTP chunked framing too */
 	fd = dial();
 	h = build("PUT", "/stream/obj", ex, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0, false, &a);
-	send_all(fd, h, strlen(h));
+	raw_send_all(fd, h, strlen(h));
 	memcpy(prev, a.seed_sig, 65);
 	for (size_t i = 0; i <= 4; i++) {
 		size_t n = i < 4 ? chunks[i] : 0;
@@ -745,48 +564,48 @@ test_streaming_put(void **state)
 		fl = snprintf(frame, sizeof(frame), "%zx;chunk-signature=%s\r\n", n, sig);
 		/* HTTP chunk carrying the aws frame + data + CRLF */
 		snprintf(hx, sizeof(hx), "%zx\r\n", (size_t)fl + n + 2);
-		send_all(fd, hx, strlen(hx));
-		send_all(fd, frame, (size_t)fl);
+		raw_send_all(fd, hx, strlen(hx));
+		raw_send_all(fd, frame, (size_t)fl);
 		if (n)
-			send_all(fd, data + off, n);
-		send_all(fd, "\r\n\r\n", 4);
+			raw_send_all(fd, data + off, n);
+		raw_send_all(fd, "\r\n\r\n", 4);
 		off += n;
 	}
-	send_all(fd, "0\r\n\r\n", 5);
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, "0\r\n\r\n", 5);
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 	request("GET", "/stream/obj", NULL, NULL, 0, &r);
 	assert_int_equal(r.blen, 200000);
 	assert_memory_equal(r.body, data, 200000);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* a wrong chunk signature: 403, nothing stored */
 	fd = dial();
 	h = build("PUT", "/stream/bad",
 	          "x-amz-decoded-content-length: 5\r\nContent-Length: 175\r\n",
 	          "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", 0, false, &a);
-	send_all(fd, h, strlen(h));
+	raw_send_all(fd, h, strlen(h));
 	snprintf(frame, sizeof(frame),
 	         "5;chunk-signature=%064d\r\nhello\r\n0;chunk-signature=%064d\r\n\r\n", 0, 0);
-	send_all(fd, frame, strlen(frame));
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, frame, strlen(frame));
+	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 403, "SignatureDoesNotMatch");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 	request("GET", "/stream/bad", NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchKey");
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(data);
 }
 
 static void
 test_multipart_and_delete(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], uid[64], etag1[40], etag2[40], body[1024];
 	char *p1 = malloc(5 << 20);
 	char *e;
@@ -794,14 +613,14 @@ test_multipart_and_delete(void **state)
 	(void)state;
 	memset(p1, 'p', 5 << 20);
 	request("PUT", "/mpu", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/mpu/big%20obj?uploads", "x-amz-checksum-algorithm: CRC32C\r\n", NULL, 0,
 	        &r);
 	assert_int_equal(r.status, 200);
 	e = strstr(r.body, "<UploadId>");
 	assert_non_null(e);
 	snprintf(uid, sizeof(uid), "%.32s", e + 10);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	snprintf(target, sizeof(target), "/mpu/big%%20obj?partNumber=1&uploadId=%s", uid);
 	request("PUT", target, NULL, p1, 5 << 20, &r);
@@ -809,26 +628,26 @@ test_multipart_and_delete(void **state)
 	e = strcasestr(r.head, "ETag: \"");
 	snprintf(etag1, sizeof(etag1), "%.32s", e + 7);
 	assert_non_null(strcasestr(r.head, "x-amz-checksum-crc32c: "));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/mpu/big%%20obj?partNumber=2&uploadId=%s", uid);
 	request("PUT", target, NULL, "tail", 4, &r);
 	e = strcasestr(r.head, "ETag: \"");
 	snprintf(etag2, sizeof(etag2), "%.32s", e + 7);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/mpu/big%%20obj?partNumber=1&uploadId=%s",
 	         "0123456789abcdef0123456789abcdef");
 	request("PUT", target, NULL, "x", 1, &r);
 	expect_error(&r, 404, "NoSuchUpload");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	snprintf(target, sizeof(target), "/mpu/big%%20obj?uploadId=%s", uid);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<PartNumber>2</PartNumber>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/mpu?uploads", NULL, NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<Key>big obj</Key>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* wrong order, then wrong etag, then right */
 	snprintf(body, sizeof(body),
@@ -839,7 +658,7 @@ test_multipart_and_delete(void **state)
 	         etag2, etag1);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPartOrder");
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></"
 	         "Part>"
@@ -848,7 +667,7 @@ test_multipart_and_delete(void **state)
 	         etag2, etag2);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPart");
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></"
 	         "Part>"
@@ -860,76 +679,76 @@ test_multipart_and_delete(void **state)
 	assert_non_null(strstr(r.body, "<Bucket>mpu</Bucket>"));
 	assert_non_null(strstr(r.body, "-2&quot;</ETag>"));
 	assert_non_null(strstr(r.body, "<Location>http://127.0.0.1:"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/mpu/big%20obj", NULL, NULL, 0, &r);
 	assert_int_equal(r.blen, (5 << 20) + 4);
 	assert_memory_equal(r.body, p1, 5 << 20);
 	assert_memory_equal(r.body + (5 << 20), "tail", 4);
-	resp_free(&r);
+	raw_resp_free(&r);
 	{
 		/* a retried Complete (the reply was lost) gets the same answer, as in S3 */
 		char *first;
 
 		request("POST", target, NULL, body, strlen(body), &r);
 		first = strdup(r.body);
-		resp_free(&r);
+		raw_resp_free(&r);
 		request("POST", target, NULL, body, strlen(body), &r);
 		assert_int_equal(r.status, 200);
 		assert_non_null(strstr(r.body, "-2&quot;</ETag>"));
 		assert_string_equal(strstr(r.body, "<Bucket>"), strstr(first, "<Bucket>"));
 		free(first);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 
 	/* abort */
 	request("POST", "/mpu/aborted?uploads", NULL, NULL, 0, &r);
 	e = strstr(r.body, "<UploadId>");
 	snprintf(uid, sizeof(uid), "%.32s", e + 10);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/mpu/aborted?uploadId=%s", uid);
 	request("DELETE", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", target, NULL, NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchUpload");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* multi-delete, with and without Quiet, and a bad Content-MD5 */
 	request("PUT", "/mpu/x1", NULL, "1", 1, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<Delete><Object><Key>x1</Key></Object><Object><Key>big obj</Key>"
 	         "</Object><Object><Key>never</Key></Object></Delete>");
 	request("POST", "/mpu?delete", "Content-MD5: AAAAAAAAAAAAAAAAAAAAAA==\r\n", body,
 	        strlen(body), &r);
 	expect_error(&r, 400, "BadDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* S3 wants Content-MD5 or x-amz-checksum-* on a multi-delete */
 	request("POST", "/mpu?delete", NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/mpu?delete", "Content-MD5: l4VhNGnQQnDFRR1YZhj/yw==\r\n", body,
 	        strlen(body), &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<Deleted><Key>x1</Key></Deleted>"));
 	assert_non_null(strstr(r.body, "<Deleted><Key>never</Key></Deleted>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/mpu?delete", NULL, "<Delete><Object>", 16, &r);
 	expect_error(&r, 400, "MalformedXML");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/mpu?list-type=2", NULL, NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<KeyCount>0</KeyCount>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/mpu", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(p1);
 }
 
 /* ------------------------------------------------------------ multipart checksums */
 
 static void
-mpu_create(const char *key, const char *extra, char uid[40], struct resp *r)
+mpu_create(const char *key, const char *extra, char uid[40], struct raw_resp *r)
 {
 	char target[256];
 	const char *e;
@@ -946,7 +765,7 @@ static void
 mpu_part(const char *key, const char *uid, unsigned n, const void *p, size_t len, char etag[40])
 {
 	char target[256];
-	struct resp r;
+	struct raw_resp r;
 	const char *e;
 
 	snprintf(target, sizeof(target), "/cks/%s?partNumber=%u&uploadId=%s", key, n, uid);
@@ -955,7 +774,7 @@ mpu_part(const char *key, const char *uid, unsigned n, const void *p, size_t len
 	e = strcasestr(r.head, "ETag: \"");
 	assert_non_null(e);
 	snprintf(etag, 40, "%.32s", e + 7);
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 static void
@@ -969,7 +788,7 @@ b64_be(uint64_t v, unsigned nb, char *out)
 }
 
 static bool
-has_hdr(const struct resp *r, const char *line)
+has_hdr(const struct raw_resp *r, const char *line)
 {
 	return strcasestr(r->head, line) != NULL;
 }
@@ -980,7 +799,7 @@ test_multipart_checksums(void **state)
 	enum { P1 = 5 << 20 };
 	char *p1 = malloc(P1), uid[40], e1[40], e2[40], body[2048], target[256], ck1[16], ck2[16],
 	     comp[16], want[128];
-	struct resp r;
+	struct raw_resp r;
 	uint8_t cat[8];
 	uint32_t c1, c2;
 
@@ -988,36 +807,36 @@ test_multipart_checksums(void **state)
 	for (size_t i = 0; i < P1; i++)
 		p1[i] = (char)(i * 7);
 	request("PUT", "/cks", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* types S3 refuses, and nothing stored for them */
 	request("POST", "/cks/k?uploads",
 	        "x-amz-checksum-algorithm: SHA256\r\nx-amz-checksum-type: FULL_OBJECT\r\n", NULL, 0,
 	        &r);
 	expect_error(&r, 400, "InvalidRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/cks/k?uploads",
 	        "x-amz-checksum-algorithm: CRC64NVME\r\nx-amz-checksum-type: COMPOSITE\r\n", NULL,
 	        0, &r);
 	expect_error(&r, 400, "InvalidRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/cks/k?uploads", "x-amz-checksum-type: COMPOSITE\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks?uploads", NULL, NULL, 0, &r);
 	assert_null(strstr(r.body, "<Upload>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* COMPOSITE CRC32C, minio-go's exchange: the Complete header is the CRC32C of the
 	 * binary part CRCs, the body's XML has its own (different) checksum */
 	mpu_create("k", "x-amz-checksum-algorithm: CRC32C\r\n", uid, &r);
 	assert_true(has_hdr(&r, "x-amz-checksum-algorithm: CRC32C\r\n"));
 	assert_true(has_hdr(&r, "x-amz-checksum-type: COMPOSITE\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks?uploads", NULL, NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"
 	                               "<ChecksumType>COMPOSITE</ChecksumType></Upload>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	mpu_part("k", uid, 1, p1, P1, e1);
 	mpu_part("k", uid, 2, "tail", 4, e2);
 	c1 = zc_crc32c(0, p1, P1);
@@ -1034,7 +853,7 @@ test_multipart_checksums(void **state)
 	assert_non_null(strstr(r.body, "<ChecksumAlgorithm>CRC32C</ChecksumAlgorithm>"));
 	snprintf(want, sizeof(want), "<ChecksumCRC32C>%s</ChecksumCRC32C></Part>", ck2);
 	assert_non_null(strstr(r.body, want));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* a part checksum in the list that is not the part's: InvalidPart */
 	snprintf(body, sizeof(body),
@@ -1044,7 +863,7 @@ test_multipart_checksums(void **state)
 	         e1, ck2, e2);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPart");
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
 	         "<ChecksumCRC32C>%s</ChecksumCRC32C></Part><Part><PartNumber>2</PartNumber>"
@@ -1054,7 +873,7 @@ test_multipart_checksums(void **state)
 	/* a wrong object checksum: BadDigest, and the object does not appear */
 	request("POST", target, "x-amz-checksum-crc32c: AAAAAA==-2\r\n", body, strlen(body), &r);
 	expect_error(&r, 400, "BadDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* the whole-object CRC is not the composite one either */
 	b64_be(zc_crc32c(zc_crc32c(0, p1, P1), "tail", 4), 4, want);
 	strcat(want, "\r\n");
@@ -1065,10 +884,10 @@ test_multipart_checksums(void **state)
 		request("POST", target, h, body, strlen(body), &r);
 	}
 	expect_error(&r, 400, "BadDigest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cks/k", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 404);
-	resp_free(&r);
+	raw_resp_free(&r);
 	{
 		char h[64];
 
@@ -1079,7 +898,7 @@ test_multipart_checksums(void **state)
 	snprintf(want, sizeof(want), "<ChecksumCRC32C>%s-2</ChecksumCRC32C>", comp);
 	assert_non_null(strstr(r.body, want));
 	assert_non_null(strstr(r.body, "<ChecksumType>COMPOSITE</ChecksumType>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* HEAD/GET: the stored value with checksum mode, never the internal attributes */
 	request("HEAD", "/cks/k", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
@@ -1089,10 +908,10 @@ test_multipart_checksums(void **state)
 	assert_true(has_hdr(&r, "x-amz-checksum-type: COMPOSITE\r\n"));
 	assert_null(strcasestr(r.head, "zest-parts"));
 	assert_null(strcasestr(r.head, "zest-upload"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cks/k", NULL, NULL, 0, &r);
 	assert_null(strcasestr(r.head, "x-amz-checksum"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* ?partNumber= */
 	request("GET", "/cks/k?partNumber=1", NULL, NULL, 0, &r);
@@ -1102,48 +921,48 @@ test_multipart_checksums(void **state)
 	assert_true(has_hdr(&r, "Content-Range: bytes 0-5242879/5242884\r\n"));
 	assert_true(has_hdr(&r, "x-amz-mp-parts-count: 2\r\n"));
 	assert_true(has_hdr(&r, "-2\"\r\n")); /* the whole object's ETag */
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/k?partNumber=2", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 206);
 	assert_int_equal(r.blen, 4);
 	assert_memory_equal(r.body, "tail", 4);
 	assert_true(has_hdr(&r, "Content-Range: bytes 5242880-5242883/5242884\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cks/k?partNumber=2", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 206);
 	assert_true(has_hdr(&r, "Content-Length: 4\r\n"));
 	assert_true(has_hdr(&r, "x-amz-mp-parts-count: 2\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/k?partNumber=3", NULL, NULL, 0, &r);
 	expect_error(&r, 416, "InvalidPartNumber");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/k?partNumber=0", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/k?partNumber=1", "Range: bytes=0-1\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidRequest");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cks/single", NULL, "hello", 5, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/single?partNumber=1", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 206);
 	assert_int_equal(r.blen, 5);
 	assert_true(has_hdr(&r, "Content-Range: bytes 0-4/5\r\n"));
 	assert_null(strcasestr(r.head, "x-amz-mp-parts-count"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/single?partNumber=2", NULL, NULL, 0, &r);
 	expect_error(&r, 416, "InvalidPartNumber");
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* a single PUT's checksum is of the FULL_OBJECT type */
 	b64_be(s3_crc32(0, "hello", 5), 4, comp);
 	snprintf(want, sizeof(want), "x-amz-checksum-crc32: %s\r\n", comp);
 	request("PUT", "/cks/single", want, "hello", 5, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cks/single", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
 	assert_true(has_hdr(&r, want));
 	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* FULL_OBJECT CRC32: the whole object's CRC, combined from the parts'; a part listed
 	 * twice with its own ETag counts once, with another ETag it is out of order */
@@ -1151,7 +970,7 @@ test_multipart_checksums(void **state)
 	           "x-amz-checksum-algorithm: CRC32\r\nx-amz-checksum-type: FULL_OBJECT\r\n", uid,
 	           &r);
 	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	mpu_part("full", uid, 1, p1, P1, e1);
 	mpu_part("full", uid, 2, "tail", 4, e2);
 	snprintf(target, sizeof(target), "/cks/full?uploadId=%s", uid);
@@ -1162,7 +981,7 @@ test_multipart_checksums(void **state)
 	         e1, e2);
 	request("POST", target, NULL, body, strlen(body), &r);
 	expect_error(&r, 400, "InvalidPartOrder");
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
 	         "</Part><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag></Part>"
@@ -1181,12 +1000,12 @@ test_multipart_checksums(void **state)
 	assert_non_null(strstr(r.body, want));
 	assert_non_null(strstr(r.body, "<ChecksumType>FULL_OBJECT</ChecksumType>"));
 	assert_non_null(strstr(r.body, "-2&quot;</ETag>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/cks/full", "x-amz-checksum-mode: ENABLED\r\n", NULL, 0, &r);
 	snprintf(want, sizeof(want), "x-amz-checksum-crc32: %s\r\n", comp);
 	assert_true(has_hdr(&r, want));
 	assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* COMPOSITE SHA256 (BadDigest before the fix) and CRC64NVME's default FULL_OBJECT */
 	{
@@ -1194,7 +1013,7 @@ test_multipart_checksums(void **state)
 		char h[128], v[64];
 
 		mpu_create("sha", "x-amz-checksum-algorithm: SHA256\r\n", uid, &r);
-		resp_free(&r);
+		raw_resp_free(&r);
 		mpu_part("sha", uid, 1, p1, P1, e1);
 		mpu_part("sha", uid, 2, "tail", 4, e2);
 		SHA256((const uint8_t *)p1, P1, d1);
@@ -1214,12 +1033,12 @@ test_multipart_checksums(void **state)
 		assert_int_equal(r.status, 200);
 		snprintf(want, sizeof(want), "<ChecksumSHA256>%s-2</ChecksumSHA256>", v);
 		assert_non_null(strstr(r.body, want));
-		resp_free(&r);
+		raw_resp_free(&r);
 
 		mpu_create("nv", "x-amz-checksum-algorithm: crc64nvme\r\n", uid, &r);
 		assert_true(has_hdr(&r, "x-amz-checksum-algorithm: CRC64NVME\r\n"));
 		assert_true(has_hdr(&r, "x-amz-checksum-type: FULL_OBJECT\r\n"));
-		resp_free(&r);
+		raw_resp_free(&r);
 		mpu_part("nv", uid, 1, p1, P1, e1);
 		mpu_part("nv", uid, 2, "tail", 4, e2);
 		b64_be(s3_crc64nvme(s3_crc64nvme(0, p1, P1), "tail", 4), 8, v);
@@ -1229,7 +1048,7 @@ test_multipart_checksums(void **state)
 		assert_int_equal(r.status, 200);
 		snprintf(want, sizeof(want), "<ChecksumCRC64NVME>%s</ChecksumCRC64NVME>", v);
 		assert_non_null(strstr(r.body, want));
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	free(p1);
 }
@@ -1243,7 +1062,7 @@ test_multipart_part_table_record(void **state)
 	char *p = malloc(PS + 1), uid[40], (*etags)[40] = calloc(NP, 40), target[256];
 	char *meta = malloc(4000);
 	struct s3_buf body;
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	memset(p, 'z', PS + 1);
@@ -1251,9 +1070,9 @@ test_multipart_part_table_record(void **state)
 	memset(meta + 16, 'm', 3800);
 	strcpy(meta + 16 + 3800, "\r\n");
 	request("PUT", "/cks", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	mpu_create("many", meta, uid, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	s3_buf_init(&body, 1 << 20);
 	s3_buf_adds(&body, "<CompleteMultipartUpload>");
 	for (unsigned i = 0; i < NP; i++) {
@@ -1265,7 +1084,7 @@ test_multipart_part_table_record(void **state)
 	snprintf(target, sizeof(target), "/cks/many?uploadId=%s", uid);
 	request("POST", target, NULL, body.p, body.len, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (unsigned i = 0; i < NP; i += 16) {
 		uint64_t off = (uint64_t)i * PS + i / 2;
 		char want[96];
@@ -1278,13 +1097,13 @@ test_multipart_part_table_record(void **state)
 		assert_true(has_hdr(&r, want));
 		assert_true(has_hdr(&r, "x-amz-mp-parts-count: 33\r\n"));
 		assert_true(has_hdr(&r, "x-amz-meta-pad: mmm"));
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	request("GET", "/cks/many?partNumber=34", NULL, NULL, 0, &r);
 	expect_error(&r, 416, "InvalidPartNumber");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/cks/many", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	s3_buf_fini(&body);
 	free(meta);
 	free(etags);
@@ -1293,7 +1112,7 @@ test_multipart_part_table_record(void **state)
 
 /* How many times needle occurs in the body. */
 static int
-count_in(const struct resp *r, const char *needle)
+count_in(const struct raw_resp *r, const char *needle)
 {
 	int n = 0;
 
@@ -1304,7 +1123,7 @@ count_in(const struct resp *r, const char *needle)
 
 /* A body-carrying request with the Content-MD5 S3 wants on a multi-delete. */
 static void
-request_md5(const char *method, const char *target, const char *body, struct resp *r)
+request_md5(const char *method, const char *target, const char *body, struct raw_resp *r)
 {
 	unsigned char d[16];
 	unsigned int dl = 0;
@@ -1345,30 +1164,30 @@ test_part_keys_plain(void **state)
 		"a", "p/00000000000000000000000000000000/00001", U10FFFF "zest-mpu",
 		U10FFFF "zest-mpu/0123456789abcdef0123456789abcdef/00001", U10FFFF "zz"
 	};
-	struct resp r;
+	struct raw_resp r;
 	char target[512], uid[64], body[512], tok[128];
 	char *e;
 	int seen = 0;
 
 	(void)state;
 	request("PUT", "/plain", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (size_t i = 0; i < 5; i++) {
 		snprintf(target, sizeof(target), "/plain/%s", keys[i]);
 		request("PUT", target, NULL, "k", 1, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	request("POST", "/plain/obj?uploads", NULL, NULL, 0, &r);
 	e = strstr(r.body, "<UploadId>");
 	assert_non_null(e);
 	snprintf(uid, sizeof(uid), "%.32s", e + 10);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int pn = 1; pn <= 2; pn++) {
 		snprintf(target, sizeof(target), "/plain/obj?partNumber=%d&uploadId=%s", pn, uid);
 		request("PUT", target, NULL, "part", 4, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	snprintf(body, sizeof(body), "p/%s/", uid);
 	assert_int_equal(reserved_count(body), 2);
@@ -1378,35 +1197,35 @@ test_part_keys_plain(void **state)
 	assert_int_equal(count_in(&r, "<Key>"), 5);
 	assert_non_null(strstr(r.body, "<Key>" U10FFFF "zz</Key>"));
 	assert_null(strstr(r.body, uid));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/plain?encoding-type=url&delimiter=%2F", NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 3);
 	assert_int_equal(count_in(&r, "<CommonPrefixes>"), 2);
 	assert_non_null(strstr(r.body, "<Prefix>" U10FFFF "zest-mpu/</Prefix>"));
 	assert_non_null(strstr(r.body, "<Prefix>p/</Prefix>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/plain?list-type=2&prefix=" U10FFFF_FMT "zest-mpu%%2F");
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 1);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/plain?prefix=p%%2F%s", uid);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(count_in(&r, "<Key>"), 0);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/plain?list-type=2&start-after=p%%2F%s", uid);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 3);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/plain?encoding-type=url&marker=" U10FFFF_FMT "zest-mpu");
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 2);
-	resp_free(&r);
+	raw_resp_free(&r);
 	s3_b64_encode((const uint8_t *)"a", 1, tok);
 	snprintf(target, sizeof(target), "/plain?list-type=2&continuation-token=%s", tok);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 4);
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* one key a page */
 	snprintf(target, sizeof(target), "/plain?max-keys=1&encoding-type=url");
 	for (int page = 0; page < 10; page++) {
@@ -1418,13 +1237,13 @@ test_part_keys_plain(void **state)
 		assert_null(strstr(r.body, uid));
 		nm = strstr(r.body, "<NextMarker>");
 		if (!nm) {
-			resp_free(&r);
+			raw_resp_free(&r);
 			break;
 		}
 		nm += 12;
 		snprintf(target, sizeof(target), "/plain?max-keys=1&encoding-type=url&marker=%.*s",
 		         (int)(strstr(nm, "</NextMarker>") - nm), nm);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	assert_int_equal(seen, 5);
 
@@ -1433,30 +1252,30 @@ test_part_keys_plain(void **state)
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.blen, 1);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body),
 	         "<Delete><Object><Key>p/00000000000000000000000000000000/00001</Key></Object>"
 	         "</Delete>");
 	request_md5("POST", "/plain?delete", body, &r);
 	assert_int_equal(r.status, 200);
 	assert_null(strstr(r.body, "<Error>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/plain?list-type=2", NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Key>"), 3);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/plain/obj?uploadId=%s", uid);
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<PartNumber>"), 2);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(body, sizeof(body), "p/%s/", uid);
 	assert_int_equal(reserved_count(body), 0);
 }
@@ -1485,25 +1304,25 @@ be_put(const char *bucket, const char *key, const char *data)
 static void
 test_complete_leftovers(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], uid[64], etag[2][40], body[512], rk[160], pk[160], first[64];
 	char *e;
 
 	(void)state;
 	request("PUT", "/left", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/left/obj?uploads", NULL, NULL, 0, &r);
 	e = strstr(r.body, "<UploadId>");
 	assert_non_null(e);
 	snprintf(uid, sizeof(uid), "%.32s", e + 10);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int pn = 1; pn <= 2; pn++) {
 		snprintf(target, sizeof(target), "/left/obj?partNumber=%d&uploadId=%s", pn, uid);
 		request("PUT", target, NULL, pn == 1 ? "one" : "two", 3, &r);
 		assert_int_equal(r.status, 200);
 		e = strcasestr(r.head, "ETag: \"");
 		snprintf(etag[pn - 1], sizeof(etag[0]), "%.32s", e + 7);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	snprintf(rk, sizeof(rk), "u/left/%s", uid);
 	snprintf(pk, sizeof(pk), "p/%s/00002", uid);
@@ -1517,7 +1336,7 @@ test_complete_leftovers(void **state)
 	e = strstr(r.body, "<ETag>");
 	assert_non_null(e);
 	snprintf(first, sizeof(first), "%.40s", e);
-	resp_free(&r);
+	raw_resp_free(&r);
 	assert_int_equal(reserved_count(rk), 0);
 	assert_int_equal(reserved_count(pk), 0); /* the unused part 2 went with it */
 
@@ -1527,7 +1346,7 @@ test_complete_leftovers(void **state)
 		request("GET", target, NULL, NULL, 0, &r); /* ListParts reaches the leftover */
 		assert_int_equal(r.status, 200);
 		assert_int_equal(count_in(&r, "<PartNumber>"), 1);
-		resp_free(&r);
+		raw_resp_free(&r);
 		if (round == 0) {
 			request("POST", target, NULL, body, strlen(body), &r);
 			assert_int_equal(r.status, 200);
@@ -1536,14 +1355,14 @@ test_complete_leftovers(void **state)
 			request("DELETE", target, NULL, NULL, 0, &r);
 			assert_int_equal(r.status, 204);
 		}
-		resp_free(&r);
+		raw_resp_free(&r);
 		assert_int_equal(reserved_count(rk), 0);
 		assert_int_equal(reserved_count(pk), 0);
 		request("GET", "/left/obj", NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 200);
 		assert_int_equal(r.blen, 3);
 		assert_memory_equal(r.body, "one", 3);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 }
 
@@ -1555,36 +1374,36 @@ test_complete_leftovers(void **state)
 static void
 test_delete_bucket_uploads(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], uid[2][64], pfx[160];
 	char *e;
 
 	(void)state;
 	request("PUT", "/dbu", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int i = 0; i < 2; i++) {
 		snprintf(target, sizeof(target), "/dbu/k%d?uploads", i);
 		request("POST", target, NULL, NULL, 0, &r);
 		e = strstr(r.body, "<UploadId>");
 		assert_non_null(e);
 		snprintf(uid[i], sizeof(uid[i]), "%.32s", e + 10);
-		resp_free(&r);
+		raw_resp_free(&r);
 		snprintf(target, sizeof(target), "/dbu/k%d?partNumber=1&uploadId=%s", i, uid[i]);
 		request("PUT", target, NULL, "part", 4, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	request("PUT", "/dbu/obj", NULL, "x", 1, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/dbu", NULL, NULL, 0, &r);
 	expect_error(&r, 409, "BucketNotEmpty");
-	resp_free(&r);
+	raw_resp_free(&r);
 	assert_int_equal(reserved_count("u/dbu/"), 2);
 	request("DELETE", "/dbu/obj", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/dbu", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	assert_int_equal(reserved_count("u/dbu/"), 0);
 	for (int i = 0; i < 2; i++) {
 		snprintf(pfx, sizeof(pfx), "p/%s/", uid[i]);
@@ -1592,7 +1411,7 @@ test_delete_bucket_uploads(void **state)
 	}
 	request("HEAD", "/dbu", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 404);
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 /* Outside us-east-1, re-creating a bucket one owns is 409 BucketAlreadyOwnedByYou. */
@@ -1612,7 +1431,7 @@ test_create_bucket_elsewhere(void **state)
 	struct s3_server *eu;
 	pthread_t t;
 	int us_port = port;
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	assert_int_equal(s3_server_create(&cfg, be, &eu), 0);
@@ -1621,16 +1440,16 @@ test_create_bucket_elsewhere(void **state)
 	sign_region = "eu-west-1";
 	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
 	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/eub", NULL, NULL, 0, &r);
 	expect_error(&r, 409, "BucketAlreadyOwnedByYou");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("DELETE", "/eub", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
-	resp_free(&r);
+	raw_resp_free(&r);
 	s3_server_stop(eu);
 	pthread_join(t, NULL);
 	s3_server_destroy(eu);
@@ -1642,7 +1461,7 @@ test_create_bucket_elsewhere(void **state)
 static void
 test_list_buckets_pages(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], tok[256] = "";
 	int seen = 0, pages = 0;
 
@@ -1651,7 +1470,7 @@ test_list_buckets_pages(void **state)
 		snprintf(target, sizeof(target), "/lb-%d", i);
 		request("PUT", target, NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	do {
 		char *p;
@@ -1677,7 +1496,7 @@ test_list_buckets_pages(void **state)
 			s3_buf_fini(&q);
 		}
 		pages++;
-		resp_free(&r);
+		raw_resp_free(&r);
 	} while (tok[0] && pages < 10);
 	assert_int_equal(seen, 5);
 	assert_int_equal(pages, 3);
@@ -1688,31 +1507,31 @@ test_list_buckets_pages(void **state)
 	assert_null(strstr(r.body, "<ContinuationToken>"));
 	assert_null(strstr(r.body, "<Prefix>"));
 	assert_null(strstr(r.body, ".zest-mpu"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?bucket-region=eu-west-1", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(count_in(&r, "<Bucket>"), 0);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?bucket-region=us-east-1&prefix=lb-3", NULL, NULL, 0, &r);
 	assert_int_equal(count_in(&r, "<Bucket>"), 1);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?max-buckets=0", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?max-buckets=10001", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?max-buckets=x", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/?continuation-token=%21%21", NULL, NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int i = 0; i < 5; i++) {
 		snprintf(target, sizeof(target), "/lb-%d", i);
 		request("DELETE", target, NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 204);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 }
 
@@ -1721,23 +1540,23 @@ test_list_buckets_pages(void **state)
 static void
 test_listing_echoes(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 
 	(void)state;
 	request("PUT", "/echo", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/echo/a%0Ab", NULL, "x", 1, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/echo/a%0Ac", NULL, "x", 1, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/echo?list-type=2&continuation-token=", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "<ContinuationToken></ContinuationToken>"));
 	assert_int_equal(count_in(&r, "<Key>"), 2);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/echo?list-type=2", NULL, NULL, 0, &r);
 	assert_null(strstr(r.body, "<ContinuationToken>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/echo?encoding-type=url&prefix=a%0A&marker=a%0A&max-keys=1&delimiter=%0A",
 	        NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
@@ -1746,12 +1565,12 @@ test_listing_echoes(void **state)
 	assert_non_null(strstr(r.body, "<Delimiter>%0A</Delimiter>"));
 	assert_non_null(strstr(r.body, "<Key>a%0Ab</Key>"));
 	assert_non_null(strstr(r.body, "<NextMarker>a%0Ab</NextMarker>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("GET", "/echo?list-type=2&encoding-type=url&prefix=a%0A&start-after=a%0A", NULL,
 	        NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<Prefix>a%0A</Prefix>"));
 	assert_non_null(strstr(r.body, "<StartAfter>a%0A</StartAfter>"));
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 /* Content-Encoding is stored without the aws-chunked token and its comma, spacing kept. */
@@ -1766,17 +1585,17 @@ test_content_encoding(void **state)
 		{ "AWS-CHUNKED", NULL },
 		{ "aws-chunked", NULL },
 	};
-	struct resp r;
+	struct raw_resp r;
 	char ex[128], want[128];
 
 	(void)state;
 	request("PUT", "/cenc", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (size_t i = 0; i < sizeof(ce) / sizeof(ce[0]); i++) {
 		snprintf(ex, sizeof(ex), "Content-Encoding: %s\r\n", ce[i][0]);
 		request("PUT", "/cenc/k", ex, "x", 1, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 		request("HEAD", "/cenc/k", NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 200);
 		if (ce[i][1]) {
@@ -1786,18 +1605,18 @@ test_content_encoding(void **state)
 		} else {
 			assert_null(strcasestr(r.head, "Content-Encoding"));
 		}
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 }
 
 /* An unsigned raw request; returns the response. */
 static void
-raw_request(const char *head, struct resp *r)
+raw_request(const char *head, struct raw_resp *r)
 {
 	int fd = dial();
 
-	send_all(fd, head, strlen(head));
-	assert_int_equal(recv_resp(fd, r, false), 0);
+	raw_send_all(fd, head, strlen(head));
+	assert_int_equal(raw_recv_resp(fd, r, false), 0);
 	close(fd);
 }
 
@@ -1805,18 +1624,18 @@ raw_request(const char *head, struct resp *r)
 static void
 test_options_preflight(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char h[512];
 
 	(void)state;
 	request("PUT", "/corsb", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(h, sizeof(h), "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
 	raw_request(h, &r);
 	expect_error(&r, 400, "BadRequest");
 	assert_non_null(
 	        strstr(r.body, "<Message>Insufficient information. Origin request header needed."));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(h, sizeof(h),
 	         "OPTIONS /corsb/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
 	         "Access-Control-Request-Method: PUT\r\n\r\n",
@@ -1825,7 +1644,7 @@ test_options_preflight(void **state)
 	expect_error(&r, 403, "AccessForbidden");
 	assert_non_null(
 	        strstr(r.body, "<Message>CORSResponse: CORS is not enabled for this bucket."));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(h, sizeof(h),
 	         "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n"
 	         "Access-Control-Request-Method: BLAH\r\n\r\n",
@@ -1833,7 +1652,7 @@ test_options_preflight(void **state)
 	raw_request(h, &r);
 	expect_error(&r, 400, "BadRequest");
 	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: BLAH"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(
 	        h, sizeof(h),
 	        "OPTIONS /corsb HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: http://a.example\r\n\r\n",
@@ -1841,7 +1660,7 @@ test_options_preflight(void **state)
 	raw_request(h, &r);
 	expect_error(&r, 400, "BadRequest");
 	assert_non_null(strstr(r.body, "Invalid Access-Control-Request-Method: null"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(h, sizeof(h),
 	         "OPTIONS /nocorsbucket/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
 	         "Origin: http://a.example\r\nAccess-Control-Request-Method: GET\r\n\r\n",
@@ -1849,28 +1668,28 @@ test_options_preflight(void **state)
 	raw_request(h, &r);
 	expect_error(&r, 403, "AccessForbidden");
 	assert_non_null(strstr(r.body, "CORSResponse: Bucket not found"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* signed or not, the same answer */
 	request("OPTIONS", "/corsb/k",
 	        "Origin: http://a.example\r\n"
 	        "Access-Control-Request-Method: GET\r\n",
 	        NULL, 0, &r);
 	expect_error(&r, 403, "AccessForbidden");
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 static void
 test_virtual_host(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char *h;
 	int fd;
 
 	(void)state;
 	request("PUT", "/vhost", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/vhost/k", NULL, "v", 1, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* Host: vhost.s3.test -> bucket from the host name; signed with that host */
 	fd = dial();
 	h = build("GET", "/k", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
@@ -1884,7 +1703,7 @@ test_virtual_host(void **state)
 		char d8[9];
 		int n;
 
-		amz_now(date, 0);
+		raw_amz_now(date, 0);
 		n = snprintf(head, sizeof(head),
 		             "GET /k HTTP/1.1\r\nHost: vhost.s3.test:%d\r\nx-amz-date: %s\r\n"
 		             "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n\r\n",
@@ -1893,7 +1712,7 @@ test_virtual_host(void **state)
 		s3_buf_init(&canon, 65536);
 		s3_sigv4_canonical(&req, "host;x-amz-content-sha256;x-amz-date", 36,
 		                   "UNSIGNED-PAYLOAD", false, &canon);
-		sha_hex(canon.p, canon.len, chash);
+		raw_sha_hex(canon.p, canon.len, chash);
 		memcpy(d8, date, 8);
 		d8[8] = 0;
 		s3_sigv4_key(SK, d8, "us-east-1", "s3", key);
@@ -1908,15 +1727,15 @@ test_virtual_host(void **state)
 		        "/%s/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;"
 		        "x-amz-date, Signature=%s\r\n\r\n",
 		        d8, sig);
-		send_all(fd, head, (size_t)n);
+		raw_send_all(fd, head, (size_t)n);
 		s3_buf_fini(&canon);
 		s3_buf_fini(&sts);
 	}
-	recv_resp(fd, &r, false);
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.blen, 1);
 	assert_memory_equal(r.body, "v", 1);
-	resp_free(&r);
+	raw_resp_free(&r);
 	free(h);
 	close(fd);
 }
@@ -1986,33 +1805,33 @@ test_bad_input_table(void **state)
 		  "x-amz-decoded-content-length: 99x\r\n",
 		  "x", "STREAMING-UNSIGNED-PAYLOAD-TRAILER", 400, "InvalidArgument" },
 	};
-	struct resp r;
+	struct raw_resp r;
 	size_t before;
 
 	(void)state;
 	request("PUT", "/tbl", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	before = mem_backend_count(be);
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		char hash[65], ex[4096], *h;
 		size_t blen = t[i].body ? strlen(t[i].body) : 0;
 		int fd = dial();
 
-		sha_hex(t[i].body ? t[i].body : "", blen, hash);
+		raw_sha_hex(t[i].body ? t[i].body : "", blen, hash);
 		snprintf(ex, sizeof(ex), "%sContent-Length: %zu\r\n", t[i].extra ? t[i].extra : "",
 		         blen);
 		h = build(t[i].method, t[i].target, ex, t[i].hash ? t[i].hash : hash, 0, false,
 		          NULL);
-		send_all(fd, h, strlen(h));
+		raw_send_all(fd, h, strlen(h));
 		if (blen)
-			send_all(fd, t[i].body, blen);
-		if (recv_resp(fd, &r, false) != 0)
+			raw_send_all(fd, t[i].body, blen);
+		if (raw_recv_resp(fd, &r, false) != 0)
 			fail_msg("case %zu: no response", i);
 		if (r.status != t[i].status || !r.body || !strstr(r.body, t[i].code))
 			fail_msg("case %zu (%s %s): got %d %s", i, t[i].method, t[i].target,
 			         r.status, r.body ? r.body : "");
-		resp_free(&r);
+		raw_resp_free(&r);
 		free(h);
 		close(fd);
 	}
@@ -2025,7 +1844,7 @@ test_bad_input_table(void **state)
 static void
 test_zero_copy_refs_held(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	size_t n = (3 << 20) + 12345;
 	char *data = malloc(n), *h1, *h2, hash[65];
 	int fd;
@@ -2034,8 +1853,8 @@ test_zero_copy_refs_held(void **state)
 	for (size_t i = 0; i < n; i++)
 		data[i] = (char)(i * 31 + (i >> 11));
 	request("PUT", "/zc-bucket", NULL, NULL, 0, &r);
-	resp_free(&r);
-	sha_hex(data, n, hash);
+	raw_resp_free(&r);
+	raw_sha_hex(data, n, hash);
 	{
 		char ex[64];
 
@@ -2044,17 +1863,17 @@ test_zero_copy_refs_held(void **state)
 	}
 	h2 = build("GET", "/zc-bucket/obj", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	fd = dial();
-	send_all(fd, h1, strlen(h1));
-	send_all(fd, data, n);
-	send_all(fd, h2, strlen(h2)); /* pipelined behind the body */
-	recv_resp(fd, &r, false);
+	raw_send_all(fd, h1, strlen(h1));
+	raw_send_all(fd, data, n);
+	raw_send_all(fd, h2, strlen(h2)); /* pipelined behind the body */
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
-	recv_resp(fd, &r, false);
+	raw_resp_free(&r);
+	raw_recv_resp(fd, &r, false);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.blen, n);
 	assert_memory_equal(r.body, data, n);
-	resp_free(&r);
+	raw_resp_free(&r);
 	close(fd);
 	free(h1);
 	free(h2);
@@ -2065,29 +1884,29 @@ test_zero_copy_refs_held(void **state)
 static void
 test_slow_reader_harms_nobody(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char *big = calloc(1, 16 << 20), *h;
 	int slow, rcv = 4096;
 	uint64_t t0;
 
 	(void)state;
 	request("PUT", "/slow", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/slow/big", NULL, big, 16 << 20, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	for (int k = 0; k < 4; k++) {
 		slow = dial();
 		setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 		h = build("GET", "/slow/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
-		send_all(slow, h, strlen(h));
+		raw_send_all(slow, h, strlen(h));
 		free(h);
 		usleep(100000); /* the server is now stuck writing to this client */
 		t0 = zc_now_ns();
 		for (int i = 0; i < 10; i++) {
 			request("GET", "/slow?list-type=2", NULL, NULL, 0, &r);
 			assert_int_equal(r.status, 200);
-			resp_free(&r);
+			raw_resp_free(&r);
 		}
 		/* a liveness bound, not a speed claim: a server waiting on the slow client would
 		 * take the idle timeout (1.5 s here) before answering anyone else */
@@ -2100,7 +1919,7 @@ test_slow_reader_harms_nobody(void **state)
 /* ------------------------------------------------------------ copy and conditional writes */
 
 static void
-etag_of(const struct resp *r, char out[40])
+etag_of(const struct raw_resp *r, char out[40])
 {
 	const char *e = strcasestr(r->head, "ETag: \"");
 
@@ -2120,19 +1939,19 @@ md5_hex(const void *p, size_t n, char out[33])
 static void
 expect_body(const char *target, const void *want, size_t n)
 {
-	struct resp r;
+	struct raw_resp r;
 
 	request("GET", target, NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(r.blen, n);
 	assert_memory_equal(r.body, want, n);
-	resp_free(&r);
+	raw_resp_free(&r);
 }
 
 static void
 test_copy_object(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char src_etag[40], want[160], ex[512];
 	size_t bn = (3 << 20) + 5;
 	char *big = malloc(bn);
@@ -2141,14 +1960,14 @@ test_copy_object(void **state)
 	for (size_t i = 0; i < bn; i++)
 		big[i] = (char)(i * 13 + 1);
 	request("PUT", "/cpy", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/xdev-cpy", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/dir/s%20rc", "Content-Type: text/x-src\r\nx-amz-meta-a: 1\r\n",
 	        "hello copy", 10, &r);
 	assert_int_equal(r.status, 200);
 	etag_of(&r, src_etag);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* COPY (the default): bytes, ETag and attributes of the source */
 	request("PUT", "/cpy/dst", "x-amz-copy-source: /cpy/dir/s%20rc\r\n", NULL, 0, &r);
@@ -2157,12 +1976,12 @@ test_copy_object(void **state)
 	assert_non_null(strstr(r.body, "<LastModified>"));
 	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
 	assert_non_null(strstr(r.body, want));
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cpy/dst", "hello copy", 10);
 	request("HEAD", "/cpy/dst", NULL, NULL, 0, &r);
 	assert_non_null(strcasestr(r.head, "Content-Type: text/x-src"));
 	assert_non_null(strcasestr(r.head, "x-amz-meta-a: 1"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cpy/dir/s%20rc", "hello copy", 10); /* the source stays */
 
 	/* REPLACE: the request's headers; a versionId of "null" is the only version */
@@ -2171,103 +1990,103 @@ test_copy_object(void **state)
 	        "x-amz-metadata-directive: REPLACE\r\nContent-Type: text/x-new\r\n",
 	        NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cpy/dst2", NULL, NULL, 0, &r);
 	assert_non_null(strcasestr(r.head, "Content-Type: text/x-new"));
 	assert_null(strcasestr(r.head, "x-amz-meta-a"));
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* onto itself: only with REPLACE */
 	request("PUT", "/cpy/dst", "x-amz-copy-source: cpy/dst\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidRequest");
 	assert_non_null(strstr(r.body, "copy an object to itself"));
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/dst",
 	        "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: REPLACE\r\n"
 	        "x-amz-meta-b: 2\r\n",
 	        NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cpy/dst", "hello copy", 10);
 
 	/* bad sources and directives: precise errors, nothing stored */
 	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/none\r\n", NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchKey");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad", "x-amz-copy-source: nobucket/k\r\n", NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchBucket");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad", "x-amz-copy-source: justabucket\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/dst?versionId=abc\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad", "x-amz-copy-source: cpy/d%zzst\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad",
 	        "x-amz-copy-source: cpy/dst\r\nx-amz-metadata-directive: MOVE\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* x-amz-copy-source-if-*: 412 when they do not hold */
 	snprintf(ex, sizeof(ex), "x-amz-copy-source: cpy/dir/s%%20rc\r\n%s", "");
 	request("PUT", "/cpy/bad",
 	        "x-amz-copy-source: cpy/dst\r\nx-amz-copy-source-if-match: \"x\"\r\n", NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(
 	        ex, sizeof(ex),
 	        "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-none-match: \"%s\"\r\n",
 	        src_etag);
 	request("PUT", "/cpy/bad", ex, NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad",
 	        "x-amz-copy-source: cpy/dst\r\n"
 	        "x-amz-copy-source-if-unmodified-since: Mon, 01 Jan 2001 00:00:00 GMT\r\n",
 	        NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/bad",
 	        "x-amz-copy-source: cpy/dst\r\n"
 	        "x-amz-copy-source-if-modified-since: Fri, 01 Jan 2100 00:00:00 GMT\r\n",
 	        NULL, 0, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cpy/bad", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 404);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(ex, sizeof(ex),
 	         "x-amz-copy-source: cpy/dir/s%%20rc\r\nx-amz-copy-source-if-match: \"%s\"\r\n"
 	         "x-amz-copy-source-if-unmodified-since: Mon, 01 Jan 2001 00:00:00 GMT\r\n",
 	         src_etag);
 	request("PUT", "/cpy/ok", ex, NULL, 0, &r); /* If-Match holding wins */
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* the target's own condition */
 	request("PUT", "/cpy/ok", "x-amz-copy-source: cpy/dst\r\nIf-None-Match: *\r\n", NULL, 0,
 	        &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* another datanode ("xdev-*"): the bytes stream through the gateway, in chunks */
 	request("PUT", "/cpy/big", NULL, big, bn, &r);
 	etag_of(&r, src_etag);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/xdev-cpy/big", "x-amz-copy-source: cpy/big\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
 	assert_non_null(strstr(r.body, want));
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/xdev-cpy/big", big, bn);
 	request("PUT", "/xdev-cpy/empty", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cpy/empty", "x-amz-copy-source: xdev-cpy/empty\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cpy/empty", "", 0);
 	free(big);
 }
@@ -2275,7 +2094,7 @@ test_copy_object(void **state)
 static void
 test_upload_part_copy(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char target[256], uid[64], ex[256], body[1024], want[128], md5[33], src_etag[40];
 	size_t bn = (6 << 20) + 3;
 	char *big = malloc(bn), *all = malloc((5 << 20) + 10);
@@ -2285,29 +2104,29 @@ test_upload_part_copy(void **state)
 	for (size_t i = 0; i < bn; i++)
 		big[i] = (char)(i * 31 + 7);
 	request("PUT", "/pcy", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/pcy/big", NULL, big, bn, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/pcy/small", NULL, "0123456789", 10, &r);
 	etag_of(&r, src_etag);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", "/pcy/joined?uploads", NULL, NULL, 0, &r);
 	e = strstr(r.body, "<UploadId>");
 	assert_non_null(e);
 	snprintf(uid, sizeof(uid), "%.32s", e + 10);
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* part 1: a range of big (streamed; its ETag is the MD5 of the range) */
 	snprintf(target, sizeof(target), "/pcy/joined?partNumber=1&uploadId=%s", uid);
 	request("PUT", target,
 	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-\r\n", NULL, 0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", target,
 	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=0-99999999\r\n", NULL,
 	        0, &r);
 	expect_error(&r, 400, "InvalidArgument");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", target,
 	        "x-amz-copy-source: pcy/big\r\nx-amz-copy-source-range: bytes=100-5242979\r\n",
 	        NULL, 0, &r);
@@ -2316,23 +2135,23 @@ test_upload_part_copy(void **state)
 	md5_hex(big + 100, 5 << 20, md5);
 	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", md5);
 	assert_non_null(strstr(r.body, want));
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* part 2: the whole of a single-part object (composed: the source's ETag) */
 	snprintf(target, sizeof(target), "/pcy/joined?partNumber=2&uploadId=%s", uid);
 	request("PUT", target, "x-amz-copy-source: pcy/small\r\n", NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	snprintf(want, sizeof(want), "<ETag>&quot;%s&quot;</ETag>", src_etag);
 	assert_non_null(strstr(r.body, want));
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/pcy/joined?partNumber=3&uploadId=%s",
 	         "0123456789abcdef0123456789abcdef");
 	request("PUT", target, "x-amz-copy-source: pcy/small\r\n", NULL, 0, &r);
 	expect_error(&r, 404, "NoSuchUpload");
-	resp_free(&r);
+	raw_resp_free(&r);
 
 	/* Complete with If-None-Match on an existing key: 412, the upload stays */
 	request("PUT", "/pcy/joined", NULL, "old", 3, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	snprintf(target, sizeof(target), "/pcy/joined?uploadId=%s", uid);
 	snprintf(body, sizeof(body),
 	         "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"%s\"</ETag>"
@@ -2341,20 +2160,20 @@ test_upload_part_copy(void **state)
 	         md5, src_etag);
 	request("POST", target, "If-None-Match: *\r\n", body, strlen(body), &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/pcy/joined", "old", 3);
 	request("POST", target, "If-None-Match: \"abc\"\r\n", body, strlen(body), &r);
 	expect_error(&r, 501, "NotImplemented");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("POST", target, "If-Match: \"e7b1b6a5bc3fa3b1d4c2a2cf1e3f8e1a\"\r\n", body,
 	        strlen(body), &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	md5_hex("old", 3, want);
 	snprintf(ex, sizeof(ex), "If-Match: \"%s\"\r\n", want);
 	request("POST", target, ex, body, strlen(body), &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	memcpy(all, big + 100, 5 << 20);
 	memcpy(all + (5 << 20), "0123456789", 10);
 	expect_body("/pcy/joined", all, (5 << 20) + 10);
@@ -2371,48 +2190,48 @@ static void *
 race_put(void *p)
 {
 	struct race_arg *a = p;
-	struct resp r;
+	struct raw_resp r;
 
 	request("PUT", a->target, "If-None-Match: *\r\n", a->target, strlen(a->target), &r);
 	a->status = r.status;
-	resp_free(&r);
+	raw_resp_free(&r);
 	return NULL;
 }
 
 static void
 test_conditional_put(void **state)
 {
-	struct resp r;
+	struct raw_resp r;
 	char etag[40], ex[128];
 
 	(void)state;
 	request("PUT", "/cwr", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cwr/k", "If-None-Match: *\r\n", "first", 5, &r);
 	assert_int_equal(r.status, 200);
 	etag_of(&r, etag);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cwr/k", "If-None-Match: *\r\n", "second", 6, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cwr/k", "If-None-Match: \"abc\"\r\n", "second", 6, &r);
 	expect_error(&r, 501, "NotImplemented");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/cwr/k", "If-Match: \"0123\"\r\n", "second", 6, &r);
 	expect_error(&r, 412, "PreconditionFailed");
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cwr/k", "first", 5);
 	snprintf(ex, sizeof(ex), "If-Match: \"%s\"\r\n", etag);
 	request("PUT", "/cwr/k", ex, "second", 6, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	expect_body("/cwr/k", "second", 6);
 	request("PUT", "/cwr/none", "If-Match: *\r\n", "x", 1, &r);
 	expect_error(&r, 404, "NoSuchKey");
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("HEAD", "/cwr/none", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 404);
-	resp_free(&r);
+	raw_resp_free(&r);
 	/* two at once: exactly one creates the key */
 	for (int i = 0; i < 5; i++) {
 		char target[32];
@@ -2495,7 +2314,7 @@ test_parked_gets_hold_no_worker(void **state)
 	char key[1024], target[1100];
 	size_t len = 16u << 20;
 	char *big = malloc(len), *h, *h2, *both;
-	struct resp r;
+	struct raw_resp r;
 	uint64_t t0;
 
 	(void)state;
@@ -2503,20 +2322,20 @@ test_parked_gets_hold_no_worker(void **state)
 		big[i] = (char)(i * 2654435761u >> 13);
 	alt_up(a, 600000); /* nothing here may time out, even under valgrind */
 	request("PUT", "/park", NULL, NULL, 0, &r);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/park/big", NULL, big, len, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	request("PUT", "/park/small", NULL, "hello", 5, &r);
 	assert_int_equal(r.status, 200);
-	resp_free(&r);
+	raw_resp_free(&r);
 	memset(key, 'k', 1000);
 	for (int i = 0; i < 1000; i++) { /* a listing of ~1.2 MB, more than a socket holds */
 		snprintf(key + 1000, sizeof(key) - 1000, "%04d", i);
 		snprintf(target, sizeof(target), "/park/%s", key);
 		request("PUT", target, NULL, "x", 1, &r);
 		assert_int_equal(r.status, 200);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	h2 = build("GET", "/park/small", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
@@ -2526,14 +2345,14 @@ test_parked_gets_hold_no_worker(void **state)
 	sprintf(both, "%s%s", h, h2);
 	for (int k = 0; k < 4; k++) {
 		slow[k] = dial_small();
-		send_all(slow[k], both, strlen(both));
+		raw_send_all(slow[k], both, strlen(both));
 	}
 	free(h);
 	h = build("GET", "/park?list-type=2", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	for (int k = 0; k < 2; k++) { /* four pipelined: more than a send buffer holds */
 		lst[k] = dial_small();
 		for (int j = 0; j < 4; j++)
-			send_all(lst[k], h, strlen(h));
+			raw_send_all(lst[k], h, strlen(h));
 	}
 	usleep(200000); /* every slow answer has filled its socket and parked */
 	t0 = zc_now_ns();
@@ -2541,31 +2360,31 @@ test_parked_gets_hold_no_worker(void **state)
 		request("GET", "/park/small", NULL, NULL, 0, &r);
 		assert_int_equal(r.status, 200);
 		assert_int_equal(r.blen, 5);
-		resp_free(&r);
+		raw_resp_free(&r);
 	}
 	/* liveness, not speed: blocked workers would hold everyone until the idle timeout */
 	assert_true(zc_now_ns() - t0 < 1000000000ull);
 	for (int k = 0; k < 2; k++) {
-		assert_int_equal(recv_resp(slow[k], &r, false), 0);
+		assert_int_equal(raw_recv_resp(slow[k], &r, false), 0);
 		assert_int_equal(r.status, 200);
 		assert_int_equal(r.blen, len);
 		assert_memory_equal(r.body, big, len);
-		resp_free(&r);
-		assert_int_equal(recv_resp(slow[k], &r, false), 0);
+		raw_resp_free(&r);
+		assert_int_equal(raw_recv_resp(slow[k], &r, false), 0);
 		assert_int_equal(r.status, 200);
 		assert_int_equal(r.blen, 5);
 		assert_memory_equal(r.body, "hello", 5);
-		resp_free(&r);
+		raw_resp_free(&r);
 		close(slow[k]);
 	}
 	for (int k = 0; k < 2; k++) {
 		for (int j = 0; j < 4; j++) {
-			assert_int_equal(recv_resp(lst[k], &r, false), 0);
+			assert_int_equal(raw_recv_resp(lst[k], &r, false), 0);
 			assert_int_equal(r.status, 200);
 			assert_true(r.blen > 1000000);
 			assert_non_null(strstr(r.body, "<Key>"));
 			assert_non_null(strstr(r.body + r.blen - 40, "</ListBucketResult>"));
-			resp_free(&r);
+			raw_resp_free(&r);
 		}
 		close(lst[k]);
 	}
@@ -2592,7 +2411,7 @@ test_stalled_reader_times_out(void **state)
 	alt_up(a, 1000);
 	h = build("GET", "/park/big", NULL, "UNSIGNED-PAYLOAD", 0, false, NULL);
 	fd = dial_small();
-	send_all(fd, h, strlen(h));
+	raw_send_all(fd, h, strlen(h));
 	usleep(2500000); /* the socket filled at once, then nothing moved for 1 s */
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
 		;
