@@ -72,8 +72,8 @@ void dn_store_opts_default(struct dn_store_opts *opts);
 int dn_store_open(const struct dn_store_opts *opts, struct dn_store **out);
 
 /*
- * Stop and close everything. Every dn_write must have been handed back (committed or
- * aborted); close waits for those still finishing. NULL is a no-op.
+ * Stop and close everything. Every dn_write and dn_cell_write must have been handed back
+ * (committed / finished or aborted); close waits for those still finishing. NULL is a no-op.
  */
 void dn_store_close(struct dn_store *store);
 
@@ -273,6 +273,95 @@ int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
                bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
                struct dn_write_result *res);
+
+/* ---- cells (cluster mode, docs/cluster.md "The cell store") ---- */
+/*
+ * Single cells of other coordinators' extents, and the coordinator's own: one file per
+ * cell, (extent id, group, cell) its name, an entry in the LMDB table "cells" its index.
+ * A cell is written whole (one stream), recorded pending once durable, committed when the
+ * coordinator's etcd Txn succeeded, and read, deleted or collected by its name. Threads as
+ * for objects: a struct dn_cell_write belongs to one thread until finish or abort.
+ */
+struct dn_cell_id {
+	uint64_t extent;
+	uint32_t group;
+	unsigned cell; /* 0 .. k + m - 1 */
+};
+
+struct dn_cell_spec {
+	struct dn_cell_id id;
+	uint64_t length;            /* bytes in the cell; <= stripes_per_group x cell_size */
+	unsigned k, m;              /* the extent's scheme */
+	uint32_t cell_size;         /* a multiple of 4096 and of the store's chunk_size */
+	uint32_t stripes_per_group; /* >= 1 */
+	/* The object the coordinator writes (borrowed): the collector asks etcd about it. */
+	const char *bucket, *key;
+};
+
+struct dn_cell_info {
+	struct dn_cell_id id;
+	unsigned drive;
+	uint64_t length;
+	uint64_t created_ns; /* CLOCK_REALTIME when recorded */
+	bool pending;
+	unsigned k, m;
+	uint32_t cell_size, stripes_per_group, chunk_size;
+	char *bucket, *key;
+};
+void dn_cell_info_fini(struct dn_cell_info *info);
+void dn_cell_list_free(struct dn_cell_info *v, size_t n);
+
+struct dn_cell_write;
+/*
+ * Start writing a cell: picks a drive (the writable one with most room; near-ties by a
+ * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), -EEXIST
+ * (the cell has an entry, or the extent id is one of this node's own objects: the
+ * coordinator draws another), -EBUSY (a write of this name is still in progress, or its
+ * abort still finishing: retry), -ENOSPC / DN_ENOQUORUM (no writable drive: all full /
+ * some failed), -errno.
+ */
+int dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec,
+                       struct dn_cell_write **out);
+/*
+ * Append segs at offset (= bytes so far), as dn_write_data does: written straight from
+ * the segments through the drive's ring, each SQE holding its own zc_ref (the caller
+ * keeps its own and may drop them on return); chunk CRCs computed in the same pass. May
+ * block on in-flight credit or the io pool. Returns 0, -EINVAL (offset, past length),
+ * -EAGAIN, -EIO; an error poisons the write (finish reports it).
+ */
+int dn_cell_write_data(struct dn_cell_write *w, uint64_t offset, const struct zc_seg *segs,
+                       size_t n);
+/* Called once, on the store's commit thread, when the cell is recorded (err 0) or not. */
+typedef void (*dn_cell_cb)(void *arg, int err);
+/*
+ * Finish: every byte written (else -EINVAL), fdatasync the file and fsync its folder
+ * through the ring, record the entry as pending, then cb. Takes ownership of w. On any
+ * error the file is removed and nothing is recorded.
+ */
+void dn_cell_write_finish(struct dn_cell_write *w, dn_cell_cb cb, void *arg);
+/* Drop an unfinished cell write: nothing is recorded, and once its SQEs completed the file
+ * is removed and the name free again (-EBUSY until then). Takes ownership. */
+void dn_cell_write_abort(struct dn_cell_write *w);
+/* The coordinator's Txn committed: clear the pending flag. 0 (also if already), -ENOENT. */
+int dn_cell_commit(struct dn_store *s, struct dn_cell_id id);
+/* The entry of a cell into *info (fini it): 0, -ENOENT, -errno. */
+int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info);
+/*
+ * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
+ * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
+ * thread, which sleeps meanwhile. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG (a chunk
+ * failed its CRC, or the file is short), -EIO (drive failed), or cb's value.
+ */
+int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
+                 bool has_length, dn_read_cb cb, void *arg);
+/* Remove a cell's entry, then its file. Returns 1 when it existed, 0 when not, -errno. */
+int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
+/*
+ * Pending cells recorded before than_ns (CLOCK_REALTIME), at most limit (0: all), in name
+ * order: the collector's work list. Free with dn_cell_list_free.
+ */
+int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
+                               struct dn_cell_info **out, size_t *n);
 
 /* ---- drives, failures, heal ---- */
 /*

@@ -308,6 +308,7 @@ struct dn_store {
 	struct ec_codec *codecs[EC_MAX_CELLS + 1][EC_MAX_CELLS + 1];
 	pthread_mutex_t codec_lock;
 	struct dn_meta *meta;
+	struct dn_cells *cells; /* cluster mode's cell writes in progress (dn_cell.c) */
 	struct dn_adm adm;
 	atomic_uint next_base;
 	/* In-flight payload credit. */

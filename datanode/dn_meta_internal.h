@@ -9,7 +9,8 @@
  *
  * Tables: buckets (name -> ctime), objects (bucket \0 key -> object record, so LMDB's
  * byte order is S3's key order; names too long for an LMDB key share a bundle, see
- * dn_meta_key.c), extents (big-endian id -> extent record), info (gen, next_id, keymax).
+ * dn_meta_key.c), extents (big-endian id -> extent record), info (gen, next_id, keymax),
+ * cells (big-endian id, group, cell -> a cluster cell's entry, dn_meta_cell.c).
  * Records are a small little-endian binary encoding (dn_wbuf_/dn_rbuf_ helpers).
  *
  * dn_meta_internal.h: what the metadata files share. Private to dn_meta_*.c.
@@ -18,6 +19,7 @@
  *   dn_meta_rep.c   the replica set: open, resync, rebuild, revive; write transactions
  *   dn_meta_obj.c   objects and extents: get, put (with conditions), batch, delete
  *   dn_meta_list.c  buckets and object listings
+ *   dn_meta_cell.c  cluster mode's cell entries
  */
 #ifndef ZEST_DN_META_INTERNAL_H
 #define ZEST_DN_META_INTERNAL_H
@@ -38,6 +40,7 @@
 struct rep {
 	MDB_env *env;
 	MDB_dbi buckets, objects, extents, info;
+	MDB_dbi cells; /* cluster mode's cell entries (dn_meta_cell.c) */
 	bool ok;
 	char dir[4096];
 	uint64_t gen;

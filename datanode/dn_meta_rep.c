@@ -52,7 +52,8 @@ rep_open(struct dn_meta *m, struct rep *r)
 	if ((rc = mdb_dbi_open(txn, "buckets", MDB_CREATE, &r->buckets)) ||
 	    (rc = mdb_dbi_open(txn, "objects", MDB_CREATE, &r->objects)) ||
 	    (rc = mdb_dbi_open(txn, "extents", MDB_CREATE, &r->extents)) ||
-	    (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &r->info))) {
+	    (rc = mdb_dbi_open(txn, "info", MDB_CREATE, &r->info)) ||
+	    (rc = mdb_dbi_open(txn, "cells", MDB_CREATE, &r->cells))) {
 		mdb_txn_abort(txn);
 		goto close_env;
 	}

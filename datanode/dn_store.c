@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_internal.h"
+#include "dn_cell_internal.h"
 
 void
 dn_store_opts_default(struct dn_store_opts *o)
@@ -216,7 +216,10 @@ check_identity(struct dn_store *s)
 	return 0;
 }
 
-/* Remove cell files no committed extent owns: what a crash left half-written. */
+/*
+ * Remove cell files no committed extent owns and no cell entry names (cluster mode): what
+ * a crash left half-written, or between a cell's fdatasync and its entry.
+ */
 static void
 collect_garbage(struct dn_store *s)
 {
@@ -254,7 +257,8 @@ collect_garbage(struct dn_store *s)
 					continue;
 				}
 				if (dn_layout_parse(fe->d_name, &id) == 0 &&
-				    dn_meta_extent_exists(s->meta, id) == 1)
+				    (dn_meta_extent_exists(s->meta, id) == 1 ||
+				     dn_cell_file_named(s, d, fe->d_name) != 0))
 					continue;
 				snprintf(path, sizeof(path), "%s/%s", sub, fe->d_name);
 				if (unlink(path) == 0)
@@ -369,6 +373,9 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	pthread_cond_init(&s->commit_cond, NULL);
 	pthread_mutex_init(&s->heal_lock, NULL);
 	pthread_cond_init(&s->heal_cond, NULL);
+	err = dn_cells_init(s);
+	if (err)
+		goto fail;
 	/* Rings full twice over, plus the cells writers are still filling (k per write). */
 	nio = (size_t)opts->ndrives * opts->queue_depth * 2 + 1024;
 	s->io_mem = calloc(nio, sizeof(*s->io_mem));
@@ -438,6 +445,7 @@ dn_store_close(struct dn_store *s)
 		pthread_join(s->commit_thread, NULL);
 	}
 	dn_meta_close(s->meta);
+	dn_cells_fini(s);
 	for (unsigned k = 0; k <= EC_MAX_CELLS; k++)
 		for (unsigned m = 0; m <= EC_MAX_CELLS; m++)
 			ec_codec_destroy(s->codecs[k][m]);

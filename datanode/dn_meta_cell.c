@@ -1,0 +1,415 @@
+/*
+ * dn_meta_cell: the cells table (cluster mode). Key: big-endian extent id, group, cell
+ * (16 bytes, so a cursor walks an extent's cells together). Value, little-endian:
+ * version, flags (bit 0 pending), drive, k, m, cell size, stripes per group, chunk size,
+ * length (u64), created (u64, CLOCK_REALTIME ns), bucket and key (u32 length + bytes),
+ * the number of chunk CRCs and the CRCs.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dn_cell_internal.h"
+#include "dn_meta_internal.h"
+
+#define FLAG_PENDING 1u
+
+void
+dn_cell_rec_fini(struct dn_cell_rec *r)
+{
+	if (!r)
+		return;
+	free(r->bucket);
+	free(r->key);
+	free(r->crcs);
+	memset(r, 0, sizeof(*r));
+}
+
+static void
+cell_key(struct dn_cell_id id, uint8_t *buf, MDB_val *k)
+{
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(id.extent >> (56 - 8 * i));
+	for (int i = 0; i < 4; i++) {
+		buf[8 + i] = (uint8_t)(id.group >> (24 - 8 * i));
+		buf[12 + i] = (uint8_t)(id.cell >> (24 - 8 * i));
+	}
+	k->mv_data = buf;
+	k->mv_size = 16;
+}
+
+static struct dn_cell_id
+cell_id_of(const MDB_val *k)
+{
+	const uint8_t *p = k->mv_data;
+	struct dn_cell_id id = { 0, 0, 0 };
+
+	for (int i = 0; i < 8; i++)
+		id.extent = id.extent << 8 | p[i];
+	for (int i = 0; i < 4; i++) {
+		id.group = id.group << 8 | p[8 + i];
+		id.cell = id.cell << 8 | p[12 + i];
+	}
+	return id;
+}
+
+static void
+wbuf_str(struct wbuf *b, const char *s)
+{
+	uint32_t n = (uint32_t)strlen(s);
+
+	dn_wbuf_u32(b, n);
+	dn_wbuf_bytes(b, s, n);
+}
+
+static int
+rec_encode(const struct dn_cell_rec *r, struct wbuf *b)
+{
+	dn_wbuf_u32(b, DN_CELL_VER);
+	dn_wbuf_u32(b, r->pending ? FLAG_PENDING : 0);
+	dn_wbuf_u32(b, r->drive);
+	dn_wbuf_u32(b, r->k);
+	dn_wbuf_u32(b, r->m);
+	dn_wbuf_u32(b, r->cell_size);
+	dn_wbuf_u32(b, r->spg);
+	dn_wbuf_u32(b, r->chunk);
+	dn_wbuf_bytes(b, &r->length, 8);
+	dn_wbuf_bytes(b, &r->created_ns, 8);
+	wbuf_str(b, r->bucket);
+	wbuf_str(b, r->key);
+	dn_wbuf_u32(b, r->ncrc);
+	dn_wbuf_bytes(b, r->crcs, (size_t)r->ncrc * 4);
+	return b->err;
+}
+
+static char *
+rbuf_str(struct rbuf *b, size_t max)
+{
+	uint32_t n = dn_rbuf_u32(b);
+	const uint8_t *p;
+	char *s;
+
+	if (b->err || n > max) {
+		b->err = -EBADMSG;
+		return NULL;
+	}
+	p = dn_rbuf_span(b, n);
+	if (!p)
+		return NULL;
+	s = malloc(n + 1);
+	if (!s) {
+		b->err = -ENOMEM;
+		return NULL;
+	}
+	memcpy(s, p, n);
+	s[n] = 0;
+	return s;
+}
+
+/* Decode a value; with crcs false the CRCs are skipped (listings need none). */
+static int
+rec_decode(const MDB_val *v, struct dn_cell_rec *r, bool crcs)
+{
+	struct rbuf b = { v->mv_data, v->mv_size, 0, 0 };
+	const uint8_t *p;
+
+	memset(r, 0, sizeof(*r));
+	if (dn_rbuf_u32(&b) != DN_CELL_VER)
+		return -EBADMSG;
+	r->pending = dn_rbuf_u32(&b) & FLAG_PENDING;
+	r->drive = dn_rbuf_u32(&b);
+	r->k = dn_rbuf_u32(&b);
+	r->m = dn_rbuf_u32(&b);
+	r->cell_size = dn_rbuf_u32(&b);
+	r->spg = dn_rbuf_u32(&b);
+	r->chunk = dn_rbuf_u32(&b);
+	p = dn_rbuf_span(&b, 16);
+	if (p) {
+		memcpy(&r->length, p, 8);
+		memcpy(&r->created_ns, p + 8, 8);
+	}
+	r->bucket = rbuf_str(&b, DN_CELL_BUCKET_MAX);
+	r->key = rbuf_str(&b, DN_CELL_KEY_MAX);
+	r->ncrc = dn_rbuf_u32(&b);
+	if (!b.err && (r->chunk == 0 || r->ncrc != zc_chunk_count(r->length, r->chunk)))
+		b.err = -EBADMSG;
+	p = dn_rbuf_span(&b, (size_t)r->ncrc * 4);
+	if (p && crcs && r->ncrc) {
+		r->crcs = malloc((size_t)r->ncrc * 4);
+		if (r->crcs)
+			memcpy(r->crcs, p, (size_t)r->ncrc * 4);
+		else
+			b.err = -ENOMEM;
+	}
+	if (b.err)
+		dn_cell_rec_fini(r);
+	return b.err;
+}
+
+static int
+cell_get(struct dn_meta *m, struct dn_cell_id id, struct dn_cell_rec *rec)
+{
+	MDB_txn *txn;
+	struct rep *r;
+	uint8_t kb[16];
+	MDB_val k, v;
+	int err = dn_meta_read_txn(m, &txn, &r);
+
+	if (err)
+		return err;
+	cell_key(id, kb, &k);
+	err = dn_meta_mdb_err(mdb_get(txn, r->cells, &k, &v));
+	if (!err && rec)
+		err = rec_decode(&v, rec, true);
+	dn_meta_read_end(m, txn);
+	return err;
+}
+
+int
+dn_meta_cell_exists(struct dn_meta *m, struct dn_cell_id id)
+{
+	int err = cell_get(m, id, NULL);
+
+	return err == -ENOENT ? 0 : err == 0 ? 1 : err;
+}
+
+int
+dn_meta_cell_get(struct dn_meta *m, struct dn_cell_id id, struct dn_cell_rec *rec)
+{
+	return cell_get(m, id, rec);
+}
+
+struct put_batch {
+	struct dn_meta_cell_put *v;
+	size_t n;
+	MDB_val *vals;
+};
+
+static int
+put_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct put_batch *pb = arg;
+
+	for (size_t i = 0; i < pb->n; i++) {
+		uint8_t kb[16];
+		MDB_val k, v = pb->vals[i];
+		int rc;
+
+		if (pb->vals[i].mv_size == 0)
+			continue; /* could not be encoded: err set already */
+		cell_key(pb->v[i].id, kb, &k);
+		rc = mdb_put(txn, r->cells, &k, &v, MDB_NOOVERWRITE);
+		if (rc == MDB_KEYEXIST) {
+			if (first)
+				pb->v[i].err = -EEXIST;
+			continue;
+		}
+		if (rc)
+			return dn_meta_mdb_err(rc);
+	}
+	return 0;
+}
+
+int
+dn_meta_cell_put_batch(struct dn_meta *m, struct dn_meta_cell_put *v, size_t n)
+{
+	struct wbuf *bufs = calloc(n, sizeof(*bufs));
+	struct put_batch pb = { v, n, calloc(n, sizeof(MDB_val)) };
+	int err = 0;
+
+	if (!bufs || !pb.vals) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		v[i].err = rec_encode(v[i].rec, &bufs[i]);
+		if (!v[i].err)
+			pb.vals[i] = (MDB_val){ bufs[i].len, bufs[i].p };
+	}
+	err = dn_meta_write(m, put_txn, &pb);
+out:
+	for (size_t i = 0; bufs && i < n; i++)
+		free(bufs[i].p);
+	free(bufs);
+	free(pb.vals);
+	return err;
+}
+
+struct one_arg {
+	struct dn_cell_id id;
+	uint32_t drive;
+	int found;
+};
+
+static int
+commit_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct one_arg *a = arg;
+	uint8_t kb[16];
+	MDB_val k, v;
+	uint8_t *copy;
+	int rc;
+
+	(void)first;
+	cell_key(a->id, kb, &k);
+	rc = mdb_get(txn, r->cells, &k, &v);
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	if (v.mv_size < 8)
+		return -EBADMSG;
+	/* The flags word sits at a fixed place: rewrite the value with it cleared. */
+	copy = malloc(v.mv_size);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, v.mv_data, v.mv_size);
+	memset(copy + 4, 0, 4);
+	v.mv_data = copy;
+	rc = mdb_put(txn, r->cells, &k, &v, 0);
+	free(copy);
+	return dn_meta_mdb_err(rc);
+}
+
+int
+dn_meta_cell_commit(struct dn_meta *m, struct dn_cell_id id)
+{
+	struct one_arg a = { id, 0, 0 };
+	struct dn_cell_rec rec;
+	int err = cell_get(m, id, &rec);
+
+	if (err)
+		return err;
+	if (!rec.pending) { /* a repeated commit: nothing to write, no sync */
+		dn_cell_rec_fini(&rec);
+		return 0;
+	}
+	dn_cell_rec_fini(&rec);
+	return dn_meta_write(m, commit_txn, &a);
+}
+
+static int
+del_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct one_arg *a = arg;
+	struct dn_cell_rec rec;
+	uint8_t kb[16];
+	MDB_val k, v;
+	int rc, err;
+
+	cell_key(a->id, kb, &k);
+	rc = mdb_get(txn, r->cells, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	if (first) {
+		err = rec_decode(&v, &rec, false);
+		a->drive = err ? UINT32_MAX : rec.drive;
+		dn_cell_rec_fini(&rec);
+		a->found = 1;
+	}
+	return dn_meta_mdb_err(mdb_del(txn, r->cells, &k, NULL));
+}
+
+int
+dn_meta_cell_del(struct dn_meta *m, struct dn_cell_id id, uint32_t *drive)
+{
+	struct one_arg a = { id, UINT32_MAX, 0 };
+	int err;
+
+	if (dn_meta_cell_exists(m, id) == 0)
+		return 0; /* DeleteCells repeats: a missing cell costs no write */
+	err = dn_meta_write(m, del_txn, &a);
+	if (err)
+		return err;
+	*drive = a.drive;
+	return a.found;
+}
+
+void
+dn_cell_info_fini(struct dn_cell_info *info)
+{
+	if (!info)
+		return;
+	free(info->bucket);
+	free(info->key);
+	memset(info, 0, sizeof(*info));
+}
+
+void
+dn_cell_list_free(struct dn_cell_info *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		dn_cell_info_fini(&v[i]);
+	free(v);
+}
+
+int
+dn_meta_cell_pending(struct dn_meta *m, uint64_t than_ns, size_t limit, struct dn_cell_info **out,
+                     size_t *n)
+{
+	struct dn_cell_info *v = NULL;
+	size_t nv = 0, cap = 0;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	struct rep *r;
+	MDB_val k, val;
+	int err = dn_meta_read_txn(m, &txn, &r), rc;
+
+	if (err)
+		return err;
+	rc = mdb_cursor_open(txn, r->cells, &cur);
+	if (rc) {
+		err = dn_meta_mdb_err(rc);
+		goto end;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &val, MDB_FIRST); rc == 0 && (!limit || nv < limit);
+	     rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT)) {
+		struct dn_cell_rec rec;
+
+		if (k.mv_size != 16 || rec_decode(&val, &rec, false)) {
+			ZC_WARN("cell", "unreadable cell entry skipped");
+			continue;
+		}
+		if (!rec.pending || rec.created_ns >= than_ns) {
+			dn_cell_rec_fini(&rec);
+			continue;
+		}
+		if (nv == cap) {
+			struct dn_cell_info *nvv;
+
+			cap = cap ? cap * 2 : 16;
+			nvv = realloc(v, cap * sizeof(*v));
+			if (!nvv) {
+				dn_cell_rec_fini(&rec);
+				err = -ENOMEM;
+				break;
+			}
+			v = nvv;
+		}
+		v[nv++] = (struct dn_cell_info){ .id = cell_id_of(&k),
+			                         .drive = rec.drive,
+			                         .length = rec.length,
+			                         .created_ns = rec.created_ns,
+			                         .pending = true,
+			                         .k = rec.k,
+			                         .m = rec.m,
+			                         .cell_size = rec.cell_size,
+			                         .stripes_per_group = rec.spg,
+			                         .chunk_size = rec.chunk,
+			                         .bucket = rec.bucket,
+			                         .key = rec.key };
+		free(rec.crcs);
+	}
+	if (!err && rc && rc != MDB_NOTFOUND)
+		err = dn_meta_mdb_err(rc);
+	mdb_cursor_close(cur);
+end:
+	dn_meta_read_end(m, txn);
+	if (err) {
+		dn_cell_list_free(v, nv);
+		return err;
+	}
+	*out = v;
+	*n = nv;
+	return 0;
+}
