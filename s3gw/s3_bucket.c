@@ -23,7 +23,7 @@
  * 10000, and one with none of them every bucket.
  */
 #define LIST_BUCKETS_CAP 20000
-#define BUCKET_NAME_MAX  63
+#define BUCKET_NAME_MAX  ZC_BUCKET_NAME_MAX
 
 /* S3 pages by 10000 when any of these is given without max-buckets. */
 static bool
@@ -33,12 +33,16 @@ has_prefix_or_more(const struct s3_req *rq)
 	       s3_rq_has_query(rq, "bucket-region");
 }
 
-/* A bucket this ListBuckets shows: every bucket of the gateway is in its one region. */
+/*
+ * A bucket this ListBuckets shows: every bucket of the gateway is in its one region. Not
+ * the reserved bucket, nor a name no client could have made (one a datanode took before it
+ * checked names): one bad name must not spoil the XML of every client's list.
+ */
 static bool
 bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
               const char *region)
 {
-	return strcmp(name, S3_RESERVED_BUCKET) != 0 &&
+	return zc_bucket_name_valid(name) &&
 	       strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(name, after) > 0 &&
 	       (!region[0] || strcmp(region, rq->cfg->region) == 0);
 }
@@ -77,7 +81,7 @@ s3_op_list_buckets(struct s3_req *rq)
 			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 			                   "The continuation token provided is incorrect");
 		after[tl] = '\0';
-		if ((size_t)tl != strlen(after) || !s3_bucket_name_ok(after))
+		if ((size_t)tl != strlen(after) || !zc_bucket_name_valid(after))
 			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 			                   "The continuation token provided is incorrect");
 	}
