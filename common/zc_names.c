@@ -148,3 +148,15 @@ zc_key_fault_text(enum zc_key_fault f)
 	}
 	return "is invalid";
 }
+
+const char *
+zc_list_arg_fault(const char *s, size_t n)
+{
+	if (n > ZC_KEY_MAX)
+		return "is longer than 1024 bytes";
+	if (memchr(s, '\0', n))
+		return "contains NUL";
+	if (!zc_utf8_valid(s, n))
+		return "is not valid UTF-8";
+	return NULL;
+}

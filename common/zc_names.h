@@ -56,4 +56,11 @@ bool zc_key_valid(const char *k, size_t n);
 /* "is empty", "is longer than 1024 bytes", ... ("" for ZC_KEY_OK). */
 const char *zc_key_fault_text(enum zc_key_fault f);
 
+/*
+ * Why s (n bytes: a listing's prefix, start-after or delimiter, any of them may be empty)
+ * cannot be one: "is longer than 1024 bytes" (no key is longer), "contains NUL", "is not
+ * valid UTF-8" (a listing echoes them, and keys are UTF-8); NULL when it can.
+ */
+const char *zc_list_arg_fault(const char *s, size_t n);
+
 #endif

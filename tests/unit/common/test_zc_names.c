@@ -135,6 +135,22 @@ test_keys(void **state)
 	assert_string_equal(zc_key_fault_text(ZC_KEY_OK), "");
 }
 
+static void
+test_list_args(void **state)
+{
+	char k[ZC_KEY_MAX + 1];
+
+	(void)state;
+	memset(k, 'p', sizeof(k));
+	assert_null(zc_list_arg_fault("", 0));
+	assert_null(zc_list_arg_fault("/", 1));
+	assert_null(zc_list_arg_fault("photos/2026/", 12));
+	assert_null(zc_list_arg_fault(k, ZC_KEY_MAX));
+	assert_string_equal(zc_list_arg_fault(k, ZC_KEY_MAX + 1), "is longer than 1024 bytes");
+	assert_string_equal(zc_list_arg_fault("a\xff", 2), "is not valid UTF-8");
+	assert_string_equal(zc_list_arg_fault("a\0", 2), "contains NUL");
+}
+
 int
 main(void)
 {
@@ -143,6 +159,7 @@ main(void)
 		cmocka_unit_test(test_bucket_names),
 		cmocka_unit_test(test_reserved_bucket),
 		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_list_args),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
