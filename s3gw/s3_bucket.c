@@ -232,6 +232,28 @@ s3_op_bucket_meta(struct s3_req *rq, bool location)
 
 /* ------------------------------------------------------------------ listing */
 
+/* The datanode's rule for a listing's arguments (zc_names.h), with a message: the listing
+ * echoes them, and an invalid UTF-8 prefix would make the XML unreadable. */
+static bool
+list_args_refused(struct s3_req *rq, const char *prefix, const char *delim, const char *after,
+                  int *rc)
+{
+	const char *const args[] = { prefix, delim, after };
+	static const char *const names[] = { "prefix", "delimiter", "start-after, marker or continuation token" };
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *why = zc_list_arg_fault(args[i], strlen(args[i]));
+		char msg[128];
+
+		if (why) {
+			snprintf(msg, sizeof(msg), "The %s %s.", names[i], why);
+			*rc = s3_rq_error(rq, S3E_INVALID_ARGUMENT, msg);
+			return true;
+		}
+	}
+	return false;
+}
+
 int
 s3_op_list_objects(struct s3_req *rq, bool v2)
 {
@@ -292,6 +314,8 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 		if (strcmp(tok_key, after) > 0)
 			after = tok_key;
 	}
+	if (list_args_refused(rq, prefix, delim, after, &rc))
+		goto out;
 	if (max_keys > 0) {
 		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys,
 		                  &lr);
