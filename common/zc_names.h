@@ -41,8 +41,8 @@ bool zc_bucket_name_reserved(const char *name);
 enum zc_key_fault {
 	ZC_KEY_OK,
 	ZC_KEY_EMPTY,
-	ZC_KEY_TOO_LONG,    /* over ZC_KEY_MAX bytes */
-	ZC_KEY_NUL,         /* a NUL byte */
+	ZC_KEY_TOO_LONG, /* over ZC_KEY_MAX bytes */
+	ZC_KEY_NUL,      /* a NUL byte */
 	ZC_KEY_BAD_UTF8,
 	ZC_KEY_DOT_SEGMENT, /* "." or ".." between slashes (clients and proxies rewrite them) */
 };

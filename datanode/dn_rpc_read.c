@@ -249,7 +249,8 @@ dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req
 	struct rcall *rc;
 	int err;
 
-	if ((err = dn_rpc_names_object(req->bucket, req->key, msg, sizeof(msg)))) {
+	err = dn_rpc_names_object(req->bucket, req->key, msg, sizeof(msg));
+	if (err) {
 		rpc_read_set_error(r, "%s", msg);
 		return err;
 	}

@@ -170,7 +170,8 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open
 	struct job *j;
 	int rc;
 
-	if ((rc = dn_rpc_names_object(open->bucket, open->key, msg, sizeof(msg)))) {
+	rc = dn_rpc_names_object(open->bucket, open->key, msg, sizeof(msg));
+	if (rc) {
 		rpc_write_set_error(w, "%s", msg);
 		return rc;
 	}

@@ -35,8 +35,8 @@ varint(const uint8_t *p, size_t n, size_t *at, uint64_t *v)
 }
 
 static int
-walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n, unsigned depth,
-     char *err, size_t cap)
+walk(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n, unsigned depth, char *err,
+     size_t cap)
 {
 	size_t at = 0;
 

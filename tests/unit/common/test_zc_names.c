@@ -14,22 +14,22 @@ test_utf8(void **state)
 	(void)state;
 	assert_true(zc_utf8_valid("", 0));
 	assert_true(zc_utf8_valid("plain/ascii", 11));
-	assert_true(zc_utf8_valid("caf\xc3\xa9", 5));              /* U+00E9 */
-	assert_true(zc_utf8_valid("\xe2\x82\xac", 3));             /* U+20AC */
-	assert_true(zc_utf8_valid("\xf0\x9f\x98\x80", 4));         /* U+1F600 */
-	assert_true(zc_utf8_valid("\xf4\x8f\xbf\xbf", 4));         /* U+10FFFF, the last */
-	assert_true(zc_utf8_valid("a\0b", 3));                     /* NUL is UTF-8 */
+	assert_true(zc_utf8_valid("caf\xc3\xa9", 5));      /* U+00E9 */
+	assert_true(zc_utf8_valid("\xe2\x82\xac", 3));     /* U+20AC */
+	assert_true(zc_utf8_valid("\xf0\x9f\x98\x80", 4)); /* U+1F600 */
+	assert_true(zc_utf8_valid("\xf4\x8f\xbf\xbf", 4)); /* U+10FFFF, the last */
+	assert_true(zc_utf8_valid("a\0b", 3));             /* NUL is UTF-8 */
 	assert_false(zc_utf8_valid("\xff", 1));
-	assert_false(zc_utf8_valid("\x80", 1));                    /* lone continuation */
-	assert_false(zc_utf8_valid("\xc3", 1));                    /* cut short */
+	assert_false(zc_utf8_valid("\x80", 1)); /* lone continuation */
+	assert_false(zc_utf8_valid("\xc3", 1)); /* cut short */
 	assert_false(zc_utf8_valid("\xe2\x82", 2));
-	assert_false(zc_utf8_valid("\xc3\x28", 2));                /* bad continuation */
-	assert_false(zc_utf8_valid("\xc0\xaf", 2));                /* overlong '/' */
+	assert_false(zc_utf8_valid("\xc3\x28", 2)); /* bad continuation */
+	assert_false(zc_utf8_valid("\xc0\xaf", 2)); /* overlong '/' */
 	assert_false(zc_utf8_valid("\xe0\x80\xaf", 3));
 	assert_false(zc_utf8_valid("\xf0\x80\x80\xaf", 4));
-	assert_false(zc_utf8_valid("\xed\xa0\x80", 3));            /* surrogate U+D800 */
-	assert_false(zc_utf8_valid("\xf4\x90\x80\x80", 4));        /* past U+10FFFF */
-	assert_false(zc_utf8_valid("\xf8\x88\x80\x80\x80", 5));    /* 5-byte form */
+	assert_false(zc_utf8_valid("\xed\xa0\x80", 3));         /* surrogate U+D800 */
+	assert_false(zc_utf8_valid("\xf4\x90\x80\x80", 4));     /* past U+10FFFF */
+	assert_false(zc_utf8_valid("\xf8\x88\x80\x80\x80", 5)); /* 5-byte form */
 	/* the length counts, not a NUL */
 	assert_true(zc_utf8_valid("\xc3\xa9\xff", 2));
 }
@@ -38,8 +38,17 @@ static void
 test_bucket_names(void **state)
 {
 	static const char *const good[] = {
-		"abc", "my-bucket", "my.bucket", "1bucket", "bucket1", "a-b.c-d", "192.168.1",
-		"1.2.3.4.5", "a.1.2.3", "xn-a", "b-s3alias1",
+		"abc",
+		"my-bucket",
+		"my.bucket",
+		"1bucket",
+		"bucket1",
+		"a-b.c-d",
+		"192.168.1",
+		"1.2.3.4.5",
+		"a.1.2.3",
+		"xn-a",
+		"b-s3alias1",
 		"abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij123", /* 63 */
 	};
 	static const struct {
