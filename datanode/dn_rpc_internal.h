@@ -17,6 +17,7 @@
  *   dn_rpc_write.c  Write calls: the per-call job queue, the write workers, commit
  *   dn_rpc_read.c   Read calls: the reader threads, one step and one message at a time
  *   dn_rpc_unary.c  Stat, Delete, List, Compose and the bucket calls
+ *   dn_rpc_names.c  the name checks every call passes first
  */
 #ifndef ZEST_DN_RPC_INTERNAL_H
 #define ZEST_DN_RPC_INTERNAL_H
@@ -131,6 +132,16 @@ int dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest 
                          void **call_ctx);
 void dn_rpc_on_read_sent(void *call_ctx, struct rpc_read *r);
 void dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err);
+/* ---- dn_rpc_names.c: each returns 0, or ZC_E(ZC_INVALID) with msg naming the name and
+ * why (cap: RPC_STATUS_MSG_MAX). Buckets: S3's rules or the reserved ZC_RESERVED_BUCKET;
+ * keys, prefixes, delimiters: common/zc_names.h. */
+int dn_rpc_names_bucket(const char *bucket, char *msg, size_t cap);
+int dn_rpc_names_object(const char *bucket, const char *key, char *msg, size_t cap);
+int dn_rpc_names_list(const char *bucket, const char *prefix, const char *start_after,
+                      const char *delimiter, char *msg, size_t cap);
+/* The names of a unary request (a part's empty bucket is the target's): 0, or the error
+ * with its rpc_reply_error() message set. */
+int dn_rpc_names_unary(enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply);
 /* ---- dn_rpc_unary.c */
 void *dn_rpc_unary_worker(void *arg);
 int dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req,

@@ -244,10 +244,16 @@ int
 dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void **call_ctx)
 {
 	struct dn_rpc *b = ctx;
+	char msg[RPC_STATUS_MSG_MAX];
 	struct dn_object_info info;
 	struct rcall *rc;
 	int err;
 
+	err = dn_rpc_names_object(req->bucket, req->key, msg, sizeof(msg));
+	if (err) {
+		rpc_read_set_error(r, "%s", msg);
+		return err;
+	}
 	/* Missing object and bad range answer at once, without a reader thread. */
 	err = dn_stat(b->s, req->bucket, req->key, &info);
 	if (err) {

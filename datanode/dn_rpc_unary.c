@@ -266,7 +266,11 @@ dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struc
 {
 	struct dn_rpc *b = ctx;
 	struct ujob *j;
+	int err;
 
+	err = dn_rpc_names_unary(m, req, reply);
+	if (err)
+		return err; /* refused here, before a thread is woken */
 	if (m != RPC_DELETE && m != RPC_COMPOSE && m != RPC_CREATE_BUCKET && m != RPC_DELETE_BUCKET)
 		return unary_run(b, m, req, reply);
 	j = calloc(1, sizeof(*j));

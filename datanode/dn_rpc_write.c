@@ -165,10 +165,16 @@ int
 dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **call_ctx)
 {
 	struct dn_rpc *b = ctx;
+	char msg[RPC_STATUS_MSG_MAX];
 	struct wcall *c;
 	struct job *j;
 	int rc;
 
+	rc = dn_rpc_names_object(open->bucket, open->key, msg, sizeof(msg));
+	if (rc) {
+		rpc_write_set_error(w, "%s", msg);
+		return rc;
+	}
 	if (dn_admission_level(b->s) >= DN_ADM_REFUSE) {
 		rpc_write_set_error(w, "drive write latency above the refusal limit");
 		return -EAGAIN;
@@ -176,8 +182,6 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open
 	/* Too few drives take writes (failed or full): refuse before any payload moves. */
 	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
 	if (rc == -ENOSPC || rc == DN_ENOQUORUM) {
-		char msg[RPC_STATUS_MSG_MAX];
-
 		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));
 		rpc_write_set_error(w, "%s", msg);
 		return rc;

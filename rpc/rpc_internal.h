@@ -44,9 +44,22 @@ grpc_byte_buffer *rpc_marshal_send(const ProtobufCMessage *msg, unsigned data_fi
 /* Pack a whole protobuf-c message into a new byte buffer (metadata; a copy). */
 grpc_byte_buffer *rpc_pack_message(const ProtobufCMessage *msg);
 
-/* Unpack a small message (gathers; used for requests and results). NULL on error. */
+/* Unpack a small message (gathers; used for requests and results). NULL on error,
+ * including a string field that holds a NUL (rpc_wire_strings_check). */
 ProtobufCMessage *rpc_unpack_message(const ProtobufCMessageDescriptor *desc,
 				     grpc_byte_buffer *bb);
+/* The same, saying why in err (cap bytes; NULL: not said) when it returns NULL. */
+ProtobufCMessage *rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc,
+					 grpc_byte_buffer *bb, char *err, size_t cap);
+
+/*
+ * Refuse a string field holding a NUL byte in the n wire bytes of a message of type desc
+ * that protobuf-c accepted (it would hand the handler the string cut at the NUL; nested
+ * messages are walked too). Returns 0, or -EINVAL with err ("WriteOpen.key contains NUL",
+ * or "malformed X"; err may be NULL). rpc_wire_str.c.
+ */
+int rpc_wire_strings_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n,
+			   char *err, size_t cap);
 
 /*
  * A status message for people: zc_code_word of err's code, ": ", and the formatted text

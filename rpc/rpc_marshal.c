@@ -279,7 +279,10 @@ skip:
 	chunk->msg = protobuf_c_message_unpack(desc, NULL, meta_len, chunk->meta);
 	if (!chunk->msg)
 		return fail(chunk, "malformed nested field or string in %s", desc->short_name);
-	return 0;
+	rc = rpc_wire_strings_check(desc, chunk->meta, meta_len, chunk->err, sizeof(chunk->err));
+	if (rc)
+		rpc_chunk_clear(chunk);
+	return rc;
 }
 
 void
@@ -410,7 +413,13 @@ recv_copy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_byte
 		grpc_slice_unref(all);
 		return rc ? rc : fail(chunk, "malformed %s", desc->short_name);
 	}
+	rc = rpc_wire_strings_check(desc, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all),
+				    chunk->err, sizeof(chunk->err));
 	grpc_slice_unref(all);
+	if (rc) {
+		rpc_chunk_clear(chunk);
+		return rc;
+	}
 	data = (ProtobufCBinaryData *)((char *)chunk->msg + f->offset);
 	rpc_count_copy(RPC_STAGE_GATHER, data->len);
 	rpc_count_copy(RPC_STAGE_UNPACK, data->len);
@@ -543,7 +552,8 @@ rpc_pack_message(const ProtobufCMessage *msg)
 }
 
 ProtobufCMessage *
-rpc_unpack_message(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
+rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb, char *err,
+		       size_t cap)
 {
 	grpc_byte_buffer_reader reader;
 	ProtobufCMessage *msg;
@@ -555,6 +565,17 @@ rpc_unpack_message(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 	grpc_byte_buffer_reader_destroy(&reader);
 	msg = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
 					GRPC_SLICE_START_PTR(all));
+	if (msg && rpc_wire_strings_check(desc, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all),
+					  err, cap)) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		msg = NULL;
+	}
 	grpc_slice_unref(all);
 	return msg;
+}
+
+ProtobufCMessage *
+rpc_unpack_message(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
+{
+	return rpc_unpack_message_err(desc, bb, NULL, 0);
 }

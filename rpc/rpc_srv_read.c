@@ -70,6 +70,7 @@ void
 rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload)
 {
 	struct rpc_read *r = calloc(1, sizeof(*r));
+	char why[RPC_STATUS_MSG_MAX] = "";
 	Zest__ReadRequest *req;
 	int rc;
 
@@ -84,13 +85,14 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 	rpc_call_init(&r->c, srv, call);
 	r->t_send.kind = TAG_SEND;
 	r->t_send.obj = r;
-	req = (Zest__ReadRequest *)rpc_unpack_message(&zest__read_request__descriptor, payload);
+	req = (Zest__ReadRequest *)rpc_unpack_message_err(&zest__read_request__descriptor, payload,
+	                                                  why, sizeof(why));
 	if (payload)
 		grpc_byte_buffer_destroy(payload);
 	pthread_mutex_lock(&r->c.mu);
 	rpc_call_post_close(&r->c);
 	if (!req) {
-		rpc_call_fail(&r->c, -EINVAL, "malformed ReadRequest");
+		rpc_call_fail(&r->c, -EINVAL, why[0] ? why : "malformed ReadRequest");
 		rpc_read_settle(r);
 		return;
 	}

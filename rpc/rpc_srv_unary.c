@@ -65,7 +65,8 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 	srv->live_calls++;
 	pthread_mutex_unlock(&srv->mu);
 	if (payload) {
-		u->req = rpc_unpack_message(rpc_method_request(m), payload);
+		u->req = rpc_unpack_message_err(rpc_method_request(m), payload, u->reply.msg,
+		                                sizeof(u->reply.msg));
 		grpc_byte_buffer_destroy(payload);
 	}
 	if (!srv->h.unary) {
@@ -73,7 +74,8 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 		snprintf(u->reply.msg, sizeof(u->reply.msg), "%s", rpc_method_path(m));
 	} else if (!u->req) {
 		err = -EINVAL;
-		snprintf(u->reply.msg, sizeof(u->reply.msg), "malformed request");
+		if (!u->reply.msg[0])
+			snprintf(u->reply.msg, sizeof(u->reply.msg), "malformed request");
 	} else {
 		rc = srv->h.unary(srv->h.ctx, m, u->req, &u->reply);
 		if (rc == RPC_REPLY_LATER)

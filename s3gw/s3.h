@@ -46,6 +46,7 @@
 #include <time.h>
 
 #include "zc_err.h"
+#include "zc_names.h"
 #include "zc_ref.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -368,7 +369,7 @@ long s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_
 
 /* ---------------------------------------------------------------- XML bodies */
 
-#define S3_MAX_KEY   1024
+#define S3_MAX_KEY   ZC_KEY_MAX
 #define S3_ETAG_MAX  72
 #define S3_ATTRS_MAX 4096
 
@@ -416,7 +417,8 @@ void s3_xml_key(struct s3_buf *b, const char *tag, const char *key, bool url);
 
 /* ---------------------------------------------------------------- backend */
 
-#define S3_RESERVED_BUCKET ".zest-mpu" /* multipart records; not a legal S3 bucket name */
+/* multipart records; not a legal S3 bucket name (common/zc_names.h: the datanode takes it) */
+#define S3_RESERVED_BUCKET ZC_RESERVED_BUCKET
 
 /*
  * Multipart parts are objects of S3_RESERVED_BUCKET too, "p/<upload-id>/<nnnnn>", never

@@ -23,7 +23,7 @@
  * 10000, and one with none of them every bucket.
  */
 #define LIST_BUCKETS_CAP 20000
-#define BUCKET_NAME_MAX  63
+#define BUCKET_NAME_MAX  ZC_BUCKET_NAME_MAX
 
 /* S3 pages by 10000 when any of these is given without max-buckets. */
 static bool
@@ -33,12 +33,16 @@ has_prefix_or_more(const struct s3_req *rq)
 	       s3_rq_has_query(rq, "bucket-region");
 }
 
-/* A bucket this ListBuckets shows: every bucket of the gateway is in its one region. */
+/*
+ * A bucket this ListBuckets shows: every bucket of the gateway is in its one region. Not
+ * the reserved bucket, nor a name no client could have made (one a datanode took before it
+ * checked names): one bad name must not spoil the XML of every client's list.
+ */
 static bool
 bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
               const char *region)
 {
-	return strcmp(name, S3_RESERVED_BUCKET) != 0 &&
+	return zc_bucket_name_valid(name) &&
 	       strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(name, after) > 0 &&
 	       (!region[0] || strcmp(region, rq->cfg->region) == 0);
 }
@@ -77,7 +81,7 @@ s3_op_list_buckets(struct s3_req *rq)
 			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 			                   "The continuation token provided is incorrect");
 		after[tl] = '\0';
-		if ((size_t)tl != strlen(after) || !s3_bucket_name_ok(after))
+		if ((size_t)tl != strlen(after) || !zc_bucket_name_valid(after))
 			return s3_rq_error(rq, S3E_INVALID_ARGUMENT,
 			                   "The continuation token provided is incorrect");
 	}
@@ -228,6 +232,28 @@ s3_op_bucket_meta(struct s3_req *rq, bool location)
 
 /* ------------------------------------------------------------------ listing */
 
+/* The datanode's rule for a listing's arguments (zc_names.h), with a message: the listing
+ * echoes them, and an invalid UTF-8 prefix would make the XML unreadable. */
+static bool
+list_args_refused(struct s3_req *rq, const char *prefix, const char *delim, const char *after,
+                  int *rc)
+{
+	const char *const args[] = { prefix, delim, after };
+	static const char *const names[] = { "prefix", "delimiter", "start-after, marker or continuation token" };
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *why = zc_list_arg_fault(args[i], strlen(args[i]));
+		char msg[128];
+
+		if (why) {
+			snprintf(msg, sizeof(msg), "The %s %s.", names[i], why);
+			*rc = s3_rq_error(rq, S3E_INVALID_ARGUMENT, msg);
+			return true;
+		}
+	}
+	return false;
+}
+
 int
 s3_op_list_objects(struct s3_req *rq, bool v2)
 {
@@ -288,6 +314,8 @@ s3_op_list_objects(struct s3_req *rq, bool v2)
 		if (strcmp(tok_key, after) > 0)
 			after = tok_key;
 	}
+	if (list_args_refused(rq, prefix, delim, after, &rc))
+		goto out;
 	if (max_keys > 0) {
 		rc = rq->be->list(rq->be->ctx, rq->bucket, prefix, after, delim, (unsigned)max_keys,
 		                  &lr);

@@ -82,7 +82,7 @@ parse_source(const struct s3_req *rq, struct copy *c, const char **msg)
 	if (!c->key)
 		return S3E_INTERNAL;
 	*msg = NULL;
-	if (!s3_bucket_name_ok(c->bucket))
+	if (!zc_bucket_name_valid(c->bucket))
 		return S3E_INVALID_BUCKET_NAME;
 	return s3_key_check(c->key, strlen(c->key));
 }

@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "s3_internal.h"
+#include "zc_names.h"
 
 #define S3_NS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -98,9 +99,7 @@ int s3_rq_backend_error(struct s3_req *rq, int rc);
 void s3_etag_hex(const uint8_t md5[16], char *out);
 void s3_http_time(uint64_t ns, char *out, size_t cap);
 bool s3_http_time_parse(const char *s, time_t *out);
-bool s3_bucket_name_ok(const char *b);
 enum s3_err s3_key_check(const char *k, size_t n);
-bool s3_utf8_ok(const unsigned char *s, size_t n);
 void s3_attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t vl);
 void s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b);
 int s3_attr_get(const char *attrs, size_t len, const char *name, const char **val);

@@ -128,103 +128,18 @@ s3_http_time_parse(const char *s, time_t *out)
 	return true;
 }
 
-/* UTF-8 well-formedness (no overlongs, no surrogates). */
-bool
-s3_utf8_ok(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t len;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if ((c & 0xE0) == 0xC0) {
-			len = 2;
-			cp = c & 0x1F;
-		} else if ((c & 0xF0) == 0xE0) {
-			len = 3;
-			cp = c & 0x0F;
-		} else if ((c & 0xF8) == 0xF0) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		if (i + len > n)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xC0) != 0x80)
-				return false;
-			cp = cp << 6 | (s[i + k] & 0x3F);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-		    (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-			return false;
-		i += len;
-	}
-	return true;
-}
-
-/* S3 bucket naming rules (the strict, DNS-compatible set). */
-bool
-s3_bucket_name_ok(const char *b)
-{
-	size_t n = strlen(b);
-	bool all_ip = true;
-	int dots = 0;
-
-	if (n < 3 || n > 63)
-		return false;
-	if (!islower((unsigned char)b[0]) && !isdigit((unsigned char)b[0]))
-		return false;
-	if (!islower((unsigned char)b[n - 1]) && !isdigit((unsigned char)b[n - 1]))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = b[i];
-
-		if (!(islower((unsigned char)c) || isdigit((unsigned char)c) || c == '.' ||
-		      c == '-'))
-			return false;
-		if (c == '.' && (b[i + 1] == '.' || b[i + 1] == '-' || (i && b[i - 1] == '-')))
-			return false;
-		if (c == '.')
-			dots++;
-		else if (!isdigit((unsigned char)c))
-			all_ip = false;
-	}
-	if (all_ip && dots == 3)
-		return false;
-	if (strncmp(b, "xn--", 4) == 0 || (n > 8 && strcmp(b + n - 8, "-s3alias") == 0))
-		return false;
-	return true;
-}
-
-/* Keys: 1..1024 bytes of UTF-8 without NUL; no "." or ".." path segment (they would
- * not survive path normalisation in clients and proxies). */
+/* The key rule is common/zc_names.c's; here only its S3 error. */
 enum s3_err
 s3_key_check(const char *k, size_t n)
 {
-	if (n == 0)
-		return S3E_INVALID_ARGUMENT;
-	if (n > S3_MAX_KEY)
+	switch (zc_key_check(k, n)) {
+	case ZC_KEY_OK:
+		return S3_OK;
+	case ZC_KEY_TOO_LONG:
 		return S3E_KEY_TOO_LONG;
-	if (memchr(k, '\0', n) || !s3_utf8_ok((const unsigned char *)k, n))
+	default:
 		return S3E_INVALID_ARGUMENT;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-
-		while (j < n && k[j] != '/')
-			j++;
-		if ((j - i == 1 && k[i] == '.') || (j - i == 2 && k[i] == '.' && k[i + 1] == '.'))
-			return S3E_INVALID_ARGUMENT;
-		i = j + 1;
 	}
-	return S3_OK;
 }
 
 /* ------------------------------------------------------------------ attributes */

@@ -40,7 +40,7 @@ route(struct s3_req *rq)
 		return S3E_INVALID_ARGUMENT;
 	}
 	rq->resource = path;
-	if (!s3_utf8_ok((const unsigned char *)path, (size_t)n))
+	if (!zc_utf8_valid(path, (size_t)n))
 		return S3E_INVALID_URI; /* S3: "Couldn't parse the specified URI." */
 	if (host && rq->cfg->domain) {
 		size_t dl = strlen(rq->cfg->domain), hl = host->val_len;
@@ -75,7 +75,7 @@ route(struct s3_req *rq)
 		if (!rq->key)
 			return S3E_INTERNAL;
 	}
-	if (rq->bucket[0] && !s3_bucket_name_ok(rq->bucket))
+	if (rq->bucket[0] && !zc_bucket_name_valid(rq->bucket))
 		return S3E_INVALID_BUCKET_NAME;
 	if (rq->key) {
 		enum s3_err e = s3_key_check(rq->key, strlen(rq->key));
@@ -161,7 +161,7 @@ dispatch(struct s3_req *rq)
 		}
 		if (put) {
 			rq->op = S3_OP_CREATE_BUCKET;
-			if (!s3_bucket_name_ok(rq->bucket))
+			if (!zc_bucket_name_valid(rq->bucket))
 				return s3_rq_error(rq, S3E_INVALID_BUCKET_NAME, NULL);
 			if (!rq->http.has_length && !rq->http.chunked)
 				return s3_bucket_create_end(rq);

@@ -7,6 +7,9 @@
  *     get B K OUT [OFFSET LENGTH]       (prints size)
  *     stat B K | rm B K | ls B [PREFIX [DELIM [START [LIMIT]]]]
  *     compose B K DELETE(0|1) PART...   (PART: KEY in B, or BUCKET::KEY)
+ *     raw METHOD HEX...                 (hand-packed messages on one call of
+ *                                        /zest.Datanode/METHOD, past every client check;
+ *                                        prints OK or "ERR <status> zest=<code> <message>")
  *
  * Success prints a result line and exits 0; a failed call prints "ERR <message>" and
  * exits 1 (usage errors 2).
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 #include "rpc.h"
+#include "rpc_raw.h"
 
 #define DN_TEST_RPC_ONLY /* the client helpers, shared with test_dn_rpc.c; no store */
 #include "dn_test.h"
@@ -37,6 +41,63 @@ static int
 fail(const struct rpc_status *st)
 {
 	printf("ERR %d %s\n", st->code, st->msg);
+	return 1;
+}
+
+/* The bytes of a hex string (even length), or .bytes NULL. */
+static struct raw_msg
+unhex(const char *h)
+{
+	size_t n = strlen(h) / 2;
+	struct raw_msg m = { malloc(n + 1), n };
+
+	if (!m.bytes || strlen(h) % 2)
+		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(h + 2 * i, "%2x", &v) != 1)
+			goto bad;
+		m.bytes[i] = (uint8_t)v;
+	}
+	return m;
+bad:
+	free(m.bytes);
+	return (struct raw_msg){ NULL, 0 };
+}
+
+static int
+raw_cmd(const char *target, int argc, char **argv)
+{
+	struct rpc_status st = { 0 };
+	struct raw_msg *msgs;
+	char path[96];
+	int n = argc - 1;
+
+	if (argc < 2)
+		return 2;
+	msgs = calloc((size_t)n, sizeof(*msgs));
+	if (!msgs)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		msgs[i] = unhex(argv[1 + i]);
+		if (!msgs[i].bytes) {
+			fprintf(stderr, "dn_client: bad hex %s\n", argv[1 + i]);
+			return 2;
+		}
+	}
+	snprintf(path, sizeof(path), "/zest.Datanode/%s", argv[0]);
+	grpc_init();
+	raw_call(target, path, msgs, (size_t)n, true, &st);
+	grpc_shutdown();
+	for (int i = 0; i < n; i++)
+		free(msgs[i].bytes);
+	free(msgs);
+	if (st.code == GRPC_STATUS_OK) {
+		printf("OK\n");
+		return 0;
+	}
+	printf("ERR %d zest=%d %s\n", st.code, (int)zc_err_code(st.err), st.msg);
 	return 1;
 }
 
@@ -58,6 +119,8 @@ main(int argc, char **argv)
 	cmd = argv[3];
 	argv += 4;
 	argc -= 4;
+	if (!strcmp(cmd, "raw"))
+		return raw_cmd(co.target, argc, argv);
 	if (rpc_client_create(&co, &cl))
 		return 2;
 

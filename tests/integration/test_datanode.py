@@ -71,27 +71,27 @@ def test_round_trips_schemes_sizes_ranges():
         k = int(ec.split("+")[0])
         with zh.cluster(ec=ec, gateway=False, cell_size=CELL,
                         extra_dn=["--stripes-per-group", "2"]) as c:
-            dnc(c, "mb", "rt")
+            dnc(c, "mb", "rtb")
             for n, size in enumerate(sizes_for(k)):
                 data = os.urandom(size)
                 # odd chunk sizes: WriteChunks never line up with cells
-                put_bytes(c, "rt", f"o{n}", data, chunk=[1 << 20, 100003, 4096][n % 3])
-                got, _ = get_bytes(c, "rt", f"o{n}")
+                put_bytes(c, "rtb", f"o{n}", data, chunk=[1 << 20, 100003, 4096][n % 3])
+                got, _ = get_bytes(c, "rtb", f"o{n}")
                 assert got == data, f"{ec} size {size}: {len(got)} bytes back"
-                _, st = dnc(c, "stat", "rt", f"o{n}")
+                _, st = dnc(c, "stat", "rtb", f"o{n}")
                 assert f"size={size} " in st and f"ec={ec}" in st, st
                 if size > 2 * CELL + 20:
-                    got, _ = get_bytes(c, "rt", f"o{n}", CELL - 3, 2 * CELL + 10)
+                    got, _ = get_bytes(c, "rtb", f"o{n}", CELL - 3, 2 * CELL + 10)
                     assert got == data[CELL - 3:3 * CELL + 7], f"{ec} range of {size}"
-                    got, _ = get_bytes(c, "rt", f"o{n}", size - 1, 1)
+                    got, _ = get_bytes(c, "rtb", f"o{n}", size - 1, 1)
                     assert got == data[-1:]
             # a per-object scheme other than the default
             data = os.urandom(3 * CELL + 11)
-            put_bytes(c, "rt", "other", data, ec="2+1")
-            assert get_bytes(c, "rt", "other")[0] == data
-            assert "ec=2+1" in dnc(c, "stat", "rt", "other")[1]
+            put_bytes(c, "rtb", "other", data, ec="2+1")
+            assert get_bytes(c, "rtb", "other")[0] == data
+            assert "ec=2+1" in dnc(c, "stat", "rtb", "other")[1]
             # a range past the end is refused precisely
-            rc, out = get_bytes(c, "rt", "other", len(data), 5, ok=False)
+            rc, out = get_bytes(c, "rtb", "other", len(data), 5, ok=False)
             assert rc is None and "InvalidArgument" in out, out
 
 
@@ -129,16 +129,16 @@ def wait_received(c, at_least, proc, timeout=30):
 
 def test_kill9_mid_write_leaves_nothing():
     with zh.cluster(gateway=False, cell_size=CELL) as c:
-        dnc(c, "mb", "k9")
+        dnc(c, "mb", "k9b")
         keep = os.urandom(5 * CELL + 3)
-        put_bytes(c, "k9", "keep", keep)
+        put_bytes(c, "k9b", "keep", keep)
         before = set(data_files(c))
         big = os.path.join(c.root, "big")
         with open(big, "wb") as f:
             blk = os.urandom(1 << 20)
             for _ in range(512):
                 f.write(blk)
-        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "k9",
+        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "k9b",
                               "big", big, str(1 << 20)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
         base = zh.metrics(c.dn_metrics)["zest_payload_received_bytes_total"]
@@ -148,26 +148,26 @@ def test_kill9_mid_write_leaves_nothing():
         assert w.returncode != 0
         os.unlink(big)
         c.start_datanode()
-        rc, out = dnc(c, "stat", "k9", "big", ok=False)
+        rc, out = dnc(c, "stat", "k9b", "big", ok=False)
         assert rc == 1 and "NoSuchKey" in out, out
-        _, ls = dnc(c, "ls", "k9")
+        _, ls = dnc(c, "ls", "k9b")
         assert "key big" not in ls and "key keep" in ls, ls
         assert set(data_files(c)) == before, "files of the killed write remain"
         for d in c.drives:
             for dp, _, files in os.walk(d):
                 assert not [f for f in files if "tmp" in f or f.endswith(".heal")], files
-        assert get_bytes(c, "k9", "keep")[0] == keep
+        assert get_bytes(c, "k9b", "keep")[0] == keep
 
 
 def test_sigterm_mid_write_exits_clean():
     with zh.cluster(gateway=False, cell_size=CELL) as c:
-        dnc(c, "mb", "st")
+        dnc(c, "mb", "stb")
         big = os.path.join(c.root, "big")
         with open(big, "wb") as f:
             blk = os.urandom(1 << 20)
             for _ in range(256):
                 f.write(blk)
-        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "st",
+        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "stb",
                               "big", big, str(1 << 20)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
         wait_received(c, 32 << 20, w)
@@ -176,23 +176,23 @@ def test_sigterm_mid_write_exits_clean():
         assert rc == 0, f"datanode exit {rc} (leak or unclean stop)"
         c.start_datanode()
         # the write either finished within the grace period or left nothing
-        rc, out = dnc(c, "stat", "st", "big", ok=False)
+        rc, out = dnc(c, "stat", "stb", "big", ok=False)
         assert (rc == 0 and "size=268435456" in out) or "NoSuchKey" in out, out
 
 
 def test_degraded_reads_heal_and_corruption():
     with zh.cluster(gateway=False, cell_size=CELL) as c:
-        dnc(c, "mb", "dg")
+        dnc(c, "mb", "dgb")
         objs = {f"g{i}": os.urandom(s) for i, s in enumerate((1, 7 * CELL + 5, 40 * CELL))}
         for key, data in objs.items():
-            put_bytes(c, "dg", key, data)
+            put_bytes(c, "dgb", key, data)
         assert c.dn.stop() == 0
         for i in (1, 4):  # m = 2 drive folders lost and replaced by empty ones
             shutil.rmtree(c.drives[i])
             os.makedirs(c.drives[i])
         c.start_datanode()
         for key, data in objs.items():
-            assert get_bytes(c, "dg", key)[0] == data, f"{key} wrong with 2 drives gone"
+            assert get_bytes(c, "dgb", key)[0] == data, f"{key} wrong with 2 drives gone"
         deg = zh.metrics(c.dn_metrics)["zest_degraded_reads_total"]
         assert deg >= 2, deg
         assert c.dn.stop() == 0
@@ -207,7 +207,7 @@ def test_degraded_reads_heal_and_corruption():
         assert "healed drive=4 " in heal.stderr, heal.stderr
         c.start_datanode()
         for key, data in objs.items():
-            assert get_bytes(c, "dg", key)[0] == data
+            assert get_bytes(c, "dgb", key)[0] == data
         assert zh.metrics(c.dn_metrics)["zest_degraded_reads_total"] == 0, "heal left gaps"
         # flip a byte in one cell file: the CRC catches it, the read rebuilds
         # a data cell (cell index < k), which a plain read uses
@@ -224,7 +224,7 @@ def test_degraded_reads_heal_and_corruption():
         assert all(m[f'zest_checksum_mismatches_total{{drive="{i}"}}'] == 0
                    for i in range(6)), m
         for key, data in objs.items():
-            assert get_bytes(c, "dg", key)[0] == data, f"{key} wrong after corruption"
+            assert get_bytes(c, "dgb", key)[0] == data, f"{key} wrong after corruption"
         m = zh.metrics(c.dn_metrics)
         assert m["zest_degraded_reads_total"] >= 1
         # counted on their own, against the drive that holds the bad chunk
@@ -236,62 +236,62 @@ def test_degraded_reads_heal_and_corruption():
 def test_list_compose_buckets_over_grpc():
     with zh.cluster(gateway=False, cell_size=CELL) as c:
         assert dnc(c, "lsb")[1] == ""
-        dnc(c, "mb", "lb")
+        dnc(c, "mb", "lb1")
         dnc(c, "mb", "lb2")
-        rc, out = dnc(c, "mb", "lb", ok=False)
+        rc, out = dnc(c, "mb", "lb1", ok=False)
         assert rc == 1 and "BucketAlreadyOwnedByYou" in out, out
-        assert dnc(c, "lsb")[1].split() == ["lb", "lb2"]
-        dnc(c, "hb", "lb")
+        assert dnc(c, "lsb")[1].split() == ["lb1", "lb2"]
+        dnc(c, "hb", "lb1")
         rc, out = dnc(c, "hb", "nob", ok=False)
         assert "NoSuchBucket: nob" in out, out
         parts = [os.urandom(CELL * 3 + 1), os.urandom(17), os.urandom(2 * CELL)]
         for i, p in enumerate(parts):
-            put_bytes(c, "lb", f"a/p{i}", p)
-        put_bytes(c, "lb", "b/x", b"x")
-        put_bytes(c, "lb", "top", b"t")
-        _, out = dnc(c, "ls", "lb", "", "/")
+            put_bytes(c, "lb1", f"a/p{i}", p)
+        put_bytes(c, "lb1", "b/x", b"x")
+        put_bytes(c, "lb1", "top", b"t")
+        _, out = dnc(c, "ls", "lb1", "", "/")
         assert out.splitlines() == ["key top 1", "prefix a/", "prefix b/",
                                     "truncated=0 next="], out
-        _, out = dnc(c, "ls", "lb", "a/", "", "", 2)
+        _, out = dnc(c, "ls", "lb1", "a/", "", "", 2)
         assert out.splitlines()[:2] == [f"key a/p0 {len(parts[0])}", "key a/p1 17"], out
         assert "truncated=1" in out, out
-        _, out = dnc(c, "compose", "lb", "whole", 1, "a/p0", "a/p1", "a/p2")
+        _, out = dnc(c, "compose", "lb1", "whole", 1, "a/p0", "a/p1", "a/p2")
         assert out.startswith(f"size={sum(map(len, parts))} "), out
-        assert get_bytes(c, "lb", "whole")[0] == b"".join(parts)
-        assert get_bytes(c, "lb", "whole", CELL * 3, 18)[0] == (b"".join(parts))[CELL * 3:
+        assert get_bytes(c, "lb1", "whole")[0] == b"".join(parts)
+        assert get_bytes(c, "lb1", "whole", CELL * 3, 18)[0] == (b"".join(parts))[CELL * 3:
                                                                              CELL * 3 + 18]
-        rc, out = dnc(c, "stat", "lb", "a/p0", ok=False)
+        rc, out = dnc(c, "stat", "lb1", "a/p0", ok=False)
         assert "NoSuchKey" in out, out  # delete_parts dropped them
-        rc, out = dnc(c, "compose", "lb", "bad", 0, "nokey", ok=False)
+        rc, out = dnc(c, "compose", "lb1", "bad", 0, "nokey", ok=False)
         assert rc == 1 and "NoSuchKey" in out, out
         # parts from another bucket of the same datanode
         put_bytes(c, "lb2", "x", parts[1])
-        _, out = dnc(c, "compose", "lb", "cross", 0, "lb2::x", "b/x", "lb2::x")
+        _, out = dnc(c, "compose", "lb1", "cross", 0, "lb2::x", "b/x", "lb2::x")
         assert out.startswith(f"size={2 * len(parts[1]) + 1} "), out
-        assert get_bytes(c, "lb", "cross")[0] == parts[1] + b"x" + parts[1]
-        rc, out = dnc(c, "compose", "lb", "bad", 0, "nob::x", ok=False)
+        assert get_bytes(c, "lb1", "cross")[0] == parts[1] + b"x" + parts[1]
+        rc, out = dnc(c, "compose", "lb1", "bad", 0, "nob::x", ok=False)
         assert rc == 1 and "NoSuchBucket: " in out, out  # a part's bucket
-        assert dnc(c, "rm", "lb", "cross")[1] == "existed=1"
+        assert dnc(c, "rm", "lb1", "cross")[1] == "existed=1"
         assert dnc(c, "rm", "lb2", "x")[1] == "existed=1"
-        rc, out = dnc(c, "rb", "lb", ok=False)
+        rc, out = dnc(c, "rb", "lb1", ok=False)
         assert "BucketNotEmpty: lb" in out, out
         for k in ("whole", "b/x", "top"):
-            assert dnc(c, "rm", "lb", k)[1] == "existed=1"
-        assert dnc(c, "rm", "lb", "top")[1] == "existed=0"
+            assert dnc(c, "rm", "lb1", k)[1] == "existed=1"
+        assert dnc(c, "rm", "lb1", "top")[1] == "existed=0"
         rc, out = dnc(c, "rm", "nob", "k", ok=False)
         assert "NoSuchBucket" in out, out
         rc, out = dnc(c, "put", "nob", "k", "-", ok=False)
         assert "NoSuchBucket: nob" in out, out
-        dnc(c, "rb", "lb")
+        dnc(c, "rb", "lb1")
         assert dnc(c, "lsb")[1].split() == ["lb2"]
 
 
 def test_discard_receives_and_drops():
     for marshaller in ("zerocopy", "copy"):
         with zh.cluster(gateway=False, marshaller=marshaller, extra_dn=["--discard"]) as c:
-            dnc(c, "mb", "dd")
+            dnc(c, "mb", "ddb")
             data = os.urandom(5 * (1 << 20) + 3)
-            put_bytes(c, "dd", "gone", data, chunk=300007)
+            put_bytes(c, "ddb", "gone", data, chunk=300007)
             m = zh.metrics(c.dn_metrics)
             assert m["zest_payload_received_bytes_total"] == len(data), m
             assert not data_files(c), "--discard wrote cell files"
@@ -336,10 +336,10 @@ def test_binding_flags():
     with zh.cluster(gateway=False, cell_size=CELL,
                     extra_dn=["--write-workers", "1", "--readers", "1",
                               "--call-queue-cap", "64KiB", "--shutdown-grace", "300ms"]) as c:
-        dnc(c, "mb", "fl")
+        dnc(c, "mb", "flb")
         data = os.urandom(9 * CELL + 5)
-        put_bytes(c, "fl", "o", data, chunk=100003)  # many chunks against a 64 KiB cap
-        assert get_bytes(c, "fl", "o")[0] == data
+        put_bytes(c, "flb", "o", data, chunk=100003)  # many chunks against a 64 KiB cap
+        assert get_bytes(c, "flb", "o")[0] == data
         with open(os.path.join(c.root, "datanode.log")) as f:
             log = f.read()
         assert "write_workers=1 readers=1 call_queue_cap=65536" in log, log[-2000:]
@@ -366,22 +366,22 @@ def test_write_below_quorum_is_unavailable():
     quorum (4 of 6 cells < k + 1) and fails with UNAVAILABLE "write quorum not met: N of M
     drives", not INTERNAL; the next one is refused the same way at open; nothing shows."""
     with zh.cluster(gateway=False, cell_size=CELL) as c:
-        dnc(c, "mb", "q")
+        dnc(c, "mb", "qqq")
         keep = os.urandom(3 * CELL + 7)
-        put_bytes(c, "q", "keep", keep)
+        put_bytes(c, "qqq", "keep", keep)
         for i in (3, 4):
             shutil.rmtree(c.drives[i])
         path = os.path.join(c.root, "in")
         with open(path, "wb") as f:
             f.write(os.urandom(6 * CELL + 1))
         for key in ("lost", "refused"):
-            rc, out = dnc(c, "put", "q", key, path, 1 << 20, ok=False)
+            rc, out = dnc(c, "put", "qqq", key, path, 1 << 20, ok=False)
             assert rc != 0, out
             assert out.startswith("ERR 14 ServiceUnavailable: write quorum not met: 4 of 6 "
                                   "drives (quorum 5)"), out  # 14: UNAVAILABLE
-            rc, out = dnc(c, "stat", "q", key, ok=False)
+            rc, out = dnc(c, "stat", "qqq", key, ok=False)
             assert "NoSuchKey" in out, out
-        assert get_bytes(c, "q", "keep")[0] == keep
+        assert get_bytes(c, "qqq", "keep")[0] == keep
         m = zh.metrics(c.dn_metrics)
         assert [m[f'zest_drive_state{{drive="{i}"}}'] for i in range(6)] == [0, 0, 0, 1, 1, 0]
 

@@ -2,7 +2,7 @@
  * Hand-made Write calls for tests: pack a WriteChunk with any fields (a wrong CRC, a
  * gap, a missing open) and send it on a raw gRPC core call, past rpc_client's own
  * checks, to see how a server answers bad input. Shared by the rpc server's and the
- * datanode binding's tests. The server's bucket is "b"; the key "refused" names the
+ * datanode binding's tests. The server's bucket is "bkt"; the key "refused" names the
  * bucket "nosuchbucket" instead.
  */
 #ifndef ZEST_TESTS_RPC_RAW_H
@@ -26,21 +26,26 @@ struct raw_msg {
 	size_t len;
 };
 
-static grpc_event
+static grpc_event __attribute__((unused))
 pluck(grpc_completion_queue *cq, void *tag)
 {
 	return grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 }
 
-/* Send msgs on one Write call, half-close, return the status. */
-static void
-raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
-          struct rpc_status *st)
+/*
+ * Send msgs on one call of method ("/zest.Datanode/Stat", ...; any of them: unary and
+ * streaming calls are the same ops in gRPC core), half-close when close, return the
+ * status: code, the message, and err = ZC_E(code) of the "zest-err" trailer (0 if none).
+ * The first response message, if any, is dropped.
+ */
+static void __attribute__((unused))
+raw_call(const char *target, const char *method_path, const struct raw_msg *msgs, size_t n,
+         bool close, struct rpc_status *st)
 {
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_channel *ch = grpc_channel_create(target, creds, NULL);
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice method = grpc_slice_from_static_string("/zest.Datanode/Write");
+	grpc_slice method = grpc_slice_from_static_string(method_path);
 	grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method,
 	                                           NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	grpc_metadata_array md0, md1;
@@ -99,6 +104,16 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 		st->msg[n] = '\0';
 	}
 	grpc_slice_unref(details);
+	st->err = 0;
+	for (size_t i = 0; i < md1.count; i++)
+		if (grpc_slice_str_cmp(md1.metadata[i].key, RPC_ERR_KEY) == 0) {
+			char v[16] = "";
+			size_t vl = GRPC_SLICE_LENGTH(md1.metadata[i].value);
+
+			memcpy(v, GRPC_SLICE_START_PTR(md1.metadata[i].value),
+			       vl < sizeof(v) - 1 ? vl : sizeof(v) - 1);
+			st->err = ZC_E(atoi(v));
+		}
 	if (resp)
 		grpc_byte_buffer_destroy(resp);
 	grpc_metadata_array_destroy(&md0);
@@ -112,8 +127,16 @@ raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
 	grpc_completion_queue_destroy(cq);
 }
 
+/* Send msgs on one Write call, half-close, return the status. */
+static void __attribute__((unused))
+raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
+          struct rpc_status *st)
+{
+	raw_call(target, "/zest.Datanode/Write", msgs, n, close, st);
+}
+
 /* Pack a WriteChunk: open (when key), offset, data of len pattern bytes, crc (+bad). */
-static struct raw_msg
+static struct raw_msg __attribute__((unused))
 chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size_t len, bool commit,
           uint32_t crc_xor)
 {
@@ -125,7 +148,7 @@ chunk_msg(const char *key, uint64_t size, bool size_known, uint64_t offset, size
 	CHECK(data);
 	memset(data, 'x', len);
 	if (key) {
-		open.bucket = strcmp(key, "refused") ? "b" : "nosuchbucket";
+		open.bucket = strcmp(key, "refused") ? "bkt" : "nosuchbucket";
 		open.key = (char *)key;
 		open.size = size;
 		open.size_known = size_known;

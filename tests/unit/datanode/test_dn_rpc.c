@@ -39,7 +39,7 @@ env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
 		e->t.o.adm_l3_ns = 5000000;
 	}
 	t_open(&e->t);
-	CHECK_EQ(dn_bucket_create(e->t.s, "b", &ct), 0);
+	CHECK_EQ(dn_bucket_create(e->t.s, "bkt", &ct), 0);
 	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
 	CHECK_EQ(rpc_server_create(&so, &h, &e->srv), 0);
 	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
@@ -68,7 +68,7 @@ static int
 put(struct env *e, const char *key, const uint8_t *buf, size_t len, size_t chunk, unsigned k,
     struct rpc_status *st)
 {
-	return t_rpc_put(e->cl, "b", key, buf, len, chunk, k, k ? 2 : 0, NULL, st);
+	return t_rpc_put(e->cl, "bkt", key, buf, len, chunk, k, k ? 2 : 0, NULL, st);
 }
 
 /* ---- a Read into memory, optionally cancelled after the first chunk ---- */
@@ -94,7 +94,7 @@ get(struct env *e, const char *key, struct membuf *m, bool cancel, struct t_get 
 	g->sink = mem_sink;
 	g->arg = m;
 	g->cancel = cancel;
-	CHECK_EQ(t_rpc_get(e->cl, "b", key, 0, 0, false, g), 0);
+	CHECK_EQ(t_rpc_get(e->cl, "bkt", key, 0, 0, false, g), 0);
 	CHECK(!g->bad);
 }
 
@@ -138,7 +138,7 @@ test_refusal_after_accept(void)
 	/* ... and a single open+commit message (failed by the commit job). */
 	CHECK_EQ(put(&e, "bad0", buf, 0, 64 << 10, 40, &st), ZC_E(ZC_INVALID));
 	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
-	CHECK_EQ(dn_stat(e.t.s, "b", "bad", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "bad", &info), -ENOENT);
 	/* and answered at open */
 	{
 		Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
@@ -170,16 +170,16 @@ test_bad_crc(void)
 	raw_write(e.target, later, 2, true, &st);
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "BadDigest: CRC32C mismatch at offset 100000") != NULL);
-	CHECK_EQ(dn_stat(e.t.s, "b", "crc", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc", &info), -ENOENT);
 	raw_write(e.target, first, 1, true, &st);
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "at offset 0") != NULL);
-	CHECK_EQ(dn_stat(e.t.s, "b", "crc0", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc0", &info), -ENOENT);
 	/* A corrupt overwrite leaves the committed version in place. */
 	CHECK_EQ(put(&e, "keep", buf, 300000, 64 << 10, 0, &st), 0);
 	raw_write(e.target, over, 1, true, &st);
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
-	CHECK_EQ(dn_stat(e.t.s, "b", "keep", &info), 0);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "keep", &info), 0);
 	CHECK_EQ(info.size, 300000);
 	dn_object_info_fini(&info);
 	/* and the same key is writable right after */
@@ -231,7 +231,7 @@ open_stream(struct env *e, const char *key, struct wstate *s, const uint8_t *buf
 
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	op.bucket = "b";
+	op.bucket = "bkt";
 	op.key = (char *)key;
 	CHECK_EQ(rpc_cwrite_open(e->cl, &op, &cbs, s, &w), 0);
 	for (size_t off = 0; off < n; off += chunk) {
@@ -274,7 +274,7 @@ test_client_cancels(void)
 	rpc_cwrite_destroy(w);
 	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
 	usleep(100000); /* the server's abort runs on a worker */
-	CHECK_EQ(dn_stat(e.t.s, "b", "half", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "half", &info), -ENOENT);
 
 	/* a Read cancelled after its first chunk */
 	CHECK_EQ(put(&e, "big", buf, len, 1 << 20, 0, &st), 0);
@@ -315,7 +315,7 @@ test_shutdown_with_write_open(void)
 	{
 		struct dn_object_info info;
 
-		CHECK_EQ(dn_stat(store, "b", "open", &info), -ENOENT);
+		CHECK_EQ(dn_stat(store, "bkt", "open", &info), -ENOENT);
 	}
 	t_env_fini(&e.t);
 	CHECK_EQ(zc_ref_live(), 0);
@@ -366,12 +366,12 @@ test_error_mapping(void)
 		const char *prefix;
 	} rows[] = {
 		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE, ZC_NO_QUORUM, "write quorum not met: " },
-		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL, "metadata I/O error on write of b/k: " },
+		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL, "metadata I/O error on write of bkt/k: " },
 		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_NO_SPACE, "No space: " },
-		{ ZC_E(ZC_NO_BUCKET), GRPC_STATUS_NOT_FOUND, ZC_NO_BUCKET, "b" },
+		{ ZC_E(ZC_NO_BUCKET), GRPC_STATUS_NOT_FOUND, ZC_NO_BUCKET, "bkt" },
 		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_SLOW_DOWN, "the datanode's drives" },
-		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, ZC_INVALID, "write of b/k refused" },
-		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, ZC_BAD_DIGEST, "write of b/k failed: " },
+		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, ZC_INVALID, "write of bkt/k refused" },
+		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, ZC_BAD_DIGEST, "write of bkt/k failed: " },
 	};
 	struct env e;
 	struct rpc_status st;
@@ -381,7 +381,7 @@ test_error_mapping(void)
 	t_fill(buf, sizeof(buf));
 	env_up(&e, 0);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		int rc = dn_rpc_write_errmsg(e.t.s, 0, 0, "b", "k", rows[i].err, msg, sizeof(msg));
+		int rc = dn_rpc_write_errmsg(e.t.s, 0, 0, "bkt", "k", rows[i].err, msg, sizeof(msg));
 
 		if (rpc_status_from_err(rc) != rows[i].code || zc_err_code(rc) != rows[i].zc ||
 		    strncmp(msg, rows[i].prefix, strlen(rows[i].prefix)) != 0) {
@@ -397,7 +397,7 @@ test_error_mapping(void)
 	CHECK(put(&e, "metaio", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
 	CHECK_EQ(zc_err_code(st.err), ZC_INTERNAL);
-	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of b/metaio", 53) == 0);
+	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of bkt/metaio", 55) == 0);
 	env_down(&e, 1000);
 	/* Two failed drives of six: 4 < quorum 5, refused at open as before. */
 	env_up(&e, 0);
@@ -420,9 +420,9 @@ compose(struct env *e, const char *key, const char *part, const char *part_etag,
 	ProtobufCMessage *resp = NULL;
 	int rc;
 
-	req.bucket = "b";
+	req.bucket = "bkt";
 	req.key = (char *)key;
-	pr.bucket = "b";
+	pr.bucket = "bkt";
 	pr.key = (char *)part;
 	pr.etag = (char *)part_etag;
 	req.parts = &ppr;
@@ -457,7 +457,7 @@ test_compose_conditions(void)
 	/* If-Match on a missing target names the key; a missing part stays NoSuchKey too */
 	CHECK(compose(&e, "none", "src", "", &im, &st) != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_NOT_FOUND);
-	CHECK(strncmp(st.msg, "NoSuchKey: b/none", 17) == 0);
+	CHECK(strncmp(st.msg, "NoSuchKey: bkt/none", 19) == 0);
 	/* the part pinned to another version: SlowDown, nothing changes */
 	CHECK(compose(&e, "dst2", "src", "other", NULL, &st) != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
@@ -531,7 +531,7 @@ test_stalled_reads_hold_no_reader(void)
 		memset(&s[i], 0, sizeof(s[i]));
 		pthread_mutex_init(&s[i].mu, NULL);
 		pthread_cond_init(&s[i].cond, NULL);
-		req.bucket = "b";
+		req.bucket = "bkt";
 		req.key = "huge";
 		CHECK_EQ(rpc_cread_open(e.cl, &req, &cbs, &s[i], &r[i]), 0);
 	}
@@ -626,7 +626,7 @@ test_unary_writes_off_cq(void)
 	t_fill(buf, sizeof(buf));
 	env_up(&e, 0);
 	CHECK_EQ(put(&e, "keep", buf, sizeof(buf), 1000, 0, &st), 0);
-	dr.bucket = sr.bucket = "b";
+	dr.bucket = sr.bucket = "bkt";
 	dr.key = "gone";
 	sr.key = "keep";
 	pthread_mutex_lock(&e.t.s->meta->wlock);

@@ -230,6 +230,15 @@ test_bucket_and_object(void **state)
 	request("GET", "/bkt?list-type=2&delimiter=%2F", NULL, NULL, 0, &r);
 	assert_non_null(strstr(r.body, "<CommonPrefixes><Prefix>dir/</Prefix></CommonPrefixes>"));
 	raw_resp_free(&r);
+	/* the datanode's rule for listing arguments, with the gateway's message */
+	request("GET", "/bkt?list-type=2&prefix=d%FF", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	assert_non_null(strstr(r.body, "The prefix is not valid UTF-8."));
+	raw_resp_free(&r);
+	request("GET", "/bkt?delimiter=%C3", NULL, NULL, 0, &r);
+	expect_error(&r, 400, "InvalidArgument");
+	assert_non_null(strstr(r.body, "The delimiter is not valid UTF-8."));
+	raw_resp_free(&r);
 	request("DELETE", "/bkt", NULL, NULL, 0, &r);
 	expect_error(&r, 409, "BucketNotEmpty");
 	raw_resp_free(&r);
@@ -1508,6 +1517,14 @@ test_list_buckets_pages(void **state)
 	assert_null(strstr(r.body, "<Prefix>"));
 	assert_null(strstr(r.body, ".zest-mpu"));
 	raw_resp_free(&r);
+	/* a name a datanode took before it checked names stays out of every client's list */
+	assert_int_equal(be->bucket_create(be->ctx, "bad\xff\xfe"), 0);
+	request("GET", "/", NULL, NULL, 0, &r);
+	assert_int_equal(r.status, 200);
+	assert_true(count_in(&r, "<Bucket>") >= 6);
+	assert_null(strstr(r.body, "bad\xff"));
+	raw_resp_free(&r);
+	assert_int_equal(be->bucket_delete(be->ctx, "bad\xff\xfe"), 0);
 	request("GET", "/?bucket-region=eu-west-1", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(count_in(&r, "<Bucket>"), 0);
