@@ -77,11 +77,13 @@ int
 rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 {
 	grpc_channel_credentials *creds;
+	char tls_err[RPC_TLS_ERR_MAX];
 	struct rpc_client *c;
 	grpc_channel_args args;
 	grpc_arg arg[9];
 	size_t limit;
 	unsigned n;
+	int rc;
 
 	if (!opts || !opts->target)
 		return -EINVAL;
@@ -97,6 +99,14 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 		return -ENOMEM;
 	}
 	grpc_init();
+	rc = rpc_tls_channel_creds(&opts->tls, &creds, tls_err, sizeof(tls_err));
+	if (rc) {
+		ZC_ERR("rpc", "tls: %s (target %s)", tls_err, opts->target);
+		grpc_shutdown();
+		free(c->threads);
+		free(c);
+		return rc;
+	}
 	limit = 2 * (c->max_message + RPC_MAX_META);
 	if (limit > INT32_MAX)
 		limit = INT32_MAX;
@@ -140,7 +150,6 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)
 		c->n_channels = MAX_CHANNELS;
-	creds = grpc_insecure_credentials_create();
 	for (unsigned i = 0; i < c->n_channels; i++) {
 		c->ch[i] = grpc_channel_create(opts->target, creds, &args);
 		for (int m = 0; m < RPC_METHOD_COUNT; m++)
