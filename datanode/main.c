@@ -113,8 +113,9 @@ main(int argc, char **argv)
 	ro.marshaller = cfg.zerocopy ? RPC_MARSHAL_ZEROCOPY : RPC_MARSHAL_COPY;
 	ro.tls = cfg.tls;
 	if (cfg.tls.insecure)
-		ZC_WARN("datanode", "tls=off reason=--insecure: plaintext gRPC, any process that "
-		                    "reaches %s can read, overwrite and delete every object",
+		ZC_WARN("datanode",
+		        "tls=off reason=--insecure: plaintext gRPC, any process that "
+		        "reaches %s can read, overwrite and delete every object",
 		        cfg.listen);
 	rc = rpc_server_create(&ro, &h, &srv);
 	if (rc) {

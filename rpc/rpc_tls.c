@@ -37,7 +37,7 @@ fail(char *err, size_t len, int rc, const char *fmt, ...)
 
 /* The last OpenSSL error's reason, and the queue cleared for the next check. */
 static const char *
-ssl_reason(void)
+openssl_reason(void)
 {
 	unsigned long e = ERR_peek_last_error();
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
@@ -98,10 +98,9 @@ parse_certs(const char *text, const char *what, const char *path, char *err, siz
 			goto fail;
 		}
 	/* the loop ends at the end of the text (no start line) or at a broken certificate */
-	if (ERR_GET_REASON(ERR_peek_last_error()) != PEM_R_NO_START_LINE ||
-	    sk_X509_num(sk) == 0) {
+	if (ERR_GET_REASON(ERR_peek_last_error()) != PEM_R_NO_START_LINE || sk_X509_num(sk) == 0) {
 		fail(err, len, -EINVAL, "%s %s: %s", what, path,
-		     sk_X509_num(sk) ? ssl_reason() : "no PEM certificate in it");
+		     sk_X509_num(sk) ? openssl_reason() : "no PEM certificate in it");
 		goto fail;
 	}
 	ERR_clear_error();
@@ -136,7 +135,7 @@ check_pem(const struct rpc_tls *t, const struct rpc_tls_pem *pem, char *err, siz
 	bio = BIO_new_mem_buf(pem->key, -1);
 	key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
 	if (!key) {
-		fail(err, len, rc, "key %s: %s", t->key_file, ssl_reason());
+		fail(err, len, rc, "key %s: %s", t->key_file, openssl_reason());
 		goto out;
 	}
 	if (X509_check_private_key(sk_X509_value(chain, 0), key) != 1) {
@@ -155,9 +154,8 @@ check_pem(const struct rpc_tls *t, const struct rpc_tls_pem *pem, char *err, siz
 		X509_STORE_add_cert(store, sk_X509_value(ca, i));
 	if (X509_STORE_CTX_init(ctx, store, sk_X509_value(chain, 0), chain) != 1 ||
 	    X509_verify_cert(ctx) != 1) {
-		fail(err, len, rc, "certificate %s is not valid under CA %s: %s",
-		     t->cert_file, t->ca_file,
-		     X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+		fail(err, len, rc, "certificate %s is not valid under CA %s: %s", t->cert_file,
+		     t->ca_file, X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
 		ERR_clear_error();
 		goto out;
 	}
@@ -254,8 +252,7 @@ rpc_tls_channel_creds(const struct rpc_tls *t, grpc_channel_credentials **out, c
 }
 
 int
-rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, char *err,
-                     size_t len)
+rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, char *err, size_t len)
 {
 	struct rpc_tls_pem pem;
 	grpc_ssl_pem_key_cert_pair pair;
@@ -269,8 +266,8 @@ rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, cha
 		pair.private_key = pem.key;
 		pair.cert_chain = pem.cert;
 		*out = grpc_ssl_server_credentials_create_ex(
-		        pem.ca, &pair, 1, GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY,
-		        NULL);
+		        pem.ca, &pair, 1,
+		        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
 	}
 	rpc_tls_pem_fini(&pem);
 	return *out ? 0 : fail(err, len, -ENOMEM, "gRPC refused the credentials");

@@ -43,8 +43,7 @@ struct rpc_tls_pem {
  * certificate chains to the CA and is valid now. Returns 0, or -EINVAL / -ENOENT /
  * -EACCES / -ENOMEM with a one-line reason naming the file in err (err_len bytes).
  */
-int rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err,
-                     size_t err_len);
+int rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err, size_t err_len);
 void rpc_tls_pem_fini(struct rpc_tls_pem *pem);
 
 /* rpc_tls_pem_load, then free: a daemon's start-up check of its flags. Same returns. */

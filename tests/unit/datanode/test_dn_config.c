@@ -104,8 +104,7 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL); /* no key */
 	snprintf(line, sizeof(line), "%s --tls-key dn.key", six_bare);
 	CHECK_EQ(parse(&c, line), -EINVAL);
-	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem --tls-key dn.key",
-	         six);
+	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem --tls-key dn.key", six);
 	CHECK_EQ(parse(&c, line), -EINVAL); /* --insecure and TLS */
 	snprintf(line, sizeof(line), "heal %s", six_bare);
 	CHECK_EQ(parse(&c, line), 0); /* heal serves nothing */

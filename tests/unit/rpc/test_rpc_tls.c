@@ -251,10 +251,10 @@ call_without_client_cert(const char *target)
 	rpc_tls_pem_fini(&pem);
 	ch = grpc_channel_create(target, creds, NULL);
 	grpc_channel_credentials_release(creds);
-	call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
-	                                gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-	                                             gpr_time_from_seconds(10, GPR_TIMESPAN)),
-	                                NULL);
+	call = grpc_channel_create_call(
+	        ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+	        gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(10, GPR_TIMESPAN)),
+	        NULL);
 	grpc_metadata_array_init(&md);
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
