@@ -47,7 +47,7 @@ def other_ca():
 
 
 def test_datanode_needs_security_flags():
-    root = tempfile.mkdtemp(prefix="zest-it-")
+    root = tempfile.mkdtemp(prefix="zest-it-", dir=zh.certs()["dir"])  # removed with the certs
     drives = [a for i in range(6) for a in ("--drive", os.path.join(root, f"d{i}"))]
     p = subprocess.run([zh.DATANODE, *drives], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2, (p.returncode, p.stderr)
