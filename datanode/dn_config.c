@@ -27,6 +27,10 @@ enum {
 	OPT_CALL_CAP,
 	OPT_GRACE,
 	OPT_HEAL_INTERVAL,
+	OPT_TLS_CA,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
+	OPT_INSECURE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -51,6 +55,10 @@ static const struct option long_opts[] = {
 	{ "call-queue-cap", required_argument, NULL, OPT_CALL_CAP },
 	{ "shutdown-grace", required_argument, NULL, OPT_GRACE },
 	{ "heal-interval", required_argument, NULL, OPT_HEAL_INTERVAL },
+	{ "tls-ca", required_argument, NULL, OPT_TLS_CA },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "insecure", no_argument, NULL, OPT_INSECURE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -84,6 +92,13 @@ usage(FILE *out)
 	      "                             0..10min (default 5s)\n"
 	      "  --heal-interval DURATION   rebuild cells writes left missing on drives that are\n"
 	      "                             writable again, this often; 0 off (default 60s)\n"
+	      "  --tls-ca FILE              PEM cluster CA: gRPC clients must present a\n"
+	      "                             certificate it signed (mutual TLS)\n"
+	      "  --tls-cert FILE            PEM certificate of this datanode, signed by the CA\n"
+	      "  --tls-key FILE             PEM private key of --tls-cert\n"
+	      "  --insecure                 plaintext gRPC, anyone who reaches the port may read\n"
+	      "                             and delete everything (warned at start)\n"
+	      "                             (the three --tls-* flags or --insecure are required)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -118,6 +133,34 @@ parse_ec(const char *s, unsigned *k, unsigned *m)
 	if (parse_uint(buf, k) || parse_uint(plus + 1, m) || *k == 0 || *m == 0 ||
 	    *k + *m > EC_MAX_CELLS)
 		return -EINVAL;
+	return 0;
+}
+
+/* Which flags go together; the files themselves are checked when the server starts. A
+ * heal run serves nothing and needs none of them. */
+static int
+check_tls(const struct dn_config *c, FILE *err)
+{
+	const struct rpc_tls *t = &c->tls;
+	bool any = t->ca_file || t->cert_file || t->key_file;
+
+	if (t->insecure && any) {
+		fprintf(err, "zest-datanode: --insecure and --tls-ca/--tls-cert/--tls-key exclude "
+		             "each other\n");
+		return -EINVAL;
+	}
+	if (any && !(t->ca_file && t->cert_file && t->key_file)) {
+		fprintf(err, "zest-datanode: mutual TLS needs all of --tls-ca, --tls-cert and "
+		             "--tls-key\n");
+		return -EINVAL;
+	}
+	if (!any && !t->insecure && !c->heal) {
+		fprintf(err, "zest-datanode: no gRPC security given: pass --tls-ca FILE --tls-cert "
+		             "FILE --tls-key FILE (mutual TLS with the cluster CA; "
+		             "tools/zest-certs.sh makes a test CA), or --insecure for plaintext "
+		             "that anyone reaching the port can use\n");
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -241,6 +284,18 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			if (!bad && c->grace_ns > 600000000000ull)
 				bad = -EINVAL;
 			break;
+		case OPT_TLS_CA:
+			c->tls.ca_file = optarg;
+			break;
+		case OPT_TLS_CERT:
+			c->tls.cert_file = optarg;
+			break;
+		case OPT_TLS_KEY:
+			c->tls.key_file = optarg;
+			break;
+		case OPT_INSECURE:
+			c->tls.insecure = true;
+			break;
 		case OPT_HELP:
 			usage(out);
 			return 1;
@@ -277,6 +332,8 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		        c->k + c->m);
 		return -EINVAL;
 	}
+	if (check_tls(c, err))
+		return -EINVAL;
 	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {
 		fprintf(err, "zest-datanode: admission limits need L1 <= L2 <= L3\n");
 		return -EINVAL;

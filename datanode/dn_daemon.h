@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "dn.h"
+#include "rpc_tls.h"
 
 struct dn_config {
 	char *listen;
@@ -33,6 +34,7 @@ struct dn_config {
 	uint64_t heal_interval_ns; /* background healer period; default 60 s, 0 off */
 	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
+	struct rpc_tls tls;     /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */
 };
 
 /*

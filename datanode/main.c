@@ -58,7 +58,7 @@ main(int argc, char **argv)
 	struct dn_rpc_opts bo = { 0 };
 	struct rpc_server *srv = NULL;
 	struct dn_rpc *b = NULL;
-	char mhost[256], drives[1024] = "";
+	char mhost[256], drives[1024] = "", tls_err[RPC_TLS_ERR_MAX];
 	unsigned mport = 0;
 	sigset_t set;
 	long live_refs, live_bufs;
@@ -73,6 +73,11 @@ main(int argc, char **argv)
 		return 2;
 	if (cfg.metrics && zc_hostport_split(cfg.metrics, mhost, sizeof(mhost), &mport)) {
 		fprintf(stderr, "zest-datanode: bad value for --metrics: %s\n", cfg.metrics);
+		return 2;
+	}
+	/* Bad certificates stop us before the drives are opened, with the file's name. */
+	if (!cfg.heal && rpc_tls_check(&cfg.tls, tls_err, sizeof(tls_err))) {
+		fprintf(stderr, "zest-datanode: TLS: %s\n", tls_err);
 		return 2;
 	}
 	/* The signals go to sigwait below, never to a gRPC or drive thread. */
@@ -106,6 +111,12 @@ main(int argc, char **argv)
 	ro.listen = cfg.listen;
 	ro.cq_threads = 2;
 	ro.marshaller = cfg.zerocopy ? RPC_MARSHAL_ZEROCOPY : RPC_MARSHAL_COPY;
+	ro.tls = cfg.tls;
+	if (cfg.tls.insecure)
+		ZC_WARN("datanode",
+		        "tls=off reason=--insecure: plaintext gRPC, any process that "
+		        "reaches %s can read, overwrite and delete every object",
+		        cfg.listen);
 	rc = rpc_server_create(&ro, &h, &srv);
 	if (rc) {
 		ZC_ERR("datanode", "cannot listen on %s err=%d (%s)", cfg.listen, rc,
@@ -131,11 +142,11 @@ main(int argc, char **argv)
 	ZC_INFO("datanode",
 	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
 	        "cell_size=%llu marshaller=%s discard=%d write_workers=%u readers=%u "
-	        "call_queue_cap=%llu",
+	        "call_queue_cap=%llu tls=%s",
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
 	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard, cfg.write_workers, cfg.readers,
-	        (unsigned long long)cfg.call_cap);
+	        (unsigned long long)cfg.call_cap, cfg.tls.insecure ? "off" : "mtls");
 
 	sigwait(&set, &sig);
 	grace_ms = (unsigned)(cfg.grace_ns / 1000000);

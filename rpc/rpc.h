@@ -40,6 +40,7 @@
 
 #include <grpc/status.h>
 
+#include "rpc_tls.h"
 #include "zc_err.h"
 #include "zc_ref.h"
 #include "zest.pb-c.h"
@@ -289,6 +290,7 @@ struct rpc_server_opts {
 	size_t max_message;           /* data bytes per message; 0: RPC_DEFAULT_MAX_MESSAGE */
 	enum rpc_marshaller marshaller;
 	unsigned posted_per_method;   /* requests kept posted per method; 0: 16 */
+	struct rpc_tls tls;           /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
 };
 
 struct rpc_server_handlers {
@@ -301,7 +303,8 @@ struct rpc_server_handlers {
 /*
  * Create, bind and start a server (calls grpc_init). handlers is copied. Returns 0 and
  * *out, -EADDRINUSE when the address cannot be bound (in use or unresolvable; port
- * sharing is off), -EINVAL for missing options, or -ENOMEM.
+ * sharing is off), -EINVAL for missing options, what rpc_tls_pem_load returns for bad
+ * TLS settings (logged with the reason), or -ENOMEM.
  */
 int rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_handlers *h,
 		      struct rpc_server **out);
@@ -331,9 +334,12 @@ struct rpc_client_opts {
 	 * stream can still buffer in gRPC. 0: gRPC's default, which BDP probing grows to
 	 * tens of MiB per stream. */
 	size_t stream_window;
+	struct rpc_tls tls;        /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
 };
 
-/* Connect lazily to target (calls grpc_init). Returns 0 and *out, or -EINVAL / -ENOMEM. */
+/* Connect lazily to target (calls grpc_init). Returns 0 and *out, -EINVAL / -ENOMEM, or
+ * what rpc_tls_pem_load returns for bad TLS settings (logged with the reason). With TLS
+ * the server's certificate must name target's host (DNS or IP subjectAltName). */
 int rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out);
 /* Cancel nothing: every stream must be done before. Joins threads. NULL: no-op. */
 void rpc_client_destroy(struct rpc_client *c);

@@ -171,6 +171,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 {
 	struct rpc_server *srv;
 	grpc_server_credentials *creds;
+	char tls_err[RPC_TLS_ERR_MAX];
 	grpc_channel_args args;
 	grpc_arg arg[3];
 	size_t grpc_limit;
@@ -190,12 +191,21 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	if (!srv->opts.posted_per_method)
 		srv->opts.posted_per_method = 16;
 	srv->opts.listen = NULL; /* not kept */
+	srv->opts.tls = (struct rpc_tls){ 0 };
+	grpc_init();
+	rc = rpc_tls_server_creds(&opts->tls, &creds, tls_err, sizeof(tls_err));
+	if (rc) {
+		ZC_ERR("rpc", "tls: %s", tls_err);
+		grpc_shutdown();
+		free(srv);
+		return rc;
+	}
+	rc = -ENOMEM;
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_cond_init(&srv->cond, NULL);
 	srv->t_shutdown.kind = TAG_SHUTDOWN;
 	srv->t_shutdown.obj = srv;
 
-	grpc_init();
 	/*
 	 * gRPC buffers a whole message before it checks its own limit, so we set it to twice
 	 * ours and check ourselves first: a message over our limit gets INVALID_ARGUMENT with
@@ -225,7 +235,6 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 		        m == RPC_WRITE ? GRPC_SRM_PAYLOAD_NONE
 		                       : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
 		        0);
-	creds = grpc_insecure_server_credentials_create();
 	srv->port = grpc_server_add_http2_port(srv->server, opts->listen, creds);
 	grpc_server_credentials_release(creds);
 	if (srv->port <= 0) {

@@ -561,11 +561,15 @@ s3_backend_err(enum s3_err e)
 /*
  * The real backend: one rpc client per datanode address ("HOST:PORT", n >= 1, no
  * duplicates), objects placed with s3_place() over the list in this order, bucket calls
- * sent to every node, listings merged (s3_backend_rpc.c). Connects lazily. Returns 0 and
- * *out, -EINVAL (no nodes), -EEXIST (a node twice) or -ENOMEM. Destroy after the server
- * that uses it; every stream must be over. NULL: no-op.
+ * sent to every node, listings merged (s3_backend_rpc.c). Connects lazily, over mutual
+ * TLS with tls's cluster CA and client certificate (or plaintext when tls->insecure;
+ * rpc_tls.h). Returns 0 and *out, -EINVAL (no nodes, bad TLS files: logged), -EEXIST (a
+ * node twice) or -ENOMEM. Destroy after the server that uses it; every stream must be
+ * over. NULL: no-op.
  */
-int s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **out);
+struct rpc_tls;
+int s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls *tls,
+                          struct s3_backend **out);
 void s3_backend_rpc_destroy(struct s3_backend *be);
 
 /* ---------------------------------------------------------------- placement */

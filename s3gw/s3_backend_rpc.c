@@ -125,7 +125,8 @@ s3_backend_rpc_destroy(struct s3_backend *be)
 }
 
 int
-s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **out)
+s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls *tls,
+                      struct s3_backend **out)
 {
 	struct rbe *b;
 	int rc = 0;
@@ -177,6 +178,7 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, struct s3_backend **
 		o.target = nodes[i];
 		o.channels = 2;
 		o.stream_window = GET_STREAM_WINDOW;
+		o.tls = *tls;
 		rc = rpc_client_create(&o, &b->cl[i]);
 		if (rc < 0)
 			goto fail;

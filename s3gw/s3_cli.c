@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc_tls.h"
 #include "s3.h"
 #include "zc.h"
 
@@ -47,6 +48,13 @@ usage(FILE *f)
 	        "  --tls-cert FILE         PEM certificate chain: serve HTTPS (default: plain "
 	        "HTTP)\n"
 	        "  --tls-key FILE          PEM private key for --tls-cert\n"
+	        "  --cluster-ca FILE       PEM cluster CA: datanodes' certificates must be signed\n"
+	        "                          by it (mutual TLS to the datanodes)\n"
+	        "  --cluster-cert FILE     PEM client certificate the gateway shows datanodes\n"
+	        "  --cluster-key FILE      PEM private key of --cluster-cert\n"
+	        "  --insecure              plaintext gRPC to the datanodes, warned at start\n"
+	        "                          (the three --cluster-* flags or --insecure are "
+	        "required)\n"
 	        "  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
 	        "  --threads N             event-loop threads (default 2)\n"
 	        "  --workers N             threads serving requests; each may block (default 16)\n"
@@ -81,11 +89,17 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "max-conns", required_argument, NULL, 'C' },
 		{ "workers", required_argument, NULL, 'W' },
 		{ "anonymous", no_argument, NULL, 'N' },
+		{ "cluster-ca", required_argument, NULL, 'A' },
+		{ "cluster-cert", required_argument, NULL, 'E' },
+		{ "cluster-key", required_argument, NULL, 'K' },
+		{ "insecure", no_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct s3_config cfg = { 0 };
+	struct rpc_tls tls = { 0 };
+	char tls_err[RPC_TLS_ERR_MAX];
 	const char *datanodes[MAX_DATANODES];
 	unsigned ndn = 0;
 	struct s3_server *srv;
@@ -183,6 +197,18 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		case 'N':
 			anonymous = true;
 			break;
+		case 'A':
+			tls.ca_file = optarg;
+			break;
+		case 'E':
+			tls.cert_file = optarg;
+			break;
+		case 'K':
+			tls.key_file = optarg;
+			break;
+		case 'i':
+			tls.insecure = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -225,14 +251,32 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			        "one datanode (HOST:PORT) to store objects\n");
 			return 2;
 		}
-		rc = s3_backend_rpc_create(datanodes, ndn, &own);
+		/* The datanodes hold every object and the multipart bucket: talking to them in
+		 * plaintext must be asked for, like --anonymous. */
+		if (!tls.insecure && !tls.ca_file && !tls.cert_file && !tls.key_file) {
+			fprintf(stderr,
+			        "zest-s3gw: no datanode security given: pass --cluster-ca FILE "
+			        "--cluster-cert FILE --cluster-key FILE (mutual TLS with the "
+			        "cluster CA; tools/zest-certs.sh makes a test CA), or --insecure "
+			        "for plaintext gRPC to the datanodes\n");
+			return 2;
+		}
+		if (rpc_tls_check(&tls, tls_err, sizeof(tls_err))) {
+			fprintf(stderr, "zest-s3gw: datanode TLS: %s\n", tls_err);
+			return 2;
+		}
+		if (tls.insecure)
+			ZC_WARN("s3", "datanode_tls=off reason=--insecure: plaintext gRPC to the "
+			              "datanodes");
+		rc = s3_backend_rpc_create(datanodes, ndn, &tls, &own);
 		if (rc < 0) {
 			fprintf(stderr, "zest-s3gw: cannot set up the datanode clients: %s\n",
 			        rc == -EEXIST ? "a --datanode is given twice" : strerror(-rc));
 			return 2;
 		}
 		be = own;
-		ZC_INFO("s3", "datanodes=%u first=%s", ndn, datanodes[0]);
+		ZC_INFO("s3", "datanodes=%u first=%s datanode_tls=%s", ndn, datanodes[0],
+		        tls.insecure ? "off" : "mtls");
 	}
 	if (anonymous)
 		ZC_WARN("s3", "auth=off anonymous=1 reason=--anonymous: every request is served "

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job behind `make run`: a datanode with six drive folders under var/ (RS 4+2)
-# and the S3 gateway on 127.0.0.1:9000. Ctrl-C stops both cleanly.
+# and the S3 gateway on 127.0.0.1:9000. Ctrl-C stops both cleanly. The gateway talks to
+# the datanode over mutual TLS with a throwaway CA made under var/certs/ (tools/zest-certs.sh);
+# ZEST_INSECURE=1 runs plaintext gRPC instead.
 set -eu
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -26,6 +28,23 @@ for i in 0 1 2 3 4 5; do
 done
 mkdir -p var/log
 
+certs=var/certs
+if [ "${ZEST_INSECURE:-0}" = 1 ]; then
+	dn_tls=(--insecure)
+	gw_tls=(--insecure)
+	tls_msg="plaintext (ZEST_INSECURE=1)"
+else
+	# kept across runs; delete var/certs for new ones (they last 30 days)
+	if ! openssl x509 -checkend 86400 -noout -in "$certs/datanode.pem" >/dev/null 2>&1; then
+		rm -rf "$certs"
+	fi
+	tools/zest-certs.sh "$certs"
+	dn_tls=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/datanode.pem" --tls-key "$certs/datanode.key")
+	gw_tls=(--cluster-ca "$certs/ca.pem" --cluster-cert "$certs/gateway.pem"
+		--cluster-key "$certs/gateway.key")
+	tls_msg="mutual TLS, CA and certificates in $certs/"
+fi
+
 pids=()
 stop() {
 	trap - INT TERM EXIT
@@ -37,10 +56,10 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-"$dn" --listen "$ZEST_DATANODE" --metrics 127.0.0.1:7481 --ec 4+2 "${drives[@]}" \
+"$dn" --listen "$ZEST_DATANODE" --metrics 127.0.0.1:7481 --ec 4+2 "${drives[@]}" "${dn_tls[@]}" \
 	2> >(tee -a var/log/datanode.log >&2) &
 pids+=($!)
-"$gw" --listen "$ZEST_LISTEN" --datanode "$ZEST_DATANODE" --metrics 127.0.0.1:9001 \
+"$gw" --listen "$ZEST_LISTEN" --datanode "$ZEST_DATANODE" --metrics 127.0.0.1:9001 "${gw_tls[@]}" \
 	2> >(tee -a var/log/s3gw.log >&2) &
 pids+=($!)
 
@@ -52,12 +71,14 @@ zest is running
   access key    $ZEST_ACCESS_KEY
   secret key    $ZEST_SECRET_KEY
   datanode      $ZEST_DATANODE (gRPC), drives var/drive0..5, RS 4+2
+  internal gRPC $tls_msg
   metrics       http://127.0.0.1:7481/metrics (datanode), http://127.0.0.1:9001/metrics (gateway)
   logs          var/log/
 
   try: AWS_ACCESS_KEY_ID=$ZEST_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$ZEST_SECRET_KEY \\
        aws --endpoint-url http://$ZEST_LISTEN s3 mb s3://demo
        build/tools/zest-bench s3 put --host $ZEST_LISTEN --duration 10s
+       build/tools/zest-bench grpc --datanode $ZEST_DATANODE ${gw_tls[*]}
 
 Ctrl-C stops both.
 MSG

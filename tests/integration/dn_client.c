@@ -1,7 +1,9 @@
 /*
  * dn_client: a small zest.Datanode client for the integration tests (rpc_client_*).
  *
- *   dn_client --target HOST:PORT CMD ARGS...
+ *   dn_client --target HOST:PORT [TLS] CMD ARGS...
+ *     TLS: --cluster-ca FILE --cluster-cert FILE --cluster-key FILE (mutual TLS), or
+ *          --insecure (plaintext); one of them is required, as for zest-s3gw
  *     mb B | rb B | hb B | lsb
  *     put B K FILE [CHUNK] [K+M]        (FILE '-': zero bytes; prints size and crc)
  *     get B K OUT [OFFSET LENGTH]       (prints size)
@@ -67,8 +69,10 @@ bad:
 }
 
 static int
-raw_cmd(const char *target, int argc, char **argv)
+raw_cmd(const char *target, const struct rpc_tls *tls, int argc, char **argv)
 {
+	grpc_channel_credentials *creds;
+	char err[RPC_TLS_ERR_MAX];
 	struct rpc_status st = { 0 };
 	struct raw_msg *msgs;
 	char path[96];
@@ -88,7 +92,15 @@ raw_cmd(const char *target, int argc, char **argv)
 	}
 	snprintf(path, sizeof(path), "/zest.Datanode/%s", argv[0]);
 	grpc_init();
-	raw_call(target, path, msgs, (size_t)n, true, &st);
+	if (rpc_tls_channel_creds(tls, &creds, err, sizeof(err))) {
+		fprintf(stderr, "dn_client: %s\n", err);
+		st.code = GRPC_STATUS_INVALID_ARGUMENT; /* nothing was sent */
+		snprintf(st.msg, sizeof(st.msg), "credentials refused");
+		goto out;
+	}
+	raw_call_creds(target, creds, path, msgs, (size_t)n, true, &st);
+	grpc_channel_credentials_release(creds);
+out:
 	grpc_shutdown();
 	for (int i = 0; i < n; i++)
 		free(msgs[i].bytes);
@@ -112,15 +124,39 @@ main(int argc, char **argv)
 	int rc = 0;
 
 	if (argc < 4 || strcmp(argv[1], "--target")) {
-		fprintf(stderr, "usage: dn_client --target HOST:PORT CMD ARGS...\n");
+		fprintf(stderr, "usage: dn_client --target HOST:PORT [TLS] CMD ARGS...\n");
 		return 2;
 	}
 	co.target = argv[2];
-	cmd = argv[3];
-	argv += 4;
-	argc -= 4;
+	argv += 3;
+	argc -= 3;
+	for (; argc >= 1 && !strncmp(argv[0], "--", 2); argv++, argc--) {
+		const char **file = !strcmp(argv[0], "--cluster-ca")     ? &co.tls.ca_file
+		                    : !strcmp(argv[0], "--cluster-cert") ? &co.tls.cert_file
+		                    : !strcmp(argv[0], "--cluster-key")  ? &co.tls.key_file
+		                                                         : NULL;
+
+		if (!strcmp(argv[0], "--insecure")) {
+			co.tls.insecure = true;
+		} else if (file && argc >= 2) {
+			*file = argv[1];
+			argv++;
+			argc--;
+		} else {
+			fprintf(stderr, "dn_client: unknown flag or missing value: %s\n", argv[0]);
+			return 2;
+		}
+	}
+	if (argc < 1) {
+		fprintf(stderr, "usage: dn_client --target HOST:PORT [TLS] CMD ARGS...\n");
+		return 2;
+	}
+	cmd = argv[0];
+	argv++;
+	argc--;
 	if (!strcmp(cmd, "raw"))
-		return raw_cmd(co.target, argc, argv);
+		return raw_cmd(co.target, &co.tls, argc, argv);
+	/* rpc logs why TLS settings are refused */
 	if (rpc_client_create(&co, &cl))
 		return 2;
 

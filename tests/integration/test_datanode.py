@@ -19,7 +19,8 @@ CELL = 64 << 10
 
 
 def dnc(c, *args, ok=True):
-    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *map(str, args)],
+    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *c.client_args(),
+                        *map(str, args)],
                        capture_output=True, text=True, timeout=120)
     if ok and p.returncode != 0:
         raise AssertionError(f"dn_client {args} -> {p.returncode}: {p.stdout}{p.stderr}")
@@ -138,8 +139,8 @@ def test_kill9_mid_write_leaves_nothing():
             blk = os.urandom(1 << 20)
             for _ in range(512):
                 f.write(blk)
-        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "k9b",
-                              "big", big, str(1 << 20)], stdout=subprocess.PIPE,
+        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *c.client_args(),
+                              "put", "k9b", "big", big, str(1 << 20)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
         base = zh.metrics(c.dn_metrics)["zest_payload_received_bytes_total"]
         wait_received(c, base + (64 << 20), w)
@@ -167,8 +168,8 @@ def test_sigterm_mid_write_exits_clean():
             blk = os.urandom(1 << 20)
             for _ in range(256):
                 f.write(blk)
-        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", "put", "stb",
-                              "big", big, str(1 << 20)], stdout=subprocess.PIPE,
+        w = subprocess.Popen([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *c.client_args(),
+                              "put", "stb", "big", big, str(1 << 20)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
         wait_received(c, 32 << 20, w)
         rc = c.dn.stop()
@@ -303,7 +304,7 @@ def test_one_gib_stream_each_marshaller():
         root = tempfile.mkdtemp(prefix="zest-it-", dir=shm)
         with zh.cluster(gateway=False, marshaller=marshaller, root=root) as c:
             dnc(c, "mb", "bench")
-            p = subprocess.run([zh.BENCH, "grpc", "--datanode", f"127.0.0.1:{c.dn_port}",
+            p = subprocess.run([zh.BENCH, "grpc", "--datanode", f"127.0.0.1:{c.dn_port}", *c.client_args(),
                                 "--obj.size", "64MiB", "--objects", "16", "--concurrent", "2"],
                                capture_output=True, text=True, timeout=120)
             assert p.returncode == 0, p.stdout + p.stderr

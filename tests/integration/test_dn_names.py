@@ -88,7 +88,7 @@ def compose_req(bucket, key, parts):
 
 
 def dnc(c, *args):
-    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *args],
+    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *c.client_args(), *args],
                        capture_output=True, timeout=60)
     return p.returncode, p.stdout.decode(errors="replace").strip()
 

@@ -43,8 +43,8 @@ RESERVED = ".zest-mpu"
 
 def dn_keys(node, bucket, prefix=""):
     """Keys of bucket under prefix on one datanode, asked directly (no gateway)."""
-    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{node.dn_port}", "ls", bucket,
-                        prefix], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{node.dn_port}", *node.client_args(),
+                        "ls", bucket, prefix], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     return [ln.split(" ")[1] for ln in p.stdout.splitlines() if ln.startswith("key ")]
 

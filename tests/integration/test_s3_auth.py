@@ -366,7 +366,7 @@ def test_anonymous():
         try:
             gw = zh.Daemon([zh.GATEWAY, "--listen", f"127.0.0.1:{port}", "--anonymous",
                             "--datanode", f"127.0.0.1:{c.dn_port}",
-                            "--metrics", f"127.0.0.1:{mport}"], log, mport)
+                            "--metrics", f"127.0.0.1:{mport}", *c.client_args()], log, mport)
         finally:
             del os.environ["ZEST_LOG"]
         for raw in (b"PUT /anon HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",

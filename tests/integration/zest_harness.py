@@ -4,7 +4,13 @@ Every test gets its own temp dir, free ports, a datanode with k+m drive folders 
 (optionally) the S3 gateway in front of it. Daemons are stopped with SIGTERM at the end;
 a daemon that exits non-zero, or that has to be killed, fails the test. Logs stay in
 the temp dir and are printed when a test fails.
+
+The gateway and the tools talk to datanodes over mutual TLS: a throwaway cluster CA,
+a datanode certificate (SAN 127.0.0.1, localhost) and a client certificate are made
+once per test process by tools/zest-certs.sh (certs()). Cluster(tls=False), or
+ZEST_INSECURE=1 for a whole run, starts everything with --insecure instead.
 """
+import atexit
 import contextlib
 import os
 import shutil
@@ -31,6 +37,48 @@ SANITIZED = (os.environ.get("ZEST_SANITIZED") == "1"
 VALGRIND_ARGS = ["valgrind", "-q", "--tool=memcheck", "--error-exitcode=97",
                  "--leak-check=full", "--errors-for-leak-kinds=definite",
                  "--show-leak-kinds=definite", "--num-callers=30"]
+
+CERTS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                        "zest-certs.sh")
+# Plaintext gRPC for the whole run (e.g. to compare against mTLS).
+INSECURE = os.environ.get("ZEST_INSECURE") == "1"
+_certs = None
+
+
+def make_certs(d):
+    """A cluster CA in d with a datanode (server) and a gateway (client) certificate."""
+    subprocess.run([CERTS_SH, d], check=True, timeout=60)
+    return {"dir": d, "ca": os.path.join(d, "ca.pem"),
+            "dn_cert": os.path.join(d, "datanode.pem"), "dn_key": os.path.join(d, "datanode.key"),
+            "cl_cert": os.path.join(d, "gateway.pem"), "cl_key": os.path.join(d, "gateway.key")}
+
+
+def certs():
+    """This test process's cluster CA and certificates (made on first use)."""
+    global _certs
+    if _certs is None:
+        d = tempfile.mkdtemp(prefix="zest-certs-")
+        atexit.register(shutil.rmtree, d, True)
+        _certs = make_certs(d)
+    return _certs
+
+
+def dn_tls_args(tls=True, c=None):
+    """zest-datanode's security flags: mTLS with c (default certs()) or --insecure."""
+    if not tls:
+        return ["--insecure"]
+    c = c or certs()
+    return ["--tls-ca", c["ca"], "--tls-cert", c["dn_cert"], "--tls-key", c["dn_key"]]
+
+
+def client_tls_args(tls=True, c=None):
+    """The datanode-client flags of zest-s3gw, zest-bench grpc and dn_client."""
+    if not tls:
+        return ["--insecure"]
+    c = c or certs()
+    return ["--cluster-ca", c["ca"], "--cluster-cert", c["cl_cert"],
+            "--cluster-key", c["cl_key"]]
+
 
 ACCESS_KEY = "zesttest"
 SECRET_KEY = "zesttestsecret"
@@ -137,7 +185,7 @@ class Cluster:
     """A datanode (k+m drive folders) and optionally the gateway, in a temp dir."""
 
     def __init__(self, ec="4+2", gateway=True, marshaller="zerocopy", extra_dn=(),
-                 extra_gw=(), cell_size=None, root=None):
+                 extra_gw=(), cell_size=None, root=None, tls=None):
         self.root = root or tempfile.mkdtemp(prefix="zest-it-")
         k, m = (int(x) for x in ec.split("+"))
         self.k, self.m = k, m
@@ -151,6 +199,7 @@ class Cluster:
         self.dn = None
         self.gw = None
         self.extra_gw = list(extra_gw)
+        self.tls = not INSECURE if tls is None else tls
 
         def first_datanode():
             self.dn_port = free_port()
@@ -167,19 +216,24 @@ class Cluster:
         argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}",
                 "--datanode", f"127.0.0.1:{self.dn_port}",
                 "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
-                "--metrics", f"127.0.0.1:{self.gw_metrics}", *self.extra_gw]
+                "--metrics", f"127.0.0.1:{self.gw_metrics}", *client_tls_args(self.tls),
+                *self.extra_gw]
         self.gw = Daemon(argv, os.path.join(self.root, "s3gw.log"), self.gw_metrics)
 
     def start_datanode(self):
         argv = [DATANODE, "--listen", f"127.0.0.1:{self.dn_port}",
                 "--metrics", f"127.0.0.1:{self.dn_metrics}", "--ec", self.ec,
-                "--marshaller", self.marshaller]
+                "--marshaller", self.marshaller, *dn_tls_args(self.tls)]
         if self.cell_size:
             argv += ["--cell-size", str(self.cell_size)]
         for d in self.drives:
             argv += ["--drive", d]
         self.dn = Daemon(argv + self.extra_dn, os.path.join(self.root, "datanode.log"),
                          self.dn_metrics)
+
+    def client_args(self):
+        """dn_client / zest-bench grpc flags for this cluster's datanode (after --target)."""
+        return client_tls_args(self.tls)
 
     @property
     def endpoint(self):
@@ -213,7 +267,8 @@ def gateway_over(clusters, root, name):
     log at root/name.log. Returns (endpoint URL, Daemon); the caller stops the Daemon."""
     port, mport = free_port(), free_port()
     argv = [GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key", ACCESS_KEY,
-            "--secret-key", SECRET_KEY, "--metrics", f"127.0.0.1:{mport}"]
+            "--secret-key", SECRET_KEY, "--metrics", f"127.0.0.1:{mport}",
+            *client_tls_args(clusters[0].tls)]
     for c in clusters:
         argv += ["--datanode", f"127.0.0.1:{c.dn_port}"]
     d = Daemon(argv, os.path.join(root, name + ".log"), mport)

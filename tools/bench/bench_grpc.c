@@ -191,7 +191,12 @@ usage(FILE *out)
 		"  --max-inflight SIZE    unsent bytes per stream (default 4MiB)\n"
 		"  --threads N            client completion-queue threads (default 1)\n"
 		"  --channels N           TCP connections, streams spread over them (default 1)\n"
-		"  --json                 one JSON line instead of text\n");
+		"  --json                 one JSON line instead of text\n"
+		"  --cluster-ca FILE      PEM cluster CA the datanode's certificate must chain to\n"
+		"  --cluster-cert FILE    PEM client certificate signed by that CA\n"
+		"  --cluster-key FILE     its private key\n"
+		"  --insecure             plaintext gRPC (the three --cluster-* flags or this are\n"
+		"                         required)\n");
 }
 
 int
@@ -210,6 +215,10 @@ bench_grpc_main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "bucket", required_argument, NULL, 'b' },
+		{ "cluster-ca", required_argument, NULL, 'A' },
+		{ "cluster-cert", required_argument, NULL, 'E' },
+		{ "cluster-key", required_argument, NULL, 'K' },
+		{ "insecure", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -276,6 +285,18 @@ bench_grpc_main(int argc, char **argv)
 			break;
 		case 'b':
 			b.bucket = optarg;
+			break;
+		case 'A':
+			co.tls.ca_file = optarg;
+			break;
+		case 'E':
+			co.tls.cert_file = optarg;
+			break;
+		case 'K':
+			co.tls.key_file = optarg;
+			break;
+		case 'I':
+			co.tls.insecure = true;
 			break;
 		case 'h':
 			usage(stdout);

@@ -43,6 +43,7 @@
 struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
 	const char *flame, *call_graph;
+	const char *tls_dir; /* --tls-dir: a tools/zest-certs.sh folder; NULL: plaintext */
 	unsigned pairs, concurrent, n_modes, k, m;
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool s3, json, callgrind, perf, keep, store_baseline;
@@ -94,7 +95,33 @@ usage(FILE *out)
 		"  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
 		"  --perf-call-graph M  perf's unwinder: dwarf (default; whole stacks without\n"
 		"                     frame pointers) or fp\n"
+		"  --tls-dir DIR      run the internal gRPC over mutual TLS with the certificates\n"
+		"                     of `tools/zest-certs.sh DIR` (ca.pem, datanode.pem/.key\n"
+		"                     for the datanode, gateway.pem/.key for zest-bench and the\n"
+		"                     gateway); default: plaintext (--insecure), the baseline\n"
 		"  --keep             keep the work folder (logs, drives, profiles)\n");
+}
+
+/* Append the datanode's (server) or a client's security flags to argv at *n. */
+static void
+tls_args(const struct opts *o, bool server, char **argv, unsigned *n)
+{
+	static char ca[PATH_MAX + 16], cert[2][PATH_MAX + 16], key[2][PATH_MAX + 16];
+	const char *name = server ? "datanode" : "gateway";
+
+	if (!o->tls_dir) {
+		argv[(*n)++] = "--insecure";
+		return;
+	}
+	snprintf(ca, sizeof(ca), "%s/ca.pem", o->tls_dir);
+	snprintf(cert[server], sizeof(cert[0]), "%s/%s.pem", o->tls_dir, name);
+	snprintf(key[server], sizeof(key[0]), "%s/%s.key", o->tls_dir, name);
+	argv[(*n)++] = server ? "--tls-ca" : "--cluster-ca";
+	argv[(*n)++] = ca;
+	argv[(*n)++] = server ? "--tls-cert" : "--cluster-cert";
+	argv[(*n)++] = cert[server];
+	argv[(*n)++] = server ? "--tls-key" : "--cluster-key";
+	argv[(*n)++] = key[server];
 }
 
 static void
@@ -178,14 +205,17 @@ static int
 load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
      bool keep, char *out, size_t n)
 {
-	char *grpc_argv[] = { bench, "grpc", "--datanode", target, "--obj.size",
-			      (char *)o->obj_size, "--concurrent", conc, "--duration",
-			      (char *)duration, "--json", NULL };
+	char *grpc_argv[24] = { bench, "grpc", "--datanode", target, "--obj.size",
+				(char *)o->obj_size, "--concurrent", conc, "--duration",
+				(char *)duration, "--json" };
+	unsigned gn = 11;
 	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
 			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
 			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
 			    "--json", keep ? "--noclear" : NULL, NULL };
 
+	tls_args(o, false, grpc_argv, &gn);
+	grpc_argv[gn] = NULL;
 	return prof_run_capture(o->s3 ? s3_argv : grpc_argv, out, n, log_path);
 }
 
@@ -248,6 +278,7 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 	argv[n++] = (char *)prof_mode_marshaller(pm);
 	if (prof_mode_discards(pm))
 		argv[n++] = "--discard";
+	tls_args(o, true, argv, &n);
 	for (unsigned d = 0; d < k + m; d++) {
 		char cmd[PATH_MAX + 128];
 
@@ -280,9 +311,13 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 		goto stop;
 	}
 	if (o->s3) {
-		char *gargv[] = { gw, "--listen", gw_listen, "--datanode", listen, "--metrics",
-				  gw_metrics, "--access-key", "zestprof", "--secret-key",
-				  "zestprofsecret", NULL };
+		char *gargv[24] = { gw, "--listen", gw_listen, "--datanode", listen, "--metrics",
+				    gw_metrics, "--access-key", "zestprof", "--secret-key",
+				    "zestprofsecret" };
+		unsigned gn = 11;
+
+		tls_args(o, false, gargv, &gn);
+		gargv[gn] = NULL;
 
 		gw_pid = prof_spawn(gargv, log_path);
 		rc = gw_pid < 0 ? gw_pid : wait_ready(gw_pid, gw_mport, 15000);
@@ -515,6 +550,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "flame", required_argument, NULL, 'F' },
 		{ "perf-call-graph", required_argument, NULL, 'G' },
 		{ "keep", no_argument, NULL, 'k' },
+		{ "tls-dir", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -578,6 +614,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 			o->call_graph = optarg;
 			break;
 		case 'k': o->keep = true; break;
+		case 'T': o->tls_dir = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		case 'V': printf("zest-prof %s\n", ZEST_VERSION); exit(0);
 		default: usage(stderr); return -EINVAL;
@@ -701,6 +738,9 @@ main(int argc, char **argv)
 	zc_log_init();
 	if (parse_opts(argc, argv, &o) < 0)
 		return 2;
+	fprintf(stderr, "zest-prof: internal gRPC %s%s\n",
+		o.tls_dir ? "over mutual TLS, certificates in " : "in plaintext (--insecure)",
+		o.tls_dir ? o.tls_dir : "");
 	legacy = o.n_modes == 2 && o.modes[0] == PROF_MODE_COPY &&
 		 o.modes[1] == PROF_MODE_ZEROCOPY;
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);

@@ -24,7 +24,8 @@ main(void)
 {
 	struct dn_config c;
 	struct dn_store_opts o;
-	const char *six = "--drive a --drive b --drive c --drive d --drive e --drive f";
+	const char *six = "--drive a --drive b --drive c --drive d --drive e --drive f --insecure";
+	const char *six_bare = "--drive a --drive b --drive c --drive d --drive e --drive f";
 	char line[512];
 
 	CHECK_EQ(parse(&c, six), 0);
@@ -91,6 +92,22 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --heal-drive 1", six); /* not healing */
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	/* gRPC security: mutual TLS (all three files) or --insecure, never neither */
+	CHECK(c.tls.insecure && !c.tls.ca_file);
+	CHECK_EQ(parse(&c, six_bare), -EINVAL);
+	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem --tls-key dn.key",
+	         six_bare);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(!c.tls.insecure && strcmp(c.tls.ca_file, "ca.pem") == 0 &&
+	      strcmp(c.tls.cert_file, "dn.pem") == 0 && strcmp(c.tls.key_file, "dn.key") == 0);
+	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem", six_bare);
+	CHECK_EQ(parse(&c, line), -EINVAL); /* no key */
+	snprintf(line, sizeof(line), "%s --tls-key dn.key", six_bare);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem --tls-key dn.key", six);
+	CHECK_EQ(parse(&c, line), -EINVAL); /* --insecure and TLS */
+	snprintf(line, sizeof(line), "heal %s", six_bare);
+	CHECK_EQ(parse(&c, line), 0); /* heal serves nothing */
 	CHECK_EQ(parse(&c, "--help"), 1);
 	CHECK_EQ(parse(&c, "--version"), 1);
 	CHECK_EQ(parse(&c, "--drive a"), -EINVAL); /* fewer than k + m */

@@ -27,8 +27,9 @@ static void
 env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
 {
 	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2 };
-	struct rpc_client_opts co = { 0 };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
+				      .tls.insecure = true };
+	struct rpc_client_opts co = { .tls.insecure = true };
 	struct rpc_server_handlers h;
 	uint64_t ct;
 

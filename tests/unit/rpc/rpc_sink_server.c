@@ -46,7 +46,8 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2 };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
+				      .tls.insecure = true };
 	struct rpc_server_handlers h;
 	struct rpc_server *srv;
 	struct rpc_stats st;

@@ -10,7 +10,7 @@ for m in zerocopy copy; do
 	for _ in $(seq 50); do grep -q listening "$out" && break; sleep 0.1; done
 	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$out")
 	json=$("$bench" grpc --datanode "127.0.0.1:$port" --obj.size 3MiB --concurrent 3 \
-		--objects 12 --json)
+		--objects 12 --json --insecure)
 	kill "$pid"
 	wait "$pid"
 	echo "$m: $json"

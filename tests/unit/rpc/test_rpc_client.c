@@ -28,9 +28,9 @@ struct env {
 static void
 env_up_ch(struct env *e, size_t max_inflight, size_t max_message, unsigned channels)
 {
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0" };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .tls.insecure = true };
 	struct rpc_client_opts co = { .max_inflight = max_inflight, .max_message = max_message,
-				      .channels = channels };
+				      .channels = channels, .tls.insecure = true };
 	struct rpc_server_handlers h;
 
 	sink_init(&e->sink, true, false);
@@ -333,7 +333,7 @@ test_unary_async(void **state)
 static void
 test_no_server(void **state)
 {
-	struct rpc_client_opts co = { .target = "127.0.0.1:1" };
+	struct rpc_client_opts co = { .target = "127.0.0.1:1", .tls.insecure = true };
 	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
 	Zest__BucketRequest q = ZEST__BUCKET_REQUEST__INIT;
 	static uint8_t buf[3u << 20];

@@ -46,8 +46,9 @@ static void
 env_up(struct env *e, enum rpc_marshaller m, bool verify, size_t max_message)
 {
 	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
-				      .marshaller = m, .max_message = max_message };
-	struct rpc_client_opts co = { 0 };
+				      .marshaller = m, .max_message = max_message,
+				      .tls.insecure = true };
+	struct rpc_client_opts co = { .tls.insecure = true };
 	struct rpc_server_handlers h;
 
 	sink_init(&e->sink, verify, false);
@@ -600,7 +601,7 @@ test_big_copy(void **state)
 static void
 test_listen_errors(void **state)
 {
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0" };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .tls.insecure = true };
 	struct rpc_server_handlers h = { 0 };
 	struct rpc_server *a, *b = NULL;
 	char addr[64];

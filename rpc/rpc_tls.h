@@ -1,0 +1,64 @@
+/*
+ * rpc_tls: mutual TLS for zest's internal gRPC (gateway <-> datanode, later datanode <->
+ * datanode and the etcd client). Part of rpc's public face (rpc.h includes it); a module
+ * that only needs credentials (an etcd client) may include it alone.
+ *
+ * One trust domain: a cluster CA signs every daemon's certificate. A server demands a
+ * client certificate signed by that CA at the handshake; a client checks the server's
+ * certificate against the same CA and the target's host name or IP (subjectAltName).
+ * Plaintext is only ever what the caller asked for (insecure = true): an rpc_tls with
+ * neither files nor insecure is an error, so a lost flag cannot quietly drop security.
+ *
+ * PEM files are read and checked when credentials are made (at start-up): a missing,
+ * unreadable or malformed file, a key that does not match its certificate, or a
+ * certificate the CA did not sign is an error with a message naming the file.
+ *
+ * Threading: none of these functions keeps state; any thread.
+ */
+#ifndef ZEST_RPC_TLS_H
+#define ZEST_RPC_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <grpc/grpc_security.h>
+
+struct rpc_tls {
+	const char *ca_file;   /* PEM: the cluster CA (one or more certificates) */
+	const char *cert_file; /* PEM: this process's certificate, then any intermediates */
+	const char *key_file;  /* PEM: its private key */
+	bool insecure;         /* plaintext, no authentication; the three files must be NULL */
+};
+
+/* The PEM texts of an rpc_tls (NUL-terminated heap strings; NULL when insecure). */
+struct rpc_tls_pem {
+	char *ca, *cert, *key;
+};
+
+#define RPC_TLS_ERR_MAX 512
+
+/*
+ * Read and check t's files into pem (rpc_tls_pem_fini releases it). Checks: either
+ * insecure or all three files; each parses; the key matches the certificate; the
+ * certificate chains to the CA and is valid now. Returns 0, or -EINVAL / -ENOENT /
+ * -EACCES / -ENOMEM with a one-line reason naming the file in err (err_len bytes).
+ */
+int rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err, size_t err_len);
+void rpc_tls_pem_fini(struct rpc_tls_pem *pem);
+
+/* rpc_tls_pem_load, then free: a daemon's start-up check of its flags. Same returns. */
+int rpc_tls_check(const struct rpc_tls *t, char *err, size_t err_len);
+
+/*
+ * gRPC credentials for t (insecure: the insecure ones). Client: the CA verifies the
+ * server, the certificate and key are ours. Server: the CA verifies clients, and a client
+ * without a certificate it signed is refused at the handshake. The caller releases them
+ * (grpc_channel_credentials_release / grpc_server_credentials_release); gRPC copies the
+ * PEM texts. Call after grpc_init(). Returns 0 and *out, or what rpc_tls_pem_load returns.
+ */
+int rpc_tls_channel_creds(const struct rpc_tls *t, grpc_channel_credentials **out, char *err,
+                          size_t err_len);
+int rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, char *err,
+                         size_t err_len);
+
+#endif
