@@ -93,7 +93,7 @@ struct rcall {
 struct ujob {
 	struct ujob *next;
 	enum rpc_method m;
-	const ProtobufCMessage *req;
+	const union rpc_unary_req *req;
 	struct rpc_reply *reply;
 };
 
@@ -117,18 +117,18 @@ struct dn_rpc {
 /* ---- dn_rpc_write.c */
 const char *dn_rpc_no_such_name(int err, const char *bucket, const char *key);
 int dn_rpc_cond_errmsg(const char *bucket, const char *key, int err, char *buf, size_t len);
-int dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open,
+int dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open *open,
                          void **call_ctx);
 void dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
                           const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
-void dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last);
+void dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const struct rpc_commit *last);
 void dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err);
 void *dn_rpc_write_worker(void *arg);
 /* ---- dn_rpc_read.c */
-void dn_rpc_info_to_pb(const struct dn_object_info *in, Zest__ObjectInfo *out, Zest__Attr *attrs,
-                       Zest__Attr **pattrs, bool with_attrs);
+void dn_rpc_info_to_rpc(const struct dn_object_info *in, struct rpc_object_info *out,
+                        struct rpc_attr *attrs);
 void *dn_rpc_read_worker(void *arg);
-int dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req,
+int dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *req,
                          void **call_ctx);
 void dn_rpc_on_read_sent(void *call_ctx, struct rpc_read *r);
 void dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err);
@@ -141,10 +141,10 @@ int dn_rpc_names_list(const char *bucket, const char *prefix, const char *start_
                       const char *delimiter, char *msg, size_t cap);
 /* The names of a unary request (a part's empty bucket is the target's): 0, or the error
  * with its rpc_reply_error() message set. */
-int dn_rpc_names_unary(enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply);
+int dn_rpc_names_unary(enum rpc_method m, const union rpc_unary_req *req, struct rpc_reply *reply);
 /* ---- dn_rpc_unary.c */
 void *dn_rpc_unary_worker(void *arg);
-int dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req,
+int dn_rpc_on_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req,
                     struct rpc_reply *reply);
 
 #endif

@@ -85,12 +85,12 @@ dn_rpc_names_list(const char *bucket, const char *prefix, const char *start_afte
 
 /* The target, then each part (an empty bucket is the target's). */
 static int
-compose_names(const Zest__ComposeRequest *req, char *msg, size_t cap)
+compose_names(const struct rpc_compose_req *req, char *msg, size_t cap)
 {
 	int err = dn_rpc_names_object(req->bucket, req->key, msg, cap);
 
 	for (size_t i = 0; !err && i < req->n_parts; i++) {
-		const Zest__ObjectRequest *p = req->parts[i];
+		const struct rpc_object_req *p = &req->parts[i];
 		char m[RPC_STATUS_MSG_MAX - 32];
 
 		err = dn_rpc_names_object(p->bucket[0] ? p->bucket : req->bucket, p->key, m,
@@ -102,34 +102,27 @@ compose_names(const Zest__ComposeRequest *req, char *msg, size_t cap)
 }
 
 int
-dn_rpc_names_unary(enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+dn_rpc_names_unary(enum rpc_method m, const union rpc_unary_req *req, struct rpc_reply *reply)
 {
 	char msg[RPC_STATUS_MSG_MAX];
 	int err;
 
 	switch (m) {
 	case RPC_STAT:
-	case RPC_DELETE: {
-		const Zest__ObjectRequest *o = (const Zest__ObjectRequest *)req;
-
-		err = dn_rpc_names_object(o->bucket, o->key, msg, sizeof(msg));
+	case RPC_DELETE:
+		err = dn_rpc_names_object(req->object.bucket, req->object.key, msg, sizeof(msg));
 		break;
-	}
-	case RPC_LIST: {
-		const Zest__ListRequest *l = (const Zest__ListRequest *)req;
-
-		err = dn_rpc_names_list(l->bucket, l->prefix, l->start_after, l->delimiter, msg,
-		                        sizeof(msg));
+	case RPC_LIST:
+		err = dn_rpc_names_list(req->list.bucket, req->list.prefix, req->list.start_after,
+		                        req->list.delimiter, msg, sizeof(msg));
 		break;
-	}
 	case RPC_COMPOSE:
-		err = compose_names((const Zest__ComposeRequest *)req, msg, sizeof(msg));
+		err = compose_names(&req->compose, msg, sizeof(msg));
 		break;
 	case RPC_CREATE_BUCKET:
 	case RPC_DELETE_BUCKET:
 	case RPC_HEAD_BUCKET:
-		err = dn_rpc_names_bucket(((const Zest__BucketRequest *)req)->bucket, msg,
-		                          sizeof(msg));
+		err = dn_rpc_names_bucket(req->bucket.bucket, msg, sizeof(msg));
 		break;
 	default:
 		err = 0;

@@ -48,27 +48,26 @@ rcall_queue(struct rcall *rc)
 	pthread_mutex_unlock(&b->mu);
 }
 
+/* The object's facts for the wire; attrs (in->nattrs of them) only when attrs is set. */
 void
-dn_rpc_info_to_pb(const struct dn_object_info *in, Zest__ObjectInfo *out, Zest__Attr *attrs,
-                  Zest__Attr **pattrs, bool with_attrs)
+dn_rpc_info_to_rpc(const struct dn_object_info *in, struct rpc_object_info *out,
+                   struct rpc_attr *attrs)
 {
-	zest__object_info__init(out);
-	out->key = in->key ? in->key : "";
+	memset(out, 0, sizeof(*out));
+	out->key = in->key;
 	out->size = in->size;
-	out->etag = in->etag ? in->etag : "";
+	out->etag = in->etag;
 	out->mtime_ns = in->mtime_ns;
 	out->crc32c = in->crc32c;
 	out->ec_k = in->k;
 	out->ec_m = in->m;
-	if (with_attrs) {
+	if (attrs) {
 		for (size_t i = 0; i < in->nattrs; i++) {
-			zest__attr__init(&attrs[i]);
 			attrs[i].name = in->attrs[i].name;
 			attrs[i].value = in->attrs[i].value;
-			pattrs[i] = &attrs[i];
 		}
 		out->n_attrs = in->nattrs;
-		out->attrs = pattrs;
+		out->attrs = attrs;
 	}
 }
 
@@ -76,19 +75,18 @@ dn_rpc_info_to_pb(const struct dn_object_info *in, Zest__ObjectInfo *out, Zest__
 static int
 read_send(struct rcall *rc)
 {
-	Zest__ObjectInfo info, *pinfo = NULL;
-	Zest__Attr *attrs = NULL, **pattrs = NULL;
+	struct rpc_object_info info, *pinfo = NULL;
+	struct rpc_attr *attrs = NULL;
 	uint32_t crc = 0;
 	int err;
 
 	if (!rc->info_sent) {
 		attrs = calloc(rc->info.nattrs + 1, sizeof(*attrs));
-		pattrs = calloc(rc->info.nattrs + 1, sizeof(*pattrs));
-		if (!attrs || !pattrs) {
+		if (!attrs) {
 			err = -ENOMEM;
 			goto out;
 		}
-		dn_rpc_info_to_pb(&rc->info, &info, attrs, pattrs, true);
+		dn_rpc_info_to_rpc(&rc->info, &info, attrs);
 		pinfo = &info;
 	}
 	for (size_t i = 0; i < rc->n_batch; i++)
@@ -98,7 +96,6 @@ read_send(struct rcall *rc)
 		rc->info_sent = true;
 out:
 	free(attrs);
-	free(pattrs);
 	/* rpc_read_send took its own refs. */
 	for (size_t i = 0; i < rc->n_batch; i++)
 		if (rc->batch[i].ref)
@@ -241,7 +238,7 @@ dn_rpc_read_worker(void *arg)
 }
 
 int
-dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void **call_ctx)
+dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *req, void **call_ctx)
 {
 	struct dn_rpc *b = ctx;
 	char msg[RPC_STATUS_MSG_MAX];

@@ -16,21 +16,20 @@
 /* ------------------------------------------------------------------ unary */
 
 static void
-attrs_from_pb(Zest__Attr *const *in, size_t n, struct dn_attr *out)
+attrs_from_rpc(const struct rpc_attr *in, size_t n, struct dn_attr *out)
 {
 	for (size_t i = 0; i < n; i++) {
-		out[i].name = in[i]->name;
-		out[i].value = in[i]->value;
+		out[i].name = (char *)in[i].name; /* dn_compose_if only reads them */
+		out[i].value = (char *)in[i].value;
 	}
 }
 
 static int
-unary_stat(struct dn_rpc *b, const Zest__ObjectRequest *req, struct rpc_reply *reply)
+unary_stat(struct dn_rpc *b, const struct rpc_object_req *req, struct rpc_reply *reply)
 {
 	struct dn_object_info info;
-	Zest__ObjectInfo pb;
-	Zest__Attr *attrs;
-	Zest__Attr **pattrs;
+	struct rpc_object_info oi;
+	struct rpc_attr *attrs;
 	int err;
 
 	err = dn_stat(b->s, req->bucket, req->key, &info);
@@ -39,25 +38,23 @@ unary_stat(struct dn_rpc *b, const Zest__ObjectRequest *req, struct rpc_reply *r
 		return err;
 	}
 	attrs = calloc(info.nattrs + 1, sizeof(*attrs));
-	pattrs = calloc(info.nattrs + 1, sizeof(*pattrs));
-	if (attrs && pattrs) {
-		dn_rpc_info_to_pb(&info, &pb, attrs, pattrs, true);
-		err = rpc_reply_message(reply, &pb.base);
+	if (attrs) {
+		dn_rpc_info_to_rpc(&info, &oi, attrs);
+		err = rpc_reply_object_info(reply, &oi);
 	} else {
 		err = -ENOMEM;
 	}
 	free(attrs);
-	free(pattrs);
 	dn_object_info_fini(&info);
 	return err;
 }
 
 static int
-unary_list(struct dn_rpc *b, const Zest__ListRequest *req, struct rpc_reply *reply)
+unary_list(struct dn_rpc *b, const struct rpc_list_req *req, struct rpc_reply *reply)
 {
-	Zest__ListResult res = ZEST__LIST_RESULT__INIT;
+	struct rpc_list_result res = { 0 };
 	struct dn_list_result lr;
-	Zest__ObjectInfo *ents = NULL, **pents = NULL;
+	struct rpc_object_info *ents = NULL;
 	int err;
 
 	err = dn_list(b->s, req->bucket, req->prefix, req->start_after,
@@ -67,33 +64,29 @@ unary_list(struct dn_rpc *b, const Zest__ListRequest *req, struct rpc_reply *rep
 		return err;
 	}
 	ents = calloc(lr.nentries + 1, sizeof(*ents));
-	pents = calloc(lr.nentries + 1, sizeof(*pents));
-	if (!ents || !pents) {
+	if (!ents) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < lr.nentries; i++) {
-		dn_rpc_info_to_pb(&lr.entries[i], &ents[i], NULL, NULL, false);
-		pents[i] = &ents[i];
-	}
+	for (size_t i = 0; i < lr.nentries; i++)
+		dn_rpc_info_to_rpc(&lr.entries[i], &ents[i], NULL);
 	res.n_entries = lr.nentries;
-	res.entries = pents;
+	res.entries = ents;
 	res.n_common_prefixes = lr.nprefixes;
-	res.common_prefixes = lr.prefixes;
+	res.common_prefixes = (const char *const *)lr.prefixes;
 	res.truncated = lr.truncated;
-	res.next_start_after = lr.next_start_after ? lr.next_start_after : "";
-	err = rpc_reply_message(reply, &res.base);
+	res.next_start_after = lr.next_start_after;
+	err = rpc_reply_list_result(reply, &res);
 out:
 	free(ents);
-	free(pents);
 	dn_list_result_fini(&lr);
 	return err;
 }
 
 static int
-unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_reply *reply)
+unary_compose(struct dn_rpc *b, const struct rpc_compose_req *req, struct rpc_reply *reply)
 {
-	Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
+	struct rpc_write_result wr;
 	struct dn_write_result res;
 	struct dn_attr *attrs = NULL;
 	const char **parts, **part_buckets, **part_etags;
@@ -114,14 +107,14 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		goto out;
 	}
 	for (size_t i = 0; i < req->n_parts; i++) {
-		const Zest__ObjectRequest *p = req->parts[i];
+		const struct rpc_object_req *p = &req->parts[i];
 
 		/* Empty: the target's bucket. */
 		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
 		parts[i] = p->key;
 		part_etags[i] = p->etag;
 	}
-	attrs_from_pb(req->attrs, req->n_attrs, attrs);
+	attrs_from_rpc(req->attrs, req->n_attrs, attrs);
 	if (req->cond) {
 		cond.if_none_match = req->cond->if_none_match;
 		cond.if_match = req->cond->if_match;
@@ -153,9 +146,9 @@ unary_compose(struct dn_rpc *b, const Zest__ComposeRequest *req, struct rpc_repl
 		goto out;
 	wr.size = res.size;
 	wr.crc32c = res.crc32c;
-	wr.etag = (char *)(res.etag ? res.etag : req->etag);
+	wr.etag = res.etag ? res.etag : req->etag;
 	wr.mtime_ns = res.mtime_ns;
-	err = rpc_reply_message(reply, &wr.base);
+	err = rpc_reply_write_result(reply, &wr);
 out:
 	free(parts);
 	free(part_buckets);
@@ -166,16 +159,17 @@ out:
 
 /* One unary call, synchronously (a dn-unary thread, or the CQ thread for reads). */
 static int
-unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+unary_run(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
+          struct rpc_reply *reply)
 {
 	int err;
 
 	switch (m) {
 	case RPC_STAT:
-		return unary_stat(b, (const Zest__ObjectRequest *)req, reply);
+		return unary_stat(b, &req->object, reply);
 	case RPC_DELETE: {
-		const Zest__ObjectRequest *o = (const Zest__ObjectRequest *)req;
-		Zest__DeleteResult dr = ZEST__DELETE_RESULT__INIT;
+		const struct rpc_object_req *o = &req->object;
+		struct rpc_delete_result dr;
 
 		err = dn_delete(b->s, o->bucket, o->key);
 		if (err == ZC_E(ZC_NO_BUCKET)) {
@@ -185,16 +179,16 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, stru
 		if (err < 0)
 			return err;
 		dr.existed = err == 1;
-		return rpc_reply_message(reply, &dr.base);
+		return rpc_reply_delete_result(reply, &dr);
 	}
 	case RPC_LIST:
-		return unary_list(b, (const Zest__ListRequest *)req, reply);
+		return unary_list(b, &req->list, reply);
 	case RPC_COMPOSE:
-		return unary_compose(b, (const Zest__ComposeRequest *)req, reply);
+		return unary_compose(b, &req->compose, reply);
 	case RPC_CREATE_BUCKET:
 	case RPC_HEAD_BUCKET: {
-		const Zest__BucketRequest *br = (const Zest__BucketRequest *)req;
-		Zest__BucketInfo bi = ZEST__BUCKET_INFO__INIT;
+		const struct rpc_bucket_req *br = &req->bucket;
+		struct rpc_bucket_info bi;
 		uint64_t ctime = 0;
 
 		err = m == RPC_CREATE_BUCKET ? dn_bucket_create(b->s, br->bucket, &ctime)
@@ -207,11 +201,10 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, stru
 			return err;
 		bi.name = br->bucket;
 		bi.ctime_ns = ctime;
-		return rpc_reply_message(reply, &bi.base);
+		return rpc_reply_bucket_info(reply, &bi);
 	}
 	case RPC_DELETE_BUCKET: {
-		const Zest__BucketRequest *br = (const Zest__BucketRequest *)req;
-		Zest__Empty e = ZEST__EMPTY__INIT;
+		const struct rpc_bucket_req *br = &req->bucket;
 
 		err = dn_bucket_delete(b->s, br->bucket);
 		if (err == -EINVAL)
@@ -220,34 +213,30 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, stru
 			rpc_reply_error(reply, "%s", br->bucket);
 		if (err)
 			return err;
-		return rpc_reply_message(reply, &e.base);
+		return rpc_reply_empty(reply);
 	}
 	case RPC_LIST_BUCKETS: {
-		Zest__BucketList bl = ZEST__BUCKET_LIST__INIT;
+		struct rpc_bucket_list bl;
 		struct dn_bucket_info *v = NULL;
-		Zest__BucketInfo *bis = NULL, **pbis = NULL;
+		struct rpc_bucket_info *bis = NULL;
 		size_t n = 0;
 
 		err = dn_bucket_list(b->s, &v, &n);
 		if (err)
 			return err;
 		bis = calloc(n + 1, sizeof(*bis));
-		pbis = calloc(n + 1, sizeof(*pbis));
-		if (bis && pbis) {
+		if (bis) {
 			for (size_t i = 0; i < n; i++) {
-				zest__bucket_info__init(&bis[i]);
 				bis[i].name = v[i].name;
 				bis[i].ctime_ns = v[i].ctime_ns;
-				pbis[i] = &bis[i];
 			}
 			bl.n_buckets = n;
-			bl.buckets = pbis;
-			err = rpc_reply_message(reply, &bl.base);
+			bl.buckets = bis;
+			err = rpc_reply_bucket_list(reply, &bl);
 		} else {
 			err = -ENOMEM;
 		}
 		free(bis);
-		free(pbis);
 		dn_bucket_list_free(v, n);
 		return err;
 	}
@@ -262,7 +251,8 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const ProtobufCMessage *req, stru
  * bucket reads answer at once.
  */
 int
-dn_rpc_on_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+dn_rpc_on_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req,
+                struct rpc_reply *reply)
 {
 	struct dn_rpc *b = ctx;
 	struct ujob *j;

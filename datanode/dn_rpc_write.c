@@ -162,7 +162,8 @@ wcall_push(struct wcall *c, struct job *j)
 }
 
 int
-dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **call_ctx)
+dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open *open,
+                     void **call_ctx)
 {
 	struct dn_rpc *b = ctx;
 	char msg[RPC_STATUS_MSG_MAX];
@@ -283,7 +284,7 @@ dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
 }
 
 void
-dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last)
+dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const struct rpc_commit *last)
 {
 	struct wcall *c = call_ctx;
 	struct dn_rpc *b = c->b;
@@ -308,8 +309,8 @@ dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChu
 		j->attrs = calloc(last->n_attrs, sizeof(*j->attrs));
 		ok = j->attrs != NULL;
 		for (; ok && j->nattrs < last->n_attrs; j->nattrs++) {
-			j->attrs[j->nattrs].name = strdup(last->attrs[j->nattrs]->name);
-			j->attrs[j->nattrs].value = strdup(last->attrs[j->nattrs]->value);
+			j->attrs[j->nattrs].name = strdup(last->attrs[j->nattrs].name);
+			j->attrs[j->nattrs].value = strdup(last->attrs[j->nattrs].value);
 			ok = j->attrs[j->nattrs].name && j->attrs[j->nattrs].value;
 		}
 	}
@@ -360,12 +361,11 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 		err = write_errmsg(c, err, msg, sizeof(msg));
 		rpc_write_fail(c->w, err, "%s", msg);
 	} else {
-		Zest__WriteResult wr = ZEST__WRITE_RESULT__INIT;
+		struct rpc_write_result wr = { .size = res->size,
+			                       .crc32c = res->crc32c,
+			                       .etag = res->etag,
+			                       .mtime_ns = res->mtime_ns };
 
-		wr.size = res->size;
-		wr.crc32c = res->crc32c;
-		wr.etag = (char *)(res->etag ? res->etag : "");
-		wr.mtime_ns = res->mtime_ns;
 		rpc_write_finish(c->w, &wr);
 	}
 	wcall_free(c);

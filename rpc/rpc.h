@@ -1,7 +1,11 @@
 /*
  * rpc: the zest.Datanode protocol over the gRPC core C API (no C++).
  *
- * Three parts:
+ * Four parts:
+ *  - messages: plain C structs for everything the protocol carries (struct rpc_write_open,
+ *    rpc_commit, rpc_object_info, ... below). Callers never see protobuf-c types; the
+ *    conversion to and from the wire (rpc/zest.proto) is this module's business
+ *    (rpc_msg.c) and touches metadata only, never payload bytes.
  *  - marshallers: a WriteChunk (or ReadChunk) received as a grpc_byte_buffer is parsed
  *    straight from gRPC's receive slices; its `data` field comes back as struct zc_seg
  *    segments pointing into those slices (zero-copy), or, in copy mode, into an aligned
@@ -43,7 +47,6 @@
 #include "rpc_tls.h"
 #include "zc_err.h"
 #include "zc_ref.h"
-#include "zest.pb-c.h"
 
 #define RPC_DEFAULT_MAX_MESSAGE (16u << 20) /* payload bytes per WriteChunk/ReadChunk */
 #define RPC_MAX_META            (1u << 20)  /* non-data bytes of one chunk message */
@@ -114,50 +117,19 @@ long rpc_live_buffers(void);
  */
 int rpc_tune_malloc(void);
 
-/* ------------------------------------------------------------------ marshallers */
-
-enum rpc_marshaller { RPC_MARSHAL_ZEROCOPY, RPC_MARSHAL_COPY };
-
-/* "zerocopy" / "copy" -> enum; returns 0 or -EINVAL. */
-int rpc_marshaller_parse(const char *name, enum rpc_marshaller *out);
+/* ------------------------------------------------------------------ messages */
 
 /*
- * One parsed chunk message. `msg` holds every field except `data` (unpacked by
- * protobuf-c; its data field is empty); the data are segs[0..n_segs), data_len bytes in
- * all. Segment refs are borrowed from the parsed input (see rpc_chunk_parse).
+ * The protocol's messages as plain structs, field for field as in rpc/zest.proto (which
+ * docs/protocol.md documents). Ownership, one rule for all of them:
+ *  - What a caller hands in (an open, a commit, a reply, a request) is borrowed and
+ *    converted at once: nothing is kept after the call returns. A NULL string is sent
+ *    as "" and a NULL array pointer with n == 0 as empty.
+ *  - What a callback receives is borrowed for the callback; strings are never NULL
+ *    ("" when unset) and point into the received message.
+ *  - A blocking unary call fills the caller's struct rpc_unary_resp; its strings and
+ *    arrays live in memory the struct owns until rpc_unary_resp_fini().
  */
-struct rpc_chunk {
-	ProtobufCMessage *msg; /* Zest__WriteChunk or Zest__ReadChunk */
-	struct zc_seg *segs;
-	size_t n_segs, cap_segs;
-	size_t data_len;
-	char err[160]; /* why parsing failed, for the status message */
-	/* scratch reused between messages: gathered non-data fields, input spans */
-	uint8_t *meta;
-	size_t meta_cap;
-	struct zc_seg *in;
-	size_t in_cap;
-};
-
-/*
- * Parse one protobuf message of type `desc` whose bytes lie in in[0..n_in) (any split,
- * any alignment), without gathering field `data_field` (a bytes field): its value comes
- * back as segments into the input, each carrying the input span's ref (no ref taken).
- * Other known fields are gathered (metadata only, at most RPC_MAX_META bytes) and
- * unpacked by protobuf-c; unknown fields are skipped. Reuses chunk->segs.
- * Returns 0, or -EINVAL with chunk->err naming the problem (truncated varint, length
- * past the end, wrong wire type, bad field number, malformed nested field).
- */
-int rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
-		    const struct zc_seg *in, size_t n_in, struct rpc_chunk *chunk);
-
-/* Free chunk->msg (keeps the segs array for reuse). */
-void rpc_chunk_clear(struct rpc_chunk *chunk);
-
-/* Free everything a chunk holds. */
-void rpc_chunk_fini(struct rpc_chunk *chunk);
-
-/* ------------------------------------------------------------------ server */
 
 enum rpc_method {
 	RPC_WRITE,
@@ -175,9 +147,147 @@ enum rpc_method {
 
 /* "/zest.Datanode/Write", ... */
 const char *rpc_method_path(enum rpc_method m);
-/* Request and response types of a method. */
-const ProtobufCMessageDescriptor *rpc_method_request(enum rpc_method m);
-const ProtobufCMessageDescriptor *rpc_method_response(enum rpc_method m);
+
+/* An S3 attribute kept with an object ("content-type", "x-amz-meta-color", ...). */
+struct rpc_attr {
+	const char *name, *value;
+};
+
+/* A condition on the object a commit (or compose) replaces, checked by the datanode
+ * inside its commit transaction. if_match "" (or NULL when sending): none; "*": any ETag. */
+struct rpc_write_cond {
+	bool if_none_match;   /* the key must not exist */
+	const char *if_match; /* the key must exist with this ETag (no quotes) */
+};
+
+/* The first message of a Write. */
+struct rpc_write_open {
+	const char *bucket, *key;
+	uint64_t size;     /* total size when size_known */
+	bool size_known;
+	uint32_t ec_k, ec_m; /* 0: the datanode's default scheme */
+};
+
+/* The fields of a Write's last message besides its data. */
+struct rpc_commit {
+	const char *etag; /* the ETag the gateway computed */
+	const struct rpc_attr *attrs;
+	size_t n_attrs;
+	const struct rpc_write_cond *cond; /* NULL: no condition */
+};
+
+/* The answer of Write and Compose. */
+struct rpc_write_result {
+	uint64_t size;    /* bytes stored */
+	uint32_t crc32c;  /* of the whole object */
+	const char *etag;
+	uint64_t mtime_ns; /* commit time, Unix epoch nanoseconds */
+};
+
+struct rpc_read_req {
+	const char *bucket, *key;
+	uint64_t offset;
+	uint64_t length; /* with has_length; else to the end */
+	bool has_length;
+};
+
+/* Whole-object facts: Stat's answer, the first chunk of a Read, a List entry. */
+struct rpc_object_info {
+	const char *key;
+	uint64_t size;
+	const char *etag;
+	uint64_t mtime_ns;
+	uint32_t crc32c;
+	const struct rpc_attr *attrs; /* List entries: none */
+	size_t n_attrs;
+	uint32_t ec_k, ec_m;
+};
+
+/* Stat and Delete, and Compose's parts. */
+struct rpc_object_req {
+	const char *bucket, *key;
+	const char *etag; /* Compose parts only: "" any, else the ETag the part must have */
+};
+
+struct rpc_delete_result {
+	bool existed;
+};
+
+struct rpc_list_req {
+	const char *bucket, *prefix;
+	const char *start_after; /* keys (and common prefixes) strictly greater */
+	uint32_t limit;          /* entries + common prefixes; 0: 1000 */
+	const char *delimiter;   /* "": no grouping */
+};
+
+struct rpc_list_result {
+	const struct rpc_object_info *entries; /* key order; attrs left out */
+	size_t n_entries;
+	const char *const *common_prefixes;
+	size_t n_common_prefixes;
+	bool truncated;
+	const char *next_start_after; /* pass as start_after to continue */
+};
+
+/* A new object made of the parts' contents in order, by reference (no data copied). */
+struct rpc_compose_req {
+	const char *bucket, *key;
+	const struct rpc_object_req *parts; /* a part's bucket "": the target's */
+	size_t n_parts;
+	bool delete_parts; /* drop the part objects in the same transaction */
+	const char *etag;
+	const struct rpc_attr *attrs;
+	size_t n_attrs;
+	const struct rpc_write_cond *cond; /* NULL: none */
+};
+
+struct rpc_bucket_req {
+	const char *bucket;
+};
+
+struct rpc_bucket_info {
+	const char *name;
+	uint64_t ctime_ns;
+};
+
+struct rpc_bucket_list {
+	const struct rpc_bucket_info *buckets;
+	size_t n_buckets;
+};
+
+/* A unary request; the method says which member is meant. */
+union rpc_unary_req {
+	struct rpc_object_req object;   /* RPC_STAT, RPC_DELETE */
+	struct rpc_list_req list;       /* RPC_LIST */
+	struct rpc_compose_req compose; /* RPC_COMPOSE */
+	struct rpc_bucket_req bucket;   /* RPC_CREATE_BUCKET, RPC_DELETE_BUCKET, RPC_HEAD_BUCKET */
+};                                  /* RPC_LIST_BUCKETS: no fields */
+
+/* A unary response as a client receives it; `method` says which member is set. */
+struct rpc_unary_resp {
+	enum rpc_method method;
+	union {
+		struct rpc_object_info info;    /* RPC_STAT */
+		struct rpc_delete_result del;   /* RPC_DELETE */
+		struct rpc_list_result list;    /* RPC_LIST */
+		struct rpc_write_result write;  /* RPC_COMPOSE */
+		struct rpc_bucket_info bucket;  /* RPC_CREATE_BUCKET, RPC_HEAD_BUCKET */
+		struct rpc_bucket_list buckets; /* RPC_LIST_BUCKETS */
+	};                                  /* RPC_DELETE_BUCKET: no fields */
+	struct rpc_arena_blk *mem; /* private: holds every string and array above */
+};
+
+/* Free what a response holds and zero it. A zeroed struct (or NULL) is a no-op. */
+void rpc_unary_resp_fini(struct rpc_unary_resp *resp);
+
+/* ------------------------------------------------------------------ marshallers */
+
+enum rpc_marshaller { RPC_MARSHAL_ZEROCOPY, RPC_MARSHAL_COPY };
+
+/* "zerocopy" / "copy" -> enum; returns 0 or -EINVAL. */
+int rpc_marshaller_parse(const char *name, enum rpc_marshaller *out);
+
+/* ------------------------------------------------------------------ server */
 
 struct rpc_server;
 struct rpc_write; /* one server-side Write call */
@@ -186,7 +296,7 @@ struct rpc_reply; /* the answer of one unary call */
 
 /*
  * Write handler. All callbacks run on server CQ threads, one at a time per call.
- *  open:   the first message's WriteOpen (bucket and key non-empty, key at most 1024
+ *  open:   the first message's open, borrowed for the callback (bucket and key non-empty, key at most 1024
  *          bytes, first data within a declared size: checked). Return 0 to accept (and
  *          set *call_ctx; do not finish or fail from inside open), or
  *          -errno after rpc_write_set_error() / with the default message to refuse; a
@@ -198,7 +308,7 @@ struct rpc_reply; /* the answer of one unary call */
  *          for the callback (take zc_ref_get to keep them). May call
  *          rpc_write_pause() to stop receiving until rpc_write_resume().
  *  commit: the last message arrived (its data, if any, came through `data` first);
- *          `last` has the etag and attrs. The handler makes the object durable and then
+ *          `commit` has the etag, attrs and condition (borrowed for the callback). The handler makes the object durable and then
  *          calls rpc_write_finish().
  *  abort:  the call broke (bad input, client cancel, server shutdown); err says why.
  *          No more data/commit. The handler drops its state and still calls
@@ -209,11 +319,11 @@ struct rpc_reply; /* the answer of one unary call */
  *          payload once instead of twice.
  */
 struct rpc_write_ops {
-	int (*open)(void *srv_ctx, struct rpc_write *w, const Zest__WriteOpen *open,
+	int (*open)(void *srv_ctx, struct rpc_write *w, const struct rpc_write_open *open,
 		    void **call_ctx);
 	void (*data)(void *call_ctx, struct rpc_write *w, uint64_t offset,
 		     const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
-	void (*commit)(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last);
+	void (*commit)(void *call_ctx, struct rpc_write *w, const struct rpc_commit *commit);
 	void (*abort)(void *call_ctx, struct rpc_write *w, int err);
 	bool handler_verifies_crc;
 };
@@ -226,7 +336,7 @@ void rpc_write_resume(struct rpc_write *w);
 void rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Complete the call with OK and this result (borrowed; packed at once). Any thread. */
-void rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res);
+void rpc_write_finish(struct rpc_write *w, const struct rpc_write_result *res);
 /* Complete the call with rpc_status_from_err(err) and the message (the message rule).
  * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
@@ -236,7 +346,7 @@ const char *rpc_write_peer(const struct rpc_write *w);
 
 /*
  * Read handler (server streaming).
- *  start: the request. Return 0 (setting *call_ctx) and then send chunks with
+ *  start: the request (borrowed for the callback). Return 0 (setting *call_ctx) and then send chunks with
  *         rpc_read_send(); or -errno to fail the call at once (rpc_read_set_error).
  *         Once accepted the handler MUST call rpc_read_finish() exactly once.
  *  sent:  the previous rpc_read_send() completed; send the next one (or finish).
@@ -244,19 +354,19 @@ const char *rpc_write_peer(const struct rpc_write *w);
  *         rpc_read_finish().
  */
 struct rpc_read_ops {
-	int (*start)(void *srv_ctx, struct rpc_read *r, const Zest__ReadRequest *req,
+	int (*start)(void *srv_ctx, struct rpc_read *r, const struct rpc_read_req *req,
 		     void **call_ctx);
 	void (*sent)(void *call_ctx, struct rpc_read *r);
 	void (*abort)(void *call_ctx, struct rpc_read *r, int err);
 };
 
 /*
- * Send one ReadChunk: info (first chunk only, else NULL), offset, the CRC32C of the
+ * Send one ReadChunk: info (first chunk only, else NULL; borrowed), offset, the CRC32C of the
  * data, and the data segments. The data is not copied: each segment's ref is taken
  * (zc_ref_get) and put when gRPC has written the bytes. One send at a time: wait for
  * `sent`. Returns 0, -EBUSY (a send is outstanding), -ECANCELED (the call is over).
  */
-int rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t offset,
+int rpc_read_send(struct rpc_read *r, const struct rpc_object_info *info, uint64_t offset,
 		  uint32_t crc32c, const struct zc_seg *segs, size_t n_segs);
 void rpc_read_set_error(struct rpc_read *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -266,21 +376,32 @@ void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * Unary handler (Stat, Delete, List, Compose, *Bucket*), called on a CQ thread: answer
- * with rpc_reply_message() and return 0, or return an error (with an optional
- * rpc_reply_error() message). Or return RPC_REPLY_LATER to answer from another thread
- * (work that may block, such as an fsynced metadata write): req and reply stay valid until
- * the handler calls rpc_reply_send(reply, err) exactly once. A method without a handler
- * answers UNIMPLEMENTED.
+ * Unary handler (Stat, Delete, List, Compose, *Bucket*), called on a CQ thread with the
+ * method and its request (the union member the method names): answer with the
+ * rpc_reply_* function of the method's response type and return 0, or return an error
+ * (with an optional rpc_reply_error() message). Or return RPC_REPLY_LATER to answer from
+ * another thread (work that may block, such as an fsynced metadata write): req and reply
+ * stay valid until the handler calls rpc_reply_send(reply, err) exactly once. A method
+ * without a handler answers UNIMPLEMENTED.
  */
-typedef int (*rpc_unary_fn)(void *srv_ctx, enum rpc_method m, const ProtobufCMessage *req,
+typedef int (*rpc_unary_fn)(void *srv_ctx, enum rpc_method m, const union rpc_unary_req *req,
 			    struct rpc_reply *reply);
 #define RPC_REPLY_LATER 1
-/* Send a deferred reply: the message packed with rpc_reply_message() when err is 0, else
+/* Send a deferred reply: the response set by an rpc_reply_* call when err is 0, else
  * the error and the rpc_reply_error() text. Any thread; reply is gone afterwards. */
 void rpc_reply_send(struct rpc_reply *reply, int err);
-/* Pack msg (borrowed) as the response. Returns 0 or -ENOMEM. */
-int rpc_reply_message(struct rpc_reply *reply, const ProtobufCMessage *msg);
+/*
+ * Set the response (borrowed; packed at once, a later call replaces it). Each fits the
+ * methods named; another method gets -EINVAL. Returns 0, -EINVAL or -ENOMEM.
+ */
+int rpc_reply_object_info(struct rpc_reply *reply, const struct rpc_object_info *info); /* Stat */
+int rpc_reply_delete_result(struct rpc_reply *reply, const struct rpc_delete_result *res);
+int rpc_reply_list_result(struct rpc_reply *reply, const struct rpc_list_result *res);
+int rpc_reply_write_result(struct rpc_reply *reply, const struct rpc_write_result *res); /* Compose */
+/* CreateBucket, HeadBucket */
+int rpc_reply_bucket_info(struct rpc_reply *reply, const struct rpc_bucket_info *info);
+int rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *list);
+int rpc_reply_empty(struct rpc_reply *reply); /* DeleteBucket */
 void rpc_reply_error(struct rpc_reply *reply, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -353,11 +474,11 @@ void rpc_client_destroy(struct rpc_client *c);
 struct rpc_cwrite_cbs {
 	void (*writable)(void *arg, struct rpc_cwrite *w);
 	void (*done)(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-		     const Zest__WriteResult *res);
+		     const struct rpc_write_result *res);
 };
 
 /* Start a Write call with this open (borrowed; packed at once). Returns 0 and *out. */
-int rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open,
+int rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
 		    const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
 /*
  * Queue one WriteChunk carrying segs (the next bytes of the object; the client tracks
@@ -369,16 +490,12 @@ int rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open,
  */
 int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs);
 /*
- * Queue the last WriteChunk (commit = true, optional final data, etag and attrs, all
- * borrowed) and half-close. Never -EAGAIN (the cap is not applied). Any thread.
+ * Queue the last WriteChunk (commit = true, optional final data, and commit's etag,
+ * attrs and condition; commit borrowed, NULL: none of them) and half-close. Never
+ * -EAGAIN (the cap is not applied). Any thread.
  */
 int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
-		      const char *etag, Zest__Attr *const *attrs, size_t n_attrs);
-/* The same with a condition on the object the commit replaces (borrowed; NULL: none),
- * checked by the datanode inside its commit transaction. */
-int rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
-			   const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
-			   const Zest__WriteCondition *cond);
+		      const struct rpc_commit *commit);
 /* Cancel the call; `done` follows with CANCELLED (unless already done). Any thread. */
 void rpc_cwrite_cancel(struct rpc_cwrite *w);
 /* Bytes queued and not yet handed to the transport. */
@@ -395,40 +512,45 @@ void rpc_cwrite_destroy(struct rpc_cwrite *w);
  *  done:  exactly once; afterwards rpc_cread_destroy().
  */
 struct rpc_cread_cbs {
-	int (*chunk)(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info,
+	int (*chunk)(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
 		     uint64_t offset, const struct zc_seg *segs, size_t n_segs, size_t len);
 	void (*done)(void *arg, struct rpc_cread *r, const struct rpc_status *st);
 };
 
-int rpc_cread_open(struct rpc_client *c, const Zest__ReadRequest *req,
+/* Start a Read call (req borrowed; packed at once). Returns 0 and *out. */
+int rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
 		   const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
 void rpc_cread_resume(struct rpc_cread *r);
 void rpc_cread_cancel(struct rpc_cread *r);
 void rpc_cread_destroy(struct rpc_cread *r);
 
 /*
- * Unary call. cb runs once on a client thread with the status and, when OK, the
- * response (unpacked; borrowed for the callback). req is borrowed (packed at once).
+ * Unary call of method m with its request (the union member m names; NULL for
+ * ListBuckets), borrowed and packed at once. cb runs once on a client thread with the
+ * status and, when OK, the response (borrowed for the callback; NULL otherwise).
+ * Returns 0, or -EINVAL (not a unary method, no cb) / -ENOMEM / -EIO with no callback.
  */
-typedef void (*rpc_unary_cb)(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp);
-int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
+typedef void (*rpc_unary_cb)(void *arg, const struct rpc_status *st,
+			     const struct rpc_unary_resp *resp);
+int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
 			  rpc_unary_cb cb, void *arg);
 
 /*
- * Blocking unary call (never from a client callback). On OK *resp is the response, to
- * free with protobuf_c_message_free_unpacked(*resp, NULL). Returns 0 when the status
- * is OK, else rpc_err_from_status() (st has the details).
+ * Blocking unary call (never from a client callback). On OK *resp is the response,
+ * owned by the caller until rpc_unary_resp_fini(resp); otherwise *resp is zeroed
+ * (fini is still safe). Returns 0 when the status is OK, else rpc_err_from_status()'s
+ * error (st, optional, has the details).
  */
-int rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
-		    ProtobufCMessage **resp, struct rpc_status *st);
+int rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
+		    struct rpc_unary_resp *resp, struct rpc_status *st);
 
 /*
  * Blocking Write of one buffer (tools, tests): open, chunks of `chunk` bytes, commit.
  * buf is borrowed until return (it waits until gRPC released every slice). res
- * (optional) receives size, crc32c and mtime_ns (not etag). Returns 0 or the
+ * (optional) receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0 or the
  * -errno of the status (st has the details).
  */
-int rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *buf,
-		   size_t len, size_t chunk, Zest__WriteResult *res, struct rpc_status *st);
+int rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf,
+		   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
 
 #endif

@@ -136,6 +136,8 @@ cread_on_recv(void *obj, bool success)
 	                      &hold);
 	if (!rc) {
 		Zest__ReadChunk *rch = (Zest__ReadChunk *)r->chunk.msg;
+		struct rpc_object_info info;
+		struct rpc_arena a = { 0 };
 		uint32_t crc = 0;
 
 		for (size_t i = 0; i < r->chunk.n_segs; i++)
@@ -145,14 +147,18 @@ cread_on_recv(void *obj, bool success)
 			               "ReadChunk CRC32C mismatch at offset %llu",
 			               (unsigned long long)rch->offset);
 			rc = -EBADMSG;
+		} else if (rch->info && rpc_msg_info_from_pb(rch->info, &info, &a)) {
+			rpc_status_set(&r->bad_st, -ENOMEM, "no memory for the ReadChunk's info");
+			rc = -ENOMEM;
 		} else {
 			pthread_mutex_lock(&r->mu);
 			r->in_chunk = true;
 			r->resume_early = false;
 			pthread_mutex_unlock(&r->mu);
-			verdict = r->cbs.chunk(r->arg, r, rch->info, rch->offset, r->chunk.segs,
-			                       r->chunk.n_segs, r->chunk.data_len);
+			verdict = r->cbs.chunk(r->arg, r, rch->info ? &info : NULL, rch->offset,
+			                       r->chunk.segs, r->chunk.n_segs, r->chunk.data_len);
 		}
+		rpc_arena_free(&a);
 		rpc_chunk_clear(&r->chunk);
 		zc_ref_put(hold);
 	} else {
@@ -176,13 +182,14 @@ cread_on_recv(void *obj, bool success)
 }
 
 int
-rpc_cread_open(struct rpc_client *c, const Zest__ReadRequest *req, const struct rpc_cread_cbs *cbs,
-               void *arg, struct rpc_cread **out)
+rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
+               const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out)
 {
+	Zest__ReadRequest pb;
 	struct rpc_cread *r;
 	grpc_op ops[4], st;
 
-	if (!cbs || !cbs->chunk || !cbs->done)
+	if (!cbs || !cbs->chunk || !cbs->done || !req)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -197,7 +204,8 @@ rpc_cread_open(struct rpc_client *c, const Zest__ReadRequest *req, const struct 
 	grpc_metadata_array_init(&r->md_initial);
 	grpc_metadata_array_init(&r->md_trailing);
 	r->details = grpc_empty_slice();
-	r->req_bb = rpc_pack_message(&req->base);
+	rpc_msg_read_req_to_pb(req, &pb);
+	r->req_bb = rpc_pack_message(&pb.base);
 	r->call = rpc_client_new_call(c, RPC_READ);
 	r->refs = 1;
 

@@ -24,7 +24,7 @@ struct ucall {
 	enum rpc_method m;
 	rpc_unary_cb cb;
 	void *arg;
-	ProtobufCMessage **steal; /* blocking wrapper: keep the response */
+	struct rpc_unary_resp *steal; /* blocking wrapper: keep the response */
 	grpc_byte_buffer *req, *resp;
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
@@ -35,24 +35,32 @@ static void
 ucall_done(void *obj, bool success)
 {
 	struct ucall *u = obj;
-	ProtobufCMessage *resp = NULL;
+	struct rpc_unary_resp resp;
 	struct rpc_status st;
+	bool have = false;
+	int rc;
 
 	(void)success;
+	memset(&resp, 0, sizeof(resp));
 	rpc_client_fill_status(&st, u->status, u->details, &u->md_trailing);
 	if (st.code == GRPC_STATUS_OK) {
-		resp = rpc_unpack_message(rpc_method_response(u->m), u->resp);
-		if (!resp)
+		rc = rpc_msg_unpack_resp(u->m, u->resp, &resp);
+		have = rc == 0;
+		if (rc == -ENOMEM)
+			rpc_status_set(&st, rc, "no memory for the %s response",
+			               rpc_method_path(u->m));
+		else if (rc)
 			rpc_status_set(&st, -EIO, "missing or malformed %s response",
 			               rpc_method_path(u->m));
 	}
-	if (u->steal && resp) {
+	if (u->steal && have) {
+		/* before the callback: it wakes the blocking caller, who owns it now */
 		*u->steal = resp;
-		resp = NULL;
+		u->cb(u->arg, &st, u->steal);
+	} else {
+		u->cb(u->arg, &st, have ? &resp : NULL);
+		rpc_unary_resp_fini(&resp);
 	}
-	u->cb(u->arg, &st, resp);
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
 	grpc_byte_buffer_destroy(u->req);
 	if (u->resp)
 		grpc_byte_buffer_destroy(u->resp);
@@ -64,24 +72,28 @@ ucall_done(void *obj, bool success)
 }
 
 static int
-unary_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req, rpc_unary_cb cb,
-            void *arg, ProtobufCMessage **steal)
+unary_start(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
+            rpc_unary_cb cb, void *arg, struct rpc_unary_resp *steal)
 {
 	struct ucall *u;
 	grpc_op ops[6];
 
 	if ((unsigned)m >= RPC_METHOD_COUNT || m == RPC_WRITE || m == RPC_READ || !cb ||
-	    req->descriptor != rpc_method_request(m))
+	    (!req && m != RPC_LIST_BUCKETS))
 		return -EINVAL;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;
+	u->req = rpc_msg_pack_req(m, req);
+	if (!u->req) {
+		free(u);
+		return -ENOMEM;
+	}
 	u->tag = (struct ctag){ ucall_done, u };
 	u->m = m;
 	u->cb = cb;
 	u->arg = arg;
 	u->steal = steal;
-	u->req = rpc_pack_message(req);
 	u->details = grpc_empty_slice();
 	grpc_metadata_array_init(&u->md_initial);
 	grpc_metadata_array_init(&u->md_trailing);
@@ -111,7 +123,7 @@ unary_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req
 }
 
 int
-rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
+rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
                       rpc_unary_cb cb, void *arg)
 {
 	return unary_start(c, m, req, cb, arg, NULL);
@@ -159,7 +171,7 @@ waiter_wake(struct waiter *wt)
 }
 
 static void
-call_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+call_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *resp)
 {
 	struct waiter *wt = arg;
 
@@ -169,13 +181,13 @@ call_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
 }
 
 int
-rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req,
-                ProtobufCMessage **resp, struct rpc_status *st)
+rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
+                struct rpc_unary_resp *resp, struct rpc_status *st)
 {
 	struct waiter wt;
 	int rc;
 
-	*resp = NULL;
+	memset(resp, 0, sizeof(*resp));
 	waiter_init(&wt);
 	rc = unary_start(c, m, req, call_cb, &wt, resp);
 	if (rc) {
@@ -188,10 +200,8 @@ rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage 
 	waiter_fini(&wt);
 	if (st)
 		*st = wt.st;
-	if (wt.st.code != GRPC_STATUS_OK && *resp) {
-		protobuf_c_message_free_unpacked(*resp, NULL);
-		*resp = NULL;
-	}
+	if (wt.st.code != GRPC_STATUS_OK)
+		rpc_unary_resp_fini(resp);
 	return wt.st.code == GRPC_STATUS_OK ? 0 : wt.st.err;
 }
 
@@ -200,7 +210,7 @@ rpc_client_call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage 
 struct put {
 	struct waiter wt;
 	bool writable;
-	Zest__WriteResult *res;
+	struct rpc_write_result *res;
 	struct zc_ref ref; /* counts gRPC's hold on buf */
 	bool released;
 };
@@ -218,7 +228,8 @@ put_writable(void *arg, struct rpc_cwrite *w)
 }
 
 static void
-put_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zest__WriteResult *res)
+put_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
+         const struct rpc_write_result *res)
 {
 	struct put *p = arg;
 
@@ -227,6 +238,7 @@ put_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zes
 		p->res->size = res->size;
 		p->res->crc32c = res->crc32c;
 		p->res->mtime_ns = res->mtime_ns;
+		p->res->etag = NULL; /* the result's memory ends with the callback */
 	}
 	pthread_mutex_lock(&p->wt.mu);
 	p->wt.st = *st;
@@ -247,8 +259,8 @@ put_release(struct zc_ref *ref)
 }
 
 int
-rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *buf, size_t len,
-               size_t chunk, Zest__WriteResult *res, struct rpc_status *st)
+rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf, size_t len,
+               size_t chunk, struct rpc_write_result *res, struct rpc_status *st)
 {
 	const uint8_t *p8 = buf;
 	struct rpc_cwrite_cbs cbs = { put_writable, put_done };
@@ -274,7 +286,7 @@ rpc_client_put(struct rpc_client *c, const Zest__WriteOpen *open, const void *bu
 		bool last = off + n == len;
 
 		if (last) {
-			rc = rpc_cwrite_commit(w, &seg, n ? 1 : 0, NULL, NULL, 0);
+			rc = rpc_cwrite_commit(w, &seg, n ? 1 : 0, NULL);
 			break;
 		}
 		rc = rpc_cwrite_send(w, &seg, 1);

@@ -150,6 +150,7 @@ cwrite_on_recv(void *obj, bool success)
 {
 	struct rpc_cwrite *w = obj;
 	Zest__WriteResult *res = NULL;
+	struct rpc_write_result r;
 	struct rpc_status st;
 
 	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
@@ -163,7 +164,9 @@ cwrite_on_recv(void *obj, bool success)
 	pthread_mutex_lock(&w->mu);
 	w->done = true;
 	pthread_mutex_unlock(&w->mu);
-	w->cbs.done(w->arg, w, &st, res);
+	if (res)
+		rpc_msg_result_from_pb(res, &r);
+	w->cbs.done(w->arg, w, &st, res ? &r : NULL);
 	if (res)
 		protobuf_c_message_free_unpacked(&res->base, NULL);
 	pthread_mutex_lock(&w->mu);
@@ -171,9 +174,10 @@ cwrite_on_recv(void *obj, bool success)
 }
 
 int
-rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open, const struct rpc_cwrite_cbs *cbs,
-                void *arg, struct rpc_cwrite **out)
+rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
+                const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out)
 {
+	Zest__WriteOpen pb;
 	struct rpc_cwrite *w;
 	grpc_op ops[4];
 	uint8_t *tmp;
@@ -185,13 +189,14 @@ rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open, const struct 
 	if (!w)
 		return -ENOMEM;
 	/* Own a copy of open until the first message carries it. */
-	len = protobuf_c_message_get_packed_size(&open->base);
+	rpc_msg_open_to_pb(open, &pb);
+	len = protobuf_c_message_get_packed_size(&pb.base);
 	tmp = malloc(len ? len : 1);
 	if (!tmp) {
 		free(w);
 		return -ENOMEM;
 	}
-	protobuf_c_message_pack(&open->base, tmp);
+	protobuf_c_message_pack(&pb.base, tmp);
 	w->open = (Zest__WriteOpen *)protobuf_c_message_unpack(&zest__write_open__descriptor, NULL,
 	                                                       len, tmp);
 	free(tmp);
@@ -235,26 +240,29 @@ rpc_cwrite_open(struct rpc_client *c, const Zest__WriteOpen *open, const struct 
 /* Under w->mu: build and queue one WriteChunk. */
 static int
 cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, size_t len,
-             bool commit, const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
-             const Zest__WriteCondition *cond)
+             bool commit, const struct rpc_commit *last)
 {
 	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
+	Zest__WriteCondition cond;
+	struct rpc_arena a = { 0 };
 	struct qmsg *q = calloc(1, sizeof(*q));
 	uint32_t crc = 0;
 
 	if (!q)
 		return -ENOMEM;
+	if (rpc_msg_commit_to_pb(last, &wc, &cond, &a)) {
+		rpc_arena_free(&a);
+		free(q);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n_segs; i++)
 		crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
 	wc.open = w->open;
 	wc.offset = w->offset;
 	wc.crc32c = crc;
 	wc.commit = commit;
-	wc.etag = (char *)(etag ? etag : "");
-	wc.attrs = (Zest__Attr **)attrs;
-	wc.n_attrs = n_attrs;
-	wc.cond = (Zest__WriteCondition *)cond;
 	q->bb = rpc_marshal_send(&wc.base, 3, segs, n_segs, len);
+	rpc_arena_free(&a); /* the commit fields were packed */
 	if (!q->bb) {
 		free(q);
 		return -ENOMEM;
@@ -293,23 +301,15 @@ rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
 		w->want_writable = true;
 		rc = -EAGAIN;
 	} else {
-		rc = cwrite_queue(w, segs, n_segs, len, false, NULL, NULL, 0, NULL);
+		rc = cwrite_queue(w, segs, n_segs, len, false, NULL);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }
 
 int
-rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, const char *etag,
-                  Zest__Attr *const *attrs, size_t n_attrs)
-{
-	return rpc_cwrite_commit_cond(w, segs, n_segs, etag, attrs, n_attrs, NULL);
-}
-
-int
-rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
-                       const char *etag, Zest__Attr *const *attrs, size_t n_attrs,
-                       const Zest__WriteCondition *cond)
+rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
+                  const struct rpc_commit *commit)
 {
 	size_t len = 0;
 	int rc;
@@ -322,7 +322,7 @@ rpc_cwrite_commit_cond(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n
 	else if (len > w->cl->max_message)
 		rc = -EINVAL;
 	else
-		rc = cwrite_queue(w, segs, n_segs, len, true, etag, attrs, n_attrs, cond);
+		rc = cwrite_queue(w, segs, n_segs, len, true, commit);
 	if (!rc)
 		w->committed = true;
 	pthread_mutex_unlock(&w->mu);

@@ -8,7 +8,7 @@
 #include <grpc/grpc.h>
 #include <grpc/byte_buffer.h>
 
-#include "rpc.h"
+#include "rpc_msg.h"
 
 extern atomic_ullong rpc_stat_received;
 extern atomic_ullong rpc_stat_copied[RPC_STAGE_COUNT];

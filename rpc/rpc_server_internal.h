@@ -107,6 +107,7 @@ struct rpc_read {
 };
 
 struct rpc_reply {
+	enum rpc_method method; /* what the rpc_reply_* functions may answer */
 	grpc_byte_buffer *bb;
 	char msg[RPC_STATUS_MSG_MAX];
 };
@@ -116,7 +117,8 @@ struct unary {
 	struct rpc_server *srv;
 	grpc_call *call;
 	enum rpc_method method;
-	ProtobufCMessage *req; /* until the reply is sent */
+	union rpc_unary_req req; /* until the reply is sent */
+	struct rpc_arena req_mem; /* the unpacked request req points into */
 	struct rpc_reply reply;
 	grpc_byte_buffer *resp;
 	grpc_slice details;

@@ -71,7 +71,9 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 {
 	struct rpc_read *r = calloc(1, sizeof(*r));
 	char why[RPC_STATUS_MSG_MAX] = "";
+	struct rpc_arena a = { 0 };
 	Zest__ReadRequest *req;
+	struct rpc_read_req rq;
 	int rc;
 
 	if (!r) {
@@ -85,8 +87,8 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 	rpc_call_init(&r->c, srv, call);
 	r->t_send.kind = TAG_SEND;
 	r->t_send.obj = r;
-	req = (Zest__ReadRequest *)rpc_unpack_message_err(&zest__read_request__descriptor, payload,
-	                                                  why, sizeof(why));
+	req = (Zest__ReadRequest *)rpc_arena_unpack(&a, &zest__read_request__descriptor, payload,
+	                                              why, sizeof(why));
 	if (payload)
 		grpc_byte_buffer_destroy(payload);
 	pthread_mutex_lock(&r->c.mu);
@@ -94,13 +96,15 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 	if (!req) {
 		rpc_call_fail(&r->c, -EINVAL, why[0] ? why : "malformed ReadRequest");
 		rpc_read_settle(r);
+		rpc_arena_free(&a);
 		return;
 	}
 	r->c.busy = true;
 	r->c.handler_holds = true;
 	pthread_mutex_unlock(&r->c.mu);
-	rc = srv->h.read.start(srv->h.ctx, r, req, &r->call_ctx);
-	protobuf_c_message_free_unpacked(&req->base, NULL);
+	rpc_msg_read_req_from_pb(req, &rq);
+	rc = srv->h.read.start(srv->h.ctx, r, &rq, &r->call_ctx);
+	rpc_arena_free(&a);
 	pthread_mutex_lock(&r->c.mu);
 	r->c.busy = false;
 	if (rc < 0) {
@@ -127,31 +131,40 @@ rpc_read_on_send(struct rpc_read *r, bool success)
 }
 
 int
-rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t offset, uint32_t crc32c,
-              const struct zc_seg *segs, size_t n_segs)
+rpc_read_send(struct rpc_read *r, const struct rpc_object_info *info, uint64_t offset,
+              uint32_t crc32c, const struct zc_seg *segs, size_t n_segs)
 {
 	Zest__ReadChunk rc = ZEST__READ_CHUNK__INIT;
+	struct rpc_arena a = { 0 };
+	Zest__ObjectInfo pinfo;
 	grpc_op ops[2];
 	size_t len = 0, n = 0;
+	int err = 0;
 
 	for (size_t i = 0; i < n_segs; i++)
 		len += segs[i].len;
-	rc.info = (Zest__ObjectInfo *)info;
+	if (info) {
+		if (rpc_msg_info_to_pb(info, &pinfo, &a)) {
+			rpc_arena_free(&a);
+			return -ENOMEM;
+		}
+		rc.info = &pinfo;
+	}
 	rc.offset = offset;
 	rc.crc32c = crc32c;
 	pthread_mutex_lock(&r->c.mu);
 	if (r->c.cancelled || r->c.status_sent) {
-		pthread_mutex_unlock(&r->c.mu);
-		return -ECANCELED;
+		err = -ECANCELED;
+		goto unlock;
 	}
 	if (r->send_bb) {
-		pthread_mutex_unlock(&r->c.mu);
-		return -EBUSY;
+		err = -EBUSY;
+		goto unlock;
 	}
 	r->send_bb = rpc_marshal_send(&rc.base, 3, segs, n_segs, len);
 	if (!r->send_bb) {
-		pthread_mutex_unlock(&r->c.mu);
-		return -ENOMEM;
+		err = -ENOMEM;
+		goto unlock;
 	}
 	memset(ops, 0, sizeof(ops));
 	if (!r->sent_initial) {
@@ -163,12 +176,14 @@ rpc_read_send(struct rpc_read *r, const Zest__ObjectInfo *info, uint64_t offset,
 	if (grpc_call_start_batch(r->c.call, ops, n, &r->t_send, NULL) != GRPC_CALL_OK) {
 		grpc_byte_buffer_destroy(r->send_bb);
 		r->send_bb = NULL;
-		pthread_mutex_unlock(&r->c.mu);
-		return -ECANCELED;
+		err = -ECANCELED;
+		goto unlock;
 	}
 	r->c.pending++;
+unlock:
 	pthread_mutex_unlock(&r->c.mu);
-	return 0;
+	rpc_arena_free(&a); /* the info was packed into send_bb */
+	return err;
 }
 
 void

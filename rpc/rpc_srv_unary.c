@@ -21,13 +21,64 @@
 
 /* ------------------------------------------------------------------ unary */
 
-int
-rpc_reply_message(struct rpc_reply *reply, const ProtobufCMessage *msg)
+static int
+reply_set(struct rpc_reply *reply, bool fits, const void *resp)
 {
+	grpc_byte_buffer *bb;
+
+	if (!fits)
+		return -EINVAL;
+	bb = rpc_msg_pack_resp(reply->method, resp);
+	if (!bb)
+		return -ENOMEM;
 	if (reply->bb)
 		grpc_byte_buffer_destroy(reply->bb);
-	reply->bb = rpc_pack_message(msg);
-	return reply->bb ? 0 : -ENOMEM;
+	reply->bb = bb;
+	return 0;
+}
+
+int
+rpc_reply_object_info(struct rpc_reply *reply, const struct rpc_object_info *info)
+{
+	return reply_set(reply, reply->method == RPC_STAT, info);
+}
+
+int
+rpc_reply_delete_result(struct rpc_reply *reply, const struct rpc_delete_result *res)
+{
+	return reply_set(reply, reply->method == RPC_DELETE, res);
+}
+
+int
+rpc_reply_list_result(struct rpc_reply *reply, const struct rpc_list_result *res)
+{
+	return reply_set(reply, reply->method == RPC_LIST, res);
+}
+
+int
+rpc_reply_write_result(struct rpc_reply *reply, const struct rpc_write_result *res)
+{
+	return reply_set(reply, reply->method == RPC_COMPOSE, res);
+}
+
+int
+rpc_reply_bucket_info(struct rpc_reply *reply, const struct rpc_bucket_info *info)
+{
+	return reply_set(reply,
+	                 reply->method == RPC_CREATE_BUCKET || reply->method == RPC_HEAD_BUCKET,
+	                 info);
+}
+
+int
+rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *list)
+{
+	return reply_set(reply, reply->method == RPC_LIST_BUCKETS, list);
+}
+
+int
+rpc_reply_empty(struct rpc_reply *reply)
+{
+	return reply_set(reply, reply->method == RPC_DELETE_BUCKET, NULL);
 }
 
 void
@@ -60,24 +111,25 @@ rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
 	u->srv = srv;
 	u->call = call;
 	u->method = m;
+	u->reply.method = m;
 	/* Counted from now: a reply the handler defers still holds back the shutdown. */
 	pthread_mutex_lock(&srv->mu);
 	srv->live_calls++;
 	pthread_mutex_unlock(&srv->mu);
-	if (payload) {
-		u->req = rpc_unpack_message_err(rpc_method_request(m), payload, u->reply.msg,
-		                                sizeof(u->reply.msg));
+	rc = rpc_msg_unpack_req(m, payload, &u->req, &u->req_mem, u->reply.msg,
+	                        sizeof(u->reply.msg));
+	if (payload)
 		grpc_byte_buffer_destroy(payload);
-	}
 	if (!srv->h.unary) {
 		err = -ENOSYS;
 		snprintf(u->reply.msg, sizeof(u->reply.msg), "%s", rpc_method_path(m));
-	} else if (!u->req) {
-		err = -EINVAL;
+	} else if (rc) {
+		err = rc;
 		if (!u->reply.msg[0])
-			snprintf(u->reply.msg, sizeof(u->reply.msg), "malformed request");
+			snprintf(u->reply.msg, sizeof(u->reply.msg), "%s",
+			         rc == -ENOMEM ? "out of memory" : "malformed request");
 	} else {
-		rc = srv->h.unary(srv->h.ctx, m, u->req, &u->reply);
+		rc = srv->h.unary(srv->h.ctx, m, &u->req, &u->reply);
 		if (rc == RPC_REPLY_LATER)
 			return; /* the handler calls rpc_reply_send(), from any thread */
 		err = rc < 0 ? rc : 0;
@@ -93,10 +145,7 @@ rpc_reply_send(struct rpc_reply *reply, int err)
 	char text[RPC_STATUS_MSG_MAX];
 	grpc_op ops[4];
 
-	if (u->req) {
-		protobuf_c_message_free_unpacked(u->req, NULL);
-		u->req = NULL;
-	}
+	rpc_arena_free(&u->req_mem);
 	if (err < 0 && reply->bb) {
 		grpc_byte_buffer_destroy(reply->bb);
 		reply->bb = NULL;

@@ -95,6 +95,7 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 	size_t limit = srv->opts.max_message + RPC_MAX_META;
 	size_t bb_len = grpc_byte_buffer_length(bb);
 	struct zc_ref *hold = NULL;
+	struct rpc_write_open open;
 	Zest__WriteChunk *wc;
 	bool ok = false;
 	int rc;
@@ -169,8 +170,9 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 			             (unsigned long long)wc->open->size);
 			goto unlock;
 		}
+		rpc_msg_open_from_pb(wc->open, &open);
 		pthread_mutex_unlock(&w->c.mu);
-		rc = ops->open(srv->h.ctx, w, wc->open, &w->call_ctx);
+		rc = ops->open(srv->h.ctx, w, &open, &w->call_ctx);
 		pthread_mutex_lock(&w->c.mu);
 		if (rc < 0) {
 			rpc_call_fail(&w->c, rc, w->c.errmsg);
@@ -201,14 +203,21 @@ write_on_message(struct rpc_write *w, grpc_byte_buffer *bb)
 		          w->chunk.data_len, wc->crc32c);
 	w->next_off += w->chunk.data_len;
 	if (wc->commit) {
+		struct rpc_arena a = { 0 };
+		struct rpc_write_cond cond;
+		struct rpc_commit last;
 		bool commit;
+		int mrc = rpc_msg_commit_from_pb(wc, &last, &cond, &a);
 
 		pthread_mutex_lock(&w->c.mu);
+		if (mrc) /* no memory for the attrs array: the handler gets abort */
+			write_reject(w, mrc, "out of memory at commit");
 		commit = !w->c.status_sent && !w->c.cancelled;
 		w->committed = commit;
 		pthread_mutex_unlock(&w->c.mu);
 		if (commit)
-			ops->commit(w->call_ctx, w, wc);
+			ops->commit(w->call_ctx, w, &last);
+		rpc_arena_free(&a);
 	}
 	ok = !wc->commit;
 	goto out;
@@ -306,9 +315,13 @@ rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
 }
 
 void
-rpc_write_finish(struct rpc_write *w, const Zest__WriteResult *res)
+rpc_write_finish(struct rpc_write *w, const struct rpc_write_result *res)
 {
-	grpc_byte_buffer *bb = rpc_pack_message(&res->base);
+	Zest__WriteResult pb;
+	grpc_byte_buffer *bb;
+
+	rpc_msg_result_to_pb(res, &pb);
+	bb = rpc_pack_message(&pb.base);
 
 	pthread_mutex_lock(&w->c.mu);
 	w->c.handler_holds = false;

@@ -60,10 +60,8 @@ s3_brpc_attrs_parse(struct attrs *at, const char *s, size_t len)
 		colon = strchr(p, ':');
 		if (colon && at->n < MAX_ATTRS) {
 			*colon = 0;
-			zest__attr__init(&at->a[at->n]);
 			at->a[at->n].name = p;
 			at->a[at->n].value = colon + 1;
-			at->pa[at->n] = &at->a[at->n];
 			at->n++;
 		}
 		p = nl + 1;
@@ -72,7 +70,7 @@ s3_brpc_attrs_parse(struct attrs *at, const char *s, size_t len)
 }
 
 void
-s3_brpc_info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_info *out)
+s3_brpc_info_from_rpc(const struct rpc_object_info *in, const char *key, struct s3_obj_info *out)
 {
 	size_t o = 0;
 
@@ -83,7 +81,7 @@ s3_brpc_info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_
 	out->mtime_ns = in->mtime_ns;
 	for (size_t i = 0; i < in->n_attrs; i++) {
 		int w = snprintf(out->attrs + o, sizeof(out->attrs) - o, "%s:%s\n",
-		                 in->attrs[i]->name, in->attrs[i]->value);
+		                 in->attrs[i].name, in->attrs[i].value);
 
 		if (w < 0 || (size_t)w >= sizeof(out->attrs) - o)
 			break;
@@ -93,16 +91,15 @@ s3_brpc_info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_
 	out->attrs_len = o;
 }
 
-/* A condition as the wire carries it (pointing into c); NULL when there is none. */
-Zest__WriteCondition *
-s3_brpc_cond_to_pb(const struct s3_cond *c, Zest__WriteCondition *pb)
+/* A condition as the rpc carries it (pointing into c); NULL when there is none. */
+const struct rpc_write_cond *
+s3_brpc_cond_to_rpc(const struct s3_cond *c, struct rpc_write_cond *rc)
 {
 	if (!c || (!c->if_none_match && !c->if_match[0]))
 		return NULL;
-	zest__write_condition__init(pb);
-	pb->if_none_match = c->if_none_match;
-	pb->if_match = (char *)c->if_match;
-	return pb;
+	rc->if_none_match = c->if_none_match;
+	rc->if_match = c->if_match;
+	return rc;
 }
 
 /* ------------------------------------------------------------------ lifecycle */

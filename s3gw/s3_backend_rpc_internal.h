@@ -50,11 +50,10 @@ struct rbe {
 	struct rpc_client **cl;
 };
 
-/* Object attributes as protobuf Attr entries over one parsed copy of the text. */
+/* Object attributes as rpc Attr entries over one parsed copy of the text. */
 struct attrs {
 	char *buf;
-	Zest__Attr a[MAX_ATTRS];
-	Zest__Attr *pa[MAX_ATTRS];
+	struct rpc_attr a[MAX_ATTRS];
 	size_t n;
 };
 
@@ -88,7 +87,9 @@ int s3_brpc_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap);
 int s3_brpc_err(const struct rpc_status *st);
 struct rpc_client *s3_brpc_place(struct rbe *b, const char *bucket, const char *key);
 int s3_brpc_attrs_parse(struct attrs *at, const char *s, size_t len);
-void s3_brpc_info_from_pb(const Zest__ObjectInfo *in, const char *key, struct s3_obj_info *out);
-Zest__WriteCondition *s3_brpc_cond_to_pb(const struct s3_cond *c, Zest__WriteCondition *pb);
+void s3_brpc_info_from_rpc(const struct rpc_object_info *in, const char *key,
+                           struct s3_obj_info *out);
+const struct rpc_write_cond *s3_brpc_cond_to_rpc(const struct s3_cond *c,
+                                                 struct rpc_write_cond *rc);
 
 #endif

@@ -31,7 +31,7 @@ struct get {
 };
 
 static int
-get_on_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+get_on_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
              const struct zc_seg *segs, size_t n_segs, size_t len)
 {
 	struct get *g = arg;
@@ -41,7 +41,7 @@ get_on_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint6
 	(void)offset;
 	pthread_mutex_lock(&g->mu);
 	if (info && !g->have_info) {
-		s3_brpc_info_from_pb(info, g->key, g->info);
+		s3_brpc_info_from_rpc(info, g->key, g->info);
 		g->have_info = true;
 	}
 	if (g->qhead + g->qn + n_segs > g->qcap) {
@@ -149,7 +149,7 @@ s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, u
 {
 	static const struct rpc_cread_cbs cbs = { get_on_chunk, get_on_done };
 	struct rbe *b = ctx;
-	Zest__ReadRequest req;
+	struct rpc_read_req req;
 	struct get *g;
 	int rc = 0;
 
@@ -179,9 +179,8 @@ s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, u
 		if (has_len && len > g->info->size - off)
 			len = g->info->size - off;
 	}
-	zest__read_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.key = (char *)key;
+	req.bucket = bucket;
+	req.key = key;
 	req.offset = off;
 	req.length = has_len ? len : 0;
 	req.has_length = has_len;

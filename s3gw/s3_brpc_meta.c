@@ -15,7 +15,8 @@
 /* ------------------------------------------------------------------ unary */
 
 static int
-call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req, ProtobufCMessage **resp)
+call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
+     struct rpc_unary_resp *resp)
 {
 	struct rpc_status st;
 	int rc;
@@ -23,21 +24,12 @@ call(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *req, Proto
 	/* UNAVAILABLE: the channel is (re)connecting, e.g. in gRPC's reconnect backoff after
 	 * the datanode started late or restarted; the call was not delivered, so retry 3 s */
 	for (int tries = 0;; tries++) {
-		*resp = NULL;
-		rc = rpc_client_call(c, m, req, resp, &st);
+		rc = rpc_client_call(c, m, req, resp, &st); /* on failure resp holds nothing */
 		if (rc == 0)
 			return 0;
 		if (st.code != GRPC_STATUS_UNAVAILABLE || tries == 30)
 			break;
-		if (*resp) {
-			protobuf_c_message_free_unpacked(*resp, NULL);
-			*resp = NULL;
-		}
 		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
-	}
-	if (*resp) {
-		protobuf_c_message_free_unpacked(*resp, NULL);
-		*resp = NULL;
 	}
 	return s3_brpc_err(&st);
 }
@@ -46,18 +38,15 @@ int
 s3_brpc_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out)
 {
 	struct rbe *b = ctx;
-	Zest__ObjectRequest req;
-	ProtobufCMessage *resp;
+	union rpc_unary_req req = { .object = { .bucket = bucket, .key = key } };
+	struct rpc_unary_resp resp;
 	int rc;
 
-	zest__object_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.key = (char *)key;
-	rc = call(s3_brpc_place(b, bucket, key), RPC_STAT, &req.base, &resp);
+	rc = call(s3_brpc_place(b, bucket, key), RPC_STAT, &req, &resp);
 	if (rc < 0)
 		return rc;
-	s3_brpc_info_from_pb((const Zest__ObjectInfo *)resp, key, out);
-	protobuf_c_message_free_unpacked(resp, NULL);
+	s3_brpc_info_from_rpc(&resp.info, key, out);
+	rpc_unary_resp_fini(&resp);
 	return 0;
 }
 
@@ -65,19 +54,16 @@ int
 s3_brpc_del(void *ctx, const char *bucket, const char *key, bool *existed)
 {
 	struct rbe *b = ctx;
-	Zest__ObjectRequest req;
-	ProtobufCMessage *resp;
+	union rpc_unary_req req = { .object = { .bucket = bucket, .key = key } };
+	struct rpc_unary_resp resp;
 	int rc;
 
-	zest__object_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.key = (char *)key;
 	*existed = false;
-	rc = call(s3_brpc_place(b, bucket, key), RPC_DELETE, &req.base, &resp);
+	rc = call(s3_brpc_place(b, bucket, key), RPC_DELETE, &req, &resp);
 	if (rc < 0)
 		return rc;
-	*existed = ((const Zest__DeleteResult *)resp)->existed;
-	protobuf_c_message_free_unpacked(resp, NULL);
+	*existed = resp.del.existed;
+	rpc_unary_resp_fini(&resp);
 	return 0;
 }
 
@@ -86,37 +72,35 @@ static int
 list_one(struct rpc_client *c, const char *bucket, const char *prefix, const char *start_after,
          const char *delimiter, unsigned limit, struct s3_list_result *out)
 {
-	Zest__ListRequest req;
-	const Zest__ListResult *lr;
-	ProtobufCMessage *resp;
+	union rpc_unary_req req = { .list = { .bucket = bucket,
+		                              .prefix = prefix,
+		                              .start_after = start_after,
+		                              .limit = limit,
+		                              .delimiter = delimiter } };
+	const struct rpc_list_result *lr;
+	struct rpc_unary_resp resp;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	zest__list_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.prefix = (char *)prefix;
-	req.start_after = (char *)start_after;
-	req.delimiter = (char *)delimiter;
-	req.limit = limit;
-	rc = call(c, RPC_LIST, &req.base, &resp);
+	rc = call(c, RPC_LIST, &req, &resp);
 	if (rc < 0)
 		return rc;
-	lr = (const Zest__ListResult *)resp;
+	lr = &resp.list;
 	out->truncated = lr->truncated;
 	for (size_t i = 0; i < lr->n_entries && rc == 0; i++) {
-		const Zest__ObjectInfo *e = lr->entries[i];
+		const struct rpc_object_info *e = &lr->entries[i];
 
-		rc = s3_list_result_add(out, e->key, e->size, e->etag ? e->etag : "", e->mtime_ns);
+		rc = s3_list_result_add(out, e->key, e->size, e->etag, e->mtime_ns);
 	}
 	for (size_t i = 0; i < lr->n_common_prefixes && rc == 0; i++) {
 		rc = s3_list_result_add_prefix(out, lr->common_prefixes[i]);
 	}
 	if (rc == 0 && out->truncated) {
-		out->next_start_after = strdup(lr->next_start_after ? lr->next_start_after : "");
+		out->next_start_after = strdup(lr->next_start_after);
 		if (!out->next_start_after)
 			rc = -ENOMEM;
 	}
-	protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_unary_resp_fini(&resp);
 	if (rc < 0)
 		s3_list_result_fini(out);
 	return rc;
@@ -167,11 +151,10 @@ s3_brpc_compose(void *ctx, const char *bucket, const char *key, const struct s3_
 {
 	struct rbe *b = ctx;
 	struct rpc_client *target = s3_brpc_place(b, bucket, key);
-	Zest__WriteCondition pbc;
-	Zest__ComposeRequest req;
-	Zest__ObjectRequest *pr = NULL, **ppr = NULL;
-	const Zest__WriteResult *wr;
-	ProtobufCMessage *resp;
+	struct rpc_write_cond rc_cond;
+	union rpc_unary_req req;
+	struct rpc_object_req *pr = NULL;
+	struct rpc_unary_resp resp;
 	struct attrs at = { 0 };
 	int rc;
 
@@ -180,47 +163,41 @@ s3_brpc_compose(void *ctx, const char *bucket, const char *key, const struct s3_
 		if (s3_brpc_place(b, parts[i].bucket, parts[i].key) != target)
 			return -EXDEV;
 	pr = calloc(nparts ? nparts : 1, sizeof(*pr));
-	ppr = calloc(nparts ? nparts : 1, sizeof(*ppr));
-	if (!pr || !ppr) {
+	if (!pr) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	rc = s3_brpc_attrs_parse(&at, attrs, attrs_len);
 	if (rc < 0)
 		goto out;
-	zest__compose_request__init(&req);
-	req.bucket = (char *)bucket;
-	req.key = (char *)key;
 	for (size_t i = 0; i < nparts; i++) {
-		zest__object_request__init(&pr[i]);
-		pr[i].bucket = (char *)parts[i].bucket;
-		pr[i].key = (char *)parts[i].key;
-		pr[i].etag = (char *)(parts[i].etag ? parts[i].etag : "");
-		ppr[i] = &pr[i];
+		pr[i].bucket = parts[i].bucket;
+		pr[i].key = parts[i].key;
+		pr[i].etag = parts[i].etag;
 	}
-	req.n_parts = nparts;
-	req.parts = ppr;
-	req.delete_parts = delete_parts;
-	req.etag = (char *)etag;
-	req.n_attrs = at.n;
-	req.attrs = at.pa;
-	req.cond = s3_brpc_cond_to_pb(cond, &pbc);
-	rc = call(target, RPC_COMPOSE, &req.base, &resp);
+	req.compose = (struct rpc_compose_req){ .bucket = bucket,
+		                                .key = key,
+		                                .parts = pr,
+		                                .n_parts = nparts,
+		                                .delete_parts = delete_parts,
+		                                .etag = etag,
+		                                .attrs = at.a,
+		                                .n_attrs = at.n,
+		                                .cond = s3_brpc_cond_to_rpc(cond, &rc_cond) };
+	rc = call(target, RPC_COMPOSE, &req, &resp);
 	if (rc < 0)
 		goto out;
-	wr = (const Zest__WriteResult *)resp;
 	if (out) {
 		memset(out, 0, offsetof(struct s3_obj_info, attrs));
 		snprintf(out->key, sizeof(out->key), "%s", key);
-		out->size = wr->size;
+		out->size = resp.write.size;
 		snprintf(out->etag, sizeof(out->etag), "%s", etag);
-		out->mtime_ns = wr->mtime_ns;
+		out->mtime_ns = resp.write.mtime_ns;
 	}
-	protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_unary_resp_fini(&resp);
 out:
 	free(at.buf);
 	free(pr);
-	free(ppr);
 	return rc;
 }
 
@@ -234,18 +211,16 @@ out:
 static int
 bucket_call(struct rpc_client *c, enum rpc_method m, const char *bucket, uint64_t *ctime)
 {
-	Zest__BucketRequest req;
-	ProtobufCMessage *resp;
+	union rpc_unary_req req = { .bucket = { .bucket = bucket } };
+	struct rpc_unary_resp resp;
 	int rc;
 
-	zest__bucket_request__init(&req);
-	req.bucket = (char *)bucket;
-	rc = call(c, m, &req.base, &resp);
+	rc = call(c, m, &req, &resp);
 	if (rc < 0)
 		return rc;
 	if (ctime && (m == RPC_CREATE_BUCKET || m == RPC_HEAD_BUCKET))
-		*ctime = ((const Zest__BucketInfo *)resp)->ctime_ns;
-	protobuf_c_message_free_unpacked(resp, NULL);
+		*ctime = resp.bucket.ctime_ns;
+	rpc_unary_resp_fini(&resp);
 	return 0;
 }
 
@@ -341,34 +316,32 @@ s3_brpc_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
 	size_t n = 0;
 
 	for (unsigned i = 0; i < b->n; i++) {
-		Zest__Empty req;
-		const Zest__BucketList *bl;
-		ProtobufCMessage *resp;
+		const struct rpc_bucket_list *bl;
+		struct rpc_unary_resp resp;
 		int rc;
 
-		zest__empty__init(&req);
-		rc = call(b->cl[i], RPC_LIST_BUCKETS, &req.base, &resp);
+		rc = call(b->cl[i], RPC_LIST_BUCKETS, NULL, &resp);
 		if (rc < 0)
 			return rc;
-		bl = (const Zest__BucketList *)resp;
+		bl = &resp.buckets;
 		for (size_t k = 0; k < bl->n_buckets; k++) {
 			size_t j;
 
 			for (j = 0; j < n; j++)
-				if (strcmp(out[j].name, bl->buckets[k]->name) == 0)
+				if (strcmp(out[j].name, bl->buckets[k].name) == 0)
 					break;
 			if (j < n) {
-				if (bl->buckets[k]->ctime_ns < out[j].ctime_ns)
-					out[j].ctime_ns = bl->buckets[k]->ctime_ns;
+				if (bl->buckets[k].ctime_ns < out[j].ctime_ns)
+					out[j].ctime_ns = bl->buckets[k].ctime_ns;
 				continue;
 			}
 			if (n == cap)
 				continue;
-			snprintf(out[n].name, sizeof(out[n].name), "%s", bl->buckets[k]->name);
-			out[n].ctime_ns = bl->buckets[k]->ctime_ns;
+			snprintf(out[n].name, sizeof(out[n].name), "%s", bl->buckets[k].name);
+			out[n].ctime_ns = bl->buckets[k].ctime_ns;
 			n++;
 		}
-		protobuf_c_message_free_unpacked(resp, NULL);
+		rpc_unary_resp_fini(&resp);
 	}
 	qsort(out, n, sizeof(*out), binfo_cmp);
 	return (int)n;

@@ -40,7 +40,7 @@ put_on_writable(void *arg, struct rpc_cwrite *w)
 
 static void
 put_on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-            const Zest__WriteResult *res)
+            const struct rpc_write_result *res)
 {
 	struct put *p = arg;
 
@@ -81,7 +81,7 @@ s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, 
 {
 	static const struct rpc_cwrite_cbs cbs = { put_on_writable, put_on_done };
 	struct rbe *b = ctx;
-	Zest__WriteOpen op;
+	struct rpc_write_open op = { 0 };
 	struct put *p;
 	int rc;
 
@@ -91,9 +91,8 @@ s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, 
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	snprintf(p->key, sizeof(p->key), "%s", key);
-	zest__write_open__init(&op);
-	op.bucket = (char *)bucket;
-	op.key = (char *)key;
+	op.bucket = bucket;
+	op.key = key;
 	op.size = size;
 	op.size_known = size_known;
 	/* hold the lock: `done` may come before *out is stored */
@@ -157,7 +156,8 @@ s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t att
                    const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct put *p = stream;
-	Zest__WriteCondition pbc;
+	struct rpc_write_cond rc_cond;
+	struct rpc_commit cm;
 	struct attrs at;
 	int rc;
 
@@ -171,8 +171,11 @@ s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t att
 		goto finish;
 	}
 	pthread_mutex_unlock(&p->mu);
-	rc = rpc_cwrite_commit_cond(p->w, NULL, 0, etag, at.pa, at.n,
-	                            s3_brpc_cond_to_pb(cond, &pbc));
+	cm = (struct rpc_commit){ .etag = etag,
+		                  .attrs = at.a,
+		                  .n_attrs = at.n,
+		                  .cond = s3_brpc_cond_to_rpc(cond, &rc_cond) };
+	rc = rpc_cwrite_commit(p->w, NULL, 0, &cm);
 	free(at.buf);
 	if (rc < 0 && rc != -ECANCELED)
 		goto cancel;

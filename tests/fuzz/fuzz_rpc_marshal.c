@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc.h"
+#include "rpc_msg.h" /* the chunk parser: rpc-internal */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

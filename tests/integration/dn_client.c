@@ -119,7 +119,8 @@ main(int argc, char **argv)
 	struct rpc_client_opts co = { 0 };
 	struct rpc_client *cl;
 	struct rpc_status st = { 0 };
-	ProtobufCMessage *resp = NULL;
+	struct rpc_unary_resp resp = { 0 };
+	union rpc_unary_req rq;
 	const char *cmd;
 	int rc = 0;
 
@@ -161,31 +162,26 @@ main(int argc, char **argv)
 		return 2;
 
 	if (!strcmp(cmd, "mb") || !strcmp(cmd, "rb") || !strcmp(cmd, "hb")) {
-		Zest__BucketRequest br = ZEST__BUCKET_REQUEST__INIT;
 		enum rpc_method m = cmd[0] == 'm'   ? RPC_CREATE_BUCKET
 		                    : cmd[0] == 'r' ? RPC_DELETE_BUCKET
 		                                    : RPC_HEAD_BUCKET;
 
 		if (argc < 1)
 			goto usage;
-		br.bucket = argv[0];
-		rc = rpc_client_call(cl, m, &br.base, &resp, &st);
+		rq.bucket = (struct rpc_bucket_req){ .bucket = argv[0] };
+		rc = rpc_client_call(cl, m, &rq, &resp, &st);
 		if (rc)
 			goto failed;
 		printf("OK\n");
 	} else if (!strcmp(cmd, "lsb")) {
-		Zest__Empty e = ZEST__EMPTY__INIT;
-		Zest__BucketList *bl;
-
-		rc = rpc_client_call(cl, RPC_LIST_BUCKETS, &e.base, &resp, &st);
+		rc = rpc_client_call(cl, RPC_LIST_BUCKETS, NULL, &resp, &st);
 		if (rc)
 			goto failed;
-		bl = (Zest__BucketList *)resp;
-		for (size_t i = 0; i < bl->n_buckets; i++)
-			printf("%s\n", bl->buckets[i]->name);
+		for (size_t i = 0; i < resp.buckets.n_buckets; i++)
+			printf("%s\n", resp.buckets.buckets[i].name);
 	} else if (!strcmp(cmd, "put")) {
 		unsigned k = 0, m = 0;
-		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+		struct rpc_write_result res = { 0 };
 		size_t chunk = 1 << 20, len = 0;
 		void *buf = NULL;
 		int fd = -1;
@@ -256,31 +252,27 @@ main(int argc, char **argv)
 		}
 		printf("size=%llu\n", (unsigned long long)g.bytes);
 	} else if (!strcmp(cmd, "stat") || !strcmp(cmd, "rm")) {
-		Zest__ObjectRequest orq = ZEST__OBJECT_REQUEST__INIT;
-
 		if (argc < 2)
 			goto usage;
-		orq.bucket = argv[0];
-		orq.key = argv[1];
-		rc = rpc_client_call(cl, cmd[0] == 's' ? RPC_STAT : RPC_DELETE, &orq.base, &resp,
-		                     &st);
+		rq.object = (struct rpc_object_req){ .bucket = argv[0], .key = argv[1] };
+		rc = rpc_client_call(cl, cmd[0] == 's' ? RPC_STAT : RPC_DELETE, &rq, &resp, &st);
 		if (rc)
 			goto failed;
 		if (cmd[0] == 's') {
-			Zest__ObjectInfo *oi = (Zest__ObjectInfo *)resp;
+			const struct rpc_object_info *oi = &resp.info;
 
 			printf("key=%s size=%llu etag=%s crc32c=%08x ec=%u+%u", oi->key,
 			       (unsigned long long)oi->size, oi->etag, oi->crc32c, oi->ec_k,
 			       oi->ec_m);
 			for (size_t i = 0; i < oi->n_attrs; i++)
-				printf(" attr:%s=%s", oi->attrs[i]->name, oi->attrs[i]->value);
+				printf(" attr:%s=%s", oi->attrs[i].name, oi->attrs[i].value);
 			printf("\n");
 		} else {
-			printf("existed=%d\n", ((Zest__DeleteResult *)resp)->existed);
+			printf("existed=%d\n", resp.del.existed);
 		}
 	} else if (!strcmp(cmd, "ls")) {
-		Zest__ListRequest lr = ZEST__LIST_REQUEST__INIT;
-		Zest__ListResult *res;
+		struct rpc_list_req lr = { 0 };
+		const struct rpc_list_result *res = &resp.list;
 
 		if (argc < 1)
 			goto usage;
@@ -293,20 +285,20 @@ main(int argc, char **argv)
 			lr.start_after = argv[3];
 		if (argc > 4)
 			lr.limit = (uint32_t)atoi(argv[4]);
-		rc = rpc_client_call(cl, RPC_LIST, &lr.base, &resp, &st);
+		rq.list = lr;
+		rc = rpc_client_call(cl, RPC_LIST, &rq, &resp, &st);
 		if (rc)
 			goto failed;
-		res = (Zest__ListResult *)resp;
 		for (size_t i = 0; i < res->n_entries; i++)
-			printf("key %s %llu\n", res->entries[i]->key,
-			       (unsigned long long)res->entries[i]->size);
+			printf("key %s %llu\n", res->entries[i].key,
+			       (unsigned long long)res->entries[i].size);
 		for (size_t i = 0; i < res->n_common_prefixes; i++)
 			printf("prefix %s\n", res->common_prefixes[i]);
 		printf("truncated=%d next=%s\n", res->truncated, res->next_start_after);
 	} else if (!strcmp(cmd, "compose")) {
-		Zest__ComposeRequest cr = ZEST__COMPOSE_REQUEST__INIT;
-		Zest__ObjectRequest *parts, **pp;
-		Zest__WriteResult *wr;
+		struct rpc_compose_req cr = { 0 };
+		struct rpc_object_req *parts;
+		const struct rpc_write_result *wr = &resp.write;
 
 		if (argc < 4)
 			goto usage;
@@ -316,11 +308,11 @@ main(int argc, char **argv)
 		cr.etag = "composed-etag";
 		cr.n_parts = (size_t)argc - 3;
 		parts = calloc(cr.n_parts, sizeof(*parts));
-		pp = calloc(cr.n_parts, sizeof(*pp));
+		if (!parts)
+			return 2;
 		for (size_t i = 0; i < cr.n_parts; i++) {
 			char *sep = strstr(argv[3 + i], "::"); /* BUCKET::KEY: another bucket */
 
-			zest__object_request__init(&parts[i]);
 			parts[i].bucket = argv[0];
 			parts[i].key = argv[3 + i];
 			if (sep) {
@@ -328,15 +320,13 @@ main(int argc, char **argv)
 				parts[i].bucket = argv[3 + i];
 				parts[i].key = sep + 2;
 			}
-			pp[i] = &parts[i];
 		}
-		cr.parts = pp;
-		rc = rpc_client_call(cl, RPC_COMPOSE, &cr.base, &resp, &st);
+		cr.parts = parts;
+		rq.compose = cr;
+		rc = rpc_client_call(cl, RPC_COMPOSE, &rq, &resp, &st);
 		free(parts);
-		free(pp);
 		if (rc)
 			goto failed;
-		wr = (Zest__WriteResult *)resp;
 		printf("size=%llu crc32c=%08x etag=%s\n", (unsigned long long)wr->size, wr->crc32c,
 		       wr->etag);
 	} else {
@@ -346,8 +336,7 @@ main(int argc, char **argv)
 failed:
 	rc = fail(&st);
 out:
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
+	rpc_unary_resp_fini(&resp);
 	rpc_client_destroy(cl);
 	return rc;
 usage:

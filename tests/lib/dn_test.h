@@ -319,16 +319,16 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
  * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */
 static inline int
 t_rpc_put(struct rpc_client *cl, const char *bucket, const char *key, const void *buf, size_t len,
-          size_t chunk, unsigned k, unsigned m, Zest__WriteResult *res, struct rpc_status *st)
+          size_t chunk, unsigned k, unsigned m, struct rpc_write_result *res,
+          struct rpc_status *st)
 {
-	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open op = { .bucket = bucket,
+		                     .key = key,
+		                     .size = len,
+		                     .size_known = true,
+		                     .ec_k = k,
+		                     .ec_m = m };
 
-	op.bucket = (char *)bucket;
-	op.key = (char *)key;
-	op.size = len;
-	op.size_known = true;
-	op.ec_k = k;
-	op.ec_m = m;
 	return rpc_client_put(cl, &op, len ? buf : "", len, chunk, res, st);
 }
 
@@ -351,8 +351,8 @@ struct t_get {
 };
 
 static inline int
-t_get_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
-            const struct zc_seg *segs, size_t n, size_t len)
+t_get_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
+            uint64_t offset, const struct zc_seg *segs, size_t n, size_t len)
 {
 	struct t_get *g = arg;
 
@@ -392,16 +392,15 @@ static inline int
 t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t off, uint64_t len,
           bool has_len, struct t_get *g)
 {
-	Zest__ReadRequest rq = ZEST__READ_REQUEST__INIT;
+	struct rpc_read_req rq = { .bucket = bucket,
+		                   .key = key,
+		                   .offset = off,
+		                   .length = len,
+		                   .has_length = has_len };
 	struct rpc_cread_cbs cbs = { t_get_chunk, t_get_done };
 	struct rpc_cread *r;
 	int err;
 
-	rq.bucket = (char *)bucket;
-	rq.key = (char *)key;
-	rq.offset = off;
-	rq.length = len;
-	rq.has_length = has_len;
 	g->next = off;
 	g->bytes = 0;
 	g->bad = false;

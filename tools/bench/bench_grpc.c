@@ -63,7 +63,7 @@ slot_pump(struct slot *s)
 		int rc;
 
 		if (s->off + n == b->obj_size) {
-			rc = rpc_cwrite_commit(s->w, &seg, n ? 1 : 0, NULL, NULL, 0);
+			rc = rpc_cwrite_commit(s->w, &seg, n ? 1 : 0, NULL);
 			s->off = b->obj_size + 1; /* committed */
 			if (rc)
 				rpc_cwrite_cancel(s->w);
@@ -90,7 +90,7 @@ slot_writable(void *arg, struct rpc_cwrite *w)
 
 static void
 slot_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	  const Zest__WriteResult *res)
+	  const struct rpc_write_result *res)
 {
 	struct slot *s = arg;
 	struct bench *b = s->b;
@@ -117,7 +117,7 @@ static void
 slot_start(struct slot *s)
 {
 	struct bench *b = s->b;
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { slot_writable, slot_done };
 	struct rpc_cwrite *w;
 	char key[64];
@@ -130,7 +130,7 @@ slot_start(struct slot *s)
 	}
 	if (!stop) {
 		snprintf(key, sizeof(key), "%s/%d/%u", b->prefix, s->id, s->seq++);
-		open.bucket = (char *)b->bucket;
+		open.bucket = b->bucket;
 		open.key = key;
 		open.size = b->obj_size;
 		open.size_known = true;
@@ -160,15 +160,13 @@ slot_start(struct slot *s)
 static int
 ensure_bucket(struct rpc_client *cl, const char *bucket)
 {
-	Zest__BucketRequest req = ZEST__BUCKET_REQUEST__INIT;
-	ProtobufCMessage *resp = NULL;
+	union rpc_unary_req req = { .bucket = { .bucket = bucket } };
+	struct rpc_unary_resp resp;
 	struct rpc_status st;
 	int rc;
 
-	req.bucket = (char *)bucket;
-	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &req.base, &resp, &st);
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
+	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &req, &resp, &st);
+	rpc_unary_resp_fini(&resp);
 	if (rc == 0 || zc_err_code(rc) == ZC_BUCKET_EXISTS || st.code == GRPC_STATUS_UNIMPLEMENTED)
 		return 0; /* UNIMPLEMENTED: a sink server has no buckets */
 	fprintf(stderr, "zest-bench grpc: cannot create bucket %s: %s\n", bucket, st.msg);

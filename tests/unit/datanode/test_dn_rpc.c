@@ -142,10 +142,8 @@ test_refusal_after_accept(void)
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "bad", &info), -ENOENT);
 	/* and answered at open */
 	{
-		Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+		struct rpc_write_open op = { .bucket = "nob", .key = "k" };
 
-		op.bucket = "nob";
-		op.key = "k";
 		CHECK_EQ(rpc_client_put(e.cl, &op, buf, 10, 10, NULL, &st), ZC_E(ZC_NO_BUCKET));
 		CHECK(strcmp(st.msg, "NoSuchBucket: nob") == 0);
 	}
@@ -209,7 +207,8 @@ w_writable(void *arg, struct rpc_cwrite *w)
 }
 
 static void
-w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st, const Zest__WriteResult *r)
+w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
+       const struct rpc_write_result *r)
 {
 	struct wstate *s = arg;
 
@@ -226,14 +225,12 @@ static struct rpc_cwrite *
 open_stream(struct env *e, const char *key, struct wstate *s, const uint8_t *buf, size_t n,
             size_t chunk)
 {
-	Zest__WriteOpen op = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open op = { .bucket = "bkt", .key = key };
 	struct rpc_cwrite_cbs cbs = { w_writable, w_done };
 	struct rpc_cwrite *w;
 
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	op.bucket = "bkt";
-	op.key = (char *)key;
 	CHECK_EQ(rpc_cwrite_open(e->cl, &op, &cbs, s, &w), 0);
 	for (size_t off = 0; off < n; off += chunk) {
 		struct zc_seg seg = { (void *)(buf + off), chunk, NULL };
@@ -414,32 +411,27 @@ test_error_mapping(void)
 /* Compose with a condition and a pinned part over the wire: the codes the gateway maps. */
 static int
 compose(struct env *e, const char *key, const char *part, const char *part_etag,
-        const Zest__WriteCondition *cond, struct rpc_status *st)
+        const struct rpc_write_cond *cond, struct rpc_status *st)
 {
-	Zest__ComposeRequest req = ZEST__COMPOSE_REQUEST__INIT;
-	Zest__ObjectRequest pr = ZEST__OBJECT_REQUEST__INIT, *ppr = &pr;
-	ProtobufCMessage *resp = NULL;
+	struct rpc_object_req pr = { .bucket = "bkt", .key = part, .etag = part_etag };
+	union rpc_unary_req req = { .compose = { .bucket = "bkt",
+		                                 .key = key,
+		                                 .parts = &pr,
+		                                 .n_parts = 1,
+		                                 .etag = "copied",
+		                                 .cond = cond } };
+	struct rpc_unary_resp resp;
 	int rc;
 
-	req.bucket = "bkt";
-	req.key = (char *)key;
-	pr.bucket = "bkt";
-	pr.key = (char *)part;
-	pr.etag = (char *)part_etag;
-	req.parts = &ppr;
-	req.n_parts = 1;
-	req.etag = "copied";
-	req.cond = (Zest__WriteCondition *)cond;
-	rc = rpc_client_call(e->cl, RPC_COMPOSE, &req.base, &resp, st);
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
+	rc = rpc_client_call(e->cl, RPC_COMPOSE, &req, &resp, st);
+	rpc_unary_resp_fini(&resp);
 	return rc;
 }
 
 static void
 test_compose_conditions(void)
 {
-	Zest__WriteCondition inm = ZEST__WRITE_CONDITION__INIT, im = ZEST__WRITE_CONDITION__INIT;
+	struct rpc_write_cond inm = { 0 }, im = { 0 };
 	struct env e;
 	struct rpc_status st;
 	uint8_t buf[30000];
@@ -476,7 +468,7 @@ struct stalled {
 };
 
 static int
-stalled_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+stalled_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
               const struct zc_seg *segs, size_t n_segs, size_t len)
 {
 	struct stalled *s = arg;
@@ -527,13 +519,11 @@ test_stalled_reads_hold_no_reader(void)
 	CHECK_EQ(put(&e, "huge", buf, len, 1 << 20, 0, &st), 0);
 	CHECK_EQ(put(&e, "small", buf, small, 64 << 10, 0, &st), 0);
 	for (int i = 0; i < NSTALL; i++) {
-		Zest__ReadRequest req = ZEST__READ_REQUEST__INIT;
+		struct rpc_read_req req = { .bucket = "bkt", .key = "huge" };
 
 		memset(&s[i], 0, sizeof(s[i]));
 		pthread_mutex_init(&s[i].mu, NULL);
 		pthread_cond_init(&s[i].cond, NULL);
-		req.bucket = "bkt";
-		req.key = "huge";
 		CHECK_EQ(rpc_cread_open(e.cl, &req, &cbs, &s[i], &r[i]), 0);
 	}
 	for (int i = 0; i < NSTALL; i++) {
@@ -575,7 +565,7 @@ struct ucount {
 };
 
 static void
-ucount_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+ucount_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *resp)
 {
 	struct ucount *u = arg;
 
@@ -619,7 +609,8 @@ test_unary_writes_off_cq(void)
 {
 	struct ucount dels = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 	struct ucount stat = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-	Zest__ObjectRequest dr = ZEST__OBJECT_REQUEST__INIT, sr = ZEST__OBJECT_REQUEST__INIT;
+	union rpc_unary_req dr = { .object = { .bucket = "bkt", .key = "gone" } };
+	union rpc_unary_req sr = { .object = { .bucket = "bkt", .key = "keep" } };
 	struct rpc_status st;
 	struct env e;
 	uint8_t buf[1000];
@@ -627,13 +618,10 @@ test_unary_writes_off_cq(void)
 	t_fill(buf, sizeof(buf));
 	env_up(&e, 0);
 	CHECK_EQ(put(&e, "keep", buf, sizeof(buf), 1000, 0, &st), 0);
-	dr.bucket = sr.bucket = "bkt";
-	dr.key = "gone";
-	sr.key = "keep";
 	pthread_mutex_lock(&e.t.s->meta->wlock);
 	for (int i = 0; i < 4; i++)
-		CHECK_EQ(rpc_client_call_async(e.cl, RPC_DELETE, &dr.base, ucount_cb, &dels), 0);
-	CHECK_EQ(rpc_client_call_async(e.cl, RPC_STAT, &sr.base, ucount_cb, &stat), 0);
+		CHECK_EQ(rpc_client_call_async(e.cl, RPC_DELETE, &dr, ucount_cb, &dels), 0);
+	CHECK_EQ(rpc_client_call_async(e.cl, RPC_STAT, &sr, ucount_cb, &stat), 0);
 	CHECK_EQ(ucount_wait(&stat, 1, 10000), 1);
 	CHECK_EQ(stat.last_code, GRPC_STATUS_OK);
 	CHECK_EQ(ucount_wait(&dels, 1, 200), 0); /* the deletes still wait for the lock */

@@ -141,7 +141,7 @@ sink_drive(void *arg)
 			break;
 		}
 		case SINK_FINISH: {
-			Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+			struct rpc_write_result res = { 0 };
 
 			res.size = o->size;
 			res.crc32c = o->crc;
@@ -165,7 +165,7 @@ sink_drive(void *arg)
 }
 
 static int
-sink_open(void *ctx, struct rpc_write *w, const Zest__WriteOpen *open, void **call_ctx)
+sink_open(void *ctx, struct rpc_write *w, const struct rpc_write_open *open, void **call_ctx)
 {
 	struct sink *s = ctx;
 	struct sink_obj *o;
@@ -239,7 +239,7 @@ sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_
 }
 
 static void
-sink_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last)
+sink_commit(void *call_ctx, struct rpc_write *w, const struct rpc_commit *last)
 {
 	struct sink_obj *o = call_ctx;
 	struct sink_job *j;
@@ -248,7 +248,7 @@ sink_commit(void *call_ctx, struct rpc_write *w, const Zest__WriteChunk *last)
 	if (last->etag[0])
 		snprintf(o->etag, sizeof(o->etag), "%s", last->etag);
 	if (o->s->discard) {
-		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+		struct rpc_write_result res = { 0 };
 
 		res.size = o->size;
 		res.crc32c = o->crc;
@@ -311,7 +311,7 @@ sink_buf_release(struct zc_ref *ref)
 static void
 sink_read_next(struct sink_read *sr)
 {
-	Zest__ObjectInfo info = ZEST__OBJECT_INFO__INIT;
+	struct rpc_object_info info = { 0 };
 	size_t n = sr->end - sr->off < (256u << 10) ? sr->end - sr->off : (256u << 10);
 	struct sink_buf *b;
 	struct zc_seg seg;
@@ -342,7 +342,7 @@ sink_read_next(struct sink_read *sr)
 }
 
 static int
-sink_read_start(void *ctx, struct rpc_read *r, const Zest__ReadRequest *req, void **call_ctx)
+sink_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *req, void **call_ctx)
 {
 	struct sink_read *sr;
 	uint64_t size = 3u << 20;
@@ -388,30 +388,36 @@ sink_read_abort(void *call_ctx, struct rpc_read *r, int err)
 
 /* ---- unary: Stat answers for any key but "missing"; CreateBucket echoes. */
 static int
-sink_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *reply)
+sink_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req, struct rpc_reply *reply)
 {
 	(void)ctx;
 	switch (m) {
 	case RPC_STAT: {
-		const Zest__ObjectRequest *q = (const Zest__ObjectRequest *)req;
-		Zest__ObjectInfo info = ZEST__OBJECT_INFO__INIT;
+		const struct rpc_object_req *q = &req->object;
+		static const struct rpc_attr attrs[] = { { "content-type", "text/plain" },
+			                                 { "x-amz-meta-b", "2" } };
+		struct rpc_object_info info = { 0 };
 
 		if (!strcmp(q->key, "missing")) {
 			rpc_reply_error(reply, "%s/%s", q->bucket, q->key);
 			return -ENOENT;
 		}
+		if (!strcmp(q->key, "wrongtype")) {
+			struct rpc_bucket_info bi = { .name = "no" };
+
+			return rpc_reply_bucket_info(reply, &bi); /* -EINVAL: not Stat's type */
+		}
 		info.key = q->key;
 		info.size = 42;
+		info.attrs = attrs;
+		info.n_attrs = 2;
 		info.etag = "\"e\"";
-		return rpc_reply_message(reply, &info.base);
+		return rpc_reply_object_info(reply, &info);
 	}
 	case RPC_CREATE_BUCKET: {
-		const Zest__BucketRequest *q = (const Zest__BucketRequest *)req;
-		Zest__BucketInfo bi = ZEST__BUCKET_INFO__INIT;
+		struct rpc_bucket_info bi = { .name = req->bucket.bucket, .ctime_ns = 7 };
 
-		bi.name = q->bucket;
-		bi.ctime_ns = 7;
-		return rpc_reply_message(reply, &bi.base);
+		return rpc_reply_bucket_info(reply, &bi);
 	}
 	default:
 		return -EOPNOTSUPP;

@@ -95,7 +95,7 @@ stream_pump(struct stream *s)
 		int rc;
 
 		if (s->off + n == s->len) {
-			assert_int_equal(rpc_cwrite_commit(s->w, &seg, 1, "\"etag\"", NULL, 0), 0);
+			assert_int_equal(rpc_cwrite_commit(s->w, &seg, 1, &(struct rpc_commit){ .etag = "\"etag\"" }), 0);
 			s->committed = true;
 			break;
 		}
@@ -124,7 +124,7 @@ on_writable(void *arg, struct rpc_cwrite *w)
 
 static void
 on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	const Zest__WriteResult *res)
+	const struct rpc_write_result *res)
 {
 	struct stream *s = arg;
 
@@ -145,7 +145,7 @@ static void
 stream_start(struct env *e, struct stream *s, const char *key, struct owner *own, size_t len,
 	     size_t chunk)
 {
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { on_writable, on_done };
 
 	memset(s, 0, sizeof(*s));
@@ -155,7 +155,7 @@ stream_start(struct env *e, struct stream *s, const char *key, struct owner *own
 	s->len = len;
 	s->chunk = chunk;
 	open.bucket = "b";
-	open.key = (char *)key;
+	open.key = key;
 	pthread_mutex_lock(&s->mu);
 	assert_int_equal(rpc_cwrite_open(e->cl, &open, &cbs, s, &s->w), 0);
 	stream_pump(s);
@@ -249,7 +249,7 @@ test_many_streams_one_thread(void **state)
 static void
 test_send_refusals(void **state)
 {
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { NULL, on_done };
 	struct owner *own = owner_new("refuse", 2u << 20);
 	struct zc_seg big = { own->buf, 2u << 20, &own->ref };
@@ -266,9 +266,9 @@ test_send_refusals(void **state)
 	open.key = "refuse";
 	assert_int_equal(rpc_cwrite_open(e.cl, &open, &cbs, &s, &s.w), 0);
 	assert_int_equal(rpc_cwrite_send(s.w, &big, 1), -EINVAL); /* over max_message */
-	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL, NULL, 0), 0);
+	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL), 0);
 	assert_int_equal(rpc_cwrite_send(s.w, &small, 1), -ECANCELED); /* after commit */
-	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL, NULL, 0), -ECANCELED);
+	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL), -ECANCELED);
 	stream_wait(&s);
 	assert_int_equal(s.st.code, GRPC_STATUS_OK);
 	assert_int_equal(s.size, 100);
@@ -285,13 +285,15 @@ struct unary_wait {
 };
 
 static void
-unary_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
+unary_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *resp)
 {
 	struct unary_wait *u = arg;
 
 	pthread_mutex_lock(&u->mu);
-	if (resp)
-		snprintf(u->key, sizeof(u->key), "%s", ((const Zest__ObjectInfo *)resp)->key);
+	if (resp) {
+		assert_int_equal(resp->method, RPC_STAT);
+		snprintf(u->key, sizeof(u->key), "%s", resp->info.key);
+	}
 	u->codes[u->calls < 2 ? u->calls : 1] = st->code;
 	u->calls++;
 	pthread_cond_signal(&u->cond);
@@ -301,7 +303,7 @@ unary_cb(void *arg, const struct rpc_status *st, const ProtobufCMessage *resp)
 static void
 test_unary_async(void **state)
 {
-	Zest__ObjectRequest q = ZEST__OBJECT_REQUEST__INIT;
+	union rpc_unary_req q = { .object = { .bucket = "b", .key = "async-key" } };
 	struct unary_wait u;
 	struct env e;
 
@@ -310,15 +312,13 @@ test_unary_async(void **state)
 	pthread_mutex_init(&u.mu, NULL);
 	pthread_cond_init(&u.cond, NULL);
 	env_up(&e, 0, 0);
-	q.bucket = "b";
-	q.key = "async-key";
-	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q.base, unary_cb, &u), 0);
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q, unary_cb, &u), 0);
 	pthread_mutex_lock(&u.mu);
 	while (u.calls < 1)
 		pthread_cond_wait(&u.cond, &u.mu);
 	pthread_mutex_unlock(&u.mu);
-	q.key = "missing";
-	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q.base, unary_cb, &u), 0);
+	q.object.key = "missing";
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, &q, unary_cb, &u), 0);
 	pthread_mutex_lock(&u.mu);
 	while (u.calls < 2)
 		pthread_cond_wait(&u.cond, &u.mu);
@@ -326,7 +326,8 @@ test_unary_async(void **state)
 	assert_int_equal(u.codes[0], GRPC_STATUS_OK);
 	assert_string_equal(u.key, "async-key");
 	assert_int_equal(u.codes[1], GRPC_STATUS_NOT_FOUND);
-	assert_int_equal(rpc_client_call_async(e.cl, RPC_WRITE, &q.base, unary_cb, &u), -EINVAL);
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_WRITE, &q, unary_cb, &u), -EINVAL);
+	assert_int_equal(rpc_client_call_async(e.cl, RPC_STAT, NULL, unary_cb, &u), -EINVAL);
 	env_down(&e);
 }
 
@@ -334,24 +335,22 @@ static void
 test_no_server(void **state)
 {
 	struct rpc_client_opts co = { .target = "127.0.0.1:1", .tls.insecure = true };
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
-	Zest__BucketRequest q = ZEST__BUCKET_REQUEST__INIT;
+	struct rpc_write_open open = { .bucket = "b", .key = "k" };
+	union rpc_unary_req q = { .bucket = { .bucket = "b" } };
 	static uint8_t buf[3u << 20];
-	ProtobufCMessage *resp;
+	struct rpc_unary_resp resp;
 	struct rpc_client *cl;
 	struct rpc_status st;
 
 	(void)state;
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
-	open.bucket = "b";
-	open.key = "k";
 	assert_int_equal(rpc_client_put(cl, &open, buf, sizeof(buf), 1u << 20, NULL, &st),
 			 ZC_E(ZC_UNAVAILABLE));
 	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
-	q.bucket = "b";
-	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q.base, &resp, &st),
+	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q, &resp, &st),
 			 ZC_E(ZC_UNAVAILABLE));
-	assert_null(resp);
+	assert_null(resp.mem);
+	rpc_unary_resp_fini(&resp);
 	rpc_client_destroy(cl);
 	assert_int_equal(zc_ref_live(), 0);
 }

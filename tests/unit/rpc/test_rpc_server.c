@@ -84,14 +84,14 @@ pattern_buf(const char *key, size_t len)
 static void
 put_ok(struct env *e, const char *key, size_t len, size_t chunk)
 {
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
-	Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+	struct rpc_write_open open = { 0 };
+	struct rpc_write_result res = { 0 };
 	struct rpc_status st;
 	uint8_t *buf = pattern_buf(key, len);
 	int rc;
 
 	open.bucket = "b";
-	open.key = (char *)key;
+	open.key = key;
 	open.size = len;
 	open.size_known = len & 1;
 	rc = rpc_client_put(e->cl, &open, buf, len, chunk, &res, &st);
@@ -233,7 +233,7 @@ struct cancel_ctx {
 
 static void
 cancel_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	    const Zest__WriteResult *res)
+	    const struct rpc_write_result *res)
 {
 	struct cancel_ctx *c = arg;
 
@@ -250,7 +250,7 @@ static void
 test_client_cancel(void **state)
 {
 	struct env e;
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { NULL, cancel_done };
 	struct cancel_ctx c;
 	struct rpc_cwrite *w;
@@ -287,7 +287,7 @@ static void
 test_shutdown_in_flight(void **state)
 {
 	struct env e;
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { NULL, cancel_done };
 	struct cancel_ctx c;
 	struct rpc_cwrite *w;
@@ -339,7 +339,7 @@ static void
 test_shutdown_graceful(void **state)
 {
 	struct env e;
-	Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
+	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { NULL, cancel_done };
 	struct cancel_ctx c;
 	struct rpc_cwrite *w;
@@ -362,7 +362,7 @@ test_shutdown_graceful(void **state)
 	d = (struct destroyer){ e.srv, 10000 };
 	assert_int_equal(pthread_create(&th, NULL, destroy_main, &d), 0);
 	usleep(100000); /* the server is shutting down now */
-	assert_int_equal(rpc_cwrite_commit(w, &b, 1, NULL, NULL, 0), 0);
+	assert_int_equal(rpc_cwrite_commit(w, &b, 1, NULL), 0);
 	pthread_mutex_lock(&c.w.mu);
 	while (!c.w.done)
 		pthread_cond_wait(&c.w.cond, &c.w.mu);
@@ -392,7 +392,7 @@ struct read_ctx {
 };
 
 static int
-read_chunk(void *arg, struct rpc_cread *r, const Zest__ObjectInfo *info, uint64_t offset,
+read_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
 	   const struct zc_seg *segs, size_t n, size_t len)
 {
 	struct read_ctx *c = arg;
@@ -433,7 +433,7 @@ static void
 do_read(struct env *e, const char *key, uint64_t off, uint64_t len, bool has_len,
 	struct read_ctx *c)
 {
-	Zest__ReadRequest req = ZEST__READ_REQUEST__INIT;
+	struct rpc_read_req req = { 0 };
 	struct rpc_cread_cbs cbs = { read_chunk, read_done };
 
 	memset(c, 0, sizeof(*c));
@@ -442,7 +442,7 @@ do_read(struct env *e, const char *key, uint64_t off, uint64_t len, bool has_len
 	c->seed = sink_seed(key);
 	c->next = c->start = off;
 	req.bucket = "b";
-	req.key = (char *)key;
+	req.key = key;
 	req.offset = off;
 	req.length = len;
 	req.has_length = has_len;
@@ -462,9 +462,9 @@ test_read_and_unary(void **state)
 {
 	struct env e;
 	struct read_ctx c;
-	Zest__ObjectRequest oreq = ZEST__OBJECT_REQUEST__INIT;
-	Zest__BucketRequest breq = ZEST__BUCKET_REQUEST__INIT;
-	ProtobufCMessage *resp;
+	union rpc_unary_req oreq = { .object = { .bucket = "b", .key = "some" } };
+	union rpc_unary_req breq = { .bucket = { .bucket = "nb" } };
+	struct rpc_unary_resp resp;
 	struct rpc_status st;
 
 	(void)state;
@@ -483,26 +483,33 @@ test_read_and_unary(void **state)
 	assert_int_equal(c.st.err, ZC_E(ZC_NO_KEY)); /* the code came in the trailer */
 	assert_string_equal(c.st.msg, "NoSuchKey: missing");
 
-	oreq.bucket = "b";
-	oreq.key = "some";
-	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq.base, &resp, &st), 0);
-	assert_string_equal(((Zest__ObjectInfo *)resp)->key, "some");
-	assert_int_equal(((Zest__ObjectInfo *)resp)->size, 42);
-	protobuf_c_message_free_unpacked(resp, NULL);
-	oreq.key = "missing";
-	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq.base, &resp, &st), ZC_E(ZC_NO_KEY));
-	assert_null(resp);
+	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq, &resp, &st), 0);
+	assert_int_equal(resp.method, RPC_STAT);
+	assert_string_equal(resp.info.key, "some");
+	assert_int_equal(resp.info.size, 42);
+	assert_int_equal(resp.info.n_attrs, 2);
+	assert_string_equal(resp.info.attrs[1].name, "x-amz-meta-b");
+	assert_string_equal(resp.info.attrs[1].value, "2");
+	rpc_unary_resp_fini(&resp);
+	assert_null(resp.mem);
+	oreq.object.key = "missing";
+	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq, &resp, &st), ZC_E(ZC_NO_KEY));
+	assert_null(resp.mem);
 	assert_int_equal(st.code, GRPC_STATUS_NOT_FOUND);
 	assert_string_equal(st.msg, "NoSuchKey: b/missing");
-	breq.bucket = "nb";
-	assert_int_equal(rpc_client_call(e.cl, RPC_CREATE_BUCKET, &breq.base, &resp, &st), 0);
-	assert_string_equal(((Zest__BucketInfo *)resp)->name, "nb");
-	protobuf_c_message_free_unpacked(resp, NULL);
-	assert_int_equal(rpc_client_call(e.cl, RPC_DELETE_BUCKET, &breq.base, &resp, &st),
+	/* a handler answering with another method's type is refused by the server */
+	oreq.object.key = "wrongtype";
+	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &oreq, &resp, &st), ZC_E(ZC_INVALID));
+	assert_int_equal(st.code, GRPC_STATUS_INVALID_ARGUMENT);
+	assert_int_equal(rpc_client_call(e.cl, RPC_CREATE_BUCKET, &breq, &resp, &st), 0);
+	assert_string_equal(resp.bucket.name, "nb");
+	assert_int_equal(resp.bucket.ctime_ns, 7);
+	rpc_unary_resp_fini(&resp);
+	assert_int_equal(rpc_client_call(e.cl, RPC_DELETE_BUCKET, &breq, &resp, &st),
 			 ZC_E(ZC_NOT_IMPLEMENTED));
 	assert_int_equal(st.code, GRPC_STATUS_UNIMPLEMENTED);
-	/* a request of the wrong type is refused locally */
-	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, &breq.base, &resp, &st), -EINVAL);
+	/* a missing request is refused locally */
+	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, NULL, &resp, &st), -EINVAL);
 	env_down(&e);
 }
 
@@ -522,8 +529,8 @@ big_worker_main(void *arg)
 	struct big_worker *bw = arg;
 
 	for (size_t i = 0; i < bw->count; i++) {
-		Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
-		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+		struct rpc_write_open open = { 0 };
+		struct rpc_write_result res = { 0 };
 		struct rpc_status st;
 		char key[32];
 

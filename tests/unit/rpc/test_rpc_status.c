@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "rpc.h"
+#include "rpc_msg.h" /* the descriptors: rpc-internal */
 
 static void
 test_status_mapping(void **state)

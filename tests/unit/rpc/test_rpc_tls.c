@@ -116,7 +116,7 @@ test_pem_checks(void **state)
 static atomic_long unary_calls; /* calls that reached a handler */
 
 static int
-counting_unary(void *ctx, enum rpc_method m, const ProtobufCMessage *req, struct rpc_reply *r)
+counting_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req, struct rpc_reply *r)
 {
 	atomic_fetch_add(&unary_calls, 1);
 	return sink_unary(ctx, m, req, r);
@@ -163,16 +163,14 @@ static int
 create_bucket(const char *target, struct rpc_tls t, struct rpc_status *st)
 {
 	struct rpc_client_opts co = { .target = target, .tls = t };
-	Zest__BucketRequest q = ZEST__BUCKET_REQUEST__INIT;
-	ProtobufCMessage *resp = NULL;
+	union rpc_unary_req q = { .bucket = { .bucket = "b" } };
+	struct rpc_unary_resp resp;
 	struct rpc_client *cl;
 	int rc;
 
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
-	q.bucket = "b";
-	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &q.base, &resp, st);
-	if (resp)
-		protobuf_c_message_free_unpacked(resp, NULL);
+	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &q, &resp, st);
+	rpc_unary_resp_fini(&resp);
 	rpc_client_destroy(cl);
 	return rc;
 }
@@ -197,17 +195,14 @@ test_good_path_zerocopy(void **state)
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
 	rpc_stats_get(&before);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		Zest__WriteOpen open = ZEST__WRITE_OPEN__INIT;
-		Zest__WriteResult res = ZEST__WRITE_RESULT__INIT;
+		struct rpc_write_open open = { .bucket = "b", .key = key, .size = sizes[i],
+			                       .size_known = true };
+		struct rpc_write_result res = { 0 };
 		uint8_t *buf = malloc(sizes[i]);
 
 		assert_non_null(buf);
 		snprintf(key, sizeof(key), "tls-%zu", i);
 		sink_fill(sink_seed(key), 0, buf, sizes[i]);
-		open.bucket = "b";
-		open.key = key;
-		open.size = sizes[i];
-		open.size_known = true;
 		if (rpc_client_put(cl, &open, buf, sizes[i], 1u << 20, &res, &st))
 			fail_msg("put %s: status %d '%s'", key, st.code, st.msg);
 		assert_int_equal(res.crc32c, zc_crc32c(0, buf, sizes[i]));
