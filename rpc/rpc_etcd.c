@@ -168,6 +168,7 @@ rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct 
 		goto fail;
 	}
 	c->thread_started = true;
+	pthread_setname_np(c->thread, "etcd-cq");
 	*out = c;
 	return 0;
 fail:

@@ -5,9 +5,10 @@
  * packages and field numbers). No protobuf-c type appears here: requests and results are
  * zest's own structs.
  *
- * Calls: every call blocks the calling thread until etcd answers or its deadline passes
+ * Threads: every call blocks the calling thread until etcd answers or its deadline passes
  * (timeout_ms; 0 takes the client's default). Any number of threads may call at once on
- * one client; each call runs on its own completion queue, so there is no client thread.
+ * one client. The client has one thread of its own ("etcd-cq", its completion queue),
+ * and each keepalive one more ("etcd-keepalive", where its lost callback runs).
  *
  * Endpoints and failover: a client holds one channel per endpoint and sends each call to
  * its current endpoint. When that answers UNAVAILABLE (member down, or up without a
@@ -29,7 +30,8 @@
  *   -EAGAIN              etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
  *   -EACCES              authentication or TLS refused
  *   -EIO                 anything else, or a reply that does not parse
- * Each failure is logged once at warning level with the endpoint and etcd's message.
+ * An endpoint that does not answer is logged at warning level with etcd's or gRPC's
+ * message; refusals (-EINVAL, -ENOENT, ...) only at debug level: the caller decides.
  *
  * Ownership: every pointer argument is borrowed for the call. Results (struct
  * rpc_etcd_kvs, struct rpc_etcd_txn_result) are owned by the caller once a call returns

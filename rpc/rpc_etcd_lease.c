@@ -182,6 +182,7 @@ rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
 		free(ka);
 		return -EAGAIN;
 	}
+	pthread_setname_np(ka->thread, "etcd-keepalive");
 	*out = ka;
 	return 0;
 }
