@@ -28,7 +28,9 @@
  *                        (for instance two ops of one txn on the same key)
  *   -ERANGE              a revision that was compacted or lies in the future
  *   -EAGAIN              etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
- *   -EACCES              authentication or TLS refused
+ *   -EACCES              etcd's authentication refused the call (a TLS handshake that
+ *                        fails looks like a member down to gRPC: ZC_E(ZC_NO_QUORUM),
+ *                        with the reason in the log)
  *   -EIO                 anything else, or a reply that does not parse
  * An endpoint that does not answer is logged at warning level with etcd's or gRPC's
  * message; refusals (-EINVAL, -ENOENT, ...) only at debug level: the caller decides.

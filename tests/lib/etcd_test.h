@@ -5,6 +5,10 @@
  * election 500 ms, so the shortest lease is 1 s) and each member's log in its dir.
  * Members die with the test (PR_SET_PDEATHSIG). t_etcd_stop kills them and removes the
  * dirs. A test skips (exit 77) when t_etcd_available() is false.
+ *
+ * t_etcd_start_tls serves clients over https with mTLS from PEM files in tls_dir (made by
+ * t_tls_make: ca.pem, server.pem/.key for IP 127.0.0.1, client.pem/.key), the peers stay
+ * on plain http.
  */
 #ifndef ZEST_TEST_ETCD_H
 #define ZEST_TEST_ETCD_H
@@ -35,6 +39,30 @@ struct t_etcd {
 	int client_port[T_ETCD_MAX], peer_port[T_ETCD_MAX];
 	char endpoints[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." for rpc_etcd_create */
 };
+
+/* A CA, a server certificate for IP 127.0.0.1 and a client certificate in dir, with the
+ * openssl command line tool; false if openssl is missing. */
+static inline bool
+t_tls_make(const char *dir)
+{
+	char cmd[4096];
+
+	if (system("openssl version >/dev/null 2>&1") != 0)
+		return false;
+	snprintf(cmd, sizeof(cmd),
+	         "set -e; cd '%s'; k='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
+	         "openssl req -x509 $k -keyout ca.key -out ca.pem -days 2 -subj /CN=zest-test-ca;"
+	         "printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n'"
+	         " > server.ext;"
+	         "printf 'extendedKeyUsage=clientAuth\n' > client.ext;"
+	         "for n in server client; do"
+	         " openssl req -new $k -keyout $n.key -out $n.csr -subj /CN=zest-test-$n;"
+	         " openssl x509 -req -in $n.csr -CA ca.pem -CAkey ca.key -CAcreateserial"
+	         "  -out $n.pem -days 2 -extfile $n.ext; done",
+	         dir);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " >'%s/openssl.log' 2>&1", dir);
+	return system(cmd) == 0;
+}
 
 static inline const char *
 t_etcd_bin(void)
@@ -73,9 +101,11 @@ t_free_ports(int *ports, unsigned n)
 }
 
 static inline void
-t_etcd_start(struct t_etcd *e, unsigned n)
+t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 {
-	char cluster[512] = "", token[64];
+	const char *scheme = tls_dir ? "https" : "http";
+	char cluster[512] = "", token[64], ca[PATH_MAX + 16], cert[PATH_MAX + 16],
+	                                     key[PATH_MAX + 16];
 	int ports[2 * T_ETCD_MAX];
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 
@@ -97,6 +127,9 @@ t_etcd_start(struct t_etcd *e, unsigned n)
 		         e->client_port[i]);
 	}
 	snprintf(token, sizeof(token), "zest-test-%d", (int)getpid());
+	snprintf(ca, sizeof(ca), "%s/ca.pem", tls_dir ? tls_dir : "");
+	snprintf(cert, sizeof(cert), "%s/server.pem", tls_dir ? tls_dir : "");
+	snprintf(key, sizeof(key), "%s/server.key", tls_dir ? tls_dir : "");
 	for (unsigned i = 0; i < n; i++) {
 		char name[16], dir[PATH_MAX + 32], log[PATH_MAX + 48], curl[64], purl[64];
 		pid_t pid;
@@ -104,7 +137,7 @@ t_etcd_start(struct t_etcd *e, unsigned n)
 		snprintf(name, sizeof(name), "n%u", i);
 		snprintf(dir, sizeof(dir), "%s/%s", e->root, name);
 		snprintf(log, sizeof(log), "%s/%s.log", e->root, name);
-		snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", e->client_port[i]);
+		snprintf(curl, sizeof(curl), "%s://127.0.0.1:%d", scheme, e->client_port[i]);
 		snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", e->peer_port[i]);
 		pid = fork();
 		CHECK(pid >= 0);
@@ -116,16 +149,27 @@ t_etcd_start(struct t_etcd *e, unsigned n)
 				dup2(fd, 1);
 				dup2(fd, 2);
 			}
-			execl(t_etcd_bin(), "etcd", "--name", name, "--data-dir", dir,
-			      "--listen-client-urls", curl, "--advertise-client-urls", curl,
-			      "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-			      "--initial-cluster", cluster, "--initial-cluster-state", "new",
-			      "--initial-cluster-token", token, "--heartbeat-interval", "50",
-			      "--election-timeout", "500", (char *)NULL);
+			const char *argv[] = {
+				"etcd", "--name", name, "--data-dir", dir,
+				"--listen-client-urls", curl, "--advertise-client-urls", curl,
+				"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+				"--initial-cluster", cluster, "--initial-cluster-state", "new",
+				"--initial-cluster-token", token, "--heartbeat-interval", "50",
+				"--election-timeout", "500",
+				tls_dir ? "--client-cert-auth" : NULL, "--trusted-ca-file", ca,
+				"--cert-file", cert, "--key-file", key, NULL
+			};
+			execv(t_etcd_bin(), (char *const *)argv);
 			_exit(127);
 		}
 		e->pid[i] = pid;
 	}
+}
+
+static inline void
+t_etcd_start(struct t_etcd *e, unsigned n)
+{
+	t_etcd_start_tls(e, n, NULL);
 }
 
 /* SIGKILL member i (a crash, not a shutdown) and reap it. */

@@ -2,8 +2,9 @@
  * rpc_etcd against a real etcd 3.4 started by the test on loopback (tests/lib/etcd_test.h):
  * keys (put/get/range with limit and more, prefix, delete), txn compares that hold and
  * that fail, leases (keepalive past the TTL, revoke, expiry once renewals stop, the lost
- * callback), bad arguments, a fast clear error with etcd down, and a 3-member cluster
- * that loses one member (calls and keepalives fail over) and then its quorum.
+ * callback), bad arguments, a fast clear error with etcd down, https with mTLS, and a
+ * 3-member cluster that loses one member (calls and keepalives fail over) and then its
+ * quorum.
  * Skips (77) without /usr/bin/etcd.
  */
 #include <errno.h>
@@ -395,6 +396,57 @@ test_down(void)
 	rpc_etcd_destroy(c);
 }
 
+/* ------------------------------------------------------------------ TLS */
+
+/* etcd serving https with client-certificate auth: mTLS works; without a client
+ * certificate, with an unknown CA or over plain http nothing gets through. */
+static void
+test_tls(void)
+{
+	char dir[] = "/tmp/zest-etcd-tls-XXXXXX", ca[64], cert[64], key[64], eps[300];
+	struct rpc_etcd_opts o = { .timeout_ms = 2000, .ca_file = ca, .cert_file = cert,
+		                   .key_file = key };
+	struct rpc_etcd_kvs kvs;
+	struct rpc_etcd *c;
+	struct t_etcd e;
+
+	CHECK(mkdtemp(dir));
+	if (!t_tls_make(dir)) {
+		printf("test_tls skipped: openssl failed or missing (see %s/openssl.log)\n", dir);
+		nftw(dir, t_etcd_rm, 16, FTW_DEPTH | FTW_PHYS);
+		return;
+	}
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/client.pem", dir);
+	snprintf(key, sizeof(key), "%s/client.key", dir);
+	t_etcd_start_tls(&e, 1, dir);
+	snprintf(eps, sizeof(eps), "https://%s", e.endpoints);
+	CHECK_EQ(rpc_etcd_create(eps, &o, &c), 0);
+	wait_ready(c);
+	CHECK_EQ(rpc_etcd_put(c, S("tls/k"), S("v"), 0, NULL, 0), 0);
+	CHECK_EQ(rpc_etcd_get(c, S("tls/k"), false, &kvs, 0), 0);
+	CHECK(!strcmp(kvs.kv[0].value, "v"));
+	rpc_etcd_kvs_fini(&kvs);
+	rpc_etcd_destroy(c);
+
+	o.cert_file = o.key_file = NULL; /* no client certificate */
+	CHECK_EQ(rpc_etcd_create(eps, &o, &c), 0);
+	CHECK(rpc_etcd_put(c, S("tls/k"), S("v"), 0, NULL, 0) < 0);
+	rpc_etcd_destroy(c);
+	o.ca_file = cert; /* a CA that did not sign the server */
+	o.cert_file = cert;
+	o.key_file = key;
+	CHECK_EQ(rpc_etcd_create(eps, &o, &c), 0);
+	CHECK(rpc_etcd_put(c, S("tls/k"), S("v"), 0, NULL, 0) < 0);
+	rpc_etcd_destroy(c);
+	CHECK_EQ(rpc_etcd_create(e.endpoints, NULL, &c), 0); /* plain http to https */
+	CHECK(rpc_etcd_put(c, S("tls/k"), S("v"), 0, NULL, 1000) < 0);
+	rpc_etcd_destroy(c);
+
+	t_etcd_stop(&e);
+	nftw(dir, t_etcd_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* ------------------------------------------------------------------ cluster */
 
 static void
@@ -472,6 +524,7 @@ main(void)
 	test_lease(c);
 	rpc_etcd_destroy(c);
 	t_etcd_stop(&e);
+	test_tls();
 	test_cluster();
 	printf("ok\n");
 	return 0;
