@@ -21,6 +21,9 @@
 #include "rpc_etcd_internal.h"
 #include "zc.h"
 
+#define RECONNECT_BACKOFF_MAX_MS 1000 /* a restarted member is used again within this */
+#define RECONNECT_WINDOW_MS      1200 /* retry a refusing cluster this long (> the above) */
+
 static const char *const method_path[ETCD_METHOD_COUNT] = {
 	[ETCD_RANGE] = "/etcdserverpb.KV/Range",
 	[ETCD_PUT] = "/etcdserverpb.KV/Put",
@@ -29,13 +32,20 @@ static const char *const method_path[ETCD_METHOD_COUNT] = {
 	[ETCD_LEASE_GRANT] = "/etcdserverpb.Lease/LeaseGrant",
 	[ETCD_LEASE_REVOKE] = "/etcdserverpb.Lease/LeaseRevoke",
 	[ETCD_LEASE_KEEPALIVE] = "/etcdserverpb.Lease/LeaseKeepAlive",
+	[ETCD_WATCH] = "/etcdserverpb.Watch/Watch",
 };
+
+const char *
+etcd_method_path(enum etcd_method m)
+{
+	return method_path[m];
+}
 
 /* A caller waiting for its call's batch. */
 struct waiter {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	bool done;
+	bool done, success;
 };
 
 static void *
@@ -54,6 +64,7 @@ cq_thread(void *arg)
 			continue;
 		pthread_mutex_lock(&w->mu);
 		w->done = true;
+		w->success = ev.success != 0;
 		pthread_cond_signal(&w->cond);
 		pthread_mutex_unlock(&w->mu);
 	}
@@ -148,10 +159,13 @@ rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct 
 	arg[2].value.integer = 200;
 	arg[3].type = GRPC_ARG_INTEGER;
 	arg[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-	arg[3].value.integer = 1000;
+	arg[3].value.integer = RECONNECT_BACKOFF_MAX_MS;
+	/* Despite its name, gRPC core uses this as the connect timeout: at 200 ms a busy
+	 * machine failed handshakes to a live member ("timed out before receiving SETTINGS
+	 * frame"). A dead member refuses at once; a hung one costs a call its deadline slice. */
 	arg[4].type = GRPC_ARG_INTEGER;
 	arg[4].key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-	arg[4].value.integer = 200;
+	arg[4].value.integer = 5000;
 	args.num_args = 5;
 	args.args = arg;
 	for (unsigned i = 0; i < c->n_ep; i++) {
@@ -198,8 +212,8 @@ rpc_etcd_destroy(struct rpc_etcd *c)
 
 /* ------------------------------------------------------------------ the call */
 
-static grpc_slice
-pack(const ProtobufCMessage *msg)
+grpc_slice
+etcd_pack(const ProtobufCMessage *msg)
 {
 	grpc_slice s = grpc_slice_malloc(protobuf_c_message_get_packed_size(msg));
 
@@ -207,8 +221,8 @@ pack(const ProtobufCMessage *msg)
 	return s;
 }
 
-static ProtobufCMessage *
-unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
+ProtobufCMessage *
+etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 {
 	grpc_byte_buffer_reader r;
 	ProtobufCMessage *msg;
@@ -223,6 +237,23 @@ unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 	return msg;
 }
 
+int
+etcd_batch(struct rpc_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
+{
+	struct waiter w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+
+	(void)c; /* the call completes on c->cq, which it was created on */
+	if (grpc_call_start_batch(call, ops, n, &w, NULL) != GRPC_CALL_OK)
+		return -EIO;
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.mu);
+	return w.success ? 1 : 0;
+}
+
 /* One attempt on one endpoint; the call's own deadline bounds the wait. */
 static grpc_status_code
 attempt(struct rpc_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_slice req,
@@ -230,7 +261,6 @@ attempt(struct rpc_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_s
 {
 	/* a new buffer each attempt: sending empties it (gRPC takes its slices) */
 	grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req, 1);
-	struct waiter w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status = GRPC_STATUS_UNKNOWN;
 	grpc_slice details = grpc_empty_slice();
@@ -255,13 +285,8 @@ attempt(struct rpc_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_s
 	ops[5].data.recv_status_on_client.trailing_metadata = &md_trailing;
 	ops[5].data.recv_status_on_client.status = &status;
 	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, &w, NULL) == GRPC_CALL_OK) {
-		/* the call's deadline bounds this wait */
-		pthread_mutex_lock(&w.mu);
-		while (!w.done)
-			pthread_cond_wait(&w.cond, &w.mu);
-		pthread_mutex_unlock(&w.mu);
-	} else {
+	/* the call's deadline bounds the wait; the batch completes even when the call fails */
+	if (etcd_batch(c, call, ops, 6) < 0) {
 		status = GRPC_STATUS_INTERNAL;
 		details = grpc_slice_from_static_string("cannot start the call");
 	}
@@ -272,8 +297,6 @@ attempt(struct rpc_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_s
 	grpc_metadata_array_destroy(&md_trailing);
 	grpc_call_unref(call);
 	grpc_byte_buffer_destroy(send);
-	pthread_cond_destroy(&w.cond);
-	pthread_mutex_destroy(&w.mu);
 	if (status != GRPC_STATUS_OK && *resp) {
 		grpc_byte_buffer_destroy(*resp);
 		*resp = NULL;
@@ -324,7 +347,7 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	gpr_timespec deadline = gpr_time_add(start, gpr_time_from_millis(timeout, GPR_TIMESPAN));
 	unsigned first = atomic_load_explicit(&c->cur, memory_order_relaxed) % c->n_ep;
 	grpc_status_code status = GRPC_STATUS_UNAVAILABLE;
-	grpc_slice out = pack(req);
+	grpc_slice out = etcd_pack(req);
 	grpc_byte_buffer *in = NULL;
 	unsigned i = first, unavailable = 0;
 	char msg[256] = "";
@@ -360,10 +383,23 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 			break;
 		}
 		if (status == GRPC_STATUS_UNAVAILABLE) {
-			ZC_WARN("etcd", "endpoint=%s method=%s unavailable: %s", c->ep[i].target,
-			        method_path[m], msg);
-			if (++unavailable >= c->n_ep)
-				break; /* every member refused: say so now, not at the deadline */
+			ZC_DBG("etcd", "endpoint=%s method=%s unavailable: %s", c->ep[i].target,
+			       method_path[m], msg);
+			/*
+			 * Every member refused: say so now rather than at the deadline, but
+			 * only after RECONNECT_WINDOW_MS. A channel that failed to connect
+			 * earlier (its member was down, or not up yet) refuses calls at once
+			 * until its reconnect backoff (at most 1 s) has passed, even when the
+			 * member is back; a later pass finds it connected.
+			 */
+			if (++unavailable >= c->n_ep &&
+			    gpr_time_cmp(gpr_time_sub(gpr_now(GPR_CLOCK_MONOTONIC), start),
+			                 gpr_time_from_millis(RECONNECT_WINDOW_MS, GPR_TIMESPAN)) >= 0)
+				break;
+			if ((i + 1) % c->n_ep == first) /* a pass is over: pause a little */
+				gpr_sleep_until(gpr_time_min(
+				        deadline, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+				                               gpr_time_from_millis(100, GPR_TIMESPAN))));
 			continue;
 		}
 		if (status == GRPC_STATUS_DEADLINE_EXCEEDED && gpr_time_cmp(until, deadline) < 0) {
@@ -378,7 +414,7 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	}
 	grpc_slice_unref(out);
 	if (status == GRPC_STATUS_OK) {
-		*resp = unpack(resp_desc, in);
+		*resp = etcd_unpack(resp_desc, in);
 		if (in)
 			grpc_byte_buffer_destroy(in);
 		if (!*resp) {
@@ -391,6 +427,9 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	if (status == GRPC_STATUS_DEADLINE_EXCEEDED)
 		ZC_WARN("etcd", "endpoint=%s method=%s deadline passed", c->ep[i].target,
 		        method_path[m]);
+	else if (status == GRPC_STATUS_UNAVAILABLE)
+		ZC_WARN("etcd", "method=%s no endpoint available, last endpoint=%s: %s",
+		        method_path[m], c->ep[i].target, msg);
 	else if (status != GRPC_STATUS_UNAVAILABLE)
 		ZC_DBG("etcd", "endpoint=%s method=%s status=%d: %s", c->ep[i].target,
 		       method_path[m], (int)status, msg);

@@ -12,8 +12,10 @@
  *
  * Endpoints and failover: a client holds one channel per endpoint and sends each call to
  * its current endpoint. When that answers UNAVAILABLE (member down, or up without a
- * leader) the call moves to the next endpoint and the client stays there, until every
- * endpoint has been tried once or the deadline passes. A deadline that passes moves the
+ * leader) the call moves to the next endpoint and the client stays there; when every
+ * endpoint refuses, passes repeat for about a second (a channel that failed once refuses
+ * until its reconnect backoff, at most 1 s, has passed) and the call then fails with
+ * ZC_E(ZC_NO_QUORUM) without waiting for its deadline. A deadline that passes moves the
  * client on for the next call too (a member that hangs rather than refuses). So a
  * 3-member cluster that loses one member keeps working, one call later at most.
  * A call retried on another member may already have been applied by the first: make
@@ -21,7 +23,7 @@
  * mod_revision / version), as every zest write to etcd is.
  *
  * Errors: >= 0 on success, else -errno or ZC_E(code) (common/zc_err.h):
- *   ZC_E(ZC_NO_QUORUM)   no endpoint answered (all down, or no leader): answer 503
+ *   ZC_E(ZC_NO_QUORUM)   no endpoint answered for ~1.2 s (all down, or no leader): 503
  *   -ETIMEDOUT           the deadline passed (zc_err_code: ZC_UNAVAILABLE, also 503)
  *   -ENOENT              rpc_etcd_get: no such key; lease calls: no such lease
  *   -EINVAL              a bad argument, or etcd refused the request as malformed
@@ -248,5 +250,45 @@ int rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
 /* Stop renewing (the lease itself stays until it expires or is revoked) and free ka;
  * returns after the thread has ended, so no callback runs after it. NULL: no-op. */
 void rpc_etcd_keepalive_stop(struct rpc_etcd_keepalive *ka);
+
+/* ------------------------------------------------------------------ watches */
+
+enum rpc_etcd_event_type {
+	RPC_ETCD_EVENT_PUT,
+	RPC_ETCD_EVENT_DELETE, /* kv: the key, mod_revision = the deletion's revision */
+};
+
+struct rpc_etcd_event {
+	enum rpc_etcd_event_type type;
+	struct rpc_etcd_kv kv;
+};
+
+struct rpc_etcd_watch;
+
+/*
+ * Called on the watch's own thread with the events of one revision or more, in revision
+ * order; ev and the keys and values they point to are borrowed for the call. err != 0
+ * (ev NULL, n 0) ends the watch: -ERANGE when etcd has compacted revisions the watch had
+ * not delivered yet (read the current state with a range, then watch again from its
+ * revision + 1), -ENOMEM. The callback must not call _stop itself.
+ */
+typedef void (*rpc_etcd_watch_cb)(void *arg, const struct rpc_etcd_event *ev, size_t n,
+                                  int err);
+
+/*
+ * Watch the keys r names (key, end, prefix only) from start_revision (0: from now) on a
+ * thread of its own. A stream that breaks (member down, member without a leader) is
+ * reopened on the next endpoint from the revision after the last event delivered, so each
+ * event arrives once and in order; while no member can serve, the watch retries every
+ * half second and stays silent. Returns once etcd has created the watch, so every change
+ * made after the return is seen: 0 and *out; ZC_E(ZC_NO_QUORUM) if no member created it
+ * within the client's default deadline; -EINVAL, -ENOMEM, -EAGAIN.
+ */
+int rpc_etcd_watch_start(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t start_revision,
+                         rpc_etcd_watch_cb cb, void *arg, struct rpc_etcd_watch **out);
+
+/* Stop and free w; returns after its thread has ended, so no callback runs after it.
+ * NULL: no-op. */
+void rpc_etcd_watch_stop(struct rpc_etcd_watch *w);
 
 #endif

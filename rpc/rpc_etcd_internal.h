@@ -4,6 +4,7 @@
  *   rpc_etcd_tls.c    channel credentials for https:// endpoints
  *   rpc_etcd_kv.c     get, range, put, delete, txn: zest structs <-> etcdserverpb
  *   rpc_etcd_lease.c  lease grant and revoke, the keepalive thread
+ *   rpc_etcd_watch.c  watches: a Watch stream per watch on a thread of its own
  */
 #ifndef ZEST_RPC_ETCD_INTERNAL_H
 #define ZEST_RPC_ETCD_INTERNAL_H
@@ -25,6 +26,7 @@ enum etcd_method {
 	ETCD_LEASE_GRANT,
 	ETCD_LEASE_REVOKE,
 	ETCD_LEASE_KEEPALIVE,
+	ETCD_WATCH,
 	ETCD_METHOD_COUNT
 };
 
@@ -54,6 +56,27 @@ struct rpc_etcd {
 int etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
               unsigned timeout_ms);
+
+/* Start a batch on a call made on c->cq and wait until it completes: 1 if it succeeded,
+ * 0 if it completed without success, -EIO if it could not be started. */
+int etcd_batch(struct rpc_etcd *c, grpc_call *call, const grpc_op *ops, size_t n);
+
+/* msg packed into a new slice (unref it). */
+grpc_slice etcd_pack(const ProtobufCMessage *msg);
+
+/* A received message as desc (NULL when missing or malformed); bb stays the caller's. */
+ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
+
+const char *etcd_method_path(enum etcd_method m);
+
+/* ---- rpc_etcd_kv.c */
+/* The [key, end) etcd wants for r (prefix ends computed); *owned (free it) holds a computed
+ * end. 0, -EINVAL or -ENOMEM. */
+int etcd_range_bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key,
+                      ProtobufCBinaryData *end, uint8_t **owned);
+
+/* Copy etcd's kvs into out (one allocation, rpc_etcd_kvs_fini). 0 or -ENOMEM. */
+int etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out);
 
 /* ---- rpc_etcd_tls.c */
 /* Credentials for https:// endpoints from opts' PEM files; NULL files: system roots, no

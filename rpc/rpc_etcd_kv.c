@@ -18,9 +18,9 @@
  * no such end and becomes "every key >= key", which etcd spells end = "\0" (with key
  * "\0" for the empty prefix: every key). *owned (free it) holds a computed end.
  */
-static int
-bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key, ProtobufCBinaryData *end,
-       uint8_t **owned)
+int
+etcd_range_bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key,
+                  ProtobufCBinaryData *end, uint8_t **owned)
 {
 	static const uint8_t zero[1] = { 0 };
 	size_t n;
@@ -56,8 +56,8 @@ bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key, ProtobufCBinary
 }
 
 /* Copy etcd's kvs into one allocation: the array, then each key and value + NUL. */
-static int
-copy_kvs(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
+int
+etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
 {
 	size_t bytes = n * sizeof(*out->kv);
 	char *p;
@@ -99,7 +99,7 @@ copy_kvs(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
 static int
 range_result(const Etcdserverpb__RangeResponse *rr, bool keys_only, struct rpc_etcd_kvs *out)
 {
-	int rc = copy_kvs(rr->kvs, rr->n_kvs, out);
+	int rc = etcd_kvs_copy(rr->kvs, rr->n_kvs, out);
 
 	if (rc)
 		return rc;
@@ -131,7 +131,7 @@ range_request(const struct rpc_etcd_range *r, Etcdserverpb__RangeRequest *req, u
 	req->revision = r->revision;
 	req->serializable = r->serializable;
 	req->keys_only = r->keys_only;
-	return bounds(r, &req->key, &req->range_end, owned);
+	return etcd_range_bounds(r, &req->key, &req->range_end, owned);
 }
 
 static int
@@ -141,7 +141,7 @@ delete_request(const struct rpc_etcd_range *r, Etcdserverpb__DeleteRangeRequest 
 	etcdserverpb__delete_range_request__init(req);
 	if (r->limit || r->revision || r->serializable || r->keys_only)
 		return -EINVAL;
-	return bounds(r, &req->key, &req->range_end, owned);
+	return etcd_range_bounds(r, &req->key, &req->range_end, owned);
 }
 
 int
