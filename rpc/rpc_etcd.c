@@ -173,7 +173,8 @@ rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct 
 
 		ep->ch = grpc_channel_create(ep->target, creds, &args);
 		for (int m = 0; m < ETCD_METHOD_COUNT; m++)
-			ep->method[m] = grpc_channel_register_call(ep->ch, method_path[m], NULL, NULL);
+			ep->method[m] =
+			        grpc_channel_register_call(ep->ch, method_path[m], NULL, NULL);
 	}
 	grpc_channel_credentials_release(creds);
 	c->cq = grpc_completion_queue_create_for_next(NULL);
@@ -339,8 +340,7 @@ err_from_status(grpc_status_code code)
 
 int
 etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
-          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-          unsigned timeout_ms)
+          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, unsigned timeout_ms)
 {
 	int64_t timeout = timeout_ms ? timeout_ms : c->timeout_ms;
 	gpr_timespec start = gpr_now(GPR_CLOCK_MONOTONIC);
@@ -394,12 +394,14 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 			 */
 			if (++unavailable >= c->n_ep &&
 			    gpr_time_cmp(gpr_time_sub(gpr_now(GPR_CLOCK_MONOTONIC), start),
-			                 gpr_time_from_millis(RECONNECT_WINDOW_MS, GPR_TIMESPAN)) >= 0)
+			                 gpr_time_from_millis(RECONNECT_WINDOW_MS, GPR_TIMESPAN)) >=
+			            0)
 				break;
 			if ((i + 1) % c->n_ep == first) /* a pass is over: pause a little */
 				gpr_sleep_until(gpr_time_min(
-				        deadline, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-				                               gpr_time_from_millis(100, GPR_TIMESPAN))));
+				        deadline,
+				        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+				                     gpr_time_from_millis(100, GPR_TIMESPAN))));
 			continue;
 		}
 		if (status == GRPC_STATUS_DEADLINE_EXCEEDED && gpr_time_cmp(until, deadline) < 0) {

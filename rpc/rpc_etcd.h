@@ -8,7 +8,8 @@
  * Threads: every call blocks the calling thread until etcd answers or its deadline passes
  * (timeout_ms; 0 takes the client's default). Any number of threads may call at once on
  * one client. The client has one thread of its own ("etcd-cq", its completion queue),
- * and each keepalive one more ("etcd-keepalive", where its lost callback runs).
+ * each keepalive one more ("etcd-keepalive", where its lost callback runs) and each
+ * watch one ("etcd-watch", where its event callback runs).
  *
  * Endpoints and failover: a client holds one channel per endpoint and sends each call to
  * its current endpoint. When that answers UNAVAILABLE (member down, or up without a
@@ -16,8 +17,11 @@
  * endpoint refuses, passes repeat for about a second (a channel that failed once refuses
  * until its reconnect backoff, at most 1 s, has passed) and the call then fails with
  * ZC_E(ZC_NO_QUORUM) without waiting for its deadline. A deadline that passes moves the
- * client on for the next call too (a member that hangs rather than refuses). So a
- * 3-member cluster that loses one member keeps working, one call later at most.
+ * client on for the next call too (a member that hangs rather than refuses). With more
+ * than one endpoint an attempt gets half the deadline (at least 1 s), so a request lost
+ * with a leader that died is sent again elsewhere in time. So a 3-member cluster that
+ * loses one member keeps working; the calls that meet the loss take up to half their
+ * deadline longer.
  * A call retried on another member may already have been applied by the first: make
  * writes safe to repeat (a put of the same value, or a txn fenced by a compare on
  * mod_revision / version), as every zest write to etcd is.
@@ -30,6 +34,8 @@
  *                        (for instance two ops of one txn on the same key)
  *   -ERANGE              a revision that was compacted or lies in the future
  *   -EAGAIN              etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
+ *   ZC_E(ZC_PRECONDITION) etcd's FAILED_PRECONDITION (for instance a lease ID in use)
+ *   -ECANCELED           the call was cancelled
  *   -EACCES              etcd's authentication refused the call (a TLS handshake that
  *                        fails looks like a member down to gRPC: ZC_E(ZC_NO_QUORUM),
  *                        with the reason in the log)
@@ -72,8 +78,7 @@ struct rpc_etcd_opts {
  * -EINVAL (empty or malformed list, mixed schemes, more than RPC_ETCD_MAX_ENDPOINTS,
  * unreadable TLS files), -ENOMEM.
  */
-int rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts,
-                    struct rpc_etcd **out);
+int rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct rpc_etcd **out);
 
 /* Close the channels. Every call on c must have returned and every keepalive been
  * stopped. NULL is a no-op. */
@@ -198,13 +203,13 @@ struct rpc_etcd_txn {
 
 struct rpc_etcd_op_result {
 	enum rpc_etcd_op_type type;
-	int64_t deleted;          /* DELETE: keys deleted */
-	struct rpc_etcd_kvs kvs;  /* RANGE: the keys read */
+	int64_t deleted;         /* DELETE: keys deleted */
+	struct rpc_etcd_kvs kvs; /* RANGE: the keys read */
 };
 
 struct rpc_etcd_txn_result {
-	bool succeeded;   /* the compares held and `then` ran; else `els` ran */
-	int64_t revision; /* the store's revision after the txn */
+	bool succeeded;                /* the compares held and `then` ran; else `els` ran */
+	int64_t revision;              /* the store's revision after the txn */
 	struct rpc_etcd_op_result *op; /* one per op of the branch that ran, in order */
 	size_t n_op;
 };
@@ -272,8 +277,7 @@ struct rpc_etcd_watch;
  * not delivered yet (read the current state with a range, then watch again from its
  * revision + 1), -ENOMEM. The callback must not call _stop itself.
  */
-typedef void (*rpc_etcd_watch_cb)(void *arg, const struct rpc_etcd_event *ev, size_t n,
-                                  int err);
+typedef void (*rpc_etcd_watch_cb)(void *arg, const struct rpc_etcd_event *ev, size_t n, int err);
 
 /*
  * Watch the keys r names (key, end, prefix only) from start_revision (0: from now) on a

@@ -217,8 +217,8 @@ rpc_etcd_delete(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t *del
 	if (rc)
 		return rc;
 	rc = etcd_call(c, ETCD_DELETE_RANGE, &req.base,
-	               &etcdserverpb__delete_range_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	               &etcdserverpb__delete_range_response__descriptor, (ProtobufCMessage **)&resp,
+	               timeout_ms);
 	free(owned);
 	if (rc)
 		return rc;
@@ -300,8 +300,7 @@ cmp_request(const struct rpc_etcd_cmp *in, Etcdserverpb__Compare *m)
 			return -EINVAL;
 		m->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE;
 		/* an empty value still needs a non-NULL pointer to be sent as set */
-		m->value = (ProtobufCBinaryData){ in->value_len,
-			                          CAST(in->value ? in->value : "") };
+		m->value = (ProtobufCBinaryData){ in->value_len, CAST(in->value ? in->value : "") };
 		return 0;
 	}
 	return -EINVAL;
@@ -384,8 +383,8 @@ rpc_etcd_txn(struct rpc_etcd *c, const struct rpc_etcd_txn *txn, struct rpc_etcd
 		cmpp[i] = &cmp[i];
 	}
 	for (; n_done < n_ops; n_done++) {
-		const struct rpc_etcd_op *in = n_done < txn->n_then ? &txn->then[n_done]
-		                                                     : &txn->els[n_done - txn->n_then];
+		const struct rpc_etcd_op *in =
+		        n_done < txn->n_then ? &txn->then[n_done] : &txn->els[n_done - txn->n_then];
 
 		rc = op_request(in, &ops[n_done]);
 		if (rc) {

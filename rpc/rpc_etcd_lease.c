@@ -27,8 +27,8 @@ rpc_etcd_lease_grant(struct rpc_etcd *c, int64_t ttl_s, int64_t *id, int64_t *gr
 		return -EINVAL;
 	req.ttl = ttl_s;
 	rc = etcd_call(c, ETCD_LEASE_GRANT, &req.base,
-	               &etcdserverpb__lease_grant_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	               &etcdserverpb__lease_grant_response__descriptor, (ProtobufCMessage **)&resp,
+	               timeout_ms);
 	if (rc)
 		return rc;
 	/* etcd 3.4 reports refusals as a gRPC status; `error` is a leftover it leaves empty */
@@ -152,8 +152,7 @@ keepalive_thread(void *arg)
 
 int
 rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
-                         rpc_etcd_lease_lost_cb lost_cb, void *arg,
-                         struct rpc_etcd_keepalive **out)
+                         rpc_etcd_lease_lost_cb lost_cb, void *arg, struct rpc_etcd_keepalive **out)
 {
 	struct rpc_etcd_keepalive *ka;
 	pthread_condattr_t ca;

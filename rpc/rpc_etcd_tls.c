@@ -58,8 +58,8 @@ etcd_tls_credentials(const struct rpc_etcd_opts *opts, grpc_channel_credentials 
 		return -EINVAL;
 	if (opts->ca_file && !(ca = read_pem(opts->ca_file, &rc)))
 		goto out;
-	if (opts->cert_file && (!(cert = read_pem(opts->cert_file, &rc)) ||
-	                        !(key = read_pem(opts->key_file, &rc))))
+	if (opts->cert_file &&
+	    (!(cert = read_pem(opts->cert_file, &rc)) || !(key = read_pem(opts->key_file, &rc))))
 		goto out;
 	pair.private_key = key;
 	pair.cert_chain = cert;

@@ -32,7 +32,7 @@ struct rpc_etcd_watch {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	bool stop;
-	bool created; /* etcd confirmed the first stream: _start may return */
+	bool created;    /* etcd confirmed the first stream: _start may return */
 	grpc_call *call; /* the stream in use, under mu: _stop cancels it */
 };
 
@@ -98,7 +98,8 @@ stream(struct rpc_etcd_watch *w, struct etcd_endpoint *ep, bool *opened)
 	Etcdserverpb__WatchCreateRequest create = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
 	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
 	grpc_metadata md = { grpc_slice_from_static_string("hasleader"),
-		             grpc_slice_from_static_string("true"), { { NULL, NULL, NULL, NULL } } };
+		             grpc_slice_from_static_string("true"),
+		             { { NULL, NULL, NULL, NULL } } };
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status = GRPC_STATUS_OK;
 	grpc_slice details = grpc_empty_slice();

@@ -105,7 +105,7 @@ t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 {
 	const char *scheme = tls_dir ? "https" : "http";
 	char cluster[512] = "", token[64], ca[PATH_MAX + 16], cert[PATH_MAX + 16],
-	                                     key[PATH_MAX + 16];
+	     key[PATH_MAX + 16];
 	int ports[2 * T_ETCD_MAX];
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 
@@ -120,8 +120,8 @@ t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 
 		e->client_port[i] = ports[2 * i];
 		e->peer_port[i] = ports[2 * i + 1];
-		snprintf(cluster + l, sizeof(cluster) - l, "%sn%u=http://127.0.0.1:%d", i ? "," : "",
-		         i, e->peer_port[i]);
+		snprintf(cluster + l, sizeof(cluster) - l, "%sn%u=http://127.0.0.1:%d",
+		         i ? "," : "", i, e->peer_port[i]);
 		l = strlen(e->endpoints);
 		snprintf(e->endpoints + l, sizeof(e->endpoints) - l, "%s127.0.0.1:%d", i ? "," : "",
 		         e->client_port[i]);
@@ -149,16 +149,37 @@ t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 				dup2(fd, 1);
 				dup2(fd, 2);
 			}
-			const char *argv[] = {
-				"etcd", "--name", name, "--data-dir", dir,
-				"--listen-client-urls", curl, "--advertise-client-urls", curl,
-				"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-				"--initial-cluster", cluster, "--initial-cluster-state", "new",
-				"--initial-cluster-token", token, "--heartbeat-interval", "50",
-				"--election-timeout", "500",
-				tls_dir ? "--client-cert-auth" : NULL, "--trusted-ca-file", ca,
-				"--cert-file", cert, "--key-file", key, NULL
-			};
+			const char *argv[] = { "etcd",
+				               "--name",
+				               name,
+				               "--data-dir",
+				               dir,
+				               "--listen-client-urls",
+				               curl,
+				               "--advertise-client-urls",
+				               curl,
+				               "--listen-peer-urls",
+				               purl,
+				               "--initial-advertise-peer-urls",
+				               purl,
+				               "--initial-cluster",
+				               cluster,
+				               "--initial-cluster-state",
+				               "new",
+				               "--initial-cluster-token",
+				               token,
+				               "--heartbeat-interval",
+				               "50",
+				               "--election-timeout",
+				               "500",
+				               tls_dir ? "--client-cert-auth" : NULL,
+				               "--trusted-ca-file",
+				               ca,
+				               "--cert-file",
+				               cert,
+				               "--key-file",
+				               key,
+				               NULL };
 			execv(t_etcd_bin(), (char *const *)argv);
 			_exit(127);
 		}

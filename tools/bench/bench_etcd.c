@@ -49,12 +49,16 @@ caller_run(void *arg)
 
 	memset(value, 'v', w->value_len);
 	while (now_s() < end && w->n < MAX_SAMPLES) {
-		int kl = snprintf(key, sizeof(key), "%s%u/%u/%zu", w->prefix, w->trial, w->id, w->n);
-		struct rpc_etcd_cmp cmp = { .key = key, .key_len = (size_t)kl,
-			                    .target = RPC_ETCD_CMP_VERSION, .op = RPC_ETCD_EQUAL };
+		int kl =
+		        snprintf(key, sizeof(key), "%s%u/%u/%zu", w->prefix, w->trial, w->id, w->n);
+		struct rpc_etcd_cmp cmp = { .key = key,
+			                    .key_len = (size_t)kl,
+			                    .target = RPC_ETCD_CMP_VERSION,
+			                    .op = RPC_ETCD_EQUAL };
 		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
 			                   .r = { .key = key, .key_len = (size_t)kl },
-			                   .value = value, .value_len = w->value_len };
+			                   .value = value,
+			                   .value_len = w->value_len };
 		struct rpc_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .then = &put, .n_then = 1 };
 		struct rpc_etcd_txn_result res;
 		double t0 = now_s();
@@ -164,8 +168,8 @@ bench_etcd_main(int argc, char **argv)
 	bench_print_context(stdout, argc, argv);
 	printf("# Txn(compare version == 0, put %zu B) per second; latency in ms over all calls\n",
 	       value_len);
-	printf("%8s %10s %10s %8s %8s %8s %7s\n", "clients", "txn/s", "min..max", "p50",
-	       "p99", "p99.9", "errors");
+	printf("%8s %10s %10s %8s %8s %8s %7s\n", "clients", "txn/s", "min..max", "p50", "p99",
+	       "p99.9", "errors");
 	snprintf(list, sizeof(list), "%s", clients);
 	for (char *save, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		unsigned n = (unsigned)atoi(tok);
@@ -179,14 +183,18 @@ bench_etcd_main(int argc, char **argv)
 		}
 		all = malloc((size_t)trials * n * 4096 * sizeof(*all));
 		for (int t = -1; t < trials; t++) { /* trial -1 warms up */
-			struct rpc_etcd_range r = { .key = prefix, .key_len = strlen(prefix),
+			struct rpc_etcd_range r = { .key = prefix,
+				                    .key_len = strlen(prefix),
 				                    .prefix = true };
 			double t0 = now_s(), el;
 			size_t ops = 0;
 
 			for (unsigned i = 0; i < n; i++) {
-				w[i] = (struct caller){ c, i, trial_no, t < 0 ? 1 : seconds, value_len,
-					                prefix, 0, w[i].lat_us, 0, 0 };
+				w[i] = (struct caller){ c,         i,
+					                trial_no,  t < 0 ? 1 : seconds,
+					                value_len, prefix,
+					                0,         w[i].lat_us,
+					                0,         0 };
 				pthread_create(&w[i].thread, NULL, caller_run, &w[i]);
 			}
 			for (unsigned i = 0; i < n; i++)
@@ -200,8 +208,10 @@ bench_etcd_main(int argc, char **argv)
 				errors += w[i].errors;
 				/* a bounded sample per caller keeps the pooled percentiles cheap */
 				for (size_t j = 0; j < w[i].n && j < 4096; j++)
-					all[n_all++] = w[i].lat_us[j * (w[i].n > 4096 ? w[i].n / 4096 : 1)
-					                           % w[i].n];
+					all[n_all++] =
+					        w[i].lat_us[j *
+					                    (w[i].n > 4096 ? w[i].n / 4096 : 1) %
+					                    w[i].n];
 			}
 			if (t >= 0)
 				rate[t] = (double)ops / el;

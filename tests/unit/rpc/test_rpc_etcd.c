@@ -2,10 +2,9 @@
  * rpc_etcd against a real etcd 3.4 started by the test on loopback (tests/lib/etcd_test.h):
  * keys (put/get/range with limit and more, prefix, delete), txn compares that hold and
  * that fail, leases (keepalive past the TTL, revoke, expiry once renewals stop, the lost
- * callback), watches (from now and from a past revision), bad arguments, a fast clear error with etcd down, https with mTLS, and a
- * 3-member cluster that loses one member (calls, keepalives and watches fail over) and then its
- * quorum.
- * Skips (77) without /usr/bin/etcd.
+ * callback), watches (from now and from a past revision), bad arguments, a fast clear error with
+ * etcd down, https with mTLS, and a 3-member cluster that loses one member (calls, keepalives and
+ * watches fail over) and then its quorum. Skips (77) without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -149,7 +148,11 @@ test_range(struct rpc_etcd *c)
 	rpc_etcd_kvs_fini(&kvs);
 
 	/* a prefix ending in 0xff: its end is computed past the 0xff */
-	CHECK_EQ(rpc_etcd_put(c, "x\xff" "1", 3, S("a"), 0, NULL, 0), 0);
+	CHECK_EQ(rpc_etcd_put(c,
+	                      "x\xff"
+	                      "1",
+	                      3, S("a"), 0, NULL, 0),
+	         0);
 	CHECK_EQ(rpc_etcd_put(c, S("y"), S("b"), 0, NULL, 0), 0);
 	r = (struct rpc_etcd_range){ "x\xff", 2, .prefix = true };
 	CHECK_EQ(rpc_etcd_range(c, &r, &kvs, 0), 0);
@@ -380,7 +383,8 @@ wait_seen(struct seen *s, unsigned n, int64_t limit_ms)
 static void
 test_watch(struct rpc_etcd *c)
 {
-	struct seen s = { .mu = PTHREAD_MUTEX_INITIALIZER }, h = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct seen s = { .mu = PTHREAD_MUTEX_INITIALIZER },
+	            h = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	struct rpc_etcd_range r = { S("w/"), .prefix = true };
 	struct rpc_etcd_watch *w, *hw;
 	int64_t r1, r2, r3;
@@ -417,8 +421,15 @@ static void
 test_bad_args(struct rpc_etcd *c)
 {
 	static const char *const bad[] = {
-		"", ",", "127.0.0.1", "127.0.0.1:", ":2379", "127.0.0.1:x",
-		"http://127.0.0.1:1,https://127.0.0.1:2", "127.0.0.1:1/path", "127.0.0.1:1,",
+		"",
+		",",
+		"127.0.0.1",
+		"127.0.0.1:",
+		":2379",
+		"127.0.0.1:x",
+		"http://127.0.0.1:1,https://127.0.0.1:2",
+		"127.0.0.1:1/path",
+		"127.0.0.1:1,",
 		"1:1,1:2,1:3,1:4,1:5,1:6,1:7,1:8,1:9,1:10,1:11,1:12,1:13,1:14,1:15,1:16,1:17",
 	};
 	struct rpc_etcd_opts tls = { .ca_file = "/nonexistent/ca.pem" };
@@ -485,8 +496,9 @@ test_down(void)
 	o.timeout_ms = 600;
 	CHECK_EQ(rpc_etcd_create(eps, &o, &c), 0);
 	t0 = now_ms();
-	CHECK_EQ(rpc_etcd_watch_start(c, &(struct rpc_etcd_range){ S("k") }, 0, on_events, NULL, &w),
-	         ZC_E(ZC_NO_QUORUM));
+	CHECK_EQ(
+	        rpc_etcd_watch_start(c, &(struct rpc_etcd_range){ S("k") }, 0, on_events, NULL, &w),
+	        ZC_E(ZC_NO_QUORUM));
 	CHECK(w == NULL && now_ms() - t0 < 2000);
 	rpc_etcd_destroy(c);
 }
@@ -499,8 +511,9 @@ static void
 test_tls(void)
 {
 	char dir[] = "/tmp/zest-etcd-tls-XXXXXX", ca[64], cert[64], key[64], eps[300];
-	struct rpc_etcd_opts o = { .timeout_ms = 2000, .ca_file = ca, .cert_file = cert,
-		                   .key_file = key };
+	struct rpc_etcd_opts o = {
+		.timeout_ms = 2000, .ca_file = ca, .cert_file = cert, .key_file = key
+	};
 	struct rpc_etcd_kvs kvs;
 	struct rpc_etcd *c;
 	struct t_etcd e;
@@ -565,9 +578,9 @@ test_cluster(void)
 	CHECK_EQ(rpc_etcd_lease_grant(c, 2, &id, &ttl, 0), 0);
 	CHECK_EQ(rpc_etcd_put(c, S("c/leased"), S("x"), id, NULL, 0), 0);
 	CHECK_EQ(rpc_etcd_keepalive_start(c, id, ttl, on_lost, &lost, &ka), 0);
-	CHECK_EQ(rpc_etcd_watch_start(c, &(struct rpc_etcd_range){ S("c/k") }, 0, on_events, &s,
-	                              &w),
-	         0);
+	CHECK_EQ(
+	        rpc_etcd_watch_start(c, &(struct rpc_etcd_range){ S("c/k") }, 0, on_events, &s, &w),
+	        0);
 
 	/* the member the client talks to (the first) dies: the next call moves on */
 	t_etcd_kill(&e, 0);
