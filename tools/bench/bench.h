@@ -6,6 +6,7 @@
 
 /* Each subcommand gets argv with argv[0] = its own name; returns the exit code. */
 int bench_ec_main(int argc, char **argv);
+int bench_etcd_main(int argc, char **argv);
 int bench_grpc_main(int argc, char **argv);
 int bench_s3_main(int argc, char **argv);
 int bench_sums_main(int argc, char **argv);
