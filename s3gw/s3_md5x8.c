@@ -92,6 +92,12 @@ blocks_x8(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
 	_mm256_storeu_si256((__m256i *)st[3], d0);
 }
 
+void
+s3_md5x8_blocks(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
+{
+	blocks_x8(st, p, nblocks);
+}
+
 bool
 s3_md5x8_supported(void)
 {
