@@ -216,7 +216,7 @@ struct s3_md5mb_stream;
 struct s3_md5mb_opts {
 	size_t max_queued;  /* bytes queued per stream before update() waits; 0: 1 MiB */
 	unsigned alone_us;  /* how long a lone stream waits for company; 0: 50 us */
-	unsigned min_lanes; /* fewer streams with data than this run serially; 0: 3 */
+	unsigned min_lanes; /* fewer streams with data than this run serially; 0: 2 */
 };
 
 struct s3_md5mb_stats {
