@@ -223,7 +223,8 @@ struct s3_md5mb_stats {
 	uint64_t x8_runs;        /* kernel calls */
 	uint64_t x8_blocks;      /* lane blocks with data */
 	uint64_t x8_idle_blocks; /* lane blocks run empty */
-	uint64_t serial_blocks;  /* blocks hashed serially (a stream alone, or waited for) */
+	uint64_t serial_blocks;  /* blocks the hasher hashed serially (alone, or waited for) */
+	uint64_t inline_bytes;   /* bytes the owners hashed themselves (one stream open) */
 	uint64_t carry_bytes;    /* bytes copied into carry blocks (span heads/tails < 64 B) */
 	uint64_t waits;          /* update() calls that waited for room */
 };

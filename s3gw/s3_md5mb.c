@@ -5,6 +5,9 @@
  *
  * Threads:
  *  - the owner of a stream (the worker thread serving the request) calls update/final/abort.
+ *    While its stream is the only one open, update() hashes the span itself, serially
+ *    (OpenSSL's block function): there is no one to share the lanes with, and a handoff to
+ *    another thread would only add its cost. Otherwise:
  *    update() takes its own reference on the span (zc_seg.ref, the connection's read buffer)
  *    and queues it by reference: no payload byte is copied, except the < 64 B head and tail
  *    of a span that do not fill a whole 64-byte MD5 block, which go to a per-stream carry
@@ -76,6 +79,7 @@ struct s3_md5mb {
 	bool stop;
 	struct s3_md5mb_stream *lhead, *ltail; /* streams with queued blocks, not busy */
 	unsigned nlisted;
+	unsigned nopen; /* streams open */
 	struct s3_md5mb_stats stats;
 };
 
@@ -436,6 +440,9 @@ s3_md5mb_open(struct s3_md5mb *mb, struct s3_md5mb_stream **out)
 	s->st[2] = 0x98badcfe;
 	s->st[3] = 0x10325476;
 	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_lock(&mb->lock);
+	mb->nopen++;
+	pthread_mutex_unlock(&mb->lock);
 	*out = s;
 	return 0;
 }
@@ -478,6 +485,33 @@ push(struct s3_md5mb_stream *s, const uint8_t *p, size_t nblk, struct zc_ref *re
 	}
 }
 
+/* The owner's serial path; returns the bytes copied into the carry block. */
+static uint64_t
+hash_inline(struct s3_md5mb_stream *s, const uint8_t *p, size_t n)
+{
+	uint64_t carried = 0;
+	size_t take, whole;
+
+	if (s->ncarry) {
+		take = 64 - s->ncarry < n ? 64 - s->ncarry : n;
+		memcpy(s->carry + s->ncarry, p, take);
+		carried += take;
+		s->ncarry += (unsigned)take;
+		p += take;
+		n -= take;
+		if (s->ncarry < 64)
+			return carried;
+		serial_blocks(s->st, s->carry, 1);
+		s->ncarry = 0;
+	}
+	whole = n / 64;
+	if (whole)
+		serial_blocks(s->st, p, whole);
+	memcpy(s->carry, p + whole * 64, n % 64);
+	s->ncarry = (unsigned)(n % 64);
+	return carried + n % 64;
+}
+
 int
 s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 {
@@ -490,26 +524,19 @@ s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 		return 0;
 	s->len += n;
 	pthread_mutex_lock(&mb->lock);
-	if (!seg->ref) {
-		/* borrowed for this call only: hash it here, after what is queued */
+	/* Hashed here, on the owner's thread, after what is queued: a span borrowed for this
+	 * call only, or any span while this is the only open stream (nothing to share the
+	 * lanes with, and no handoff to pay). */
+	if (!seg->ref || mb->nopen == 1) {
 		wait_idle(s);
 		pthread_mutex_unlock(&mb->lock);
-		if (s->ncarry) {
-			take = 64 - s->ncarry < n ? 64 - s->ncarry : n;
-			memcpy(s->carry + s->ncarry, p, take);
-			s->ncarry += (unsigned)take;
-			p += take;
-			n -= take;
-			if (s->ncarry == 64) {
-				serial_blocks(s->st, s->carry, 1);
-				s->ncarry = 0;
-			}
-		}
-		whole = n / 64;
-		if (whole)
-			serial_blocks(s->st, p, whole);
-		memcpy(s->carry, p + whole * 64, n % 64);
-		s->ncarry += (unsigned)(n % 64);
+		carried = hash_inline(s, p, n);
+		pthread_mutex_lock(&mb->lock);
+		mb->stats.inline_bytes += seg->len;
+		mb->stats.carry_bytes += carried;
+		pthread_mutex_unlock(&mb->lock);
+		if (carried)
+			s3_metric_copied(S3_COPY_MD5_CARRY, carried);
 		return 0;
 	}
 	if (s->ncarry) { /* complete the carry block first: MD5 takes bytes in order */
@@ -559,6 +586,7 @@ s3_md5mb_final(struct s3_md5mb_stream *s, uint8_t md5[16])
 
 	pthread_mutex_lock(&s->mb->lock);
 	wait_idle(s);
+	s->mb->nopen--;
 	pthread_mutex_unlock(&s->mb->lock);
 	memcpy(pad, s->carry, s->ncarry);
 	pad[s->ncarry] = 0x80;
@@ -594,6 +622,7 @@ s3_md5mb_abort(struct s3_md5mb_stream *s)
 		list_del(mb, s);
 	while (s->head != s->tail)
 		refs[n++] = ent_done(s);
+	mb->nopen--;
 	pthread_mutex_unlock(&mb->lock);
 	put_refs(refs, n);
 	pthread_cond_destroy(&s->cond);

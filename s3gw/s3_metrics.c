@@ -91,15 +91,17 @@ s3_metrics_render_md5(struct s3_buf *b, struct s3_md5mb *mb)
 	s3_buf_printf(
 	        b,
 	        "# HELP zest_s3_md5_blocks_total 64-byte MD5 blocks hashed by the multi-buffer "
-	        "service: in AVX2 lanes with data, lanes run empty, serially (a stream alone).\n"
+	        "service: in AVX2 lanes with data, lanes run empty, serially by the hasher, by the "
+	        "upload's own worker (the only upload).\n"
 	        "# TYPE zest_s3_md5_blocks_total counter\n"
 	        "zest_s3_md5_blocks_total{path=\"x8\"} %lu\n"
 	        "zest_s3_md5_blocks_total{path=\"x8_idle\"} %lu\n"
 	        "zest_s3_md5_blocks_total{path=\"serial\"} %lu\n"
+	        "zest_s3_md5_blocks_total{path=\"inline\"} %lu\n"
 	        "# HELP zest_s3_md5_waits_total Uploads that waited for room in their MD5 queue.\n"
 	        "# TYPE zest_s3_md5_waits_total counter\n"
 	        "zest_s3_md5_waits_total %lu\n",
-	        st.x8_blocks, st.x8_idle_blocks, st.serial_blocks, st.waits);
+	        st.x8_blocks, st.x8_idle_blocks, st.serial_blocks, st.inline_bytes / 64, st.waits);
 }
 
 void

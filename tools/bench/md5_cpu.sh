@@ -26,6 +26,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 port=$((20000 + RANDOM % 20000))
 drives=()
 for i in 0 1 2 3 4 5; do
@@ -54,12 +55,19 @@ for r in $(seq "$rounds"); do
 				--access-key bench --secret-key benchsecret ${flags//,/ } \
 				>"$tmp/gw.out" 2>"$tmp/gw.err" &
 			gw=$!
-			for _ in $(seq 100); do grep -q listening "$tmp/gw.out" && break; sleep 0.1; done
+			for _ in $(seq 300); do grep -q listening "$tmp/gw.out" && break; sleep 0.1; done
+			if ! grep -q listening "$tmp/gw.out"; then
+				echo "# $name c$c round $r: the gateway did not start: $(tail -1 "$tmp/gw.err")"
+				kill "$gw" 2>/dev/null; wait "$gw" 2>/dev/null || true
+				gw=
+				continue
+			fi
 			gport=$(grep -o ' port=[0-9]*' "$tmp/gw.out" | cut -d= -f2)
 			mport=$(grep -o 'metrics_port=[0-9]*' "$tmp/gw.out" | cut -d= -f2)
 			b0=$(bytes_in "$mport") t0=$(cpu "$gw")
 			"$build/tools/zest-bench" s3 put --host "127.0.0.1:$gport" --obj.size "$size" \
-				--concurrent "$c" --duration "$dur" --warmup 1s --json >"$tmp/bench.json"
+				--concurrent "$c" --duration "$dur" --warmup 1s --json >"$tmp/bench.json" ||
+				echo "# $name c$c round $r: zest-bench exit $?"
 			t1=$(cpu "$gw") b1=$(bytes_in "$mport")
 			lanes=$(curl -s "http://127.0.0.1:$mport/metrics" | awk -F'[{}" ]+' '
 				/^zest_s3_md5_blocks_total/ {v[$3] = $NF}
@@ -73,10 +81,10 @@ for r in $(seq "$rounds"); do
 			awk -v n="$name" -v c="$c" -v r="$r" -v m="${mibs:-0}" -v t=$((t1 - t0)) \
 				-v b=$((b1 - b0)) -v k="$tck" -v l="${lanes:--}" 'BEGIN {
 				printf "%-8s %-3s %-5s %9.1f %9.2f %11.3f %s\n", n, c, r, m, t / k,
-				       b ? t / k / (b / 1073741824) : 0, l }'
+				       b ? t / k / (b / 1073741824) : 0, l }' | tee -a "$tmp/runs"
 		done
 	done
-done | tee "$tmp/runs"
+done
 echo "# medians per arm and stream count"
 median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 for c in $conc; do
