@@ -66,8 +66,12 @@ for r in $(seq "$rounds"); do
 			mport=$(grep -o 'metrics_port=[0-9]*' "$tmp/gw.out" | cut -d= -f2)
 			b0=$(bytes_in "$mport") t0=$(cpu "$gw")
 			"$build/tools/zest-bench" s3 put --host "127.0.0.1:$gport" --obj.size "$size" \
-				--concurrent "$c" --duration "$dur" --warmup 1s --json >"$tmp/bench.json" ||
-				echo "# $name c$c round $r: zest-bench exit $?"
+				--concurrent "$c" --duration "$dur" --warmup 1s --json >"$tmp/bench.json" || {
+				echo "# $name c$c round $r: zest-bench exit $? (port '$gport'), run skipped"
+				kill "$gw"; wait "$gw" 2>/dev/null || true
+				gw=
+				continue
+			}
 			t1=$(cpu "$gw") b1=$(bytes_in "$mport")
 			lanes=$(curl -s "http://127.0.0.1:$mport/metrics" | awk -F'[{}" ]+' '
 				/^zest_s3_md5_blocks_total/ {v[$3] = $NF}
