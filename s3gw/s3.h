@@ -31,7 +31,9 @@
  * server's worker threads and may block (s3_backend_rpc.c: the datanodes over gRPC;
  * tests/unit/s3gw/mem_backend.c: an in-memory test double).
  *
- * Threading: parsers, decoders and checksum states belong to one thread at a time. The
+ * Threading: parsers, decoders and checksum states belong to one thread at a time (an
+ * upload's MD5 may be queued to s3_md5mb's one hasher thread, which works on its state while
+ * the upload has spans queued; s3_md5mb.c says who runs what). The
  * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
  * readable connection is served by one worker at a time (EPOLLONESHOT), which may block on
  * the backend without stalling any other connection; a GET body is pulled from the
