@@ -11,7 +11,8 @@
  *    update() takes its own reference on the span (zc_seg.ref, the connection's read buffer)
  *    and queues it by reference: no payload byte is copied, except the < 64 B head and tail
  *    of a span that do not fill a whole 64-byte MD5 block, which go to a per-stream carry
- *    block (counted in s3_md5mb_stats.carry_bytes). update() waits only when the stream's
+ *    block (counted in s3_md5mb_stats.carry_bytes, with the copy of a full carry block into
+ *    the queue: under 192 B per span). update() waits only when the stream's
  *    queue is full (max_queued bytes or RING entries): bounded memory, backpressure on that
  *    one upload. final() waits until the stream's queue is hashed, then pads on the owner's
  *    thread.
@@ -560,7 +561,8 @@ s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 	}
 	s->waiting = false;
 	if (s->ncarry == 64) {
-		push(s, NULL, 1, NULL);
+		push(s, NULL, 1, NULL); /* copies the carry block into the queue: counted too */
+		carried += 64;
 		s->ncarry = 0;
 	}
 	if (whole)
