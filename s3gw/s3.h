@@ -5,6 +5,9 @@
  *   s3_util.c     growable bounded buffers, hex/base64, the S3 error table
  *   s3_sum.c      one-pass checksums of a payload: MD5 (ETag), SHA-1, SHA-256, CRC32,
  *                 CRC32C (zc_crc32c), CRC64NVME
+ *   s3_md5x8.c, s3_md5mb.c
+ *                 MD5 of 8 messages in AVX2 lanes, and the service that hashes the
+ *                 concurrent uploads' ETags through it
  *   s3_sigv4.c    SigV4 verification (Authorization header and presigned URLs), chunk and
  *                 trailer signatures
  *   s3_sigv2.c    SigV2 verification (header and presigned), for older clients
@@ -28,7 +31,9 @@
  * server's worker threads and may block (s3_backend_rpc.c: the datanodes over gRPC;
  * tests/unit/s3gw/mem_backend.c: an in-memory test double).
  *
- * Threading: parsers, decoders and checksum states belong to one thread at a time. The
+ * Threading: parsers, decoders and checksum states belong to one thread at a time (an
+ * upload's MD5 may be queued to s3_md5mb's one hasher thread, which works on its state while
+ * the upload has spans queued; s3_md5mb.c says who runs what). The
  * server runs a few epoll loops (accept, readiness, timeouts) and a pool of workers; a
  * readable connection is served by one worker at a time (EPOLLONESHOT), which may block on
  * the backend without stalling any other connection; a GET body is pulled from the
@@ -168,6 +173,8 @@ struct s3_sum_out {
 };
 
 struct evp_md_ctx_st;
+struct s3_md5mb;
+struct s3_md5mb_stream;
 
 /* Running checksums over one payload; every selected algorithm sees each span once. */
 struct s3_sum {
@@ -175,22 +182,69 @@ struct s3_sum {
 	uint32_t crc32, crc32c;
 	uint64_t crc64nvme;
 	struct evp_md_ctx_st *md5, *sha1, *sha256;
+	struct s3_md5mb_stream *md5mb; /* MD5 through the service instead of md5 */
 	uint64_t bytes;
 };
 
 int s3_sum_init(struct s3_sum *s, unsigned mask); /* 0 or -ENOMEM */
+/* The same, with MD5 through the multi-buffer service mb (NULL: serial, as s3_sum_init). */
+int s3_sum_init_mb(struct s3_sum *s, unsigned mask, struct s3_md5mb *mb);
 void s3_sum_update(struct s3_sum *s, const void *p, size_t n);
+/* The same for a span with its reference: MD5 may queue it by reference (s3_md5mb). */
+void s3_sum_update_seg(struct s3_sum *s, const struct zc_seg *seg);
 void s3_sum_final(struct s3_sum *s, struct s3_sum_out *out); /* may be called once */
 void s3_sum_fini(struct s3_sum *s);
 
 /*
  * MD5 of eight messages of the same length at once (AVX2, one message per lane): the
  * multi-buffer kernel for hashing concurrent uploads together. -ENOTSUP without AVX2.
- * Not yet wired into the PUT path (that needs batching across workers); measured by
- * zest-bench sums.
+ * s3_md5x8_blocks runs nblocks 64-byte blocks of each lane over the raw states st[word][lane]
+ * (no padding); only when s3_md5x8_supported(). The PUT path uses it through s3_md5mb.
  */
 int s3_md5x8(const uint8_t *const data[8], size_t len, uint8_t out[8][16]);
+void s3_md5x8_blocks(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks);
 bool s3_md5x8_supported(void);
+
+/*
+ * s3_md5mb: one MD5 service for all concurrent uploads. A hasher thread runs the 8 AVX2
+ * lanes of s3_md5x8 over the queued blocks of up to 8 streams at once; a stream alone for
+ * alone_us is hashed serially (OpenSSL). Spans are queued by reference (the service takes
+ * and drops its own zc_ref), so update() returns at once unless the stream has max_queued
+ * bytes waiting (then it blocks: backpressure). A stream belongs to one thread at a time;
+ * final() or abort() ends it. s3_md5mb.c's header says which thread runs what.
+ */
+struct s3_md5mb;
+struct s3_md5mb_stream;
+
+struct s3_md5mb_opts {
+	size_t max_queued;  /* bytes queued per stream before update() waits; 0: 1 MiB */
+	unsigned alone_us;  /* how long a lone stream waits for company; 0: 50 us */
+	unsigned min_lanes; /* fewer streams with data than this run serially; 0: 2 */
+};
+
+struct s3_md5mb_stats {
+	uint64_t x8_runs;        /* kernel calls */
+	uint64_t x8_blocks;      /* lane blocks with data */
+	uint64_t x8_idle_blocks; /* lane blocks run empty */
+	uint64_t serial_blocks;  /* blocks the hasher hashed serially (alone, or waited for) */
+	uint64_t inline_bytes;   /* bytes the owners hashed themselves (one stream open) */
+	uint64_t carry_bytes;    /* bytes copied into carry blocks (span heads/tails < 64 B) */
+	uint64_t waits;          /* update() calls that waited for room */
+};
+
+/* -ENOTSUP without AVX2 (use s3_sum's serial MD5 then), -ENOMEM, or 0. */
+int s3_md5mb_create(const struct s3_md5mb_opts *o, struct s3_md5mb **out);
+/* Every stream must have ended. NULL: no-op. */
+void s3_md5mb_destroy(struct s3_md5mb *mb);
+void s3_md5mb_stats(struct s3_md5mb *mb, struct s3_md5mb_stats *out);
+int s3_md5mb_open(struct s3_md5mb *mb, struct s3_md5mb_stream **out); /* 0 or -ENOMEM */
+/* Queue seg's bytes (a reference is taken; seg->ref NULL: the bytes are borrowed for this
+ * call, which then hashes them before returning). Returns 0. */
+int s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg);
+/* Wait for the queued blocks, pad, write the digest and free the stream. */
+void s3_md5mb_final(struct s3_md5mb_stream *s, uint8_t md5[16]);
+/* Drop what is queued (the references too) and free the stream; NULL: no-op. */
+void s3_md5mb_abort(struct s3_md5mb_stream *s);
 
 uint32_t s3_crc32(uint32_t crc, const void *p, size_t n);     /* zlib/gzip CRC-32 */
 uint64_t s3_crc64nvme(uint64_t crc, const void *p, size_t n); /* CRC-64/NVME */
@@ -613,6 +667,11 @@ struct s3_config {
 	unsigned idle_timeout_ms;   /* 0: 60 s */
 	uint64_t max_object;        /* 0: 5 TiB */
 	unsigned max_conns;         /* open connections; more are refused. 0: 4096 */
+	enum s3_md5_mode {
+		S3_MD5_AUTO,   /* multi where the CPU has AVX2, else serial */
+		S3_MD5_SERIAL, /* each upload's MD5 on its worker thread (OpenSSL) */
+		S3_MD5_MULTI,  /* concurrent uploads' MD5 in AVX2 lanes (s3_md5mb) */
+	} md5;
 };
 
 struct s3_server;

@@ -64,6 +64,9 @@ usage(FILE *f)
 	        "  --max-object SIZE       largest single PUT (default 5TiB)\n"
 	        "  --max-conns N           open connections before new ones are refused (default "
 	        "4096)\n"
+	        "  --md5 MODE              ETag MD5: serial (each upload on its worker), multi\n"
+	        "                          (concurrent uploads in AVX2 lanes, one hasher thread),\n"
+	        "                          auto (multi where the CPU has AVX2; default)\n"
 	        "  --help                  this text\n"
 	        "  --version               print the version\n");
 }
@@ -86,6 +89,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "header-timeout", required_argument, NULL, 'T' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
 		{ "max-object", required_argument, NULL, 'O' },
+		{ "md5", required_argument, NULL, '5' },
 		{ "max-conns", required_argument, NULL, 'C' },
 		{ "workers", required_argument, NULL, 'W' },
 		{ "anonymous", no_argument, NULL, 'N' },
@@ -208,6 +212,18 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			break;
 		case 'i':
 			tls.insecure = true;
+			break;
+		case '5':
+			if (strcmp(optarg, "serial") == 0) {
+				cfg.md5 = S3_MD5_SERIAL;
+			} else if (strcmp(optarg, "multi") == 0) {
+				cfg.md5 = S3_MD5_MULTI;
+			} else if (strcmp(optarg, "auto") == 0) {
+				cfg.md5 = S3_MD5_AUTO;
+			} else {
+				fprintf(stderr, "zest-s3gw: --md5 must be serial, multi or auto\n");
+				return 2;
+			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -301,6 +301,7 @@ serve_metrics(struct s3_conn *c)
 	s3_buf_init(&ex, 256);
 	if (c->rq.http.path_len == 8 && memcmp(c->rq.http.path, "/metrics", 8) == 0) {
 		s3_metrics_render(&b);
+		s3_metrics_render_md5(&b, c->loop->srv->md5mb);
 		s3_buf_adds(&ex, "Content-Type: text/plain; version=0.0.4\r\n");
 		if (s3_resp_head(rq, 200, &ex, b.len) == 0)
 			s3_resp_data(rq, b.p, b.len);
@@ -332,6 +333,7 @@ begin_request(struct s3_conn *c)
 	rq->conn = c;
 	rq->cfg = &srv->cfg;
 	rq->be = srv->be;
+	rq->md5mb = srv->md5mb;
 	rq->creds.access_key = srv->cfg.access_key;
 	rq->creds.secret_key = srv->cfg.secret_key;
 	rq->creds.region = srv->cfg.region;

@@ -177,6 +177,7 @@ pump_flush(struct pump *pp)
 		return 0;
 	pp->cur = NULL;
 	seg = (struct zc_seg){ ch->data, ch->len, &ch->ref };
+	s3_sum_update_seg(&pp->sum, &seg); /* the chunk's bytes, by reference */
 	rc = ch->len ? pp->be->put_write(pp->stream, &seg) : 0;
 	zc_ref_put(&ch->ref);
 	return rc;
@@ -197,7 +198,6 @@ pump_emit(void *arg, const uint8_t *p, size_t n)
 {
 	struct pump *pp = arg;
 
-	s3_sum_update(&pp->sum, p, n);
 	pp->got += n;
 	while (n) {
 		size_t take;
@@ -242,7 +242,7 @@ copy_stream(struct s3_req *rq, struct copy *c, uint64_t off, uint64_t len, const
 	struct s3_sum_out o;
 	int rc;
 
-	if (s3_sum_init(&pp.sum, (etag ? 0 : S3_CK_MD5) | ck) < 0)
+	if (s3_sum_init_mb(&pp.sum, (etag ? 0 : S3_CK_MD5) | ck, rq->md5mb) < 0)
 		return -ENOMEM;
 	rc = be->put_open(be->ctx, db, dk, len, true, &pp.stream);
 	if (rc < 0) {

@@ -79,6 +79,7 @@ struct s3_req {
 	struct s3_chunked aws;  /* aws-chunked decoder when in streaming mode */
 	bool aws_chunked;
 	struct s3_put *put; /* operation state for streamed bodies */
+	struct s3_md5mb *md5mb; /* the server's MD5 service, NULL: serial */
 };
 
 /* ---- implemented by s3_route.c (the operations behind it: s3_ops_internal.h) */
@@ -122,6 +123,7 @@ int s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg);
 enum s3_copy_stage {
 	S3_COPY_CARRY,   /* unparsed bytes carried to a fresh read buffer */
 	S3_COPY_COLLECT, /* small XML bodies gathered */
+	S3_COPY_MD5_CARRY, /* span heads and tails (< 64 B each) into MD5 carry blocks */
 	S3_COPY_STAGES
 };
 

@@ -37,6 +37,35 @@ static const uint32_t K[64] = {
 #define HH(b, c, d) _mm256_xor_si256(_mm256_xor_si256(b, c), d)
 #define II(b, c, d) _mm256_xor_si256(c, _mm256_or_si256(b, _mm256_xor_si256(d, ones)))
 
+/*
+ * Words j..j+7 of the block at off of each lane, as w[j] = (lane 0's word j, ..., lane 7's):
+ * one 32-byte load per lane and an 8x8 transpose of 32-bit elements in registers (24
+ * shuffles). Gathering the words one by one through memory cost a store-forwarding stall
+ * per vector.
+ */
+__attribute__((target("avx2"))) static inline void
+load_words(__m256i w[8], const uint8_t *const p[8], size_t off)
+{
+	__m256i r[8], t[8], u[8];
+
+	for (int l = 0; l < 8; l++)
+		r[l] = _mm256_loadu_si256((const __m256i *)(p[l] + off));
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+		t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+	}
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);         /* a0 b0 c0 d0 | a4 .. d4 */
+		u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);     /* a1 .. d1 | a5 .. d5 */
+		u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]); /* a2 .. d2 | a6 .. d6 */
+		u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]); /* a3 .. d3 | a7 .. d7 */
+	}
+	for (int j = 0; j < 4; j++) {
+		w[j] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x20);
+		w[j + 4] = _mm256_permute2x128_si256(u[j], u[j + 4], 0x31);
+	}
+}
+
 __attribute__((target("avx2"))) static void
 blocks_x8(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
 {
@@ -50,13 +79,8 @@ blocks_x8(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
 		__m256i w[16], a = a0, b = b0, c = c0, d = d0;
 		size_t off = blk * 64;
 
-		for (int j = 0; j < 16; j++) {
-			uint32_t v[8];
-
-			for (int l = 0; l < 8; l++)
-				memcpy(&v[l], p[l] + off + 4 * j, 4);
-			w[j] = _mm256_loadu_si256((const __m256i *)v);
-		}
+		load_words(w, p, off);
+		load_words(w + 8, p, off + 32);
 		for (int i = 0; i < 16; i += 4) {
 			STEP(FF(b, c, d), a, b, c, d, w[i], K[i], 7);
 			STEP(FF(a, b, c), d, a, b, c, w[i + 1], K[i + 1], 12);
@@ -90,6 +114,12 @@ blocks_x8(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
 	_mm256_storeu_si256((__m256i *)st[1], b0);
 	_mm256_storeu_si256((__m256i *)st[2], c0);
 	_mm256_storeu_si256((__m256i *)st[3], d0);
+}
+
+void
+s3_md5x8_blocks(uint32_t st[4][8], const uint8_t *const p[8], size_t nblocks)
+{
+	blocks_x8(st, p, nblocks);
 }
 
 bool

@@ -44,7 +44,8 @@ static const char *const op_names[S3_OP_COUNT] = {
 	"mpu_abort",     "mpu_list",
 };
 
-static const char *const copy_stage_names[S3_COPY_STAGES] = { "rbuf_carry", "xml_collect" };
+static const char *const copy_stage_names[S3_COPY_STAGES] = { "rbuf_carry", "xml_collect",
+	                                                      "md5_carry" };
 
 const char *
 s3_op_name(enum s3_op op)
@@ -78,6 +79,29 @@ s3_metric_request(enum s3_op op, int status, uint64_t ns)
 		b++;
 	atomic_fetch_add_explicit(&s3_metrics.lat[op][b], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s3_metrics.lat_sum_us[op], ns / 1000, memory_order_relaxed);
+}
+
+void
+s3_metrics_render_md5(struct s3_buf *b, struct s3_md5mb *mb)
+{
+	struct s3_md5mb_stats st = { 0 };
+
+	if (mb)
+		s3_md5mb_stats(mb, &st);
+	s3_buf_printf(
+	        b,
+	        "# HELP zest_s3_md5_blocks_total 64-byte MD5 blocks hashed by the multi-buffer "
+	        "service: in AVX2 lanes with data, lanes run empty, serially by the hasher, by the "
+	        "upload's own worker (the only upload).\n"
+	        "# TYPE zest_s3_md5_blocks_total counter\n"
+	        "zest_s3_md5_blocks_total{path=\"x8\"} %lu\n"
+	        "zest_s3_md5_blocks_total{path=\"x8_idle\"} %lu\n"
+	        "zest_s3_md5_blocks_total{path=\"serial\"} %lu\n"
+	        "zest_s3_md5_blocks_total{path=\"inline\"} %lu\n"
+	        "# HELP zest_s3_md5_waits_total Uploads that waited for room in their MD5 queue.\n"
+	        "# TYPE zest_s3_md5_waits_total counter\n"
+	        "zest_s3_md5_waits_total %lu\n",
+	        st.x8_blocks, st.x8_idle_blocks, st.serial_blocks, st.inline_bytes / 64, st.waits);
 }
 
 void

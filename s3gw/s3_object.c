@@ -485,7 +485,7 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 
 		if (rq->auth.payload == S3_PAYLOAD_HASH)
 			mask |= S3_CK_SHA256;
-		if (s3_sum_init(&p->sum, mask) < 0)
+		if (s3_sum_init_mb(&p->sum, mask, rq->md5mb) < 0)
 			return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	}
 	rc = rq->be->put_open(rq->be->ctx, sbucket, skey, size, size_known, &p->stream);
@@ -507,7 +507,7 @@ s3_put_body(struct s3_req *rq, const uint8_t *b, size_t n)
 	if (rq->body_size_known && p->got + n > rq->body_expected)
 		return -EMSGSIZE;
 	p->got += n;
-	s3_sum_update(&p->sum, b, n);
+	s3_sum_update_seg(&p->sum, &seg);
 	return rq->be->put_write(p->stream, &seg);
 }
 

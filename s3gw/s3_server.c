@@ -310,6 +310,17 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		rc = -errno;
 		goto fail;
 	}
+	if (srv->cfg.md5 != S3_MD5_SERIAL) {
+		rc = s3_md5mb_create(NULL, &srv->md5mb);
+		if (rc == -ENOTSUP && srv->cfg.md5 == S3_MD5_AUTO) {
+			rc = 0;
+		} else if (rc < 0) {
+			ZC_ERR("s3", "md5=multi err=%d%s", rc,
+			       rc == -ENOTSUP ? " reason=no_avx2" : "");
+			goto fail;
+		}
+	}
+	ZC_INFO("s3", "md5=%s", srv->md5mb ? "multi" : "serial");
 	srv->nloops = srv->cfg.threads;
 	srv->nworkers = srv->cfg.workers;
 	pthread_mutex_init(&srv->qlock, NULL);
@@ -437,5 +448,6 @@ s3_server_destroy(struct s3_server *srv)
 	if (srv->stopfd >= 0)
 		close(srv->stopfd);
 	SSL_CTX_free(srv->tls);
+	s3_md5mb_destroy(srv->md5mb);
 	free(srv);
 }

@@ -153,11 +153,13 @@ struct s3_server {
 	bool stopping;
 	unsigned nworkers;
 	pthread_t workers[MAX_WORKERS];
+	struct s3_md5mb *md5mb; /* NULL: MD5 serial on the workers */
 };
 
 /* ---- s3_metrics.c */
 void s3_metric_request(enum s3_op op, int status, uint64_t ns);
 void s3_metrics_render(struct s3_buf *b);
+void s3_metrics_render_md5(struct s3_buf *b, struct s3_md5mb *mb); /* mb NULL: zeros */
 /* ---- s3_conn_io.c */
 long s3_conn_read(struct s3_conn *c, void *buf, size_t n);
 int s3_conn_write(struct s3_conn *c, const void *p, size_t n, bool more);

@@ -117,9 +117,18 @@ s3_crc64nvme_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b)
 int
 s3_sum_init(struct s3_sum *s, unsigned mask)
 {
+	return s3_sum_init_mb(s, mask, NULL);
+}
+
+int
+s3_sum_init_mb(struct s3_sum *s, unsigned mask, struct s3_md5mb *mb)
+{
 	memset(s, 0, sizeof(*s));
 	s->mask = mask;
-	if (mask & S3_CK_MD5) {
+	if ((mask & S3_CK_MD5) && mb) {
+		if (s3_md5mb_open(mb, &s->md5mb) < 0)
+			goto fail;
+	} else if (mask & S3_CK_MD5) {
 		s->md5 = EVP_MD_CTX_new();
 		if (!s->md5 || !EVP_DigestInit_ex(s->md5, EVP_md5(), NULL))
 			goto fail;
@@ -140,8 +149,9 @@ fail:
 	return -ENOMEM;
 }
 
-void
-s3_sum_update(struct s3_sum *s, const void *p, size_t n)
+/* All but MD5: read while the span is in cache. */
+static void
+sum_others(struct s3_sum *s, const void *p, size_t n)
 {
 	s->bytes += n;
 	if (s->mask & S3_CK_CRC32)
@@ -150,12 +160,30 @@ s3_sum_update(struct s3_sum *s, const void *p, size_t n)
 		s->crc32c = zc_crc32c(s->crc32c, p, n);
 	if (s->mask & S3_CK_CRC64NVME)
 		s->crc64nvme = s3_crc64nvme(s->crc64nvme, p, n);
-	if (s->md5)
-		EVP_DigestUpdate(s->md5, p, n);
 	if (s->sha1)
 		EVP_DigestUpdate(s->sha1, p, n);
 	if (s->sha256)
 		EVP_DigestUpdate(s->sha256, p, n);
+}
+
+void
+s3_sum_update(struct s3_sum *s, const void *p, size_t n)
+{
+	struct zc_seg seg = { p, n, NULL };
+
+	s3_sum_update_seg(s, &seg);
+}
+
+/* MD5 first: through the service it is only queued, and the hasher thread works on it
+ * while this thread runs the other algorithms. */
+void
+s3_sum_update_seg(struct s3_sum *s, const struct zc_seg *seg)
+{
+	if (s->md5mb)
+		s3_md5mb_update(s->md5mb, seg);
+	else if (s->md5)
+		EVP_DigestUpdate(s->md5, seg->ptr, seg->len);
+	sum_others(s, seg->ptr, seg->len);
 }
 
 void
@@ -166,6 +194,10 @@ s3_sum_final(struct s3_sum *s, struct s3_sum_out *o)
 	o->crc32 = s->crc32;
 	o->crc32c = s->crc32c;
 	o->crc64nvme = s->crc64nvme;
+	if (s->md5mb) {
+		s3_md5mb_final(s->md5mb, o->md5);
+		s->md5mb = NULL;
+	}
 	if (s->md5)
 		EVP_DigestFinal_ex(s->md5, o->md5, NULL);
 	if (s->sha1)
@@ -177,6 +209,8 @@ s3_sum_final(struct s3_sum *s, struct s3_sum_out *o)
 void
 s3_sum_fini(struct s3_sum *s)
 {
+	s3_md5mb_abort(s->md5mb);
+	s->md5mb = NULL;
 	EVP_MD_CTX_free(s->md5);
 	EVP_MD_CTX_free(s->sha1);
 	EVP_MD_CTX_free(s->sha256);
