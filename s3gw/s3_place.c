@@ -1,37 +1,18 @@
-/* s3_place: which datanode owns an object, and merging listings across datanodes. */
+/* s3_place: which datanode owns an object (zc_place's rendezvous hash), and merging listings
+ * across datanodes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "s3.h"
-
-static uint64_t
-fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n--) {
-		h ^= *b++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-/* splitmix64's finaliser: FNV alone leaves the high bits poorly mixed. */
-static uint64_t
-mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#include "zc_place.h"
 
 uint64_t
 s3_obj_hash(const char *bucket, const char *key)
 {
-	uint64_t h = fnv1a(0xcbf29ce484222325ull, bucket, strlen(bucket) + 1);
+	uint64_t h = zc_place_hash(ZC_PLACE_SEED, bucket, strlen(bucket) + 1);
 
-	return fnv1a(h, key, strlen(key));
+	return zc_place_hash(h, key, strlen(key));
 }
 
 /* Multipart parts ("p/<upload-id>/<n>" in the reserved bucket) carry their target's hash
@@ -62,20 +43,11 @@ part_hash(const char *bucket, const char *key, uint64_t *h)
 unsigned
 s3_place(const char *const *nodes, unsigned n, const char *bucket, const char *key)
 {
-	uint64_t obj, best = 0;
-	unsigned who = 0;
+	uint64_t obj;
 
 	if (!part_hash(bucket, key, &obj))
 		obj = s3_obj_hash(bucket, key);
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t w = mix(fnv1a(obj, nodes[i], strlen(nodes[i])));
-
-		if (i == 0 || w > best) {
-			best = w;
-			who = i;
-		}
-	}
-	return who;
+	return zc_place_first(obj, nodes, n);
 }
 
 struct cursor {
