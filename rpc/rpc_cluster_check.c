@@ -1,0 +1,248 @@
+/* rpc_cluster_check: the rules a cluster record must keep (rpc_cluster.h), shared by the
+ * encoders (a process never writes what another would refuse) and the decoders. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc_cluster.h"
+#include "rpc_cluster_internal.h"
+
+int
+rpc_cl_why(char *why, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && cap) {
+		va_start(ap, fmt);
+		vsnprintf(why, cap, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+bool
+rpc_cl_node_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > RPC_CL_MAX_NAME || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+size_t
+rpc_cl_extent_groups(const struct rpc_cl_extent *e)
+{
+	uint64_t per = (uint64_t)e->k * e->cell_size * e->stripes_per_group;
+
+	if (per == 0)
+		return 0;
+	return (size_t)(e->size / per + (e->size % per != 0));
+}
+
+static bool
+empty(const char *s)
+{
+	return !s || !*s;
+}
+
+/* host:port with a port in 1..65535 (the host is for the resolver to judge). */
+static bool
+address_ok(const char *a)
+{
+	const char *colon = a ? strrchr(a, ':') : NULL;
+	unsigned long port = 0;
+
+	if (!colon || colon == a || !colon[1] || strlen(colon + 1) > 5)
+		return false;
+	for (const char *p = colon + 1; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		port = port * 10 + (unsigned long)(*p - '0');
+	}
+	return port >= 1 && port <= 65535;
+}
+
+int
+rpc_cl_check_node(const struct rpc_cl_node *v, char *why, size_t cap)
+{
+	if (!rpc_cl_node_name_ok(v->name))
+		return rpc_cl_why(why, cap, "NodeInfo.name \"%.64s\" is not a node name",
+		                  v->name ? v->name : "");
+	if (!address_ok(v->address))
+		return rpc_cl_why(why, cap, "NodeInfo.address \"%.64s\" is not host:port",
+		                  v->address ? v->address : "");
+	if (v->incarnation == 0)
+		return rpc_cl_why(why, cap, "NodeInfo.incarnation is 0");
+	if (v->state != RPC_CL_NODE_UP && v->state != RPC_CL_NODE_DRAINING)
+		return rpc_cl_why(why, cap, "NodeInfo.state %d is not UP or DRAINING",
+		                  (int)v->state);
+	for (size_t i = 0; i < v->ndrives; i++)
+		if (empty(v->drives[i].id))
+			return rpc_cl_why(why, cap, "NodeInfo.drives[%zu].id is empty", i);
+	return 0;
+}
+
+int
+rpc_cl_check_member(const struct rpc_cl_member *v, char *why, size_t cap)
+{
+	if (!rpc_cl_node_name_ok(v->name))
+		return rpc_cl_why(why, cap, "MemberInfo.name \"%.64s\" is not a node name",
+		                  v->name ? v->name : "");
+	if (!address_ok(v->address))
+		return rpc_cl_why(why, cap, "MemberInfo.address \"%.64s\" is not host:port",
+		                  v->address ? v->address : "");
+	if (v->incarnation == 0)
+		return rpc_cl_why(why, cap, "MemberInfo.incarnation is 0");
+	for (size_t i = 0; i < v->ndrive_ids; i++)
+		if (empty(v->drive_ids[i]))
+			return rpc_cl_why(why, cap, "MemberInfo.drive_ids[%zu] is empty", i);
+	return 0;
+}
+
+static int
+check_attrs(const char *what, const struct rpc_cl_attr *a, size_t n, char *why, size_t cap)
+{
+	for (size_t i = 0; i < n; i++)
+		if (empty(a[i].name))
+			return rpc_cl_why(why, cap, "%s.attrs[%zu].name is empty", what, i);
+	return 0;
+}
+
+/* what: "ObjectRecord.extents[3]" and the like, for the message. */
+static int
+check_extent(const char *what, const struct rpc_cl_extent *e, char *why, size_t cap)
+{
+	unsigned w = e->k + e->m;
+
+	if (e->id == 0)
+		return rpc_cl_why(why, cap, "%s.id is 0", what);
+	if (e->k == 0 || e->k > RPC_CL_MAX_CELLS || e->m > RPC_CL_MAX_CELLS || w > RPC_CL_MAX_CELLS)
+		return rpc_cl_why(why, cap, "%s: scheme %u+%u is not 1 <= k, k+m <= %d", what, e->k,
+		                  e->m, RPC_CL_MAX_CELLS);
+	if (e->cell_size == 0 || e->cell_size % 4096 || e->cell_size > (1ull << 30))
+		return rpc_cl_why(why, cap,
+		                  "%s.cell_size %llu is not a multiple of 4096 in (0, 1 GiB]", what,
+		                  (unsigned long long)e->cell_size);
+	if (e->stripes_per_group == 0 || e->stripes_per_group > (1u << 20))
+		return rpc_cl_why(why, cap, "%s.stripes_per_group %u is not in 1..1048576", what,
+		                  e->stripes_per_group);
+	if (e->ngroups != rpc_cl_extent_groups(e))
+		return rpc_cl_why(why, cap, "%s has %zu groups, its size %llu needs %zu", what,
+		                  e->ngroups, (unsigned long long)e->size, rpc_cl_extent_groups(e));
+	if (e->ngroups && e->nnodes == 0)
+		return rpc_cl_why(why, cap, "%s has groups but no nodes", what);
+	if (e->nnodes > RPC_CL_MAX_EXTENT_NODES)
+		return rpc_cl_why(why, cap, "%s names %zu nodes, more than %d", what, e->nnodes,
+		                  RPC_CL_MAX_EXTENT_NODES);
+	for (size_t i = 0; i < e->nnodes; i++) {
+		if (!rpc_cl_node_name_ok(e->nodes[i]))
+			return rpc_cl_why(why, cap, "%s.nodes[%zu] \"%.64s\" is not a node name",
+			                  what, i, e->nodes[i] ? e->nodes[i] : "");
+		/* quadratic, over at most RPC_CL_MAX_EXTENT_NODES names */
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(e->nodes[i], e->nodes[j]) == 0)
+				return rpc_cl_why(why, cap,
+				                  "%s.nodes[%zu] repeats nodes[%zu] \"%s\"", what,
+				                  i, j, e->nodes[i]);
+	}
+	for (size_t g = 0; g < e->ngroups; g++) {
+		const struct rpc_cl_group *gr = &e->groups[g];
+
+		if (w < 32 && gr->missing >> w)
+			return rpc_cl_why(why, cap,
+			                  "%s.groups[%zu].missing 0x%x has bits past cell %u", what,
+			                  g, gr->missing, w - 1);
+		for (unsigned c = 0; c < w; c++)
+			if (gr->cell[c] >= e->nnodes)
+				return rpc_cl_why(
+				        why, cap,
+				        "%s.groups[%zu].cells[%u] = %u, past its %zu nodes", what,
+				        g, c, gr->cell[c], e->nnodes);
+	}
+	return 0;
+}
+
+int
+rpc_cl_check_object(const struct rpc_cl_object *v, char *why, size_t cap)
+{
+	uint64_t sum = 0;
+	char what[48];
+
+	if (empty(v->etag))
+		return rpc_cl_why(why, cap, "ObjectRecord.etag is empty");
+	if (check_attrs("ObjectRecord", v->attrs, v->nattrs, why, cap))
+		return -1;
+	for (size_t i = 0; i < v->nextents; i++) {
+		snprintf(what, sizeof(what), "ObjectRecord.extents[%zu]", i);
+		if (check_extent(what, &v->extents[i], why, cap))
+			return -1;
+		if (sum + v->extents[i].size < sum)
+			return rpc_cl_why(why, cap, "ObjectRecord: extent sizes overflow");
+		sum += v->extents[i].size;
+	}
+	if (sum != v->size)
+		return rpc_cl_why(why, cap, "ObjectRecord.size %llu, its extents hold %llu",
+		                  (unsigned long long)v->size, (unsigned long long)sum);
+	return 0;
+}
+
+static bool
+one_of(const char *s, const char *const *set)
+{
+	for (; *set; set++)
+		if (strcmp(s, *set) == 0)
+			return true;
+	return false;
+}
+
+int
+rpc_cl_check_upload(const struct rpc_cl_upload *v, char *why, size_t cap)
+{
+	static const char *const algs[] = { "",       "CRC32",     "CRC32C", "SHA1",
+		                            "SHA256", "CRC64NVME", NULL };
+	static const char *const types[] = { "", "COMPOSITE", "FULL_OBJECT", NULL };
+	char what[48];
+
+	if (empty(v->key))
+		return rpc_cl_why(why, cap, "UploadRecord.key is empty");
+	if (check_attrs("UploadRecord", v->attrs, v->nattrs, why, cap))
+		return -1;
+	if (!one_of(v->checksum_algorithm ? v->checksum_algorithm : "", algs))
+		return rpc_cl_why(why, cap, "UploadRecord.checksum_algorithm \"%.32s\" is unknown",
+		                  v->checksum_algorithm);
+	if (!one_of(v->checksum_type ? v->checksum_type : "", types))
+		return rpc_cl_why(why, cap, "UploadRecord.checksum_type \"%.32s\" is unknown",
+		                  v->checksum_type);
+	if (v->nparts > RPC_CL_MAX_PARTS)
+		return rpc_cl_why(why, cap, "UploadRecord has %zu parts, more than %d", v->nparts,
+		                  RPC_CL_MAX_PARTS);
+	for (size_t i = 0; i < v->nparts; i++) {
+		const struct rpc_cl_part *p = &v->parts[i];
+
+		if (p->number < 1 || p->number > RPC_CL_MAX_PARTS)
+			return rpc_cl_why(why, cap,
+			                  "UploadRecord.parts[%zu].number %u is not in 1..%d", i,
+			                  p->number, RPC_CL_MAX_PARTS);
+		if (i && p->number <= v->parts[i - 1].number)
+			return rpc_cl_why(why, cap, "UploadRecord.parts[%zu].number %u after %u", i,
+			                  p->number, v->parts[i - 1].number);
+		if (empty(p->etag))
+			return rpc_cl_why(why, cap, "UploadRecord.parts[%zu].etag is empty", i);
+		snprintf(what, sizeof(what), "UploadRecord.parts[%zu].extent", i);
+		if (check_extent(what, &p->extent, why, cap))
+			return -1;
+		if (p->extent.size != p->size)
+			return rpc_cl_why(
+			        why, cap, "UploadRecord.parts[%zu].size %llu, its extent %llu", i,
+			        (unsigned long long)p->size, (unsigned long long)p->extent.size);
+	}
+	return 0;
+}
