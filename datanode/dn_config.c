@@ -31,6 +31,9 @@ enum {
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 	OPT_INSECURE,
+	OPT_CLUSTER,
+	OPT_NODE,
+	OPT_ADVERTISE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -59,6 +62,9 @@ static const struct option long_opts[] = {
 	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
 	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
 	{ "insecure", no_argument, NULL, OPT_INSECURE },
+	{ "cluster", required_argument, NULL, OPT_CLUSTER },
+	{ "node", required_argument, NULL, OPT_NODE },
+	{ "advertise", required_argument, NULL, OPT_ADVERTISE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -99,6 +105,11 @@ usage(FILE *out)
 	      "  --insecure                 plaintext gRPC, anyone who reaches the port may read\n"
 	      "                             and delete everything (warned at start)\n"
 	      "                             (the three --tls-* flags or --insecure are required)\n"
+	      "  --cluster HOST:PORT[,...]  cluster mode: register in etcd at these endpoints\n"
+	      "                             (docs/cluster.md; default off: single-node)\n"
+	      "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
+	      "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
+	      "                             --listen with its bound port)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -296,6 +307,15 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		case OPT_INSECURE:
 			c->tls.insecure = true;
 			break;
+		case OPT_CLUSTER:
+			c->cluster = optarg;
+			break;
+		case OPT_NODE:
+			c->node = optarg; /* its rule is checked by dn_cluster_start */
+			break;
+		case OPT_ADVERTISE:
+			c->advertise = optarg;
+			break;
 		case OPT_HELP:
 			usage(out);
 			return 1;
@@ -334,6 +354,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	}
 	if (check_tls(c, err))
 		return -EINVAL;
+	if (!c->cluster != !c->node || (c->advertise && !c->cluster)) {
+		fprintf(err, "zest-datanode: --cluster and --node go together (--advertise "
+		             "with them)\n");
+		return -EINVAL;
+	}
 	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {
 		fprintf(err, "zest-datanode: admission limits need L1 <= L2 <= L3\n");
 		return -EINVAL;

@@ -35,6 +35,10 @@ struct dn_config {
 	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
 	struct rpc_tls tls;     /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */
+	/* Cluster mode (dn_cluster.h): all NULL without --cluster. */
+	char *cluster;   /* --cluster: etcd endpoints */
+	char *node;      /* --node: this node's name */
+	char *advertise; /* --advertise: host:port others dial; default: --listen's */
 };
 
 /*

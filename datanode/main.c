@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn_cluster.h"
 #include "dn_daemon.h"
 #include "zc_net.h"
 #include "dn_rpc.h"
@@ -45,6 +46,43 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 		        (double)(zc_now_ns() - t0) / 1e6);
 	}
 	return rc;
+}
+
+/* With --cluster the metrics hook shows membership after the binding's series. */
+static struct dn_cluster *cluster;
+
+static void
+metrics_hook(FILE *out, void *arg)
+{
+	dn_rpc_metrics(out, arg);
+	if (cluster)
+		dn_cluster_metrics(cluster, out);
+}
+
+/* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
+ * listen host with the port the server bound. */
+static int
+join_cluster(const struct dn_config *cfg, int port)
+{
+	struct dn_cluster_opts co = { .endpoints = cfg->cluster,
+		                      .node = cfg->node,
+		                      .drives = cfg->drives,
+		                      .ndrives = cfg->ndrives };
+	char host[256], addr[300];
+	unsigned lport;
+
+	if (cfg->advertise) {
+		co.address = cfg->advertise;
+	} else {
+		if (zc_hostport_split(cfg->listen, host, sizeof(host), &lport) ||
+		    !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !host[0]) {
+			ZC_ERR("datanode", "--cluster needs --advertise with --listen %s", cfg->listen);
+			return -EINVAL;
+		}
+		snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+		co.address = addr;
+	}
+	return dn_cluster_start(&co, &cluster);
 }
 
 int
@@ -123,13 +161,21 @@ main(int argc, char **argv)
 		       strerror(-rc));
 		goto destroy_binding;
 	}
+	if (cfg.cluster) {
+		rc = join_cluster(&cfg, rpc_server_port(srv));
+		if (rc) {
+			rpc_server_destroy(srv, 0);
+			goto destroy_binding;
+		}
+	}
 	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
 	if (cfg.metrics) {
-		dn_metrics_set_hook(store, dn_rpc_metrics, NULL);
+		dn_metrics_set_hook(store, metrics_hook, NULL);
 		rc = dn_metrics_serve(store, cfg.metrics, &mport);
 		if (rc) {
 			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics,
 			       rc, strerror(-rc));
+			dn_cluster_leave(cluster);
 			rpc_server_destroy(srv, 0);
 			goto destroy_binding;
 		}
@@ -152,12 +198,15 @@ main(int argc, char **argv)
 	grace_ms = (unsigned)(cfg.grace_ns / 1000000);
 	ZC_INFO("datanode", "signal=%d: stopping (grace %llu ms)", sig,
 	        (unsigned long long)(cfg.grace_ns / 1000000));
+	/* leave the cluster first, so nobody picks this node while it drains */
+	dn_cluster_leave(cluster);
 	rpc_server_destroy(srv, grace_ms);
 	rc = 0;
 destroy_binding:
 	dn_rpc_destroy(b);
 close_store:
-	dn_store_close(store);
+	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
+	dn_cluster_destroy(cluster);
 	live_refs = zc_ref_live();
 	live_bufs = rpc_live_buffers();
 	if (live_refs || live_bufs) {

@@ -49,6 +49,17 @@ main(void)
 	snprintf(line, sizeof(line), "%s --shutdown-grace 0", six);
 	CHECK_EQ(parse(&c, line), 0);
 	CHECK_EQ(c.grace_ns, 0);
+	/* cluster mode: --cluster and --node together, --advertise only with them */
+	CHECK(!c.cluster && !c.node && !c.advertise);
+	snprintf(line, sizeof(line), "%s --cluster 127.0.0.1:2379 --node dn-1", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(strcmp(c.cluster, "127.0.0.1:2379") == 0 && strcmp(c.node, "dn-1") == 0);
+	snprintf(line, sizeof(line), "%s --cluster 127.0.0.1:2379", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --node dn-1", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --advertise 10.0.0.1:7070", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --write-workers 0", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --readers 257", six);

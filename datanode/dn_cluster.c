@@ -1,0 +1,481 @@
+/* dn_cluster: registration of a datanode in etcd (dn_cluster.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dn_cluster.h"
+#include "rpc_cluster.h"
+#include "rpc_etcd.h"
+#include "rpc_members.h"
+#include "zc.h"
+
+#define MEMBERS_PREFIX "/zest/members/"
+#define RETRY_MS       1000
+
+struct dn_cluster {
+	struct dn_cluster_opts o;
+	char node_key[sizeof(RPC_MEMBERS_NODES_PREFIX) + RPC_CL_MAX_NAME];
+	char member_key[sizeof(MEMBERS_PREFIX) + RPC_CL_MAX_NAME];
+	uint64_t incarnation;
+	uint64_t started_ns; /* wall clock */
+	struct rpc_etcd *etcd;
+	struct rpc_members *members;
+
+	pthread_mutex_t mu; /* lease, ka, lost, stop */
+	pthread_cond_t cv;
+	int64_t lease;
+	struct rpc_etcd_keepalive *ka;
+	bool lost, stop;
+	bool left; /* dn_cluster_leave ran (main thread only) */
+	pthread_t thread;
+	atomic_bool registered;
+	atomic_uint_fast64_t registrations;
+};
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* "<store>/<index>" from the folder's zest-drive file (dn_store.c writes it at open). */
+static char *
+drive_id(const char *root, unsigned index)
+{
+	char path[4096], line[160], store[40], *id;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/zest-drive", root);
+	f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	if (!fgets(line, sizeof(line), f) || sscanf(line, "zest-drive v1 store=%32s", store) != 1) {
+		fclose(f);
+		return NULL;
+	}
+	fclose(f);
+	if (asprintf(&id, "%s/%u", store, index) < 0)
+		return NULL;
+	return id;
+}
+
+static void
+free_drives(struct rpc_cl_drive *d, unsigned n)
+{
+	for (unsigned i = 0; d && i < n; i++)
+		free(d[i].id);
+	free(d);
+}
+
+/* The drives as NodeInfo lists them; NULL on a missing identity file or no memory. */
+static struct rpc_cl_drive *
+read_drives(const struct dn_cluster *c, uint64_t *cap, uint64_t *avail)
+{
+	struct rpc_cl_drive *d = calloc(c->o.ndrives ? c->o.ndrives : 1, sizeof(*d));
+
+	*cap = *avail = 0;
+	for (unsigned i = 0; d && i < c->o.ndrives; i++) {
+		struct statvfs st;
+
+		d[i].index = i;
+		d[i].id = drive_id(c->o.drives[i], i);
+		if (!d[i].id) {
+			ZC_ERR("cluster", "drive=%s: no readable zest-drive identity",
+			       c->o.drives[i]);
+			free_drives(d, c->o.ndrives);
+			return NULL;
+		}
+		if (statvfs(c->o.drives[i], &st) == 0) {
+			d[i].capacity_bytes = (uint64_t)st.f_blocks * st.f_frsize;
+			d[i].free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
+		}
+		*cap += d[i].capacity_bytes;
+		*avail += d[i].free_bytes;
+	}
+	return d;
+}
+
+/* Put /zest/members/<name>: first_seen kept from the record there, if any. */
+static int
+put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
+{
+	struct rpc_cl_member mi = { 0 }, old = { 0 };
+	struct rpc_etcd_kvs kvs = { 0 };
+	char why[RPC_CL_WHY_MAX], *ids[64];
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	rc = rpc_etcd_get(c->etcd, c->member_key, strlen(c->member_key), false, &kvs, 0);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	mi.first_seen_ns = c->started_ns;
+	if (rc == 0) {
+		if (rpc_cl_member_decode(kvs.kv[0].value, kvs.kv[0].value_len, &old, why,
+		                         sizeof(why)) == 0)
+			mi.first_seen_ns = old.first_seen_ns;
+		else
+			ZC_WARN("cluster", "key=%s: replacing a value that does not decode: %s",
+			        c->member_key, why);
+	}
+	rpc_etcd_kvs_fini(&kvs);
+	mi.name = (char *)c->o.node;
+	mi.address = (char *)c->o.address;
+	mi.last_seen_ns = c->started_ns;
+	mi.incarnation = c->incarnation;
+	for (unsigned i = 0; i < c->o.ndrives && i < 64; i++)
+		ids[i] = drives[i].id;
+	mi.drive_ids = ids;
+	mi.ndrive_ids = c->o.ndrives < 64 ? c->o.ndrives : 64;
+	rc = rpc_cl_member_encode(&mi, &buf, &len, why, sizeof(why));
+	rpc_cl_member_fini(&old);
+	if (rc == -EINVAL)
+		ZC_ERR("cluster", "cannot encode MemberInfo: %s", why);
+	if (rc)
+		return rc;
+	rc = rpc_etcd_put(c->etcd, c->member_key, strlen(c->member_key), buf, len, 0, NULL, 0);
+	free(buf);
+	return rc;
+}
+
+/*
+ * Create /zest/nodes/<name> under a new lease, only if absent or ours (the same
+ * incarnation: a registration whose lease etcd still had). Returns 0, -EEXIST with the
+ * holder's address in `holder`, or an etcd error. The lease is ours on 0 only.
+ */
+static int
+put_node(struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap, uint64_t avail,
+         int64_t *lease_out, char *holder, size_t hcap)
+{
+	struct rpc_cl_node ni = { 0 }, old = { 0 };
+	struct rpc_etcd_cmp cmp = { .key = c->node_key,
+		                    .key_len = strlen(c->node_key),
+		                    .target = RPC_ETCD_CMP_VERSION,
+		                    .op = RPC_ETCD_EQUAL,
+		                    .num = 0 };
+	struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
+		                   .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
+	struct rpc_etcd_op get = { .type = RPC_ETCD_OP_RANGE,
+		                   .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
+	struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
+	struct rpc_etcd_txn_result res = { 0 };
+	char why[RPC_CL_WHY_MAX];
+	int64_t lease, ttl;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	ni.name = (char *)c->o.node;
+	ni.address = (char *)c->o.address;
+	ni.incarnation = c->incarnation;
+	ni.state = RPC_CL_NODE_UP;
+	ni.drives = (struct rpc_cl_drive *)drives;
+	ni.ndrives = c->o.ndrives;
+	ni.capacity_bytes = cap;
+	ni.free_bytes = avail;
+	ni.started_ns = c->started_ns;
+	ni.version = ZEST_VERSION;
+	rc = rpc_cl_node_encode(&ni, &buf, &len, why, sizeof(why));
+	if (rc) {
+		if (rc == -EINVAL)
+			ZC_ERR("cluster", "cannot encode NodeInfo: %s", why);
+		return rc;
+	}
+	rc = rpc_etcd_lease_grant(c->etcd, c->o.ttl_s, &lease, &ttl, 0);
+	if (rc)
+		goto out;
+	put.value = buf;
+	put.value_len = len;
+	put.lease = lease;
+	rc = rpc_etcd_txn(c->etcd, &txn, &res, 0);
+	if (rc == 0 && !res.succeeded) {
+		const struct rpc_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
+
+		if (k && k->n &&
+		    rpc_cl_node_decode(k->kv[0].value, k->kv[0].value_len, &old, why,
+		                       sizeof(why)) == 0 &&
+		    old.incarnation == c->incarnation) {
+			/* ours, under a lease we gave up on: move it to the new one */
+			rc = rpc_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len,
+			                  lease, NULL, 0);
+		} else {
+			snprintf(holder, hcap, "%s", old.address ? old.address : "(undecodable)");
+			rc = -EEXIST;
+		}
+		rpc_cl_node_fini(&old);
+	}
+	rpc_etcd_txn_result_fini(&res);
+	if (rc == 0)
+		*lease_out = lease;
+	else
+		rpc_etcd_lease_revoke(c->etcd, lease, 0);
+out:
+	free(buf);
+	return rc;
+}
+
+static void
+lease_lost(void *arg, int64_t id, int err)
+{
+	struct dn_cluster *c = arg;
+
+	ZC_WARN("cluster", "node=%s lease=%lld lost err=%d: registering again", c->o.node,
+	        (long long)id, err);
+	atomic_store(&c->registered, false);
+	pthread_mutex_lock(&c->mu);
+	c->lost = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* One registration: NodeInfo under a fresh lease, MemberInfo, then the keepalive. */
+static int
+register_once(struct dn_cluster *c, char *holder, size_t hcap)
+{
+	struct rpc_etcd_keepalive *ka = NULL;
+	struct rpc_cl_drive *drives;
+	uint64_t cap, avail;
+	int64_t lease = 0;
+	int rc;
+
+	drives = read_drives(c, &cap, &avail);
+	if (!drives)
+		return -EINVAL;
+	rc = put_node(c, drives, cap, avail, &lease, holder, hcap);
+	if (rc == 0)
+		rc = put_member(c, drives);
+	if (rc == 0)
+		rc = rpc_etcd_keepalive_start(c->etcd, lease, c->o.ttl_s, lease_lost, c, &ka);
+	free_drives(drives, c->o.ndrives);
+	if (rc) {
+		if (lease)
+			rpc_etcd_lease_revoke(c->etcd, lease, 0);
+		return rc;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->lease = lease;
+	c->ka = ka;
+	pthread_mutex_unlock(&c->mu);
+	atomic_store(&c->registered, true);
+	atomic_fetch_add(&c->registrations, 1);
+	ZC_INFO("cluster", "registered node=%s address=%s lease=%lld incarnation=%016llx",
+	        c->o.node, c->o.address, (long long)lease, (unsigned long long)c->incarnation);
+	return 0;
+}
+
+/* Wait up to ms on the condition; returns true when stopping. Called with mu held. */
+static bool
+wait_ms(struct dn_cluster *c, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	if (!c->stop && !c->lost)
+		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+	return c->stop;
+}
+
+/* The keeper: after a lost lease, register again every RETRY_MS until it works. A loss
+ * reported while it registers (even by the new lease) sets `lost` again: never missed. */
+static void *
+keeper(void *arg)
+{
+	struct dn_cluster *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		struct rpc_etcd_keepalive *ka;
+		char holder[256] = "";
+		int rc;
+
+		if (!c->lost) {
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		ka = c->ka;
+		c->ka = NULL;
+		c->lease = 0;
+		c->lost = false;
+		pthread_mutex_unlock(&c->mu);
+		rpc_etcd_keepalive_stop(ka); /* its thread ended after the callback */
+		for (unsigned tries = 0; (rc = register_once(c, holder, sizeof(holder))) != 0;
+		     tries++) {
+			bool stop;
+
+			if (tries % 30 == 0) /* the etcd client logs each failed call already */
+				ZC_WARN("cluster",
+				        "node=%s cannot register again err=%d tries=%u%s%s",
+				        c->o.node, rc, tries + 1,
+				        rc == -EEXIST ? ": name held by " : "",
+				        rc == -EEXIST ? holder : "");
+			pthread_mutex_lock(&c->mu);
+			stop = wait_ms(c, RETRY_MS);
+			pthread_mutex_unlock(&c->mu);
+			if (stop)
+				return NULL;
+		}
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void
+destroy(struct dn_cluster *c)
+{
+	rpc_members_destroy(c->members);
+	rpc_etcd_destroy(c->etcd);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+int
+dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
+{
+	struct rpc_etcd_opts eo = { .ca_file = o->ca_file,
+		                    .cert_file = o->cert_file,
+		                    .key_file = o->key_file };
+	struct dn_cluster *c;
+	pthread_condattr_t ca;
+	uint64_t deadline;
+	char holder[256] = "";
+	int rc;
+
+	if (!rpc_cl_node_name_ok(o->node)) {
+		ZC_ERR("cluster", "--node \"%s\" is not a node name (1-%d of A-Z a-z 0-9 . _ -)",
+		       o->node ? o->node : "", RPC_CL_MAX_NAME);
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->o = *o;
+	if (!c->o.ttl_s)
+		c->o.ttl_s = DN_CLUSTER_TTL_S;
+	snprintf(c->node_key, sizeof(c->node_key), RPC_MEMBERS_NODES_PREFIX "%s", o->node);
+	snprintf(c->member_key, sizeof(c->member_key), MEMBERS_PREFIX "%s", o->node);
+	while (c->incarnation == 0)
+		if (getrandom(&c->incarnation, sizeof(c->incarnation), 0) != sizeof(c->incarnation))
+			c->incarnation = wall_ns() ^ (uint64_t)getpid() << 32;
+	c->started_ns = wall_ns();
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = rpc_etcd_create(o->endpoints, &eo, &c->etcd);
+	if (rc) {
+		ZC_ERR("cluster", "bad --cluster \"%s\" err=%d", o->endpoints, rc);
+		destroy(c);
+		return rc;
+	}
+	/* a crashed predecessor's key lives until its lease expires: wait one TTL for it */
+	deadline = zc_now_ns() + (uint64_t)(c->o.ttl_s + 2) * 1000000000u;
+	while ((rc = register_once(c, holder, sizeof(holder))) == -EEXIST &&
+	       zc_now_ns() < deadline) {
+		ZC_INFO("cluster", "node=%s is held by %s; waiting for its lease to expire",
+		        o->node, holder);
+		usleep(RETRY_MS * 1000);
+	}
+	if (rc) {
+		if (rc == -EEXIST)
+			ZC_ERR("cluster", "node name %s is registered by a live process at %s",
+			       o->node, holder);
+		else
+			ZC_ERR("cluster", "cannot register node=%s in etcd at %s err=%d (%s)",
+			       o->node, o->endpoints, rc,
+			       rc <= -ZC_ERR_BASE ? zc_code_word(zc_err_code(rc)) : strerror(-rc));
+		destroy(c);
+		return rc;
+	}
+	rc = rpc_members_create(c->etcd, 0, &c->members);
+	if (rc == 0) {
+		rc = pthread_create(&c->thread, NULL, keeper, c) ? -EAGAIN : 0;
+		if (rc == 0)
+			pthread_setname_np(c->thread, "dn-cluster");
+	}
+	if (rc) {
+		rpc_etcd_keepalive_stop(c->ka);
+		rpc_etcd_lease_revoke(c->etcd, c->lease, 0);
+		destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void
+dn_cluster_leave(struct dn_cluster *c)
+{
+	int rc;
+
+	if (!c || c->left)
+		return;
+	c->left = true;
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->thread, NULL);
+	rpc_etcd_keepalive_stop(c->ka);
+	c->ka = NULL;
+	atomic_store(&c->registered, false);
+	if (c->lease) {
+		rc = rpc_etcd_lease_revoke(c->etcd, c->lease, 2000);
+		if (rc && rc != -ENOENT)
+			ZC_WARN("cluster",
+			        "node=%s: lease revoke failed err=%d; the key goes with its TTL",
+			        c->o.node, rc);
+		else
+			ZC_INFO("cluster", "deregistered node=%s", c->o.node);
+		c->lease = 0;
+	}
+}
+
+void
+dn_cluster_destroy(struct dn_cluster *c)
+{
+	if (!c)
+		return;
+	dn_cluster_leave(c);
+	destroy(c);
+}
+
+void
+dn_cluster_metrics(struct dn_cluster *c, FILE *out)
+{
+	const struct rpc_members_view *v = rpc_members_get(c->members);
+
+	fprintf(out,
+	        "# HELP zest_cluster_live_nodes Datanodes registered in etcd at the last "
+	        "membership read.\n"
+	        "# TYPE zest_cluster_live_nodes gauge\n"
+	        "zest_cluster_live_nodes %zu\n"
+	        "# HELP zest_cluster_registered 1 while this node's registration holds a lease.\n"
+	        "# TYPE zest_cluster_registered gauge\n"
+	        "zest_cluster_registered %d\n"
+	        "# HELP zest_cluster_registrations_total Registrations of this process (1 + "
+	        "re-registrations after a lost lease).\n"
+	        "# TYPE zest_cluster_registrations_total counter\n"
+	        "zest_cluster_registrations_total %llu\n",
+	        v->n, atomic_load(&c->registered) ? 1 : 0,
+	        (unsigned long long)atomic_load(&c->registrations));
+	rpc_members_view_put(v);
+}

@@ -1,0 +1,57 @@
+/*
+ * dn_cluster: a datanode's membership in a cluster (docs/cluster.md), part of the daemon
+ * (not the engine). With --cluster it registers /zest/nodes/<name> (NodeInfo, under a
+ * lease kept alive from a thread of the etcd client) and /zest/members/<name>
+ * (MemberInfo, no lease), registers again when the lease is lost, revokes the lease at a
+ * clean stop (the node key goes at once), and keeps a membership view for the metrics.
+ *
+ * Start-up fails rather than waits when etcd cannot be reached: the operator sees the
+ * misconfiguration at once and a supervisor restarts the daemon. After start an etcd
+ * outage only makes the node absent until it registers again; it keeps serving.
+ *
+ * Threading: start/leave/destroy from the main thread; dn_cluster_metrics from the
+ * metrics thread.
+ */
+#ifndef ZEST_DN_CLUSTER_H
+#define ZEST_DN_CLUSTER_H
+
+#include <stdio.h>
+
+#define DN_CLUSTER_TTL_S 10 /* the node lease; keepalive every third of it */
+
+struct dn_cluster;
+
+struct dn_cluster_opts {
+	const char *endpoints;     /* --cluster: etcd host:port[,...] */
+	const char *node;          /* --node: the node name (rpc_cl_node_name_ok) */
+	const char *address;       /* host:port gateways and peers dial */
+	const char *const *drives; /* --drive folders, in order */
+	unsigned ndrives;
+	unsigned ttl_s; /* 0: DN_CLUSTER_TTL_S */
+	/* TLS to etcd when the endpoints are https:// (NULL: the system's CAs, no cert) */
+	const char *ca_file, *cert_file, *key_file;
+};
+
+/*
+ * Connect, register and start keeping the registration. A key of this name held by
+ * another process (another incarnation under a live lease) is waited out for one TTL
+ * (a crashed predecessor's lease expiring), then refused. Returns 0 and *out, -EEXIST
+ * (the name is taken), -EINVAL (bad options), or the etcd error (rpc_etcd.h); the reason
+ * is logged.
+ */
+int dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out);
+
+/* Leave: stop registering and revoke the lease, so /zest/nodes/<name> goes now rather
+ * than after the TTL (/zest/members/<name> stays). The metrics still answer. Main thread;
+ * a second call and NULL are no-ops. */
+void dn_cluster_leave(struct dn_cluster *c);
+
+/* Leave if not yet done, stop the membership view, close the etcd client and free c.
+ * Only once nothing calls dn_cluster_metrics any more. NULL: no-op. */
+void dn_cluster_destroy(struct dn_cluster *c);
+
+/* zest_cluster_live_nodes, zest_cluster_registered and zest_cluster_registrations_total,
+ * in Prometheus text format (the metrics thread). */
+void dn_cluster_metrics(struct dn_cluster *c, FILE *out);
+
+#endif
