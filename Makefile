@@ -12,9 +12,9 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
 	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
 	curl openssl python3-boto3 valgrind prometheus \
-	golang-go golang-github-minio-minio-go-v7-dev etcd-server
+	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client
 
-.PHONY: all deps build build-asan run test bench fuzz reliability soak memcheck clean
+.PHONY: all deps build build-asan run cluster test bench fuzz reliability soak memcheck clean
 
 all: build
 
@@ -42,6 +42,10 @@ build-asan: deps $(ASAN_BUILD)/build.ninja
 
 run: build
 	tools/zest-run.sh $(BUILD)
+
+# etcd + six datanodes registered in it, each on its own 127.0.0.x (tools/zest-cluster.sh)
+cluster: build
+	tools/zest-cluster.sh $(BUILD)
 
 test: build build-asan
 	tests/run.sh $(BUILD) $(ASAN_BUILD)

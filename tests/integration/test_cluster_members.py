@@ -7,6 +7,7 @@ revokes the lease at once; each node's /metrics counts the live nodes (and passe
 when it is installed); with etcd unreachable a datanode refuses to start, with a message.
 etcd is read with etcdctl (Debian's etcd-client). Exits 77 without etcd or etcdctl.
 """
+import base64
 import json
 import os
 import shutil
@@ -53,7 +54,6 @@ class Etcd:
 
     def kvs(self, prefix):
         """{key: (value bytes, lease)} through etcdctl's JSON (keys and values base64)."""
-        import base64
         j = json.loads(self.ctl("get", "--prefix", prefix, "-w", "json").stdout)
         return {base64.b64decode(kv["key"]).decode(): (base64.b64decode(kv.get("value", "")),
                                                        kv.get("lease", 0))
@@ -65,11 +65,18 @@ class Etcd:
         self.log.close()
 
 
+def tls_args():
+    """Plaintext internal gRPC: --insecure once the datanode has TLS flags (it then
+    requires one or the other), nothing before."""
+    h = subprocess.run([zh.DATANODE, "--help"], capture_output=True, timeout=10).stdout
+    return ["--insecure"] if b"--insecure" in h else []
+
+
 def start_node(root, name, endpoint, drives=None):
     mport = zh.free_port()
     drives = drives or [os.path.join(root, name, f"d{i}") for i in range(3)]
     argv = [zh.DATANODE, "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{mport}",
-            "--ec", "2+1", "--cluster", endpoint, "--node", name]
+            "--ec", "2+1", "--cluster", endpoint, "--node", name] + tls_args()
     for d in drives:
         os.makedirs(d, exist_ok=True)
         argv += ["--drive", d]
@@ -155,7 +162,7 @@ def test_membership():
         # the same name twice: refused once the other's lease proves live (one TTL)
         dup = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--ec", "2+1",
                               "--cluster", etcd.endpoint, "--node", "dn-1"] +
-                             drive_args(root, "dup"),
+                             drive_args(root, "dup") + tls_args(),
                              capture_output=True, timeout=TTL + 20)
         assert dup.returncode == 1, dup
         assert b"node name dn-1 is registered by a live process" in dup.stderr, dup.stderr
@@ -164,7 +171,7 @@ def test_membership():
         t0 = time.time()
         down = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--ec", "2+1",
                                "--cluster", f"127.0.0.1:{zh.free_port()}", "--node", "dn-9"] +
-                              drive_args(root, "down"),
+                              drive_args(root, "down") + tls_args(),
                               capture_output=True, timeout=30)
         assert down.returncode == 1, down
         assert b"cannot register node=dn-9 in etcd at" in down.stderr, down.stderr

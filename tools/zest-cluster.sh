@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The job behind `make cluster`: etcd (one member, or three with ETCD_MEMBERS=3) and six
+# datanodes with two drive folders each, every daemon on its own loopback address, all
+# under var/cluster/. The datanodes register in etcd (--cluster/--node, docs/cluster.md).
+# A gateway runs in front of the six in single-node placement (--datanode list): the
+# gateway's cluster mode is not built yet. Ctrl-C stops everything (the datanodes first,
+# so they deregister).
+#
+#   ETCD_MEMBERS=1|3   etcd members (default 1)
+#   ZEST_NO_GATEWAY=1  do not start the gateway
+set -eu
+build=${1:-build}
+cd "$(dirname "$0")/.."
+
+dn=${ZEST_DATANODE_BIN:-$build/datanode/zest-datanode}
+gw=$build/s3gw/zest-s3gw
+etcd=${ZEST_ETCD:-$(command -v etcd || true)}
+members=${ETCD_MEMBERS:-1}
+if [ ! -x "$dn" ]; then
+	echo "zest-cluster: $dn is not built (make build)" >&2
+	exit 1
+fi
+if [ -z "$etcd" ]; then
+	echo "zest-cluster: etcd is not installed (Debian package etcd-server; make deps)" >&2
+	exit 1
+fi
+if [ "$members" != 1 ] && [ "$members" != 3 ]; then
+	echo "zest-cluster: ETCD_MEMBERS must be 1 or 3" >&2
+	exit 2
+fi
+
+: "${ZEST_ACCESS_KEY:=zestadmin}"
+: "${ZEST_SECRET_KEY:=zestsecret}"
+: "${ZEST_LISTEN:=127.0.0.1:9000}"
+export ZEST_ACCESS_KEY ZEST_SECRET_KEY
+
+root=var/cluster
+mkdir -p "$root/log"
+
+# TODO(mtls): internal gRPC in plaintext for now. Once tools/zest-certs.sh is on main, make a
+# CA under $root/certs, one server certificate per datanode address (SAN IP:127.0.0.1x) and
+# a client one for the gateway, and pass --tls-ca/--tls-cert/--tls-key (datanodes) and
+# --cluster-ca/--cluster-cert/--cluster-key (gateway) instead of --insecure. Daemons built
+# before the TLS flags have no --insecure either: ask their --help.
+dn_tls=()
+gw_tls=()
+if "$dn" --help 2>/dev/null | grep -q -- '--insecure'; then dn_tls=(--insecure); fi
+if [ -x "$gw" ] && "$gw" --help 2>/dev/null | grep -q -- '--insecure'; then gw_tls=(--insecure); fi
+
+pids=()
+etcd_pids=()
+stop() {
+	trap - INT TERM EXIT
+	echo
+	echo "zest-cluster: stopping"
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for p in "${etcd_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${etcd_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	exit 0
+}
+trap stop INT TERM EXIT
+
+# etcd member i on 127.0.1.i: clients on :2379, peers on :2380
+initial=""
+endpoints=""
+for i in $(seq 1 "$members"); do
+	initial+="${initial:+,}e$i=http://127.0.1.$i:2380"
+	endpoints+="${endpoints:+,}127.0.1.$i:2379"
+done
+for i in $(seq 1 "$members"); do
+	a=127.0.1.$i
+	# its own session: Ctrl-C reaches the datanodes, and etcd stays until they deregistered
+	setsid "$etcd" --name "e$i" --data-dir "$root/etcd$i" \
+		--listen-client-urls "http://$a:2379" --advertise-client-urls "http://$a:2379" \
+		--listen-peer-urls "http://$a:2380" --initial-advertise-peer-urls "http://$a:2380" \
+		--initial-cluster "$initial" --initial-cluster-token zest-cluster \
+		>>"$root/log/etcd$i.log" 2>&1 &
+	etcd_pids+=($!)
+done
+
+etcdctl_ok=0
+if command -v etcdctl >/dev/null; then etcdctl_ok=1; fi
+ctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" "$@"; }
+# the datanodes refuse to start without etcd (docs/cluster.md): wait for a leader first
+for _ in $(seq 1 100); do
+	if [ $etcdctl_ok = 1 ]; then
+		ctl endpoint health >/dev/null 2>&1 && break
+	elif curl -sf "http://127.0.1.1:2379/health" >/dev/null 2>&1; then
+		break
+	fi
+	sleep 0.2
+done
+
+# datanode n on 127.0.0.1n: gRPC :7480, metrics :7481, drives var/cluster/dn-n/drive0..1.
+# Two drives per node: the local engine's scheme is 1+1 (a mirror) until the coordinator
+# spreads RS(4,2) over the six nodes (docs/cluster.md, Status).
+datanodes=""
+for n in 1 2 3 4 5 6; do
+	a=127.0.0.1$n
+	mkdir -p "$root/dn-$n/drive0" "$root/dn-$n/drive1"
+	"$dn" --listen "$a:7480" --metrics "$a:7481" --ec 1+1 \
+		--drive "$root/dn-$n/drive0" --drive "$root/dn-$n/drive1" \
+		--cluster "$endpoints" --node "dn-$n" "${dn_tls[@]}" >>"$root/log/dn-$n.log" 2>&1 &
+	pids+=($!)
+	datanodes+="${datanodes:+,}$a:7480"
+done
+
+gw_msg="not started (ZEST_NO_GATEWAY=1)"
+if [ "${ZEST_NO_GATEWAY:-0}" != 1 ] && [ -x "$gw" ]; then
+	dn_args=()
+	IFS=, read -ra list <<<"$datanodes"
+	for d in "${list[@]}"; do dn_args+=(--datanode "$d"); done
+	sleep 1 # the datanodes bind first
+	"$gw" --listen "$ZEST_LISTEN" "${dn_args[@]}" --metrics 127.0.0.1:9001 "${gw_tls[@]}" \
+		>>"$root/log/s3gw.log" 2>&1 &
+	pids+=($!)
+	gw_msg="http://$ZEST_LISTEN (region us-east-1, path-style), metrics http://127.0.0.1:9001/metrics
+                single-node placement over the six (--datanode list), not cluster mode"
+fi
+
+sleep 2
+cat <<MSG
+
+zest cluster is running (docs/cluster.md, Status: what works today)
+  etcd          $endpoints ($members member(s)), data var/cluster/etcd*
+  datanodes     dn-1..dn-6 on 127.0.0.11..16: gRPC :7480, metrics :7481
+                drives var/cluster/dn-N/drive0..1 (local scheme 1+1)
+  S3 gateway    $gw_msg
+  access key    $ZEST_ACCESS_KEY / $ZEST_SECRET_KEY
+  logs          var/cluster/log/ (etcdN.log, dn-N.log, s3gw.log)
+
+  try: ETCDCTL_API=3 etcdctl --endpoints $endpoints get --prefix /zest/nodes/ --keys-only
+       curl -s http://127.0.0.11:7481/metrics | grep zest_cluster_
+
+Ctrl-C stops everything.
+MSG
+if [ $etcdctl_ok = 1 ]; then
+	for _ in $(seq 1 50); do
+		[ "$(ctl get --prefix /zest/nodes/ --keys-only 2>/dev/null | grep -c .)" -ge 6 ] && break
+		sleep 0.2
+	done
+	echo "registered in /zest/nodes/ now:" \
+		$(ctl get --prefix /zest/nodes/ --keys-only | sed -n 's|^/zest/nodes/||p')
+fi
+wait -n "${pids[@]}"
+echo "zest-cluster: a daemon exited; stopping the others"
