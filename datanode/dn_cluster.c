@@ -18,9 +18,12 @@
 
 #define MEMBERS_PREFIX "/zest/members/"
 #define RETRY_MS       1000
+#define REFRESH_MS     30000 /* NodeInfo's free space */
 
 struct dn_cluster {
-	struct dn_cluster_opts o;
+	struct dn_cluster_opts o; /* its strings point at the copies below */
+	char node[RPC_CL_MAX_NAME + 1];
+	char address[300];
 	char node_key[sizeof(RPC_MEMBERS_NODES_PREFIX) + RPC_CL_MAX_NAME];
 	char member_key[sizeof(MEMBERS_PREFIX) + RPC_CL_MAX_NAME];
 	uint64_t incarnation;
@@ -148,6 +151,51 @@ put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
 	return rc;
 }
 
+static int
+encode_node(const struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap,
+            uint64_t avail, uint8_t **buf, size_t *len)
+{
+	struct rpc_cl_node ni = { 0 };
+	char why[RPC_CL_WHY_MAX];
+	int rc;
+
+	ni.name = (char *)c->o.node;
+	ni.address = (char *)c->o.address;
+	ni.incarnation = c->incarnation;
+	ni.state = RPC_CL_NODE_UP;
+	ni.drives = (struct rpc_cl_drive *)drives;
+	ni.ndrives = c->o.ndrives;
+	ni.capacity_bytes = cap;
+	ni.free_bytes = avail;
+	ni.started_ns = c->started_ns;
+	ni.version = ZEST_VERSION;
+	rc = rpc_cl_node_encode(&ni, buf, len, why, sizeof(why));
+	if (rc == -EINVAL)
+		ZC_ERR("cluster", "cannot encode NodeInfo: %s", why);
+	return rc;
+}
+
+/* Rewrite NodeInfo under the current lease: free space changes as the drives fill. A put
+ * under a lease etcd no longer has fails, so this never resurrects an expired key. */
+static void
+refresh_node(struct dn_cluster *c, int64_t lease)
+{
+	struct rpc_cl_drive *drives;
+	uint64_t cap, avail;
+	uint8_t *buf = NULL;
+	size_t len;
+	int rc = -ENOMEM;
+
+	drives = read_drives(c, &cap, &avail);
+	if (drives && (rc = encode_node(c, drives, cap, avail, &buf, &len)) == 0)
+		rc = rpc_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len, lease, NULL,
+		                  0);
+	free(buf);
+	free_drives(drives, c->o.ndrives);
+	if (rc)
+		ZC_WARN("cluster", "node=%s: NodeInfo refresh failed err=%d", c->o.node, rc);
+}
+
 /*
  * Create /zest/nodes/<name> under a new lease, only if absent or ours (the same
  * incarnation: a registration whose lease etcd still had). Returns 0, -EEXIST with the
@@ -157,7 +205,7 @@ static int
 put_node(struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap, uint64_t avail,
          int64_t *lease_out, char *holder, size_t hcap)
 {
-	struct rpc_cl_node ni = { 0 }, old = { 0 };
+	struct rpc_cl_node old = { 0 };
 	struct rpc_etcd_cmp cmp = { .key = c->node_key,
 		                    .key_len = strlen(c->node_key),
 		                    .target = RPC_ETCD_CMP_VERSION,
@@ -175,22 +223,9 @@ put_node(struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap, 
 	size_t len;
 	int rc;
 
-	ni.name = (char *)c->o.node;
-	ni.address = (char *)c->o.address;
-	ni.incarnation = c->incarnation;
-	ni.state = RPC_CL_NODE_UP;
-	ni.drives = (struct rpc_cl_drive *)drives;
-	ni.ndrives = c->o.ndrives;
-	ni.capacity_bytes = cap;
-	ni.free_bytes = avail;
-	ni.started_ns = c->started_ns;
-	ni.version = ZEST_VERSION;
-	rc = rpc_cl_node_encode(&ni, &buf, &len, why, sizeof(why));
-	if (rc) {
-		if (rc == -EINVAL)
-			ZC_ERR("cluster", "cannot encode NodeInfo: %s", why);
+	rc = encode_node(c, drives, cap, avail, &buf, &len);
+	if (rc)
 		return rc;
-	}
 	rc = rpc_etcd_lease_grant(c->etcd, c->o.ttl_s, &lease, &ttl, 0);
 	if (rc)
 		goto out;
@@ -291,8 +326,9 @@ wait_ms(struct dn_cluster *c, unsigned ms)
 	return c->stop;
 }
 
-/* The keeper: after a lost lease, register again every RETRY_MS until it works. A loss
- * reported while it registers (even by the new lease) sets `lost` again: never missed. */
+/* The keeper: after a lost lease, register again every RETRY_MS until it works (a loss
+ * reported while it registers, even by the new lease, sets `lost` again: never missed);
+ * otherwise refresh NodeInfo every REFRESH_MS. */
 static void *
 keeper(void *arg)
 {
@@ -305,7 +341,13 @@ keeper(void *arg)
 		int rc;
 
 		if (!c->lost) {
-			pthread_cond_wait(&c->cv, &c->mu);
+			int64_t lease = c->lease;
+
+			if (wait_ms(c, REFRESH_MS) || c->lost || !lease || lease != c->lease)
+				continue;
+			pthread_mutex_unlock(&c->mu);
+			refresh_node(c, lease);
+			pthread_mutex_lock(&c->mu);
 			continue;
 		}
 		ka = c->ka;
@@ -367,6 +409,17 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	if (!c)
 		return -ENOMEM;
 	c->o = *o;
+	if (!o->address || strlen(o->address) >= sizeof(c->address)) {
+		ZC_ERR("cluster", "bad advertised address \"%s\"", o->address ? o->address : "");
+		free(c);
+		return -EINVAL;
+	}
+	/* copies: the caller's strings may be gone (the keeper registers again much later) */
+	strcpy(c->node, o->node);
+	strcpy(c->address, o->address);
+	c->o.node = c->node;
+	c->o.address = c->address;
+	c->o.endpoints = NULL; /* only for rpc_etcd_create, below */
 	if (!c->o.ttl_s)
 		c->o.ttl_s = DN_CLUSTER_TTL_S;
 	snprintf(c->node_key, sizeof(c->node_key), RPC_MEMBERS_NODES_PREFIX "%s", o->node);

@@ -25,7 +25,7 @@ struct dn_cluster_opts {
 	const char *endpoints;     /* --cluster: etcd host:port[,...] */
 	const char *node;          /* --node: the node name (rpc_cl_node_name_ok) */
 	const char *address;       /* host:port gateways and peers dial */
-	const char *const *drives; /* --drive folders, in order */
+	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;
 	unsigned ttl_s; /* 0: DN_CLUSTER_TTL_S */
 	/* TLS to etcd when the endpoints are https:// (NULL: the system's CAs, no cert) */
@@ -33,8 +33,9 @@ struct dn_cluster_opts {
 };
 
 /*
- * Connect, register and start keeping the registration. A key of this name held by
- * another process (another incarnation under a live lease) is waited out for one TTL
+ * Connect, register and start keeping the registration. o's strings are copied (the
+ * drives list is borrowed until dn_cluster_destroy; the TLS files are read at start). A key of this
+ * name held by another process (another incarnation under a live lease) is waited out for one TTL
  * (a crashed predecessor's lease expiring), then refused. Returns 0 and *out, -EEXIST
  * (the name is taken), -EINVAL (bad options), or the etcd error (rpc_etcd.h); the reason
  * is logged.

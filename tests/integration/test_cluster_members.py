@@ -3,7 +3,8 @@
 zest-datanode --cluster --node register /zest/nodes/<name> under a lease and
 /zest/members/<name> without one; a datanode killed with SIGKILL drops out of /zest/nodes/
 within the lease TTL while /zest/members/ keeps it, and is back once restarted; SIGTERM
-revokes the lease at once; each node's /metrics counts the live nodes (and passes promtool
+revokes the lease at once; with etcd gone longer than the TTL the nodes lose their leases,
+keep serving and register again when it is back; each node's /metrics counts the live nodes (and passes promtool
 when it is installed); with etcd unreachable a datanode refuses to start, with a message.
 etcd is read with etcdctl (Debian's etcd-client). Exits 77 without etcd or etcdctl.
 """
@@ -26,8 +27,14 @@ TTL = 10  # DN_CLUSTER_TTL_S
 
 class Etcd:
     def __init__(self, root):
+        self.root = root
         self.client, self.peer = zh.free_port(), zh.free_port()
         self.endpoint = f"127.0.0.1:{self.client}"
+        self.start()
+
+    def start(self):
+        """(Again) on the same ports and data dir: its leases come back with it."""
+        root = self.root
         self.log = open(os.path.join(root, "etcd.log"), "ab")
         self.proc = subprocess.Popen(
             [ETCD, "--name", "n0", "--data-dir", os.path.join(root, "etcd"),
@@ -158,6 +165,22 @@ def test_membership():
         assert "/zest/nodes/dn-3" not in etcd.keys("/zest/nodes/")
         assert "/zest/members/dn-3" in etcd.keys("/zest/members/")
         del nodes["dn-3"]
+
+        # etcd gone for longer than the TTL: the nodes give their leases up, keep serving,
+        # and register again once etcd is back (the path that re-registers from the keeper)
+        for n in nodes.values():
+            wait_for("2 live nodes", lambda n=n: live(n) == 2, 5)
+        etcd.stop()
+        time.sleep(TTL + 2)
+        for n in nodes.values():
+            m = zh.metrics(n.metrics_port)
+            assert m["zest_cluster_registered"] == 0 and m["zest_cluster_live_nodes"] == 2, m
+        etcd.start()
+        for name, n in nodes.items():
+            wait_for(f"{name} registered again",
+                     lambda n=n: zh.metrics(n.metrics_port)["zest_cluster_registered"] == 1, 15)
+            assert zh.metrics(n.metrics_port)["zest_cluster_registrations_total"] >= 2
+        assert etcd.keys("/zest/nodes/") == ["/zest/nodes/dn-1", "/zest/nodes/dn-2"]
 
         # the same name twice: refused once the other's lease proves live (one TTL)
         dup = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--ec", "2+1",
