@@ -528,8 +528,8 @@ typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);
  * A condition on the object a write replaces (S3 conditional writes), checked by the
  * backend atomically with the commit: if_none_match, the key must not exist; if_match
  * ("" : none), it must exist with this ETag (no quotes; "*": any). A condition that does
- * not hold fails the commit with s3_backend_err(S3E_PRECONDITION_FAILED), or
- * S3E_NO_SUCH_KEY for if_match on a missing key, and nothing changes.
+ * not hold fails the commit with ZC_E(ZC_PRECONDITION), or ZC_E(ZC_NO_KEY) for if_match
+ * on a missing key, and nothing changes.
  */
 struct s3_cond {
 	bool if_none_match;
@@ -555,8 +555,8 @@ struct s3_cond {
  * never parsed out of a status message; s3_err_from_errno() maps it to S3.
  *
  * The datanode interface. Every call returns >= 0, -errno, or ZC_E(code) for an error a
- * datanode named. The gateway's own S3-only answers (NoSuchUpload, InvalidPart, ...) travel
- * inside s3gw/ as s3_backend_err(enum s3_err).
+ * datanode named (a test double must answer the same way). The gateway's own S3-only
+ * answers (NoSuchUpload, InvalidRange, ...) are S3_E(enum s3_err), never a backend's.
  * put_write's segment is borrowed: a backend that keeps the bytes past the call takes
  * zc_ref_get(seg->ref) and puts it when done (the bytes live in the connection's read
  * buffer). -EAGAIN from any call is backpressure (503 SlowDown).
@@ -605,12 +605,14 @@ struct s3_backend {
 	int (*bucket_list)(void *ctx, struct s3_bucket_info *out, size_t cap);
 };
 
-#define S3_BACKEND_ERR_BASE 1000
-static inline int
-s3_backend_err(enum s3_err e)
-{
-	return -(S3_BACKEND_ERR_BASE + (int)e);
-}
+/*
+ * An S3 answer the gateway decides itself (NoSuchUpload, InvalidRange, NotModified, ...),
+ * returned by s3gw's own functions beside -errno and ZC_E(code): a third, disjoint range
+ * (errno < S3_ERR_BASE <= S3_E < ZC_ERR_BASE) that never leaves the gateway and never
+ * comes from a backend. s3_err_from_errno() gives the enum back.
+ */
+#define S3_ERR_BASE 1000
+#define S3_E(e)     (-(S3_ERR_BASE + (int)(e)))
 
 /*
  * The real backend: one rpc client per datanode address ("HOST:PORT", n >= 1, no

@@ -114,7 +114,7 @@ s3_brpc_list(void *ctx, const char *bucket, const char *prefix, const char *star
 	struct s3_list_result *parts;
 	const struct s3_list_result **pp;
 	int rc = 0;
-	unsigned done = 0;
+	unsigned done = 0, missing = 0;
 
 	if (!limit)
 		limit = 1000;
@@ -127,13 +127,21 @@ s3_brpc_list(void *ctx, const char *bucket, const char *prefix, const char *star
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* A node without the bucket (restarted empty, or a create that reached only some)
+	 * holds none of its keys: it lists as empty, unless no node has the bucket. */
 	for (; done < b->n; done++) {
 		rc = list_one(b->cl[done], bucket, prefix, start_after, delimiter, limit,
 		              &parts[done]);
+		if (rc == ZC_E(ZC_NO_BUCKET)) {
+			missing++;
+			rc = 0;
+		}
 		if (rc < 0)
 			break;
 		pp[done] = &parts[done];
 	}
+	if (rc == 0 && missing == b->n)
+		rc = ZC_E(ZC_NO_BUCKET);
 	if (rc == 0)
 		rc = s3_list_merge(pp, b->n, limit, out);
 	for (unsigned i = 0; i < done; i++)
@@ -235,10 +243,10 @@ s3_brpc_bucket_create(void *ctx, const char *bucket)
 
 		if (rc == 0)
 			created++;
-		else if (rc != s3_backend_err(S3E_BUCKET_EXISTS_OWNED))
+		else if (rc != ZC_E(ZC_BUCKET_EXISTS))
 			return rc;
 	}
-	return created ? 0 : s3_backend_err(S3E_BUCKET_EXISTS_OWNED);
+	return created ? 0 : ZC_E(ZC_BUCKET_EXISTS);
 }
 
 int
@@ -253,11 +261,11 @@ s3_brpc_bucket_delete(void *ctx, const char *bucket)
 		struct s3_list_result lr;
 
 		rc = list_one(b->cl[i], bucket, "", "", "", 1, &lr);
-		if (rc == s3_backend_err(S3E_NO_SUCH_BUCKET))
+		if (rc == ZC_E(ZC_NO_BUCKET))
 			continue;
 		if (rc < 0)
 			return rc;
-		rc = lr.n || lr.nprefix ? s3_backend_err(S3E_BUCKET_NOT_EMPTY) : 0;
+		rc = lr.n || lr.nprefix ? ZC_E(ZC_BUCKET_NOT_EMPTY) : 0;
 		s3_list_result_fini(&lr);
 		if (rc < 0)
 			return rc;
@@ -266,10 +274,10 @@ s3_brpc_bucket_delete(void *ctx, const char *bucket)
 		rc = bucket_call(b->cl[i], RPC_DELETE_BUCKET, bucket, NULL);
 		if (rc == 0)
 			deleted++;
-		else if (rc != s3_backend_err(S3E_NO_SUCH_BUCKET))
+		else if (rc != ZC_E(ZC_NO_BUCKET))
 			return rc;
 	}
-	return deleted ? 0 : s3_backend_err(S3E_NO_SUCH_BUCKET);
+	return deleted ? 0 : ZC_E(ZC_NO_BUCKET);
 }
 
 int
@@ -282,7 +290,7 @@ s3_brpc_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 	for (unsigned i = 0; i < b->n; i++) {
 		int rc = bucket_call(b->cl[i], RPC_HEAD_BUCKET, bucket, &t);
 
-		if (rc == s3_backend_err(S3E_NO_SUCH_BUCKET)) {
+		if (rc == ZC_E(ZC_NO_BUCKET)) {
 			missing++;
 			continue;
 		}
@@ -292,7 +300,7 @@ s3_brpc_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 			ctime = t;
 	}
 	if (!found)
-		return s3_backend_err(S3E_NO_SUCH_BUCKET);
+		return ZC_E(ZC_NO_BUCKET);
 	if (missing) /* a node lost it (restarted empty): recreate, keys may land there */
 		for (unsigned i = 0; i < b->n; i++)
 			(void)bucket_call(b->cl[i], RPC_CREATE_BUCKET, bucket, NULL);

@@ -190,7 +190,7 @@ s3_op_bucket_simple(struct s3_req *rq)
 		 * failure is retried whole), then the bucket. */
 		rc = rq->be->list(rq->be->ctx, rq->bucket, "", "", "", 1, &lr);
 		if (rc == 0 && (lr.n || lr.nprefix))
-			rc = s3_backend_err(S3E_BUCKET_NOT_EMPTY);
+			rc = ZC_E(ZC_BUCKET_NOT_EMPTY);
 		s3_list_result_fini(&lr);
 		if (rc == 0)
 			rc = s3_mpu_drop_bucket(rq);

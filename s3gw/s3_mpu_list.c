@@ -164,7 +164,7 @@ s3_op_list_uploads(struct s3_req *rq)
 	snprintf(prefix, sizeof(prefix), MPU_REC "%s/", rq->bucket);
 	rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, "", "", UPLOADS_MAX, &lr);
 	if (rc >= 0 && lr.truncated)
-		rc = s3_backend_err(S3E_INTERNAL); /* never a silently short list */
+		rc = ZC_E(ZC_INTERNAL); /* never a silently short list */
 	if (rc < 0) {
 		s3_list_result_fini(&lr);
 		free(kprefix);

@@ -91,12 +91,12 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 		object_headers(rq, info, false, &ex);
 		s3_resp_xml(rq, 304, &ex, NULL);
 		s3_buf_fini(&ex);
-		return s3_backend_err(S3E_NOT_MODIFIED);
+		return S3_E(S3E_NOT_MODIFIED);
 	}
 	if (e)
-		return s3_backend_err(e);
+		return S3_E(e);
 	if (g->part_etag[0] && strcmp(g->part_etag, info->etag) != 0)
-		return s3_backend_err(S3E_SLOW_DOWN); /* replaced since the Stat: retry */
+		return ZC_E(ZC_SLOW_DOWN); /* replaced since the Stat: retry */
 	g->off = 0;
 	g->len = info->size;
 	if (g->has_range) {
@@ -104,12 +104,12 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 
 		if (g->suffix) {
 			if (last == 0)
-				return s3_backend_err(S3E_INVALID_RANGE);
+				return S3_E(S3E_INVALID_RANGE);
 			first = last >= info->size ? 0 : info->size - last;
 			last = info->size ? info->size - 1 : 0;
 		}
 		if (first >= info->size)
-			return s3_backend_err(S3E_INVALID_RANGE);
+			return S3_E(S3E_INVALID_RANGE);
 		if (last >= info->size)
 			last = info->size - 1;
 		g->off = first;
@@ -267,7 +267,7 @@ s3_op_get_object(struct s3_req *rq)
 			g.first = last >= info->size ? 0 : info->size - last;
 			g.last = UINT64_MAX;
 			if (last == 0)
-				rc = s3_backend_err(S3E_INVALID_RANGE);
+				rc = S3_E(S3E_INVALID_RANGE);
 			else if (info->size == 0)
 				g.has_range = false;
 		}
@@ -464,7 +464,7 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 			unsigned ck = s3_mpu_rec_ck(r);
 
 			if (ck && p->want_ck && ck != p->want_ck)
-				rc = s3_backend_err(S3E_INVALID_REQUEST);
+				rc = S3_E(S3E_INVALID_REQUEST);
 			if (ck)
 				p->want_ck = ck;
 		}

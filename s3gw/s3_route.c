@@ -274,7 +274,7 @@ s3_ops_body(struct s3_req *rq, const uint8_t *p, size_t n)
 	if (rq->body_mode == S3_BODY_COLLECT) {
 		s3_metric_copied(S3_COPY_COLLECT, n);
 		if (s3_buf_add(&rq->body, p, n) < 0)
-			return s3_backend_err(S3E_ENTITY_TOO_LARGE);
+			return S3_E(S3E_ENTITY_TOO_LARGE);
 		return 0;
 	}
 	return 0;

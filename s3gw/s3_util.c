@@ -111,6 +111,8 @@ s3_err_info(enum s3_err e)
 	return &err_table[e];
 }
 
+_Static_assert(S3_ERR_BASE + S3E_COUNT <= ZC_ERR_BASE, "S3_E() must not reach ZC_E()");
+
 enum s3_err
 s3_err_from_errno(int err)
 {
@@ -134,8 +136,8 @@ s3_err_from_errno(int err)
 		[ZC_INTERNAL] = S3E_INTERNAL,
 	};
 
-	if (err <= -S3_BACKEND_ERR_BASE && err > -(S3_BACKEND_ERR_BASE + S3E_COUNT))
-		return (enum s3_err)(-err - S3_BACKEND_ERR_BASE);
+	if (err <= -S3_ERR_BASE && err > -(S3_ERR_BASE + S3E_COUNT))
+		return (enum s3_err)(-err - S3_ERR_BASE);
 	if (err <= -ZC_ERR_BASE && err > -(ZC_ERR_BASE + ZC_CODE_COUNT))
 		return from_zc[zc_err_code(err)];
 	switch (err) {

@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zest_harness as zh  # noqa: E402
 
 SKIPPED = []
+DN_CLIENT = os.environ.get("ZEST_DN_CLIENT",
+                           os.path.join(zh.BUILD, "tests", "integration", "dn_client"))
 PART_PREFIX = "\U0010FFFFzest-mpu/"
 
 
@@ -283,6 +285,51 @@ def test_part_keys_plain_two_datanodes():
                 shutil.rmtree(cl.root, ignore_errors=True)
 
 
+def dn(c, *args):
+    """dn_client against one Cluster's datanode: (exit code, output)."""
+    p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}", *c.client_args(),
+                        *args], capture_output=True, timeout=60)
+    return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+
+def test_bucket_on_one_of_two_datanodes():
+    """A bucket that only one of two datanodes holds (the other restarted empty, or a
+    create reached one): HEAD finds it and puts it back on the other, CreateBucket is the
+    owner's 200, DeleteBucket deletes what is there. The datanodes' NoSuchBucket and
+    BucketAlreadyOwnedByYou arrive as zest codes; the merge must recognise them."""
+    a = zh.Cluster(gateway=False)
+    b = zh.Cluster(gateway=False)
+    gw = None
+    ok = False
+    try:
+        url, gw = zh.gateway_over([a, b], a.root, "s3gw")
+        s3 = client(url)
+        assert dn(a, "mb", "half")[0] == 0
+        s3.head_bucket(Bucket="half")
+        assert dn(b, "hb", "half")[0] == 0, "HEAD did not put the bucket back on b"
+        assert dn(b, "rb", "half")[0] == 0
+        assert err_code(s3.create_bucket, Bucket="half") == (None, 200)
+        assert dn(b, "hb", "half")[0] == 0, "CreateBucket skipped the node that lacked it"
+        for i in range(8):  # keys land on both nodes
+            s3.put_object(Bucket="half", Key=f"k{i}", Body=b"x")
+        for i in range(8):
+            s3.delete_object(Bucket="half", Key=f"k{i}")
+        assert dn(a, "rb", "half")[0] == 0
+        s3.delete_bucket(Bucket="half")
+        assert dn(b, "hb", "half")[0] != 0
+        assert err_code(s3.head_bucket, Bucket="half")[1] == 404
+        ok = True
+    finally:
+        if gw:
+            gw.stop()
+        for cl in (a, b):
+            cl.stop()
+            if not ok:
+                cl.dump_logs()
+            elif not os.environ.get("ZEST_KEEP"):
+                shutil.rmtree(cl.root, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if not os.path.exists(zh.DATANODE) or not os.path.exists(zh.GATEWAY):
         print("zest-datanode or zest-s3gw not built: skip")
@@ -294,6 +341,7 @@ if __name__ == "__main__":
         sys.exit(77)
     tests = [test_create_bucket_again, test_list_buckets_pages,
              test_listing_tokens_and_encoding, test_content_encoding_and_uri,
-             test_cors_preflight, test_part_keys_plain, test_part_keys_plain_two_datanodes]
+             test_cors_preflight, test_part_keys_plain, test_part_keys_plain_two_datanodes,
+             test_bucket_on_one_of_two_datanodes]
     atexit.register(lambda: SKIPPED and print("skipped clients:", ", ".join(sorted(set(SKIPPED)))))
     zh.run_tests(tests)

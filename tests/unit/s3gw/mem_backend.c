@@ -124,7 +124,7 @@ store(struct mem *m, const char *bucket, const char *key, uint8_t *data, size_t 
 
 	if (!b) {
 		free(data);
-		return s3_backend_err(S3E_NO_SUCH_BUCKET);
+		return ZC_E(ZC_NO_BUCKET);
 	}
 	o.key = strdup(key);
 	o.attrs = malloc(attrs_len + 1);
@@ -180,11 +180,11 @@ m_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool s
 	pthread_mutex_lock(&m->lock);
 	if (!find_bucket(m, bucket)) {
 		pthread_mutex_unlock(&m->lock);
-		return s3_backend_err(S3E_NO_SUCH_BUCKET);
+		return ZC_E(ZC_NO_BUCKET);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (size_known && size > (2ull << 30))
-		return s3_backend_err(S3E_ENTITY_TOO_LARGE);
+		return -EFBIG;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -313,10 +313,10 @@ lookup(struct mem *m, const char *bucket, const char *key, struct mobj **o)
 	size_t i;
 
 	if (!b)
-		return s3_backend_err(S3E_NO_SUCH_BUCKET);
+		return ZC_E(ZC_NO_BUCKET);
 	i = find_obj(b, key, &found);
 	if (!found)
-		return s3_backend_err(S3E_NO_SUCH_KEY);
+		return ZC_E(ZC_NO_KEY);
 	*o = &b->objs[i];
 	return 0;
 }
@@ -331,16 +331,16 @@ cond_check(struct mem *m, const char *bucket, const char *key, const struct s3_c
 	if (!c)
 		return 0;
 	rc = lookup(m, bucket, key, &o);
-	if (rc < 0 && rc != s3_backend_err(S3E_NO_SUCH_KEY))
+	if (rc < 0 && rc != ZC_E(ZC_NO_KEY))
 		return rc;
 	if (c->if_none_match && o)
-		return s3_backend_err(S3E_PRECONDITION_FAILED);
+		return ZC_E(ZC_PRECONDITION);
 	if (!c->if_match[0])
 		return 0;
 	if (!o)
-		return s3_backend_err(S3E_NO_SUCH_KEY);
+		return ZC_E(ZC_NO_KEY);
 	if (strcmp(c->if_match, "*") != 0 && strcmp(c->if_match, o->etag) != 0)
-		return s3_backend_err(S3E_PRECONDITION_FAILED);
+		return ZC_E(ZC_PRECONDITION);
 	return 0;
 }
 
@@ -485,7 +485,7 @@ m_del(void *ctx, const char *bucket, const char *key, bool *existed)
 	pthread_mutex_lock(&m->lock);
 	b = find_bucket(m, bucket);
 	if (!b) {
-		rc = s3_backend_err(S3E_NO_SUCH_BUCKET);
+		rc = ZC_E(ZC_NO_BUCKET);
 	} else {
 		size_t i = find_obj(b, key, &found);
 
@@ -518,7 +518,7 @@ m_list(void *ctx, const char *bucket, const char *prefix, const char *start_afte
 	b = find_bucket(m, bucket);
 	if (!b) {
 		pthread_mutex_unlock(&m->lock);
-		return s3_backend_err(S3E_NO_SUCH_BUCKET);
+		return ZC_E(ZC_NO_BUCKET);
 	}
 	for (size_t i = find_obj(b, start_after, &found); i < b->n && rc == 0; i++) {
 		const struct mobj *o = &b->objs[i];
@@ -606,7 +606,7 @@ m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 	}
 	if (rc < 0) {
 		pthread_mutex_unlock(&m->lock);
-		return s3_backend_err(S3E_INVALID_PART);
+		return ZC_E(ZC_NO_KEY);
 	}
 	data = malloc(total ? total : 1);
 	if (!data) {
@@ -648,7 +648,7 @@ m_bucket_create(void *ctx, const char *bucket)
 
 	pthread_mutex_lock(&m->lock);
 	if (find_bucket(m, bucket)) {
-		rc = s3_backend_err(S3E_BUCKET_EXISTS_OWNED);
+		rc = ZC_E(ZC_BUCKET_EXISTS);
 	} else {
 		if (m->nb == m->capb) {
 			size_t nc = m->capb ? m->capb * 2 : 8;
@@ -680,9 +680,9 @@ m_bucket_delete(void *ctx, const char *bucket)
 	pthread_mutex_lock(&m->lock);
 	b = find_bucket(m, bucket);
 	if (!b) {
-		rc = s3_backend_err(S3E_NO_SUCH_BUCKET);
+		rc = ZC_E(ZC_NO_BUCKET);
 	} else if (b->n) {
-		rc = s3_backend_err(S3E_BUCKET_NOT_EMPTY);
+		rc = ZC_E(ZC_BUCKET_NOT_EMPTY);
 	} else {
 		free(b->objs);
 		*b = m->buckets[--m->nb];
@@ -701,7 +701,7 @@ m_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 	pthread_mutex_lock(&m->lock);
 	b = find_bucket(m, bucket);
 	if (!b) {
-		rc = s3_backend_err(S3E_NO_SUCH_BUCKET);
+		rc = ZC_E(ZC_NO_BUCKET);
 	} else {
 		snprintf(out->name, sizeof(out->name), "%s", b->name);
 		out->ctime_ns = b->ctime_ns;

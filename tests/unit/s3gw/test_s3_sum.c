@@ -162,7 +162,7 @@ test_helpers(void **state)
 	assert_int_equal(s3_err_from_errno(ZC_E(ZC_PRECONDITION)), S3E_PRECONDITION_FAILED);
 	for (int c = 1; c < ZC_CODE_COUNT; c++)
 		assert_int_not_equal(s3_err_from_errno(ZC_E(c)), S3_OK);
-	assert_int_equal(s3_err_from_errno(s3_backend_err(S3E_NO_SUCH_UPLOAD)), S3E_NO_SUCH_UPLOAD);
+	assert_int_equal(s3_err_from_errno(S3_E(S3E_NO_SUCH_UPLOAD)), S3E_NO_SUCH_UPLOAD);
 	assert_int_equal(s3_err_from_errno(-EAGAIN), S3E_SLOW_DOWN);
 	{
 		/* a heap copy that owns its bytes until its one reference is put */
