@@ -155,11 +155,14 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
 /*
  * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
  * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
- * (may pace or wait; -EAGAIN when refused). Returns 0 and *out, or -ENOENT (no bucket),
+ * (may pace or wait on the caller's thread; -EAGAIN when refused). Returns 0 and *out, or -ENOENT (no bucket),
  * -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
+/* dn_write_begin for a caller that passed admission itself (dn_admission_try): never waits. */
+int dn_write_begin_admitted(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
+                            bool size_known, unsigned k, unsigned m, struct dn_write **out);
 
 /*
  * Append segs (n of them) at offset, which must equal the bytes written so far. The bytes
@@ -377,6 +380,9 @@ int dn_drive_state_get(struct dn_store *s, unsigned drive);
 int dn_drive_fail(struct dn_store *s, unsigned drive);
 /* Test hook: every write SQE on this drive is delayed by delay_ns before submission. */
 void dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns);
+/* Test hook: admission sees at least this write latency (0: off), as if a drive were that
+ * slow, without slowing one: a level held steady for as long as a test needs. */
+void dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns);
 /* Test hook: the next n completed writes on this drive report -EIO (as a dying disk). */
 void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
 /*
@@ -390,6 +396,36 @@ long dn_heal(struct dn_store *s, unsigned drive);
 enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
 int dn_admission_level(struct dn_store *s);
 
+/*
+ * Admission without holding a thread (the rpc binding: a Write waiting at L1 or L2 must not
+ * occupy a write worker). A parked Write is a struct dn_admit in the caller's storage; the
+ * store's admission thread (dn-admit) calls cb(arg, err) exactly once when it is let in
+ * (err 0), its queue wait ran out (-EAGAIN) or the store closes (-ECANCELED). cb runs on
+ * that thread and must not block; once it is called the store no longer touches *a.
+ */
+typedef void (*dn_admit_cb)(void *arg, int err);
+struct dn_admit {
+	/* private to dn_admission.c, under the store's admission lock */
+	struct dn_admit *prev, *next;
+	uint64_t due_ns; /* paced: let in at; queued: refused at */
+	bool queued;     /* waits for the level to fall below L2 (else paced) */
+	bool parked;
+	int err;
+	dn_admit_cb cb;
+	void *arg;
+};
+/*
+ * Ask to start a Write now: 0 admitted, -EAGAIN refused (above L3, or the L2 queue holds
+ * adm_queue Writes), 1 parked (paced above L1, queued above L2): cb follows. Any thread;
+ * cheap (atomics and one short lock), never waits.
+ */
+int dn_admission_try(struct dn_store *s, struct dn_admit *a, dn_admit_cb cb, void *arg);
+/*
+ * Take a parked Write out (its call was cancelled): true when it was parked (cb will not
+ * run), false when cb has run or is running. Any thread.
+ */
+bool dn_admission_cancel(struct dn_store *s, struct dn_admit *a);
+
 struct dn_counters {
 	uint64_t objects_committed;
 	uint64_t degraded_reads;
@@ -397,6 +433,7 @@ struct dn_counters {
 	uint64_t admission_refused;
 	uint64_t admission_paced;
 	uint64_t admission_queued;
+	unsigned admission_parked; /* Writes paced or queued now (no thread holds them) */
 	uint64_t cells_healed;          /* by `heal` and the background healer */
 	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
 	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */

@@ -4,16 +4,25 @@
  * sets the level: above L1 new writes are paced, above L2 they wait in a bounded queue,
  * above L3 they are refused with -EAGAIN (RESOURCE_EXHAUSTED at the gRPC edge). An idle
  * drive's average halves every 100 ms, so a drive that was slow once does not block
- * writes forever. A queued write sleeps on a condition that each write completion
- * broadcasts (the average moves only then, or by decay, which the wait's 100 ms bound
- * covers), so it is let in as soon as the drives allow, not at the next poll.
+ * writes forever.
+ *
+ * A paced or queued Write is parked: a struct dn_admit on the store's list, no thread.
+ * One admission thread (dn-admit) lets them in: a paced one when its delay is over, the
+ * queued ones when the level falls below L2. The level moves only at a write completion
+ * (which signals the thread while Writes queue) or by decay, at the next 100 ms halving
+ * of an idle drive, which the thread computes and sleeps until; nothing polls. So a queue
+ * of adm_queue Writes costs list entries, not write workers, and the Writes already
+ * admitted keep the workers. dn_admission_enter is the same wait for a caller that may
+ * block (the library API, tests).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "dn_internal.h"
 
 #define DECAY_NS 100000000ull
+#define PACE_MAX 50000000ull
 
 void
 dn_admission_note(struct dn_drive *d, uint64_t lat)
@@ -30,9 +39,11 @@ dn_admission_note(struct dn_drive *d, uint64_t lat)
 	/* Only the drive thread writes the average: load + store is enough. */
 	atomic_store(&d->ewma_ns, old == 0 ? lat : old - old / 8 + lat / 8);
 	atomic_store(&d->last_done_ns, zc_now_ns());
+	/* The store above comes before this load: either the admission thread sees the
+	 * new average when it scans, or we see its queued Write and wake it. */
 	if (atomic_load(&d->store->adm.waiting)) {
 		pthread_mutex_lock(&d->store->adm.lock);
-		pthread_cond_broadcast(&d->store->adm.cond);
+		pthread_cond_signal(&d->store->adm.cond);
 		pthread_mutex_unlock(&d->store->adm.lock);
 	}
 }
@@ -53,7 +64,7 @@ drive_latency(struct dn_drive *d, uint64_t now)
 static uint64_t
 worst_latency(struct dn_store *s)
 {
-	uint64_t now = zc_now_ns(), worst = 0;
+	uint64_t now = zc_now_ns(), worst = atomic_load(&s->adm.floor_ns);
 
 	for (unsigned i = 0; i < s->ndrives; i++) {
 		uint64_t l;
@@ -65,6 +76,31 @@ worst_latency(struct dn_store *s)
 			worst = l;
 	}
 	return worst;
+}
+
+/*
+ * When the level can next fall by decay: the next halving of an idle drive above L2. A
+ * busy drive's average moves at its completions, which signal. At most DECAY_NS ahead, so
+ * a completion counted as in flight at the scan but ending without a signal costs at most
+ * one decay step.
+ */
+static uint64_t
+next_decay(struct dn_store *s, uint64_t now)
+{
+	uint64_t wake = now + DECAY_NS;
+
+	for (unsigned i = 0; i < s->ndrives; i++) {
+		struct dn_drive *d = &s->drives[i];
+		uint64_t last = atomic_load(&d->last_done_ns), at;
+
+		if (!dn_drive_ok(d) || atomic_load(&d->writes_inflight) ||
+		    drive_latency(d, now) <= s->o.adm_l2_ns)
+			continue;
+		at = now > last ? last + ((now - last) / DECAY_NS + 1) * DECAY_NS : now + DECAY_NS;
+		if (at < wake)
+			wake = at;
+	}
+	return wake;
 }
 
 static int
@@ -85,9 +121,63 @@ dn_admission_level(struct dn_store *s)
 	return level_of(s, worst_latency(s));
 }
 
-int
-dn_admission_enter(struct dn_store *s)
+/* A paced Write waits by how far the drive is over L1, at most 50 ms. */
+static uint64_t
+pace_ns(struct dn_store *s, uint64_t lat)
 {
+	uint64_t over = lat - s->o.adm_l1_ns;
+
+	return over > PACE_MAX ? PACE_MAX : over;
+}
+
+/* Under adm.lock. */
+static void
+park(struct dn_adm *a, struct dn_admit *e)
+{
+	e->next = NULL;
+	e->prev = a->tail;
+	if (a->tail)
+		a->tail->next = e;
+	else
+		a->head = e;
+	a->tail = e;
+	e->parked = true;
+	if (e->queued)
+		atomic_fetch_add(&a->waiting, 1);
+	atomic_fetch_add(&a->parked, 1);
+}
+
+/* Under adm.lock. */
+static void
+unpark(struct dn_adm *a, struct dn_admit *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		a->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		a->tail = e->prev;
+	e->parked = false;
+	if (e->queued)
+		atomic_fetch_sub(&a->waiting, 1);
+	atomic_fetch_sub(&a->parked, 1);
+}
+
+void
+dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns)
+{
+	atomic_store(&s->adm.floor_ns, latency_ns);
+	pthread_mutex_lock(&s->adm.lock);
+	pthread_cond_signal(&s->adm.cond); /* the level moved without a completion */
+	pthread_mutex_unlock(&s->adm.lock);
+}
+
+int
+dn_admission_try(struct dn_store *s, struct dn_admit *e, dn_admit_cb cb, void *arg)
+{
+	struct dn_adm *a = &s->adm;
 	uint64_t lat = worst_latency(s);
 	int level = level_of(s, lat);
 
@@ -95,46 +185,210 @@ dn_admission_enter(struct dn_store *s)
 		atomic_fetch_add(&s->adm_refused, 1);
 		return -EAGAIN;
 	}
-	if (level == DN_ADM_QUEUE) {
-		uint64_t until = zc_now_ns() + s->o.wait_ns;
-
-		pthread_mutex_lock(&s->adm.lock);
-		if (atomic_load(&s->adm.waiting) >= s->o.adm_queue) {
-			pthread_mutex_unlock(&s->adm.lock);
-			atomic_fetch_add(&s->adm_refused, 1);
-			return -EAGAIN;
-		}
-		atomic_fetch_add(&s->adm.waiting, 1);
-		atomic_fetch_add(&s->adm_queued, 1);
-		/* Woken by completions; the bound covers the idle decay, which none signals. */
-		while ((level = dn_admission_level(s)) >= DN_ADM_QUEUE) {
-			uint64_t now = zc_now_ns();
-			struct timespec ts;
-
-			if (now >= until)
-				break;
-			dn_deadline(&ts, until - now < DECAY_NS ? until - now : DECAY_NS);
-			pthread_cond_timedwait(&s->adm.cond, &s->adm.lock, &ts);
-		}
-		atomic_fetch_sub(&s->adm.waiting, 1);
-		pthread_mutex_unlock(&s->adm.lock);
-		if (level >= DN_ADM_QUEUE) {
-			atomic_fetch_add(&s->adm_refused, 1);
-			return -EAGAIN;
-		}
-		lat = worst_latency(s);
+	if (level == DN_ADM_OK)
+		return 0;
+	e->cb = cb;
+	e->arg = arg;
+	e->err = 0;
+	pthread_mutex_lock(&a->lock);
+	if (a->stop || !a->thread_ok) {
+		pthread_mutex_unlock(&a->lock);
+		return -ECANCELED;
 	}
-	if (level_of(s, lat) == DN_ADM_PACE) {
-		/* Pace by how far the drive is over L1, at most 50 ms. */
-		uint64_t over = lat - s->o.adm_l1_ns;
+	if (level == DN_ADM_QUEUE) {
+		if (atomic_load(&a->waiting) >= s->o.adm_queue) {
+			pthread_mutex_unlock(&a->lock);
+			atomic_fetch_add(&s->adm_refused, 1);
+			return -EAGAIN;
+		}
+		e->queued = true;
+		e->due_ns = zc_now_ns() + s->o.wait_ns;
+		atomic_fetch_add(&s->adm_queued, 1);
+	} else {
+		e->queued = false;
+		e->due_ns = zc_now_ns() + pace_ns(s, lat);
+		atomic_fetch_add(&s->adm_paced, 1);
+	}
+	park(a, e);
+	/* The thread may sleep past this entry's time: let it look again. */
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	return 1;
+}
+
+bool
+dn_admission_cancel(struct dn_store *s, struct dn_admit *e)
+{
+	struct dn_adm *a = &s->adm;
+	bool was;
+
+	pthread_mutex_lock(&a->lock);
+	was = e->parked;
+	if (was)
+		unpark(a, e);
+	pthread_mutex_unlock(&a->lock);
+	return was;
+}
+
+/*
+ * Under adm.lock: move every parked Write whose turn came to *done (linked by next, err
+ * set); returns when to look again (UINT64_MAX: nothing parked).
+ */
+static uint64_t
+scan(struct dn_store *s, struct dn_admit **done)
+{
+	struct dn_adm *a = &s->adm;
+	uint64_t now = zc_now_ns(), lat = worst_latency(s), wake = UINT64_MAX;
+	int level = level_of(s, lat);
+	struct dn_admit *e = a->head, **tail = done;
+
+	while (e) {
+		struct dn_admit *next = e->next;
+		int err = 1;
+
+		if (a->stop) {
+			err = -ECANCELED;
+		} else if (!e->queued) {
+			if (e->due_ns <= now)
+				err = 0;
+		} else if (level < DN_ADM_QUEUE) {
+			/* Let in from the queue; still over L1: paced as a new Write would be. */
+			if (level == DN_ADM_PACE) {
+				atomic_fetch_sub(&a->waiting, 1);
+				e->queued = false;
+				e->due_ns = now + pace_ns(s, lat);
+				atomic_fetch_add(&s->adm_paced, 1);
+			} else {
+				err = 0;
+			}
+		} else if (e->due_ns <= now) {
+			err = -EAGAIN;
+			atomic_fetch_add(&s->adm_refused, 1);
+		}
+		if (err <= 0) {
+			unpark(a, e);
+			e->err = err;
+			e->next = NULL;
+			*tail = e;
+			tail = &e->next;
+		} else if (e->due_ns < wake) {
+			wake = e->due_ns;
+		}
+		e = next;
+	}
+	if (atomic_load(&a->waiting)) {
+		uint64_t d = next_decay(s, now);
+
+		if (d < wake)
+			wake = d;
+	}
+	return wake;
+}
+
+static void *
+adm_main(void *arg)
+{
+	struct dn_store *s = arg;
+	struct dn_adm *a = &s->adm;
+
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		struct dn_admit *done = NULL;
+		uint64_t wake = scan(s, &done), now;
 		struct timespec ts;
 
-		if (over > 50000000)
-			over = 50000000;
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)over;
-		atomic_fetch_add(&s->adm_paced, 1);
-		nanosleep(&ts, NULL);
+		if (done) {
+			/* Callbacks take their caller's locks: never under ours. */
+			pthread_mutex_unlock(&a->lock);
+			while (done) {
+				struct dn_admit *next = done->next;
+
+				done->cb(done->arg, done->err); /* done may be freed now */
+				done = next;
+			}
+			pthread_mutex_lock(&a->lock);
+			continue;
+		}
+		if (a->stop)
+			break;
+		if (wake == UINT64_MAX) {
+			pthread_cond_wait(&a->cond, &a->lock);
+			continue;
+		}
+		now = zc_now_ns();
+		if (wake <= now)
+			continue;
+		dn_deadline(&ts, wake - now);
+		pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+int
+dn_admission_start(struct dn_store *s)
+{
+	struct dn_adm *a = &s->adm;
+	int err = -pthread_create(&a->thread, NULL, adm_main, s);
+
+	if (err)
+		return err;
+	pthread_setname_np(a->thread, "dn-admit");
+	pthread_mutex_lock(&a->lock);
+	a->thread_ok = true;
+	pthread_mutex_unlock(&a->lock);
 	return 0;
+}
+
+void
+dn_admission_stop(struct dn_store *s)
+{
+	struct dn_adm *a = &s->adm;
+	bool running;
+
+	pthread_mutex_lock(&a->lock);
+	running = a->thread_ok;
+	a->stop = true;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	if (running)
+		pthread_join(a->thread, NULL); /* it fails what is still parked: -ECANCELED */
+}
+
+struct sync_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	int err;
+};
+
+static void
+sync_done(void *arg, int err)
+{
+	struct sync_wait *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	w->err = err;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+}
+
+int
+dn_admission_enter(struct dn_store *s)
+{
+	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
+	struct dn_admit e;
+	int rc = dn_admission_try(s, &e, sync_done, &w);
+
+	if (rc != 1)
+		return rc;
+	pthread_mutex_lock(&w.mu);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	/* sync_done signalled under w.mu: nobody touches w once we hold it with done set. */
+	pthread_mutex_destroy(&w.mu);
+	pthread_cond_destroy(&w.cond);
+	return w.err;
 }

@@ -285,10 +285,19 @@ int dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, cons
 /* ---- admission (dn_admission.c) ---- */
 struct dn_adm {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;  /* broadcast by completions while writes wait */
-	atomic_uint waiting;  /* written under lock; completions read it alone */
+	pthread_cond_t cond; /* wakes dn-admit: a new entry, a completion while Writes queue */
+	struct dn_admit *head, *tail; /* parked Writes, paced and queued, in arrival order */
+	atomic_uint waiting;          /* queued ones; written under lock, completions read it */
+	atomic_uint parked;           /* all of them (metrics) */
+	atomic_uint_fast64_t floor_ns; /* dn_admission_inject_latency */
+	pthread_t thread;
+	bool thread_ok, stop;
 };
+/* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED. */
 int dn_admission_enter(struct dn_store *s);
+/* Start / stop dn-admit; stop fails what is still parked with -ECANCELED. */
+int dn_admission_start(struct dn_store *s);
+void dn_admission_stop(struct dn_store *s);
 void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
 
 /* ---- the store ---- */

@@ -85,6 +85,11 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        "# TYPE zest_admission_level gauge\nzest_admission_level %d\n",
 	        dn_admission_level(s));
 	fprintf(f,
+	        "# HELP zest_admission_parked Writes paced or queued by admission now (they hold "
+	        "no thread).\n"
+	        "# TYPE zest_admission_parked gauge\nzest_admission_parked %u\n",
+	        c.admission_parked);
+	fprintf(f,
 	        "# HELP zest_degraded_reads_total Stripes read by rebuilding missing or bad "
 	        "cells.\n"
 	        "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",

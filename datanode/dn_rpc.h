@@ -3,8 +3,10 @@
  * zest-datanode's main.c. Private to the datanode binary (not part of libzest_datanode).
  *
  * Threads: the rpc server's CQ threads run the callbacks and never block on the engine;
- * a pool of write workers runs dn_write_begin/data/commit (which may block for admission,
- * pool buffers and the in-flight cap) with each call's jobs in order; a pool of reader
+ * a pool of write workers runs dn_write_begin/data/commit (which may block for pool
+ * buffers and the in-flight cap) with each call's jobs in order; a call that admission
+ * paces or queues is parked without a worker until the store's dn-admit thread hands it
+ * back (dn_admission_try); a pool of reader
  * threads steps each Read (dn_read_next, ~1 MiB of whole stripes), hands the ReadChunk to
  * gRPC and takes the next call: the `sent` callback queues the call again, so a slow
  * client holds one message in flight and no thread. Commit callbacks run on the store's

@@ -57,10 +57,15 @@ struct wcall {
 	/* The terminal (commit or abort) job, allocated at open: the last callback can always
 	 * queue one, so nobody waits or retries for memory there. */
 	struct job *final;
+	/* Its place in the admission queue while BEGIN is parked (dn_admission_try). */
+	struct dn_admit adm;
 	/* under b->mu */
 	struct job *head, *tail;
 	struct wcall *next_ready;
-	bool scheduled; /* on the ready list or held by a worker */
+	bool scheduled; /* on the ready list, held by a worker, or parked */
+	bool parked;    /* BEGIN waits for admission (first on the queue); no worker holds it */
+	bool adm_done;  /* admission answered: adm_err */
+	int adm_err;
 	bool paused;
 	size_t queued;
 	int err;

@@ -132,13 +132,10 @@ write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 	return dn_rpc_write_errmsg(c->b->s, c->k, c->m, c->bucket, c->key, err, buf, len);
 }
 
-/* Under b->mu: put c on the ready list unless it is there or running. */
+/* Under b->mu: append c, scheduled, to the ready list. */
 static void
-wcall_schedule(struct dn_rpc *b, struct wcall *c)
+ready_append(struct dn_rpc *b, struct wcall *c)
 {
-	if (c->scheduled)
-		return;
-	c->scheduled = true;
 	c->next_ready = NULL;
 	if (b->ready_tail)
 		b->ready_tail->next_ready = c;
@@ -146,6 +143,16 @@ wcall_schedule(struct dn_rpc *b, struct wcall *c)
 		b->ready_head = c;
 	b->ready_tail = c;
 	pthread_cond_signal(&b->wcond);
+}
+
+/* Under b->mu: put c on the ready list unless it is there, running or parked. */
+static void
+wcall_schedule(struct dn_rpc *b, struct wcall *c)
+{
+	if (c->scheduled)
+		return;
+	c->scheduled = true;
+	ready_append(b, c);
 }
 
 /* Under b->mu. */
@@ -209,7 +216,7 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open
 	c->size_known = open->size_known;
 	c->k = open->ec_k;
 	c->m = open->ec_m;
-	/* dn_write_begin may wait for admission: a worker runs it. */
+	/* Admission may park the call: a worker asks, and the BEGIN job waits without it. */
 	j->kind = JOB_BEGIN;
 	pthread_mutex_lock(&b->mu);
 	wcall_push(c, j);
@@ -343,7 +350,30 @@ dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err)
 	j->kind = JOB_ABORT;
 	j->err = err;
 	pthread_mutex_lock(&b->mu);
+	if (c->parked && dn_admission_cancel(b->s, &c->adm)) {
+		/* Nothing else would bring the call back before its queue wait ran out: its
+		 * BEGIN fails with -ECANCELED and this abort ends the call right after. */
+		c->parked = false;
+		c->adm_done = true;
+		c->adm_err = -ECANCELED;
+		ready_append(b, c);
+	}
 	wcall_push(c, j);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* dn-admit: the parked BEGIN's turn came (err 0) or its wait ran out (-EAGAIN). */
+static void
+admitted(void *arg, int err)
+{
+	struct wcall *c = arg;
+	struct dn_rpc *b = c->b;
+
+	pthread_mutex_lock(&b->mu);
+	c->parked = false;
+	c->adm_done = true;
+	c->adm_err = err;
+	ready_append(b, c); /* still scheduled: back to the workers, BEGIN first */
 	pthread_mutex_unlock(&b->mu);
 }
 
@@ -371,8 +401,54 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	wcall_free(c);
 }
 
-/* Run one job of c (a worker thread holding c). Returns false when c is gone. */
-static bool
+enum run { RUN_NEXT, RUN_GONE, RUN_PARKED };
+
+/*
+ * BEGIN: ask admission; when it parks the call (paced or queued), put the job back first
+ * on the call's queue and let the worker go: `admitted` (or a cancel) brings the call
+ * back, with the answer in adm_err. The ask is under b->mu so that the answer cannot
+ * come before the job is back.
+ */
+static enum run
+run_begin(struct wcall *c, struct job *j)
+{
+	struct dn_rpc *b = c->b;
+	int rc = 0;
+
+	if (!c->adm_done)
+		rc = dn_write_quorum_check(b->s, c->k, c->m, NULL, NULL, NULL);
+	pthread_mutex_lock(&b->mu);
+	if (!rc && !c->adm_done) {
+		rc = dn_admission_try(b->s, &c->adm, admitted, c);
+		if (rc == 1) {
+			j->next = c->head;
+			c->head = j;
+			if (!c->tail)
+				c->tail = j;
+			c->parked = true;
+			pthread_mutex_unlock(&b->mu);
+			return RUN_PARKED;
+		}
+	} else if (!rc) {
+		rc = c->adm_err;
+	}
+	pthread_mutex_unlock(&b->mu);
+	if (!rc)
+		rc = dn_write_begin_admitted(b->s, c->bucket, c->key, c->size, c->size_known, c->k,
+		                             c->m, &c->dw);
+	if (rc) {
+		c->dw = NULL;
+		pthread_mutex_lock(&b->mu);
+		c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
+		pthread_mutex_unlock(&b->mu);
+	}
+	job_free(j);
+	return RUN_NEXT;
+}
+
+/* Run one job of c (a worker thread holding c). RUN_GONE: c is gone; RUN_PARKED: c is
+ * parked in admission and may already be on another worker. */
+static enum run
 wcall_run(struct wcall *c, struct job *j)
 {
 	struct dn_rpc *b = c->b;
@@ -380,16 +456,7 @@ wcall_run(struct wcall *c, struct job *j)
 
 	switch (j->kind) {
 	case JOB_BEGIN:
-		rc = dn_write_begin(b->s, c->bucket, c->key, c->size, c->size_known, c->k, c->m,
-		                    &c->dw);
-		if (rc) {
-			c->dw = NULL;
-			pthread_mutex_lock(&b->mu);
-			c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
-			pthread_mutex_unlock(&b->mu);
-		}
-		job_free(j);
-		return true;
+		return run_begin(c, j);
 	case JOB_DATA: {
 		bool resume;
 
@@ -426,7 +493,7 @@ wcall_run(struct wcall *c, struct job *j)
 		/* Still scheduled: nobody else can finish the call meanwhile. */
 		if (resume)
 			rpc_write_resume(c->w);
-		return true;
+		return RUN_NEXT;
 	}
 	case JOB_COMMIT:
 		pthread_mutex_lock(&b->mu);
@@ -442,7 +509,7 @@ wcall_run(struct wcall *c, struct job *j)
 			                   j->has_cond ? &j->cond : NULL, commit_done, c);
 		}
 		job_free(j);
-		return false;
+		return RUN_GONE;
 	case JOB_ABORT:
 		if (c->dw)
 			dn_write_abort(c->dw);
@@ -456,9 +523,9 @@ wcall_run(struct wcall *c, struct job *j)
 			               "write of %s/%s aborted", c->bucket, c->key);
 		wcall_free(c);
 		job_free(j);
-		return false;
+		return RUN_GONE;
 	}
-	return true;
+	return RUN_NEXT;
 }
 
 void *
@@ -484,7 +551,7 @@ dn_rpc_write_worker(void *arg)
 		if (!c->head)
 			c->tail = NULL;
 		pthread_mutex_unlock(&b->mu);
-		if (!wcall_run(c, j)) {
+		if (wcall_run(c, j) != RUN_NEXT) {
 			pthread_mutex_lock(&b->mu);
 			continue;
 		}

@@ -408,6 +408,9 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 		goto fail;
 	pthread_setname_np(s->commit_thread, "dn-commit");
 	s->commit_ok = true;
+	err = dn_admission_start(s);
+	if (err)
+		goto fail;
 	/* Cells missed before a restart are healed too: the first turn looks. */
 	dn_heal_note(s);
 	err = dn_healer_start(s);
@@ -425,6 +428,7 @@ dn_store_close(struct dn_store *s)
 {
 	if (!s)
 		return;
+	dn_admission_stop(s);
 	dn_healer_stop(s); /* it reads through the rings and commits metadata: first */
 	dn_metrics_stop(s);
 	/* An aborted write still finishing (its last completions) must end before the rings go. */
@@ -732,6 +736,7 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->admission_refused = atomic_load(&s->adm_refused);
 	c->admission_paced = atomic_load(&s->adm_paced);
 	c->admission_queued = atomic_load(&s->adm_queued);
+	c->admission_parked = atomic_load(&s->adm.parked);
 	c->meta_replicas =
 	        dn_meta_replicas(s->meta, &c->meta_replicas_live, &c->meta_replicas_rebuilt);
 }

@@ -424,9 +424,9 @@ dn_write_stripe_close(struct dn_write *w)
 }
 
 /* ---- public ---- */
-int
-dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
-               bool size_known, unsigned k, unsigned m, struct dn_write **out)
+static int
+write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size, bool size_known,
+            unsigned k, unsigned m, bool admit, struct dn_write **out)
 {
 	struct dn_write *w;
 	int err;
@@ -445,7 +445,7 @@ dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t
 	err = dn_write_quorum_check(s, k, m, NULL, NULL, NULL);
 	if (err)
 		return err;
-	err = dn_admission_enter(s);
+	err = admit ? dn_admission_enter(s) : 0;
 	if (err)
 		return err;
 	w = calloc(1, sizeof(*w));
@@ -475,6 +475,20 @@ dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t
 	}
 	*out = w;
 	return 0;
+}
+
+int
+dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
+               bool size_known, unsigned k, unsigned m, struct dn_write **out)
+{
+	return write_begin(s, bucket, key, size, size_known, k, m, true, out);
+}
+
+int
+dn_write_begin_admitted(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
+                        bool size_known, unsigned k, unsigned m, struct dn_write **out)
+{
+	return write_begin(s, bucket, key, size, size_known, k, m, false, out);
 }
 
 /*
