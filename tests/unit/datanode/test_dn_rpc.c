@@ -24,7 +24,7 @@ struct env {
 };
 
 static void
-env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
+env_up_with(struct env *e, size_t call_cap, void (*tweak)(struct dn_store_opts *o))
 {
 	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
 	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
@@ -34,11 +34,8 @@ env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
 	uint64_t ct;
 
 	t_env_init(&e->t, 6, 4, 2);
-	if (tight_admission) {
-		e->t.o.adm_l1_ns = 1000000;
-		e->t.o.adm_l2_ns = 2000000;
-		e->t.o.adm_l3_ns = 5000000;
-	}
+	if (tweak)
+		tweak(&e->t.o);
 	t_open(&e->t);
 	CHECK_EQ(dn_bucket_create(e->t.s, "bkt", &ct), 0);
 	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
@@ -49,9 +46,17 @@ env_up_adm(struct env *e, size_t call_cap, bool tight_admission)
 }
 
 static void
+tight_admission(struct dn_store_opts *o)
+{
+	o->adm_l1_ns = 1000000;
+	o->adm_l2_ns = 2000000;
+	o->adm_l3_ns = 5000000;
+}
+
+static void
 env_up(struct env *e, size_t call_cap)
 {
-	env_up_adm(e, call_cap, false);
+	env_up_with(e, call_cap, NULL);
 }
 
 static void
@@ -332,7 +337,7 @@ test_slowdown(void)
 	int rc = 0;
 
 	t_fill(buf, len);
-	env_up_adm(&e, 0, true);
+	env_up_with(&e, 0, tight_admission);
 	dn_drive_inject_delay(e.t.s, 0, 30000000);
 	for (int i = 0; i < 20 && rc == 0; i++) {
 		char key[16];
@@ -344,6 +349,170 @@ test_slowdown(void)
 	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
 	dn_drive_inject_delay(e.t.s, 0, 0);
+	env_down(&e, 1000);
+	free(buf);
+}
+
+/* ---- Writes queued by admission hold no write worker ---- */
+static bool
+wait_done_ms(struct wstate *s, unsigned ms)
+{
+	struct timespec ts;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->mu);
+	while (!s->done && pthread_cond_timedwait(&s->cond, &s->mu, &ts) == 0)
+		;
+	done = s->done;
+	pthread_mutex_unlock(&s->mu);
+	return done;
+}
+
+/* Poll a store counter (test side) until it reaches want, at most ms; returns it. */
+static uint64_t
+wait_queued(struct dn_store *st, uint64_t want, unsigned ms)
+{
+	struct dn_counters c;
+
+	for (unsigned i = 0;; i++) {
+		dn_counters_get(st, &c);
+		if (c.admission_queued >= want || i * 5 >= ms)
+			return c.admission_queued;
+		usleep(5000);
+	}
+}
+
+static unsigned
+parked_now(struct dn_store *st)
+{
+	struct dn_counters c;
+
+	dn_counters_get(st, &c);
+	return c.admission_parked;
+}
+
+/* Queue at L2 only (no pacing, no refusal level), 4 places, and a long queue wait: a
+ * queued open that held a worker would hold it for all of wait_ns. */
+static void
+queue_admission(struct dn_store_opts *o)
+{
+	o->adm_l1_ns = 0;
+	o->adm_l2_ns = 100000000;
+	o->adm_l3_ns = 0;
+	o->adm_queue = 4;
+	o->wait_ns = 30ull * 1000000000u;
+}
+
+static void
+commit_stream(struct rpc_cwrite *w, const uint8_t *buf, size_t len)
+{
+	struct zc_seg seg = { (void *)buf, len, NULL };
+	struct rpc_commit commit = { .etag = "e" };
+
+	CHECK_EQ(rpc_cwrite_commit(w, &seg, 1, &commit), 0);
+}
+
+/*
+ * A Write admitted before the drives turned slow keeps going while more opens than there
+ * are write workers (2) wait in the admission queue above L2: when a queued open held its
+ * worker, the admitted Write's data and commit jobs waited behind them for the whole
+ * queue wait (30 s here). The queue then fills (a fifth open is refused with SlowDown), a
+ * cancelled open leaves it at once, the others get in when the level falls, and a server
+ * shutdown fails one still parked with nothing left behind.
+ */
+static void
+test_queued_opens_hold_no_worker(void)
+{
+	enum { NP = 4 };
+	struct env e;
+	struct wstate a = { 0 }, p[NP], over = { 0 }, last = { 0 };
+	struct rpc_cwrite *wa, *wp[NP], *wover, *wlast;
+	struct dn_object_info info;
+	size_t len = 256u << 10, part = 64u << 10;
+	uint8_t *buf = malloc(len);
+	char key[16];
+
+	memset(p, 0, sizeof(p));
+	t_fill(buf, len);
+	env_up_with(&e, 0, queue_admission);
+	/* A is admitted (its write begun) while the drives are fine. */
+	wa = open_stream(&e, "live", &a, buf, part, part);
+	for (int i = 0; i < 1000 && atomic_load(&e.t.s->live_writes) == 0; i++)
+		usleep(5000);
+	CHECK_EQ(atomic_load(&e.t.s->live_writes), 1);
+	dn_admission_inject_latency(e.t.s, 1000000000ull); /* 1 s: above L2 */
+	CHECK_EQ(dn_admission_level(e.t.s), DN_ADM_QUEUE);
+	for (int i = 0; i < NP; i++) {
+		snprintf(key, sizeof(key), "q%d", i);
+		wp[i] = open_stream(&e, key, &p[i], buf, part, part);
+	}
+	wait_queued(e.t.s, NP, 3000);
+	/* The rest of A and its commit while NP > workers opens are queued. */
+	for (size_t off = part; off + part < len; off += part) {
+		struct zc_seg seg = { buf + off, part, NULL };
+
+		while (rpc_cwrite_send(wa, &seg, 1) == -EAGAIN)
+			usleep(1000);
+	}
+	commit_stream(wa, buf + len - part, part);
+	CHECK(wait_done_ms(&a, 10000)); /* normal: milliseconds; before: the 30 s queue wait */
+	CHECK_EQ(a.st.code, GRPC_STATUS_OK);
+	rpc_cwrite_destroy(wa);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "live", &info), 0);
+	CHECK_EQ(info.size, len);
+	dn_object_info_fini(&info);
+	/* The queue really holds NP opens now; one more is refused at once. */
+	CHECK_EQ(wait_queued(e.t.s, NP, 10000), NP);
+	CHECK_EQ(parked_now(e.t.s), NP);
+	wover = open_stream(&e, "over", &over, buf, part, part);
+	commit_stream(wover, buf + part, part); /* the refusal is told at the next callback */
+	CHECK(wait_done_ms(&over, 10000));
+	CHECK_EQ(over.st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK(strncmp(over.st.msg, "SlowDown:", 9) == 0);
+	rpc_cwrite_destroy(wover);
+	for (int i = 0; i < NP; i++)
+		CHECK(!p[i].done);
+	/* A cancelled open leaves the queue without waiting for its turn. */
+	rpc_cwrite_cancel(wp[0]);
+	CHECK(wait_done_ms(&p[0], 10000));
+	CHECK_EQ(p[0].st.code, GRPC_STATUS_CANCELLED);
+	rpc_cwrite_destroy(wp[0]);
+	for (int i = 0; i < 1000 && parked_now(e.t.s) != NP - 1; i++)
+		usleep(5000);
+	CHECK_EQ(parked_now(e.t.s), NP - 1);
+	/* The level falls: the others are let in and commit. */
+	dn_admission_inject_latency(e.t.s, 0);
+	for (int i = 1; i < NP; i++) {
+		commit_stream(wp[i], buf + part, part);
+		CHECK(wait_done_ms(&p[i], 10000));
+		CHECK_EQ(p[i].st.code, GRPC_STATUS_OK);
+		rpc_cwrite_destroy(wp[i]);
+		snprintf(key, sizeof(key), "q%d", i);
+		CHECK_EQ(dn_stat(e.t.s, "bkt", key, &info), 0);
+		CHECK_EQ(info.size, 2 * part);
+		dn_object_info_fini(&info);
+	}
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "q0", &info), -ENOENT);
+	CHECK_EQ(parked_now(e.t.s), 0);
+	/* Shutdown with an open parked: the server cancels it, nothing leaks (env_down). */
+	dn_admission_inject_latency(e.t.s, 1000000000ull);
+	wlast = open_stream(&e, "last", &last, buf, part, part);
+	for (int i = 0; i < 1000 && parked_now(e.t.s) != 1; i++)
+		usleep(5000);
+	CHECK_EQ(parked_now(e.t.s), 1);
+	rpc_server_destroy(e.srv, 100);
+	e.srv = NULL;
+	CHECK(wait_done_ms(&last, 10000));
+	CHECK(last.st.code != GRPC_STATUS_OK);
+	rpc_cwrite_destroy(wlast);
+	CHECK_EQ(parked_now(e.t.s), 0);
 	env_down(&e, 1000);
 	free(buf);
 }
@@ -640,6 +809,7 @@ main(void)
 	test_client_cancels();
 	test_shutdown_with_write_open();
 	test_slowdown();
+	test_queued_opens_hold_no_worker();
 	test_error_mapping();
 	test_compose_conditions();
 	test_stalled_reads_hold_no_reader();
