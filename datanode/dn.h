@@ -155,8 +155,8 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
 /*
  * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
  * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
- * (may pace or wait on the caller's thread; -EAGAIN when refused). Returns 0 and *out, or -ENOENT (no bucket),
- * -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
+ * (may pace or wait on the caller's thread; -EAGAIN when refused). Returns 0 and *out, or -ENOENT
+ * (no bucket), -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
@@ -366,6 +366,43 @@ int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
 int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
                                struct dn_cell_info **out, size_t *n);
 
+/* ---- metadata calls on the commit thread ---- */
+/*
+ * The calls that write metadata (dn_delete, dn_compose_if, dn_bucket_create/delete) as
+ * jobs on the store's commit thread, for a caller that must not wait for a disk (the rpc
+ * binding). Deletes and composes queued together share one metadata transaction (one
+ * sync per replica), each in its own nested transaction so that one refusal does not sink
+ * the others, checked in the order queued: a condition, a pinned part or an existence test
+ * sees the calls before it. Bucket calls take a transaction each (rare; a bucket delete
+ * scans for objects). Errors as the synchronous calls'.
+ */
+enum dn_mcall_kind { DN_MC_DELETE, DN_MC_COMPOSE, DN_MC_BUCKET_CREATE, DN_MC_BUCKET_DELETE };
+struct dn_mcall {
+	enum dn_mcall_kind kind;
+	const char *bucket; /* the bucket calls' name */
+	const char *key;
+	/* compose, as dn_compose_if */
+	const char *const *part_buckets, *const *parts, *const *part_etags;
+	size_t nparts;
+	bool delete_parts;
+	const char *etag;
+	const struct dn_attr *attrs;
+	size_t nattrs;
+	const struct dn_cond *cond;
+};
+struct dn_mcall_result {
+	bool existed;              /* delete: the key was there */
+	uint64_t ctime_ns;         /* bucket create (of the existing one on -EEXIST) */
+	struct dn_write_result wr; /* compose (etag: the call's) */
+};
+/* On the commit thread, exactly once; res is borrowed for the call. Must not block. */
+typedef void (*dn_mcall_cb)(void *arg, int err, const struct dn_mcall_result *res);
+/*
+ * Queue call (copied; everything it points to is borrowed until cb runs). Returns 0 (cb
+ * follows) or -ENOMEM (cb never runs). Any thread.
+ */
+int dn_mcall_submit(struct dn_store *s, const struct dn_mcall *call, dn_mcall_cb cb, void *arg);
+
 /* ---- drives, failures, heal ---- */
 /*
  * OK: reads and writes. FAILED: an I/O error (or a folder that cannot hold files); read
@@ -433,7 +470,9 @@ struct dn_counters {
 	uint64_t admission_refused;
 	uint64_t admission_paced;
 	uint64_t admission_queued;
-	unsigned admission_parked; /* Writes paced or queued now (no thread holds them) */
+	unsigned admission_parked;      /* Writes paced or queued now (no thread holds them) */
+	uint64_t mcalls;                /* dn_mcall_submit calls run */
+	uint64_t mcall_txns;            /* metadata transactions they took (batched: fewer) */
 	uint64_t cells_healed;          /* by `heal` and the background healer */
 	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
 	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */

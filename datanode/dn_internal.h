@@ -254,15 +254,19 @@ int dn_meta_put_obj_if(struct dn_meta *m, const char *bucket, const char *key, s
                        struct dn_extent *e, const char *const *drop_buckets,
                        const char *const *drop_keys, size_t ndrop, const struct dn_cond *cond,
                        struct dn_extent **freed, size_t *nfreed);
-/* One object version to commit in a batch; err and freed are outputs. */
+/* One object version to commit in a batch; err, freed and existed are outputs. */
 struct dn_meta_put {
 	const char *bucket, *key;
-	struct dn_obj *o;
+	struct dn_obj *o; /* NULL: delete bucket/key instead (existed: it was there) */
 	struct dn_extent *e;
 	int err;
 	struct dn_extent *freed;
 	size_t nfreed;
 	const struct dn_cond *cond; /* NULL: unconditional */
+	/* Objects dropped in the same transaction (a compose's parts), as dn_meta_put_obj. */
+	const char *const *drop_buckets, *const *drop_keys;
+	size_t ndrop;
+	bool existed;
 };
 /*
  * Commit n puts in one transaction per replica (one sync each), every put in its own nested
@@ -286,9 +290,9 @@ int dn_meta_list(struct dn_meta *m, const char *bucket, const char *prefix, cons
 struct dn_adm {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* wakes dn-admit: a new entry, a completion while Writes queue */
-	struct dn_admit *head, *tail; /* parked Writes, paced and queued, in arrival order */
-	atomic_uint waiting;          /* queued ones; written under lock, completions read it */
-	atomic_uint parked;           /* all of them (metrics) */
+	struct dn_admit *head, *tail;  /* parked Writes, paced and queued, in arrival order */
+	atomic_uint waiting;           /* queued ones; written under lock, completions read it */
+	atomic_uint parked;            /* all of them (metrics) */
 	atomic_uint_fast64_t floor_ns; /* dn_admission_inject_latency */
 	pthread_t thread;
 	bool thread_ok, stop;
@@ -339,6 +343,7 @@ struct dn_store {
 	/* Counters. */
 	atomic_uint_fast64_t objects_committed, degraded_reads;
 	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, cells_healed;
+	atomic_uint_fast64_t mcalls, mcall_txns;
 	/* Background healer (dn_heal.c): woken every heal_interval_ns, works when pending. */
 	atomic_bool heal_pending;
 	pthread_t heal_thread;
@@ -369,6 +374,14 @@ void dn_credit_add(struct dn_store *s, uint64_t bytes);
 bool dn_credit_over(struct dn_store *s);
 int dn_credit_wait(struct dn_store *s);
 void dn_credit_give(struct dn_store *s, uint64_t bytes);
+/*
+ * A compose's new object from its parts, read outside the write transaction: pieces, size,
+ * CRC32C and scheme in *o (zeroed first; free o->pieces). 0, -ENOENT / ZC_NO_BUCKET (a part
+ * or its bucket), -EAGAIN (a pinned part's ETag differs), -ENOMEM.
+ */
+int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part_buckets,
+                     const char *const *parts, const char *const *part_etags, size_t nparts,
+                     struct dn_obj *o);
 /* Unlink every file of an extent (best effort). */
 void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
 /*

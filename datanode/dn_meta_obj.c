@@ -164,7 +164,11 @@ struct put_args {
 	struct freelist fl;
 	int err; /* batch: this put's own outcome on the primary */
 	const struct dn_cond *cond;
+	bool del;    /* batch: a delete of bucket/key (o unused) */
+	int existed; /* del: 1 when the key was there (primary) */
 };
+
+static int del_one(struct rep *r, MDB_txn *txn, struct put_args *a, bool first);
 
 /* Does the record the put replaces (name) satisfy cond? 0, DN_ECONDITION or NoSuchKey. */
 static int
@@ -282,7 +286,14 @@ dn_meta_put_obj_if(struct dn_meta *m, const char *bucket, const char *key, struc
                    const char *const *drop_keys, size_t ndrop, const struct dn_cond *cond,
                    struct dn_extent **freed, size_t *nfreed)
 {
-	struct put_args a = { bucket, key, o, e, drop_buckets, drop_keys, ndrop, { 0 }, 0, cond };
+	struct put_args a = { .bucket = bucket,
+		              .key = key,
+		              .o = o,
+		              .e = e,
+		              .drop_buckets = drop_buckets,
+		              .drop = drop_keys,
+		              .ndrop = ndrop,
+		              .cond = cond };
 	int err = dn_meta_write(m, put_fn, &a);
 
 	if (err < 0) {
@@ -312,6 +323,7 @@ batch_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 		if (first) {
 			/* Also a retry on a new primary: forget the failed attempt's outputs. */
 			a->err = 0;
+			a->existed = 0;
 			freelist_drop(&a->fl);
 		} else if (a->err) {
 			continue; /* refused on the primary: replicas skip it as well */
@@ -319,7 +331,7 @@ batch_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 		rc = mdb_txn_begin(r->env, txn, 0, &child);
 		if (rc)
 			return dn_meta_mdb_err(rc);
-		err = put_fn(r, child, a, first);
+		err = a->del ? del_one(r, child, a, first) : put_fn(r, child, a, first);
 		if (err < 0) {
 			mdb_txn_abort(child);
 			if (!first)
@@ -349,7 +361,11 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 			                  .key = v[i].key,
 			                  .o = v[i].o,
 			                  .e = v[i].e,
-			                  .cond = v[i].cond };
+			                  .drop_buckets = v[i].drop_buckets,
+			                  .drop = v[i].drop_keys,
+			                  .ndrop = v[i].ndrop,
+			                  .cond = v[i].cond,
+			                  .del = v[i].o == NULL };
 	err = dn_meta_write(m, batch_fn, &b);
 	for (size_t i = 0; i < n; i++) {
 		if (err < 0) {
@@ -360,8 +376,27 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 		v[i].err = a[i].err;
 		v[i].freed = a[i].fl.v;
 		v[i].nfreed = a[i].fl.n;
+		v[i].existed = a[i].existed == 1;
 	}
 	return err < 0 ? err : 0;
+}
+
+/* A delete in a batch: as del_fn. */
+static int
+del_one(struct rep *r, MDB_txn *txn, struct put_args *a, bool first)
+{
+	char name[NAME_MAX_LEN];
+	size_t len;
+	int err;
+
+	if (!dn_meta_bucket_exists_txn(r, txn, a->bucket))
+		return ZC_E(ZC_NO_BUCKET);
+	err = dn_meta_obj_name(a->bucket, a->key, name, &len);
+	if (!err)
+		err = obj_drop(r, txn, name, len, first ? &a->fl : NULL);
+	if (err >= 0 && first)
+		a->existed = err;
+	return err;
 }
 
 struct del_args {

@@ -90,6 +90,14 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        "# TYPE zest_admission_parked gauge\nzest_admission_parked %u\n",
 	        c.admission_parked);
 	fprintf(f,
+	        "# HELP zest_meta_calls_total Deletes, Composes and bucket calls run on the commit "
+	        "thread.\n"
+	        "# TYPE zest_meta_calls_total counter\nzest_meta_calls_total %llu\n"
+	        "# HELP zest_meta_call_txns_total Metadata transactions they took (batched: "
+	        "fewer than calls).\n"
+	        "# TYPE zest_meta_call_txns_total counter\nzest_meta_call_txns_total %llu\n",
+	        (unsigned long long)c.mcalls, (unsigned long long)c.mcall_txns);
+	fprintf(f,
 	        "# HELP zest_degraded_reads_total Stripes read by rebuilding missing or bad "
 	        "cells.\n"
 	        "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",

@@ -610,23 +610,18 @@ dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
 	return err == -ESTALE ? -EAGAIN : err;
 }
 
-static int
-compose_once(struct dn_store *s, const char *bucket, const char *key,
-             const char *const *part_buckets, const char *const *parts,
-             const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
-             const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
-             struct dn_write_result *res)
+int
+dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part_buckets,
+                 const char *const *parts, const char *const *part_etags, size_t nparts,
+                 struct dn_obj *o)
 {
-	struct dn_obj o = { 0 }, p;
-	struct dn_extent *freed = NULL;
-	struct timespec ts;
-	size_t nfreed = 0, cap = 0;
+	struct dn_obj p;
+	size_t cap = 0;
 	int err = 0;
 
-	if (!bucket || !key || (nparts && !parts))
-		return -EINVAL;
-	o.k = s->o.k;
-	o.m = s->o.m;
+	memset(o, 0, sizeof(*o));
+	o->k = s->o.k;
+	o->m = s->o.m;
 	/* Parts are read outside the write transaction; a part changed meanwhile is caught
 	 * because its extents are re-referenced inside it (a freed extent fails there). */
 	for (size_t i = 0; i < nparts && !err; i++) {
@@ -643,32 +638,53 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 			err = -EAGAIN;
 			break;
 		}
-		if (o.npieces + p.npieces > cap) {
+		if (o->npieces + p.npieces > cap) {
 			struct dn_piece *nv;
 
-			cap = (o.npieces + p.npieces) * 2;
-			nv = realloc(o.pieces, cap * sizeof(*nv));
+			cap = (o->npieces + p.npieces) * 2;
+			nv = realloc(o->pieces, cap * sizeof(*nv));
 			if (!nv) {
 				dn_obj_fini(&p);
 				err = -ENOMEM;
 				break;
 			}
-			o.pieces = nv;
+			o->pieces = nv;
 		}
-		memcpy(o.pieces + o.npieces, p.pieces, p.npieces * sizeof(*p.pieces));
-		o.npieces += p.npieces;
-		o.crc32c = i == 0 ? p.crc32c : zc_crc32c_combine(o.crc32c, p.crc32c, p.size);
-		o.size += p.size;
+		memcpy(o->pieces + o->npieces, p.pieces, p.npieces * sizeof(*p.pieces));
+		o->npieces += p.npieces;
+		o->crc32c = i == 0 ? p.crc32c : zc_crc32c_combine(o->crc32c, p.crc32c, p.size);
+		o->size += p.size;
 		if (i == 0) {
-			o.k = p.k;
-			o.m = p.m;
+			o->k = p.k;
+			o->m = p.m;
 		}
 		dn_obj_fini(&p);
 	}
 	if (err) {
-		free(o.pieces);
-		return err;
+		free(o->pieces);
+		o->pieces = NULL;
 	}
+	return err;
+}
+
+static int
+compose_once(struct dn_store *s, const char *bucket, const char *key,
+             const char *const *part_buckets, const char *const *parts,
+             const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
+             const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
+             struct dn_write_result *res)
+{
+	struct dn_obj o = { 0 };
+	struct dn_extent *freed = NULL;
+	struct timespec ts;
+	size_t nfreed = 0;
+	int err;
+
+	if (!bucket || !key || (nparts && !parts))
+		return -EINVAL;
+	err = dn_compose_parts(s, bucket, part_buckets, parts, part_etags, nparts, &o);
+	if (err)
+		return err;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	o.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	o.etag = (char *)(etag ? etag : "");
@@ -737,6 +753,8 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->admission_paced = atomic_load(&s->adm_paced);
 	c->admission_queued = atomic_load(&s->adm_queued);
 	c->admission_parked = atomic_load(&s->adm.parked);
+	c->mcalls = atomic_load(&s->mcalls);
+	c->mcall_txns = atomic_load(&s->mcall_txns);
 	c->meta_replicas =
 	        dn_meta_replicas(s->meta, &c->meta_replicas_live, &c->meta_replicas_rebuilt);
 }
