@@ -52,10 +52,7 @@ dn_rpc_destroy(struct dn_rpc *b)
 	b->stop = true;
 	pthread_cond_broadcast(&b->wcond);
 	pthread_cond_broadcast(&b->rcond);
-	pthread_cond_broadcast(&b->ucond);
 	pthread_mutex_unlock(&b->mu);
-	for (unsigned i = 0; i < b->n_unary; i++)
-		pthread_join(b->unary[i], NULL);
 	for (unsigned i = 0; i < b->n_workers; i++)
 		pthread_join(b->workers[i], NULL);
 	for (unsigned i = 0; i < b->n_readers; i++)
@@ -65,7 +62,6 @@ dn_rpc_destroy(struct dn_rpc *b)
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->wcond);
 	pthread_cond_destroy(&b->rcond);
-	pthread_cond_destroy(&b->ucond);
 	free(b);
 }
 
@@ -89,7 +85,6 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->wcond, NULL);
 	pthread_cond_init(&b->rcond, NULL);
-	pthread_cond_init(&b->ucond, NULL);
 	b->workers = calloc(b->o.write_workers, sizeof(pthread_t));
 	b->readers = calloc(b->o.readers, sizeof(pthread_t));
 	if (!b->workers || !b->readers)
@@ -103,11 +98,6 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 		if (pthread_create(&b->readers[b->n_readers], NULL, dn_rpc_read_worker, b))
 			goto fail;
 		pthread_setname_np(b->readers[b->n_readers], "dn-read");
-	}
-	for (; b->n_unary < DN_RPC_UNARY_THREADS; b->n_unary++) {
-		if (pthread_create(&b->unary[b->n_unary], NULL, dn_rpc_unary_worker, b))
-			goto fail;
-		pthread_setname_np(b->unary[b->n_unary], "dn-unary");
 	}
 	memset(h, 0, sizeof(*h));
 	h->write.open = dn_rpc_on_write_open;

@@ -11,7 +11,8 @@
  * gRPC and takes the next call: the `sent` callback queues the call again, so a slow
  * client holds one message in flight and no thread. Commit callbacks run on the store's
  * commit thread and finish the call there. The unary calls that write metadata (Delete,
- * Compose, bucket create/delete) run on two dn-unary threads, their replies deferred.
+ * Compose, bucket create/delete) run on the commit thread too (dn_mcall_submit), batched,
+ * their replies deferred.
  */
 #ifndef ZEST_DN_RPC_H
 #define ZEST_DN_RPC_H

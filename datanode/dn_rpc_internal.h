@@ -94,29 +94,16 @@ struct rcall {
 	struct zc_seg *batch;
 };
 
-/* A unary call that writes metadata, waiting for a dn-unary thread (its reply deferred). */
-struct ujob {
-	struct ujob *next;
-	enum rpc_method m;
-	const union rpc_unary_req *req;
-	struct rpc_reply *reply;
-};
-
-#define DN_RPC_UNARY_THREADS 2
-
 struct dn_rpc {
 	struct dn_store *s;
 	struct dn_rpc_opts o;
 	pthread_mutex_t mu;
-	pthread_cond_t wcond, rcond, ucond;
+	pthread_cond_t wcond, rcond;
 	struct wcall *ready_head, *ready_tail;
 	struct rcall *rq_head, *rq_tail;
-	struct ujob *uq_head, *uq_tail;
 	bool stop;
 	pthread_t *workers, *readers;
 	unsigned n_workers, n_readers;
-	pthread_t unary[DN_RPC_UNARY_THREADS];
-	unsigned n_unary;
 };
 
 /* ---- dn_rpc_write.c */
@@ -148,7 +135,6 @@ int dn_rpc_names_list(const char *bucket, const char *prefix, const char *start_
  * with its rpc_reply_error() message set. */
 int dn_rpc_names_unary(enum rpc_method m, const union rpc_unary_req *req, struct rpc_reply *reply);
 /* ---- dn_rpc_unary.c */
-void *dn_rpc_unary_worker(void *arg);
 int dn_rpc_on_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req,
                     struct rpc_reply *reply);
 

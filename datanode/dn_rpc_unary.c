@@ -1,6 +1,7 @@
 /*
  * dn_rpc_unary: the unary calls (Stat, Delete, List, Compose, Create/Delete/Head/
- * ListBuckets), each one engine call, with its error code and message.
+ * ListBuckets), each one engine call, with its error code and message. The reads answer
+ * on the CQ thread; the writes run on the store's commit thread (dn_mcall_submit).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -83,81 +84,109 @@ out:
 	return err;
 }
 
-static int
-unary_compose(struct dn_rpc *b, const struct rpc_compose_req *req, struct rpc_reply *reply)
-{
-	struct rpc_write_result wr;
-	struct dn_write_result res;
-	struct dn_attr *attrs = NULL;
+/* A unary call that writes metadata, on the store's commit thread; its reply deferred. */
+struct ujob {
+	enum rpc_method m;
+	const union rpc_unary_req *req; /* valid until rpc_reply_send */
+	struct rpc_reply *reply;
+	struct dn_mcall call;
+	/* compose: what call points to */
 	const char **parts, **part_buckets, **part_etags;
-	char msg[RPC_STATUS_MSG_MAX];
-	struct dn_cond cond = { 0 };
-	int err;
+	struct dn_attr *attrs;
+	struct dn_cond cond;
+};
+
+static void
+ujob_free(struct ujob *j)
+{
+	free(j->parts);
+	free(j->part_buckets);
+	free(j->part_etags);
+	free(j->attrs);
+	free(j);
+}
+
+static int
+compose_call(struct ujob *j, const struct rpc_compose_req *req)
+{
+	struct dn_mcall *c = &j->call;
 
 	if (!req->bucket[0] || !req->key[0] || strlen(req->key) > 1024) {
-		rpc_reply_error(reply, "compose needs a bucket and a key");
+		rpc_reply_error(j->reply, "compose needs a bucket and a key");
 		return -EINVAL;
 	}
-	parts = calloc(req->n_parts + 1, sizeof(*parts));
-	part_buckets = calloc(req->n_parts + 1, sizeof(*part_buckets));
-	part_etags = calloc(req->n_parts + 1, sizeof(*part_etags));
-	attrs = calloc(req->n_attrs + 1, sizeof(*attrs));
-	if (!parts || !part_buckets || !part_etags || !attrs) {
-		err = -ENOMEM;
-		goto out;
-	}
+	j->parts = calloc(req->n_parts + 1, sizeof(*j->parts));
+	j->part_buckets = calloc(req->n_parts + 1, sizeof(*j->part_buckets));
+	j->part_etags = calloc(req->n_parts + 1, sizeof(*j->part_etags));
+	j->attrs = calloc(req->n_attrs + 1, sizeof(*j->attrs));
+	if (!j->parts || !j->part_buckets || !j->part_etags || !j->attrs)
+		return -ENOMEM;
 	for (size_t i = 0; i < req->n_parts; i++) {
 		const struct rpc_object_req *p = &req->parts[i];
 
 		/* Empty: the target's bucket. */
-		part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
-		parts[i] = p->key;
-		part_etags[i] = p->etag;
+		j->part_buckets[i] = p->bucket[0] ? p->bucket : req->bucket;
+		j->parts[i] = p->key;
+		j->part_etags[i] = p->etag;
 	}
-	attrs_from_rpc(req->attrs, req->n_attrs, attrs);
+	attrs_from_rpc(req->attrs, req->n_attrs, j->attrs);
 	if (req->cond) {
-		cond.if_none_match = req->cond->if_none_match;
-		cond.if_match = req->cond->if_match;
+		j->cond.if_none_match = req->cond->if_none_match;
+		j->cond.if_match = req->cond->if_match;
 	}
-	err = dn_compose_if(b->s, req->bucket, req->key, part_buckets, parts, part_etags,
-	                    req->n_parts, req->delete_parts, req->etag, attrs, req->n_attrs,
-	                    req->cond ? &cond : NULL, &res);
+	c->kind = DN_MC_COMPOSE;
+	c->bucket = req->bucket;
+	c->key = req->key;
+	c->part_buckets = j->part_buckets;
+	c->parts = j->parts;
+	c->part_etags = j->part_etags;
+	c->nparts = req->n_parts;
+	c->delete_parts = req->delete_parts;
+	c->etag = req->etag;
+	c->attrs = j->attrs;
+	c->nattrs = req->n_attrs;
+	c->cond = req->cond ? &j->cond : NULL;
+	return 0;
+}
+
+static int
+compose_reply(struct ujob *j, int err, const struct dn_write_result *res)
+{
+	const struct rpc_compose_req *req = &j->req->compose;
+	struct rpc_reply *reply = j->reply;
+	char msg[RPC_STATUS_MSG_MAX];
+	struct rpc_write_result wr;
+
 	if (dn_rpc_cond_errmsg(req->bucket, req->key, err, msg, sizeof(msg))) {
 		rpc_reply_error(reply, "%s", msg);
-		goto out;
+		return err;
 	}
 	if (err == ZC_E(ZC_NO_BUCKET)) {
 		rpc_reply_error(reply, "%s, or the bucket of a part", req->bucket);
-		goto out;
+		return err;
 	}
 	if (err == -ENOENT) {
 		rpc_reply_error(reply, "a part of %s is missing", req->key);
-		goto out;
+		return err;
 	}
 	if (err == -EINVAL) {
 		rpc_reply_error(reply, "compose of %s refused", req->key);
-		goto out;
+		return err;
 	}
 	if (err == -EAGAIN) {
 		rpc_reply_error(reply, "a part of %s changed during the compose", req->key);
-		goto out;
+		return err;
 	}
 	if (err)
-		goto out;
-	wr.size = res.size;
-	wr.crc32c = res.crc32c;
-	wr.etag = res.etag ? res.etag : req->etag;
-	wr.mtime_ns = res.mtime_ns;
-	err = rpc_reply_write_result(reply, &wr);
-out:
-	free(parts);
-	free(part_buckets);
-	free(part_etags);
-	free(attrs);
-	return err;
+		return err;
+	wr.size = res->size;
+	wr.crc32c = res->crc32c;
+	wr.etag = res->etag ? res->etag : req->etag;
+	wr.mtime_ns = res->mtime_ns;
+	return rpc_reply_write_result(reply, &wr);
 }
 
-/* One unary call, synchronously (a dn-unary thread, or the CQ thread for reads). */
+/* One unary call that only reads, on the CQ thread. */
 static int
 unary_run(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
           struct rpc_reply *reply)
@@ -167,32 +196,14 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
 	switch (m) {
 	case RPC_STAT:
 		return unary_stat(b, &req->object, reply);
-	case RPC_DELETE: {
-		const struct rpc_object_req *o = &req->object;
-		struct rpc_delete_result dr;
-
-		err = dn_delete(b->s, o->bucket, o->key);
-		if (err == ZC_E(ZC_NO_BUCKET)) {
-			rpc_reply_error(reply, "%s", o->bucket);
-			return err;
-		}
-		if (err < 0)
-			return err;
-		dr.existed = err == 1;
-		return rpc_reply_delete_result(reply, &dr);
-	}
 	case RPC_LIST:
 		return unary_list(b, &req->list, reply);
-	case RPC_COMPOSE:
-		return unary_compose(b, &req->compose, reply);
-	case RPC_CREATE_BUCKET:
 	case RPC_HEAD_BUCKET: {
 		const struct rpc_bucket_req *br = &req->bucket;
 		struct rpc_bucket_info bi;
 		uint64_t ctime = 0;
 
-		err = m == RPC_CREATE_BUCKET ? dn_bucket_create(b->s, br->bucket, &ctime)
-		                             : dn_bucket_head(b->s, br->bucket, &ctime);
+		err = dn_bucket_head(b->s, br->bucket, &ctime);
 		if (err == -EINVAL)
 			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
 		else if (err)
@@ -202,18 +213,6 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
 		bi.name = br->bucket;
 		bi.ctime_ns = ctime;
 		return rpc_reply_bucket_info(reply, &bi);
-	}
-	case RPC_DELETE_BUCKET: {
-		const struct rpc_bucket_req *br = &req->bucket;
-
-		err = dn_bucket_delete(b->s, br->bucket);
-		if (err == -EINVAL)
-			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
-		else if (err)
-			rpc_reply_error(reply, "%s", br->bucket);
-		if (err)
-			return err;
-		return rpc_reply_empty(reply);
 	}
 	case RPC_LIST_BUCKETS: {
 		struct rpc_bucket_list bl;
@@ -245,10 +244,60 @@ unary_run(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
 	}
 }
 
+/* The commit thread: the deferred call is done; answer it. */
+static void
+ujob_done(void *arg, int err, const struct dn_mcall_result *res)
+{
+	struct ujob *j = arg;
+	struct rpc_reply *reply = j->reply;
+
+	switch (j->m) {
+	case RPC_DELETE: {
+		const struct rpc_object_req *o = &j->req->object;
+		struct rpc_delete_result dr;
+
+		if (err == ZC_E(ZC_NO_BUCKET)) {
+			rpc_reply_error(reply, "%s", o->bucket);
+		} else if (!err) {
+			dr.existed = res->existed;
+			err = rpc_reply_delete_result(reply, &dr);
+		}
+		break;
+	}
+	case RPC_COMPOSE:
+		err = compose_reply(j, err, &res->wr);
+		break;
+	case RPC_CREATE_BUCKET:
+	case RPC_DELETE_BUCKET: {
+		const struct rpc_bucket_req *br = &j->req->bucket;
+		struct rpc_bucket_info bi;
+
+		if (err == -EINVAL) {
+			rpc_reply_error(reply, "bad bucket name '%s'", br->bucket);
+		} else if (err) {
+			rpc_reply_error(reply, "%s", br->bucket);
+		} else if (j->m == RPC_CREATE_BUCKET) {
+			bi.name = br->bucket;
+			bi.ctime_ns = res->ctime_ns;
+			err = rpc_reply_bucket_info(reply, &bi);
+		} else {
+			err = rpc_reply_empty(reply);
+		}
+		break;
+	}
+	default:
+		err = -ENOSYS;
+		break;
+	}
+	rpc_reply_send(reply, err < 0 ? err : 0);
+	ujob_free(j);
+}
+
 /*
  * The CQ threads never block: the calls that write metadata (an fsynced LMDB transaction,
- * file unlinks) go to the dn-unary threads with their reply deferred; Stat, List and the
- * bucket reads answer at once.
+ * file unlinks) go to the store's commit thread with their reply deferred, where the
+ * Deletes and Composes that arrive together share one transaction with each other and
+ * with the Write commits (dn_mcall_submit); Stat, List and the bucket reads answer at once.
  */
 int
 dn_rpc_on_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req,
@@ -260,50 +309,30 @@ dn_rpc_on_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req,
 
 	err = dn_rpc_names_unary(m, req, reply);
 	if (err)
-		return err; /* refused here, before a thread is woken */
+		return err; /* refused here, before anything is queued */
 	if (m != RPC_DELETE && m != RPC_COMPOSE && m != RPC_CREATE_BUCKET && m != RPC_DELETE_BUCKET)
 		return unary_run(b, m, req, reply);
 	j = calloc(1, sizeof(*j));
 	if (!j)
-		return unary_run(b, m, req, reply); /* no memory to defer: answer here */
+		return -ENOMEM; /* SlowDown: the client retries */
 	j->m = m;
 	j->req = req;
 	j->reply = reply;
-	pthread_mutex_lock(&b->mu);
-	if (b->uq_tail)
-		b->uq_tail->next = j;
-	else
-		b->uq_head = j;
-	b->uq_tail = j;
-	pthread_cond_signal(&b->ucond);
-	pthread_mutex_unlock(&b->mu);
-	return RPC_REPLY_LATER;
-}
-
-void *
-dn_rpc_unary_worker(void *arg)
-{
-	struct dn_rpc *b = arg;
-
-	pthread_mutex_lock(&b->mu);
-	for (;;) {
-		struct ujob *j;
-		int rc;
-
-		while (!b->uq_head && !b->stop)
-			pthread_cond_wait(&b->ucond, &b->mu);
-		j = b->uq_head;
-		if (!j)
-			break; /* stopping, and every deferred call was answered */
-		b->uq_head = j->next;
-		if (!b->uq_head)
-			b->uq_tail = NULL;
-		pthread_mutex_unlock(&b->mu);
-		rc = unary_run(b, j->m, j->req, j->reply);
-		rpc_reply_send(j->reply, rc < 0 ? rc : 0);
-		free(j);
-		pthread_mutex_lock(&b->mu);
+	if (m == RPC_COMPOSE) {
+		err = compose_call(j, &req->compose);
+	} else if (m == RPC_DELETE) {
+		j->call.kind = DN_MC_DELETE;
+		j->call.bucket = req->object.bucket;
+		j->call.key = req->object.key;
+	} else {
+		j->call.kind = m == RPC_CREATE_BUCKET ? DN_MC_BUCKET_CREATE : DN_MC_BUCKET_DELETE;
+		j->call.bucket = req->bucket.bucket;
 	}
-	pthread_mutex_unlock(&b->mu);
-	return NULL;
+	if (!err)
+		err = dn_mcall_submit(b->s, &j->call, ujob_done, j);
+	if (err) {
+		ujob_free(j);
+		return err;
+	}
+	return RPC_REPLY_LATER;
 }

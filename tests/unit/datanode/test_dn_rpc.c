@@ -800,6 +800,82 @@ test_unary_writes_off_cq(void)
 	env_down(&e, 1000);
 }
 
+/*
+ * Deletes (and composes) that arrive together share the commit thread's metadata
+ * transactions: 32 Deletes sent while the test holds the metadata lock (as a slow sync
+ * would) take at most 2 transactions, the one that was waiting for the lock and one for the
+ * rest. Two composes of one key with If-None-Match in the same batch: exactly one wins,
+ * the other sees it (PreconditionFailed), as if they had run one after the other.
+ */
+static void
+test_unary_writes_batched(void)
+{
+	enum { ND = 32, NKEEP = 8 };
+	struct ucount dels = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	struct ucount cu[2] = { { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
+		                { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 } };
+	struct rpc_write_cond inm = { .if_none_match = true };
+	struct rpc_object_req pr = { .bucket = "bkt", .key = "src" };
+	union rpc_unary_req dr[ND], creq = { .compose = { .bucket = "bkt",
+		                                          .key = "dst",
+		                                          .parts = &pr,
+		                                          .n_parts = 1,
+		                                          .etag = "copied",
+		                                          .cond = &inm } };
+	char keys[ND][16];
+	struct dn_object_info info;
+	struct dn_counters c0, c1;
+	struct rpc_status st;
+	struct env e;
+	uint8_t buf[3000];
+	int ok;
+
+	t_fill(buf, sizeof(buf));
+	env_up(&e, 0);
+	for (int i = 0; i < ND; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "d%d", i);
+		if (i < NKEEP)
+			CHECK_EQ(put(&e, keys[i], buf, sizeof(buf), 1000, 0, &st), 0);
+	}
+	CHECK_EQ(put(&e, "src", buf, sizeof(buf), 1000, 0, &st), 0);
+	dn_counters_get(e.t.s, &c0);
+	pthread_mutex_lock(&e.t.s->meta->wlock);
+	for (int i = 0; i < ND; i++) {
+		dr[i] = (union rpc_unary_req){ .object = { .bucket = "bkt", .key = keys[i] } };
+		CHECK_EQ(rpc_client_call_async(e.cl, RPC_DELETE, &dr[i], ucount_cb, &dels), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(rpc_client_call_async(e.cl, RPC_COMPOSE, &creq, ucount_cb, &cu[i]), 0);
+	/* Every call queued on the commit thread before the lock goes. */
+	for (int i = 0; i < 2000; i++) {
+		dn_counters_get(e.t.s, &c1);
+		if (c1.mcalls - c0.mcalls == ND + 2)
+			break;
+		usleep(5000);
+	}
+	CHECK_EQ(c1.mcalls - c0.mcalls, ND + 2);
+	pthread_mutex_unlock(&e.t.s->meta->wlock);
+	CHECK_EQ(ucount_wait(&dels, ND, 10000), ND);
+	CHECK_EQ(dels.last_code, GRPC_STATUS_OK);
+	CHECK_EQ(ucount_wait(&cu[0], 1, 10000), 1);
+	CHECK_EQ(ucount_wait(&cu[1], 1, 10000), 1);
+	ok = (cu[0].last_code == GRPC_STATUS_OK) + (cu[1].last_code == GRPC_STATUS_OK);
+	CHECK_EQ(ok, 1);
+	CHECK(cu[0].last_code == GRPC_STATUS_FAILED_PRECONDITION ||
+	      cu[1].last_code == GRPC_STATUS_FAILED_PRECONDITION);
+	dn_counters_get(e.t.s, &c1);
+	fprintf(stderr, "batched: %llu calls in %llu metadata transactions\n",
+	        (unsigned long long)(c1.mcalls - c0.mcalls),
+	        (unsigned long long)(c1.mcall_txns - c0.mcall_txns));
+	CHECK(c1.mcall_txns - c0.mcall_txns <= 2);
+	for (int i = 0; i < NKEEP; i++)
+		CHECK_EQ(dn_stat(e.t.s, "bkt", keys[i], &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "dst", &info), 0);
+	CHECK_EQ(info.size, sizeof(buf));
+	dn_object_info_fini(&info);
+	env_down(&e, 1000);
+}
+
 int
 main(void)
 {
@@ -814,6 +890,7 @@ main(void)
 	test_compose_conditions();
 	test_stalled_reads_hold_no_reader();
 	test_unary_writes_off_cq();
+	test_unary_writes_batched();
 	printf("test_dn_rpc: ok\n");
 	return 0;
 }
