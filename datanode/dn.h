@@ -370,11 +370,11 @@ int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limi
 /*
  * The calls that write metadata (dn_delete, dn_compose_if, dn_bucket_create/delete) as
  * jobs on the store's commit thread, for a caller that must not wait for a disk (the rpc
- * binding). Deletes and composes queued together share one metadata transaction (one
- * sync per replica), each in its own nested transaction so that one refusal does not sink
- * the others, checked in the order queued: a condition, a pinned part or an existence test
- * sees the calls before it. Bucket calls take a transaction each (rare; a bucket delete
- * scans for objects). Errors as the synchronous calls'.
+ * binding). Deletes and composes queued together (and with Write commits) share one
+ * metadata transaction (one sync per replica), each in its own nested transaction so that
+ * one refusal does not sink the others, checked in the order queued: a condition, a pinned
+ * part or an existence test sees the calls before it. Bucket calls take a transaction each
+ * (rare; a bucket delete scans for objects). Errors as the synchronous calls'.
  */
 enum dn_mcall_kind { DN_MC_DELETE, DN_MC_COMPOSE, DN_MC_BUCKET_CREATE, DN_MC_BUCKET_DELETE };
 struct dn_mcall {

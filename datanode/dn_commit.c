@@ -228,33 +228,47 @@ finish_job(struct dn_job *job)
 		w->cb(w->cb_arg, err, NULL);
 		write_free(w);
 	} else {
-		/* Stored writes commit in commit_batch: only --discard ends here. */
+		/* Stored writes commit in dn_commit_batch: only --discard ends here. */
 		assert(w->s->o.discard);
 		finish_discard(w);
 	}
 }
 
-/* Commit a run of finished writes with one metadata transaction (one sync per replica). */
-static void
-commit_batch(struct dn_job **jobs, size_t n)
+/*
+ * Commit a run of finished writes, and of the Deletes and Composes queued among them
+ * (dn_mcall.c), with one metadata transaction (one sync per replica), in queue order.
+ */
+void
+dn_commit_batch(struct dn_job **jobs, size_t n)
 {
 	struct dn_meta_put puts[DN_BATCH_MAX];
 	struct dn_extent ext[DN_BATCH_MAX];
 	struct dn_piece piece[DN_BATCH_MAX];
 	struct dn_obj obj[DN_BATCH_MAX];
-	struct dn_write *ws[DN_BATCH_MAX];
+	struct dn_write *ws[DN_BATCH_MAX]; /* NULL: a metadata call, in js */
+	struct dn_job *js[DN_BATCH_MAX];
 	struct dn_store *s = NULL;
 	struct timespec ts;
+	bool calls = false;
 	uint64_t now;
 	size_t np = 0;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	for (size_t i = 0; i < n; i++) {
-		struct dn_write *w =
-		        (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
+		struct dn_write *w;
 		int err;
 
+		if (dn_mcall_job(jobs[i])) {
+			if (dn_mcall_prepare(jobs[i], &puts[np], &s)) {
+				memset(&ext[np], 0, sizeof(ext[np]));
+				ws[np] = NULL;
+				js[np++] = jobs[i];
+				calls = true;
+			}
+			continue;
+		}
+		w = (struct dn_write *)((char *)jobs[i] - offsetof(struct dn_write, job));
 		s = w->s;
 		if (w->aborted || w->err || s->o.discard) {
 			finish_job(jobs[i]);
@@ -286,14 +300,22 @@ commit_batch(struct dn_job **jobs, size_t n)
 			                         .o = &obj[np],
 			                         .e = w->written ? &ext[np] : NULL,
 			                         .cond = w->has_cond ? &w->cond : NULL };
+		js[np] = jobs[i];
 		ws[np++] = w;
 	}
 	if (np)
 		dn_meta_put_batch(s->meta, puts, np);
+	if (calls)
+		atomic_fetch_add(&s->mcall_txns, 1);
 	for (size_t i = 0; i < np; i++) {
 		struct dn_write *w = ws[i];
-		struct dn_write_result res = { w->written, w->crc, w->etag, now };
+		struct dn_write_result res;
 
+		if (!w) {
+			dn_mcall_finish(js[i], &puts[i]);
+			continue;
+		}
+		res = (struct dn_write_result){ w->written, w->crc, w->etag, now };
 		if (!puts[i].err)
 			note_missing(s, &ext[i]);
 		dn_extent_free(&ext[i]);
@@ -325,7 +347,7 @@ dn_write_unhold(struct dn_write *w)
 		return;
 	}
 	w->job.fn = finish_job;
-	w->job.batch = commit_batch;
+	w->job.batch = dn_commit_batch;
 	dn_store_defer(w->s, &w->job);
 }
 

@@ -363,6 +363,16 @@ struct dn_store {
 int dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out);
 /* Run job->fn on the commit thread (any thread may call). */
 void dn_store_defer(struct dn_store *s, struct dn_job *job);
+/* The commit thread's batch: Write commits and metadata calls in one transaction. */
+void dn_commit_batch(struct dn_job **jobs, size_t n);
+/*
+ * dn_mcall.c, for dn_commit_batch: is job a Delete or Compose? prepare: fill p and *s for
+ * the batch's transaction, or end the call already refused (returns false); finish: unlink
+ * what p freed, answer, free the job (a compose whose part changed runs again alone).
+ */
+bool dn_mcall_job(const struct dn_job *job);
+bool dn_mcall_prepare(struct dn_job *job, struct dn_meta_put *p, struct dn_store **s);
+void dn_mcall_finish(struct dn_job *job, struct dn_meta_put *p);
 struct dn_io *dn_io_get(struct dn_store *s, uint64_t wait_ns);
 void dn_io_put(struct dn_store *s, struct dn_io *io);
 /*

@@ -1,18 +1,18 @@
 /*
  * Metadata calls on the commit thread (dn_mcall_submit): the Deletes and Composes a caller
- * hands over while the commit thread is busy with one sync pile up in its queue, and the
- * next turn commits a run of them in one transaction per replica (dn_meta_put_batch),
- * the way Write commits share theirs (dn_commit.c). Runs of Write commits and runs of
- * these calls take a transaction each: the two batch functions differ.
+ * hands over while the commit thread is busy with one sync pile up in its queue with the
+ * Write commits, and the next turn commits the run in one transaction per replica
+ * (dn_commit_batch, dn_meta_put_batch): a Delete is a put without an object, a Compose a
+ * put of the new object that drops its parts.
  *
  * Ordering and conditions are those of the synchronous calls made one after the other in
  * queue order: each call is its own nested transaction inside the batch, so a compose's
  * condition (If-None-Match, If-Match) or its parts' extents are checked against the state
- * the calls before it left, and a refused call changes nothing. One thing cannot be
- * checked inside the batch: a compose reads its parts before the transaction, so a part
- * that an earlier call of the same batch replaced or deleted fails its reference check
- * with -ESTALE; that compose then runs again on its own (dn_compose_if, which reads the
- * parts again, up to 5 times), after the batch.
+ * the calls and writes before it left, and a refused call changes nothing. One thing cannot
+ * be checked inside the batch: a compose reads its parts before the transaction, so a part
+ * that an earlier call or write of the same batch replaced or deleted fails its reference
+ * check with -ESTALE; that compose then runs again on its own (dn_compose_if, which reads
+ * the parts again, up to 5 times), after the batch. Bucket calls run alone.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -86,11 +86,17 @@ mjob_alone(struct dn_job *job)
 	mjob_end(m, err, &res);
 }
 
-/* Fill p for m; a call refused before the transaction ends here (returns false). */
-static bool
-mjob_prepare(struct mjob *m, struct dn_meta_put *p)
+bool
+dn_mcall_job(const struct dn_job *job)
+{
+	return job->fn == mjob_alone;
+}
+
+bool
+dn_mcall_prepare(struct dn_job *job, struct dn_meta_put *p, struct dn_store **s)
 {
 	const struct dn_mcall_result none = { 0 };
+	struct mjob *m = mjob_of(job);
 	const struct dn_mcall *c = &m->c;
 	struct timespec ts;
 	int err;
@@ -100,6 +106,7 @@ mjob_prepare(struct mjob *m, struct dn_meta_put *p)
 		mjob_end(m, -EINVAL, &none);
 		return false;
 	}
+	*s = m->s;
 	p->bucket = c->bucket;
 	p->key = c->key;
 	if (c->kind == DN_MC_DELETE)
@@ -125,45 +132,31 @@ mjob_prepare(struct mjob *m, struct dn_meta_put *p)
 	return true;
 }
 
-static void
-mjob_batch(struct dn_job **jobs, size_t n)
+void
+dn_mcall_finish(struct dn_job *job, struct dn_meta_put *p)
 {
-	struct dn_meta_put puts[DN_BATCH_MAX];
-	struct mjob *ms[DN_BATCH_MAX];
-	struct dn_store *s = mjob_of(jobs[0])->s;
-	size_t np = 0;
+	struct mjob *m = mjob_of(job);
+	struct dn_mcall_result res = { 0 };
+	int err = p->err;
 
-	for (size_t i = 0; i < n; i++)
-		if (mjob_prepare(mjob_of(jobs[i]), &puts[np]))
-			ms[np++] = mjob_of(jobs[i]);
-	if (!np)
+	if (err == -ESTALE) {
+		/* A part changed under it (maybe by a call before it here): alone. */
+		free(m->o.pieces);
+		m->o.pieces = NULL;
+		mjob_alone(&m->job);
 		return;
-	atomic_fetch_add(&s->mcall_txns, 1);
-	dn_meta_put_batch(s->meta, puts, np);
-	for (size_t i = 0; i < np; i++) {
-		struct mjob *m = ms[i];
-		struct dn_mcall_result res = { 0 };
-		int err = puts[i].err;
-
-		if (err == -ESTALE) {
-			/* A part changed under it (maybe by a call before it here): alone. */
-			free(m->o.pieces);
-			m->o.pieces = NULL;
-			mjob_alone(&m->job);
-			continue;
-		}
-		if (!err) {
-			unlink_freed(s, puts[i].freed, puts[i].nfreed);
-			if (m->c.kind == DN_MC_COMPOSE) {
-				atomic_fetch_add(&s->objects_committed, 1);
-				res.wr = (struct dn_write_result){ m->o.size, m->o.crc32c,
-					                           m->c.etag, m->o.mtime_ns };
-			} else {
-				res.existed = puts[i].existed;
-			}
-		}
-		mjob_end(m, err, &res);
 	}
+	if (!err) {
+		unlink_freed(m->s, p->freed, p->nfreed);
+		if (m->c.kind == DN_MC_COMPOSE) {
+			atomic_fetch_add(&m->s->objects_committed, 1);
+			res.wr = (struct dn_write_result){ m->o.size, m->o.crc32c, m->c.etag,
+				                           m->o.mtime_ns };
+		} else {
+			res.existed = p->existed;
+		}
+	}
+	mjob_end(m, err, &res);
 }
 
 int
@@ -179,7 +172,7 @@ dn_mcall_submit(struct dn_store *s, const struct dn_mcall *call, dn_mcall_cb cb,
 	m->arg = arg;
 	m->job.fn = mjob_alone;
 	if (call->kind == DN_MC_DELETE || call->kind == DN_MC_COMPOSE)
-		m->job.batch = mjob_batch;
+		m->job.batch = dn_commit_batch;
 	atomic_fetch_add(&s->mcalls, 1);
 	dn_store_defer(s, &m->job);
 	return 0;

@@ -800,12 +800,26 @@ test_unary_writes_off_cq(void)
 	env_down(&e, 1000);
 }
 
+/* Does the commit thread's queue hold a Write's commit (not a metadata call)? */
+static bool
+write_commit_queued(struct dn_store *st)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&st->commit_lock);
+	for (struct dn_job *j = st->jhead; j && !found; j = j->next)
+		found = !dn_mcall_job(j);
+	pthread_mutex_unlock(&st->commit_lock);
+	return found;
+}
+
 /*
  * Deletes (and composes) that arrive together share the commit thread's metadata
  * transactions: 32 Deletes sent while the test holds the metadata lock (as a slow sync
  * would) take at most 2 transactions, the one that was waiting for the lock and one for the
- * rest. Two composes of one key with If-None-Match in the same batch: exactly one wins,
- * the other sees it (PreconditionFailed), as if they had run one after the other.
+ * rest, which a Write's commit queued among them shares. Two composes of one key with
+ * If-None-Match in the same batch: exactly one wins, the other sees it (PreconditionFailed),
+ * as if they had run one after the other.
  */
 static void
 test_unary_writes_batched(void)
@@ -826,6 +840,8 @@ test_unary_writes_batched(void)
 	struct dn_object_info info;
 	struct dn_counters c0, c1;
 	struct rpc_status st;
+	struct wstate wst = { 0 };
+	struct rpc_cwrite *wmix;
 	struct env e;
 	uint8_t buf[3000];
 	int ok;
@@ -854,7 +870,16 @@ test_unary_writes_batched(void)
 		usleep(5000);
 	}
 	CHECK_EQ(c1.mcalls - c0.mcalls, ND + 2);
+	/* and a Write's commit among them: it shares their transaction */
+	wmix = open_stream(&e, "wmix", &wst, buf, 0, 1);
+	commit_stream(wmix, buf, sizeof(buf));
+	for (int i = 0; i < 2000 && !write_commit_queued(e.t.s); i++)
+		usleep(5000);
+	CHECK(write_commit_queued(e.t.s));
 	pthread_mutex_unlock(&e.t.s->meta->wlock);
+	CHECK(wait_done_ms(&wst, 10000));
+	CHECK_EQ(wst.st.code, GRPC_STATUS_OK);
+	rpc_cwrite_destroy(wmix);
 	CHECK_EQ(ucount_wait(&dels, ND, 10000), ND);
 	CHECK_EQ(dels.last_code, GRPC_STATUS_OK);
 	CHECK_EQ(ucount_wait(&cu[0], 1, 10000), 1);
@@ -871,6 +896,9 @@ test_unary_writes_batched(void)
 	for (int i = 0; i < NKEEP; i++)
 		CHECK_EQ(dn_stat(e.t.s, "bkt", keys[i], &info), -ENOENT);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "dst", &info), 0);
+	CHECK_EQ(info.size, sizeof(buf));
+	dn_object_info_fini(&info);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "wmix", &info), 0);
 	CHECK_EQ(info.size, sizeof(buf));
 	dn_object_info_fini(&info);
 	env_down(&e, 1000);
