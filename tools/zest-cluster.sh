@@ -9,6 +9,7 @@
 #   ETCD_MEMBERS=1|3   etcd members (default 1)
 #   ZEST_NO_GATEWAY=1  do not start the gateway
 #   ZEST_INSECURE=1    plaintext internal gRPC instead of mutual TLS (var/cluster/certs/)
+#   ZEST_CLUSTER_DIR   where everything lives instead of var/cluster (the tests' own folder)
 set -eu
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ fi
 : "${ZEST_LISTEN:=127.0.0.1:9000}"
 export ZEST_ACCESS_KEY ZEST_SECRET_KEY
 
-root=var/cluster
+root=${ZEST_CLUSTER_DIR:-var/cluster}
 mkdir -p "$root/log"
 
 # Internal gRPC over mutual TLS: a throwaway CA under $root/certs (tools/zest-certs.sh), one
@@ -47,7 +48,7 @@ if [ "${ZEST_INSECURE:-0}" = 1 ]; then
 	gw_tls=(--insecure)
 	tls_msg="plaintext (ZEST_INSECURE=1)"
 else
-	# kept across runs; delete var/cluster/certs for new ones (they last 30 days)
+	# kept across runs; delete $root/certs for new ones (they last 30 days)
 	for f in "$certs"/dn-{1,2,3,4,5,6}.pem "$certs/gateway.pem"; do
 		if ! openssl x509 -checkend 86400 -noout -in "$f" >/dev/null 2>&1; then
 			rm -rf "$certs"
@@ -145,13 +146,13 @@ sleep 2
 cat <<MSG
 
 zest cluster is running (docs/cluster.md, Status: what works today)
-  etcd          $endpoints ($members member(s)), data var/cluster/etcd*
+  etcd          $endpoints ($members member(s)), data $root/etcd*
   datanodes     dn-1..dn-6 on 127.0.0.11..16: gRPC :7480, metrics :7481
-                drives var/cluster/dn-N/drive0..1 (local scheme 1+1)
+                drives $root/dn-N/drive0..1 (local scheme 1+1)
   internal gRPC $tls_msg
   S3 gateway    $gw_msg
   access key    $ZEST_ACCESS_KEY / $ZEST_SECRET_KEY
-  logs          var/cluster/log/ (etcdN.log, dn-N.log, s3gw.log)
+  logs          $root/log/ (etcdN.log, dn-N.log, s3gw.log)
 
   try: ETCDCTL_API=3 etcdctl --endpoints $endpoints get --prefix /zest/nodes/ --keys-only
        curl -s http://127.0.0.11:7481/metrics | grep zest_cluster_
