@@ -127,7 +127,11 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	arg[3].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
 	arg[3].value.integer = 1;
 	/* A restarted datanode is found within a second: gRPC's default backoff grows to
-	 * 120 s, and every call fails at once while the channel waits to reconnect. */
+	 * 120 s, and every call fails at once while the channel waits to reconnect. Calls stay
+	 * fail-fast (no GRPC_INITIAL_METADATA_WAIT_FOR_READY): they carry no deadline, so a
+	 * wait-for-ready call to a datanode that is down or shows a certificate we refuse waits
+	 * for ever (tried: test_internal_tls hung, the gateway ignored SIGTERM), and a deadline
+	 * would bound the whole call, a long Write or Read stream included. */
 	arg[4].type = GRPC_ARG_INTEGER;
 	arg[4].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
 	arg[4].value.integer = RPC_RECONNECT_MS / 5;

@@ -595,7 +595,11 @@ on_readable(struct s3_conn *c)
 		if (n <= 0) {
 			if (c->in_request && c->state == C_BODY) {
 				c->rq.close = true;
-				s3_ops_abort(&c->rq, S3E_INCOMPLETE_BODY);
+				/* S3E_INCOMPLETE_BODY's own message speaks of Content-Length */
+				s3_ops_abort(&c->rq, c->chunked ? S3_OK : S3E_INCOMPLETE_BODY);
+				if (c->chunked && !c->rq.head_sent)
+					s3_resp_error(&c->rq, S3E_INCOMPLETE_BODY,
+					              body_msg(-EINVAL));
 				s3_req_fini(&c->rq);
 				c->in_request = false;
 			}

@@ -8,6 +8,8 @@
 #
 #   ETCD_MEMBERS=1|3   etcd members (default 1)
 #   ZEST_NO_GATEWAY=1  do not start the gateway
+#   ZEST_INSECURE=1    plaintext internal gRPC instead of mutual TLS (var/cluster/certs/)
+#   ZEST_CLUSTER_DIR   where everything lives instead of var/cluster (the tests' own folder)
 set -eu
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -34,18 +36,35 @@ fi
 : "${ZEST_LISTEN:=127.0.0.1:9000}"
 export ZEST_ACCESS_KEY ZEST_SECRET_KEY
 
-root=var/cluster
+root=${ZEST_CLUSTER_DIR:-var/cluster}
 mkdir -p "$root/log"
 
-# TODO(mtls): internal gRPC in plaintext for now. Once tools/zest-certs.sh is on main, make a
-# CA under $root/certs, one server certificate per datanode address (SAN IP:127.0.0.1x) and
-# a client one for the gateway, and pass --tls-ca/--tls-cert/--tls-key (datanodes) and
-# --cluster-ca/--cluster-cert/--cluster-key (gateway) instead of --insecure. Daemons built
-# before the TLS flags have no --insecure either: ask their --help.
-dn_tls=()
-gw_tls=()
-if "$dn" --help 2>/dev/null | grep -q -- '--insecure'; then dn_tls=(--insecure); fi
-if [ -x "$gw" ] && "$gw" --help 2>/dev/null | grep -q -- '--insecure'; then gw_tls=(--insecure); fi
+# Internal gRPC over mutual TLS: a throwaway CA under $root/certs (tools/zest-certs.sh), one
+# certificate per datanode naming its own address (a client checks it against the address it
+# dials), usable as server and client (the datanodes will dial each other), and a client
+# certificate for the gateway. ZEST_INSECURE=1 keeps plaintext.
+certs=$root/certs
+if [ "${ZEST_INSECURE:-0}" = 1 ]; then
+	gw_tls=(--insecure)
+	tls_msg="plaintext (ZEST_INSECURE=1)"
+else
+	# kept across runs; delete $root/certs for new ones (they last 30 days)
+	for f in "$certs"/dn-{1,2,3,4,5,6}.pem "$certs/gateway.pem"; do
+		if ! openssl x509 -checkend 86400 -noout -in "$f" >/dev/null 2>&1; then
+			rm -rf "$certs"
+			break
+		fi
+	done
+	tools/zest-certs.sh ca "$certs"
+	for n in 1 2 3 4 5 6; do
+		[ -s "$certs/dn-$n.pem" ] ||
+			tools/zest-certs.sh server "$certs" "dn-$n" "IP:127.0.0.1$n,DNS:localhost"
+	done
+	[ -s "$certs/gateway.pem" ] || tools/zest-certs.sh client "$certs" gateway
+	gw_tls=(--cluster-ca "$certs/ca.pem" --cluster-cert "$certs/gateway.pem"
+		--cluster-key "$certs/gateway.key")
+	tls_msg="mutual TLS, CA and certificates in $certs/ (dn-N.pem/.key, gateway.pem/.key)"
+fi
 
 pids=()
 etcd_pids=()
@@ -99,6 +118,10 @@ datanodes=""
 for n in 1 2 3 4 5 6; do
 	a=127.0.0.1$n
 	mkdir -p "$root/dn-$n/drive0" "$root/dn-$n/drive1"
+	dn_tls=(--insecure)
+	if [ "${ZEST_INSECURE:-0}" != 1 ]; then
+		dn_tls=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/dn-$n.pem" --tls-key "$certs/dn-$n.key")
+	fi
 	"$dn" --listen "$a:7480" --metrics "$a:7481" --ec 1+1 \
 		--drive "$root/dn-$n/drive0" --drive "$root/dn-$n/drive1" \
 		--cluster "$endpoints" --node "dn-$n" "${dn_tls[@]}" >>"$root/log/dn-$n.log" 2>&1 &
@@ -123,12 +146,13 @@ sleep 2
 cat <<MSG
 
 zest cluster is running (docs/cluster.md, Status: what works today)
-  etcd          $endpoints ($members member(s)), data var/cluster/etcd*
+  etcd          $endpoints ($members member(s)), data $root/etcd*
   datanodes     dn-1..dn-6 on 127.0.0.11..16: gRPC :7480, metrics :7481
-                drives var/cluster/dn-N/drive0..1 (local scheme 1+1)
+                drives $root/dn-N/drive0..1 (local scheme 1+1)
+  internal gRPC $tls_msg
   S3 gateway    $gw_msg
   access key    $ZEST_ACCESS_KEY / $ZEST_SECRET_KEY
-  logs          var/cluster/log/ (etcdN.log, dn-N.log, s3gw.log)
+  logs          $root/log/ (etcdN.log, dn-N.log, s3gw.log)
 
   try: ETCDCTL_API=3 etcdctl --endpoints $endpoints get --prefix /zest/nodes/ --keys-only
        curl -s http://127.0.0.11:7481/metrics | grep zest_cluster_
