@@ -437,7 +437,7 @@ dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out)
 }
 
 void
-dn_cgc_destroy(struct dn_cgc *g)
+dn_cgc_stop(struct dn_cgc *g)
 {
 	if (!g)
 		return;
@@ -447,6 +447,15 @@ dn_cgc_destroy(struct dn_cgc *g)
 	pthread_mutex_unlock(&g->lock);
 	if (g->running)
 		pthread_join(g->thread, NULL);
+	g->running = false;
+}
+
+void
+dn_cgc_destroy(struct dn_cgc *g)
+{
+	if (!g)
+		return;
+	dn_cgc_stop(g);
 	pthread_cond_destroy(&g->cond);
 	pthread_mutex_destroy(&g->lock);
 	free(g->node);

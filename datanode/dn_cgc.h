@@ -52,7 +52,10 @@ struct dn_cgc_stats {
 
 /* 0 and *out (its thread started unless no_thread), -EINVAL, -ENOMEM, -EAGAIN. */
 int dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out);
-/* Stop the thread (a pass in progress ends at its next cell) and free. NULL: no-op. */
+/* Stop the thread (a pass in progress ends at its next cell): from then on the collector
+ * touches neither the store nor etcd, and dn_cgc_metrics still answers. Idempotent. */
+void dn_cgc_stop(struct dn_cgc *g);
+/* Stop, then free. NULL: no-op. */
 void dn_cgc_destroy(struct dn_cgc *g);
 
 /* One pass over pending cells recorded before now_real_ns - grace (now_real_ns 0: now);
