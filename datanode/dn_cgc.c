@@ -30,8 +30,8 @@ struct dn_cgc {
 /* The record of one bucket/key as last read, and at which consistency. */
 struct look {
 	char *bucket, *key;
-	bool linear;     /* read linearizable */
-	int status;      /* 0: record in obj; 1: none; < 0: unknown (error, undecodable) */
+	bool linear; /* read linearizable */
+	int status;  /* 0: record in obj; 1: none; < 0: unknown (error, undecodable) */
 	struct rpc_cl_object obj;
 	struct rpc_cl_upload *ups; /* the bucket's uploads, read when the record misses */
 	size_t nups;
@@ -68,7 +68,8 @@ extent_names(const struct rpc_cl_extent *e, const struct dn_cell_info *ci, const
 	if (e->id != ci->id.extent || ci->id.group >= e->ngroups || ci->id.cell >= e->k + e->m)
 		return false;
 	gr = &e->groups[ci->id.group];
-	return gr->cell[ci->id.cell] < e->nnodes && strcmp(e->nodes[gr->cell[ci->id.cell]], node) == 0 &&
+	return gr->cell[ci->id.cell] < e->nnodes &&
+	       strcmp(e->nodes[gr->cell[ci->id.cell]], node) == 0 &&
 	       !(gr->missing & (1u << ci->id.cell));
 }
 
@@ -101,7 +102,8 @@ read_uploads(struct dn_cgc *g, struct look *l)
 		                           why, sizeof(why));
 		if (err) {
 			/* A part we cannot read might be this cell's: judge nothing. */
-			ZC_WARN("cgc", "upload key=%s does not decode why=\"%s\"", kvs.kv[i].key, why);
+			ZC_WARN("cgc", "upload key=%s does not decode why=\"%s\"", kvs.kv[i].key,
+			        why);
 			l->ups_status = -EBADMSG;
 			break;
 		}
@@ -197,7 +199,8 @@ settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct d
 		v = judge(g, l, ci);
 	}
 	if (v < 0) {
-		ZC_WARN("cgc", "cell extent=%016llx group=%u cell=%u bucket=%s key=%s left as is err=%d",
+		ZC_WARN("cgc",
+		        "cell extent=%016llx group=%u cell=%u bucket=%s key=%s left as is err=%d",
 		        (unsigned long long)ci->id.extent, ci->id.group, ci->id.cell, ci->bucket,
 		        ci->key, v);
 		atomic_fetch_add(&g->n_error, 1);

@@ -35,11 +35,11 @@
 struct dn_cgc;
 
 struct dn_cgc_opts {
-	struct dn_store *store; /* borrowed, outlives the collector */
-	struct rpc_etcd *etcd;  /* borrowed, outlives the collector */
-	const char *node;       /* this node's name, as records name it (copied) */
-	uint64_t grace_ns;      /* 0: DN_CGC_DEFAULT_GRACE_S */
-	uint64_t period_ns;     /* between pending passes; 0: grace / 4, at most 60 s */
+	struct dn_store *store;  /* borrowed, outlives the collector */
+	struct rpc_etcd *etcd;   /* borrowed, outlives the collector */
+	const char *node;        /* this node's name, as records name it (copied) */
+	uint64_t grace_ns;       /* 0: DN_CGC_DEFAULT_GRACE_S */
+	uint64_t period_ns;      /* between pending passes; 0: grace / 4, at most 60 s */
 	uint64_t scan_period_ns; /* between committed scans; 0: 1 h; UINT64_MAX: never */
 	unsigned scan_rate;      /* records read per second in a scan; 0: 200 */
 	unsigned timeout_ms;     /* per etcd call; 0: the client's default */

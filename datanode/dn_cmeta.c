@@ -143,7 +143,7 @@ build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struc
 		return -EINVAL;
 	}
 	ncap = in->ngroups * cells < RPC_CL_MAX_EXTENT_NODES ? in->ngroups * cells
-	                                                       : RPC_CL_MAX_EXTENT_NODES;
+	                                                     : RPC_CL_MAX_EXTENT_NODES;
 	e->nodes = calloc(ncap, sizeof(*e->nodes));
 	e->groups = calloc(in->ngroups, sizeof(*e->groups));
 	if (!e->nodes || !e->groups)
@@ -158,16 +158,17 @@ build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struc
 		unsigned durable = 0;
 
 		if (gi->missing >> cells) {
-			snprintf(why, cap, "extents[%zu].groups[%zu]: missing bits past cell %u", xi, g,
-			         cells);
+			snprintf(why, cap, "extents[%zu].groups[%zu]: missing bits past cell %u",
+			         xi, g, cells);
 			return -EINVAL;
 		}
 		for (unsigned i = 0; i < cells; i++) {
 			int ni;
 
 			if (!gi->node[i] || !rpc_cl_node_name_ok(gi->node[i])) {
-				snprintf(why, cap, "extents[%zu].groups[%zu].node[%u]: bad node name",
-				         xi, g, i);
+				snprintf(why, cap,
+				         "extents[%zu].groups[%zu].node[%u]: bad node name", xi, g,
+				         i);
 				return -EINVAL;
 			}
 			ni = node_index(e, gi->node[i], ncap);
@@ -182,8 +183,8 @@ build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struc
 		/* The write quorum is the coordinator's promise; the record must never hold a
 		 * group that promise does not cover. */
 		if (durable < quorum) {
-			snprintf(why, cap, "extents[%zu].groups[%zu]: %u durable cells, quorum %u", xi,
-			         g, durable, quorum);
+			snprintf(why, cap, "extents[%zu].groups[%zu]: %u durable cells, quorum %u",
+			         xi, g, durable, quorum);
 			return ZC_E(ZC_NO_QUORUM);
 		}
 	}
@@ -313,7 +314,8 @@ read_both(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
           struct seen *s, unsigned timeout_ms)
 {
 	struct rpc_etcd_op ops[2] = {
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = bk, .key_len = bkl, .keys_only = true } },
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
 	struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 };
@@ -338,7 +340,10 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
            int64_t *revision, unsigned timeout_ms)
 {
 	struct rpc_etcd_cmp cmp[2] = {
-		{ .key = bk, .key_len = bkl, .target = RPC_ETCD_CMP_VERSION, .op = RPC_ETCD_GREATER },
+		{ .key = bk,
+		  .key_len = bkl,
+		  .target = RPC_ETCD_CMP_VERSION,
+		  .op = RPC_ETCD_GREATER },
 		{ .key = ok,
 		  .key_len = okl,
 		  .target = base->object ? RPC_ETCD_CMP_MOD : RPC_ETCD_CMP_VERSION,
@@ -350,7 +355,8 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 		                    .value = value,
 		                    .value_len = value_len };
 	struct rpc_etcd_op els[2] = {
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = bk, .key_len = bkl, .keys_only = true } },
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
 	struct rpc_etcd_txn txn = { cmp, 2, &then, 1, els, 2 };
@@ -536,7 +542,8 @@ dn_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t
 			break;
 		if (!now.object) {
 			/* Gone since the read: our own repeated Txn or another deleter. Either way
-			 * base was the last record; a second collection of its cells is harmless. */
+			 * base was the last record; a second collection of its cells is harmless.
+			 */
 			err = old_from(old, &base, res.revision);
 			err = err ? err : 1;
 			break;

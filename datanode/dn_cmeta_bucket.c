@@ -131,7 +131,8 @@ dn_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_
 		else if (!res.op[0].kvs.n)
 			err = 0; /* gone since the read: our repeated Txn, or another deleter */
 		else
-			err = ZC_E(ZC_PRECONDITION); /* re-created meanwhile: let the caller retry */
+			err = ZC_E(
+			        ZC_PRECONDITION); /* re-created meanwhile: let the caller retry */
 	}
 	rpc_etcd_txn_result_fini(&res);
 	return err;

@@ -216,7 +216,8 @@ main(int argc, char **argv)
 destroy_binding:
 	dn_rpc_destroy(b);
 close_store:
-	dn_cgc_stop(collector); /* before the store goes; its metrics still answer */
+	/* the collector stops before the store goes; its metrics still answer */
+	dn_cgc_stop(collector);
 	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
 	dn_cgc_destroy(collector);
 	dn_cluster_destroy(cluster);

@@ -131,8 +131,8 @@ put_upload(struct rpc_etcd *c, const char *key, uint64_t extent)
 	size_t len;
 
 	CHECK_EQ(rpc_cl_upload_encode(&up, &buf, &len, why, sizeof(why)), 0);
-	CHECK_EQ(rpc_etcd_put(c, DN_CMETA_UPLOADS "bk/upload-1", strlen(DN_CMETA_UPLOADS "bk/upload-1"),
-	                      buf, len, 0, NULL, 0),
+	CHECK_EQ(rpc_etcd_put(c, DN_CMETA_UPLOADS "bk/upload-1",
+	                      strlen(DN_CMETA_UPLOADS "bk/upload-1"), buf, len, 0, NULL, 0),
 	         0);
 	free(buf);
 }
