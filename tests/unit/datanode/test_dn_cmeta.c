@@ -4,7 +4,7 @@
  * bucket, invisible before and visible after, the write quorum, an overwrite returning the
  * record it replaced, a repeated Txn finding its own value), If-None-Match and If-Match
  * races between threads (exactly one wins), a stale ETag, deletes with and without a fence,
- * not_after_ns, and etcd down (a 503 code, fast). Skips (77) without /usr/bin/etcd.
+ * not_after_ns, etcd down (a 503 code, fast), and a 3-member etcd losing one. Skips (77) without /usr/bin/etcd.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -261,6 +261,40 @@ test_down(struct t_etcd *e, struct rpc_etcd *c)
 	CHECK(t_mono_ms() - t0 < 3 * 2500);
 }
 
+/* Three members, one killed: commits go on (through another member), each exactly once. */
+static void
+test_failover(void)
+{
+	struct dn_cmeta_old old;
+	struct rpc_cl_object o;
+	struct rpc_etcd *c;
+	struct t_etcd e;
+	struct t_put t;
+
+	t_etcd_start(&e, 3);
+	c = t_etcd_client(&e);
+	CHECK_EQ(dn_cmeta_bucket_create(c, "fb", 1, 0), 0);
+	t_put_init(&t, "fb", "k", 0x8001, 100, nodes3, 3);
+	CHECK_EQ(dn_cmeta_commit(c, &t.p, &old), 0);
+	dn_cmeta_old_fini(&old);
+	t_etcd_kill(&e, 0);
+	t_put_init(&t, "fb", "k", 0x8002, 100, nodes3, 3);
+	t.p.timeout_ms = 10000;
+	CHECK_EQ(dn_cmeta_commit(c, &t.p, &old), 0);
+	CHECK(old.had && old.o.extents[0].id == 0x8001);
+	dn_cmeta_old_fini(&old);
+	t_put_init(&t, "fb", "k2", 0x8003, 100, nodes3, 3);
+	t.p.cond.if_none_match = true;
+	t.p.timeout_ms = 10000;
+	CHECK_EQ(dn_cmeta_commit(c, &t.p, &old), 0);
+	dn_cmeta_old_fini(&old);
+	CHECK_EQ(dn_cmeta_get(c, "fb", "k", false, &o, NULL, 10000), 0);
+	CHECK_EQ(o.extents[0].id, 0x8002);
+	rpc_cl_object_fini(&o);
+	rpc_etcd_destroy(c);
+	t_etcd_stop(&e);
+}
+
 int
 main(void)
 {
@@ -280,6 +314,7 @@ main(void)
 	test_delete(c);
 	test_down(&e, c);
 	rpc_etcd_destroy(c);
+	test_failover();
 	printf("ok\n");
 	return 0;
 }
