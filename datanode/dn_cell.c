@@ -617,5 +617,14 @@ dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
 {
 	if (!s || !out || !n)
 		return -EINVAL;
-	return dn_meta_cell_pending(s->meta, than_ns, limit, out, n);
+	return dn_meta_cell_list(s->meta, NULL, true, than_ns, limit, out, n);
+}
+
+int
+dn_cell_list(struct dn_store *s, const struct dn_cell_id *after, size_t limit,
+             struct dn_cell_info **out, size_t *n)
+{
+	if (!s || !out || !n)
+		return -EINVAL;
+	return dn_meta_cell_list(s->meta, after, false, 0, limit, out, n);
 }

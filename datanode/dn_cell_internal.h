@@ -47,10 +47,10 @@ int dn_meta_cell_put_batch(struct dn_meta *m, struct dn_meta_cell_put *v, size_t
 int dn_meta_cell_commit(struct dn_meta *m, struct dn_cell_id id);
 /* Remove the entry; its drive in *drive. 1 removed, 0 there was none, or -errno. */
 int dn_meta_cell_del(struct dn_meta *m, struct dn_cell_id id, uint32_t *drive);
-/* Pending entries created before than_ns (at most limit, 0: all); free with
- * dn_cell_list_free. */
-int dn_meta_cell_pending(struct dn_meta *m, uint64_t than_ns, size_t limit,
-                         struct dn_cell_info **out, size_t *n);
+/* Entries after *after (NULL: from the first) in name order, at most limit (0: all);
+ * pending_only: only pending ones created before than_ns. Free with dn_cell_list_free. */
+int dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pending_only,
+                      uint64_t than_ns, size_t limit, struct dn_cell_info **out, size_t *n);
 
 /* ---- dn_cell.c ---- */
 /* The store's cell state: cell writes between open and their entry. */

@@ -532,3 +532,9 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        (unsigned long long)atomic_load(&c->registrations));
 	rpc_members_view_put(v);
 }
+
+struct rpc_etcd *
+dn_cluster_etcd(struct dn_cluster *c)
+{
+	return c ? c->etcd : NULL;
+}

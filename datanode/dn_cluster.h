@@ -20,6 +20,7 @@
 #define DN_CLUSTER_TTL_S 10 /* the node lease; keepalive every third of it */
 
 struct dn_cluster;
+struct rpc_etcd;
 
 struct dn_cluster_opts {
 	const char *endpoints;     /* --cluster: etcd host:port[,...] */
@@ -50,6 +51,9 @@ void dn_cluster_leave(struct dn_cluster *c);
 /* Leave if not yet done, stop the membership view, close the etcd client and free c.
  * Only once nothing calls dn_cluster_metrics any more. NULL: no-op. */
 void dn_cluster_destroy(struct dn_cluster *c);
+
+/* The cluster's etcd client (for the collector, dn_cgc.h): valid until destroy. */
+struct rpc_etcd *dn_cluster_etcd(struct dn_cluster *c);
 
 /* zest_cluster_live_nodes, zest_cluster_registered and zest_cluster_registrations_total,
  * in Prometheus text format (the metrics thread). */

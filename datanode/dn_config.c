@@ -34,6 +34,7 @@ enum {
 	OPT_CLUSTER,
 	OPT_NODE,
 	OPT_ADVERTISE,
+	OPT_GC_GRACE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -65,6 +66,7 @@ static const struct option long_opts[] = {
 	{ "cluster", required_argument, NULL, OPT_CLUSTER },
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "advertise", required_argument, NULL, OPT_ADVERTISE },
+	{ "gc-grace", required_argument, NULL, OPT_GC_GRACE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -110,6 +112,8 @@ usage(FILE *out)
 	      "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
 	      "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
 	      "                             --listen with its bound port)\n"
+	      "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
+	      "                             settled against etcd, 1s..7d (default 10min)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -197,6 +201,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->call_cap = 8u << 20;
 	c->grace_ns = 5000000000ull;
 	c->heal_interval_ns = 60000000000ull;
+	c->gc_grace_ns = 600000000000ull;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -315,6 +320,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			break;
 		case OPT_ADVERTISE:
 			c->advertise = optarg;
+			break;
+		case OPT_GC_GRACE:
+			bad = zc_parse_duration_ns(optarg, &c->gc_grace_ns);
+			if (!bad && (c->gc_grace_ns < 1000000000ull ||
+			             c->gc_grace_ns > 7 * 86400000000000ull))
+				bad = -EINVAL;
 			break;
 		case OPT_HELP:
 			usage(out);

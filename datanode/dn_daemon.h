@@ -39,6 +39,7 @@ struct dn_config {
 	char *cluster;   /* --cluster: etcd endpoints */
 	char *node;      /* --node: this node's name */
 	char *advertise; /* --advertise: host:port others dial; default: --listen's */
+	uint64_t gc_grace_ns; /* --gc-grace: pending cells' age before the collector; 10 min */
 };
 
 /*

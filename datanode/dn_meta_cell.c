@@ -344,9 +344,11 @@ dn_cell_list_free(struct dn_cell_info *v, size_t n)
 }
 
 int
-dn_meta_cell_pending(struct dn_meta *m, uint64_t than_ns, size_t limit, struct dn_cell_info **out,
-                     size_t *n)
+dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pending_only,
+                  uint64_t than_ns, size_t limit, struct dn_cell_info **out, size_t *n)
 {
+	uint8_t kb[16];
+	bool skip_after = false;
 	struct dn_cell_info *v = NULL;
 	size_t nv = 0, cap = 0;
 	MDB_cursor *cur;
@@ -362,15 +364,26 @@ dn_meta_cell_pending(struct dn_meta *m, uint64_t than_ns, size_t limit, struct d
 		err = dn_meta_mdb_err(rc);
 		goto end;
 	}
-	for (rc = mdb_cursor_get(cur, &k, &val, MDB_FIRST); rc == 0 && (!limit || nv < limit);
-	     rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT)) {
+	if (after) {
+		cell_key(*after, kb, &k);
+		skip_after = true;
+		rc = mdb_cursor_get(cur, &k, &val, MDB_SET_RANGE);
+	} else {
+		rc = mdb_cursor_get(cur, &k, &val, MDB_FIRST);
+	}
+	for (; rc == 0 && (!limit || nv < limit); rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT)) {
 		struct dn_cell_rec rec;
 
+		if (skip_after) {
+			skip_after = false;
+			if (k.mv_size == 16 && memcmp(k.mv_data, kb, 16) == 0)
+				continue;
+		}
 		if (k.mv_size != 16 || rec_decode(&val, &rec, false)) {
 			ZC_WARN("cell", "unreadable cell entry skipped");
 			continue;
 		}
-		if (!rec.pending || rec.created_ns >= than_ns) {
+		if (pending_only && (!rec.pending || rec.created_ns >= than_ns)) {
 			dn_cell_rec_fini(&rec);
 			continue;
 		}
@@ -390,7 +403,7 @@ dn_meta_cell_pending(struct dn_meta *m, uint64_t than_ns, size_t limit, struct d
 			                         .drive = rec.drive,
 			                         .length = rec.length,
 			                         .created_ns = rec.created_ns,
-			                         .pending = true,
+			                         .pending = rec.pending,
 			                         .k = rec.k,
 			                         .m = rec.m,
 			                         .cell_size = rec.cell_size,

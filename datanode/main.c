@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn_cgc.h"
 #include "dn_cluster.h"
 #include "dn_daemon.h"
 #include "zc_net.h"
@@ -50,6 +51,7 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 
 /* With --cluster the metrics hook shows membership after the binding's series. */
 static struct dn_cluster *cluster;
+static struct dn_cgc *collector; /* the cell collector, with --cluster */
 
 static void
 metrics_hook(FILE *out, void *arg)
@@ -57,6 +59,8 @@ metrics_hook(FILE *out, void *arg)
 	dn_rpc_metrics(out, arg);
 	if (cluster)
 		dn_cluster_metrics(cluster, out);
+	if (collector)
+		dn_cgc_metrics(collector, out);
 }
 
 /* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
@@ -163,7 +167,14 @@ main(int argc, char **argv)
 	}
 	if (cfg.cluster) {
 		rc = join_cluster(&cfg, rpc_server_port(srv));
+		if (!rc)
+			rc = dn_cgc_create(&(struct dn_cgc_opts){ .store = store,
+			                                          .etcd = dn_cluster_etcd(cluster),
+			                                          .node = cfg.node,
+			                                          .grace_ns = cfg.gc_grace_ns },
+			                   &collector);
 		if (rc) {
+			dn_cluster_leave(cluster);
 			rpc_server_destroy(srv, 0);
 			goto destroy_binding;
 		}
@@ -205,7 +216,10 @@ main(int argc, char **argv)
 destroy_binding:
 	dn_rpc_destroy(b);
 close_store:
+	/* the collector stops before the store goes; its metrics still answer */
+	dn_cgc_stop(collector);
 	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
+	dn_cgc_destroy(collector);
 	dn_cluster_destroy(cluster);
 	live_refs = zc_ref_live();
 	live_bufs = rpc_live_buffers();

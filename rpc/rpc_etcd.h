@@ -165,7 +165,10 @@ enum rpc_etcd_cmp_op {
 	RPC_ETCD_NOT_EQUAL,
 };
 
-/* "target(key) op operand": operand is num for VERSION/CREATE/MOD, value for VALUE. */
+/* "target(key) op operand": operand is num for VERSION/CREATE/MOD, value for VALUE. With
+ * end set, the compare holds when it holds for every key in [key, end) (an empty range
+ * compares as one missing key, so "version == 0" over a range means "no key in it"; etcd
+ * reads the whole range to decide). */
 struct rpc_etcd_cmp {
 	const void *key;
 	size_t key_len;
@@ -174,6 +177,8 @@ struct rpc_etcd_cmp {
 	int64_t num;
 	const void *value;
 	size_t value_len;
+	const void *end; /* NULL: key alone (last, so positional initialisers stay valid) */
+	size_t end_len;
 };
 
 enum rpc_etcd_op_type {

@@ -279,6 +279,8 @@ cmp_request(const struct rpc_etcd_cmp *in, Etcdserverpb__Compare *m)
 	if (!in->key || !in->key_len || (unsigned)in->op > RPC_ETCD_NOT_EQUAL)
 		return -EINVAL;
 	m->key = (ProtobufCBinaryData){ in->key_len, CAST(in->key) };
+	if (in->end && in->end_len)
+		m->range_end = (ProtobufCBinaryData){ in->end_len, CAST(in->end) };
 	/* our enums carry etcd's values */
 	m->result = (Etcdserverpb__Compare__CompareResult)in->op;
 	m->target = (Etcdserverpb__Compare__CompareTarget)in->target;

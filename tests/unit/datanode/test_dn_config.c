@@ -54,6 +54,12 @@ main(void)
 	snprintf(line, sizeof(line), "%s --cluster 127.0.0.1:2379 --node dn-1", six);
 	CHECK_EQ(parse(&c, line), 0);
 	CHECK(strcmp(c.cluster, "127.0.0.1:2379") == 0 && strcmp(c.node, "dn-1") == 0);
+	CHECK_EQ(c.gc_grace_ns, 600000000000ull);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --gc-grace 30s", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.gc_grace_ns, 30000000000ull);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --gc-grace 100ms", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --cluster 127.0.0.1:2379", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --node dn-1", six);

@@ -1,0 +1,482 @@
+/*
+ * The cell collector (dn_cgc.h). Cells come in name order, so the cells of one extent are
+ * neighbours and share one record read: a pass costs one etcd Range per extent, not per
+ * cell.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dn_cgc.h"
+#include "dn_cmeta.h"
+#include "zc.h"
+
+#define PAGE 256 /* cells per listing */
+
+struct dn_cgc {
+	struct dn_cgc_opts o;
+	char *node;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	atomic_uint_fast64_t n_commit, n_delete, n_error;
+};
+
+/* The record of one bucket/key as last read, and at which consistency. */
+struct look {
+	char *bucket, *key;
+	bool linear; /* read linearizable */
+	int status;  /* 0: record in obj; 1: none; < 0: unknown (error, undecodable) */
+	struct rpc_cl_object obj;
+	struct rpc_cl_upload *ups; /* the bucket's uploads, read when the record misses */
+	size_t nups;
+	bool ups_read;
+	int ups_status;
+};
+
+static uint64_t
+real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+look_clear(struct look *l)
+{
+	free(l->bucket);
+	free(l->key);
+	rpc_cl_object_fini(&l->obj);
+	for (size_t i = 0; i < l->nups; i++)
+		rpc_cl_upload_fini(&l->ups[i]);
+	free(l->ups);
+	memset(l, 0, sizeof(*l));
+}
+
+static bool
+extent_names(const struct rpc_cl_extent *e, const struct dn_cell_info *ci, const char *node)
+{
+	const struct rpc_cl_group *gr;
+
+	if (e->id != ci->id.extent || ci->id.group >= e->ngroups || ci->id.cell >= e->k + e->m)
+		return false;
+	gr = &e->groups[ci->id.group];
+	return gr->cell[ci->id.cell] < e->nnodes &&
+	       strcmp(e->nodes[gr->cell[ci->id.cell]], node) == 0 &&
+	       !(gr->missing & (1u << ci->id.cell));
+}
+
+/* Read the bucket's upload records (only when the object record does not name a cell). */
+static int
+read_uploads(struct dn_cgc *g, struct look *l)
+{
+	char pfx[256];
+	int n = snprintf(pfx, sizeof(pfx), DN_CMETA_UPLOADS "%s/", l->bucket);
+	struct rpc_etcd_range r = { .key = pfx, .prefix = true, .serializable = !l->linear };
+	struct rpc_etcd_kvs kvs = { 0 };
+	int err;
+
+	l->ups_read = true;
+	if (n < 0 || (size_t)n >= sizeof(pfx))
+		return l->ups_status = -ENAMETOOLONG;
+	r.key_len = (size_t)n;
+	err = rpc_etcd_range(g->o.etcd, &r, &kvs, g->o.timeout_ms);
+	if (err)
+		return l->ups_status = err;
+	l->ups = calloc(kvs.n ? kvs.n : 1, sizeof(*l->ups));
+	if (!l->ups) {
+		rpc_etcd_kvs_fini(&kvs);
+		return l->ups_status = -ENOMEM;
+	}
+	for (size_t i = 0; i < kvs.n; i++) {
+		char why[RPC_CL_WHY_MAX];
+
+		err = rpc_cl_upload_decode(kvs.kv[i].value, kvs.kv[i].value_len, &l->ups[l->nups],
+		                           why, sizeof(why));
+		if (err) {
+			/* A part we cannot read might be this cell's: judge nothing. */
+			ZC_WARN("cgc", "upload key=%s does not decode why=\"%s\"", kvs.kv[i].key,
+			        why);
+			l->ups_status = -EBADMSG;
+			break;
+		}
+		l->nups++;
+	}
+	rpc_etcd_kvs_fini(&kvs);
+	return l->ups_status;
+}
+
+static int
+fetch(struct dn_cgc *g, struct look *l, const char *bucket, const char *key, bool linear)
+{
+	int err;
+
+	look_clear(l);
+	l->bucket = strdup(bucket);
+	l->key = strdup(key);
+	if (!l->bucket || !l->key)
+		return l->status = -ENOMEM;
+	l->linear = linear;
+	err = dn_cmeta_get(g->o.etcd, bucket, key, !linear, &l->obj, NULL, g->o.timeout_ms);
+	if (err == ZC_E(ZC_NO_KEY) || err == ZC_E(ZC_NO_BUCKET))
+		l->status = 1;
+	else
+		l->status = err;
+	return l->status < 0 ? l->status : 0;
+}
+
+/* 1: the records name ci on this node; 0: they do not; < 0: cannot tell. */
+static int
+judge(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci)
+{
+	if (l->status < 0)
+		return l->status;
+	for (size_t i = 0; l->status == 0 && i < l->obj.nextents; i++)
+		if (extent_names(&l->obj.extents[i], ci, g->node))
+			return 1;
+	if (!l->ups_read)
+		read_uploads(g, l);
+	if (l->ups_status < 0)
+		return l->ups_status;
+	for (size_t i = 0; i < l->nups; i++)
+		for (size_t p = 0; p < l->ups[i].nparts; p++)
+			if (extent_names(&l->ups[i].parts[p].extent, ci, g->node))
+				return 1;
+	return 0;
+}
+
+static bool
+same_look(const struct look *l, const struct dn_cell_info *ci)
+{
+	return l->bucket && strcmp(l->bucket, ci->bucket) == 0 && strcmp(l->key, ci->key) == 0;
+}
+
+/* Delete ci if its entry is still the one listed (not deleted and written again since). */
+static int
+delete_cell(struct dn_cgc *g, const struct dn_cell_info *ci)
+{
+	struct dn_cell_info now;
+	int err = dn_cell_stat(g->o.store, ci->id, &now);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (now.created_ns != ci->created_ns || now.pending != ci->pending) {
+		dn_cell_info_fini(&now);
+		return 0;
+	}
+	dn_cell_info_fini(&now);
+	err = dn_cell_delete(g->o.store, ci->id);
+	return err < 0 ? err : 0;
+}
+
+/*
+ * Settle one cell: commit (pending and named), delete (not named, confirmed by a
+ * linearizable read) or keep. *fetched: an etcd read was made (for the scan's pace).
+ */
+static int
+settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct dn_cgc_stats *st,
+       bool *fetched)
+{
+	int v, err;
+
+	if (!same_look(l, ci)) {
+		fetch(g, l, ci->bucket, ci->key, false);
+		*fetched = true;
+	}
+	v = judge(g, l, ci);
+	if (v == 0 && !l->linear) {
+		/* Confirm before an act that cannot be undone: a lagging member may miss a
+		 * recent commit. */
+		fetch(g, l, ci->bucket, ci->key, true);
+		*fetched = true;
+		v = judge(g, l, ci);
+	}
+	if (v < 0) {
+		ZC_WARN("cgc",
+		        "cell extent=%016llx group=%u cell=%u bucket=%s key=%s left as is err=%d",
+		        (unsigned long long)ci->id.extent, ci->id.group, ci->id.cell, ci->bucket,
+		        ci->key, v);
+		atomic_fetch_add(&g->n_error, 1);
+		st->errors++;
+		return v;
+	}
+	if (v == 1) {
+		if (!ci->pending) {
+			st->kept++;
+			return 0;
+		}
+		err = dn_cell_commit(g->o.store, ci->id);
+		if (!err) {
+			atomic_fetch_add(&g->n_commit, 1);
+			st->committed++;
+		}
+		return err == -ENOENT ? 0 : err;
+	}
+	err = delete_cell(g, ci);
+	if (!err) {
+		ZC_INFO("cgc", "deleted cell extent=%016llx group=%u cell=%u bucket=%s key=%s %s",
+		        (unsigned long long)ci->id.extent, ci->id.group, ci->id.cell, ci->bucket,
+		        ci->key, ci->pending ? "pending" : "committed");
+		atomic_fetch_add(&g->n_delete, 1);
+		st->deleted++;
+	}
+	return err;
+}
+
+static uint64_t
+grace_ns(const struct dn_cgc *g)
+{
+	return g->o.grace_ns ? g->o.grace_ns : (uint64_t)DN_CGC_DEFAULT_GRACE_S * 1000000000u;
+}
+
+/* An etcd error ends a pass (etcd is away: the next pass tries again); a cell's own
+ * trouble (undecodable record, a store error) does not. */
+static bool
+is_etcd_err(int err)
+{
+	return err == ZC_E(ZC_NO_QUORUM) || err == ZC_E(ZC_UNAVAILABLE) || err == -ETIMEDOUT ||
+	       err == -EAGAIN || err == -EIO;
+}
+
+static bool
+stopping(struct dn_cgc *g)
+{
+	bool s;
+
+	pthread_mutex_lock(&g->lock);
+	s = g->stop;
+	pthread_mutex_unlock(&g->lock);
+	return s;
+}
+
+int
+dn_cgc_pass_pending(struct dn_cgc *g, uint64_t now_real_ns, struct dn_cgc_stats *st)
+{
+	struct dn_cgc_stats local = { 0 };
+	struct dn_cell_info *v = NULL;
+	struct look l = { 0 };
+	size_t n = 0;
+	uint64_t now = now_real_ns ? now_real_ns : real_ns(), grace = grace_ns(g);
+	int err, first = 0;
+
+	if (!st)
+		st = &local;
+	if (now <= grace)
+		return 0;
+	/* One page per pass: a cell left for an error waits for the next pass rather than
+	 * being listed again at once. */
+	err = dn_cell_list_pending_older(g->o.store, now - grace, 4 * PAGE, &v, &n);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && !stopping(g); i++) {
+		bool fetched = false;
+
+		err = settle(g, &l, &v[i], st, &fetched);
+		if (err && is_etcd_err(err)) {
+			first = err;
+			break;
+		}
+	}
+	look_clear(&l);
+	dn_cell_list_free(v, n);
+	return first;
+}
+
+static void
+pace(struct dn_cgc *g)
+{
+	unsigned rate = g->o.scan_rate ? g->o.scan_rate : 200;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += 1000000000 / rate;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop && pthread_cond_timedwait(&g->cond, &g->lock, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&g->lock);
+}
+
+int
+dn_cgc_pass_scan(struct dn_cgc *g, bool rate_limited, struct dn_cgc_stats *st)
+{
+	struct dn_cgc_stats local = { 0 };
+	struct dn_cell_id after = { 0 };
+	struct look l = { 0 };
+	uint64_t young = real_ns() - grace_ns(g);
+	bool have_after = false;
+	int err = 0;
+
+	if (!st)
+		st = &local;
+	while (!err && !stopping(g)) {
+		struct dn_cell_info *v = NULL;
+		size_t n = 0;
+
+		err = dn_cell_list(g->o.store, have_after ? &after : NULL, PAGE, &v, &n);
+		if (err || !n) {
+			dn_cell_list_free(v, n);
+			break;
+		}
+		for (size_t i = 0; i < n && !err && !stopping(g); i++) {
+			bool fetched = false;
+			int e;
+
+			if (v[i].pending && v[i].created_ns >= young)
+				continue; /* its coordinator may still commit it */
+			e = settle(g, &l, &v[i], st, &fetched);
+			if (e && is_etcd_err(e))
+				err = e;
+			if (fetched && rate_limited)
+				pace(g);
+		}
+		after = v[n - 1].id;
+		have_after = true;
+		dn_cell_list_free(v, n);
+	}
+	look_clear(&l);
+	return err;
+}
+
+static bool
+wait_for(struct dn_cgc *g, uint64_t ns)
+{
+	struct timespec ts;
+	bool stop;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&g->lock);
+	while (!g->stop && pthread_cond_timedwait(&g->cond, &g->lock, &ts) != ETIMEDOUT)
+		;
+	stop = g->stop;
+	pthread_mutex_unlock(&g->lock);
+	return !stop;
+}
+
+static void *
+run(void *arg)
+{
+	struct dn_cgc *g = arg;
+	uint64_t period = g->o.period_ns, scan = g->o.scan_period_ns;
+	uint64_t next_scan;
+
+	if (!period) {
+		period = grace_ns(g) / 4;
+		if (period > 60000000000ull)
+			period = 60000000000ull;
+		if (period < 100000000ull)
+			period = 100000000ull;
+	}
+	if (!scan)
+		scan = 3600000000000ull;
+	/* The first scan after one scan period: a restart storm does not scan at once. */
+	next_scan = scan == UINT64_MAX ? UINT64_MAX : zc_now_ns() + scan;
+	while (wait_for(g, period)) {
+		int err = dn_cgc_pass_pending(g, 0, NULL);
+
+		if (err)
+			ZC_WARN("cgc", "pending pass stopped err=%d (%s)", err,
+			        zc_code_word(zc_err_code(err)));
+		if (zc_now_ns() >= next_scan) {
+			err = dn_cgc_pass_scan(g, true, NULL);
+			if (err)
+				ZC_WARN("cgc", "scan stopped err=%d (%s)", err,
+				        zc_code_word(zc_err_code(err)));
+			next_scan = zc_now_ns() + scan;
+		}
+	}
+	return NULL;
+}
+
+int
+dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out)
+{
+	struct dn_cgc *g;
+	pthread_condattr_t ca;
+
+	if (!o || !o->store || !o->etcd || !o->node || !o->node[0] || !out)
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->o = *o;
+	g->node = strdup(o->node);
+	if (!g->node) {
+		free(g);
+		return -ENOMEM;
+	}
+	g->o.node = g->node;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!o->no_thread) {
+		if (pthread_create(&g->thread, NULL, run, g)) {
+			dn_cgc_destroy(g);
+			return -EAGAIN;
+		}
+		pthread_setname_np(g->thread, "dn-cgc");
+		g->running = true;
+	}
+	*out = g;
+	return 0;
+}
+
+void
+dn_cgc_stop(struct dn_cgc *g)
+{
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	g->stop = true;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	if (g->running)
+		pthread_join(g->thread, NULL);
+	g->running = false;
+}
+
+void
+dn_cgc_destroy(struct dn_cgc *g)
+{
+	if (!g)
+		return;
+	dn_cgc_stop(g);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+	free(g->node);
+	free(g);
+}
+
+void
+dn_cgc_metrics(struct dn_cgc *g, FILE *out)
+{
+	fprintf(out,
+	        "# HELP zest_cluster_gc_cells_total Cells the collector settled against etcd.\n"
+	        "# TYPE zest_cluster_gc_cells_total counter\n"
+	        "zest_cluster_gc_cells_total{action=\"commit\"} %llu\n"
+	        "zest_cluster_gc_cells_total{action=\"delete\"} %llu\n"
+	        "# HELP zest_cluster_gc_errors_total Cells the collector could not judge.\n"
+	        "# TYPE zest_cluster_gc_errors_total counter\n"
+	        "zest_cluster_gc_errors_total %llu\n",
+	        (unsigned long long)atomic_load(&g->n_commit),
+	        (unsigned long long)atomic_load(&g->n_delete),
+	        (unsigned long long)atomic_load(&g->n_error));
+}

@@ -1,0 +1,273 @@
+/*
+ * The cell collector (dn_cgc) against a real etcd and a real cell store on temp folders:
+ * nothing is touched before the grace; after it a pending cell whose record names it is
+ * committed, one of a never-committed extent, of another extent of the key, or marked
+ * missing is deleted, a part of an upload in progress is kept; the scan deletes a
+ * committed cell of an overwritten object and keeps a named one; the thread does it by
+ * itself; etcd down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
+ */
+#include <time.h>
+
+#include "cmeta_test.h"
+#include "dn_cgc.h"
+#include "dn_test.h"
+#include "zc.h"
+
+#define NODE "dn-1"
+
+static const char *const nodes3[] = { NODE, "dn-2", "dn-3" };
+static uint8_t payload[4096];
+
+struct t_cwait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int err;
+};
+
+static void
+cell_cb(void *arg, int err)
+{
+	struct t_cwait *cw = arg;
+
+	pthread_mutex_lock(&cw->lock);
+	cw->err = err;
+	cw->done = true;
+	pthread_cond_signal(&cw->cond);
+	pthread_mutex_unlock(&cw->lock);
+}
+
+/* A pending cell of 4 KiB for bucket/key. */
+static struct dn_cell_id
+put_cell(struct dn_store *s, uint64_t extent, uint32_t group, unsigned cell, const char *key)
+{
+	struct dn_cell_spec sp = { .id = { extent, group, cell },
+		                   .length = sizeof(payload),
+		                   .k = 2,
+		                   .m = 1,
+		                   .cell_size = 4096,
+		                   .stripes_per_group = 1,
+		                   .bucket = "bk",
+		                   .key = key };
+	struct t_cwait cw = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
+	struct t_slice *sl = malloc(sizeof(*sl) + sizeof(payload));
+	struct dn_cell_write *w;
+	struct zc_seg seg;
+
+	CHECK(sl);
+	zc_ref_init(&sl->ref, t_slice_release);
+	memcpy(sl->data, payload, sizeof(payload));
+	seg = (struct zc_seg){ sl->data, sizeof(payload), &sl->ref };
+	CHECK_EQ(dn_cell_write_open(s, &sp, &w), 0);
+	CHECK_EQ(dn_cell_write_data(w, 0, &seg, 1), 0);
+	zc_ref_put(&sl->ref);
+	dn_cell_write_finish(w, cell_cb, &cw);
+	pthread_mutex_lock(&cw.lock);
+	while (!cw.done)
+		pthread_cond_wait(&cw.cond, &cw.lock);
+	pthread_mutex_unlock(&cw.lock);
+	CHECK_EQ(cw.err, 0);
+	return sp.id;
+}
+
+/* -1: no entry; 1: pending; 0: committed */
+static int
+state(struct dn_store *s, struct dn_cell_id id)
+{
+	struct dn_cell_info ci;
+	int rc = dn_cell_stat(s, id, &ci);
+	bool p;
+
+	if (rc == -ENOENT)
+		return -1;
+	CHECK_EQ(rc, 0);
+	p = ci.pending;
+	dn_cell_info_fini(&ci);
+	return p;
+}
+
+static void
+commit(struct rpc_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
+{
+	struct t_put t;
+	struct dn_cmeta_old old;
+
+	/* one group: cell i on nodes3[i] */
+	t_put_init(&t, "bk", key, extent, 4096, nodes3, 3);
+	t.g[0].missing = missing0;
+	t.p.write_quorum = 2;
+	CHECK_EQ(dn_cmeta_commit(c, &t.p, &old), 0);
+	dn_cmeta_old_fini(&old);
+}
+
+/* An upload record whose part 1 is extent (one group, cell i on nodes3[i]). */
+static void
+put_upload(struct rpc_etcd *c, const char *key, uint64_t extent)
+{
+	char *names[3] = { (char *)nodes3[0], (char *)nodes3[1], (char *)nodes3[2] };
+	struct rpc_cl_group grp = { .cell = { 0, 1, 2 } };
+	struct rpc_cl_part part = { .number = 1,
+		                    .size = 4096,
+		                    .etag = "\"p1\"",
+		                    .checksum = "",
+		                    .extent = { .id = extent,
+		                                .size = 4096,
+		                                .k = 2,
+		                                .m = 1,
+		                                .cell_size = 4096,
+		                                .stripes_per_group = 1,
+		                                .nodes = names,
+		                                .nnodes = 3,
+		                                .groups = &grp,
+		                                .ngroups = 1 } };
+	struct rpc_cl_upload up = { .key = (char *)key,
+		                    .initiated_ns = 1,
+		                    .checksum_algorithm = "",
+		                    .checksum_type = "",
+		                    .parts = &part,
+		                    .nparts = 1 };
+	char why[RPC_CL_WHY_MAX];
+	uint8_t *buf;
+	size_t len;
+
+	CHECK_EQ(rpc_cl_upload_encode(&up, &buf, &len, why, sizeof(why)), 0);
+	CHECK_EQ(rpc_etcd_put(c, DN_CMETA_UPLOADS "bk/upload-1",
+	                      strlen(DN_CMETA_UPLOADS "bk/upload-1"), buf, len, 0, NULL, 0),
+	         0);
+	free(buf);
+}
+
+static uint64_t
+real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int
+main(void)
+{
+	const uint64_t grace = 2000000000ull;
+	struct dn_cgc_stats st = { 0 };
+	struct dn_cell_id a, b, c2, d, e1, f, u;
+	struct rpc_etcd *c;
+	struct dn_cgc *g;
+	struct t_etcd etcd;
+	struct t_env env;
+	char *mbuf = NULL;
+	size_t mlen = 0;
+	FILE *mf;
+
+	zc_log_init();
+	if (!t_etcd_available()) {
+		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
+		return 77;
+	}
+	t_fill(payload, sizeof(payload));
+	t_env_open(&env, 3, 2, 1, NULL);
+	t_etcd_start(&etcd, 1);
+	c = t_etcd_client(&etcd);
+	CHECK_EQ(dn_cmeta_bucket_create(c, "bk", 1, 0), 0);
+
+	a = put_cell(env.s, 0xa1, 0, 0, "a");  /* record names it: commit */
+	b = put_cell(env.s, 0xb1, 0, 1, "b");  /* never committed: delete */
+	c2 = put_cell(env.s, 0xc1, 0, 0, "c"); /* the key's record is another extent: delete */
+	d = put_cell(env.s, 0xd1, 0, 0, "d");  /* named but marked missing: delete */
+	e1 = put_cell(env.s, 0xe1, 0, 0, "e"); /* committed, then overwritten: scan deletes */
+	f = put_cell(env.s, 0xf1, 0, 0, "f");  /* committed and named: kept */
+	u = put_cell(env.s, 0x51, 0, 0, "mp"); /* a part of an upload in progress: kept */
+	commit(c, "a", 0xa1, 0);
+	commit(c, "c", 0xc2, 0);
+	commit(c, "d", 0xd1, 1u << 0);
+	commit(c, "e", 0xe1, 0);
+	CHECK_EQ(dn_cell_commit(env.s, e1), 0);
+	commit(c, "f", 0xf1, 0);
+	CHECK_EQ(dn_cell_commit(env.s, f), 0);
+	put_upload(c, "mp", 0x51);
+
+	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env.s,
+	                                              .etcd = c,
+	                                              .node = NODE,
+	                                              .grace_ns = grace,
+	                                              .no_thread = true },
+	                       &g),
+	         0);
+	/* before the grace: nothing */
+	CHECK_EQ(dn_cgc_pass_pending(g, 0, &st), 0);
+	CHECK_EQ(st.committed + st.deleted + st.kept + st.errors, 0);
+	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
+	CHECK_EQ(st.committed + st.deleted + st.errors, 0);
+	CHECK_EQ(state(env.s, b), 1);
+	CHECK_EQ(state(env.s, e1), 0);
+	commit(c, "e", 0xe2, 0); /* an overwrite whose DeleteCells never came */
+
+	/* after it (a clock 3 s ahead): settled against etcd */
+	CHECK_EQ(dn_cgc_pass_pending(g, real_ns() + grace + 1000000000ull, &st), 0);
+	CHECK_EQ(st.committed, 2); /* a and the upload's part */
+	CHECK_EQ(st.deleted, 3);   /* b, c2, d */
+	CHECK_EQ(st.errors, 0);
+	CHECK_EQ(state(env.s, a), 0);
+	CHECK_EQ(state(env.s, b), -1);
+	CHECK_EQ(state(env.s, c2), -1);
+	CHECK_EQ(state(env.s, d), -1);
+	CHECK_EQ(state(env.s, u), 0);
+	CHECK_EQ(state(env.s, e1), 0); /* committed cells wait for the scan */
+
+	memset(&st, 0, sizeof(st));
+	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
+	CHECK_EQ(st.deleted, 1);
+	CHECK_EQ(st.kept, 3); /* a, f, u */
+	CHECK_EQ(state(env.s, e1), -1);
+	CHECK_EQ(state(env.s, f), 0);
+	CHECK_EQ(state(env.s, a), 0);
+	CHECK_EQ(t_count_files(&env), 3);
+
+	mf = open_memstream(&mbuf, &mlen);
+	dn_cgc_metrics(g, mf);
+	fclose(mf);
+	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"commit\"} 2\n"));
+	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"delete\"} 4\n"));
+	free(mbuf);
+	dn_cgc_destroy(g);
+
+	/* the thread on its own: an orphan goes within a few grace periods */
+	b = put_cell(env.s, 0xb2, 0, 0, "b");
+	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env.s,
+	                                              .etcd = c,
+	                                              .node = NODE,
+	                                              .grace_ns = 1000000000ull,
+	                                              .period_ns = 200000000ull },
+	                       &g),
+	         0);
+	for (uint64_t end = t_mono_ms() + 10000; state(env.s, b) != -1;) {
+		CHECK(t_mono_ms() < end);
+		usleep(100 * 1000);
+	}
+	dn_cgc_destroy(g);
+
+	/* etcd down: an error, and every cell as it was */
+	b = put_cell(env.s, 0xb3, 0, 0, "b");
+	t_etcd_stop(&etcd);
+	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env.s,
+	                                              .etcd = c,
+	                                              .node = NODE,
+	                                              .grace_ns = grace,
+	                                              .timeout_ms = 2000,
+	                                              .no_thread = true },
+	                       &g),
+	         0);
+	memset(&st, 0, sizeof(st));
+	CHECK(dn_cgc_pass_pending(g, real_ns() + 2 * grace, &st) < 0);
+	CHECK_EQ(st.deleted + st.committed, 0);
+	CHECK_EQ(state(env.s, b), 1);
+	CHECK(dn_cgc_pass_scan(g, false, &st) < 0);
+	CHECK_EQ(state(env.s, f), 0);
+	dn_cgc_destroy(g);
+
+	rpc_etcd_destroy(c);
+	t_env_fini(&env);
+	printf("ok\n");
+	return 0;
+}
