@@ -18,6 +18,7 @@
  *   dn_rpc_read.c   Read calls: the reader threads, one step and one message at a time
  *   dn_rpc_unary.c  Stat, Delete, List, Compose and the bucket calls
  *   dn_rpc_names.c  the name checks every call passes first
+ *   dn_rpc_cell.c   WriteCell, ReadCell, DeleteCells, CommitCells (cluster mode's cell calls)
  */
 #ifndef ZEST_DN_RPC_INTERNAL_H
 #define ZEST_DN_RPC_INTERNAL_H
