@@ -500,12 +500,72 @@ test_refusals(void)
 	free(buf);
 }
 
+#ifdef RPC_FAULTS
+/* Poll until the refused cell's abort has removed its file (a dn-cell thread runs it). */
+static void
+wait_gone(struct env *e, struct rpc_cell_id id, unsigned files)
+{
+	for (int i = 0; i < 500 && (has_entry(e, id, NULL) || t_count_files(&e->t) != files); i++)
+		usleep(10000);
+	CHECK(!has_entry(e, id, NULL));
+	CHECK_EQ(t_count_files(&e->t), files);
+}
+
+/* The peer link's faults (rpc_client_fault): what the receiving node makes of them. */
+static void
+test_link_faults(void)
+{
+	struct env e;
+	struct wstate s;
+	size_t len = 200000;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	struct rpc_cell_open op = cell_open(0x77, 3, 2, len);
+	struct rpc_status st;
+	struct rpc_fault f;
+	size_t got;
+
+	t_fill(buf, len);
+	env_up(&e, RPC_MARSHAL_ZEROCOPY, 0);
+	/* reset mid-stream: CANCELLED, and the half-written cell leaves nothing */
+	f = (struct rpc_fault){ .reset_msg = 3 };
+	rpc_client_fault(e.cl, &f);
+	CHECK_EQ(cell_put(&e, &op, buf, len, 5000, &s), -ECANCELED);
+	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
+	wait_gone(&e, op.id, 0);
+	/* reset instead of the commit: the same */
+	f = (struct rpc_fault){ .reset_msg = 1 };
+	rpc_client_fault(e.cl, &f);
+	CHECK_EQ(cell_put(&e, &op, buf, 0, 5000, &s), -ECANCELED);
+	wait_gone(&e, op.id, 0);
+	/* a lost message: the peer sees the gap and refuses the stream */
+	f = (struct rpc_fault){ .drop_msg = 2 };
+	rpc_client_fault(e.cl, &f);
+	CHECK_EQ(cell_put(&e, &op, buf, len, 5000, &s), ZC_E(ZC_INVALID));
+	CHECK(strstr(s.st.msg, "(gap)") != NULL);
+	wait_gone(&e, op.id, 0);
+	/* a slow link: late, whole and right */
+	f = (struct rpc_fault){ .delay_ms = 5 };
+	rpc_client_fault(e.cl, &f);
+	put_retrying(&e, &op, buf, len);
+	rpc_client_fault(e.cl, NULL);
+	CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st), 0);
+	CHECK_EQ(got, len);
+	CHECK(memcmp(buf, back, len) == 0);
+	env_down(&e);
+	free(buf);
+	free(back);
+}
+#endif
+
 int
 main(void)
 {
 	test_round_trip(RPC_MARSHAL_ZEROCOPY);
 	test_round_trip(RPC_MARSHAL_COPY);
 	test_refusals();
+#ifdef RPC_FAULTS
+	test_link_faults();
+#endif
 	printf("test_dn_rpc_cell: ok\n");
 	return 0;
 }
