@@ -49,7 +49,7 @@ struct ccall {
 	struct dn_cell_id id;
 	char name[64]; /* "cell <extent>.<group>.<cell>", for messages */
 	uint64_t length;
-	uint32_t crc; /* of the bytes so far */
+	uint32_t crc;       /* of the bytes so far */
 	struct cjob *final; /* the terminal job, allocated at open */
 	/* under cells->mu */
 	struct cjob *head, *tail;
@@ -136,7 +136,8 @@ open_check(struct dn_store *s, const struct rpc_cell_open *o, char *msg, size_t 
 		snprintf(msg, cap, "cell index %u past the %u cells of %u+%u", o->id.cell,
 		         o->ec_k + o->ec_m, o->ec_k, o->ec_m);
 	else if (!o->cell_size || o->cell_size % 4096 || o->cell_size % s->o.chunk_size)
-		snprintf(msg, cap, "cell size %u is not a multiple of 4096 and of the chunk size %zu",
+		snprintf(msg, cap,
+		         "cell size %u is not a multiple of 4096 and of the chunk size %zu",
 		         o->cell_size, (size_t)s->o.chunk_size);
 	else if (!o->stripes_per_group)
 		snprintf(msg, cap, "stripes per group 0");
@@ -213,8 +214,8 @@ dn_rpc_on_cell_open(void *ctx, struct rpc_write *w, const struct rpc_cell_open *
 }
 
 void
-dn_rpc_on_cell_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
-                    const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c)
+dn_rpc_on_cell_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg *segs,
+                    size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct ccall *c = call_ctx;
 	struct dn_rpc_cells *q = c->b->cells;
@@ -308,7 +309,8 @@ cell_done(void *arg, int err)
 	if (err) {
 		ZC_WARN("dn_rpc", "%s: finish failed err=%d", c->name, err);
 		rpc_write_fail(c->w, err, "%s not recorded: %s", c->name,
-		               err > -ZC_ERR_BASE ? strerror(-err) : zc_code_word(zc_err_code(err)));
+		               err > -ZC_ERR_BASE ? strerror(-err)
+		                                  : zc_code_word(zc_err_code(err)));
 	} else {
 		struct rpc_cell_result res = { .length = c->length, .crc32c = c->crc };
 
@@ -333,13 +335,14 @@ ccall_run(struct ccall *c, struct cjob *j)
 		if (!err && c->cw) {
 			rc = dn_cell_write_data(c->cw, j->off, j->segs, j->n);
 			if (rc) {
-				/* Poisoned: drop it now (its file goes), the next callback reports. */
+				/* Poisoned: drop it (its file goes); the next callback says so. */
 				dn_cell_write_abort(c->cw);
 				c->cw = NULL;
 				pthread_mutex_lock(&q->mu);
 				c->err = rc;
-				snprintf(c->errmsg, sizeof(c->errmsg), "write of %s at %llu failed: %s",
-				         c->name, (unsigned long long)j->off, strerror(-rc));
+				snprintf(c->errmsg, sizeof(c->errmsg),
+				         "write of %s at %llu failed: %s", c->name,
+				         (unsigned long long)j->off, strerror(-rc));
 				pthread_mutex_unlock(&q->mu);
 			} else {
 				c->crc = zc_crc32c_combine(c->crc, j->crc32c, j->len);
@@ -381,8 +384,8 @@ ccall_run(struct ccall *c, struct cjob *j)
 		if (err)
 			rpc_write_fail(c->w, err, "%s", c->errmsg);
 		else
-			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED, "write of %s aborted",
-			               c->name);
+			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
+			               "write of %s aborted", c->name);
 		cjob_free(j);
 		ccall_free(c);
 		return false;
@@ -404,7 +407,8 @@ cells_run(struct dn_rpc *b, enum rpc_method m, const struct rpc_cells_req *req,
 	for (size_t i = 0; i < req->n_cells; i++) {
 		const struct rpc_cell_id *r = &req->cells[i];
 		struct dn_cell_id id = { r->extent, r->group, r->cell };
-		int rc = m == RPC_DELETE_CELLS ? dn_cell_delete(b->s, id) : dn_cell_commit(b->s, id);
+		int rc =
+		        m == RPC_DELETE_CELLS ? dn_cell_delete(b->s, id) : dn_cell_commit(b->s, id);
 
 		if (rc < 0) {
 			/* The ones before stay done: both calls are idempotent, a retry is safe. */

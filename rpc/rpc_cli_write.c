@@ -98,7 +98,7 @@ cwrite_kick(struct rpc_cwrite *w)
 		return;
 #ifdef RPC_FAULTS
 	if (w->fault.delay_ms)
-		usleep(w->fault.delay_ms * 1000u); /* a test's slow link: holding the lock is the point */
+		usleep(w->fault.delay_ms * 1000u); /* a slow link: holding the lock is the point */
 #endif
 	w->head = q->next;
 	if (!w->head)

@@ -131,8 +131,7 @@ write_open(struct rpc_write *w)
 			return -EINVAL;
 		}
 		if (open.length > (uint64_t)open.stripes_per_group * open.cell_size) {
-			write_reject(w, -EINVAL,
-			             "cell length %llu exceeds %u stripes of %u bytes",
+			write_reject(w, -EINVAL, "cell length %llu exceeds %u stripes of %u bytes",
 			             (unsigned long long)open.length, open.stripes_per_group,
 			             open.cell_size);
 			return -EINVAL;

@@ -353,8 +353,7 @@ test_round_trip(enum rpc_marshaller marshaller)
 	{
 		struct rpc_cell_id zero = { 0, 1, 1 };
 
-		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, &zero, 1, &count, &st),
-		         ZC_E(ZC_INVALID));
+		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, &zero, 1, &count, &st), ZC_E(ZC_INVALID));
 		CHECK(strstr(st.msg, "cells[0]: extent id 0") != NULL);
 	}
 	env_down(&e);
