@@ -5,8 +5,9 @@
  * odd spans, each its own refcounted "receive slice", and read back byte-identical; the
  * receiving side copies no payload byte with the zero-copy marshaller. Bad input (a CRC
  * that lies, a second open of a cell, a bad layout, a short stream) gets its precise error
- * and leaves no file and no entry. Every case ends with no live payload ref and no live
- * gRPC buffer.
+ * and leaves no file and no entry; a rotted chunk ends a ReadCell with DATA_LOSS; a test
+ * build's link faults (rpc_client_fault) are refused the same way. Every case ends with no
+ * live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc.h"
 #include "rpc.h"
@@ -14,6 +15,8 @@
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "dn_internal.h"
 #include "rpc_raw.h"
+
+#include <fcntl.h>
 
 struct env {
 	struct t_env t;
@@ -495,6 +498,35 @@ test_refusals(void)
 		CHECK(!has_entry(&e, o.id, NULL));
 	}
 	CHECK_EQ(t_count_files(&e.t), 1);
+
+	/* a byte rotted on the drive: ReadCell ends DATA_LOSS at that chunk, not with bad bytes */
+	{
+		char cmd[400], path[512];
+		uint8_t *back = malloc(len);
+		size_t got;
+		FILE *p;
+		int fd;
+
+		snprintf(cmd, sizeof(cmd), "find %s -path '*/data/*' -type f", e.t.root);
+		p = popen(cmd, "r");
+		CHECK(p && fgets(path, sizeof(path), p));
+		pclose(p);
+		path[strcspn(path, "\n")] = 0;
+		fd = open(path, O_WRONLY);
+		CHECK(fd >= 0);
+		CHECK_EQ(pwrite(fd, "\xff", 1, 150001), 1);
+		close(fd);
+		CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st),
+		         ZC_E(ZC_BAD_DIGEST));
+		CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+		CHECK(strstr(st.msg, "a chunk failed its CRC32C") != NULL);
+		CHECK(got <= 150001 / 4096 * 4096); /* nothing of the bad chunk was sent */
+		CHECK(memcmp(buf, back, got) == 0);
+		/* a range that avoids the chunk still reads */
+		CHECK_EQ(cell_get(&e, op.id, 0, 4096, true, back, len, &got, &st), 0);
+		CHECK(memcmp(buf, back, 4096) == 0);
+		free(back);
+	}
 	env_down(&e);
 	free(buf);
 }
