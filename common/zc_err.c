@@ -64,6 +64,7 @@ zc_code_word(enum zc_code code)
 		[ZC_NOT_IMPLEMENTED] = "NotImplemented",
 		[ZC_UNAVAILABLE] = "ServiceUnavailable",
 		[ZC_INTERNAL] = "InternalError",
+		[ZC_CELL_EXISTS] = "CellExists",
 	};
 
 	return (unsigned)code < ZC_CODE_COUNT ? words[code] : "InternalError";

@@ -28,6 +28,7 @@ enum zc_code {
 	ZC_NOT_IMPLEMENTED,    /* NotImplemented */
 	ZC_UNAVAILABLE,        /* the node cannot be reached */
 	ZC_INTERNAL,           /* InternalError */
+	ZC_CELL_EXISTS,        /* CellExists: a cluster cell of that name is on the node */
 	ZC_CODE_COUNT
 };
 

@@ -57,6 +57,7 @@ dn_rpc_destroy(struct dn_rpc *b)
 		pthread_join(b->workers[i], NULL);
 	for (unsigned i = 0; i < b->n_readers; i++)
 		pthread_join(b->readers[i], NULL);
+	dn_rpc_cells_destroy(b);
 	free(b->workers);
 	free(b->readers);
 	pthread_mutex_destroy(&b->mu);
@@ -99,6 +100,8 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 			goto fail;
 		pthread_setname_np(b->readers[b->n_readers], "dn-read");
 	}
+	if (dn_rpc_cells_create(b))
+		goto fail;
 	memset(h, 0, sizeof(*h));
 	h->write.open = dn_rpc_on_write_open;
 	h->write.data = dn_rpc_on_write_data;
@@ -109,6 +112,7 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 	h->read.sent = dn_rpc_on_read_sent;
 	h->read.abort = dn_rpc_on_read_abort;
 	h->unary = dn_rpc_on_unary;
+	dn_rpc_cells_handlers(h);
 	h->ctx = b;
 	*out = b;
 	return 0;

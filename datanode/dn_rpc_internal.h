@@ -18,6 +18,7 @@
  *   dn_rpc_read.c   Read calls: the reader threads, one step and one message at a time
  *   dn_rpc_unary.c  Stat, Delete, List, Compose and the bucket calls
  *   dn_rpc_names.c  the name checks every call passes first
+ *   dn_rpc_cell.c   WriteCell, ReadCell, DeleteCells, CommitCells (cluster mode's cell calls)
  */
 #ifndef ZEST_DN_RPC_INTERNAL_H
 #define ZEST_DN_RPC_INTERNAL_H
@@ -76,9 +77,12 @@ struct rcall {
 	struct dn_rpc *b;
 	struct rpc_read *r;
 	struct rcall *next;
-	char *bucket, *key;
+	char *bucket, *key; /* a ReadCell's: "" and the cell's name (dn_rpc_cell_name) */
 	uint64_t off, len;
 	bool has_len;
+	bool is_cell;           /* ReadCell: [off, cell_end) of `cell`, no info */
+	struct dn_cell_id cell;
+	uint64_t cell_end;
 	/* under mu */
 	pthread_mutex_t mu;
 	bool sending; /* a ReadChunk is with gRPC: `sent` (or abort) brings the call back */
@@ -104,6 +108,7 @@ struct dn_rpc {
 	bool stop;
 	pthread_t *workers, *readers;
 	unsigned n_workers, n_readers;
+	struct dn_rpc_cells *cells; /* dn_rpc_cell.c */
 };
 
 /* ---- dn_rpc_write.c */
@@ -124,6 +129,21 @@ int dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_re
                          void **call_ctx);
 void dn_rpc_on_read_sent(void *call_ctx, struct rpc_read *r);
 void dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err);
+void dn_rpc_rcall_queue(struct rcall *rc);
+/* dn_read_cb that adds a segment (with a ref) to rc's batch. */
+int dn_rpc_read_cb(void *arg, uint64_t offset, const struct zc_seg *seg);
+/* ---- dn_rpc_cell.c: WriteCell, ReadCell, DeleteCells, CommitCells */
+int dn_rpc_cells_create(struct dn_rpc *b);
+void dn_rpc_cells_destroy(struct dn_rpc *b);
+/* Fill the cell handlers (and h->unary, which routes the cell calls and passes the rest
+ * to dn_rpc_on_unary). */
+void dn_rpc_cells_handlers(struct rpc_server_handlers *h);
+void dn_rpc_cell_name(struct dn_cell_id id, char *buf, size_t len);
+int dn_rpc_on_cell_read_start(void *ctx, struct rpc_read *r, const struct rpc_cell_read_req *req,
+                              void **call_ctx);
+/* One step of a ReadCell on a reader thread: up to READ_BATCH bytes into rc's batch.
+ * Returns 1 when more follows, 0 at the end, or -errno. */
+int dn_rpc_cell_read_next(struct rcall *rc);
 /* ---- dn_rpc_names.c: each returns 0, or ZC_E(ZC_INVALID) with msg naming the name and
  * why (cap: RPC_STATUS_MSG_MAX). Buckets: S3's rules or the reserved ZC_RESERVED_BUCKET;
  * keys, prefixes, delimiters: common/zc_names.h. */

@@ -32,8 +32,8 @@ rcall_free(struct rcall *rc)
 }
 
 /* Hand rc to the reader threads; the caller set rc->running. */
-static void
-rcall_queue(struct rcall *rc)
+void
+dn_rpc_rcall_queue(struct rcall *rc)
 {
 	struct dn_rpc *b = rc->b;
 
@@ -105,8 +105,8 @@ out:
 	return err;
 }
 
-static int
-read_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
+int
+dn_rpc_read_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
 {
 	struct rcall *rc = arg;
 
@@ -133,6 +133,16 @@ read_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
 static void
 read_end(struct rcall *rc, int err)
 {
+	if (rc->is_cell && err) {
+		/* rc->key names the cell; no bucket */
+		if (err != -ECANCELED && err != -ENOENT)
+			ZC_WARN("dn_rpc", "read of %s failed err=%d", rc->key, err);
+		rpc_read_finish(rc->r, err, "read of %s: %s", rc->key,
+		                err == -EBADMSG ? "a chunk failed its CRC32C or the file is short"
+		                                : strerror(-err));
+		rcall_free(rc);
+		return;
+	}
 	switch (err) {
 	case 0:
 		rpc_read_finish(rc->r, 0, NULL);
@@ -179,13 +189,17 @@ read_step(struct rcall *rc)
 		pthread_mutex_unlock(&rc->mu);
 		if (err || rc->eof)
 			break;
-		if (!rc->cur) {
-			err = dn_read_open(b->s, rc->bucket, rc->key, rc->off, rc->len, rc->has_len,
-			                   &rc->info, &rc->cur);
-			if (err)
-				break;
+		if (rc->is_cell) {
+			more = dn_rpc_cell_read_next(rc);
+		} else {
+			if (!rc->cur) {
+				err = dn_read_open(b->s, rc->bucket, rc->key, rc->off, rc->len,
+				                   rc->has_len, &rc->info, &rc->cur);
+				if (err)
+					break;
+			}
+			more = dn_read_next(rc->cur, READ_BATCH, dn_rpc_read_cb, rc);
 		}
-		more = dn_read_next(rc->cur, READ_BATCH, read_cb, rc);
 		if (more < 0) {
 			err = more;
 			break;
@@ -284,7 +298,7 @@ dn_rpc_on_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *r
 	rc->has_len = req->has_length;
 	rc->running = true;
 	*call_ctx = rc;
-	rcall_queue(rc);
+	dn_rpc_rcall_queue(rc);
 	return 0;
 }
 
@@ -302,7 +316,7 @@ dn_rpc_on_read_sent(void *call_ctx, struct rpc_read *r)
 	rc->running = true;
 	pthread_mutex_unlock(&rc->mu);
 	if (queue)
-		rcall_queue(rc);
+		dn_rpc_rcall_queue(rc);
 }
 
 /* CQ thread: no `sent` will come; a reader finishes the call. */
@@ -320,5 +334,5 @@ dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err)
 	rc->running = true;
 	pthread_mutex_unlock(&rc->mu);
 	if (queue)
-		rcall_queue(rc);
+		dn_rpc_rcall_queue(rc);
 }

@@ -142,8 +142,15 @@ enum rpc_method {
 	RPC_DELETE_BUCKET,
 	RPC_HEAD_BUCKET,
 	RPC_LIST_BUCKETS,
+	RPC_WRITE_CELL,   /* client stream, like RPC_WRITE */
+	RPC_READ_CELL,    /* server stream, like RPC_READ */
+	RPC_DELETE_CELLS, /* unary */
+	RPC_COMMIT_CELLS, /* unary */
 	RPC_METHOD_COUNT
 };
+
+/* The streaming methods (Write, Read, WriteCell, ReadCell); the others are unary. */
+bool rpc_method_is_stream(enum rpc_method m);
 
 /* "/zest.Datanode/Write", ... */
 const char *rpc_method_path(enum rpc_method m);
@@ -256,11 +263,53 @@ struct rpc_bucket_list {
 };
 
 /* A unary request; the method says which member is meant. */
+/* ---- cells: datanode to datanode (cluster mode, docs/cluster.md) */
+
+/* A cell's name on its node. */
+struct rpc_cell_id {
+	uint64_t extent; /* never 0 */
+	uint32_t group;
+	uint32_t cell;   /* 0 .. k + m - 1 */
+};
+
+/* The first message of a WriteCell: the cell, its extent's layout, the object it is of. */
+struct rpc_cell_open {
+	struct rpc_cell_id id;
+	uint64_t length; /* bytes of the cell: the stream carries exactly these */
+	uint32_t ec_k, ec_m;
+	uint32_t cell_size, stripes_per_group;
+	const char *bucket, *key; /* for the pending-cell collector */
+};
+
+/* The answer of WriteCell: the cell is durable and recorded pending. */
+struct rpc_cell_result {
+	uint64_t length;
+	uint32_t crc32c; /* of the whole cell */
+};
+
+struct rpc_cell_read_req {
+	struct rpc_cell_id id;
+	uint64_t offset;
+	uint64_t length; /* with has_length; else to the cell's end */
+	bool has_length;
+};
+
+/* DeleteCells and CommitCells: the cells, handled in order. */
+struct rpc_cells_req {
+	const struct rpc_cell_id *cells;
+	size_t n_cells;
+};
+
+struct rpc_cells_result {
+	uint32_t count; /* DeleteCells: how many existed; CommitCells: how many committed */
+};
+
 union rpc_unary_req {
 	struct rpc_object_req object;   /* RPC_STAT, RPC_DELETE */
 	struct rpc_list_req list;       /* RPC_LIST */
 	struct rpc_compose_req compose; /* RPC_COMPOSE */
 	struct rpc_bucket_req bucket;   /* RPC_CREATE_BUCKET, RPC_DELETE_BUCKET, RPC_HEAD_BUCKET */
+	struct rpc_cells_req cells;     /* RPC_DELETE_CELLS, RPC_COMMIT_CELLS */
 };                                  /* RPC_LIST_BUCKETS: no fields */
 
 /* A unary response as a client receives it; `method` says which member is set. */
@@ -273,6 +322,7 @@ struct rpc_unary_resp {
 		struct rpc_write_result write;  /* RPC_COMPOSE */
 		struct rpc_bucket_info bucket;  /* RPC_CREATE_BUCKET, RPC_HEAD_BUCKET */
 		struct rpc_bucket_list buckets; /* RPC_LIST_BUCKETS */
+		struct rpc_cells_result cells;  /* RPC_DELETE_CELLS, RPC_COMMIT_CELLS */
 	};                                  /* RPC_DELETE_BUCKET: no fields */
 	struct rpc_arena_blk *mem; /* private: holds every string and array above */
 };
@@ -317,10 +367,19 @@ struct rpc_reply; /* the answer of one unary call */
  *          own pass over the bytes (the datanode derives it from its chunk CRCs), and
  *          fails the call with -EBADMSG on a mismatch; the server then reads the
  *          payload once instead of twice.
+ *
+ * WriteCell uses the same machinery and callbacks (rpc_server_handlers.write_cell): its
+ * first message's open comes to open_cell instead (checked: extent id non-zero, length at
+ * most stripes_per_group x cell_size, first data within length); the stream must carry
+ * exactly `length` bytes; `commit` gets a struct rpc_commit with no fields (the stream's
+ * last message: make the cell durable) and the handler answers with
+ * rpc_write_finish_cell().
  */
 struct rpc_write_ops {
 	int (*open)(void *srv_ctx, struct rpc_write *w, const struct rpc_write_open *open,
 		    void **call_ctx);
+	int (*open_cell)(void *srv_ctx, struct rpc_write *w, const struct rpc_cell_open *open,
+			 void **call_ctx);
 	void (*data)(void *call_ctx, struct rpc_write *w, uint64_t offset,
 		     const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
 	void (*commit)(void *call_ctx, struct rpc_write *w, const struct rpc_commit *commit);
@@ -337,6 +396,8 @@ void rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Complete the call with OK and this result (borrowed; packed at once). Any thread. */
 void rpc_write_finish(struct rpc_write *w, const struct rpc_write_result *res);
+/* The same for a WriteCell call. */
+void rpc_write_finish_cell(struct rpc_write *w, const struct rpc_cell_result *res);
 /* Complete the call with rpc_status_from_err(err) and the message (the message rule).
  * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
@@ -358,6 +419,10 @@ struct rpc_read_ops {
 		     void **call_ctx);
 	void (*sent)(void *call_ctx, struct rpc_read *r);
 	void (*abort)(void *call_ctx, struct rpc_read *r, int err);
+	/* ReadCell (rpc_server_handlers.read_cell): the request comes here instead of
+	 * start; the rest is Read's (rpc_read_send with info NULL). */
+	int (*start_cell)(void *srv_ctx, struct rpc_read *r, const struct rpc_cell_read_req *req,
+			  void **call_ctx);
 };
 
 /*
@@ -376,7 +441,7 @@ void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * Unary handler (Stat, Delete, List, Compose, *Bucket*), called on a CQ thread with the
+ * Unary handler (Stat, Delete, List, Compose, *Bucket*, DeleteCells, CommitCells), called on a CQ thread with the
  * method and its request (the union member the method names): answer with the
  * rpc_reply_* function of the method's response type and return 0, or return an error
  * (with an optional rpc_reply_error() message). Or return RPC_REPLY_LATER to answer from
@@ -402,6 +467,7 @@ int rpc_reply_write_result(struct rpc_reply *reply, const struct rpc_write_resul
 int rpc_reply_bucket_info(struct rpc_reply *reply, const struct rpc_bucket_info *info);
 int rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *list);
 int rpc_reply_empty(struct rpc_reply *reply); /* DeleteBucket */
+int rpc_reply_cells_result(struct rpc_reply *reply, const struct rpc_cells_result *res);
 void rpc_reply_error(struct rpc_reply *reply, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
@@ -417,6 +483,8 @@ struct rpc_server_opts {
 struct rpc_server_handlers {
 	struct rpc_write_ops write;   /* open == NULL: Write is UNIMPLEMENTED */
 	struct rpc_read_ops read;     /* start == NULL: Read is UNIMPLEMENTED */
+	struct rpc_write_ops write_cell; /* open_cell == NULL: WriteCell is UNIMPLEMENTED */
+	struct rpc_read_ops read_cell;   /* start_cell == NULL: ReadCell is UNIMPLEMENTED */
 	rpc_unary_fn unary;           /* NULL: the unary methods are UNIMPLEMENTED */
 	void *ctx;                    /* srv_ctx for every callback */
 };
@@ -481,7 +549,16 @@ struct rpc_cwrite_cbs {
 int rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
 		    const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
 /*
- * Queue one WriteChunk carrying segs (the next bytes of the object; the client tracks
+ * Start a WriteCell call (open borrowed; packed at once). The stream is then driven like a
+ * Write, and `done` gets the CellResult as res->size (the cell's length) and res->crc32c
+ * (of the whole cell; etag NULL, mtime_ns 0): rpc_cwrite_send for the cell's bytes, by reference
+ * (a coordinator forwards its gRPC receive slices as they are), and rpc_cwrite_commit
+ * with commit NULL to end it. Returns 0 and *out, -EINVAL, -ENOMEM, -EIO.
+ */
+int rpc_cwrite_open_cell(struct rpc_client *c, const struct rpc_cell_open *open,
+			 const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
+/*
+ * Queue one WriteChunk (CellChunk on a WriteCell stream) carrying segs (the next bytes of the object; the client tracks
  * the offset and computes the CRC32C). The bytes are not copied: each segment's ref is
  * taken and put once gRPC is done with it. Returns 0; -EAGAIN when in-flight bytes are
  * at max_inflight (nothing queued: wait for `writable`); -EINVAL when the message
@@ -492,7 +569,8 @@ int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_se
 /*
  * Queue the last WriteChunk (commit = true, optional final data, and commit's etag,
  * attrs and condition; commit borrowed, NULL: none of them) and half-close. Never
- * -EAGAIN (the cap is not applied). Any thread.
+ * -EAGAIN (the cap is not applied). A WriteCell stream takes commit NULL (-EINVAL
+ * otherwise). Any thread.
  */
 int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
 		      const struct rpc_commit *commit);
@@ -502,6 +580,25 @@ void rpc_cwrite_cancel(struct rpc_cwrite *w);
 size_t rpc_cwrite_inflight(const struct rpc_cwrite *w);
 /* Free a stream after its `done` callback ran (may be called inside `done`). */
 void rpc_cwrite_destroy(struct rpc_cwrite *w);
+
+#ifdef RPC_FAULTS
+/*
+ * Test builds only (RPC_FAULTS: every meson buildtype but release): faults injected into
+ * this client's WriteCell streams, as a bad link to a peer would cause them, so that a
+ * coordinator's handling of them can be tested with real calls. Message numbers count
+ * from 1 and include the first (the open's) and the commit.
+ */
+struct rpc_fault {
+	unsigned delay_ms;  /* sleep this long before each message goes to gRPC (on the thread
+	                     * that hands it over: the sender's or a client CQ thread) */
+	unsigned drop_msg;  /* this message is never sent, the stream goes on: the peer sees an
+	                     * offset gap (or, for the commit, a stream that never ends); 0 none */
+	unsigned reset_msg; /* instead of this message the call is cancelled, as a reset
+	                     * connection would end it; 0 none */
+};
+/* Apply *f (copied; NULL: none) to the WriteCell streams opened from now on. Any thread. */
+void rpc_client_fault(struct rpc_client *c, const struct rpc_fault *f);
+#endif
 
 /*
  * Read stream callbacks (client CQ thread).
@@ -520,6 +617,9 @@ struct rpc_cread_cbs {
 /* Start a Read call (req borrowed; packed at once). Returns 0 and *out. */
 int rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
 		   const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
+/* Start a ReadCell call: the same callbacks, info always NULL. */
+int rpc_cread_open_cell(struct rpc_client *c, const struct rpc_cell_read_req *req,
+			const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
 void rpc_cread_resume(struct rpc_cread *r);
 void rpc_cread_cancel(struct rpc_cread *r);
 void rpc_cread_destroy(struct rpc_cread *r);

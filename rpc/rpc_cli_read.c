@@ -181,19 +181,19 @@ cread_on_recv(void *obj, bool success)
 	cread_maybe_done(r);
 }
 
-int
-rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
-               const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out)
+/* Start a stream of method m (Read or ReadCell) with its packed request. */
+static int
+cread_start(struct rpc_client *c, enum rpc_method m, grpc_byte_buffer *req_bb,
+            const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out)
 {
-	Zest__ReadRequest pb;
 	struct rpc_cread *r;
 	grpc_op ops[4], st;
 
-	if (!cbs || !cbs->chunk || !cbs->done || !req)
-		return -EINVAL;
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		grpc_byte_buffer_destroy(req_bb);
 		return -ENOMEM;
+	}
 	r->cl = c;
 	r->cbs = *cbs;
 	r->arg = arg;
@@ -204,9 +204,8 @@ rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
 	grpc_metadata_array_init(&r->md_initial);
 	grpc_metadata_array_init(&r->md_trailing);
 	r->details = grpc_empty_slice();
-	rpc_msg_read_req_to_pb(req, &pb);
-	r->req_bb = rpc_pack_message(&pb.base);
-	r->call = rpc_client_new_call(c, RPC_READ);
+	r->req_bb = req_bb;
+	r->call = rpc_client_new_call(c, m);
 	r->refs = 1;
 
 	memset(ops, 0, sizeof(ops));
@@ -232,6 +231,31 @@ rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
 	pthread_mutex_unlock(&r->mu);
 	*out = r;
 	return 0;
+}
+
+int
+rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
+               const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out)
+{
+	Zest__ReadRequest pb;
+
+	if (!cbs || !cbs->chunk || !cbs->done || !req)
+		return -EINVAL;
+	rpc_msg_read_req_to_pb(req, &pb);
+	return cread_start(c, RPC_READ, rpc_pack_message(&pb.base), cbs, arg, out);
+}
+
+int
+rpc_cread_open_cell(struct rpc_client *c, const struct rpc_cell_read_req *req,
+                    const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out)
+{
+	Zest__CellReadRequest pb;
+	Zest__CellId id;
+
+	if (!cbs || !cbs->chunk || !cbs->done || !req)
+		return -EINVAL;
+	rpc_msg_cell_read_req_to_pb(req, &pb, &id);
+	return cread_start(c, RPC_READ_CELL, rpc_pack_message(&pb.base), cbs, arg, out);
 }
 
 void

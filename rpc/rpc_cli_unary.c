@@ -78,7 +78,7 @@ unary_start(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *
 	struct ucall *u;
 	grpc_op ops[6];
 
-	if ((unsigned)m >= RPC_METHOD_COUNT || m == RPC_WRITE || m == RPC_READ || !cb ||
+	if ((unsigned)m >= RPC_METHOD_COUNT || rpc_method_is_stream(m) || !cb ||
 	    (!req && m != RPC_LIST_BUCKETS))
 		return -EINVAL;
 	u = calloc(1, sizeof(*u));

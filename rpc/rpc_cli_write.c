@@ -1,12 +1,15 @@
 /*
- * rpc client, Write streams: the caller's segments go on the wire without a copy,
- * queued under an in-flight bound, then the commit chunk and the WriteResult.
+ * rpc client, Write and WriteCell streams: the caller's segments go on the wire without a
+ * copy, queued under an in-flight bound, then the commit chunk and the WriteResult
+ * (CellResult). A WriteCell stream differs only in its open, its chunk message (same
+ * fields 1-5) and its result.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -27,13 +30,14 @@ struct qmsg {
 
 struct rpc_cwrite {
 	struct rpc_client *cl;
+	enum rpc_method m; /* RPC_WRITE or RPC_WRITE_CELL */
 	grpc_call *call;
 	pthread_mutex_t mu;
 	int refs;
 	struct rpc_cwrite_cbs cbs;
 	void *arg;
 	struct ctag t_send, t_recv;
-	Zest__WriteOpen *open; /* until the first message is built */
+	ProtobufCMessage *open; /* WriteOpen or CellOpen, until the first message is built */
 	struct qmsg *head, *tail, *sending;
 	size_t inflight;
 	uint64_t offset;
@@ -42,6 +46,10 @@ struct rpc_cwrite {
 	grpc_byte_buffer *resp;
 	grpc_status_code status;
 	grpc_slice details;
+#ifdef RPC_FAULTS
+	struct rpc_fault fault;
+	unsigned n_msgs; /* messages queued so far */
+#endif
 };
 
 static void
@@ -67,7 +75,7 @@ cwrite_unref_locked(struct rpc_cwrite *w)
 		qmsg_free(q);
 	}
 	if (w->open)
-		protobuf_c_message_free_unpacked(&w->open->base, NULL);
+		protobuf_c_message_free_unpacked(w->open, NULL);
 	grpc_metadata_array_destroy(&w->md_initial);
 	grpc_metadata_array_destroy(&w->md_trailing);
 	if (w->resp)
@@ -88,6 +96,10 @@ cwrite_kick(struct rpc_cwrite *w)
 
 	if (w->sending || !q || w->failed)
 		return;
+#ifdef RPC_FAULTS
+	if (w->fault.delay_ms)
+		usleep(w->fault.delay_ms * 1000u); /* a slow link: holding the lock is the point */
+#endif
 	w->head = q->next;
 	if (!w->head)
 		w->tail = NULL;
@@ -149,62 +161,81 @@ static void
 cwrite_on_recv(void *obj, bool success)
 {
 	struct rpc_cwrite *w = obj;
-	Zest__WriteResult *res = NULL;
-	struct rpc_write_result r;
+	const ProtobufCMessageDescriptor *desc = rpc_method_response(w->m);
+	ProtobufCMessage *res = NULL;
 	struct rpc_status st;
 
 	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
 	rpc_client_fill_status(&st, w->status, w->details, &w->md_trailing);
 	if (st.code == GRPC_STATUS_OK) {
-		res = (Zest__WriteResult *)rpc_unpack_message(&zest__write_result__descriptor,
-		                                              w->resp);
+		res = rpc_unpack_message(desc, w->resp);
 		if (!res)
-			rpc_status_set(&st, -EIO, "missing or malformed WriteResult");
+			rpc_status_set(&st, -EIO, "missing or malformed %s", desc->short_name);
 	}
 	pthread_mutex_lock(&w->mu);
 	w->done = true;
 	pthread_mutex_unlock(&w->mu);
+	if (w->m == RPC_WRITE_CELL) {
+		const Zest__CellResult *cr = (const Zest__CellResult *)res;
+		struct rpc_write_result r = { .size = cr ? cr->length : 0,
+			                      .crc32c = cr ? cr->crc32c : 0 };
+
+		w->cbs.done(w->arg, w, &st, res ? &r : NULL);
+	} else {
+		struct rpc_write_result r;
+
+		if (res)
+			rpc_msg_result_from_pb((const Zest__WriteResult *)res, &r);
+		w->cbs.done(w->arg, w, &st, res ? &r : NULL);
+	}
 	if (res)
-		rpc_msg_result_from_pb(res, &r);
-	w->cbs.done(w->arg, w, &st, res ? &r : NULL);
-	if (res)
-		protobuf_c_message_free_unpacked(&res->base, NULL);
+		protobuf_c_message_free_unpacked(res, NULL);
 	pthread_mutex_lock(&w->mu);
 	cwrite_unref_locked(w);
 }
 
-int
-rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
-                const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out)
+/* A copy of msg owned by the stream (freed with protobuf_c_message_free_unpacked). */
+static ProtobufCMessage *
+msg_dup(const ProtobufCMessage *msg)
 {
-	Zest__WriteOpen pb;
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	uint8_t *tmp = malloc(len ? len : 1);
+	ProtobufCMessage *copy;
+
+	if (!tmp)
+		return NULL;
+	protobuf_c_message_pack(msg, tmp);
+	copy = protobuf_c_message_unpack(msg->descriptor, NULL, len, tmp);
+	free(tmp);
+	return copy;
+}
+
+/* Start a stream of method m whose first message will carry open_pb. */
+static int
+cwrite_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *open_pb,
+             const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out)
+{
 	struct rpc_cwrite *w;
 	grpc_op ops[4];
-	uint8_t *tmp;
-	size_t len;
 
-	if (!cbs || !cbs->done || !open)
-		return -EINVAL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	/* Own a copy of open until the first message carries it. */
-	rpc_msg_open_to_pb(open, &pb);
-	len = protobuf_c_message_get_packed_size(&pb.base);
-	tmp = malloc(len ? len : 1);
-	if (!tmp) {
-		free(w);
-		return -ENOMEM;
-	}
-	protobuf_c_message_pack(&pb.base, tmp);
-	w->open = (Zest__WriteOpen *)protobuf_c_message_unpack(&zest__write_open__descriptor, NULL,
-	                                                       len, tmp);
-	free(tmp);
+	w->open = msg_dup(open_pb);
 	if (!w->open) {
 		free(w);
 		return -ENOMEM;
 	}
+	w->m = m;
 	w->cl = c;
+#ifdef RPC_FAULTS
+	if (m == RPC_WRITE_CELL) {
+		pthread_mutex_lock(&c->fault_mu);
+		w->fault = c->fault;
+		pthread_mutex_unlock(&c->fault_mu);
+	}
+#endif
 	w->cbs = *cbs;
 	w->arg = arg;
 	w->t_send = (struct ctag){ cwrite_on_send, w };
@@ -213,7 +244,7 @@ rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
 	grpc_metadata_array_init(&w->md_initial);
 	grpc_metadata_array_init(&w->md_trailing);
 	w->details = grpc_empty_slice();
-	w->call = rpc_client_new_call(c, RPC_WRITE);
+	w->call = rpc_client_new_call(c, m);
 	w->refs = 2; /* the caller's, the receive batch's */
 
 	memset(ops, 0, sizeof(ops));
@@ -237,12 +268,38 @@ rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
 	return 0;
 }
 
-/* Under w->mu: build and queue one WriteChunk. */
+int
+rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
+                const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out)
+{
+	Zest__WriteOpen pb;
+
+	if (!cbs || !cbs->done || !open)
+		return -EINVAL;
+	rpc_msg_open_to_pb(open, &pb);
+	return cwrite_start(c, RPC_WRITE, &pb.base, cbs, arg, out);
+}
+
+int
+rpc_cwrite_open_cell(struct rpc_client *c, const struct rpc_cell_open *open,
+                     const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out)
+{
+	Zest__CellOpen pb;
+	Zest__CellId id;
+
+	if (!cbs || !cbs->done || !open)
+		return -EINVAL;
+	rpc_msg_cell_open_to_pb(open, &pb, &id);
+	return cwrite_start(c, RPC_WRITE_CELL, &pb.base, cbs, arg, out);
+}
+
+/* Under w->mu: build and queue one WriteChunk (CellChunk). */
 static int
 cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, size_t len,
              bool commit, const struct rpc_commit *last)
 {
 	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
+	Zest__CellChunk cc = ZEST__CELL_CHUNK__INIT;
 	Zest__WriteCondition cond;
 	struct rpc_arena a = { 0 };
 	struct qmsg *q = calloc(1, sizeof(*q));
@@ -257,20 +314,40 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 	}
 	for (size_t i = 0; i < n_segs; i++)
 		crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
-	wc.open = w->open;
-	wc.offset = w->offset;
-	wc.crc32c = crc;
-	wc.commit = commit;
-	q->bb = rpc_marshal_send(&wc.base, 3, segs, n_segs, len);
+	if (w->m == RPC_WRITE_CELL) {
+		cc.open = (Zest__CellOpen *)w->open;
+		cc.offset = w->offset;
+		cc.crc32c = crc;
+		cc.commit = commit;
+		q->bb = rpc_marshal_send(&cc.base, 3, segs, n_segs, len);
+	} else {
+		wc.open = (Zest__WriteOpen *)w->open;
+		wc.offset = w->offset;
+		wc.crc32c = crc;
+		wc.commit = commit;
+		q->bb = rpc_marshal_send(&wc.base, 3, segs, n_segs, len);
+	}
 	rpc_arena_free(&a); /* the commit fields were packed */
 	if (!q->bb) {
 		free(q);
 		return -ENOMEM;
 	}
 	if (w->open) {
-		protobuf_c_message_free_unpacked(&w->open->base, NULL);
+		protobuf_c_message_free_unpacked(w->open, NULL);
 		w->open = NULL;
 	}
+#ifdef RPC_FAULTS
+	w->n_msgs++;
+	if (w->n_msgs == w->fault.reset_msg || w->n_msgs == w->fault.drop_msg) {
+		qmsg_free(q);
+		w->offset += len; /* a dropped message leaves its gap */
+		if (w->n_msgs == w->fault.reset_msg) {
+			w->failed = true; /* later sends: -ECANCELED; `done` says CANCELLED */
+			grpc_call_cancel(w->call, NULL);
+		}
+		return 0;
+	}
+#endif
 	q->len = len;
 	q->last = commit;
 	w->offset += len;
@@ -319,6 +396,8 @@ rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs
 	pthread_mutex_lock(&w->mu);
 	if (w->committed || w->done || w->failed)
 		rc = -ECANCELED;
+	else if (commit && w->m == RPC_WRITE_CELL)
+		rc = -EINVAL; /* a CellChunk's commit carries no fields */
 	else if (len > w->cl->max_message)
 		rc = -EINVAL;
 	else
@@ -328,6 +407,19 @@ rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }
+
+#ifdef RPC_FAULTS
+void
+rpc_client_fault(struct rpc_client *c, const struct rpc_fault *f)
+{
+	pthread_mutex_lock(&c->fault_mu);
+	if (f)
+		c->fault = *f;
+	else
+		memset(&c->fault, 0, sizeof(c->fault));
+	pthread_mutex_unlock(&c->fault_mu);
+}
+#endif
 
 void
 rpc_cwrite_cancel(struct rpc_cwrite *w)

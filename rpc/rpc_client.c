@@ -92,6 +92,10 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+#ifdef RPC_FAULTS
+	pthread_mutex_init(&c->fault_mu, NULL); /* a default mutex: nothing to destroy on the
+	                                         * early error paths below */
+#endif
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
 	n = opts->cq_threads ? opts->cq_threads : 1;
@@ -197,6 +201,9 @@ rpc_client_destroy(struct rpc_client *c)
 			;
 	grpc_completion_queue_destroy(c->cq);
 	grpc_shutdown();
+#ifdef RPC_FAULTS
+	pthread_mutex_destroy(&c->fault_mu);
+#endif
 	free(c->threads);
 	free(c);
 }

@@ -102,6 +102,25 @@ int rpc_msg_info_to_pb(const struct rpc_object_info *in, Zest__ObjectInfo *out,
 int rpc_msg_info_from_pb(const Zest__ObjectInfo *in, struct rpc_object_info *out,
 			 struct rpc_arena *a);
 
+/* ------------------------------------------------------------------ cells (rpc_msg_cell.c) */
+
+void rpc_msg_cell_id_to_pb(const struct rpc_cell_id *in, Zest__CellId *out);
+/* in NULL (the field absent): all zero. */
+void rpc_msg_cell_id_from_pb(const Zest__CellId *in, struct rpc_cell_id *out);
+/* out->id points to *id. */
+void rpc_msg_cell_open_to_pb(const struct rpc_cell_open *in, Zest__CellOpen *out,
+			     Zest__CellId *id);
+void rpc_msg_cell_open_from_pb(const Zest__CellOpen *in, struct rpc_cell_open *out);
+void rpc_msg_cell_read_req_to_pb(const struct rpc_cell_read_req *in, Zest__CellReadRequest *out,
+				 Zest__CellId *id);
+void rpc_msg_cell_read_req_from_pb(const Zest__CellReadRequest *in,
+				   struct rpc_cell_read_req *out);
+/* The list either way, arrays in a. 0 or -ENOMEM. */
+int rpc_msg_cells_req_to_pb(const struct rpc_cells_req *in, Zest__CellsRequest *out,
+			    struct rpc_arena *a);
+int rpc_msg_cells_req_from_pb(const Zest__CellsRequest *in, struct rpc_cells_req *out,
+			      struct rpc_arena *a);
+
 /* ------------------------------------------------------------------ unary */
 
 /* Pack method m's request (NULL for ListBuckets). NULL on ENOMEM. */

@@ -113,6 +113,8 @@ union pb_any {
 	Zest__WriteResult wres;
 	Zest__BucketInfo binfo;
 	Zest__BucketList blist;
+	Zest__CellsRequest cells;
+	Zest__CellsResult cres;
 };
 
 static grpc_byte_buffer *
@@ -157,6 +159,10 @@ rpc_msg_pack_req(enum rpc_method m, const union rpc_unary_req *req)
 	case RPC_LIST_BUCKETS:
 		zest__empty__init(&pb.empty);
 		break;
+	case RPC_DELETE_CELLS:
+	case RPC_COMMIT_CELLS:
+		rc = rpc_msg_cells_req_to_pb(&req->cells, &pb.cells, &a);
+		break;
 	default:
 		return NULL;
 	}
@@ -194,6 +200,9 @@ rpc_msg_unpack_req(enum rpc_method m, grpc_byte_buffer *bb, union rpc_unary_req 
 		return 0;
 	case RPC_LIST_BUCKETS:
 		return 0;
+	case RPC_DELETE_CELLS:
+	case RPC_COMMIT_CELLS:
+		return rpc_msg_cells_req_from_pb(&pb->cells, &out->cells, a);
 	default:
 		return -EINVAL;
 	}
@@ -284,6 +293,11 @@ rpc_msg_pack_resp(enum rpc_method m, const void *resp)
 	case RPC_LIST_BUCKETS:
 		rc = blist_to_pb(resp, &pb.blist, &a);
 		break;
+	case RPC_DELETE_CELLS:
+	case RPC_COMMIT_CELLS:
+		zest__cells_result__init(&pb.cres);
+		pb.cres.count = ((const struct rpc_cells_result *)resp)->count;
+		break;
 	default:
 		return NULL;
 	}
@@ -340,7 +354,7 @@ rpc_msg_unpack_resp(enum rpc_method m, grpc_byte_buffer *bb, struct rpc_unary_re
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if ((unsigned)m >= RPC_METHOD_COUNT || m == RPC_WRITE || m == RPC_READ)
+	if ((unsigned)m >= RPC_METHOD_COUNT || rpc_method_is_stream(m))
 		return -EINVAL;
 	msg = rpc_arena_unpack(&a, rpc_method_response(m), bb, NULL, 0);
 	if (!msg) {
@@ -368,6 +382,10 @@ rpc_msg_unpack_resp(enum rpc_method m, grpc_byte_buffer *bb, struct rpc_unary_re
 		break;
 	case RPC_LIST_BUCKETS:
 		rc = blist_from_pb(&pb->blist, &out->buckets, &a);
+		break;
+	case RPC_DELETE_CELLS:
+	case RPC_COMMIT_CELLS:
+		out->cells.count = pb->cres.count;
 		break;
 	default:
 		break;

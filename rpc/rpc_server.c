@@ -48,7 +48,7 @@ request_post(struct rpc_server *srv, struct request *rq)
 	grpc_metadata_array_init(&rq->md);
 	e = grpc_server_request_registered_call(
 	        srv->server, srv->methods[rq->m], &rq->call, &rq->deadline, &rq->md,
-	        rq->m == RPC_WRITE ? NULL : &rq->payload, srv->cq, srv->cq, &rq->tag);
+	        rq->m == RPC_WRITE || rq->m == RPC_WRITE_CELL ? NULL : &rq->payload, srv->cq, srv->cq, &rq->tag);
 	if (e != GRPC_CALL_OK) {
 		ZC_ERR("rpc", "request_registered_call failed err=%d method=%s", (int)e,
 		       rpc_method_path(rq->m));
@@ -84,24 +84,30 @@ request_done(struct request *rq, bool success)
 
 	switch (m) {
 	case RPC_WRITE:
-		if (!srv->h.write.open) {
+	case RPC_WRITE_CELL:
+		if (m == RPC_WRITE ? !srv->h.write.open : !srv->h.write_cell.open_cell) {
 			grpc_call_cancel_with_status(call, GRPC_STATUS_UNIMPLEMENTED,
-			                             "NotImplemented: Write", NULL);
+			                             m == RPC_WRITE ? "NotImplemented: Write"
+			                                            : "NotImplemented: WriteCell",
+			                             NULL);
 			grpc_call_unref(call);
 			break;
 		}
-		rpc_write_start(srv, call);
+		rpc_write_start(srv, m, call);
 		break;
 	case RPC_READ:
-		if (!srv->h.read.start) {
+	case RPC_READ_CELL:
+		if (m == RPC_READ ? !srv->h.read.start : !srv->h.read_cell.start_cell) {
 			if (payload)
 				grpc_byte_buffer_destroy(payload);
 			grpc_call_cancel_with_status(call, GRPC_STATUS_UNIMPLEMENTED,
-			                             "NotImplemented: Read", NULL);
+			                             m == RPC_READ ? "NotImplemented: Read"
+			                                           : "NotImplemented: ReadCell",
+			                             NULL);
 			grpc_call_unref(call);
 			break;
 		}
-		rpc_read_start(srv, call, payload);
+		rpc_read_start(srv, m, call, payload);
 		break;
 	default:
 		rpc_unary_start(srv, m, call, payload);
@@ -232,7 +238,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	for (int m = 0; m < RPC_METHOD_COUNT; m++)
 		srv->methods[m] = grpc_server_register_method(
 		        srv->server, rpc_method_path(m), NULL,
-		        m == RPC_WRITE ? GRPC_SRM_PAYLOAD_NONE
+		        m == RPC_WRITE || m == RPC_WRITE_CELL ? GRPC_SRM_PAYLOAD_NONE
 		                       : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
 		        0);
 	srv->port = grpc_server_add_http2_port(srv->server, opts->listen, creds);

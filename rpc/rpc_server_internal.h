@@ -11,8 +11,8 @@
  * rpc_server_internal.h: what the server's files share. Private to rpc/.
  *   rpc_server.c     lifecycle, posted requests, the completion-queue threads, dispatch
  *   rpc_srv_call.c   the call base: init, close, status
- *   rpc_srv_write.c  Write: the client stream of WriteChunks, flow control, the result
- *   rpc_srv_read.c   Read: the server stream of ReadChunks
+ *   rpc_srv_write.c  Write and WriteCell: the client stream of chunks, flow control, the result
+ *   rpc_srv_read.c   Read and ReadCell: the server stream of ReadChunks
  *   rpc_srv_unary.c  the unary methods (Stat, Delete, List, Compose, buckets)
  */
 #ifndef ZEST_RPC_SERVER_INTERNAL_H
@@ -88,6 +88,8 @@ struct call {
 
 struct rpc_write {
 	struct call c;
+	enum rpc_method m;            /* RPC_WRITE or RPC_WRITE_CELL */
+	const struct rpc_write_ops *ops; /* srv->h.write or srv->h.write_cell */
 	void *call_ctx;
 	struct tag t_recv;
 	grpc_byte_buffer *recv_bb;
@@ -99,6 +101,7 @@ struct rpc_write {
 
 struct rpc_read {
 	struct call c;
+	const struct rpc_read_ops *ops; /* srv->h.read or srv->h.read_cell */
 	void *call_ctx;
 	struct tag t_send;
 	grpc_byte_buffer *send_bb;
@@ -140,10 +143,11 @@ void rpc_call_fail(struct call *c, int err, const char *msg);
 /* ---- rpc_srv_write.c */
 void rpc_write_settle(struct rpc_write *w);
 void rpc_write_on_recv(struct rpc_write *w, bool success);
-void rpc_write_start(struct rpc_server *srv, grpc_call *call);
+void rpc_write_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call);
 /* ---- rpc_srv_read.c */
 void rpc_read_settle(struct rpc_read *r);
-void rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload);
+void rpc_read_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
+                    grpc_byte_buffer *payload);
 void rpc_read_on_send(struct rpc_read *r, bool success);
 /* ---- rpc_srv_unary.c */
 void rpc_unary_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,

@@ -1,5 +1,6 @@
 /*
- * rpc server, Read: the server stream of ReadChunks, one message in flight per call.
+ * rpc server, Read and ReadCell: the server stream of ReadChunks, one message in flight per
+ * call. The two differ only in their request.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -31,14 +32,12 @@ read_free(struct rpc_read *r)
 void
 rpc_read_settle(struct rpc_read *r)
 {
-	struct rpc_server *srv = r->c.srv;
-
 	if (!r->c.busy && (r->c.cancelled || r->c.status_sent) && !r->c.aborted &&
 	    r->c.handler_holds) {
 		r->c.aborted = true;
 		r->c.busy = true;
 		pthread_mutex_unlock(&r->c.mu);
-		srv->h.read.abort(r->call_ctx, r, -ECANCELED);
+		r->ops->abort(r->call_ctx, r, -ECANCELED);
 		pthread_mutex_lock(&r->c.mu);
 		r->c.busy = false;
 	}
@@ -60,20 +59,21 @@ read_deliver_sent(struct rpc_read *r)
 			break;
 		r->c.busy = true;
 		pthread_mutex_unlock(&r->c.mu);
-		r->c.srv->h.read.sent(r->call_ctx, r);
+		r->ops->sent(r->call_ctx, r);
 		pthread_mutex_lock(&r->c.mu);
 		r->c.busy = false;
 	}
 }
 
 void
-rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payload)
+rpc_read_start(struct rpc_server *srv, enum rpc_method m, grpc_call *call,
+               grpc_byte_buffer *payload)
 {
 	struct rpc_read *r = calloc(1, sizeof(*r));
+	const ProtobufCMessageDescriptor *desc = rpc_method_request(m);
 	char why[RPC_STATUS_MSG_MAX] = "";
 	struct rpc_arena a = { 0 };
-	Zest__ReadRequest *req;
-	struct rpc_read_req rq;
+	ProtobufCMessage *req;
 	int rc;
 
 	if (!r) {
@@ -85,16 +85,18 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 		return;
 	}
 	rpc_call_init(&r->c, srv, call);
+	r->ops = m == RPC_READ_CELL ? &srv->h.read_cell : &srv->h.read;
 	r->t_send.kind = TAG_SEND;
 	r->t_send.obj = r;
-	req = (Zest__ReadRequest *)rpc_arena_unpack(&a, &zest__read_request__descriptor, payload,
-	                                              why, sizeof(why));
+	req = rpc_arena_unpack(&a, desc, payload, why, sizeof(why));
 	if (payload)
 		grpc_byte_buffer_destroy(payload);
 	pthread_mutex_lock(&r->c.mu);
 	rpc_call_post_close(&r->c);
 	if (!req) {
-		rpc_call_fail(&r->c, -EINVAL, why[0] ? why : "malformed ReadRequest");
+		if (!why[0])
+			snprintf(why, sizeof(why), "malformed %s", desc->short_name);
+		rpc_call_fail(&r->c, -EINVAL, why);
 		rpc_read_settle(r);
 		rpc_arena_free(&a);
 		return;
@@ -102,8 +104,17 @@ rpc_read_start(struct rpc_server *srv, grpc_call *call, grpc_byte_buffer *payloa
 	r->c.busy = true;
 	r->c.handler_holds = true;
 	pthread_mutex_unlock(&r->c.mu);
-	rpc_msg_read_req_from_pb(req, &rq);
-	rc = srv->h.read.start(srv->h.ctx, r, &rq, &r->call_ctx);
+	if (m == RPC_READ_CELL) {
+		struct rpc_cell_read_req rq;
+
+		rpc_msg_cell_read_req_from_pb((const Zest__CellReadRequest *)req, &rq);
+		rc = r->ops->start_cell(srv->h.ctx, r, &rq, &r->call_ctx);
+	} else {
+		struct rpc_read_req rq;
+
+		rpc_msg_read_req_from_pb((const Zest__ReadRequest *)req, &rq);
+		rc = r->ops->start(srv->h.ctx, r, &rq, &r->call_ctx);
+	}
 	rpc_arena_free(&a);
 	pthread_mutex_lock(&r->c.mu);
 	r->c.busy = false;

@@ -76,6 +76,14 @@ rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *lis
 }
 
 int
+rpc_reply_cells_result(struct rpc_reply *reply, const struct rpc_cells_result *res)
+{
+	return reply_set(reply,
+	                 reply->method == RPC_DELETE_CELLS || reply->method == RPC_COMMIT_CELLS,
+	                 res);
+}
+
+int
 rpc_reply_empty(struct rpc_reply *reply)
 {
 	return reply_set(reply, reply->method == RPC_DELETE_BUCKET, NULL);

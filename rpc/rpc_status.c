@@ -23,6 +23,7 @@ rpc_status_from_err(int err)
 	case ZC_NO_KEY:
 		return GRPC_STATUS_NOT_FOUND;
 	case ZC_BUCKET_EXISTS:
+	case ZC_CELL_EXISTS:
 		return GRPC_STATUS_ALREADY_EXISTS;
 	case ZC_BUCKET_NOT_EMPTY:
 	case ZC_PRECONDITION:
@@ -194,7 +195,21 @@ static const struct {
 			      &zest__bucket_info__descriptor },
 	[RPC_LIST_BUCKETS] = { "/zest.Datanode/ListBuckets", &zest__empty__descriptor,
 			       &zest__bucket_list__descriptor },
+	[RPC_WRITE_CELL] = { "/zest.Datanode/WriteCell", &zest__cell_chunk__descriptor,
+			     &zest__cell_result__descriptor },
+	[RPC_READ_CELL] = { "/zest.Datanode/ReadCell", &zest__cell_read_request__descriptor,
+			    &zest__read_chunk__descriptor },
+	[RPC_DELETE_CELLS] = { "/zest.Datanode/DeleteCells", &zest__cells_request__descriptor,
+			       &zest__cells_result__descriptor },
+	[RPC_COMMIT_CELLS] = { "/zest.Datanode/CommitCells", &zest__cells_request__descriptor,
+			       &zest__cells_result__descriptor },
 };
+
+bool
+rpc_method_is_stream(enum rpc_method m)
+{
+	return m == RPC_WRITE || m == RPC_READ || m == RPC_WRITE_CELL || m == RPC_READ_CELL;
+}
 
 const char *
 rpc_method_path(enum rpc_method m)

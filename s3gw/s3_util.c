@@ -134,6 +134,7 @@ s3_err_from_errno(int err)
 		[ZC_NOT_IMPLEMENTED] = S3E_NOT_IMPLEMENTED,
 		[ZC_UNAVAILABLE] = S3E_SLOW_DOWN,
 		[ZC_INTERNAL] = S3E_INTERNAL,
+		[ZC_CELL_EXISTS] = S3E_INTERNAL, /* datanode to datanode only */
 	};
 
 	if (err <= -S3_ERR_BASE && err > -(S3_ERR_BASE + S3E_COUNT))

@@ -455,7 +455,8 @@ sink_handlers(struct sink *s, struct rpc_server_handlers *h)
 	memset(h, 0, sizeof(*h));
 	h->write = (struct rpc_write_ops){ .open = sink_open, .data = sink_data, .commit = sink_commit,
 					   .abort = sink_abort };
-	h->read = (struct rpc_read_ops){ sink_read_start, sink_read_sent, sink_read_abort };
+	h->read = (struct rpc_read_ops){ .start = sink_read_start, .sent = sink_read_sent,
+					 .abort = sink_read_abort };
 	h->unary = sink_unary;
 	h->ctx = s;
 }
