@@ -29,7 +29,8 @@ struct dn_cluster_opts {
 	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;
 	unsigned ttl_s; /* 0: DN_CLUSTER_TTL_S */
-	/* TLS to etcd when the endpoints are https:// (NULL: the system's CAs, no cert) */
+	/* TLS to etcd when the endpoints are https:// (the daemon passes its --tls-* files;
+	 * NULL: the system's CAs, no client certificate) */
 	const char *ca_file, *cert_file, *key_file;
 };
 

@@ -71,7 +71,12 @@ join_cluster(const struct dn_config *cfg, int port)
 	struct dn_cluster_opts co = { .endpoints = cfg->cluster,
 		                      .node = cfg->node,
 		                      .drives = cfg->drives,
-		                      .ndrives = cfg->ndrives };
+		                      .ndrives = cfg->ndrives,
+		                      /* https:// etcd endpoints: trust the cluster CA and show
+		                       * this node's certificate, as on its gRPC port */
+		                      .ca_file = cfg->tls.ca_file,
+		                      .cert_file = cfg->tls.cert_file,
+		                      .key_file = cfg->tls.key_file };
 	char host[256], addr[300];
 	unsigned lport;
 

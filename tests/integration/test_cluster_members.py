@@ -26,10 +26,14 @@ TTL = 10  # DN_CLUSTER_TTL_S
 
 
 class Etcd:
-    def __init__(self, root):
+    def __init__(self, root, certs=None):
+        """certs: a zest-certs.sh folder with ca.pem and etcd.pem/.key: serve https and
+        demand client certificates the CA signed."""
         self.root = root
+        self.certs = certs
         self.client, self.peer = zh.free_port(), zh.free_port()
         self.endpoint = f"127.0.0.1:{self.client}"
+        self.scheme = "https" if certs else "http"
         self.start()
 
     def start(self):
@@ -38,8 +42,9 @@ class Etcd:
         self.log = open(os.path.join(root, "etcd.log"), "ab")
         self.proc = subprocess.Popen(
             [ETCD, "--name", "n0", "--data-dir", os.path.join(root, "etcd"),
-             "--listen-client-urls", f"http://{self.endpoint}",
-             "--advertise-client-urls", f"http://{self.endpoint}",
+             "--listen-client-urls", f"{self.scheme}://{self.endpoint}",
+             "--advertise-client-urls", f"{self.scheme}://{self.endpoint}",
+             *self.tls_server_args(),
              "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
              "--initial-cluster", f"n0=http://127.0.0.1:{self.peer}"],
@@ -50,8 +55,20 @@ class Etcd:
             assert time.time() < deadline, "etcd did not come up"
             time.sleep(0.2)
 
+    def tls_server_args(self):
+        if not self.certs:
+            return []
+        c = self.certs
+        return ["--cert-file", f"{c}/etcd.pem", "--key-file", f"{c}/etcd.key",
+                "--trusted-ca-file", f"{c}/ca.pem", "--client-cert-auth"]
+
     def ctl(self, *args, check=True):
-        return subprocess.run(["etcdctl", "--endpoints", self.endpoint, *args],
+        tls = []
+        if self.certs:
+            c = self.certs
+            tls = ["--cacert", f"{c}/ca.pem", "--cert", f"{c}/ctl.pem", "--key", f"{c}/ctl.key"]
+        return subprocess.run(["etcdctl", "--endpoints", f"{self.scheme}://{self.endpoint}",
+                               *tls, *args],
                               env=dict(os.environ, ETCDCTL_API="3"), capture_output=True,
                               check=check, timeout=20)
 
@@ -218,8 +235,51 @@ def test_membership():
                                          f"{fh.read()[-4000:].decode(errors='replace')}\n")
 
 
+def test_etcd_over_tls():
+    """https etcd that demands client certificates: a datanode registers with its own
+    --tls-* files (the cluster CA and its certificate), one without them is refused."""
+    root = tempfile.mkdtemp(prefix="zest-members-tls-")
+    certs = os.path.join(root, "certs")
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                        "zest-certs.sh")
+    for args in (["ca", certs], ["server", certs, "etcd"], ["server", certs, "dn-1"],
+                 ["client", certs, "ctl"]):
+        subprocess.run([tool, *args], check=True, timeout=60)
+    etcd = Etcd(root, certs)
+    nodes = []
+    ok = False
+    try:
+        url = f"https://{etcd.endpoint}"
+        mport = zh.free_port()
+        argv = [zh.DATANODE, "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{mport}",
+                "--ec", "2+1", "--cluster", url, "--node", "dn-1",
+                "--tls-ca", f"{certs}/ca.pem", "--tls-cert", f"{certs}/dn-1.pem",
+                "--tls-key", f"{certs}/dn-1.key"] + drive_args(root, "dn-1")
+        nodes.append(zh.Daemon(argv, os.path.join(root, "dn-1.log"), mport))
+        wait_for("dn-1 registered over https", lambda: etcd.keys("/zest/nodes/") ==
+                 ["/zest/nodes/dn-1"], 20)
+        # no client certificate: etcd refuses the handshake, the node cannot register
+        p = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--insecure",
+                            "--ec", "2+1", "--cluster", url, "--node", "dn-2"] +
+                           drive_args(root, "dn-2"), capture_output=True, timeout=60)
+        assert p.returncode != 0, p.stderr.decode()
+        assert etcd.keys("/zest/nodes/") == ["/zest/nodes/dn-1"]
+        for n in nodes:
+            assert n.stop() == 0
+        nodes = []
+        ok = True
+    finally:
+        for n in nodes:
+            n.stop()
+        etcd.stop()
+        if ok and not os.environ.get("ZEST_KEEP"):
+            shutil.rmtree(root, ignore_errors=True)
+        elif not ok:
+            print("kept", root)
+
+
 if __name__ == "__main__":
     if not os.access(ETCD, os.X_OK) or not shutil.which("etcdctl"):
         print("skip: etcd (etcd-server) or etcdctl (etcd-client) is not installed")
         sys.exit(77)
-    zh.run_tests([test_membership])
+    zh.run_tests([test_membership, test_etcd_over_tls])
