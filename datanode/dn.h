@@ -47,6 +47,11 @@ struct dn_store_opts {
 	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
 	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
 	bool no_direct;             /* never try O_DIRECT for parity */
+	/* Data cells: false (buffered, the default) writes them WRITEV from the payload's own
+	 * buffers into the page cache; true (direct) copies them once into registered aligned
+	 * pool buffers and writes those O_DIRECT. Every drive must accept O_DIRECT, and the
+	 * pool per drive is twice parity_bufs (it holds data cells too). */
+	bool data_direct;
 	bool discard;               /* accept and drop payload (benchmark of the transport) */
 	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
@@ -484,6 +489,7 @@ struct dn_counters {
 	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
 	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */
 	uint64_t meta_replicas_rebuilt; /* dropped ones the background healer brought back */
+	uint64_t align_copied_bytes;    /* data bytes copied into aligned buffers (data_direct) */
 };
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 

@@ -21,6 +21,7 @@ struct dn_config {
 	unsigned k, m;
 	uint64_t cell_size;
 	bool zerocopy; /* --marshaller zerocopy (default) | copy */
+	bool data_direct; /* --data-io buffered (default) | direct */
 	bool discard;
 	unsigned write_quorum;
 	unsigned stripes_per_group;

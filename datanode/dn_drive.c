@@ -400,9 +400,10 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 	if (err < 0)
 		return err;
 
-	/* The parity pool: cell-sized, 4096-aligned, registered with this ring once. */
+	/* The cell pool: cell-sized, 4096-aligned, registered with this ring once. Parity
+	 * only, or data cells too in data_direct mode (a stripe then holds k + m of them). */
 	d->buf_size = s->o.cell_size;
-	d->pool_n = s->o.parity_bufs;
+	d->pool_n = s->o.parity_bufs * (s->o.data_direct ? 2 : 1);
 	if (posix_memalign((void **)&d->pool_mem, 4096, d->buf_size * d->pool_n))
 		return -ENOMEM;
 	d->pool_free = calloc(d->pool_n, sizeof(int));

@@ -344,6 +344,7 @@ struct dn_store {
 	atomic_uint_fast64_t objects_committed, degraded_reads;
 	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, cells_healed;
 	atomic_uint_fast64_t mcalls, mcall_txns;
+	atomic_uint_fast64_t align_copied; /* data_direct: payload copied into pool buffers */
 	/* Background healer (dn_heal.c): woken every heal_interval_ns, works when pending. */
 	atomic_bool heal_pending;
 	pthread_t heal_thread;

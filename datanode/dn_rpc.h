@@ -47,7 +47,8 @@ void dn_rpc_destroy(struct dn_rpc *b);
 int dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *bucket,
                         const char *key, int err, char *buf, size_t len);
 
-/* The dn_metrics_hook exporting rpc_stats as zest_payload_* series. */
+/* The dn_metrics_hook exporting rpc_stats as zest_payload_* series; arg: the dn_store (or
+ * NULL), whose data_direct copies are added to stage "align". */
 void dn_rpc_metrics(FILE *out, void *arg);
 
 #endif

@@ -356,6 +356,10 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	    opts->cell_size > UINT32_MAX || opts->stripes_per_group == 0 ||
 	    opts->queue_depth == 0 || opts->parity_bufs == 0)
 		return -EINVAL;
+	if (opts->data_direct && opts->no_direct) {
+		ZC_ERR("store", "data_direct and no_direct contradict each other");
+		return -EINVAL;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -393,6 +397,16 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 		if (err) {
 			ZC_ERR("store", "drive=%s init failed err=%s", opts->drives[d],
 			       strerror(-err));
+			goto fail;
+		}
+		if (opts->data_direct && !s->drives[d].direct_ok) {
+			/* Asked for by name: silently writing through the page cache instead
+			 * would make every measurement of the mode a lie. */
+			ZC_ERR("store",
+			       "drive=%s does not accept O_DIRECT writes: --data-io direct needs "
+			       "a file system that does (use --data-io buffered)",
+			       opts->drives[d]);
+			err = -EINVAL;
 			goto fail;
 		}
 	}
@@ -746,6 +760,7 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->objects_committed = atomic_load(&s->objects_committed);
 	c->degraded_reads = atomic_load(&s->degraded_reads);
 	c->cells_healed = atomic_load(&s->cells_healed);
+	c->align_copied_bytes = atomic_load(&s->align_copied);
 	pthread_mutex_lock(&s->credit_lock);
 	c->inflight_bytes = s->inflight;
 	pthread_mutex_unlock(&s->credit_lock);

@@ -4,6 +4,14 @@
  * full; parity cells go out as WRITE_FIXED from registered pool buffers once a stripe is
  * complete. Every io holds one zc_ref per segment it writes; its completion puts them.
  *
+ * With data_direct the data cells go the parity's way instead: each cell's bytes are copied
+ * once (counted as align_copied) into a registered pool buffer of the drive that will write
+ * it, and the full cell goes out WRITE_FIXED to an O_DIRECT file, so the kernel neither
+ * copies it into the page cache nor writes it back later. O_DIRECT writes whole blocks: a
+ * cell that ends a file short of one is zero-padded to DN_DIRECT_ALIGN, and the file is cut
+ * back to its true length before its fdatasync, so files and CRCs are the same in both
+ * modes and either mode reads what the other wrote.
+ *
  * Completion order: the writer holds a bias of 1 on `outstanding`; every submitted io adds
  * one. Each block group counts its own ios the same way, with a bias the writer drops when
  * it moves to the next group: when a group drains, its files are fdatasynced and then
@@ -39,6 +47,15 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 		for (unsigned c = 0; c < w->n; c++) {
 			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
 				continue;
+			/* Every write of the group is done: cut the padding of a direct tail (one
+			 * metadata call per short file; the fdatasync below makes the size durable). */
+			if ((g->padded & (1u << c)) &&
+			    ftruncate(g->files[c]->fd, (off_t)g->file_off[c]) < 0) {
+				ZC_ERR("write", "ftruncate cell=%u err=%s: cell recorded missing", c,
+				       strerror(errno));
+				atomic_fetch_or(&g->missing, 1u << c);
+				continue;
+			}
 			if (dn_write_submit_sync(w, DN_IO_FSYNC, g->files[c], g, c) < 0)
 				atomic_fetch_or(&g->missing, 1u << c);
 		}
@@ -144,7 +161,7 @@ group_file(struct dn_write *w, struct wgroup *g, unsigned c)
 	if (!err)
 		err = dn_layout_path(d->root, w->id, g->idx, c, path, sizeof(path));
 	if (!err)
-		err = dn_file_open(d, path, c >= w->k, &g->files[c]);
+		err = dn_file_open(d, path, c >= w->k || w->s->o.data_direct, &g->files[c]);
 	if (!err) {
 		g->created |= 1u << c;
 		w->drives_used[d->idx] = 1;
@@ -249,6 +266,11 @@ dn_write_drop_pending(struct dn_write *w, unsigned c)
 {
 	struct dn_io *io = w->pending[c];
 
+	if (w->dbuf[c] >= 0) {
+		/* A direct cell being filled: its buffer is of the current group's drive. */
+		dn_pool_put(&w->s->drives[w->groups[w->ngroups - 1]->drives[c]], w->dbuf[c]);
+		w->dbuf[c] = -1;
+	}
 	if (!io)
 		return;
 	for (unsigned i = 0; i < io->niov; i++)
@@ -318,6 +340,72 @@ add_frag(struct dn_write *w, unsigned c, const uint8_t *p, size_t len, struct zc
 	return 0;
 }
 
+/* data_direct: copy a fragment of data cell c into its pool buffer, taken on first use. */
+static int
+copy_frag(struct dn_write *w, unsigned c, const uint8_t *p, size_t len)
+{
+	struct wgroup *g = w->groups[w->ngroups - 1];
+	struct dn_drive *d = &w->s->drives[g->drives[c]];
+
+	if (atomic_load(&g->missing) & (1u << c))
+		return 0; /* nothing will be written there: no buffer, no copy */
+	if (w->dbuf[c] < 0) {
+		int idx = dn_pool_get(d, w->s->o.wait_ns);
+
+		if (idx < 0)
+			return -EAGAIN; /* the drive's writes hold every buffer: back off */
+		w->dbuf[c] = idx;
+	}
+	memcpy(dn_pool_buf(d, w->dbuf[c]) + w->fill, p, len);
+	atomic_fetch_add_explicit(&w->s->align_copied, len, memory_order_relaxed);
+	return 0;
+}
+
+/* data_direct: write the len bytes of data cell c's buffer; the io owns it from here. */
+static int
+flush_direct(struct dn_write *w, unsigned c, size_t len)
+{
+	struct wgroup *g = w->groups[w->ngroups - 1];
+	struct dn_drive *d = &w->s->drives[g->drives[c]];
+	int idx = w->dbuf[c];
+	size_t wlen = len;
+	struct dn_file *f;
+	struct dn_io *io;
+
+	if (idx < 0)
+		return 0;
+	w->dbuf[c] = -1;
+	f = group_file(w, g, c);
+	io = f ? dn_io_get(w->s, w->s->o.wait_ns) : NULL;
+	if (!io) {
+		dn_pool_put(d, idx);
+		g->file_off[c] += len;
+		return f ? -EAGAIN : 0;
+	}
+	if (wlen % DN_DIRECT_ALIGN) {
+		/* Only a file's last cell can be short (cells are whole blocks). */
+		wlen += DN_DIRECT_ALIGN - wlen % DN_DIRECT_ALIGN;
+		memset(dn_pool_buf(d, idx) + len, 0, wlen - len);
+		g->padded |= 1u << c;
+	}
+	io->op = DN_IO_WRITE_FIXED;
+	io->file = f;
+	io->off = g->file_off[c];
+	io->iov[0].iov_base = dn_pool_buf(d, idx);
+	io->iov[0].iov_len = wlen;
+	io->niov = 0;
+	io->len = wlen;
+	io->buf_index = idx;
+	io->cb = io_done;
+	io->arg = w;
+	io->grp = g;
+	io->cell = c;
+	io->heap = false;
+	g->file_off[c] += len;
+	submit(w, io);
+	return 0;
+}
+
 /* ---- stripes ---- */
 static int
 stripe_open(struct dn_write *w)
@@ -374,6 +462,13 @@ dn_write_stripe_close(struct dn_write *w)
 
 	for (unsigned c = 0; c < w->k; c++) {
 		int e = flush_cell(w, c);
+
+		if (e && !err)
+			err = e;
+	}
+	if (w->dcell < w->k) {
+		/* The last, short stripe (direct): its partial cell; later ones are empty. */
+		int e = flush_direct(w, w->dcell, w->fill);
 
 		if (e && !err)
 			err = e;
@@ -463,6 +558,8 @@ write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t si
 	w->spg = s->o.stripes_per_group;
 	w->chunk = (uint32_t)s->o.chunk_size;
 	w->id = dn_meta_next_id(s->meta);
+	for (unsigned c = 0; c < EC_MAX_CELLS; c++)
+		w->dbuf[c] = -1;
 	atomic_init(&w->outstanding, 1);
 	atomic_fetch_add(&s->live_writes, 1);
 	err = dn_store_codec(s, k, m, &w->codec);
@@ -551,7 +648,10 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 			err = zc_chunk_crc_add_chain(&g->cc[w->dcell], p, take, &call_crc);
 			if (err)
 				goto poison;
-			err = add_frag(w, w->dcell, p, take, segs[i].ref);
+			if (w->s->o.data_direct)
+				err = copy_frag(w, w->dcell, p, take);
+			else
+				err = add_frag(w, w->dcell, p, take, segs[i].ref);
 			if (err)
 				goto poison;
 			w->fill += (uint32_t)take;
@@ -559,7 +659,8 @@ write_data(struct dn_write *w, uint64_t offset, const struct zc_seg *segs, size_
 			p += take;
 			len -= take;
 			if (w->fill == w->cell) {
-				err = flush_cell(w, w->dcell);
+				err = w->s->o.data_direct ? flush_direct(w, w->dcell, w->cell)
+				                          : flush_cell(w, w->dcell);
 				if (err)
 					goto poison;
 				w->fill = 0;

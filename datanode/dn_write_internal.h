@@ -19,6 +19,8 @@ struct wgroup {
 	uint32_t *crcs[EC_MAX_CELLS];
 	uint64_t file_off[EC_MAX_CELLS];
 	uint32_t created;        /* cells whose file was created (writer thread) */
+	uint32_t padded;         /* data_direct: cells whose last write was padded to a block;
+	                          * truncated to file_off before their fdatasync */
 	atomic_long outstanding; /* ios in flight + the writer's bias while current */
 	int phase;               /* 0 writing, 1 syncing: changed by whoever drains it */
 };
@@ -44,6 +46,7 @@ struct dn_write {
 	int pbuf[EC_MAX_CELLS];
 	uint8_t pdrive[EC_MAX_CELLS];
 	struct dn_io *pending[EC_MAX_CELLS];
+	int dbuf[EC_MAX_CELLS]; /* data_direct: pool buffer of data cell c being filled, or -1 */
 	struct wgroup **groups;
 	uint32_t ngroups, cap_groups;
 	/* Completion. */

@@ -186,7 +186,7 @@ main(int argc, char **argv)
 	}
 	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
 	if (cfg.metrics) {
-		dn_metrics_set_hook(store, metrics_hook, NULL);
+		dn_metrics_set_hook(store, metrics_hook, store);
 		rc = dn_metrics_serve(store, cfg.metrics, &mport);
 		if (rc) {
 			ZC_ERR("datanode", "cannot serve metrics on %s err=%d (%s)", cfg.metrics,
@@ -203,11 +203,12 @@ main(int argc, char **argv)
 	}
 	ZC_INFO("datanode",
 	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
-	        "cell_size=%llu marshaller=%s discard=%d write_workers=%u readers=%u "
+	        "cell_size=%llu marshaller=%s data_io=%s discard=%d write_workers=%u readers=%u "
 	        "call_queue_cap=%llu tls=%s",
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
-	        cfg.zerocopy ? "zerocopy" : "copy", cfg.discard, cfg.write_workers, cfg.readers,
+	        cfg.zerocopy ? "zerocopy" : "copy", cfg.data_direct ? "direct" : "buffered",
+	        cfg.discard, cfg.write_workers, cfg.readers,
 	        (unsigned long long)cfg.call_cap, cfg.tls.insecure ? "off" : "mtls");
 
 	sigwait(&set, &sig);
