@@ -136,6 +136,18 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --marshaller fast", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	/* --data-io: buffered (the default) or direct, nothing else */
+	CHECK_EQ(parse(&c, six), 0);
+	CHECK(!c.data_direct);
+	snprintf(line, sizeof(line), "%s --data-io direct", six);
+	CHECK_EQ(parse(&c, line), 0);
+	dn_config_to_opts(&c, &o);
+	CHECK(c.data_direct && o.data_direct);
+	snprintf(line, sizeof(line), "%s --data-io direct --data-io buffered", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(!c.data_direct);
+	snprintf(line, sizeof(line), "%s --data-io odirect", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --write-quorum 7", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --admission-l1 2s --admission-l2 1s", six);
