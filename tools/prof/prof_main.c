@@ -65,8 +65,13 @@ usage(FILE *out)
 	fprintf(out,
 		"usage: zest-prof [options]\n"
 		"  --modes LIST       datanode modes to compare, a comma list of copy,\n"
-		"                     zerocopy and discard (= zerocopy with --discard);\n"
+		"                     zerocopy, discard (= zerocopy with --discard), direct\n"
+		"                     (= zerocopy with --data-io direct) and copy-direct;\n"
 		"                     ratios are against the FIRST mode (default copy,zerocopy)\n"
+		"  --data-io LIST     also cross the modes with data-cell writes, a comma list\n"
+		"                     of buffered,direct (zest-datanode --data-io): e.g.\n"
+		"                     --modes zerocopy --data-io buffered,direct runs\n"
+		"                     zerocopy and direct (default: buffered only)\n"
 		"  --pairs N          rounds of the modes, alternating (default 3, min 3)\n"
 		"  --drives DIR       folder for the drive folders (default: a fresh tmpfs dir\n"
 		"                     under /dev/shm, removed at the end)\n"
@@ -276,6 +281,8 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 	argv[n++] = (char *)o->ec;
 	argv[n++] = "--marshaller";
 	argv[n++] = (char *)prof_mode_marshaller(pm);
+	argv[n++] = "--data-io";
+	argv[n++] = (char *)prof_mode_data_io(pm);
 	if (prof_mode_discards(pm))
 		argv[n++] = "--discard";
 	tls_args(o, true, argv, &n);
@@ -511,10 +518,10 @@ draw_flame(const struct opts *o, enum prof_mode pm, struct prof_flame_out *fo)
 		goto destroy;
 	}
 	snprintf(title, sizeof(title),
-		 "%s, %s marshaller%s: %s load, %s objects, %u streams (perf cpu-clock, "
+		 "%s, %s marshaller, %s data cells%s: %s load, %s objects, %u streams (perf cpu-clock, "
 		 "%s unwinding)",
 		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", prof_mode_marshaller(pm),
-		 prof_mode_discards(pm) ? " with --discard" : "",
+		 prof_mode_data_io(pm), prof_mode_discards(pm) ? " with --discard" : "",
 		 o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
 	out = fopen(fo->svg, "w");
 	if (!out || prof_flame_write_svg(f, out, title, 0, copy_frames) < 0 || fclose(out) != 0)
@@ -535,6 +542,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{ "pairs", required_argument, NULL, 'p' },
 		{ "modes", required_argument, NULL, 'M' },
+		{ "data-io", required_argument, NULL, 'I' },
 		{ "store-baseline", no_argument, NULL, 'B' },
 		{ "drives", required_argument, NULL, 'd' },
 		{ "ec", required_argument, NULL, 'e' },
@@ -555,6 +563,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *data_io = NULL;
 	char err[160];
 	uint64_t tmp;
 	int opt, n;
@@ -575,6 +584,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 				return -EINVAL;
 			}
 			o->n_modes = (unsigned)n;
+			break;
+		case 'I':
+			data_io = optarg; /* crossed with --modes once both are known */
 			break;
 		case 'B': o->store_baseline = true; break;
 		case 'd': o->drives_base = optarg; break;
@@ -623,6 +635,14 @@ parse_opts(int argc, char **argv, struct opts *o)
 	if (optind < argc) {
 		fprintf(stderr, "zest-prof: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
+	}
+	if (data_io) {
+		n = prof_modes_cross_data_io(o->modes, (int)o->n_modes, data_io, err, sizeof(err));
+		if (n < 0) {
+			fprintf(stderr, "zest-prof: %s\n", err);
+			return -EINVAL;
+		}
+		o->n_modes = (unsigned)n;
 	}
 	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
 	    o->k + o->m > EC_MAX_DRIVES) {
