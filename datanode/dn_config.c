@@ -85,10 +85,10 @@ usage(FILE *out)
 	      "  --ec K+M                   erasure-coding scheme (default 4+2)\n"
 	      "  --cell-size SIZE           cell size, multiple of 64KiB (default 1MiB)\n"
 	      "  --marshaller zerocopy|copy payload marshaller (default zerocopy)\n"
-	      "  --data-io buffered|direct  data cells through the page cache, zero-copy from the\n"
-	      "                             payload (default), or copied once into aligned\n"
-	      "                             buffers and written O_DIRECT (every drive must\n"
-	      "                             accept O_DIRECT)\n"
+	      "  --data-io direct|buffered  data cells copied once into aligned buffers and\n"
+	      "                             written O_DIRECT (default; every drive must accept\n"
+	      "                             O_DIRECT), or through the page cache, zero-copy\n"
+	      "                             from the payload\n"
 	      "  --discard                  accept and drop payload (transport benchmark)\n"
 	      "  --metrics HOST:PORT        serve Prometheus /metrics (default off)\n"
 	      "  --write-quorum N           durable cells per group to commit (default k+1)\n"
@@ -197,6 +197,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->m = 2;
 	c->cell_size = 1 << 20;
 	c->zerocopy = true;
+	c->data_direct = true; /* measured: docs/benchmarks.md, "Data cells" */
 	c->stripes_per_group = 16;
 	c->inflight_cap = 1ull << 30;
 	c->adm_l1_ns = 50000000;

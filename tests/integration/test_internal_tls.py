@@ -141,7 +141,7 @@ def test_gateway_refuses_foreign_datanode():
 
 
 def test_good_path_over_mtls():
-    with zh.cluster(tls=True) as c:
+    with zh.cluster(tls=True, extra_dn=["--data-io", "buffered"]) as c:  # no align copy
         assert curl("-X", "PUT", f"{c.endpoint}/good") == "200"
         body = os.urandom(3 << 20)
         path = os.path.join(c.root, "body")

@@ -2,19 +2,24 @@
 #include "dn_test.h"
 #include "dn_daemon.h"
 
+static char errbuf[512]; /* the last parse's message */
+
 static int
 parse(struct dn_config *c, const char *line)
 {
 	char buf[1024], *argv[64];
 	int argc = 0;
-	FILE *null = fopen("/dev/null", "w");
+	FILE *null = fopen("/dev/null", "w"), *e;
 	int err;
 
 	snprintf(buf, sizeof(buf), "zest-datanode %s", line);
 	for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
 		argv[argc++] = t;
 	argv[argc] = NULL;
-	err = dn_config_parse(c, argc, argv, null, null);
+	memset(errbuf, 0, sizeof(errbuf));
+	e = fmemopen(errbuf, sizeof(errbuf) - 1, "w");
+	err = dn_config_parse(c, argc, argv, null, e);
+	fclose(e);
 	fclose(null);
 	return err;
 }
@@ -136,18 +141,20 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --marshaller fast", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
-	/* --data-io: buffered (the default) or direct, nothing else */
+	/* --data-io: direct (the default) or buffered, nothing else */
 	CHECK_EQ(parse(&c, six), 0);
-	CHECK(!c.data_direct);
-	snprintf(line, sizeof(line), "%s --data-io direct", six);
-	CHECK_EQ(parse(&c, line), 0);
 	dn_config_to_opts(&c, &o);
 	CHECK(c.data_direct && o.data_direct);
-	snprintf(line, sizeof(line), "%s --data-io direct --data-io buffered", six);
+	snprintf(line, sizeof(line), "%s --data-io buffered", six);
 	CHECK_EQ(parse(&c, line), 0);
-	CHECK(!c.data_direct);
+	dn_config_to_opts(&c, &o);
+	CHECK(!c.data_direct && !o.data_direct);
+	snprintf(line, sizeof(line), "%s --data-io buffered --data-io direct", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(c.data_direct);
 	snprintf(line, sizeof(line), "%s --data-io odirect", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	CHECK(strstr(errbuf, "bad value for --data-io: odirect") != NULL);
 	snprintf(line, sizeof(line), "%s --write-quorum 7", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --admission-l1 2s --admission-l2 1s", six);
