@@ -12,7 +12,7 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
 	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
 	curl openssl python3-boto3 valgrind prometheus \
-	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client
+	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client fio
 
 .PHONY: all deps build build-asan run cluster test bench fuzz reliability soak memcheck clean
 

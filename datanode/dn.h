@@ -47,10 +47,11 @@ struct dn_store_opts {
 	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
 	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
 	bool no_direct;             /* never try O_DIRECT for parity */
-	/* Data cells: false (buffered, the default) writes them WRITEV from the payload's own
-	 * buffers into the page cache; true (direct) copies them once into registered aligned
-	 * pool buffers and writes those O_DIRECT. Every drive must accept O_DIRECT, and the
-	 * pool per drive is twice parity_bufs (it holds data cells too). */
+	/* Data cells: false (buffered; the engine's default, zest-datanode's is direct) writes
+	 * them WRITEV from the payload's own buffers into the page cache; true (direct) copies
+	 * them once into registered aligned pool buffers and writes those O_DIRECT. Every
+	 * drive must accept O_DIRECT, and the pool per drive is twice parity_bufs (it holds
+	 * data cells too). */
 	bool data_direct;
 	bool discard;               /* accept and drop payload (benchmark of the transport) */
 	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
