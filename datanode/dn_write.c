@@ -48,11 +48,12 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
 				continue;
 			/* Every write of the group is done: cut the padding of a direct tail (one
-			 * metadata call per short file; the fdatasync below makes the size durable). */
+			 * metadata call per short file; the fdatasync below makes the size
+			 * durable). */
 			if ((g->padded & (1u << c)) &&
 			    ftruncate(g->files[c]->fd, (off_t)g->file_off[c]) < 0) {
-				ZC_ERR("write", "ftruncate cell=%u err=%s: cell recorded missing", c,
-				       strerror(errno));
+				ZC_ERR("write", "ftruncate cell=%u err=%s: cell recorded missing",
+				       c, strerror(errno));
 				atomic_fetch_or(&g->missing, 1u << c);
 				continue;
 			}

@@ -6,7 +6,7 @@
 #include "prof_modes.h"
 
 static const char *const names[PROF_MODE_COUNT] = { "copy", "zerocopy", "discard", "direct",
-	                                             "copy-direct" };
+	                                            "copy-direct" };
 
 const char *
 prof_mode_name(enum prof_mode m)
@@ -56,7 +56,8 @@ prof_modes_parse(const char *list, enum prof_mode *modes, char *err, size_t errl
 		}
 		if (m == PROF_MODE_COUNT) {
 			snprintf(err, errlen,
-			         "--modes: unknown mode '%.*s' (known: copy, zerocopy, discard, direct, copy-direct)",
+			         "--modes: unknown mode '%.*s' (known: copy, zerocopy, discard, "
+			         "direct, copy-direct)",
 			         (int)len, p);
 			return -EINVAL;
 		}
@@ -86,8 +87,7 @@ with_data_io(enum prof_mode m, bool direct)
 }
 
 int
-prof_modes_cross_data_io(enum prof_mode *modes, int n, const char *list, char *err,
-                         size_t errlen)
+prof_modes_cross_data_io(enum prof_mode *modes, int n, const char *list, char *err, size_t errlen)
 {
 	bool want[2] = { false, false }, seen[PROF_MODE_COUNT] = { false };
 	enum prof_mode in[PROF_MAX_MODES];
@@ -103,7 +103,7 @@ prof_modes_cross_data_io(enum prof_mode *modes, int n, const char *list, char *e
 		size_t len = strcspn(p, ",");
 		int d = len == 8 && !strncmp(p, "buffered", 8) ? 0
 		        : len == 6 && !strncmp(p, "direct", 6) ? 1
-		                                                : -1;
+		                                               : -1;
 
 		if (d < 0) {
 			snprintf(err, errlen, "--data-io: unknown '%.*s' (known: buffered, direct)",
@@ -126,11 +126,13 @@ prof_modes_cross_data_io(enum prof_mode *modes, int n, const char *list, char *e
 			int m = with_data_io(in[i], order[j]);
 
 			if (m < 0) {
-				snprintf(err, errlen, "--data-io: discard stores nothing: no direct");
+				snprintf(err, errlen,
+				         "--data-io: discard stores nothing: no direct");
 				return -EINVAL;
 			}
 			if (seen[m]) {
-				snprintf(err, errlen, "--data-io: mode '%s' would run twice", names[m]);
+				snprintf(err, errlen, "--data-io: mode '%s' would run twice",
+				         names[m]);
 				return -EINVAL;
 			}
 			seen[m] = true;

@@ -22,8 +22,9 @@ static void
 make_objects(const struct dn_store_opts *o)
 {
 	size_t cell = o->cell_size, group = cell * o->k * o->stripes_per_group;
-	size_t sizes[NOBJ] = { 0, 1, 4096, cell - 1, cell + 1, 3 * group + 5, 2 * cell * o->k,
-		               group - 4095 };
+	size_t sizes[NOBJ] = {
+		0, 1, 4096, cell - 1, cell + 1, 3 * group + 5, 2 * cell * o->k, group - 4095
+	};
 
 	for (int i = 0; i < NOBJ; i++) {
 		lens[i] = sizes[i];
@@ -238,7 +239,7 @@ pool_exhaustion(void)
 	CHECK_EQ(err, -EAGAIN); /* t_feed aborted it */
 	for (unsigned d = 0; d < e.n; d++)
 		atomic_store(&e.s->drives[d].delay_ns, 0);
-	t_close(&e); /* waits for the aborted write's ios */
+	t_close(&e);                 /* waits for the aborted write's ios */
 	e.o.wait_ns = 2000000000ull; /* the default: enough for any drive that keeps up */
 	t_open(&e);
 	check_pools(e.s);

@@ -61,11 +61,14 @@ test_bad_lists(void **state)
 	expect_error("copy,,zerocopy", "--modes: empty mode name in 'copy,,zerocopy'");
 	expect_error("copy,", "--modes: empty mode name in 'copy,'");
 	expect_error(",copy", "--modes: empty mode name in ',copy'");
-	expect_error("copy,zero", "--modes: unknown mode 'zero' (known: copy, zerocopy, discard, direct, copy-direct)");
-	expect_error("copyx", "--modes: unknown mode 'copyx' (known: copy, zerocopy, discard, direct, copy-direct)");
-	expect_error("Copy", "--modes: unknown mode 'Copy' (known: copy, zerocopy, discard, direct, copy-direct)");
-	expect_error("copy, zerocopy",
-	             "--modes: unknown mode ' zerocopy' (known: copy, zerocopy, discard, direct, copy-direct)");
+	expect_error("copy,zero", "--modes: unknown mode 'zero' (known: copy, zerocopy, discard, "
+	                          "direct, copy-direct)");
+	expect_error("copyx", "--modes: unknown mode 'copyx' (known: copy, zerocopy, discard, "
+	                      "direct, copy-direct)");
+	expect_error("Copy", "--modes: unknown mode 'Copy' (known: copy, zerocopy, discard, "
+	                     "direct, copy-direct)");
+	expect_error("copy, zerocopy", "--modes: unknown mode ' zerocopy' (known: copy, zerocopy, "
+	                               "discard, direct, copy-direct)");
 	expect_error("zerocopy,discard,zerocopy", "--modes: 'zerocopy' listed twice");
 }
 
