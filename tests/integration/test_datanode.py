@@ -24,6 +24,8 @@ def dnc(c, *args, ok=True):
                        capture_output=True, text=True, timeout=120)
     if ok and p.returncode != 0:
         raise AssertionError(f"dn_client {args} -> {p.returncode}: {p.stdout}{p.stderr}")
+    if p.returncode != 0 and p.stderr.strip():  # why it failed, for the assertion's message
+        return p.returncode, (p.stdout.strip() + "\n" + p.stderr.strip()).strip()
     return p.returncode, p.stdout.strip()
 
 
