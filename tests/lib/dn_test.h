@@ -175,6 +175,33 @@ t_slice_release(struct zc_ref *ref)
 }
 
 /*
+ * Cut the next 1..cap segments of buf[*at..len), each 1..max_seg bytes, into
+ * separately refcounted heap slices (the caller puts each ref), as a transport's receive
+ * slices would arrive. Advances *at; returns the number of segments.
+ */
+static inline unsigned
+t_slices_next(const uint8_t *buf, size_t *at, size_t len, size_t max_seg, struct zc_seg *segs,
+              unsigned cap)
+{
+	unsigned n = 1 + (unsigned)(t_rand() % cap), i;
+
+	for (i = 0; i < n && *at < len; i++) {
+		size_t l = 1 + t_rand() % max_seg;
+		struct t_slice *sl;
+
+		if (l > len - *at)
+			l = len - *at;
+		sl = malloc(sizeof(*sl) + l);
+		CHECK(sl);
+		zc_ref_init(&sl->ref, t_slice_release);
+		memcpy(sl->data, buf + *at, l);
+		segs[i] = (struct zc_seg){ sl->data, l, &sl->ref };
+		*at += l;
+	}
+	return i;
+}
+
+/*
  * Write buf[0..len) as bucket/key in random segments of at most max_seg bytes, a few
  * segments per dn_write_data call, each a separately refcounted slice. Returns the
  * dn_write_data / begin error, or 0 with the write left open in *out.
@@ -191,23 +218,9 @@ t_feed(struct dn_store *s, const char *bucket, const char *key, const uint8_t *b
 		return err;
 	while (at < len) {
 		struct zc_seg segs[8];
-		unsigned n = 1 + (unsigned)(t_rand() % 8);
 		size_t start = at;
+		unsigned n = t_slices_next(buf, &at, len, max_seg, segs, 8);
 
-		for (unsigned i = 0; i < n && at < len; i++) {
-			size_t l = 1 + t_rand() % max_seg;
-			struct t_slice *sl;
-
-			if (l > len - at)
-				l = len - at;
-			sl = malloc(sizeof(*sl) + l);
-			CHECK(sl);
-			zc_ref_init(&sl->ref, t_slice_release);
-			memcpy(sl->data, buf + at, l);
-			segs[i] = (struct zc_seg){ sl->data, l, &sl->ref };
-			at += l;
-			n = i + 1;
-		}
 		err = dn_write_data(w, start, segs, n);
 		for (unsigned i = 0; i < n; i++)
 			zc_ref_put(segs[i].ref); /* ours; the SQEs hold their own */

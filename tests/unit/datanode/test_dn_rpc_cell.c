@@ -127,24 +127,10 @@ cell_put(struct env *e, const struct rpc_cell_open *op, const uint8_t *buf, size
 	CHECK_EQ(rpc_cwrite_open_cell(e->cl, op, &cbs, s, &w), 0);
 	while (at < send_len) {
 		struct zc_seg segs[12];
-		unsigned n = 1 + (unsigned)(t_rand() % 12), i;
 		size_t start = at;
+		unsigned n = t_slices_next(buf, &at, send_len, max_span, segs, 12), i;
 		int rc;
 
-		for (i = 0; i < n && at < send_len; i++) {
-			size_t l = 1 + t_rand() % max_span;
-			struct t_slice *sl;
-
-			if (l > send_len - at)
-				l = send_len - at;
-			sl = malloc(sizeof(*sl) + l);
-			CHECK(sl);
-			zc_ref_init(&sl->ref, t_slice_release);
-			memcpy(sl->data, buf + at, l);
-			segs[i] = (struct zc_seg){ sl->data, l, &sl->ref };
-			at += l;
-		}
-		n = i;
 		for (;;) {
 			pthread_mutex_lock(&s->mu);
 			s->writable = false;
