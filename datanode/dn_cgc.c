@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "dn_cgc.h"
-#include "dn_cmeta.h"
+#include "rpc_cmeta.h"
 #include "zc.h"
 
 #define PAGE 256 /* cells per listing */
@@ -78,7 +78,7 @@ static int
 read_uploads(struct dn_cgc *g, struct look *l)
 {
 	char pfx[256];
-	int n = snprintf(pfx, sizeof(pfx), DN_CMETA_UPLOADS "%s/", l->bucket);
+	int n = snprintf(pfx, sizeof(pfx), RPC_CMETA_UPLOADS "%s/", l->bucket);
 	struct rpc_etcd_range r = { .key = pfx, .prefix = true, .serializable = !l->linear };
 	struct rpc_etcd_kvs kvs = { 0 };
 	int err;
@@ -124,7 +124,7 @@ fetch(struct dn_cgc *g, struct look *l, const char *bucket, const char *key, boo
 	if (!l->bucket || !l->key)
 		return l->status = -ENOMEM;
 	l->linear = linear;
-	err = dn_cmeta_get(g->o.etcd, bucket, key, !linear, &l->obj, NULL, g->o.timeout_ms);
+	err = rpc_cmeta_get(g->o.etcd, bucket, key, !linear, &l->obj, NULL, g->o.timeout_ms);
 	if (err == ZC_E(ZC_NO_KEY) || err == ZC_E(ZC_NO_BUCKET))
 		l->status = 1;
 	else

@@ -90,14 +90,14 @@ static void
 commit(struct rpc_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
 {
 	struct t_put t;
-	struct dn_cmeta_old old;
+	struct rpc_cmeta_old old;
 
 	/* one group: cell i on nodes3[i] */
 	t_put_init(&t, "bk", key, extent, 4096, nodes3, 3);
 	t.g[0].missing = missing0;
 	t.p.write_quorum = 2;
-	CHECK_EQ(dn_cmeta_commit(c, &t.p, &old), 0);
-	dn_cmeta_old_fini(&old);
+	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
+	rpc_cmeta_old_fini(&old);
 }
 
 /* An upload record whose part 1 is extent (one group, cell i on nodes3[i]). */
@@ -131,8 +131,8 @@ put_upload(struct rpc_etcd *c, const char *key, uint64_t extent)
 	size_t len;
 
 	CHECK_EQ(rpc_cl_upload_encode(&up, &buf, &len, why, sizeof(why)), 0);
-	CHECK_EQ(rpc_etcd_put(c, DN_CMETA_UPLOADS "bk/upload-1",
-	                      strlen(DN_CMETA_UPLOADS "bk/upload-1"), buf, len, 0, NULL, 0),
+	CHECK_EQ(rpc_etcd_put(c, RPC_CMETA_UPLOADS "bk/upload-1",
+	                      strlen(RPC_CMETA_UPLOADS "bk/upload-1"), buf, len, 0, NULL, 0),
 	         0);
 	free(buf);
 }
@@ -169,7 +169,7 @@ main(void)
 	t_env_open(&env, 3, 2, 1, NULL);
 	t_etcd_start(&etcd, 1);
 	c = t_etcd_client(&etcd);
-	CHECK_EQ(dn_cmeta_bucket_create(c, "bk", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "bk", 1, 0), 0);
 
 	a = put_cell(env.s, 0xa1, 0, 0, "a");  /* record names it: commit */
 	b = put_cell(env.s, 0xb1, 0, 1, "b");  /* never committed: delete */

@@ -1,5 +1,5 @@
 /*
- * Buckets in etcd (dn_cmeta.h): /zest/buckets/<bucket> holds a BucketRecord. Create and
+ * Buckets in etcd (rpc_cmeta.h): /zest/buckets/<bucket> holds a BucketRecord. Create and
  * delete are Txns fenced like the object writes, so a repeated Txn reports what the first
  * did rather than a spurious "exists" or "no such bucket".
  */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn_cmeta.h"
+#include "rpc_cmeta.h"
 #include "zc.h"
 
 #define KEY_CAP 128
@@ -25,12 +25,12 @@ bucket_key(const char *bucket, char *buf, size_t cap)
 
 	if (!bucket || !bucket[0] || strchr(bucket, '/'))
 		return -EINVAL;
-	n = snprintf(buf, cap, DN_CMETA_BUCKETS "%s", bucket);
+	n = snprintf(buf, cap, RPC_CMETA_BUCKETS "%s", bucket);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
 int
-dn_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
+rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
                        unsigned timeout_ms)
 {
 	struct rpc_cl_bucket rec = { .ctime_ns = ctime_ns };
@@ -73,7 +73,7 @@ dn_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns
 }
 
 int
-dn_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms)
+rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ob[KEY_CAP], oe[KEY_CAP];
 	struct rpc_etcd_kvs kvs = { 0 };
@@ -83,7 +83,7 @@ dn_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_
 
 	if (bkl < 0)
 		return bkl;
-	obl = snprintf(ob, sizeof(ob), DN_CMETA_OBJECTS "%s/", bucket);
+	obl = snprintf(ob, sizeof(ob), RPC_CMETA_OBJECTS "%s/", bucket);
 	if (obl < 0 || (size_t)obl >= sizeof(ob))
 		return -ENAMETOOLONG;
 	memcpy(oe, ob, (size_t)obl);
@@ -139,7 +139,7 @@ dn_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_
 }
 
 int
-dn_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
+rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
                      unsigned timeout_ms)
 {
 	struct rpc_etcd_kvs kvs = { 0 };
@@ -162,7 +162,7 @@ dn_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucke
 }
 
 void
-dn_cmeta_bucket_list_free(struct dn_cmeta_bucket_entry *v, size_t n)
+rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
 		free(v[i].name);
@@ -170,14 +170,14 @@ dn_cmeta_bucket_list_free(struct dn_cmeta_bucket_entry *v, size_t n)
 }
 
 int
-dn_cmeta_bucket_list(struct rpc_etcd *c, struct dn_cmeta_bucket_entry **out, size_t *n,
+rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
                      unsigned timeout_ms)
 {
-	struct rpc_etcd_range r = { .key = DN_CMETA_BUCKETS,
-		                    .key_len = strlen(DN_CMETA_BUCKETS),
+	struct rpc_etcd_range r = { .key = RPC_CMETA_BUCKETS,
+		                    .key_len = strlen(RPC_CMETA_BUCKETS),
 		                    .prefix = true };
 	struct rpc_etcd_kvs kvs = { 0 };
-	struct dn_cmeta_bucket_entry *v;
+	struct rpc_cmeta_bucket_entry *v;
 	size_t nv = 0;
 	int err = etcd_err(rpc_etcd_range(c, &r, &kvs, timeout_ms));
 
@@ -203,7 +203,7 @@ dn_cmeta_bucket_list(struct rpc_etcd *c, struct dn_cmeta_bucket_entry **out, siz
 		}
 		v[nv].name = strdup(name);
 		if (!v[nv].name) {
-			dn_cmeta_bucket_list_free(v, nv);
+			rpc_cmeta_bucket_list_free(v, nv);
 			rpc_etcd_kvs_fini(&kvs);
 			return -ENOMEM;
 		}

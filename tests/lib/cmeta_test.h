@@ -1,5 +1,5 @@
 /*
- * Shared by test_dn_cmeta.c and test_dn_cgc.c: a real etcd client that waits for a leader,
+ * Shared by test_rpc_cmeta.c and test_dn_cgc.c: a real etcd client that waits for a leader,
  * and a one-extent put of RS(2,1) cells of 4 KiB, one stripe per group.
  */
 #ifndef ZEST_TEST_CMETA_H
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_cmeta.h"
+#include "rpc_cmeta.h"
 #include "etcd_test.h"
 #include "t_check.h"
 
@@ -41,9 +41,9 @@ t_etcd_client(struct t_etcd *e)
 
 /* A put of one extent of size bytes: group g's cell i on nodes[(g + i) % nnodes]. */
 struct t_put {
-	struct dn_cmeta_put p;
-	struct dn_cmeta_extent x;
-	struct dn_cmeta_group g[T_MAX_GROUPS];
+	struct rpc_cmeta_put p;
+	struct rpc_cmeta_extent x;
+	struct rpc_cmeta_group g[T_MAX_GROUPS];
 	char etag[40];
 };
 
@@ -59,7 +59,7 @@ t_put_init(struct t_put *t, const char *bucket, const char *key, uint64_t extent
 	for (size_t g = 0; g < ng; g++)
 		for (unsigned i = 0; i < 3; i++)
 			t->g[g].node[i] = nodes[(g + i) % nnodes];
-	t->x = (struct dn_cmeta_extent){ .id = extent,
+	t->x = (struct rpc_cmeta_extent){ .id = extent,
 		                         .size = size,
 		                         .k = 2,
 		                         .m = 1,
@@ -67,7 +67,7 @@ t_put_init(struct t_put *t, const char *bucket, const char *key, uint64_t extent
 		                         .stripes_per_group = 1,
 		                         .groups = t->g,
 		                         .ngroups = ng };
-	t->p = (struct dn_cmeta_put){ .bucket = bucket,
+	t->p = (struct rpc_cmeta_put){ .bucket = bucket,
 		                      .key = key,
 		                      .size = size,
 		                      .etag = t->etag,

@@ -1,6 +1,7 @@
 /*
- * dn_cmeta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
- * coordinator's commit of an object record, the deletion of a record, and buckets. Each
+ * rpc_cmeta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
+ * coordinator's commit of an object record, the deletion of a record, and buckets. The
+ * datanode (the coordinator, the collector) and the gateway (reads, deletes, buckets) link it. Each
  * write is one etcd Txn that compares the bucket and the caller's condition and fences on
  * the record's mod_revision, so a call the etcd client repeats on another member, or a
  * concurrent writer, can never make a commit land twice or undo a newer one.
@@ -26,39 +27,44 @@
  *
  * Threads: any, any number at once; the etcd client is borrowed for the call.
  */
-#ifndef ZEST_DN_CMETA_H
-#define ZEST_DN_CMETA_H
+#ifndef ZEST_RPC_CMETA_H
+#define ZEST_RPC_CMETA_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dn.h"
 #include "rpc_cluster.h"
 #include "rpc_etcd.h"
 
-#define DN_CMETA_BUCKETS "/zest/buckets/"
-#define DN_CMETA_OBJECTS "/zest/objects/"
-#define DN_CMETA_UPLOADS "/zest/uploads/"
+#define RPC_CMETA_BUCKETS "/zest/buckets/"
+#define RPC_CMETA_OBJECTS "/zest/objects/"
+#define RPC_CMETA_UPLOADS "/zest/uploads/"
 
 /* One block group: the node of each of its k + m cells, and the cells that are not durable
  * on their node (bit i: cell i). */
-struct dn_cmeta_group {
+struct rpc_cmeta_group {
 	const char *node[RPC_CL_MAX_CELLS];
 	uint32_t missing;
 };
 
-struct dn_cmeta_extent {
+struct rpc_cmeta_extent {
 	uint64_t id; /* non-zero */
 	uint64_t size;
 	unsigned k, m;
 	uint64_t cell_size;
 	unsigned stripes_per_group;
-	const struct dn_cmeta_group *groups; /* rpc_cl_extent_groups() of them */
+	const struct rpc_cmeta_group *groups; /* rpc_cl_extent_groups() of them */
 	size_t ngroups;
 };
 
-struct dn_cmeta_put {
+/* A condition on the record a commit replaces (S3 conditional writes). */
+struct rpc_cmeta_cond {
+	bool if_none_match;   /* the key must not exist */
+	const char *if_match; /* NULL/"": none; else the record's ETag, or "*": any record */
+};
+
+struct rpc_cmeta_put {
 	const char *bucket, *key;
 	uint64_t size; /* the sum of the extents' sizes */
 	const char *etag;
@@ -66,10 +72,10 @@ struct dn_cmeta_put {
 	uint64_t mtime_ns;
 	const struct rpc_cl_attr *attrs;
 	size_t nattrs;
-	const struct dn_cmeta_extent *extents;
+	const struct rpc_cmeta_extent *extents;
 	size_t nextents;
 	unsigned write_quorum; /* durable cells each group needs; 0: k + 1 (capped at k + m) */
-	struct dn_cond cond;   /* dn.h: if_none_match, if_match (ETag or "*") */
+	struct rpc_cmeta_cond cond;
 	/* CLOCK_REALTIME after which no Txn is sent (0: none): the coordinator passes the time
 	 * of its first cell + gc_grace / 2, so the collector never deletes the cells of a
 	 * commit still in flight. */
@@ -77,20 +83,20 @@ struct dn_cmeta_put {
 	unsigned timeout_ms;
 };
 
-/* What a commit or delete replaced. Owned: release with dn_cmeta_old_fini. */
-struct dn_cmeta_old {
+/* What a commit or delete replaced. Owned: release with rpc_cmeta_old_fini. */
+struct rpc_cmeta_old {
 	bool had;               /* a record was replaced (or deleted) */
 	struct rpc_cl_object o; /* it, decoded (zeroed when !had) */
 	int64_t mod_revision;   /* its mod_revision */
 	int64_t revision;       /* the store's revision after the write: the new record's
 	                         * mod_revision after a commit */
 };
-void dn_cmeta_old_fini(struct dn_cmeta_old *old);
+void rpc_cmeta_old_fini(struct rpc_cmeta_old *old);
 
 /* The record a put describes, checked (quorum, the rules of rpc_cluster.h) and encoded: 0
  * with *buf (free() it) and *len, or -EINVAL / ZC_E(ZC_NO_QUORUM) with why (cap bytes). */
-int dn_cmeta_encode(const struct dn_cmeta_put *p, uint8_t **buf, size_t *len, char *why,
-                    size_t cap);
+int rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char *why,
+                     size_t cap);
 
 /*
  * Commit p's record as /zest/objects/<bucket>/<key> with one Txn (docs/cluster.md has the
@@ -98,7 +104,7 @@ int dn_cmeta_encode(const struct dn_cmeta_put *p, uint8_t **buf, size_t *len, ch
  * empty). Repeats itself only when another writer changed the key between its read and
  * its Txn and p has no condition (last writer wins), bounded by the deadline.
  */
-int dn_cmeta_commit(struct rpc_etcd *c, const struct dn_cmeta_put *p, struct dn_cmeta_old *old);
+int rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old);
 
 /*
  * Delete the record of bucket/key. if_mod_revision (0: none) fences it: the record must
@@ -106,35 +112,35 @@ int dn_cmeta_commit(struct rpc_etcd *c, const struct dn_cmeta_put *p, struct dn_
  * when there was none (S3 answers 204 either way), ZC_E(ZC_NO_BUCKET),
  * ZC_E(ZC_PRECONDITION) (the fence failed), or an error above.
  */
-int dn_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key,
-                    int64_t if_mod_revision, struct dn_cmeta_old *old, unsigned timeout_ms);
+int rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key,
+                     int64_t if_mod_revision, struct rpc_cmeta_old *old, unsigned timeout_ms);
 
 /* Read the record of bucket/key: 0 with *out (fini it) and *mod_revision (may be NULL),
  * ZC_E(ZC_NO_KEY) or ZC_E(ZC_NO_BUCKET) when absent, or an error. */
-int dn_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
-                 struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms);
+int rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
+                  struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms);
 
 /* Create bucket if absent: 0, ZC_E(ZC_BUCKET_EXISTS), -EINVAL (a name with '/'). */
-int dn_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
-                           unsigned timeout_ms);
+int rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
+                            unsigned timeout_ms);
 /* Delete bucket if no object key exists under it, in one Txn: 0, ZC_E(ZC_NO_BUCKET),
  * ZC_E(ZC_BUCKET_NOT_EMPTY). */
-int dn_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms);
+int rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms);
 /* 0 with *out (may be NULL), ZC_E(ZC_NO_BUCKET). Linearizable. */
-int dn_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
-                         unsigned timeout_ms);
+int rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
+                          unsigned timeout_ms);
 
-struct dn_cmeta_bucket_entry {
+struct rpc_cmeta_bucket_entry {
 	char *name;
 	uint64_t ctime_ns;
 };
-/* Every bucket in name order: 0 with *out (free with dn_cmeta_bucket_list_free) and *n. */
-int dn_cmeta_bucket_list(struct rpc_etcd *c, struct dn_cmeta_bucket_entry **out, size_t *n,
-                         unsigned timeout_ms);
-void dn_cmeta_bucket_list_free(struct dn_cmeta_bucket_entry *v, size_t n);
+/* Every bucket in name order: 0 with *out (free with rpc_cmeta_bucket_list_free) and *n. */
+int rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
+                          unsigned timeout_ms);
+void rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n);
 
 /* The etcd key of an object record into buf (cap bytes): its length, or -EINVAL (a bucket
  * name empty or with '/', an empty key) / -ENAMETOOLONG. */
-int dn_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap);
+int rpc_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap);
 
 #endif

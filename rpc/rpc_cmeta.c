@@ -1,5 +1,5 @@
 /*
- * The commit Txn and its neighbours (dn_cmeta.h). Every write here has the same shape:
+ * The commit Txn and its neighbours (rpc_cmeta.h). Every write here has the same shape:
  * read the key (or guess it absent), then one Txn whose compares are the bucket, the
  * caller's condition and a fence on what was read (mod_revision, or version 0), and whose
  * failure branch reads back the bucket and the key, so a failed compare says why without
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dn_cmeta.h"
+#include "rpc_cmeta.h"
 #include "zc.h"
 
 #define KEY_CAP 1400 /* "/zest/objects/" + a 63-byte bucket + "/" + a 1024-byte key */
@@ -65,13 +65,13 @@ bucket_ok(const char *b)
 }
 
 int
-dn_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap)
+rpc_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap)
 {
 	int n;
 
 	if (!bucket_ok(bucket) || !key || !key[0])
 		return -EINVAL;
-	n = snprintf(buf, cap, DN_CMETA_OBJECTS "%s/%s", bucket, key);
+	n = snprintf(buf, cap, RPC_CMETA_OBJECTS "%s/%s", bucket, key);
 	return n < 0 ? -EINVAL : (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
@@ -82,12 +82,12 @@ bucket_key(const char *bucket, char *buf, size_t cap)
 
 	if (!bucket_ok(bucket))
 		return -EINVAL;
-	n = snprintf(buf, cap, DN_CMETA_BUCKETS "%s", bucket);
+	n = snprintf(buf, cap, RPC_CMETA_BUCKETS "%s", bucket);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
 void
-dn_cmeta_old_fini(struct dn_cmeta_old *old)
+rpc_cmeta_old_fini(struct rpc_cmeta_old *old)
 {
 	if (!old)
 		return;
@@ -126,7 +126,7 @@ node_index(struct rpc_cl_extent *e, const char *name, size_t cap)
 }
 
 static int
-build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struct rpc_cl_extent *e,
+build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, struct rpc_cl_extent *e,
              char *why, size_t cap)
 {
 	unsigned cells = in->k + in->m;
@@ -154,7 +154,7 @@ build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struc
 	if (quorum > cells)
 		quorum = cells;
 	for (size_t g = 0; g < in->ngroups; g++) {
-		const struct dn_cmeta_group *gi = &in->groups[g];
+		const struct rpc_cmeta_group *gi = &in->groups[g];
 		unsigned durable = 0;
 
 		if (gi->missing >> cells) {
@@ -193,7 +193,7 @@ build_extent(const struct dn_cmeta_extent *in, unsigned quorum, size_t xi, struc
 
 /* The record, not yet checked by the encoder; its strings and node names are p's. */
 static int
-build_record(const struct dn_cmeta_put *p, struct rpc_cl_object *out, char *why, size_t cap)
+build_record(const struct rpc_cmeta_put *p, struct rpc_cl_object *out, char *why, size_t cap)
 {
 	int err = 0;
 
@@ -223,7 +223,7 @@ build_record(const struct dn_cmeta_put *p, struct rpc_cl_object *out, char *why,
 }
 
 int
-dn_cmeta_encode(const struct dn_cmeta_put *p, uint8_t **buf, size_t *len, char *why, size_t cap)
+rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char *why, size_t cap)
 {
 	struct rpc_cl_object rec;
 	int err = build_record(p, &rec, why, cap);
@@ -272,7 +272,7 @@ seen_take(struct seen *s, const struct rpc_etcd_kvs *b, const struct rpc_etcd_kv
 }
 
 static int
-old_from(struct dn_cmeta_old *old, const struct seen *base, int64_t revision)
+old_from(struct rpc_cmeta_old *old, const struct seen *base, int64_t revision)
 {
 	char why[RPC_CL_WHY_MAX];
 	int err;
@@ -375,7 +375,7 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 }
 
 int
-dn_cmeta_commit(struct rpc_etcd *c, const struct dn_cmeta_put *p, struct dn_cmeta_old *old)
+rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old)
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX] = "";
 	struct seen base = { 0 }, now = { 0 };
@@ -392,10 +392,10 @@ dn_cmeta_commit(struct rpc_etcd *c, const struct dn_cmeta_put *p, struct dn_cmet
 		return -EINVAL;
 	deadline_init(&d, p->timeout_ms, p->not_after_ns);
 	bkl = bucket_key(p->bucket, bk, sizeof(bk));
-	okl = dn_cmeta_object_key(p->bucket, p->key, ok, sizeof(ok));
+	okl = rpc_cmeta_object_key(p->bucket, p->key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
-	err = dn_cmeta_encode(p, &value, &value_len, why, sizeof(why));
+	err = rpc_cmeta_encode(p, &value, &value_len, why, sizeof(why));
 	if (err) {
 		ZC_WARN("cmeta", "record of bucket=%s key=%s refused err=%d why=\"%s\"", p->bucket,
 		        p->key, err, why);
@@ -477,8 +477,8 @@ out:
 /* ------------------------------------------------------------------ delete */
 
 int
-dn_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
-                struct dn_cmeta_old *old, unsigned timeout_ms)
+rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
+                struct rpc_cmeta_old *old, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP];
 	struct seen base = { 0 }, now = { 0 };
@@ -490,7 +490,7 @@ dn_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t
 	if (!c || !old || if_mod_revision < 0)
 		return -EINVAL;
 	bkl = bucket_key(bucket, bk, sizeof(bk));
-	okl = dn_cmeta_object_key(bucket, key, ok, sizeof(ok));
+	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
 	deadline_init(&d, timeout_ms, 0);
@@ -558,7 +558,7 @@ dn_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t
 }
 
 int
-dn_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
+rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
              struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX];
@@ -567,7 +567,7 @@ dn_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool seria
 
 	memset(out, 0, sizeof(*out));
 	bkl = bucket_key(bucket, bk, sizeof(bk));
-	okl = dn_cmeta_object_key(bucket, key, ok, sizeof(ok));
+	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
 	err = rpc_etcd_get(c, ok, (size_t)okl, serializable, &kvs, timeout_ms);
