@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,6 +18,30 @@
 #include <openssl/sha.h>
 
 #include "raw_http.h"
+
+static void *
+gw_run(void *arg)
+{
+	s3_server_run(arg);
+	return NULL;
+}
+
+void
+raw_gw_start(struct raw_gw *g, const struct s3_config *cfg, const struct s3_backend *be)
+{
+	assert_int_equal(s3_server_create(cfg, be, &g->srv), 0);
+	g->port = s3_server_port(g->srv);
+	assert_int_equal(pthread_create(&g->thr, NULL, gw_run, g->srv), 0);
+}
+
+void
+raw_gw_stop(struct raw_gw *g)
+{
+	s3_server_stop(g->srv);
+	pthread_join(g->thr, NULL);
+	s3_server_destroy(g->srv);
+	g->srv = NULL;
+}
 
 int
 raw_dial(int port, int rcvbuf)

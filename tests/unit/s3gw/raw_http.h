@@ -1,16 +1,29 @@
 /*
  * raw_http: the unit tests' own S3 client — plain sockets, one request per connection or
  * several on one, and our SigV4 signer — so a test controls every byte the gateway sees.
- * Failures are cmocka assertions. Shared by test_s3_server.c and test_s3_refuse.c.
+ * Failures are cmocka assertions. Also the fixture that runs a gateway on a thread of its
+ * own. Shared by test_s3_server.c, test_s3_refuse.c and test_s3_chunked_put.c.
  */
 #ifndef ZEST_TEST_RAW_HTTP_H
 #define ZEST_TEST_RAW_HTTP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
 
 #include "s3.h"
+
+/* A gateway serving on a thread of its own (s3_server_run), on 127.0.0.1:port. */
+struct raw_gw {
+	struct s3_server *srv;
+	pthread_t thr;
+	int port;
+};
+/* Create the server over be (borrowed until raw_gw_stop) with cfg and start its thread. */
+void raw_gw_start(struct raw_gw *g, const struct s3_config *cfg, const struct s3_backend *be);
+/* Stop the server, join its thread and destroy it. */
+void raw_gw_stop(struct raw_gw *g);
 
 struct raw_resp {
 	int status;

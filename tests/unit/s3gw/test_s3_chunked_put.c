@@ -31,16 +31,8 @@
 #define IDLE_MS 1500
 
 static struct s3_backend *be;
-static struct s3_server *srv;
-static pthread_t thr;
+static struct raw_gw gw;
 static int port;
-
-static void *
-run_server(void *arg)
-{
-	s3_server_run(arg);
-	return NULL;
-}
 
 static int
 setup(void **state)
@@ -56,9 +48,8 @@ setup(void **state)
 
 	(void)state;
 	be = mem_backend_create();
-	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
-	port = s3_server_port(srv);
-	assert_int_equal(pthread_create(&thr, NULL, run_server, srv), 0);
+	raw_gw_start(&gw, &cfg, be);
+	port = gw.port;
 	return 0;
 }
 
@@ -66,9 +57,7 @@ static int
 teardown(void **state)
 {
 	(void)state;
-	s3_server_stop(srv);
-	pthread_join(thr, NULL);
-	s3_server_destroy(srv);
+	raw_gw_stop(&gw);
 	mem_backend_destroy(be);
 	assert_int_equal(zc_ref_live(), 0); /* every read-buffer reference was put back */
 	return 0;

@@ -36,17 +36,9 @@
 #define SK "testsecret"
 
 static struct s3_backend *be;
-static struct s3_server *srv;
-static pthread_t thr;
+static struct raw_gw gw;
 static int port;
 static const char *sign_region = "us-east-1"; /* the region build() signs for */
-
-static void *
-run_server(void *arg)
-{
-	s3_server_run(arg ? arg : srv);
-	return NULL;
-}
 
 static int
 setup(void **state)
@@ -63,9 +55,8 @@ setup(void **state)
 
 	(void)state;
 	be = mem_backend_create();
-	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
-	port = s3_server_port(srv);
-	assert_int_equal(pthread_create(&thr, NULL, run_server, NULL), 0);
+	raw_gw_start(&gw, &cfg, be);
+	port = gw.port;
 	return 0;
 }
 
@@ -76,9 +67,7 @@ teardown(void **state)
 {
 	(void)state;
 	alt_cleanup(); /* a second server a failed check left running */
-	s3_server_stop(srv);
-	pthread_join(thr, NULL);
-	s3_server_destroy(srv);
+	raw_gw_stop(&gw);
 	mem_backend_destroy(be);
 	assert_int_equal(zc_ref_live(), 0); /* every read-buffer reference was put back */
 	return 0;
@@ -471,8 +460,9 @@ test_http_errors(void **state)
 	close(fd);
 
 	fd = dial();
-	raw_send_all(fd, "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-	         66);
+	raw_send_all(fd,
+	             "PUT /x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+	             66);
 	raw_recv_resp(fd, &r, false);
 	expect_error(&r, 400, "BadRequest");
 	raw_resp_free(&r);
@@ -1437,15 +1427,13 @@ test_create_bucket_elsewhere(void **state)
 		                 .max_header = 8192 };
 	static const char loc[] = "<CreateBucketConfiguration><LocationConstraint>eu-west-1"
 	                          "</LocationConstraint></CreateBucketConfiguration>";
-	struct s3_server *eu;
-	pthread_t t;
+	struct raw_gw eu;
 	int us_port = port;
 	struct raw_resp r;
 
 	(void)state;
-	assert_int_equal(s3_server_create(&cfg, be, &eu), 0);
-	assert_int_equal(pthread_create(&t, NULL, run_server, eu), 0);
-	port = s3_server_port(eu);
+	raw_gw_start(&eu, &cfg, be);
+	port = eu.port;
 	sign_region = "eu-west-1";
 	request("PUT", "/eub", NULL, loc, strlen(loc), &r);
 	assert_int_equal(r.status, 200);
@@ -1459,9 +1447,7 @@ test_create_bucket_elsewhere(void **state)
 	request("DELETE", "/eub", NULL, NULL, 0, &r);
 	assert_int_equal(r.status, 204);
 	raw_resp_free(&r);
-	s3_server_stop(eu);
-	pthread_join(t, NULL);
-	s3_server_destroy(eu);
+	raw_gw_stop(&eu);
 	port = us_port;
 	sign_region = "us-east-1";
 }
@@ -2270,9 +2256,8 @@ test_conditional_put(void **state)
 /* A second server over the same backend, with 2 workers and this idle timeout; the
  * helpers talk to it until alt_down() (teardown calls it when a failed check skipped it). */
 static struct alt {
-	struct s3_server *main_srv;
+	struct raw_gw gw;
 	int main_port;
-	pthread_t t;
 	bool up;
 } alt_srv;
 
@@ -2288,11 +2273,9 @@ alt_up(struct alt *a, unsigned idle_ms)
 		                 .header_timeout_ms = 800,
 		                 .idle_timeout_ms = idle_ms };
 
-	a->main_srv = srv;
 	a->main_port = port;
-	assert_int_equal(s3_server_create(&cfg, be, &srv), 0);
-	port = s3_server_port(srv);
-	assert_int_equal(pthread_create(&a->t, NULL, run_server, NULL), 0);
+	raw_gw_start(&a->gw, &cfg, be);
+	port = a->gw.port;
 	a->up = true;
 }
 
@@ -2302,10 +2285,7 @@ alt_down(struct alt *a)
 	if (!a->up)
 		return;
 	a->up = false;
-	s3_server_stop(srv);
-	pthread_join(a->t, NULL);
-	s3_server_destroy(srv);
-	srv = a->main_srv;
+	raw_gw_stop(&a->gw);
 	port = a->main_port;
 }
 
