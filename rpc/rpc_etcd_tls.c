@@ -1,6 +1,7 @@
 /*
- * rpc_etcd: channel credentials for https:// endpoints. Kept apart so that it can move
- * onto rpc/rpc_tls.c (the shared PEM and credential helpers) once that lands.
+ * rpc_etcd: channel credentials for https:// endpoints. The files are read by rpc_tls's
+ * reader; unlike the internal gRPC's mutual TLS, each is optional (no CA: the system's;
+ * no certificate: an etcd that does not ask for one).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,40 +11,19 @@
 #include <grpc/grpc_security.h>
 
 #include "rpc_etcd_internal.h"
+#include "rpc_tls.h"
 #include "zc.h"
 
-/* The whole of a PEM file as a string; NULL and *err on failure. */
+/* The whole of a PEM file as a string; NULL and *err on failure (logged). */
 static char *
-read_pem(const char *path, int *err)
+read_pem(const char *what, const char *path, int *err)
 {
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
+	char why[RPC_TLS_ERR_MAX], *pem = NULL;
 
-	if (!f) {
-		*err = -errno;
-		ZC_WARN("etcd", "file=%s cannot open: %s", path, strerror(errno));
-		return NULL;
-	}
-	do {
-		if (cap - len < 4096) {
-			char *nb = realloc(buf, cap + 65536);
-
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				*err = -ENOMEM;
-				return NULL;
-			}
-			buf = nb;
-			cap += 65536;
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
+	*err = rpc_tls_read_pem(what, path, &pem, why, sizeof(why));
+	if (*err)
+		ZC_WARN("etcd", "%s", why);
+	return pem;
 }
 
 int
@@ -56,10 +36,10 @@ etcd_tls_credentials(const struct rpc_etcd_opts *opts, grpc_channel_credentials 
 	*out = NULL;
 	if (!opts->cert_file != !opts->key_file)
 		return -EINVAL;
-	if (opts->ca_file && !(ca = read_pem(opts->ca_file, &rc)))
+	if (opts->ca_file && !(ca = read_pem("CA", opts->ca_file, &rc)))
 		goto out;
-	if (opts->cert_file &&
-	    (!(cert = read_pem(opts->cert_file, &rc)) || !(key = read_pem(opts->key_file, &rc))))
+	if (opts->cert_file && (!(cert = read_pem("certificate", opts->cert_file, &rc)) ||
+	                        !(key = read_pem("key", opts->key_file, &rc))))
 		goto out;
 	pair.private_key = key;
 	pair.cert_chain = cert;

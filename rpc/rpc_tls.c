@@ -46,8 +46,8 @@ openssl_reason(void)
 	return r ? r : "malformed";
 }
 
-static int
-read_file(const char *what, const char *path, char **out, char *err, size_t len)
+int
+rpc_tls_read_pem(const char *what, const char *path, char **out, char *err, size_t len)
 {
 	struct stat st;
 	FILE *f;
@@ -83,7 +83,7 @@ read_file(const char *what, const char *path, char **out, char *err, size_t len)
 
 /* Every certificate in text, or NULL with err set (none, a broken one, no memory). */
 static STACK_OF(X509) *
-parse_certs(const char *text, const char *what, const char *path, char *err, size_t len)
+        parse_certs(const char *text, const char *what, const char *path, char *err, size_t len)
 {
 	STACK_OF(X509) *sk = sk_X509_new_null();
 	BIO *bio = BIO_new_mem_buf(text, -1);
@@ -195,11 +195,11 @@ rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err, si
 		            "explicitly); missing:%s%s%s",
 		            t->ca_file ? "" : " CA", t->cert_file ? "" : " certificate",
 		            t->key_file ? "" : " key");
-	rc = read_file("CA", t->ca_file, &pem->ca, err, len);
+	rc = rpc_tls_read_pem("CA", t->ca_file, &pem->ca, err, len);
 	if (!rc)
-		rc = read_file("certificate", t->cert_file, &pem->cert, err, len);
+		rc = rpc_tls_read_pem("certificate", t->cert_file, &pem->cert, err, len);
 	if (!rc)
-		rc = read_file("key", t->key_file, &pem->key, err, len);
+		rc = rpc_tls_read_pem("key", t->key_file, &pem->key, err, len);
 	if (!rc)
 		rc = check_pem(t, pem, err, len);
 	if (rc)

@@ -46,6 +46,11 @@ struct rpc_tls_pem {
 int rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err, size_t err_len);
 void rpc_tls_pem_fini(struct rpc_tls_pem *pem);
 
+/* Read the PEM file path (what names it in err: "CA", "certificate", ...) into *out, a
+ * NUL-terminated heap string (free() it): 0, or -errno with a one-line reason in err. Also
+ * the etcd client's reader for its https:// files. */
+int rpc_tls_read_pem(const char *what, const char *path, char **out, char *err, size_t err_len);
+
 /* rpc_tls_pem_load, then free: a daemon's start-up check of its flags. Same returns. */
 int rpc_tls_check(const struct rpc_tls *t, char *err, size_t err_len);
 
