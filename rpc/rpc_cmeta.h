@@ -1,6 +1,7 @@
 /*
  * rpc_cmeta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
- * coordinator's commit of an object record, the deletion of a record, and buckets. The
+ * coordinator's commit of an object record, the deletion of a record, listings, compose
+ * (a multipart Complete), the extent index, and buckets. The
  * datanode (the coordinator, the collector) and the gateway (reads, deletes, buckets) link it. Each
  * write is one etcd Txn that compares the bucket and the caller's condition and fences on
  * the record's mod_revision, so a call the etcd client repeats on another member, or a
@@ -40,6 +41,10 @@
 #define RPC_CMETA_BUCKETS "/zest/buckets/"
 #define RPC_CMETA_OBJECTS "/zest/objects/"
 #define RPC_CMETA_UPLOADS "/zest/uploads/"
+#define RPC_CMETA_EXTENTS "/zest/extents/"
+
+/* "/zest/extents/" + 16 hex digits + NUL */
+#define RPC_CMETA_EXTENT_KEY_CAP (sizeof(RPC_CMETA_EXTENTS) + 16)
 
 /* One block group: the node of each of its k + m cells, and the cells that are not durable
  * on their node (bit i: cell i). */
@@ -138,6 +143,109 @@ struct rpc_cmeta_bucket_entry {
 int rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
                           unsigned timeout_ms);
 void rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n);
+
+/* ------------------------------------------------------------------ listing */
+
+/* One record of a listing, decoded. */
+struct rpc_cmeta_entry {
+	char *key; /* the object key (without /zest/objects/<bucket>/), NUL-terminated */
+	uint64_t size;
+	char *etag;
+	uint64_t mtime_ns;
+};
+
+/* Owned by the caller: release with rpc_cmeta_listing_fini. */
+struct rpc_cmeta_listing {
+	struct rpc_cmeta_entry *v; /* in key order */
+	size_t n;
+	bool more;        /* more records lie under the prefix after v[n - 1] */
+	int64_t revision; /* the store's revision the listing saw (one snapshot) */
+};
+void rpc_cmeta_listing_fini(struct rpc_cmeta_listing *l);
+
+#define RPC_CMETA_LIST_MAX 1000 /* records per call, as S3's max-keys */
+
+/*
+ * The records of bucket whose keys start with prefix (NULL/"": all) and sort after
+ * start_after (NULL/"": from the first), in key order (bytewise, as S3), at most limit
+ * (0 or more than RPC_CMETA_LIST_MAX: RPC_CMETA_LIST_MAX) of them, out->more set when more
+ * follow. One snapshot: the bucket's existence and every record are read at one revision
+ * (records are fetched in pages of a few dozen, the later pages pinned to the first's
+ * revision, so a listing of big records never makes one huge reply). serializable: the
+ * member's own copy (no quorum round trip; may miss the latest commits). The delimiter
+ * logic is the caller's (list again with start_after past a common prefix).
+ * 0 with *out (fini it, also after an error), ZC_E(ZC_NO_BUCKET), -EINVAL (bucket name),
+ * -EBADMSG (a record that does not decode: its key is logged), or an etcd error.
+ */
+int rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix,
+                   const char *start_after, unsigned limit, bool serializable,
+                   struct rpc_cmeta_listing *out, unsigned timeout_ms);
+
+/* ------------------------------------------------------------------ compose */
+
+/* A part of a compose: an object record, and the ETag the caller saw (as s3_objref). */
+struct rpc_cmeta_part {
+	const char *bucket, *key;
+	const char *etag; /* NULL/"": any; else the part must still have it (-EAGAIN) */
+};
+
+/*
+ * bucket/key = the parts' extents in order, metadata only (Complete of a multipart upload):
+ * the new record has every extent of every part in order, size the sum of theirs, CRC32C
+ * combined from theirs, the caller's etag, attrs and mtime_ns; the parts' records are
+ * deleted and their extents' index keys point at the target, so their cells now belong to
+ * it. The parts are read first (one snapshot, with the bucket and the target), then one
+ * Txn compares version(bucket) > 0, every part's mod_revision as read and the target's
+ * fence (the caller's cond as rpc_cmeta_commit takes it: If-None-Match, If-Match an ETag
+ * or "*"); a concurrent change of a part fails the Txn and nothing changes.
+ *
+ * Returns 0 with *size (may be NULL: the target's size) and *old (what the target's record
+ * replaced, as rpc_cmeta_commit: the caller collects its cells; fini it), or:
+ *   -EAGAIN               a part has another ETag than parts[i].etag, or changed between
+ *                         the read and the Txn (the caller looks again and retries)
+ *   ZC_E(ZC_NO_KEY)       a part does not exist (or If-Match on a missing target)
+ *   ZC_E(ZC_NO_BUCKET)    the target's bucket (or a part's) does not exist
+ *   ZC_E(ZC_PRECONDITION) cond did not hold on the target
+ *   ZC_E(ZC_INVALID)      no parts, a part named twice, the target among the parts, or
+ *                         more parts than etcd takes in one Txn (its --max-txn-ops,
+ *                         default 128, caps the compares and the ops of a branch
+ *                         each: a compose needs nparts + 2 of both, plus one op per
+ *                         extent of the parts and of the replaced record; its
+ *                         --max-request-bytes, default 1.5 MiB, ~300 bytes per part).
+ *                         Nothing changed. docs/cluster.md says how to raise them.
+ *   ZC_E(ZC_UNAVAILABLE), ZC_E(ZC_NO_QUORUM), -EBADMSG, -ENOMEM as above
+ * Server-side copy (S3's delete_parts = false) is not this call: two records never share
+ * an extent, so the caller copies the bytes.
+ */
+int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
+                      const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
+                      const struct rpc_cl_attr *attrs, size_t nattrs,
+                      const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
+                      uint64_t *size, struct rpc_cmeta_old *old);
+
+/* ------------------------------------------------------------------ the extent index */
+
+/*
+ * /zest/extents/<16 hex id> holds the etcd key of the record that names the extent
+ * (/zest/objects/<bucket>/<key>), kept in the same Txns as the records: commit puts the
+ * new record's extents' keys and deletes those of the record it replaced, compose points
+ * the parts' extents at the target, delete removes the record's. The collector (dn_cgc.h)
+ * finds a cell's record through it.
+ */
+
+/* The index key of extent id into buf (RPC_CMETA_EXTENT_KEY_CAP bytes): its length. */
+int rpc_cmeta_extent_key(uint64_t id, char *buf, size_t cap);
+
+/*
+ * The record that names extent id: 0 with *out (fini it), *record_key (the etcd key the
+ * index holds; free() it; may be NULL) and *mod_revision (may be NULL); ZC_E(ZC_NO_KEY)
+ * when the index has no key for id, or the key it names holds no record. Two reads, the
+ * second pinned to the first's revision (one snapshot). -EBADMSG when the record does not
+ * decode, or an etcd error.
+ */
+int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
+                            struct rpc_cl_object *out, char **record_key, int64_t *mod_revision,
+                            unsigned timeout_ms);
 
 /* The etcd key of an object record into buf (cap bytes): its length, or -EINVAL (a bucket
  * name empty or with '/', an empty key) / -ENAMETOOLONG. */
