@@ -11,18 +11,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpc_cmeta.h"
+#include "rpc_cmeta_internal.h"
 #include "zc.h"
 
-#define KEY_CAP 1400 /* "/zest/objects/" + a 63-byte bucket + "/" + a 1024-byte key */
+#define KEY_CAP RPC_CMETA_KEY_CAP
 
-struct deadline {
-	uint64_t end_ns; /* zc_now_ns() */
-	uint64_t not_after_real_ns;
-};
-
-static void
-deadline_init(struct deadline *d, unsigned timeout_ms, uint64_t not_after_real_ns)
+void
+rpc_cmeta_deadline_init(struct rpc_cmeta_deadline *d, unsigned timeout_ms,
+                        uint64_t not_after_real_ns)
 {
 	d->end_ns = zc_now_ns() +
 	            (uint64_t)(timeout_ms ? timeout_ms : RPC_ETCD_DEFAULT_TIMEOUT_MS) * 1000000u;
@@ -38,9 +34,8 @@ real_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Milliseconds left for the next call, or 0 when none are. */
-static unsigned
-deadline_left(const struct deadline *d)
+unsigned
+rpc_cmeta_deadline_left(const struct rpc_cmeta_deadline *d)
 {
 	uint64_t now = zc_now_ns();
 
@@ -51,15 +46,14 @@ deadline_left(const struct deadline *d)
 	return (unsigned)((d->end_ns - now + 999999) / 1000000);
 }
 
-/* The etcd client's errors as the gateway should see them: a deadline is 503 too. */
-static int
-etcd_err(int err)
+int
+rpc_cmeta_etcd_err(int err)
 {
 	return err == -ETIMEDOUT ? ZC_E(ZC_UNAVAILABLE) : err;
 }
 
-static bool
-bucket_ok(const char *b)
+bool
+rpc_cmeta_bucket_ok(const char *b)
 {
 	return b && b[0] && !strchr(b, '/');
 }
@@ -69,18 +63,18 @@ rpc_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap)
 {
 	int n;
 
-	if (!bucket_ok(bucket) || !key || !key[0])
+	if (!rpc_cmeta_bucket_ok(bucket) || !key || !key[0])
 		return -EINVAL;
 	n = snprintf(buf, cap, RPC_CMETA_OBJECTS "%s/%s", bucket, key);
 	return n < 0 ? -EINVAL : (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
-static int
-bucket_key(const char *bucket, char *buf, size_t cap)
+int
+rpc_cmeta_bucket_key(const char *bucket, char *buf, size_t cap)
 {
 	int n;
 
-	if (!bucket_ok(bucket))
+	if (!rpc_cmeta_bucket_ok(bucket))
 		return -EINVAL;
 	n = snprintf(buf, cap, RPC_CMETA_BUCKETS "%s", bucket);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
@@ -238,26 +232,18 @@ rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char
 
 /* ------------------------------------------------------------------ commit */
 
-/* What the failure branch read: the bucket (keys only) and the object (with its value). */
-struct seen {
-	bool bucket;
-	bool object;
-	int64_t mod_revision;
-	char *value;
-	size_t value_len;
-};
-
-static void
-seen_fini(struct seen *s)
+void
+rpc_cmeta_seen_fini(struct rpc_cmeta_seen *s)
 {
 	free(s->value);
 	memset(s, 0, sizeof(*s));
 }
 
-static int
-seen_take(struct seen *s, const struct rpc_etcd_kvs *b, const struct rpc_etcd_kvs *o)
+int
+rpc_cmeta_seen_take(struct rpc_cmeta_seen *s, const struct rpc_etcd_kvs *b,
+                    const struct rpc_etcd_kvs *o)
 {
-	seen_fini(s);
+	rpc_cmeta_seen_fini(s);
 	s->bucket = b->n > 0;
 	if (o->n) {
 		s->object = true;
@@ -271,8 +257,8 @@ seen_take(struct seen *s, const struct rpc_etcd_kvs *b, const struct rpc_etcd_kv
 	return 0;
 }
 
-static int
-old_from(struct rpc_cmeta_old *old, const struct seen *base, int64_t revision)
+int
+rpc_cmeta_old_from(struct rpc_cmeta_old *old, const struct rpc_cmeta_seen *base, int64_t revision)
 {
 	char why[RPC_CL_WHY_MAX];
 	int err;
@@ -292,8 +278,8 @@ old_from(struct rpc_cmeta_old *old, const struct seen *base, int64_t revision)
 	return 0;
 }
 
-static bool
-etag_matches(const struct seen *s, const char *want)
+bool
+rpc_cmeta_etag_matches(const struct rpc_cmeta_seen *s, const char *want)
 {
 	struct rpc_cl_object o;
 	char why[RPC_CL_WHY_MAX];
@@ -311,7 +297,7 @@ etag_matches(const struct seen *s, const char *want)
 /* Read bucket and object in one Txn (no compares): one snapshot. */
 static int
 read_both(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
-          struct seen *s, unsigned timeout_ms)
+          struct rpc_cmeta_seen *s, unsigned timeout_ms)
 {
 	struct rpc_etcd_op ops[2] = {
 		{ .type = RPC_ETCD_OP_RANGE,
@@ -323,20 +309,33 @@ read_both(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 	int err = rpc_etcd_txn(c, &txn, &res, timeout_ms);
 
 	if (err)
-		return etcd_err(err);
-	err = res.n_op == 2 ? seen_take(s, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		return rpc_cmeta_etcd_err(err);
+	err = res.n_op == 2 ? rpc_cmeta_seen_take(s, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
 	rpc_etcd_txn_result_fini(&res);
 	return err;
 }
 
+/* The extent ids of p, for the index keys the commit keeps. */
+static uint64_t *
+put_ids(const struct rpc_cmeta_put *p)
+{
+	uint64_t *ids = calloc(p->nextents, sizeof(*ids));
+
+	for (size_t i = 0; ids && i < p->nextents; i++)
+		ids[i] = p->extents[i].id;
+	return ids;
+}
+
 /*
  * One fenced Txn: compare bucket exists and the object is as base says (absent: version 0;
- * present: its mod_revision), put value. 1 when it went in, 0 when a compare failed (*now
- * holds what the failure branch read), or an error.
+ * present: its mod_revision), put value and the index keys of p's extents, and (with
+ * ix_old) delete those of the record base holds. 1 when it went in, 0 when a compare failed
+ * (*now holds what the failure branch read), or an error.
  */
 static int
 fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
-           const struct seen *base, const uint8_t *value, size_t value_len, struct seen *now,
+           const struct rpc_cmeta_seen *base, const struct rpc_cmeta_put *p, const uint64_t *ids,
+           bool ix_old, const uint8_t *value, size_t value_len, struct rpc_cmeta_seen *now,
            int64_t *revision, unsigned timeout_ms)
 {
 	struct rpc_etcd_cmp cmp[2] = {
@@ -350,27 +349,45 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 		  .op = RPC_ETCD_EQUAL,
 		  .num = base->object ? base->mod_revision : 0 },
 	};
-	struct rpc_etcd_op then = { .type = RPC_ETCD_OP_PUT,
-		                    .r = { .key = ok, .key_len = okl },
-		                    .value = value,
-		                    .value_len = value_len };
 	struct rpc_etcd_op els[2] = {
 		{ .type = RPC_ETCD_OP_RANGE,
 		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
-	struct rpc_etcd_txn txn = { cmp, 2, &then, 1, els, 2 };
+	struct rpc_cl_object was = { 0 };
+	struct rpc_cmeta_ops then = { 0 };
+	struct rpc_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .els = els, .n_els = 2 };
 	struct rpc_etcd_txn_result res = { 0 };
-	int err = rpc_etcd_txn(c, &txn, &res, timeout_ms);
+	char why[RPC_CL_WHY_MAX];
+	int err;
 
+	/* A replaced record that does not decode keeps its index keys: they name this key,
+	 * whose new record does not name their extents, so the collector judges their cells
+	 * garbage all the same (and removes the keys). */
+	if (ix_old && base->object &&
+	    rpc_cl_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
+		memset(&was, 0, sizeof(was));
+	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents);
 	if (err)
-		return etcd_err(err);
+		goto out;
+	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, ok, okl, value, value_len);
+	for (size_t i = 0; i < p->nextents; i++)
+		rpc_cmeta_ops_ix_put(&then, ids[i], ok, okl);
+	rpc_cmeta_ops_ix_del(&then, &was, ids, p->nextents);
+	txn.then = then.v;
+	txn.n_then = then.n;
+	err = rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, timeout_ms));
+	if (err)
+		goto out;
 	*revision = res.revision;
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? seen_take(now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
 	rpc_etcd_txn_result_fini(&res);
+out:
+	rpc_cmeta_ops_fini(&then);
+	rpc_cl_object_fini(&was);
 	return err;
 }
 
@@ -378,20 +395,21 @@ int
 rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old)
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX] = "";
-	struct seen base = { 0 }, now = { 0 };
-	struct deadline d;
+	struct rpc_cmeta_seen base = { 0 }, now = { 0 };
+	struct rpc_cmeta_deadline d;
 	uint8_t *value = NULL;
+	uint64_t *ids = NULL;
 	size_t value_len = 0;
 	int bkl, okl, err;
 	int64_t revision = 0;
-	bool if_match = p && p->cond.if_match && p->cond.if_match[0];
+	bool if_match = p && p->cond.if_match && p->cond.if_match[0], ix_old = true;
 
 	if (old)
 		memset(old, 0, sizeof(*old));
 	if (!c || !p || !old)
 		return -EINVAL;
-	deadline_init(&d, p->timeout_ms, p->not_after_ns);
-	bkl = bucket_key(p->bucket, bk, sizeof(bk));
+	rpc_cmeta_deadline_init(&d, p->timeout_ms, p->not_after_ns);
+	bkl = rpc_cmeta_bucket_key(p->bucket, bk, sizeof(bk));
 	okl = rpc_cmeta_object_key(p->bucket, p->key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
@@ -401,10 +419,21 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		        p->key, err, why);
 		return err;
 	}
+	ids = put_ids(p);
+	if (!ids) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (!rpc_cmeta_ids_distinct(ids, p->nextents)) {
+		ZC_WARN("cmeta", "record of bucket=%s key=%s names an extent twice", p->bucket,
+		        p->key);
+		err = -EINVAL;
+		goto out;
+	}
 	/* If-Match must see the record it compares; the others guess "absent" (a new key,
 	 * the common case: one Txn) and learn the truth from a failed fence. */
 	if (if_match) {
-		unsigned left = deadline_left(&d);
+		unsigned left = rpc_cmeta_deadline_left(&d);
 
 		err = left ? read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, left)
 		           : ZC_E(ZC_UNAVAILABLE);
@@ -418,22 +447,33 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 			err = ZC_E(ZC_NO_KEY);
 			goto out;
 		}
-		if (!etag_matches(&base, p->cond.if_match)) {
+		if (!rpc_cmeta_etag_matches(&base, p->cond.if_match)) {
 			err = ZC_E(ZC_PRECONDITION);
 			goto out;
 		}
 	}
 	for (;;) {
-		unsigned left = deadline_left(&d);
+		unsigned left = rpc_cmeta_deadline_left(&d);
 
 		if (!left) {
 			err = ZC_E(ZC_UNAVAILABLE);
 			break;
 		}
-		err = fenced_put(c, bk, (size_t)bkl, ok, (size_t)okl, &base, value, value_len, &now,
-		                 &revision, left);
+		err = fenced_put(c, bk, (size_t)bkl, ok, (size_t)okl, &base, p, ids, ix_old, value,
+		                 value_len, &now, &revision, left);
+		if (err == -EINVAL && ix_old && base.object) {
+			/* etcd refused the Txn's size (--max-txn-ops, --max-request-bytes): the
+			 * replaced record has many extents. Their index keys stay, naming this
+			 * key, which no longer names them: the collector removes them. */
+			ZC_WARN("cmeta",
+			        "commit bucket=%s key=%s: etcd refused the Txn with the replaced "
+			        "record's index keys, sent without them",
+			        p->bucket, p->key);
+			ix_old = false;
+			continue;
+		}
 		if (err == 1) {
-			err = old_from(old, &base, revision);
+			err = rpc_cmeta_old_from(old, &base, revision);
 			break;
 		}
 		if (err)
@@ -442,7 +482,7 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		    memcmp(now.value, value, value_len) == 0) {
 			/* Our own Txn, applied by an attempt whose reply was lost: the record
 			 * holds a fresh random extent id, so no other writer has this value. */
-			err = old_from(old, &base, now.mod_revision);
+			err = rpc_cmeta_old_from(old, &base, now.mod_revision);
 			break;
 		}
 		if (!now.bucket) {
@@ -461,16 +501,17 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		}
 		/* No condition (or If-None-Match on a key that went): fence on what is there
 		 * now. Last writer wins. */
-		seen_fini(&base);
+		rpc_cmeta_seen_fini(&base);
 		base = now;
 		memset(&now, 0, sizeof(now));
 	}
 out:
 	if (err < 0)
 		ZC_DBG("cmeta", "commit bucket=%s key=%s err=%d", p->bucket, p->key, err);
-	seen_fini(&base);
-	seen_fini(&now);
+	rpc_cmeta_seen_fini(&base);
+	rpc_cmeta_seen_fini(&now);
 	free(value);
+	free(ids);
 	return err;
 }
 
@@ -481,37 +522,39 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
                 struct rpc_cmeta_old *old, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP];
-	struct seen base = { 0 }, now = { 0 };
-	struct deadline d;
+	struct rpc_cmeta_seen base = { 0 }, now = { 0 };
+	struct rpc_cmeta_deadline d;
 	int bkl, okl, err;
+	bool ix_old = true;
 
 	if (old)
 		memset(old, 0, sizeof(*old));
 	if (!c || !old || if_mod_revision < 0)
 		return -EINVAL;
-	bkl = bucket_key(bucket, bk, sizeof(bk));
+	bkl = rpc_cmeta_bucket_key(bucket, bk, sizeof(bk));
 	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
-	deadline_init(&d, timeout_ms, 0);
+	rpc_cmeta_deadline_init(&d, timeout_ms, 0);
 	/* Read first so that the Txn is fenced and the old record comes back exactly once
 	 * even when the client repeats the Txn. */
-	err = read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, deadline_left(&d));
+	err = read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, rpc_cmeta_deadline_left(&d));
 	for (; !err;) {
 		struct rpc_etcd_cmp cmp = { .key = ok,
 			                    .key_len = (size_t)okl,
 			                    .target = RPC_ETCD_CMP_MOD,
 			                    .op = RPC_ETCD_EQUAL,
 			                    .num = base.mod_revision };
-		struct rpc_etcd_op then = { .type = RPC_ETCD_OP_DELETE,
-			                    .r = { .key = ok, .key_len = (size_t)okl } };
 		struct rpc_etcd_op els[2] = {
 			{ .type = RPC_ETCD_OP_RANGE,
 			  .r = { .key = bk, .key_len = (size_t)bkl, .keys_only = true } },
 			{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = (size_t)okl } },
 		};
-		struct rpc_etcd_txn txn = { &cmp, 1, &then, 1, els, 2 };
+		struct rpc_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .els = els, .n_els = 2 };
 		struct rpc_etcd_txn_result res = { 0 };
+		struct rpc_cmeta_ops then = { 0 };
+		struct rpc_cl_object was = { 0 };
+		char why[RPC_CL_WHY_MAX];
 		unsigned left;
 
 		if (!base.bucket) {
@@ -526,17 +569,43 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 			old->revision = 0;
 			break; /* nothing to delete: 0 */
 		}
-		left = deadline_left(&d);
-		err = left ? etcd_err(rpc_etcd_txn(c, &txn, &res, left)) : ZC_E(ZC_UNAVAILABLE);
+		/* The record's index keys go with it (an undecodable record's stay: see
+		 * fenced_put). */
+		if (!ix_old ||
+		    rpc_cl_object_decode(base.value, base.value_len, &was, why, sizeof(why)))
+			memset(&was, 0, sizeof(was));
+		err = rpc_cmeta_ops_init(&then, 1 + was.nextents);
+		if (err) {
+			rpc_cl_object_fini(&was);
+			break;
+		}
+		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, ok, (size_t)okl, NULL, 0);
+		rpc_cmeta_ops_ix_del(&then, &was, NULL, 0);
+		rpc_cl_object_fini(&was);
+		txn.then = then.v;
+		txn.n_then = then.n;
+		left = rpc_cmeta_deadline_left(&d);
+		err = left ? rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, left))
+		           : ZC_E(ZC_UNAVAILABLE);
+		rpc_cmeta_ops_fini(&then);
+		if (err == -EINVAL && ix_old) {
+			ZC_WARN("cmeta",
+			        "delete bucket=%s key=%s: etcd refused the Txn with the record's "
+			        "index keys, sent without them",
+			        bucket, key);
+			ix_old = false;
+			err = 0;
+			continue;
+		}
 		if (err)
 			break;
 		if (res.succeeded) {
-			err = old_from(old, &base, res.revision);
+			err = rpc_cmeta_old_from(old, &base, res.revision);
 			rpc_etcd_txn_result_fini(&res);
 			err = err ? err : 1;
 			break;
 		}
-		err = res.n_op == 2 ? seen_take(&now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		err = res.n_op == 2 ? rpc_cmeta_seen_take(&now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
 		rpc_etcd_txn_result_fini(&res);
 		if (err)
 			break;
@@ -544,16 +613,16 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 			/* Gone since the read: our own repeated Txn or another deleter. Either way
 			 * base was the last record; a second collection of its cells is harmless.
 			 */
-			err = old_from(old, &base, res.revision);
+			err = rpc_cmeta_old_from(old, &base, res.revision);
 			err = err ? err : 1;
 			break;
 		}
-		seen_fini(&base);
+		rpc_cmeta_seen_fini(&base);
 		base = now;
 		memset(&now, 0, sizeof(now));
 	}
-	seen_fini(&base);
-	seen_fini(&now);
+	rpc_cmeta_seen_fini(&base);
+	rpc_cmeta_seen_fini(&now);
 	return err;
 }
 
@@ -566,7 +635,7 @@ rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool seri
 	int bkl, okl, err;
 
 	memset(out, 0, sizeof(*out));
-	bkl = bucket_key(bucket, bk, sizeof(bk));
+	bkl = rpc_cmeta_bucket_key(bucket, bk, sizeof(bk));
 	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
@@ -575,10 +644,10 @@ rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool seri
 		/* Which 404: a second read only on the miss path. */
 		err = rpc_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
 		rpc_etcd_kvs_fini(&kvs);
-		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : err ? etcd_err(err) : ZC_E(ZC_NO_KEY);
+		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : err ? rpc_cmeta_etcd_err(err) : ZC_E(ZC_NO_KEY);
 	}
 	if (err)
-		return etcd_err(err);
+		return rpc_cmeta_etcd_err(err);
 	err = rpc_cl_object_decode(kvs.kv[0].value, kvs.kv[0].value_len, out, why, sizeof(why));
 	if (err)
 		ZC_WARN("cmeta", "record bucket=%s key=%s does not decode why=\"%s\"", bucket, key,

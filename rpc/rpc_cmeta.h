@@ -105,9 +105,13 @@ int rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, 
 
 /*
  * Commit p's record as /zest/objects/<bucket>/<key> with one Txn (docs/cluster.md has the
- * compares and ops). 0 with *old (what it replaced; fini it), or an error above (*old
- * empty). Repeats itself only when another writer changed the key between its read and
- * its Txn and p has no condition (last writer wins), bounded by the deadline.
+ * compares and ops), with the index keys of its extents, deleting those of the record it
+ * replaces. 0 with *old (what it replaced; fini it), or an error above (*old empty).
+ * Repeats itself only when another writer changed the key between its read and its Txn
+ * and p has no condition (last writer wins), bounded by the deadline. A replaced record
+ * with more extents than etcd takes ops in one Txn (a big multipart object, etcd's
+ * --max-txn-ops) is replaced without deleting its index keys: they are left to the
+ * collector (rpc_cmeta_extent_unlink), so the overwrite still goes in.
  */
 int rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old);
 
@@ -201,8 +205,9 @@ struct rpc_cmeta_part {
  *
  * Returns 0 with *size (may be NULL: the target's size) and *old (what the target's record
  * replaced, as rpc_cmeta_commit: the caller collects its cells; fini it), or:
- *   -EAGAIN               a part has another ETag than parts[i].etag, or changed between
- *                         the read and the Txn (the caller looks again and retries)
+ *   -EAGAIN               a part has another ETag than parts[i].etag (the caller looks
+ *                         again; a part that changes between the read and the Txn is
+ *                         read again, within the deadline)
  *   ZC_E(ZC_NO_KEY)       a part does not exist (or If-Match on a missing target)
  *   ZC_E(ZC_NO_BUCKET)    the target's bucket (or a part's) does not exist
  *   ZC_E(ZC_PRECONDITION) cond did not hold on the target
@@ -237,15 +242,26 @@ int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
 int rpc_cmeta_extent_key(uint64_t id, char *buf, size_t cap);
 
 /*
- * The record that names extent id: 0 with *out (fini it), *record_key (the etcd key the
- * index holds; free() it; may be NULL) and *mod_revision (may be NULL); ZC_E(ZC_NO_KEY)
- * when the index has no key for id, or the key it names holds no record. Two reads, the
- * second pinned to the first's revision (one snapshot). -EBADMSG when the record does not
- * decode, or an etcd error.
+ * The record that names extent id, as the index says: 0 with *out (fini it), *record_key
+ * (the etcd key the index holds; free() it; may be NULL) and *mod_revision (the record's;
+ * may be NULL). ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or
+ * when the key it names holds no record (*record_key set, *mod_revision 0: a dangling
+ * index key). The record is read at the index read's revision (one snapshot). The caller
+ * checks that *out has the extent: an index key left by a Txn etcd refused in full (see
+ * rpc_cmeta_commit) names a record that no longer does. -EBADMSG when the record does not
+ * decode (*record_key set), or an etcd error.
  */
 int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
                             struct rpc_cl_object *out, char **record_key, int64_t *mod_revision,
                             unsigned timeout_ms);
+
+/*
+ * Delete the dangling index key of id: only if it still holds record_key and that record's
+ * mod_revision is still record_mod_revision (0: absent), which the caller found not to
+ * name the extent. 1 deleted, 0 something changed (nothing deleted), or an etcd error.
+ */
+int rpc_cmeta_extent_unlink(struct rpc_etcd *c, uint64_t id, const char *record_key,
+                            int64_t record_mod_revision, unsigned timeout_ms);
 
 /* The etcd key of an object record into buf (cap bytes): its length, or -EINVAL (a bucket
  * name empty or with '/', an empty key) / -ENAMETOOLONG. */
