@@ -383,7 +383,8 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		                    : -EIO;
 	rpc_etcd_txn_result_fini(&res);
 out:
 	rpc_cmeta_ops_fini(&then);
@@ -519,7 +520,7 @@ out:
 
 int
 rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
-                struct rpc_cmeta_old *old, unsigned timeout_ms)
+                 struct rpc_cmeta_old *old, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP];
 	struct rpc_cmeta_seen base = { 0 }, now = { 0 };
@@ -605,7 +606,8 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 			err = err ? err : 1;
 			break;
 		}
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(&now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		err = res.n_op == 2 ? rpc_cmeta_seen_take(&now, &res.op[0].kvs, &res.op[1].kvs)
+		                    : -EIO;
 		rpc_etcd_txn_result_fini(&res);
 		if (err)
 			break;
@@ -628,7 +630,7 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 
 int
 rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
-             struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms)
+              struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX];
 	struct rpc_etcd_kvs kvs = { 0 };
@@ -644,7 +646,9 @@ rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool seri
 		/* Which 404: a second read only on the miss path. */
 		err = rpc_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
 		rpc_etcd_kvs_fini(&kvs);
-		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : err ? rpc_cmeta_etcd_err(err) : ZC_E(ZC_NO_KEY);
+		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET)
+		       : err          ? rpc_cmeta_etcd_err(err)
+		                      : ZC_E(ZC_NO_KEY);
 	}
 	if (err)
 		return rpc_cmeta_etcd_err(err);

@@ -228,6 +228,13 @@ int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                       const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
                       uint64_t *size, struct rpc_cmeta_old *old);
 
+#ifdef RPC_FAULTS
+/* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
+ * in every rpc_cmeta_compose between its read and its Txn (attempt from 1), so a test can
+ * change a part there. NULL: none. Not for concurrent composes. */
+void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
+#endif
+
 /* ------------------------------------------------------------------ the extent index */
 
 /*

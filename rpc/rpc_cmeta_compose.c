@@ -22,6 +22,18 @@
 #include "zc.h"
 #include "zc_crc.h"
 
+#ifdef RPC_FAULTS
+static void (*fault_fn)(void *, unsigned);
+static void *fault_arg;
+
+void
+rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
+{
+	fault_fn = fn;
+	fault_arg = arg;
+}
+#endif
+
 struct part_seen {
 	bool exists;
 	int64_t mod_revision;
@@ -138,8 +150,9 @@ compose_read(struct compose *x, unsigned timeout_ms)
 	if (!ops)
 		return -ENOMEM;
 	parts_clear(x);
-	ops[0] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
-		                       .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } };
+	ops[0] =
+	        (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
+		                      .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } };
 	ops[1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
 		                       .r = { .key = x->tk, .key_len = x->tkl } };
 	for (size_t i = 0; i < x->n; i++)
@@ -300,7 +313,8 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		                    : -EIO;
 	rpc_etcd_txn_result_fini(&res);
 out:
 	rpc_cmeta_ops_fini(&then);
@@ -312,9 +326,8 @@ out:
 int
 rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                   const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
-                  const struct rpc_cl_attr *attrs, size_t nattrs,
-                  const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
-                  uint64_t *size, struct rpc_cmeta_old *old)
+                  const struct rpc_cl_attr *attrs, size_t nattrs, const struct rpc_cmeta_cond *cond,
+                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
 {
 	struct compose x = { .c = c, .bucket = bucket, .key = key, .parts = parts, .n = nparts };
 	struct rpc_cmeta_seen now = { 0 };
@@ -322,6 +335,9 @@ rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
 	bool has_cond = cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]));
 	bool ix_old = true;
 	int n, err;
+#ifdef RPC_FAULTS
+	unsigned attempt = 0;
+#endif
 
 	if (old)
 		memset(old, 0, sizeof(*old));
@@ -353,23 +369,29 @@ rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
 		err = err ? err
 		          : compose_build(&x, etag, attrs, nattrs, mtime_ns, &value, &len, &ids,
 		                          &nids);
+#ifdef RPC_FAULTS
+		if (!err && fault_fn)
+			fault_fn(fault_arg, ++attempt);
+#endif
 		for (; !err;) {
 			left = rpc_cmeta_deadline_left(&d);
 			err = left ? compose_txn(&x, value, len, ids, nids, ix_old, &now, &revision,
 			                         left)
 			           : ZC_E(ZC_UNAVAILABLE);
-			if (err != -EINVAL || !ix_old || !x.base.object)
+			if (err != -EINVAL || !ix_old || !x.base.object) {
+				err = too_big(&x, err);
 				break;
+			}
 			/* The replaced target's index keys made the Txn too big: they stay,
 			 * naming the target, which no longer names them (the collector's). */
 			ix_old = false;
 			err = 0;
 		}
-		err = too_big(&x, err);
 		if (err == 1) {
 			err = rpc_cmeta_old_from(old, &x.base, revision);
 		} else if (!err) {
-			if (now.object && now.value_len == len && memcmp(now.value, value, len) == 0)
+			if (now.object && now.value_len == len &&
+			    memcmp(now.value, value, len) == 0)
 				/* our own Txn, applied by an attempt whose reply was lost */
 				err = rpc_cmeta_old_from(old, &x.base, now.mod_revision);
 			else if (!now.bucket)

@@ -82,8 +82,8 @@ cmp_u64(const void *a, const void *b)
 }
 
 void
-rpc_cmeta_ops_ix_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old,
-                     const uint64_t *keep, size_t nkeep)
+rpc_cmeta_ops_ix_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old, const uint64_t *keep,
+                     size_t nkeep)
 {
 	uint64_t *sorted = NULL;
 
@@ -176,7 +176,8 @@ rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
 	}
 	err = rpc_cl_object_decode(rec.kv[0].value, rec.kv[0].value_len, out, why, sizeof(why));
 	if (err)
-		ZC_WARN("cmeta", "record key=%s of extent=%016" PRIx64 " does not decode why=\"%s\"",
+		ZC_WARN("cmeta",
+		        "record key=%s of extent=%016" PRIx64 " does not decode why=\"%s\"",
 		        ix.kv[0].value, id, why);
 	else if (mod_revision)
 		*mod_revision = rec.kv[0].mod_revision;

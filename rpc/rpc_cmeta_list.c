@@ -81,9 +81,9 @@ take(struct rpc_cmeta_listing *out, const struct rpc_etcd_kvs *kvs, size_t pl)
 }
 
 int
-rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix,
-               const char *start_after, unsigned limit, bool serializable,
-               struct rpc_cmeta_listing *out, unsigned timeout_ms)
+rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const char *start_after,
+               unsigned limit, bool serializable, struct rpc_cmeta_listing *out,
+               unsigned timeout_ms)
 {
 	char bk[RPC_CMETA_KEY_CAP], start[RPC_CMETA_KEY_CAP + 1], end[RPC_CMETA_KEY_CAP];
 	struct rpc_etcd_txn_result res = { 0 };

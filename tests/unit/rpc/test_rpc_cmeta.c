@@ -4,8 +4,11 @@
  * bucket, invisible before and visible after, the write quorum, an overwrite returning the
  * record it replaced, a repeated Txn finding its own value), If-None-Match and If-Match
  * races between threads (exactly one wins), a stale ETag, deletes with and without a fence,
- * not_after_ns, etcd down (a 503 code, fast), and a 3-member etcd losing one. Skips (77) without
- * /usr/bin/etcd.
+ * not_after_ns, the extent index after commit, overwrite, delete and compose (and a
+ * replaced record too big for etcd's ops limit leaving its keys dangling), listings (pages,
+ * prefixes, start-after), compose (order, sum, CRC, refusals, conditions, a part changed
+ * between the read and the Txn, etcd's ops limit), etcd down (a 503 code, fast), and a
+ * 3-member etcd losing one. Skips (77) without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +18,7 @@
 
 #include "cmeta_test.h"
 #include "zc.h"
+#include "zc_crc.h"
 
 static const char *const nodes3[] = { "dn-1", "dn-2", "dn-3" };
 
@@ -240,6 +244,387 @@ test_delete(struct rpc_etcd *c)
 	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), ZC_E(ZC_NO_BUCKET));
 }
 
+/* The value of extent id's index key (a static buffer), or NULL when it has none. */
+static const char *
+ix(struct rpc_etcd *c, uint64_t id)
+{
+	static char v[1400];
+	char k[RPC_CMETA_EXTENT_KEY_CAP];
+	struct rpc_etcd_kvs kvs = { 0 };
+	int n = rpc_cmeta_extent_key(id, k, sizeof(k)), rc;
+
+	CHECK(n > 0);
+	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
+	if (rc == -ENOENT)
+		return NULL;
+	CHECK_EQ(rc, 0);
+	snprintf(v, sizeof(v), "%s", kvs.kv[0].value);
+	rpc_etcd_kvs_fini(&kvs);
+	return v;
+}
+
+static void
+put1(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent, uint64_t size)
+{
+	struct rpc_cmeta_old old;
+	struct t_put t;
+
+	t_put_init(&t, bucket, key, extent, size, nodes3, 3);
+	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
+	rpc_cmeta_old_fini(&old);
+}
+
+static bool
+ix_is(struct rpc_etcd *c, uint64_t id, const char *bucket, const char *key)
+{
+	const char *v = ix(c, id);
+	char want[1400];
+
+	CHECK(rpc_cmeta_object_key(bucket, key, want, sizeof(want)) > 0);
+	return v && strcmp(v, want) == 0;
+}
+
+/* The index after commit, overwrite, delete; a dangling key found and removed. */
+static void
+test_index(struct rpc_etcd *c)
+{
+	struct rpc_cmeta_old old;
+	struct rpc_cl_object o;
+	char *rk;
+	int64_t rev;
+	char k[RPC_CMETA_EXTENT_KEY_CAP];
+
+	CHECK_EQ(rpc_cmeta_extent_key(0xa001, k, sizeof(k)), 30);
+	CHECK(!strcmp(k, "/zest/extents/000000000000a001"));
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "ib", 1, 0), 0);
+	put1(c, "ib", "x/a", 0xa001, 100);
+	CHECK(ix_is(c, 0xa001, "ib", "x/a"));
+	CHECK_EQ(rpc_cmeta_extent_record(c, 0xa001, true, &o, &rk, &rev, 0), 0);
+	CHECK(!strcmp(rk, "/zest/objects/ib/x/a") && rev > 0 && o.extents[0].id == 0xa001);
+	free(rk);
+	rpc_cl_object_fini(&o);
+	/* an overwrite moves the key's index from the old extent to the new */
+	put1(c, "ib", "x/a", 0xa002, 100);
+	CHECK(!ix(c, 0xa001));
+	CHECK(ix_is(c, 0xa002, "ib", "x/a"));
+	CHECK_EQ(rpc_cmeta_extent_record(c, 0xa001, false, &o, &rk, &rev, 0), ZC_E(ZC_NO_KEY));
+	CHECK(!rk);
+	/* delete removes it */
+	CHECK_EQ(rpc_cmeta_delete(c, "ib", "x/a", 0, &old, 0), 1);
+	rpc_cmeta_old_fini(&old);
+	CHECK(!ix(c, 0xa002));
+
+	/* a dangling key (its record gone): found, then removed only while nothing changed */
+	CHECK_EQ(rpc_etcd_put(c, k, 30, "/zest/objects/ib/x/a", 20, 0, NULL, 0), 0);
+	CHECK_EQ(rpc_cmeta_extent_record(c, 0xa001, false, &o, &rk, &rev, 0), ZC_E(ZC_NO_KEY));
+	CHECK(rk && !strcmp(rk, "/zest/objects/ib/x/a") && rev == 0);
+	CHECK_EQ(rpc_cmeta_extent_unlink(c, 0xa001, "/zest/objects/ib/x/b", 0, 0), 0);
+	CHECK_EQ(rpc_cmeta_extent_unlink(c, 0xa001, rk, 5, 0), 0);
+	CHECK(ix(c, 0xa001));
+	CHECK_EQ(rpc_cmeta_extent_unlink(c, 0xa001, rk, 0, 0), 1);
+	CHECK(!ix(c, 0xa001));
+	free(rk);
+
+	/* a replaced record with more extents than etcd takes ops (--max-txn-ops 128): the
+	 * overwrite goes in without their index deletes; the keys it leaves are dangling */
+	enum { NX = 130 };
+	static struct rpc_cmeta_extent xs[NX];
+	struct t_put t;
+	uint8_t *buf;
+	size_t len;
+	char why[RPC_CL_WHY_MAX];
+
+	t_put_init(&t, "ib", "big", 0xb000, 100, nodes3, 3);
+	for (unsigned i = 0; i < NX; i++) {
+		xs[i] = t.x;
+		xs[i].id = 0xb000 + i;
+	}
+	t.p.extents = xs;
+	t.p.nextents = NX;
+	t.p.size = 100 * NX;
+	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), -EINVAL); /* its own index puts: too many */
+	CHECK_EQ(rpc_cmeta_encode(&t.p, &buf, &len, why, sizeof(why)), 0);
+	CHECK_EQ(rpc_etcd_put(c, "/zest/objects/ib/big", 20, buf, len, 0, NULL, 0), 0);
+	free(buf);
+	CHECK_EQ(rpc_cmeta_extent_key(0xb005, k, sizeof(k)), 30);
+	CHECK_EQ(rpc_etcd_put(c, k, 30, "/zest/objects/ib/big", 20, 0, NULL, 0), 0);
+	put1(c, "ib", "big", 0xb999, 100);
+	CHECK(ix_is(c, 0xb999, "ib", "big"));
+	CHECK(ix_is(c, 0xb005, "ib", "big")); /* left: the record no longer has 0xb005 */
+	CHECK_EQ(rpc_cmeta_extent_record(c, 0xb005, false, &o, &rk, &rev, 0), 0);
+	CHECK_EQ(o.nextents, 1);
+	CHECK_EQ(o.extents[0].id, 0xb999);
+	CHECK_EQ(rpc_cmeta_extent_unlink(c, 0xb005, rk, rev, 0), 1);
+	free(rk);
+	rpc_cl_object_fini(&o);
+}
+
+static void
+test_list(struct rpc_etcd *c)
+{
+	struct rpc_cmeta_listing l;
+	char key[32];
+
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, NULL, 0, true, &l, 0), ZC_E(ZC_NO_BUCKET));
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "lb", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "lb2", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, NULL, 0, false, &l, 0), 0);
+	CHECK_EQ(l.n, 0);
+	CHECK(!l.more);
+	rpc_cmeta_listing_fini(&l);
+	/* 150 keys: more than two of the listing's pages of etcd reads */
+	for (unsigned i = 0; i < 150; i++) {
+		snprintf(key, sizeof(key), "k%03u", i);
+		put1(c, "lb", key, 0x1b0000 + i, 100 + i);
+	}
+	put1(c, "lb", "x/1", 0x1b1001, 1);
+	put1(c, "lb", "x/2", 0x1b1002, 2);
+	put1(c, "lb2", "k000", 0x1b2000, 1); /* a neighbour's */
+
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "", "", 0, true, &l, 0), 0);
+	CHECK_EQ(l.n, 152);
+	CHECK(!l.more && l.revision > 0);
+	for (unsigned i = 0; i < 150; i++) {
+		char etag[40];
+
+		snprintf(key, sizeof(key), "k%03u", i);
+		snprintf(etag, sizeof(etag), "\"etag-%016llx\"", 0x1b0000ull + i);
+		CHECK(!strcmp(l.v[i].key, key));
+		CHECK_EQ(l.v[i].size, 100 + i);
+		CHECK(!strcmp(l.v[i].etag, etag));
+		CHECK_EQ(l.v[i].mtime_ns, 1700000000000000000ull);
+	}
+	CHECK(!strcmp(l.v[151].key, "x/2"));
+	rpc_cmeta_listing_fini(&l);
+
+	/* pages of 100: more, then the rest from start_after */
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, NULL, 100, false, &l, 0), 0);
+	CHECK_EQ(l.n, 100);
+	CHECK(l.more);
+	CHECK(!strcmp(l.v[99].key, "k099"));
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, "k099", 100, false, &l, 0), 0);
+	CHECK_EQ(l.n, 52);
+	CHECK(!l.more);
+	CHECK(!strcmp(l.v[0].key, "k100"));
+	rpc_cmeta_listing_fini(&l);
+	/* limit exactly the rest: more is false */
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, "k099", 52, false, &l, 0), 0);
+	CHECK(l.n == 52 && !l.more);
+	rpc_cmeta_listing_fini(&l);
+
+	/* prefixes, with start_after inside, before and past them */
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "k1", NULL, 0, true, &l, 0), 0);
+	CHECK_EQ(l.n, 50);
+	CHECK(!strcmp(l.v[0].key, "k100") && !strcmp(l.v[49].key, "k149"));
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "k1", "k120", 10, true, &l, 0), 0);
+	CHECK(l.n == 10 && l.more && !strcmp(l.v[0].key, "k121"));
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "x/", "a", 0, true, &l, 0), 0);
+	CHECK(l.n == 2 && !strcmp(l.v[0].key, "x/1"));
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "x/", "x/1", 0, true, &l, 0), 0);
+	CHECK(l.n == 1 && !strcmp(l.v[0].key, "x/2"));
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "x/", "z", 0, true, &l, 0), 0);
+	CHECK(l.n == 0 && !l.more);
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", "nothing", NULL, 0, true, &l, 0), 0);
+	CHECK_EQ(l.n, 0);
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "lb", NULL, "zzz", 0, true, &l, 0), 0);
+	CHECK_EQ(l.n, 0);
+	rpc_cmeta_listing_fini(&l);
+	CHECK_EQ(rpc_cmeta_list(c, "l/b", NULL, NULL, 0, true, &l, 0), -EINVAL);
+}
+
+/* Changes a part between compose's read and its Txn (the fault hook). */
+struct change {
+	struct rpc_etcd *c;
+	const char *key;
+	unsigned on;       /* the attempt to act on */
+	uint64_t extent;   /* the part's new extent */
+	uint64_t replaced; /* the extent the overwrite was told it replaced (its cells go) */
+};
+
+static void
+change_part(void *arg, unsigned attempt)
+{
+	struct change *ch = arg;
+	struct rpc_cmeta_old old;
+	struct t_put t;
+
+	if (attempt != ch->on)
+		return;
+	t_put_init(&t, ".zest-mpu", ch->key, ch->extent, 4096, nodes3, 3);
+	CHECK_EQ(rpc_cmeta_commit(ch->c, &t.p, &old), 0);
+	CHECK(old.had);
+	ch->replaced = old.o.extents[0].id;
+	rpc_cmeta_old_fini(&old);
+}
+
+static void
+test_compose(struct rpc_etcd *c)
+{
+	struct rpc_cmeta_part pp[3] = {
+		{ ".zest-mpu", "up1/00001", "\"etag-000000000000c001\"" },
+		{ ".zest-mpu", "up1/00002", NULL },
+	};
+	struct rpc_cl_attr at = { "content-type", "text/plain" };
+	struct rpc_cmeta_cond cond = { 0 };
+	struct rpc_cmeta_old old;
+	struct rpc_cl_object o;
+	uint64_t size = 0;
+	uint32_t crc;
+
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "cb", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
+	put1(c, ".zest-mpu", "up1/00001", 0xc001, 8192);
+	put1(c, ".zest-mpu", "up1/00002", 0xc002, 5000);
+	CHECK(ix_is(c, 0xc001, ".zest-mpu", "up1/00001"));
+
+	/* refusals first: nothing may change */
+	CHECK_EQ(
+	        rpc_cmeta_compose(c, "cb", "obj", pp, 0, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	        ZC_E(ZC_INVALID));
+	pp[2] = pp[0];
+	CHECK_EQ(
+	        rpc_cmeta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	        ZC_E(ZC_INVALID)); /* a part twice */
+	CHECK_EQ(rpc_cmeta_compose(c, ".zest-mpu", "up1/00002", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0,
+	                           &size, &old),
+	         ZC_E(ZC_INVALID)); /* the target among the parts */
+	CHECK_EQ(rpc_cmeta_compose(c, "nob", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size,
+	                           &old),
+	         ZC_E(ZC_NO_BUCKET));
+	pp[2] = (struct rpc_cmeta_part){ ".zest-mpu", "up1/00003", NULL };
+	CHECK_EQ(
+	        rpc_cmeta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	        ZC_E(ZC_NO_KEY));
+	pp[0].etag = "\"another\"";
+	CHECK_EQ(
+	        rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	        -EAGAIN);
+	pp[0].etag = "\"etag-000000000000c001\"";
+	cond.if_match = "*";
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, &cond, 1, 0, &size,
+	                           &old),
+	         ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xc001, ".zest-mpu", "up1/00001"));
+
+	/* the object: the parts' extents in order, the sum, the combined CRC */
+	cond = (struct rpc_cmeta_cond){ .if_none_match = true };
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"mpu-2\"", &at, 1, &cond, 77, 0, &size,
+	                           &old),
+	         0);
+	CHECK(!old.had);
+	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(size, 13192);
+	CHECK_EQ(rpc_cmeta_get(c, "cb", "obj", false, &o, NULL, 0), 0);
+	crc = zc_crc32c_combine(0xc001, 0xc002, 5000);
+	CHECK(o.size == 13192 && o.crc32c == crc && o.mtime_ns == 77);
+	CHECK(!strcmp(o.etag, "\"mpu-2\"") && o.nattrs == 1 &&
+	      !strcmp(o.attrs[0].value, "text/plain"));
+	CHECK_EQ(o.nextents, 2);
+	CHECK(o.extents[0].id == 0xc001 && o.extents[1].id == 0xc002);
+	CHECK_EQ(o.extents[0].ngroups, 1);
+	rpc_cl_object_fini(&o);
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", "up1/00001", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", "up1/00002", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xc001, "cb", "obj") && ix_is(c, 0xc002, "cb", "obj"));
+	/* a repeat: the parts are gone */
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"mpu-2\"", &at, 1, NULL, 77, 0, &size,
+	                           &old),
+	         ZC_E(ZC_NO_KEY));
+
+	/* conditions on the target */
+	put1(c, ".zest-mpu", "up2/00001", 0xc101, 4096);
+	pp[0] = (struct rpc_cmeta_part){ ".zest-mpu", "up2/00001", NULL };
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
+	                           &old),
+	         ZC_E(ZC_PRECONDITION));
+	cond = (struct rpc_cmeta_cond){ .if_match = "\"stale\"" };
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
+	                           &old),
+	         ZC_E(ZC_PRECONDITION));
+	CHECK(ix_is(c, 0xc101, ".zest-mpu", "up2/00001"));
+	/* replacing obj: its record comes back as old, its extents leave the index */
+	cond.if_match = "\"mpu-2\"";
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
+	                           &old),
+	         0);
+	CHECK(old.had && old.o.nextents == 2 && old.o.extents[1].id == 0xc002);
+	CHECK(old.revision > old.mod_revision);
+	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(size, 4096);
+	CHECK(!ix(c, 0xc001) && !ix(c, 0xc002));
+	CHECK(ix_is(c, 0xc101, "cb", "obj"));
+
+	/* the fence: a part overwritten between the read and the Txn */
+	struct change ch = { .c = c, .key = "up3/00002", .on = 1, .extent = 0xc3f2 };
+
+	put1(c, ".zest-mpu", "up3/00001", 0xc301, 4096);
+	put1(c, ".zest-mpu", "up3/00002", 0xc302, 4096);
+	pp[0] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00001", NULL };
+	pp[1] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00002", "\"etag-000000000000c302\"" };
+	rpc_cmeta_compose_fault(change_part, &ch);
+	/* the ETag the caller saw is gone: -EAGAIN, nothing else changed */
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size,
+	                           &old),
+	         -EAGAIN);
+	CHECK_EQ(ch.replaced, 0xc302);
+	CHECK_EQ(rpc_cmeta_get(c, "cb", "obj3", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xc301, ".zest-mpu", "up3/00001"));
+	CHECK(ix_is(c, 0xc3f2, ".zest-mpu", "up3/00002") && !ix(c, 0xc302));
+	/* any ETag: read again, and the object has the part as it is now, never the extent
+	 * the overwrite replaced (whose cells its writer deletes) */
+	pp[1].etag = NULL;
+	ch = (struct change){ .c = c, .key = "up3/00002", .on = 1, .extent = 0xc3f3 };
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size,
+	                           &old),
+	         0);
+	rpc_cmeta_old_fini(&old);
+	rpc_cmeta_compose_fault(NULL, NULL);
+	CHECK_EQ(ch.replaced, 0xc3f2);
+	CHECK_EQ(rpc_cmeta_get(c, "cb", "obj3", false, &o, NULL, 0), 0);
+	CHECK(o.nextents == 2 && o.extents[0].id == 0xc301 && o.extents[1].id == 0xc3f3);
+	rpc_cl_object_fini(&o);
+	CHECK(ix_is(c, 0xc3f3, "cb", "obj3") && !ix(c, 0xc3f2));
+}
+
+/* etcd's default --max-txn-ops (128) bounds a compose at 63 parts of one extent. */
+static void
+test_compose_limits(struct rpc_etcd *c)
+{
+	enum { N = 70 };
+	static struct rpc_cmeta_part pp[N];
+	static char keys[N][16];
+	struct rpc_cmeta_old old;
+	struct rpc_cl_object o;
+	uint64_t size;
+
+	for (unsigned i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "up9/%05u", i + 1);
+		put1(c, ".zest-mpu", keys[i], 0xd000 + i, 4096);
+		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+	}
+	CHECK_EQ(
+	        rpc_cmeta_compose(c, "cb", "big", pp, N, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
+	        ZC_E(ZC_INVALID));
+	CHECK_EQ(rpc_cmeta_get(c, "cb", "big", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xd000, ".zest-mpu", keys[0]));
+	CHECK_EQ(rpc_cmeta_compose(c, "cb", "big", pp, 60, "\"m\"", NULL, 0, NULL, 1, 0, &size,
+	                           &old),
+	         0);
+	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(size, 60 * 4096);
+	CHECK(ix_is(c, 0xd000 + 59, "cb", "big") && ix_is(c, 0xd000 + 60, ".zest-mpu", keys[60]));
+	/* and overwriting it takes its 60 index keys out in the same Txn */
+	put1(c, "cb", "big", 0xd999, 1);
+	CHECK(!ix(c, 0xd000) && !ix(c, 0xd000 + 59));
+}
+
 static void
 test_down(struct t_etcd *e, struct rpc_etcd *c)
 {
@@ -314,6 +699,10 @@ main(void)
 	test_commit(c);
 	test_conditions(c);
 	test_delete(c);
+	test_index(c);
+	test_list(c);
+	test_compose(c);
+	test_compose_limits(c);
 	test_down(&e, c);
 	rpc_etcd_destroy(c);
 	test_failover();
