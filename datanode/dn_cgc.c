@@ -1,7 +1,7 @@
 /*
  * The cell collector (dn_cgc.h). Cells come in name order, so the cells of one extent are
- * neighbours and share one record read: a pass costs one etcd Range per extent, not per
- * cell.
+ * neighbours and share one record read: a pass costs two etcd Ranges per extent (its index
+ * key, then the record it names), not per cell.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,16 +27,16 @@ struct dn_cgc {
 	atomic_uint_fast64_t n_commit, n_delete, n_error;
 };
 
-/* The record of one bucket/key as last read, and at which consistency. */
+/* The record of one extent (through the index) as last read, and at which consistency. */
 struct look {
-	char *bucket, *key;
-	bool linear; /* read linearizable */
-	int status;  /* 0: record in obj; 1: none; < 0: unknown (error, undecodable) */
+	bool valid;
+	uint64_t id;
+	bool linear;   /* read linearizable */
+	int status;    /* 0: record in obj; 1: none; < 0: unknown (error, undecodable) */
+	char *rkey;    /* the record's etcd key, as the index names it (NULL: no index key) */
+	int64_t rrev;  /* its mod_revision (0: absent) */
+	bool unlinked; /* a dangling index key was dealt with */
 	struct rpc_cl_object obj;
-	struct rpc_cl_upload *ups; /* the bucket's uploads, read when the record misses */
-	size_t nups;
-	bool ups_read;
-	int ups_status;
 };
 
 static uint64_t
@@ -51,12 +51,8 @@ real_ns(void)
 static void
 look_clear(struct look *l)
 {
-	free(l->bucket);
-	free(l->key);
+	free(l->rkey);
 	rpc_cl_object_fini(&l->obj);
-	for (size_t i = 0; i < l->nups; i++)
-		rpc_cl_upload_fini(&l->ups[i]);
-	free(l->ups);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -73,66 +69,24 @@ extent_names(const struct rpc_cl_extent *e, const struct dn_cell_info *ci, const
 	       !(gr->missing & (1u << ci->id.cell));
 }
 
-/* Read the bucket's upload records (only when the object record does not name a cell). */
+/* The record of extent id: /zest/extents/<id> names its key (the cell entry's bucket/key is
+ * the key the coordinator wrote, which a multipart Complete deletes). */
 static int
-read_uploads(struct dn_cgc *g, struct look *l)
-{
-	char pfx[256];
-	int n = snprintf(pfx, sizeof(pfx), RPC_CMETA_UPLOADS "%s/", l->bucket);
-	struct rpc_etcd_range r = { .key = pfx, .prefix = true, .serializable = !l->linear };
-	struct rpc_etcd_kvs kvs = { 0 };
-	int err;
-
-	l->ups_read = true;
-	if (n < 0 || (size_t)n >= sizeof(pfx))
-		return l->ups_status = -ENAMETOOLONG;
-	r.key_len = (size_t)n;
-	err = rpc_etcd_range(g->o.etcd, &r, &kvs, g->o.timeout_ms);
-	if (err)
-		return l->ups_status = err;
-	l->ups = calloc(kvs.n ? kvs.n : 1, sizeof(*l->ups));
-	if (!l->ups) {
-		rpc_etcd_kvs_fini(&kvs);
-		return l->ups_status = -ENOMEM;
-	}
-	for (size_t i = 0; i < kvs.n; i++) {
-		char why[RPC_CL_WHY_MAX];
-
-		err = rpc_cl_upload_decode(kvs.kv[i].value, kvs.kv[i].value_len, &l->ups[l->nups],
-		                           why, sizeof(why));
-		if (err) {
-			/* A part we cannot read might be this cell's: judge nothing. */
-			ZC_WARN("cgc", "upload key=%s does not decode why=\"%s\"", kvs.kv[i].key,
-			        why);
-			l->ups_status = -EBADMSG;
-			break;
-		}
-		l->nups++;
-	}
-	rpc_etcd_kvs_fini(&kvs);
-	return l->ups_status;
-}
-
-static int
-fetch(struct dn_cgc *g, struct look *l, const char *bucket, const char *key, bool linear)
+fetch(struct dn_cgc *g, struct look *l, uint64_t id, bool linear)
 {
 	int err;
 
 	look_clear(l);
-	l->bucket = strdup(bucket);
-	l->key = strdup(key);
-	if (!l->bucket || !l->key)
-		return l->status = -ENOMEM;
+	l->valid = true;
+	l->id = id;
 	l->linear = linear;
-	err = rpc_cmeta_get(g->o.etcd, bucket, key, !linear, &l->obj, NULL, g->o.timeout_ms);
-	if (err == ZC_E(ZC_NO_KEY) || err == ZC_E(ZC_NO_BUCKET))
-		l->status = 1;
-	else
-		l->status = err;
+	err = rpc_cmeta_extent_record(g->o.etcd, id, !linear, &l->obj, &l->rkey, &l->rrev,
+	                              g->o.timeout_ms);
+	l->status = err == ZC_E(ZC_NO_KEY) ? 1 : err;
 	return l->status < 0 ? l->status : 0;
 }
 
-/* 1: the records name ci on this node; 0: they do not; < 0: cannot tell. */
+/* 1: the record names ci on this node; 0: it does not; < 0: cannot tell. */
 static int
 judge(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci)
 {
@@ -141,21 +95,38 @@ judge(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci)
 	for (size_t i = 0; l->status == 0 && i < l->obj.nextents; i++)
 		if (extent_names(&l->obj.extents[i], ci, g->node))
 			return 1;
-	if (!l->ups_read)
-		read_uploads(g, l);
-	if (l->ups_status < 0)
-		return l->ups_status;
-	for (size_t i = 0; i < l->nups; i++)
-		for (size_t p = 0; p < l->ups[i].nparts; p++)
-			if (extent_names(&l->ups[i].parts[p].extent, ci, g->node))
-				return 1;
 	return 0;
+}
+
+/*
+ * An index key naming a record that lacks the extent (absent, or another extent): left by
+ * a write etcd refused with every index op (rpc_cmeta_commit). Judged on a linearizable
+ * read; removed by a Txn fenced on both keys, so any node may do it, and once.
+ */
+static void
+unlink_dangling(struct dn_cgc *g, struct look *l)
+{
+	int err;
+
+	if (l->unlinked || !l->linear || !l->rkey || l->status < 0)
+		return;
+	l->unlinked = true;
+	for (size_t i = 0; l->status == 0 && i < l->obj.nextents; i++)
+		if (l->obj.extents[i].id == l->id)
+			return; /* the record has the extent: the index is right */
+	err = rpc_cmeta_extent_unlink(g->o.etcd, l->id, l->rkey, l->rrev, g->o.timeout_ms);
+	if (err < 0)
+		ZC_WARN("cgc", "index key of extent=%016llx left err=%d", (unsigned long long)l->id,
+		        err);
+	else if (err)
+		ZC_INFO("cgc", "removed dangling index key of extent=%016llx naming %s",
+		        (unsigned long long)l->id, l->rkey);
 }
 
 static bool
 same_look(const struct look *l, const struct dn_cell_info *ci)
 {
-	return l->bucket && strcmp(l->bucket, ci->bucket) == 0 && strcmp(l->key, ci->key) == 0;
+	return l->valid && l->id == ci->id.extent;
 }
 
 /* Delete ci if its entry is still the one listed (not deleted and written again since). */
@@ -187,17 +158,19 @@ settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct d
 	int v, err;
 
 	if (!same_look(l, ci)) {
-		fetch(g, l, ci->bucket, ci->key, false);
+		fetch(g, l, ci->id.extent, false);
 		*fetched = true;
 	}
 	v = judge(g, l, ci);
 	if (v == 0 && !l->linear) {
 		/* Confirm before an act that cannot be undone: a lagging member may miss a
 		 * recent commit. */
-		fetch(g, l, ci->bucket, ci->key, true);
+		fetch(g, l, ci->id.extent, true);
 		*fetched = true;
 		v = judge(g, l, ci);
 	}
+	if (v == 0)
+		unlink_dangling(g, l);
 	if (v < 0) {
 		ZC_WARN("cgc",
 		        "cell extent=%016llx group=%u cell=%u bucket=%s key=%s left as is err=%d",

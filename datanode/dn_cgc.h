@@ -2,19 +2,22 @@
  * dn_cgc: the cell collector of one datanode in cluster mode (docs/cluster.md, "Cell
  * collection"). It settles the cells etcd's records no longer (or never) name:
  *
- * - pending cells older than the grace: the record (bucket/key the cell's entry names)
- *   names this cell on this node, not missing -> dn_cell_commit (the coordinator died
- *   after its Txn, before telling the node); else -> dn_cell_delete;
+ * - pending cells older than the grace: the record that owns the cell's extent names this
+ *   cell on this node, not missing -> dn_cell_commit (the coordinator died after its Txn,
+ *   before telling the node); else -> dn_cell_delete;
  * - committed cells, in a slower scan of the whole cell index: the record no longer names
  *   the cell on this node (an overwrite or a delete whose DeleteCells did not arrive, a
  *   heal that moved it) -> dn_cell_delete.
  *
- * A record is read serializable (the member's copy, no quorum round trip); a decision to
- * delete is confirmed by a linearizable read first, because a lagging member could miss a
- * recent commit and deletion cannot be undone. A record that does not decode, or an etcd
- * error, leaves the cell as it is (the next pass tries again). Upload records
- * (/zest/uploads/<bucket>/) are consulted too before a cell is deleted, so the parts of a
- * multipart upload in progress are kept.
+ * The record that owns an extent is found through the extent index (/zest/extents/<id>,
+ * rpc_cmeta.h), not through the bucket/key of the cell's entry: a multipart part's cells
+ * name the part's key, which Complete deletes when it moves the part's extent into the
+ * object's record. A record is read serializable (the member's copy, no quorum round
+ * trip); a decision to delete is confirmed by a linearizable read first, because a
+ * lagging member could miss a recent commit and deletion cannot be undone. A record that
+ * does not decode, or an etcd error, leaves the cell as it is (the next pass tries again).
+ * An index key whose record lacks the extent (left by a Txn etcd refused with its index
+ * ops) is removed after that linearizable read.
  *
  * Threads: create/destroy from one thread; the collector runs on its own thread
  * ("dn-cgc"); dn_cgc_pass_* may be called from any thread (tests) while no thread runs;

@@ -2,9 +2,11 @@
  * The cell collector (dn_cgc) against a real etcd and a real cell store on temp folders:
  * nothing is touched before the grace; after it a pending cell whose record names it is
  * committed, one of a never-committed extent, of another extent of the key, or marked
- * missing is deleted, a part of an upload in progress is kept; the scan deletes a
- * committed cell of an overwritten object and keeps a named one; the thread does it by
- * itself; etcd down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
+ * missing is deleted, the cells of multipart parts composed into an object (their entries
+ * naming the deleted part keys) are committed and kept, one whose index key is dangling
+ * is deleted with that key; the scan deletes a committed cell of an overwritten object
+ * (also a composed one's part) and keeps a named one; the thread does it by itself; etcd
+ * down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
  */
 #include <time.h>
 
@@ -39,7 +41,8 @@ cell_cb(void *arg, int err)
 
 /* A pending cell of 4 KiB for bucket/key. */
 static struct dn_cell_id
-put_cell(struct dn_store *s, uint64_t extent, uint32_t group, unsigned cell, const char *key)
+put_cell_in(struct dn_store *s, const char *bucket, uint64_t extent, uint32_t group, unsigned cell,
+            const char *key)
 {
 	struct dn_cell_spec sp = { .id = { extent, group, cell },
 		                   .length = sizeof(payload),
@@ -47,7 +50,7 @@ put_cell(struct dn_store *s, uint64_t extent, uint32_t group, unsigned cell, con
 		                   .m = 1,
 		                   .cell_size = 4096,
 		                   .stripes_per_group = 1,
-		                   .bucket = "bk",
+		                   .bucket = bucket,
 		                   .key = key };
 	struct t_cwait cw = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
 	struct t_slice *sl = malloc(sizeof(*sl) + sizeof(payload));
@@ -70,6 +73,12 @@ put_cell(struct dn_store *s, uint64_t extent, uint32_t group, unsigned cell, con
 	return sp.id;
 }
 
+static struct dn_cell_id
+put_cell(struct dn_store *s, uint64_t extent, uint32_t group, unsigned cell, const char *key)
+{
+	return put_cell_in(s, "bk", extent, group, cell, key);
+}
+
 /* -1: no entry; 1: pending; 0: committed */
 static int
 state(struct dn_store *s, struct dn_cell_id id)
@@ -87,54 +96,51 @@ state(struct dn_store *s, struct dn_cell_id id)
 }
 
 static void
-commit(struct rpc_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
+commit_in(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent,
+          uint32_t missing0)
 {
 	struct t_put t;
 	struct rpc_cmeta_old old;
 
 	/* one group: cell i on nodes3[i] */
-	t_put_init(&t, "bk", key, extent, 4096, nodes3, 3);
+	t_put_init(&t, bucket, key, extent, 4096, nodes3, 3);
 	t.g[0].missing = missing0;
 	t.p.write_quorum = 2;
 	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
 	rpc_cmeta_old_fini(&old);
 }
 
-/* An upload record whose part 1 is extent (one group, cell i on nodes3[i]). */
 static void
-put_upload(struct rpc_etcd *c, const char *key, uint64_t extent)
+commit(struct rpc_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
 {
-	char *names[3] = { (char *)nodes3[0], (char *)nodes3[1], (char *)nodes3[2] };
-	struct rpc_cl_group grp = { .cell = { 0, 1, 2 } };
-	struct rpc_cl_part part = { .number = 1,
-		                    .size = 4096,
-		                    .etag = "\"p1\"",
-		                    .checksum = "",
-		                    .extent = { .id = extent,
-		                                .size = 4096,
-		                                .k = 2,
-		                                .m = 1,
-		                                .cell_size = 4096,
-		                                .stripes_per_group = 1,
-		                                .nodes = names,
-		                                .nnodes = 3,
-		                                .groups = &grp,
-		                                .ngroups = 1 } };
-	struct rpc_cl_upload up = { .key = (char *)key,
-		                    .initiated_ns = 1,
-		                    .checksum_algorithm = "",
-		                    .checksum_type = "",
-		                    .parts = &part,
-		                    .nparts = 1 };
-	char why[RPC_CL_WHY_MAX];
-	uint8_t *buf;
-	size_t len;
+	commit_in(c, "bk", key, extent, missing0);
+}
 
-	CHECK_EQ(rpc_cl_upload_encode(&up, &buf, &len, why, sizeof(why)), 0);
-	CHECK_EQ(rpc_etcd_put(c, RPC_CMETA_UPLOADS "bk/upload-1",
-	                      strlen(RPC_CMETA_UPLOADS "bk/upload-1"), buf, len, 0, NULL, 0),
+/* A multipart Complete: bk/key from the parts .zest-mpu/<part>... */
+static void
+compose(struct rpc_etcd *c, const char *key, const char *part1, const char *part2)
+{
+	struct rpc_cmeta_part pp[2] = { { ".zest-mpu", part1, NULL },
+		                        { ".zest-mpu", part2, NULL } };
+	struct rpc_cmeta_old old;
+
+	CHECK_EQ(rpc_cmeta_compose(c, "bk", key, pp, part2 ? 2 : 1, "\"mpu\"", NULL, 0, NULL, 1, 0,
+	                           NULL, &old),
 	         0);
-	free(buf);
+	rpc_cmeta_old_fini(&old);
+}
+
+static bool
+has_ix(struct rpc_etcd *c, uint64_t id)
+{
+	char k[RPC_CMETA_EXTENT_KEY_CAP];
+	struct rpc_etcd_kvs kvs = { 0 };
+	int n = rpc_cmeta_extent_key(id, k, sizeof(k)), rc;
+
+	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
+	rpc_etcd_kvs_fini(&kvs);
+	CHECK(rc == 0 || rc == -ENOENT);
+	return rc == 0;
 }
 
 static uint64_t
@@ -151,12 +157,12 @@ main(void)
 {
 	const uint64_t grace = 2000000000ull;
 	struct dn_cgc_stats st = { 0 };
-	struct dn_cell_id a, b, c2, d, e1, f, u;
+	struct dn_cell_id a, b, c2, d, e1, f, u, u2, u3, dg;
 	struct rpc_etcd *c;
 	struct dn_cgc *g;
 	struct t_etcd etcd;
 	struct t_env env;
-	char *mbuf = NULL;
+	char *mbuf = NULL, xk[RPC_CMETA_EXTENT_KEY_CAP];
 	size_t mlen = 0;
 	FILE *mf;
 
@@ -170,6 +176,7 @@ main(void)
 	t_etcd_start(&etcd, 1);
 	c = t_etcd_client(&etcd);
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "bk", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
 
 	a = put_cell(env.s, 0xa1, 0, 0, "a");  /* record names it: commit */
 	b = put_cell(env.s, 0xb1, 0, 1, "b");  /* never committed: delete */
@@ -177,7 +184,11 @@ main(void)
 	d = put_cell(env.s, 0xd1, 0, 0, "d");  /* named but marked missing: delete */
 	e1 = put_cell(env.s, 0xe1, 0, 0, "e"); /* committed, then overwritten: scan deletes */
 	f = put_cell(env.s, 0xf1, 0, 0, "f");  /* committed and named: kept */
-	u = put_cell(env.s, 0x51, 0, 0, "mp"); /* a part of an upload in progress: kept */
+	/* multipart parts: their entries name the part's key, which Complete deletes */
+	u = put_cell_in(env.s, ".zest-mpu", 0x51, 0, 0, "up/00001");  /* pending, composed */
+	u2 = put_cell_in(env.s, ".zest-mpu", 0x52, 0, 0, "up/00002"); /* committed, composed */
+	u3 = put_cell_in(env.s, ".zest-mpu", 0x53, 0, 0, "uq/00001"); /* composed, overwritten */
+	dg = put_cell(env.s, 0x61, 0, 0, "g"); /* its index key names a record without it */
 	commit(c, "a", 0xa1, 0);
 	commit(c, "c", 0xc2, 0);
 	commit(c, "d", 0xd1, 1u << 0);
@@ -185,7 +196,17 @@ main(void)
 	CHECK_EQ(dn_cell_commit(env.s, e1), 0);
 	commit(c, "f", 0xf1, 0);
 	CHECK_EQ(dn_cell_commit(env.s, f), 0);
-	put_upload(c, "mp", 0x51);
+	commit_in(c, ".zest-mpu", "up/00001", 0x51, 0);
+	commit_in(c, ".zest-mpu", "up/00002", 0x52, 0);
+	CHECK_EQ(dn_cell_commit(env.s, u2), 0);
+	compose(c, "mp", "up/00001", "up/00002");
+	commit_in(c, ".zest-mpu", "uq/00001", 0x53, 0);
+	CHECK_EQ(dn_cell_commit(env.s, u3), 0);
+	compose(c, "mq", "uq/00001", NULL);
+	CHECK_EQ(rpc_cmeta_extent_key(0x61, xk, sizeof(xk)), 30);
+	CHECK_EQ(rpc_etcd_put(c, xk, 30, RPC_CMETA_OBJECTS "bk/f", strlen(RPC_CMETA_OBJECTS "bk/f"),
+	                      0, NULL, 0),
+	         0);
 
 	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env.s,
 	                                              .etcd = c,
@@ -201,34 +222,39 @@ main(void)
 	CHECK_EQ(st.committed + st.deleted + st.errors, 0);
 	CHECK_EQ(state(env.s, b), 1);
 	CHECK_EQ(state(env.s, e1), 0);
-	commit(c, "e", 0xe2, 0); /* an overwrite whose DeleteCells never came */
+	commit(c, "e", 0xe2, 0);  /* an overwrite whose DeleteCells never came */
+	commit(c, "mq", 0x54, 0); /* the composed object overwritten: its part's cells go */
 
 	/* after it (a clock 3 s ahead): settled against etcd */
 	CHECK_EQ(dn_cgc_pass_pending(g, real_ns() + grace + 1000000000ull, &st), 0);
-	CHECK_EQ(st.committed, 2); /* a and the upload's part */
-	CHECK_EQ(st.deleted, 3);   /* b, c2, d */
+	CHECK_EQ(st.committed, 2); /* a and the composed part */
+	CHECK_EQ(st.deleted, 4);   /* b, c2, d, dg */
 	CHECK_EQ(st.errors, 0);
 	CHECK_EQ(state(env.s, a), 0);
 	CHECK_EQ(state(env.s, b), -1);
 	CHECK_EQ(state(env.s, c2), -1);
 	CHECK_EQ(state(env.s, d), -1);
+	CHECK_EQ(state(env.s, dg), -1);
+	CHECK(!has_ix(c, 0x61)); /* the dangling index key went with it */
 	CHECK_EQ(state(env.s, u), 0);
 	CHECK_EQ(state(env.s, e1), 0); /* committed cells wait for the scan */
 
 	memset(&st, 0, sizeof(st));
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
-	CHECK_EQ(st.deleted, 1);
-	CHECK_EQ(st.kept, 3); /* a, f, u */
+	CHECK_EQ(st.deleted, 2); /* e1, u3 */
+	CHECK_EQ(st.kept, 4);    /* a, f, u, u2 */
 	CHECK_EQ(state(env.s, e1), -1);
+	CHECK_EQ(state(env.s, u3), -1);
 	CHECK_EQ(state(env.s, f), 0);
 	CHECK_EQ(state(env.s, a), 0);
-	CHECK_EQ(t_count_files(&env), 3);
+	CHECK_EQ(state(env.s, u2), 0);
+	CHECK_EQ(t_count_files(&env), 4);
 
 	mf = open_memstream(&mbuf, &mlen);
 	dn_cgc_metrics(g, mf);
 	fclose(mf);
 	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"commit\"} 2\n"));
-	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"delete\"} 4\n"));
+	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"delete\"} 6\n"));
 	free(mbuf);
 	dn_cgc_destroy(g);
 
