@@ -218,6 +218,8 @@ struct rpc_cmeta_part {
  *                         extent of the parts and of the replaced record; its
  *                         --max-request-bytes, default 1.5 MiB, ~300 bytes per part).
  *                         Nothing changed. docs/cluster.md says how to raise them.
+ *   ZC_E(ZC_SLOW_DOWN)    etcd busy or out of space (RESOURCE_EXHAUSTED) on a Txn
+ *                         smaller than etcd's default request limit
  *   ZC_E(ZC_UNAVAILABLE), ZC_E(ZC_NO_QUORUM), -EBADMSG, -ENOMEM as above
  * Server-side copy (S3's delete_parts = false) is not this call: two records never share
  * an extent, so the caller copies the bytes.

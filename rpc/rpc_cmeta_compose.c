@@ -51,7 +51,11 @@ struct compose {
 	size_t *pkl;
 	struct rpc_cmeta_seen base; /* bucket and target as read */
 	struct part_seen *ps;
+	size_t txn_bytes; /* about what the last Txn sent weighs */
 };
+
+/* etcd's default --max-request-bytes: no smaller request is refused for its size. */
+#define ETCD_DEFAULT_REQUEST_BYTES (1536u * 1024)
 
 static void
 parts_clear(struct compose *x)
@@ -133,8 +137,16 @@ too_big(const struct compose *x, int err)
 		        x->tk, x->n);
 		return ZC_E(ZC_INVALID);
 	}
-	/* RESOURCE_EXHAUSTED: etcd busy, out of space, or a message past gRPC's limit. Not
-	 * -EAGAIN: that means "a part changed" to the caller. */
+	/* RESOURCE_EXHAUSTED: etcd busy or out of space (503, try later), or a message past
+	 * its gRPC limit (--max-request-bytes + 512 KiB), which only a Txn bigger than the
+	 * default limit can meet. Never -EAGAIN: that means "a part changed" to the caller. */
+	if (err == -EAGAIN && x->txn_bytes > ETCD_DEFAULT_REQUEST_BYTES) {
+		ZC_WARN("cmeta",
+		        "compose into %s of %zu parts: etcd refused a Txn of ~%zu bytes (more "
+		        "than its --max-request-bytes)",
+		        x->tk, x->n, x->txn_bytes);
+		return ZC_E(ZC_INVALID);
+	}
 	return err == -EAGAIN ? ZC_E(ZC_SLOW_DOWN) : err;
 }
 
@@ -155,9 +167,12 @@ compose_read(struct compose *x, unsigned timeout_ms)
 		                      .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } };
 	ops[1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
 		                       .r = { .key = x->tk, .key_len = x->tkl } };
-	for (size_t i = 0; i < x->n; i++)
+	x->txn_bytes = x->bkl + x->tkl;
+	for (size_t i = 0; i < x->n; i++) {
 		ops[2 + i] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
 			                           .r = { .key = x->pk[i], .key_len = x->pkl[i] } };
+		x->txn_bytes += x->pkl[i] + 8;
+	}
 	err = too_big(x, rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, timeout_ms)));
 	free(ops);
 	if (err)
@@ -306,6 +321,12 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	rpc_cmeta_ops_ix_del(&then, &was, ids, nids);
 	txn.then = then.v;
 	txn.n_then = then.n;
+	/* each compare and op: its key, value and ~8 bytes of framing */
+	x->txn_bytes = 0;
+	for (size_t i = 0; i < txn.n_cmp; i++)
+		x->txn_bytes += cmp[i].key_len + 8;
+	for (size_t i = 0; i < then.n; i++)
+		x->txn_bytes += then.v[i].r.key_len + then.v[i].value_len + 8;
 	err = rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, timeout_ms));
 	if (err)
 		goto out;

@@ -625,6 +625,87 @@ test_compose_limits(struct rpc_etcd *c)
 	CHECK(!ix(c, 0xd000) && !ix(c, 0xd000 + 59));
 }
 
+/*
+ * S3's 10000 parts, against an etcd with raised limits (etcd takes its flags from the
+ * environment too: ETCD_MAX_TXN_OPS, ETCD_MAX_REQUEST_BYTES). The parts are written by
+ * Txns of 100 records and index keys (as commits would leave them), to keep the test short.
+ */
+static void
+test_compose_10000(void)
+{
+	enum { N = 10000, BATCH = 100 };
+	static struct rpc_cmeta_part pp[N];
+	static char keys[N][48], okeys[BATCH][96];
+	static char xkeys[BATCH][RPC_CMETA_EXTENT_KEY_CAP];
+	struct rpc_etcd_op ops[2 * BATCH];
+	struct rpc_cmeta_old old;
+	struct rpc_cl_object o;
+	struct rpc_etcd *c;
+	struct t_etcd e;
+	uint64_t size, t0;
+
+	setenv("ETCD_MAX_TXN_OPS", "20100", 1);
+	setenv("ETCD_MAX_REQUEST_BYTES", "4194304", 1);
+	t_etcd_start(&e, 1);
+	unsetenv("ETCD_MAX_TXN_OPS");
+	unsetenv("ETCD_MAX_REQUEST_BYTES");
+	c = t_etcd_client(&e);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "bk", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
+	for (unsigned b = 0; b < N / BATCH; b++) {
+		uint8_t *val[BATCH];
+		size_t len[BATCH];
+		char why[RPC_CL_WHY_MAX];
+		struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 * BATCH };
+
+		for (unsigned j = 0; j < BATCH; j++) {
+			unsigned i = b * BATCH + j;
+			struct t_put t;
+			int kl, xl;
+
+			snprintf(keys[i], sizeof(keys[i]),
+			         "p/0123456789abcdef0123456789abcdef/%05u", i + 1);
+			pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+			t_put_init(&t, ".zest-mpu", keys[i], 0x100000 + i, 4096, nodes3, 3);
+			CHECK_EQ(rpc_cmeta_encode(&t.p, &val[j], &len[j], why, sizeof(why)), 0);
+			kl = rpc_cmeta_object_key(".zest-mpu", keys[i], okeys[j], sizeof(okeys[j]));
+			xl = rpc_cmeta_extent_key(0x100000 + i, xkeys[j], sizeof(xkeys[j]));
+			ops[2 * j] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                           .r = { .key = okeys[j],
+				                                  .key_len = (size_t)kl },
+				                           .value = val[j],
+				                           .value_len = len[j] };
+			ops[2 * j + 1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                               .r = { .key = xkeys[j],
+				                                      .key_len = (size_t)xl },
+				                               .value = okeys[j],
+				                               .value_len = (size_t)kl };
+		}
+		CHECK_EQ(rpc_etcd_txn(c, &txn, NULL, 0), 0);
+		for (unsigned j = 0; j < BATCH; j++)
+			free(val[j]);
+	}
+	t0 = t_mono_ms();
+	CHECK_EQ(rpc_cmeta_compose(c, "bk", "a/big/object", pp, N, "\"m-10000\"", NULL, 0, NULL, 1,
+	                           30000, &size, &old),
+	         0);
+	printf("compose of %u parts: %llu ms\n", N, (unsigned long long)(t_mono_ms() - t0));
+	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(size, (uint64_t)N * 4096);
+	CHECK_EQ(rpc_cmeta_get(c, "bk", "a/big/object", true, &o, NULL, 0), 0);
+	CHECK_EQ(o.nextents, N);
+	CHECK(o.extents[0].id == 0x100000 && o.extents[N - 1].id == 0x100000 + N - 1);
+	rpc_cl_object_fini(&o);
+	CHECK(ix_is(c, 0x100000, "bk", "a/big/object") &&
+	      ix_is(c, 0x100000 + N - 1, "bk", "a/big/object"));
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[N / 2], true, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	/* overwritten: all 10000 index keys go in the same Txn */
+	put1(c, "bk", "a/big/object", 0x1, 1);
+	CHECK(!ix(c, 0x100000) && !ix(c, 0x100000 + N - 1));
+	rpc_etcd_destroy(c);
+	t_etcd_stop(&e);
+}
+
 static void
 test_down(struct t_etcd *e, struct rpc_etcd *c)
 {
@@ -706,6 +787,7 @@ main(void)
 	test_down(&e, c);
 	rpc_etcd_destroy(c);
 	test_failover();
+	test_compose_10000();
 	printf("ok\n");
 	return 0;
 }
