@@ -31,7 +31,7 @@ bucket_key(const char *bucket, char *buf, size_t cap)
 
 int
 rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
-                       unsigned timeout_ms)
+                        unsigned timeout_ms)
 {
 	struct rpc_cl_bucket rec = { .ctime_ns = ctime_ns };
 	struct rpc_etcd_txn_result res = { 0 };
@@ -140,7 +140,7 @@ rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout
 
 int
 rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
-                     unsigned timeout_ms)
+                      unsigned timeout_ms)
 {
 	struct rpc_etcd_kvs kvs = { 0 };
 	struct rpc_cl_bucket rec;
@@ -171,7 +171,7 @@ rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n)
 
 int
 rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
-                     unsigned timeout_ms)
+                      unsigned timeout_ms)
 {
 	struct rpc_etcd_range r = { .key = RPC_CMETA_BUCKETS,
 		                    .key_len = strlen(RPC_CMETA_BUCKETS),

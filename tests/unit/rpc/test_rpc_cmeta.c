@@ -7,8 +7,9 @@
  * not_after_ns, the extent index after commit, overwrite, delete and compose (and a
  * replaced record too big for etcd's ops limit leaving its keys dangling), listings (pages,
  * prefixes, start-after), compose (order, sum, CRC, refusals, conditions, a part changed
- * between the read and the Txn, etcd's ops limit), etcd down (a 503 code, fast), and a
- * 3-member etcd losing one. Skips (77) without /usr/bin/etcd.
+ * between the read and the Txn, etcd's ops limit; 10000 parts with etcd's limits raised),
+ * etcd down (a 503 code, fast), and a 3-member etcd losing one. Skips (77) without
+ * /usr/bin/etcd.
  */
 #include <errno.h>
 #include <pthread.h>
