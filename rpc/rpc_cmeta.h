@@ -1,8 +1,8 @@
 /*
  * rpc_cmeta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
  * coordinator's commit of an object record, the deletion of a record, listings, compose
- * (a multipart Complete), the extent index, and buckets. The
- * datanode (the coordinator, the collector) and the gateway (reads, deletes, buckets) link it. Each
+ * (a multipart Complete), the extent index, and buckets. The datanode (the coordinator, the
+ * collector) and the gateway (reads, deletes, lists, composes, buckets) link it. Each
  * write is one etcd Txn that compares the bucket and the caller's condition and fences on
  * the record's mod_revision, so a call the etcd client repeats on another member, or a
  * concurrent writer, can never make a commit land twice or undo a newer one.
@@ -22,6 +22,7 @@
  *                              pending: the collector (dn_cgc.h) commits them if the
  *                              record names them, else deletes them after the grace.
  *   ZC_E(ZC_BUCKET_EXISTS), ZC_E(ZC_BUCKET_NOT_EMPTY)  bucket calls
+ *   ZC_E(ZC_INVALID), ZC_E(ZC_SLOW_DOWN), -EAGAIN      compose (see there)
  *   -EINVAL                    bad arguments (a record rpc_cluster.h would refuse)
  *   -EBADMSG                   a value in etcd that does not decode
  *   -ENOMEM, -EIO, ...         as rpc_etcd.h
@@ -116,10 +117,10 @@ int rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, 
 int rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old);
 
 /*
- * Delete the record of bucket/key. if_mod_revision (0: none) fences it: the record must
- * still be the one the caller read. Returns 1 with *old (fini it) when a record went, 0
- * when there was none (S3 answers 204 either way), ZC_E(ZC_NO_BUCKET),
- * ZC_E(ZC_PRECONDITION) (the fence failed), or an error above.
+ * Delete the record of bucket/key and its extents' index keys. if_mod_revision (0: none)
+ * fences it: the record must still be the one the caller read. Returns 1 with *old (fini
+ * it) when a record went, 0 when there was none (S3 answers 204 either way),
+ * ZC_E(ZC_NO_BUCKET), ZC_E(ZC_PRECONDITION) (the fence failed), or an error above.
  */
 int rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key,
                      int64_t if_mod_revision, struct rpc_cmeta_old *old, unsigned timeout_ms);
