@@ -95,7 +95,7 @@ request(struct worker *w, const char *method, const char *key, bool upload)
 	long status = 0;
 
 	snprintf(url, sizeof(url), "%s://%s/%s%s%s", cfg->tls ? "https" : "http", cfg->host,
-		 cfg->bucket, key ? "/" : "", key ? key : "");
+	         cfg->bucket, key ? "/" : "", key ? key : "");
 	w->err_len = 0;
 	w->got = 0;
 	curl_easy_setopt(w->curl, CURLOPT_URL, url);
@@ -156,8 +156,10 @@ new_handle(const struct bench_s3_load *l, struct worker *w)
 static enum bench_s3_op
 pick_op(struct worker *w)
 {
-	unsigned r = (unsigned)(((w->rng = w->rng * 6364136223846793005ULL + 1442695040888963407ULL) >>
-				 33) % 100);
+	unsigned r =
+	        (unsigned)(((w->rng = w->rng * 6364136223846793005ULL + 1442695040888963407ULL) >>
+	                    33) %
+	                   100);
 
 	for (int op = 0; op < BENCH_S3_OPS; op++) {
 		if (r < w->load->mix[op])
@@ -234,7 +236,7 @@ worker_main(void *arg)
 			continue;
 		if (r < 0) {
 			bench_stats_error(&w->stats[op], "%s: HTTP %lld %s", bench_s3_op_names[op],
-					  -r - 1, w->err);
+			                  -r - 1, w->err);
 			atomic_fetch_add(&l->progress_errors, 1);
 		} else {
 			bench_stats_ok(&w->stats[op], t0 - measure_from, t1 - t0, (uint64_t)r);
@@ -263,7 +265,7 @@ preload_main(void *arg)
 		status = request(w, "PUT", key, true);
 		if (status != 200) {
 			fprintf(stderr, "zest-bench s3: preload %s: HTTP %ld %s\n", key, status,
-				w->err);
+			        w->err);
 			atomic_store(&l->stop_now, true);
 			break;
 		}
@@ -314,9 +316,9 @@ progress_main(void *arg)
 
 		usleep(500000);
 		fprintf(stderr, "\r%6.1fs  %10.2f MiB/s  %8.1f obj/s  errors %llu   ", s,
-			s > 0 ? (double)atomic_load(&l->progress_bytes) / 1048576.0 / s : 0,
-			s > 0 ? (double)atomic_load(&l->progress_ops) / s : 0,
-			(unsigned long long)atomic_load(&l->progress_errors));
+		        s > 0 ? (double)atomic_load(&l->progress_bytes) / 1048576.0 / s : 0,
+		        s > 0 ? (double)atomic_load(&l->progress_ops) / s : 0,
+		        (unsigned long long)atomic_load(&l->progress_errors));
 		if (s * 1e9 > (double)(l->duration_ns + l->warmup_ns) + 1e9)
 			break;
 	}
@@ -332,7 +334,7 @@ ensure_bucket(struct worker *w)
 	if (status == 200 || status == 409)
 		return 0;
 	fprintf(stderr, "zest-bench s3: cannot create bucket %s: status %ld %s\n",
-		w->load->cfg.bucket, status, w->err);
+	        w->load->cfg.bucket, status, w->err);
 	return -EIO;
 }
 
@@ -348,7 +350,7 @@ bench_s3_load_create(const struct bench_s3_config *cfg, struct bench_s3_load **o
 		return -ENOMEM;
 	l->cfg = *cfg;
 	snprintf(l->prefix, sizeof(l->prefix), "bench-%lx-%d-%u", (long)time(NULL), getpid(),
-		 atomic_fetch_add(&seq, 1));
+	         atomic_fetch_add(&seq, 1));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	l->payload = malloc(cfg->obj_size ? cfg->obj_size : 1);
 	l->ws = calloc(cfg->concurrent, sizeof(*l->ws));
@@ -392,9 +394,8 @@ bench_s3_load_preload(struct bench_s3_load *l)
 }
 
 int
-bench_s3_load_run(struct bench_s3_load *l, const unsigned mix[BENCH_S3_OPS],
-		  uint64_t warmup_ns, uint64_t duration_ns, bool progress,
-		  struct bench_stats total[BENCH_S3_OPS])
+bench_s3_load_run(struct bench_s3_load *l, const unsigned mix[BENCH_S3_OPS], uint64_t warmup_ns,
+                  uint64_t duration_ns, bool progress, struct bench_stats total[BENCH_S3_OPS])
 {
 	pthread_t progress_thread;
 	int rc = 0;

@@ -54,9 +54,8 @@ int bench_s3_load_preload(struct bench_s3_load *l);
  * 0.5 s. Initialises total[op] for every op (the caller bench_stats_fini()s them) with the
  * merged figures of all workers. Returns 0, or -ENOMEM.
  */
-int bench_s3_load_run(struct bench_s3_load *l, const unsigned mix[BENCH_S3_OPS],
-		      uint64_t warmup_ns, uint64_t duration_ns, bool progress,
-		      struct bench_stats total[BENCH_S3_OPS]);
+int bench_s3_load_run(struct bench_s3_load *l, const unsigned mix[BENCH_S3_OPS], uint64_t warmup_ns,
+                      uint64_t duration_ns, bool progress, struct bench_stats total[BENCH_S3_OPS]);
 
 /* Deletes every object this load created and has not deleted yet (uncounted). */
 void bench_s3_load_clear(struct bench_s3_load *l);
