@@ -46,7 +46,8 @@ struct opts {
 	const char *flame, *call_graph;
 	const char *tls_dir; /* --tls-dir: a tools/zest-certs.sh folder; NULL: plaintext */
 	unsigned pairs, concurrent, n_modes, k, m, objects;
-	bool ops[2]; /* --s3 --ops: put, get */
+	bool ops[2];    /* --s3 --ops: put, get */
+	bool plaintext; /* --s3 --plaintext */
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool s3, json, callgrind, perf, keep, store_baseline;
 	char bindir[PATH_MAX], work[PATH_MAX];
@@ -90,6 +91,8 @@ usage(FILE *out)
 		"                     thread, user-space copies by stage, page-cache bytes and\n"
 		"                     peak RSS; --modes copy,zerocopy and --data-io as above\n"
 		"                     (with --perf/--callgrind: PUTs only, via zest-bench)\n"
+		"  --plaintext        --s3: gRPC between the gateway and the datanode without\n"
+		"                     TLS (--insecure), to measure what mTLS costs\n"
 		"  --ops LIST         --s3: the phases, put,get (default) or one of them\n"
 		"  --objects N        --s3: objects the GETs read (default: 2 per stream, at\n"
 		"                     most 256 MiB of them, at least 4)\n"
@@ -115,7 +118,8 @@ usage(FILE *out)
 		"  --tls-dir DIR      run the internal gRPC over mutual TLS with the certificates\n"
 		"                     of `tools/zest-certs.sh DIR` (ca.pem, datanode.pem/.key\n"
 		"                     for the datanode, gateway.pem/.key for zest-bench and the\n"
-		"                     gateway); default: plaintext (--insecure), the baseline\n"
+		"                     gateway); default: plaintext (--insecure), the baseline;\n"
+		"                     with --s3 a throwaway CA in the work folder\n"
 		"  --keep             keep the work folder (logs, drives, profiles)\n");
 }
 
@@ -546,6 +550,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "s3", no_argument, NULL, 's' },
 		{ "objects", required_argument, NULL, 'O' },
 		{ "ops", required_argument, NULL, 'o' },
+		{ "plaintext", no_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "svg", required_argument, NULL, 'S' },
 		{ "callgrind", no_argument, NULL, 'C' },
@@ -607,6 +612,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 			o->warmup = optarg;
 			break;
 		case 's': o->s3 = true; break;
+		case 'N': o->plaintext = true; break;
 		case 'o':
 			if (!strcmp(optarg, "put") || !strcmp(optarg, "get") ||
 			    !strcmp(optarg, "put,get") || !strcmp(optarg, "get,put")) {
@@ -758,7 +764,7 @@ s3_main(struct opts *o)
 				   .k = o->k, .m = o->m, .rounds = o->pairs,
 				   .concurrent = o->concurrent, .objects = o->objects,
 				   .n_modes = o->n_modes, .json = o->json,
-				   .ops = { o->ops[0], o->ops[1] } };
+				   .ops = { o->ops[0], o->ops[1] }, .plaintext = o->plaintext };
 	int rc;
 
 	memcpy(so.modes, o->modes, sizeof(so.modes));

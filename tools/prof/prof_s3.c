@@ -239,12 +239,17 @@ out:
 	return rc;
 }
 
+/* The daemon's mTLS flags from dir; NULL: plaintext (--insecure). */
 static void
 tls_flags(const char *dir, bool server, char **argv, unsigned *n)
 {
 	static char ca[PATH_MAX + 16], cert[2][PATH_MAX + 16], key[2][PATH_MAX + 16];
 	const char *name = server ? "datanode" : "gateway";
 
+	if (!dir) { /* --plaintext */
+		argv[(*n)++] = "--insecure";
+		return;
+	}
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
 	snprintf(cert[server], sizeof(cert[0]), "%s/%s.pem", dir, name);
 	snprintf(key[server], sizeof(key[0]), "%s/%s.key", dir, name);
@@ -422,10 +427,16 @@ prof_s3_main(const struct prof_s3_opts *opts)
 		if (o.objects < 4)
 			o.objects = 4;
 	}
-	certs = certs_dir(&o);
-	if (!certs)
-		return -EIO;
-	fprintf(stderr, "zest-prof: --s3, gateway to datanode over mutual TLS (%s)\n", certs);
+	if (o.plaintext) {
+		certs = NULL;
+		fprintf(stderr, "zest-prof: --s3, gateway to datanode in plaintext (--insecure)\n");
+	} else {
+		certs = certs_dir(&o);
+		if (!certs)
+			return -EIO;
+		fprintf(stderr, "zest-prof: --s3, gateway to datanode over mutual TLS (%s)\n",
+		        certs);
+	}
 	for (unsigned r = 0; r < o.rounds && rc == 0; r++) {
 		if (!o.json)
 			fprintf(stderr, "zest-prof: round %u/%u\n", r + 1, o.rounds);
@@ -446,6 +457,7 @@ prof_s3_main(const struct prof_s3_opts *opts)
 		                        .load1 = NAN };
 	memcpy(sum.modes, o.modes, sizeof(sum.modes));
 	memcpy(sum.ops, o.ops, sizeof(sum.ops));
+	sum.plaintext = o.plaintext;
 	if (getloadavg(load, 3) > 0)
 		sum.load1 = load[0];
 	prof_s3_summarize(phases, o.rounds, &sum);

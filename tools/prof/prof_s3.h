@@ -33,7 +33,8 @@ struct prof_s3_opts {
 	unsigned k, m, rounds, concurrent, objects; /* objects 0: sized from obj_size */
 	unsigned n_modes;
 	enum prof_mode modes[PROF_MAX_MODES];
-	bool ops[2]; /* [PROF_S3_PUT], [PROF_S3_GET]: the phases to run */
+	bool ops[2];    /* [PROF_S3_PUT], [PROF_S3_GET]: the phases to run */
+	bool plaintext; /* gRPC without TLS (--insecure), to measure what mTLS costs */
 	bool json;
 };
 

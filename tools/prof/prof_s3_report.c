@@ -163,7 +163,10 @@ prof_s3_summarize(const struct prof_s3_phase *ph, unsigned rounds, struct prof_s
 					double b = phase_at(ph, rounds, 0, op, r)->v[mt];
 
 					v[r] = x;
-					q[r] = isfinite(x) && isfinite(b) && b != 0 ? x / b : NAN;
+					/* every figure is >= 0; a negative one (pages evicted
+					 * during the phase) or a 0 base has no ratio */
+					q[r] = isfinite(x) && isfinite(b) && b > 0 && x >= 0 ? x / b
+					                                                     : NAN;
 				}
 				c->v[mt] = median_finite(v, rounds);
 				c->ratio[mt] = m ? median_finite(q, rounds) : NAN;
@@ -223,8 +226,9 @@ prof_s3_report_json(FILE *out, const struct prof_s3_summary *s)
 {
 	fprintf(out,
 	        "{\"s3\":true,\"rounds\":%u,\"ec\":\"%s\",\"obj_size\":\"%s\","
-	        "\"concurrent\":%u,\"objects\":%u,\"load1\":",
-	        s->rounds, s->ec, s->obj_size, s->concurrent, s->objects);
+	        "\"concurrent\":%u,\"objects\":%u,\"grpc_tls\":%s,\"load1\":",
+	        s->rounds, s->ec, s->obj_size, s->concurrent, s->objects,
+	        s->plaintext ? "false" : "true");
 	json_num(out, s->load1);
 	fputs(",\"modes\":[", out);
 	for (unsigned m = 0; m < s->n_modes; m++)
@@ -284,15 +288,15 @@ void
 prof_s3_report_table(FILE *out, const struct prof_s3_summary *s)
 {
 	fprintf(out,
-	        "# zest-prof --s3: zest-s3gw + zest-datanode (RS %s), %s objects, %u streams, "
-	        "median of %u alternating rounds; load average %.1f at the end\n"
+	        "# zest-prof --s3: zest-s3gw + zest-datanode (RS %s, gRPC %s), %s objects, %u "
+	        "streams, median of %u alternating rounds; load average %.1f at the end\n"
 	        "# CPU-s per payload GiB from /proc (gw = gateway, dn = datanode); cp = "
 	        "user-space\n"
 	        "# payload copies per byte (/metrics); pgcache = drive-file bytes added to the "
 	        "page\n"
 	        "# cache per byte; rss = peak RSS MiB in the phase; ratio = median of MODE / %s\n",
-	        s->ec, s->obj_size, s->concurrent, s->rounds, s->load1,
-	        s->n_modes ? prof_mode_name(s->modes[0]) : "-");
+	        s->ec, s->plaintext ? "in plaintext" : "over mTLS", s->obj_size, s->concurrent,
+	        s->rounds, s->load1, s->n_modes ? prof_mode_name(s->modes[0]) : "-");
 	for (unsigned op = 0; op < PROF_S3_OPS; op++) {
 		if (!s->ops[op])
 			continue;

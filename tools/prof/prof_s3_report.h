@@ -77,7 +77,8 @@ struct prof_s3_summary {
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool ops[PROF_S3_OPS]; /* the phases run (the reports leave the others out) */
 	const char *obj_size, *ec, *drives;
-	double load1; /* load average at the end, for the record */
+	double load1;   /* load average at the end, for the record */
+	bool plaintext; /* the gateway-datanode gRPC ran without TLS */
 	struct prof_s3_cell cell[PROF_MAX_MODES][PROF_S3_OPS];
 };
 
@@ -92,7 +93,8 @@ unsigned prof_s3_parse_labelled(const char *text, const char *name, const char *
 /*
  * Medians over rounds: phases[mode][op][round], n_modes x PROF_S3_OPS x rounds, into
  * s->cell (s->n_modes and s->rounds set by the caller). Ratios are the median over rounds
- * of mode / first mode in the same round (NAN where the first is 0 or a value is missing);
+ * of mode / first mode in the same round (NAN where the first is <= 0, a value is negative or
+ * missing);
  * stages and groups seen in any round count 0 in rounds without them.
  */
 void prof_s3_summarize(const struct prof_s3_phase *phases, unsigned rounds,

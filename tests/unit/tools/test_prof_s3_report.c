@@ -159,6 +159,7 @@ test_json(void **state)
 	j = capture(&s, true);
 	assert_non_null(strstr(j, "{\"s3\":true,\"rounds\":3,\"ec\":\"4+2\""));
 	assert_non_null(strstr(j, "\"modes\":[\"copy\",\"zerocopy\"]"));
+	assert_non_null(strstr(j, "\"grpc_tls\":true,"));
 	assert_non_null(strstr(j, ",\"put\":{\"copy\":{\"mib_per_s\":11,"));
 	assert_non_null(strstr(j, ",\"get\":{\"copy\":{\"mib_per_s\":12,"));
 	assert_non_null(strstr(j, "\"ratio_zerocopy\":{\"mib_per_s\":1.9"));
