@@ -103,7 +103,7 @@ usage(FILE *out)
 		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}; with\n"
 		"                     other modes one object per mode and \"ratio_MODE\" per\n"
 		"                     mode after the first\n"
-		"  --svg FILE         write a bar chart\n"
+		"  --svg FILE         write a bar chart (not with --s3)\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
 		"                     report instructions per payload byte of the measured\n"
 		"                     run (dumps kept in the work folder)\n"
@@ -767,6 +767,8 @@ s3_main(struct opts *o)
 				   .ops = { o->ops[0], o->ops[1] }, .plaintext = o->plaintext };
 	int rc;
 
+	if (o->svg)
+		fprintf(stderr, "zest-prof: --svg draws no chart with --s3 (--json has the figures)\n");
 	memcpy(so.modes, o->modes, sizeof(so.modes));
 	zc_parse_size(o->obj_size, &so.obj_size);
 	zc_parse_duration_ns(o->duration, &so.duration_ns);

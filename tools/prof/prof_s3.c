@@ -147,6 +147,9 @@ phase_figures(const struct proc_snap *b, const struct proc_snap *a, const struct
 	ph->v[PROF_S3_CPU_GW] = (a[P_GW].cpu_s - b[P_GW].cpu_s) / gib;
 	ph->v[PROF_S3_CPU_DN] = (a[P_DN].cpu_s - b[P_DN].cpu_s) / gib;
 	ph->v[PROF_S3_CPU_ALL] = ph->v[PROF_S3_CPU_GW] + ph->v[PROF_S3_CPU_DN];
+	ph->v[PROF_S3_CPU_MS_OBJ] =
+	        (a[P_GW].cpu_s - b[P_GW].cpu_s + a[P_DN].cpu_s - b[P_DN].cpu_s) * 1e3 /
+	        prof_json_number(client_json, "objects");
 	ph->v[PROF_S3_PAGECACHE] = pagecache / bytes;
 	ph->v[PROF_S3_RSS_GW] = prof_peak_rss_mib(d->pid[P_GW]);
 	ph->v[PROF_S3_RSS_DN] = prof_peak_rss_mib(d->pid[P_DN]);

@@ -21,6 +21,7 @@ static const char *const metric_names[PROF_S3_METRICS] = {
 	[PROF_S3_CPU_ALL] = "cpu_s_per_gib_all",
 	[PROF_S3_CPU_GW] = "cpu_s_per_gib_gateway",
 	[PROF_S3_CPU_DN] = "cpu_s_per_gib_datanode",
+	[PROF_S3_CPU_MS_OBJ] = "cpu_ms_per_object",
 	[PROF_S3_COPIED_GW] = "copied_per_byte_gateway",
 	[PROF_S3_COPIED_DN] = "copied_per_byte_datanode",
 	[PROF_S3_PAGECACHE] = "pagecache_per_byte",
@@ -255,13 +256,14 @@ static const struct {
 	enum prof_s3_metric m;
 	const char *head, *fmt;
 } columns[] = {
-	{ PROF_S3_MIBS, "MiB/s", "%8.1f" },      { PROF_S3_OBJS, "obj/s", "%8.1f" },
-	{ PROF_S3_CPU_ALL, "CPU/GiB", "%8.2f" }, { PROF_S3_CPU_GW, "gw", "%6.2f" },
-	{ PROF_S3_CPU_DN, "dn", "%6.2f" },       { PROF_S3_COPIED_GW, "cp.gw", "%6.3f" },
-	{ PROF_S3_COPIED_DN, "cp.dn", "%6.3f" }, { PROF_S3_PAGECACHE, "pgcache", "%7.3f" },
-	{ PROF_S3_P50, "p50ms", "%7.1f" },       { PROF_S3_P99, "p99ms", "%7.1f" },
-	{ PROF_S3_P999, "p99.9ms", "%8.1f" },    { PROF_S3_RSS_GW, "rss.gw", "%7.0f" },
-	{ PROF_S3_RSS_DN, "rss.dn", "%7.0f" },   { PROF_S3_ERRORS, "errors", "%6.0f" },
+	{ PROF_S3_MIBS, "MiB/s", "%8.1f" },        { PROF_S3_OBJS, "obj/s", "%8.1f" },
+	{ PROF_S3_CPU_ALL, "CPU/GiB", "%8.2f" },   { PROF_S3_CPU_GW, "gw", "%6.2f" },
+	{ PROF_S3_CPU_DN, "dn", "%6.2f" },         { PROF_S3_CPU_MS_OBJ, "ms/obj", "%7.2f" },
+	{ PROF_S3_COPIED_GW, "cp.gw", "%6.3f" },   { PROF_S3_COPIED_DN, "cp.dn", "%6.3f" },
+	{ PROF_S3_PAGECACHE, "pgcache", "%7.3f" }, { PROF_S3_P50, "p50ms", "%7.1f" },
+	{ PROF_S3_P99, "p99ms", "%7.1f" },         { PROF_S3_P999, "p99.9ms", "%8.1f" },
+	{ PROF_S3_RSS_GW, "rss.gw", "%7.0f" },     { PROF_S3_RSS_DN, "rss.dn", "%7.0f" },
+	{ PROF_S3_ERRORS, "errors", "%6.0f" },
 };
 
 /* One row of the table; ratios get three decimals whatever the column's figure is. */

@@ -29,7 +29,8 @@ enum prof_s3_metric {
 	PROF_S3_CPU_ALL, /* CPU-s per payload GiB, gateway + datanode (/proc) */
 	PROF_S3_CPU_GW,
 	PROF_S3_CPU_DN,
-	PROF_S3_COPIED_GW, /* user-space payload copies per payload byte (/metrics) */
+	PROF_S3_CPU_MS_OBJ, /* CPU-ms per object, gateway + datanode (small objects' figure) */
+	PROF_S3_COPIED_GW,  /* user-space payload copies per payload byte (/metrics) */
 	PROF_S3_COPIED_DN,
 	PROF_S3_PAGECACHE, /* drive-file bytes the phase added to the page cache, per byte */
 	PROF_S3_RSS_GW,    /* peak RSS in the phase, MiB (VmHWM, reset at its start) */

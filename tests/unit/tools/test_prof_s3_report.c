@@ -165,6 +165,7 @@ test_json(void **state)
 	assert_non_null(strstr(j, "\"ratio_zerocopy\":{\"mib_per_s\":1.9"));
 	assert_non_null(strstr(j, "\"p99.9_ms\":"));
 	assert_non_null(strstr(j, "\"cpu_s_per_gib_all\":"));
+	assert_non_null(strstr(j, "\"cpu_ms_per_object\":"));
 	assert_non_null(strstr(j, "\"copied_per_byte_by_stage\":{\"dn:gather\":0}"));
 	assert_non_null(strstr(j, "\"threads_cpu_s_per_gib\":{\"dn:iou-wrk-#\":3,"));
 	assert_null(strstr(j, "nan"));
