@@ -658,6 +658,12 @@ parse_opts(int argc, char **argv, struct opts *o)
 		}
 		o->n_modes = (unsigned)n;
 	}
+	for (unsigned i = 0; o->s3 && !o->perf && !o->callgrind && i < o->n_modes; i++)
+		if (prof_mode_discards(o->modes[i])) {
+			fprintf(stderr, "zest-prof: --s3 cannot run discard (its GETs read the "
+			                "objects back)\n");
+			return -EINVAL;
+		}
 	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
 	    o->k + o->m > EC_MAX_DRIVES) {
 		fprintf(stderr, "zest-prof: bad --ec '%s' (want K+M, K+M <= %d)\n", o->ec,
