@@ -4,7 +4,8 @@
  * text and JSON reports. Pure code on the caller's data (prof_s3.c measures); also the
  * parser of labelled /metrics series and the page-cache residency count of a folder.
  *
- * Threading: plain functions on the caller's data.
+ * Threading: plain functions on the caller's data, except prof_s3_pagecache_bytes, which
+ * walks the folder with nftw(3) and a file-static sum: one caller at a time.
  */
 #ifndef ZEST_PROF_S3_REPORT_H
 #define ZEST_PROF_S3_REPORT_H
