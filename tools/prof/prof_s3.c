@@ -264,19 +264,31 @@ tls_flags(const char *dir, bool server, char **argv, unsigned *n)
 	argv[(*n)++] = key[server];
 }
 
-static void
-stop_daemons(struct daemons *d)
+/*
+ * Stops both daemons and removes the drive folders. Returns 0, or -EIO when a daemon did not
+ * exit 0 on SIGTERM (a leak or a crash at shutdown is a bug the run must not hide).
+ */
+static int
+stop_daemons(const struct prof_s3_opts *o, struct daemons *d)
 {
+	static const char *const names[P_COUNT] = { "zest-s3gw", "zest-datanode" };
 	char cmd[PATH_MAX + 16];
+	int rc = 0;
 
 	/* the gateway first: it holds the datanode's connection */
-	if (d->pid[P_GW] > 0)
-		prof_stop(d->pid[P_GW], 10000);
-	if (d->pid[P_DN] > 0)
-		prof_stop(d->pid[P_DN], 10000);
+	for (int p = 0; p < P_COUNT; p++) {
+		int st = d->pid[p] > 0 ? prof_stop(d->pid[p], 10000) : 0;
+
+		if (st != 0) {
+			fprintf(stderr, "zest-prof: %s exited with status %d at SIGTERM; see %s\n",
+			        names[p], st, o->log);
+			rc = -EIO;
+		}
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->drives);
 	if (d->drives[0] && system(cmd) != 0)
 		ZC_WARN("prof", "cannot remove %s", d->drives);
+	return rc;
 }
 
 static int
@@ -363,6 +375,7 @@ run_mode(const struct prof_s3_opts *o, const char *certs, enum prof_mode pm, uns
 	struct bench_stats total[BENCH_S3_OPS];
 	struct bench_s3_load *load = NULL;
 	char host[32];
+	int stop;
 	struct daemons d;
 	struct bench_s3_config cfg = {
 		.access_key = ACCESS_KEY,
@@ -398,8 +411,8 @@ run_mode(const struct prof_s3_opts *o, const char *certs, enum prof_mode pm, uns
 		        round + 1, strerror(-rc), o->log);
 out:
 	bench_s3_load_destroy(load);
-	stop_daemons(&d);
-	return rc;
+	stop = stop_daemons(o, &d);
+	return rc < 0 ? rc : stop;
 }
 
 int
