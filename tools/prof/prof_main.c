@@ -26,6 +26,7 @@
 #include "prof_modes.h"
 #include "prof_proc.h"
 #include "prof_report.h"
+#include "prof_s3.h"
 #include "prof_store.h"
 #include "prof_threads.h"
 #include "zc.h"
@@ -44,7 +45,9 @@ struct opts {
 	const char *drives_base, *svg, *ec, *obj_size, *duration, *warmup;
 	const char *flame, *call_graph;
 	const char *tls_dir; /* --tls-dir: a tools/zest-certs.sh folder; NULL: plaintext */
-	unsigned pairs, concurrent, n_modes, k, m;
+	unsigned pairs, concurrent, n_modes, k, m, objects;
+	bool ops[2];    /* --s3 --ops: put, get */
+	bool plaintext; /* --s3 --plaintext */
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool s3, json, callgrind, perf, keep, store_baseline;
 	char bindir[PATH_MAX], work[PATH_MAX];
@@ -80,7 +83,19 @@ usage(FILE *out)
 		"  --concurrent N     parallel streams (default 4)\n"
 		"  --duration D       measured load per run (default 8s)\n"
 		"  --warmup D         uncounted load before it (default 1s)\n"
-		"  --s3               drive the load through zest-s3gw (zest-bench s3 put)\n"
+		"  --s3               the datanode AND zest-s3gw in front of it (gRPC over\n"
+		"                     mutual TLS, a throwaway CA as `make run` makes), driven\n"
+		"                     through S3 by zest-bench's load engine: per mode a PUT\n"
+		"                     phase and a GET phase, each with MiB/s, obj/s, latency\n"
+		"                     p50/p99/p99.9, CPU-s per GiB of each process and by\n"
+		"                     thread, user-space copies by stage, page-cache bytes and\n"
+		"                     peak RSS; --modes copy,zerocopy and --data-io as above\n"
+		"                     (with --perf/--callgrind: PUTs only, via zest-bench)\n"
+		"  --plaintext        --s3: gRPC between the gateway and the datanode without\n"
+		"                     TLS (--insecure), to measure what mTLS costs\n"
+		"  --ops LIST         --s3: the phases, put,get (default) or one of them\n"
+		"  --objects N        --s3: objects the GETs read (default: 2 per stream, at\n"
+		"                     most 256 MiB of them, at least 4)\n"
 		"  --store-baseline   also time, once per round, the kernel storing 1 MiB\n"
 		"                     write()s in k+m files in the drives' filesystem, and\n"
 		"                     with discard in --modes the full path's CPU floor:\n"
@@ -88,7 +103,7 @@ usage(FILE *out)
 		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}; with\n"
 		"                     other modes one object per mode and \"ratio_MODE\" per\n"
 		"                     mode after the first\n"
-		"  --svg FILE         write a bar chart\n"
+		"  --svg FILE         write a bar chart (not with --s3)\n"
 		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
 		"                     report instructions per payload byte of the measured\n"
 		"                     run (dumps kept in the work folder)\n"
@@ -103,7 +118,8 @@ usage(FILE *out)
 		"  --tls-dir DIR      run the internal gRPC over mutual TLS with the certificates\n"
 		"                     of `tools/zest-certs.sh DIR` (ca.pem, datanode.pem/.key\n"
 		"                     for the datanode, gateway.pem/.key for zest-bench and the\n"
-		"                     gateway); default: plaintext (--insecure), the baseline\n"
+		"                     gateway); default: plaintext (--insecure), the baseline;\n"
+		"                     with --s3 a throwaway CA in the work folder\n"
 		"  --keep             keep the work folder (logs, drives, profiles)\n");
 }
 
@@ -133,25 +149,6 @@ static void
 sibling(const struct opts *o, const char *rel, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%s", o->bindir, rel);
-}
-
-/* Wait until the /metrics endpoint answers, or the process died. */
-static int
-wait_ready(pid_t pid, int metrics_port, unsigned timeout_ms)
-{
-	char buf[256];
-
-	for (unsigned t = 0; t < timeout_ms; t += 50) {
-		char path[64];
-
-		if (prof_http_get(metrics_port, "/metrics", buf, sizeof(buf)) >= 0)
-			return 0;
-		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-		if (access(path, F_OK) < 0)
-			return -ECHILD;
-		usleep(50000);
-	}
-	return -ETIMEDOUT;
 }
 
 struct payload_counters {
@@ -311,7 +308,7 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 			free(drives[d]);
 		return dn_pid;
 	}
-	rc = wait_ready(dn_pid, dn_mport, tool == TOOL_CALLGRIND ? 60000 : 15000);
+	rc = prof_wait_ready(dn_pid, dn_mport, tool == TOOL_CALLGRIND ? 60000 : 15000);
 	if (rc < 0) {
 		fprintf(stderr, "zest-prof: datanode did not start (%s); see %s\n", strerror(-rc),
 			log_path);
@@ -327,7 +324,7 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 		gargv[gn] = NULL;
 
 		gw_pid = prof_spawn(gargv, log_path);
-		rc = gw_pid < 0 ? gw_pid : wait_ready(gw_pid, gw_mport, 15000);
+		rc = gw_pid < 0 ? gw_pid : prof_wait_ready(gw_pid, gw_mport, 15000);
 		if (rc < 0) {
 			fprintf(stderr, "zest-prof: gateway did not start; see %s\n", log_path);
 			goto stop;
@@ -551,6 +548,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "duration", required_argument, NULL, 'D' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "s3", no_argument, NULL, 's' },
+		{ "objects", required_argument, NULL, 'O' },
+		{ "ops", required_argument, NULL, 'o' },
+		{ "plaintext", no_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "svg", required_argument, NULL, 'S' },
 		{ "callgrind", no_argument, NULL, 'C' },
@@ -612,6 +612,20 @@ parse_opts(int argc, char **argv, struct opts *o)
 			o->warmup = optarg;
 			break;
 		case 's': o->s3 = true; break;
+		case 'N': o->plaintext = true; break;
+		case 'o':
+			if (!strcmp(optarg, "put") || !strcmp(optarg, "get") ||
+			    !strcmp(optarg, "put,get") || !strcmp(optarg, "get,put")) {
+				o->ops[0] = strstr(optarg, "put") != NULL;
+				o->ops[1] = strstr(optarg, "get") != NULL;
+				break;
+			}
+			goto bad;
+		case 'O':
+			o->objects = (unsigned)atoi(optarg);
+			if (o->objects < 1)
+				goto bad;
+			break;
 		case 'j': o->json = true; break;
 		case 'S': o->svg = optarg; break;
 		case 'C': o->callgrind = true; break;
@@ -644,6 +658,12 @@ parse_opts(int argc, char **argv, struct opts *o)
 		}
 		o->n_modes = (unsigned)n;
 	}
+	for (unsigned i = 0; o->s3 && !o->perf && !o->callgrind && i < o->n_modes; i++)
+		if (prof_mode_discards(o->modes[i])) {
+			fprintf(stderr, "zest-prof: --s3 cannot run discard (its GETs read the "
+			                "objects back)\n");
+			return -EINVAL;
+		}
 	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
 	    o->k + o->m > EC_MAX_DRIVES) {
 		fprintf(stderr, "zest-prof: bad --ec '%s' (want K+M, K+M <= %d)\n", o->ec,
@@ -740,11 +760,36 @@ summarize(const struct opts *o, struct run (*runs)[MAX_PAIRS],
 				   (double)(o->k + o->m) / o->k * s->store.cpu_s_per_gib;
 }
 
+/* --s3 without a profiler: the PUT and GET phases of prof_s3.h. */
+static int
+s3_main(struct opts *o)
+{
+	struct prof_s3_opts so = { .bindir = o->bindir, .work = o->work,
+				   .drives = o->drives_base, .log = log_path,
+				   .tls_dir = o->tls_dir, .ec = o->ec, .obj_size_text = o->obj_size,
+				   .k = o->k, .m = o->m, .rounds = o->pairs,
+				   .concurrent = o->concurrent, .objects = o->objects,
+				   .n_modes = o->n_modes, .json = o->json,
+				   .ops = { o->ops[0], o->ops[1] }, .plaintext = o->plaintext };
+	int rc;
+
+	if (o->svg)
+		fprintf(stderr, "zest-prof: --svg draws no chart with --s3 (--json has the figures)\n");
+	memcpy(so.modes, o->modes, sizeof(so.modes));
+	zc_parse_size(o->obj_size, &so.obj_size);
+	zc_parse_duration_ns(o->duration, &so.duration_ns);
+	zc_parse_duration_ns(o->warmup, &so.warmup_ns);
+	rc = prof_s3_main(&so);
+	if (rc < 0)
+		o->keep = true;
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts o = { .ec = "4+2", .obj_size = "4MiB", .duration = "8s", .warmup = "1s",
-			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf", .n_modes = 2,
+			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf", .n_modes = 2, .ops = { true, true },
 			  .modes = { PROF_MODE_COPY, PROF_MODE_ZEROCOPY } };
 	static struct run runs[PROF_MAX_MODES][MAX_PAIRS], extra[PROF_MAX_MODES];
 	static struct prof_store_result store[MAX_PAIRS];
@@ -758,9 +803,10 @@ main(int argc, char **argv)
 	zc_log_init();
 	if (parse_opts(argc, argv, &o) < 0)
 		return 2;
-	fprintf(stderr, "zest-prof: internal gRPC %s%s\n",
-		o.tls_dir ? "over mutual TLS, certificates in " : "in plaintext (--insecure)",
-		o.tls_dir ? o.tls_dir : "");
+	if (!o.s3 || o.perf || o.callgrind) /* prof_s3.c says its own */
+		fprintf(stderr, "zest-prof: internal gRPC %s%s\n",
+			o.tls_dir ? "over mutual TLS, certificates in " : "in plaintext (--insecure)",
+			o.tls_dir ? o.tls_dir : "");
 	legacy = o.n_modes == 2 && o.modes[0] == PROF_MODE_COPY &&
 		 o.modes[1] == PROF_MODE_ZEROCOPY;
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -781,6 +827,10 @@ main(int argc, char **argv)
 		o.drives_base = o.work;
 	snprintf(log_path, sizeof(log_path), "%s/prof.log", o.work);
 
+	if (o.s3 && !o.perf && !o.callgrind) {
+		rc = s3_main(&o);
+		goto out;
+	}
 	for (unsigned p = 0; p < o.pairs && rc == 0; p++) {
 		if (!o.json)
 			fprintf(stderr, "zest-prof: %s %u/%u\n", legacy ? "pair" : "round", p + 1,

@@ -240,3 +240,22 @@ prof_json_number(const char *json, const char *key)
 	p = strstr(json, pat);
 	return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
+
+/* Wait until the /metrics endpoint answers, or the process died. */
+int
+prof_wait_ready(pid_t pid, int metrics_port, unsigned timeout_ms)
+{
+	char buf[256];
+
+	for (unsigned t = 0; t < timeout_ms; t += 50) {
+		char path[64];
+
+		if (prof_http_get(metrics_port, "/metrics", buf, sizeof(buf)) >= 0)
+			return 0;
+		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		if (access(path, F_OK) < 0)
+			return -ECHILD;
+		usleep(50000);
+	}
+	return -ETIMEDOUT;
+}

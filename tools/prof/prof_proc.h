@@ -21,6 +21,10 @@ double prof_cpu_seconds(pid_t pid);
 /* Peak resident set (VmHWM) in MiB. */
 double prof_peak_rss_mib(pid_t pid);
 
+/* Wait until http://127.0.0.1:metrics_port/metrics answers: 0, -ECHILD when the process
+ * died first, -ETIMEDOUT. */
+int prof_wait_ready(pid_t pid, int metrics_port, unsigned timeout_ms);
+
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int prof_free_port(void);
 
