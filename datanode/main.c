@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "dn_cgc.h"
+#include "dn_cheal.h"
 #include "dn_cluster.h"
 #include "dn_daemon.h"
 #include "zc_net.h"
@@ -52,6 +53,7 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 /* With --cluster the metrics hook shows membership after the binding's series. */
 static struct dn_cluster *cluster;
 static struct dn_cgc *collector; /* the cell collector, with --cluster */
+static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
 
 static void
 metrics_hook(FILE *out, void *arg)
@@ -61,6 +63,8 @@ metrics_hook(FILE *out, void *arg)
 		dn_cluster_metrics(cluster, out);
 	if (collector)
 		dn_cgc_metrics(collector, out);
+	if (healer)
+		dn_cheal_metrics(healer, out);
 }
 
 /* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
@@ -178,6 +182,16 @@ main(int argc, char **argv)
 			                                          .node = cfg.node,
 			                                          .grace_ns = cfg.gc_grace_ns },
 			                   &collector);
+		if (!rc)
+			rc = dn_cheal_create(
+			        &(struct dn_cheal_opts){ .store = store,
+			                                 .etcd = dn_cluster_etcd(cluster),
+			                                 .members = dn_cluster_members(cluster),
+			                                 .node = cfg.node,
+			                                 .tls = cfg.tls,
+			                                 .heal_after_ns = cfg.heal_after_ns,
+			                                 .gc_grace_ns = cfg.gc_grace_ns },
+			        &healer);
 		if (rc) {
 			dn_cluster_leave(cluster);
 			rpc_server_destroy(srv, 0);
@@ -224,8 +238,10 @@ destroy_binding:
 close_store:
 	/* the collector stops before the store goes; its metrics still answer */
 	dn_cgc_stop(collector);
+	dn_cheal_stop(healer);
 	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
 	dn_cgc_destroy(collector);
+	dn_cheal_destroy(healer);
 	dn_cluster_destroy(cluster);
 	live_refs = zc_ref_live();
 	live_bufs = rpc_live_buffers();
