@@ -105,6 +105,9 @@ dn_coord_peer(struct dn_coord *c, const char *name, const char *addr)
 	p->addr = strdup(addr);
 	co.target = addr;
 	co.max_inflight = c->o.peer_window;
+	/* A cell is at most one group (16 MiB by default): a call to a peer that takes longer
+	 * than this is stuck, not slow. The window waits have their own, shorter, timeout. */
+	co.deadline_ms = DN_COORD_CALL_DEADLINE_MS;
 	co.tls = c->o.tls;
 	rc = p->name && p->addr ? rpc_client_create(&co, &p->cli) : -ENOMEM;
 	if (rc) {
@@ -123,6 +126,42 @@ out:
 	return p;
 }
 
+int
+dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t cap)
+{
+	uint64_t now = zc_now_ns();
+	int rc;
+
+	if (strlen(bucket) >= sizeof(c->buckets[0].name))
+		goto ask;
+	pthread_mutex_lock(&c->mu);
+	for (unsigned i = 0; i < DN_COORD_BUCKETS; i++)
+		if (c->buckets[i].until_ns > now && !strcmp(c->buckets[i].name, bucket)) {
+			pthread_mutex_unlock(&c->mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&c->mu);
+ask:
+	rc = rpc_cmeta_bucket_head(c->o.etcd, bucket, NULL, c->o.etcd_timeout_ms);
+	if (rc == ZC_E(ZC_NO_BUCKET)) {
+		snprintf(msg, cap, "%s", bucket);
+		return rc;
+	}
+	if (rc) {
+		snprintf(msg, cap, "cannot read bucket %s from etcd: %s", bucket,
+		         rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
+		return rc == -ETIMEDOUT ? ZC_E(ZC_UNAVAILABLE) : rc;
+	}
+	if (strlen(bucket) < sizeof(c->buckets[0].name)) {
+		pthread_mutex_lock(&c->mu);
+		snprintf(c->buckets[c->next_bucket].name, sizeof(c->buckets[0].name), "%s", bucket);
+		c->buckets[c->next_bucket].until_ns = now + DN_COORD_BUCKET_TTL_NS;
+		c->next_bucket = (c->next_bucket + 1) % DN_COORD_BUCKETS;
+		pthread_mutex_unlock(&c->mu);
+	}
+	return 0;
+}
+
 void
 dn_coord_followup_add(struct dn_coord *c, long d)
 {
@@ -139,6 +178,7 @@ int
 dn_coord_create(const struct dn_coord_opts *o, struct dn_coord **out)
 {
 	struct dn_coord *c;
+	pthread_condattr_t ca;
 	size_t cell;
 
 	if (!o || !o->store || !o->etcd || !o->members || !o->node)
@@ -167,8 +207,10 @@ dn_coord_create(const struct dn_coord_opts *o, struct dn_coord **out)
 	}
 	c->node = strdup(o->node);
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	atomic_init(&c->fault_tolerance, -1);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the waits' deadlines */
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	cell = c->o.cell_size;
 	c->npbufs = c->o.parity_bufs;
 	c->pmem = calloc(c->npbufs, sizeof(*c->pmem));
@@ -195,17 +237,23 @@ dn_coord_destroy(struct dn_coord *c)
 
 	if (!c)
 		return;
-	/* Follow-up calls carry the rpc client's own deadline: wait for them, but never
-	 * longer than a peer timeout. */
+	/* Follow-up calls end by their deadline at the latest (a peer that stopped answering);
+	 * a client may only go once its calls are done. */
 	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += c->o.peer_timeout_ms / 1000 + 1;
+	dl.tv_sec += DN_COORD_CALL_DEADLINE_MS / 1000 + 2;
 	pthread_mutex_lock(&c->mu);
+	if (c->followups)
+		ZC_INFO("coord", "waiting for %ld follow-up calls to peers", c->followups);
 	while (c->followups > 0)
 		if (pthread_cond_timedwait(&c->cond, &c->mu, &dl) == ETIMEDOUT)
 			break;
-	if (c->followups)
-		ZC_WARN("coord", "stopping with %ld follow-up calls in flight", c->followups);
 	pthread_mutex_unlock(&c->mu);
+	if (c->followups) {
+		/* Not reached while gRPC keeps its deadlines; never free a client in use. */
+		ZC_ERR("coord", "%ld follow-up calls outlived their deadline: clients kept",
+		       c->followups);
+		c->peers = NULL;
+	}
 	for (p = c->peers; p; p = next) {
 		next = p->next;
 		rpc_client_destroy(p->cli);
@@ -241,6 +289,8 @@ hist_print(FILE *out, const char *name, const struct dn_coord_hist *h)
 void
 dn_coord_metrics(struct dn_coord *c, FILE *out)
 {
+	const struct rpc_members_view *v;
+	unsigned n, km;
 	int ft;
 
 	if (!c)
@@ -261,12 +311,16 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	             "writes.\n"
 	             "# TYPE zest_cluster_etcd_txn_seconds histogram\n");
 	hist_print(out, "zest_cluster_etcd_txn_seconds", &c->etcd_hist);
-	ft = atomic_load(&c->fault_tolerance);
-	if (ft < 0)
-		ft = (int)(c->o.m); /* before any write: what k+m distinct nodes give */
+	/* What a group placed now gets (zc_place_group's rounds rule): the live view moves
+	 * with nodes coming and going, before any write shows it. */
+	v = rpc_members_get(c->o.members);
+	n = (unsigned)v->n;
+	km = c->o.k + c->o.m;
+	ft = !n ? 0 : n >= km ? (int)c->o.m : (int)(c->o.m / ((km + n - 1) / n));
+	rpc_members_view_put(v);
 	fprintf(out,
-	        "# HELP zest_cluster_fault_tolerance_nodes Nodes the last placed block "
-	        "group survives losing: m / most cells on one node.\n"
+	        "# HELP zest_cluster_fault_tolerance_nodes Nodes a block group placed now over "
+	        "the live view survives losing: m / most cells of the group on one node.\n"
 	        "# TYPE zest_cluster_fault_tolerance_nodes gauge\n"
 	        "zest_cluster_fault_tolerance_nodes %d\n",
 	        ft);

@@ -298,7 +298,7 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 		                    .attrs = cattrs,
 		                    .nattrs = nattrs,
 		                    .extents = &ext,
-		                    .nextents = w->size ? 1 : 0,
+		                    .nextents = 1, /* an empty object: one extent, no groups */
 		                    .write_quorum = w->quorum,
 		                    .timeout_ms = w->c->o.etcd_timeout_ms };
 	if (cond) {

@@ -19,9 +19,12 @@
 #include "rpc_members.h"
 #include "zc_place.h"
 
-#define DN_COORD_PEND_MAX     64         /* segments gathered per data cell before a send */
-#define DN_COORD_MSG_MAX      (1u << 20) /* payload bytes per CellChunk */
-#define DN_COORD_HIST_BUCKETS 12
+#define DN_COORD_PEND_MAX         64         /* segments gathered per data cell before a send */
+#define DN_COORD_MSG_MAX          (1u << 20) /* payload bytes per CellChunk */
+#define DN_COORD_HIST_BUCKETS     12
+#define DN_COORD_CALL_DEADLINE_MS 60000 /* every call to a peer (stream or unary) */
+#define DN_COORD_BUCKETS          32    /* buckets remembered as existing */
+#define DN_COORD_BUCKET_TTL_NS    (5ull * 1000000000ull)
 
 /* A parity buffer of the pool: cell_size bytes, 4 KiB aligned; the zc_ref's last put (after
  * gRPC sent it, the rings wrote it) returns it to the pool. */
@@ -57,9 +60,13 @@ struct dn_coord {
 	uint8_t *pbytes;
 	unsigned npbufs;
 	long followups; /* async CommitCells / DeleteCells in flight, under mu */
+	struct {
+		char name[64];
+		uint64_t until_ns;   /* zc_now_ns() */
+	} buckets[DN_COORD_BUCKETS]; /* under mu: seen to exist lately */
+	unsigned next_bucket;
 	struct dn_coord_hist peer_hist, etcd_hist;
-	atomic_int fault_tolerance; /* of the last placement; -1 before the first */
-	atomic_uint last_tolerance_logged;
+	atomic_uint last_tolerance_logged; /* fault tolerance + 1 of the last placement logged */
 };
 
 /* One cell of a group, and where it goes. */
@@ -132,6 +139,10 @@ struct dn_coord_pbuf *dn_coord_pbuf_get(struct dn_coord *c, uint64_t wait_ns);
 /* The client for a peer (created on first use), or NULL (-ENOMEM / bad TLS). */
 struct dn_coord_peer *dn_coord_peer(struct dn_coord *c, const char *name, const char *addr);
 void dn_coord_followup_add(struct dn_coord *c, long d);
+/* Does bucket exist? 0, ZC_E(ZC_NO_BUCKET), or the etcd error, with msg. A bucket seen
+ * lately is not asked again: the commit Txn checks it anyway, this only spares a Write to
+ * a missing bucket its payload. */
+int dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t cap);
 uint64_t dn_coord_realtime_ns(void);
 
 /* ---- dn_coord_place.c */

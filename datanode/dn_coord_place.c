@@ -44,7 +44,6 @@ note_tolerance(struct dn_coord *c, const struct zc_place_slots *sl, size_t nodes
 {
 	unsigned ft = sl->fault_tolerance;
 
-	atomic_store(&c->fault_tolerance, (int)ft);
 	if (atomic_exchange(&c->last_tolerance_logged, ft + 1) != ft + 1)
 		ZC_INFO("coord",
 		        "placement over %zu live nodes: at most %u cells of a group per node, "

@@ -41,6 +41,9 @@ dn_coord_begin(struct dn_coord *c, const char *bucket, const char *key, uint64_t
 		snprintf(msg, cap, "scheme %u+%u out of range", k, m);
 		return ZC_E(ZC_INVALID);
 	}
+	rc = dn_coord_bucket_check(c, bucket, msg, cap);
+	if (rc)
+		return rc;
 	v = rpc_members_get(c->o.members);
 	if (!v->n) {
 		rpc_members_view_put(v);

@@ -4,10 +4,12 @@ and six zest-datanode --cluster on 127.0.0.11-16 over mutual TLS (each node's ce
 names its address, for server and client use), one drive each; Writes go to dn-1 through
 the datanode's own Write RPC (tests/integration/dn_client.c), which coordinates them.
 
-- happy path: the record appears in etcd, names six distinct nodes per group, no cell
+- happy path (and a 1000-byte object, whose data cells 1-3 are empty, and an empty one):
+  the record appears in etcd, names six distinct nodes per group, no cell
   missing; every cell file is on the node the record names, and the data cells put back
   together are the object; the coordinator copied no payload byte (its counters, and an
   LD_PRELOAD memcpy counter on the coordinator outside ASan);
+- a Write to a missing bucket: NoSuchBucket;
 - invisible until the commit: with a peer stopped (SIGSTOP) the Write waits and no record
   is in etcd; once the peer goes on, the Write commits;
 - an overwrite deletes the cells of the record it replaced (DeleteCells);
@@ -305,6 +307,23 @@ def main():
         # entries left for the collector; shown by the nodes' logs staying quiet, and by
         # a second write of the key replacing them below
         print(f"happy path: {len(data)} bytes, extent {ext1}, forwarded {fwd:.0f} bytes")
+
+        # ---- small and empty objects; a missing bucket is refused before the payload
+        small = os.urandom(1000)
+        with open(src, "wb") as f:
+            f.write(small)
+        client(coord, certs, "put", "bkt", "small", src)
+        rec = record(etcd, "bkt", "small")
+        assert rec["size"] == 1000 and len(rec["extents"][0]["groups"]) == 1, rec
+        assert rec["etag"] == f"{rec['crc32c']:08x}", rec  # no ETag sent: its CRC32C
+        check_cells(nodes, rec, small)  # data cells 1-3 hold no byte, parity 1000
+        p = client(coord, certs, "put", "bkt", "empty", "-")
+        assert "size=0" in p.stdout, p.stdout
+        rec = record(etcd, "bkt", "empty")
+        assert rec["size"] == 0 and rec["extents"][0]["groups"] == [], rec
+        p = client(coord, certs, "put", "nob", "k", src, check=False)
+        assert p.returncode == 1 and "NoSuchBucket: nob" in p.stdout, p.stdout
+        assert copied(coord) == 0
 
         # ---- invisible until the commit: a peer stopped, the Write waits
         data2 = os.urandom(5 * K * CELL * SPG)  # 2.5 MiB: more than the window
