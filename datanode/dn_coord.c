@@ -299,9 +299,22 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	             "to each peer (data and parity).\n"
 	             "# TYPE zest_cluster_forwarded_bytes_total counter\n");
 	pthread_mutex_lock(&c->mu);
-	for (struct dn_coord_peer *p = c->peers; p; p = p->next)
+	for (struct dn_coord_peer *p = c->peers; p; p = p->next) {
+		unsigned long long sum = 0;
+		struct dn_coord_peer *q;
+
+		/* One series per name: a peer that came back on another address has a client
+		 * per address. The first of a name in the list prints the sum. */
+		for (q = c->peers; q != p && strcmp(q->name, p->name); q = q->next)
+			;
+		if (q != p)
+			continue;
+		for (; q; q = q->next)
+			if (!strcmp(q->name, p->name))
+				sum += atomic_load(&q->fwd_bytes);
 		fprintf(out, "zest_cluster_forwarded_bytes_total{peer=\"%s\"} %llu\n", p->name,
-		        (unsigned long long)atomic_load(&p->fwd_bytes));
+		        sum);
+	}
 	pthread_mutex_unlock(&c->mu);
 	fprintf(out, "# HELP zest_cluster_peer_write_seconds WriteCell streams to peers, open to "
 	             "acknowledgement.\n"

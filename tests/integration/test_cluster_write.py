@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zest_harness as zh  # noqa: E402
-from test_cluster_members import Etcd  # noqa: E402
+from test_cluster_members import Etcd, promtool  # noqa: E402
 
 K, M = 4, 2
 CELL = 64 << 10
@@ -303,6 +303,7 @@ def main():
         assert m["zest_cluster_fault_tolerance_nodes"] == M
         assert m["zest_cluster_etcd_txn_seconds_count"] >= 1
         assert m["zest_cluster_peer_write_seconds_count"] >= 5
+        promtool(coord.d)  # the coordinator's series pass Prometheus' own check
         # the cells are committed on their nodes (CommitCells, dn_cell_commit): no pending
         # entries left for the collector; shown by the nodes' logs staying quiet, and by
         # a second write of the key replacing them below
