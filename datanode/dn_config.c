@@ -375,7 +375,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		fprintf(err, "zest-datanode: unexpected argument: %s\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (c->ndrives < c->k + c->m) {
+	if (c->cluster && c->ndrives < 1) {
+		fprintf(err, "zest-datanode: need at least one --drive folder\n");
+		return -EINVAL;
+	}
+	if (!c->cluster && c->ndrives < c->k + c->m) {
 		fprintf(err, "zest-datanode: need at least %u --drive folders for %u+%u, got %u\n",
 		        c->k + c->m, c->k, c->m, c->ndrives);
 		return -EINVAL;
@@ -410,6 +414,7 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	dn_store_opts_default(o);
 	o->drives = c->drives;
 	o->ndrives = c->ndrives;
+	o->cells_only = c->cluster != NULL; /* a node's cells go to the cell store */
 	o->k = c->k;
 	o->m = c->m;
 	o->cell_size = c->cell_size;
