@@ -299,6 +299,25 @@ place_cell(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj 
 	return rc;
 }
 
+/* Has some cell of `need` a node to go to? (Else reading the group is wasted work.) */
+static bool
+has_target(const struct rpc_members_view *v, const struct rpc_cl_extent *e,
+           const struct rpc_cl_group *gr, uint32_t need)
+{
+	for (unsigned c = 0; c < e->k + e->m; c++) {
+		const char *old = e->nodes[gr->cell[c]];
+
+		if (!(need & (1u << c)))
+			continue;
+		if (chl_view_find(v, old) >= 0)
+			return true;
+		for (size_t i = 0; i < v->n; i++)
+			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]))
+				return true;
+	}
+	return false;
+}
+
 /* Heal the cells `need` of group g: how many were placed, or an error when none could. */
 static int
 heal_group(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
@@ -315,6 +334,13 @@ heal_group(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj 
 
 	if (!ns)
 		return 0;
+	if (!has_target(v, e, gr, need)) {
+		ZC_WARN("cheal",
+		        "group %016llx.%u of bucket=%s key=%s: no live node outside the group to "
+		        "take its cells (%zu live)",
+		        (unsigned long long)e->id, (unsigned)g, o->bucket, o->key, v->n);
+		return -EAGAIN;
+	}
 	per = (uint64_t)ns * e->cell_size;
 	if (per * w > GROUP_MAX_BYTES) {
 		ZC_WARN("cheal", "group of %llu bytes per cell too large to heal in memory",
