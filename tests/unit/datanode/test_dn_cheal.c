@@ -10,6 +10,8 @@
  * - a node loses a cell from its store (a wiped drive): its own pass marks the cell
  *   missing; while another healer holds the object's lock nothing is rebuilt; then the
  *   cell is rebuilt back onto that node;
+ * - an overwrite racing a heal (a test hook between the rebuild and its Txn): the heal's
+ *   fenced Txn fails, the newer record stays and the rebuilt cell is deleted again;
  * - etcd down: the pass fails fast and changes nothing.
  * Skips (77) without /usr/bin/etcd.
  */
@@ -44,6 +46,8 @@ struct tnode {
 	struct dn_cheal *h;
 };
 
+static struct rpc_etcd *etcd_c; /* the test's client, for the race hook */
+static bool race_on;
 static struct tnode n0, n1, n2, n3;
 static struct tnode *const nodes[NN] = { &n0, &n1, &n2, &n3 };
 static uint8_t object[SIZE];
@@ -281,6 +285,40 @@ cell_node(const struct rpc_cl_object *o, unsigned g, unsigned c)
 	return e->nodes[e->groups[g].cell[c]];
 }
 
+/* Test hook: an overwrite of the object lands between the heal's rebuild and its Txn. */
+static void
+race(void *arg, const char *bucket, const char *key)
+{
+	struct rpc_cmeta_group grp[NG] = { 0 };
+	struct rpc_cmeta_extent x = { .id = EXT + 1,
+		                      .size = SIZE,
+		                      .k = K,
+		                      .m = M,
+		                      .cell_size = CELL,
+		                      .stripes_per_group = SPG,
+		                      .groups = grp,
+		                      .ngroups = NG };
+	struct rpc_cmeta_put p = { .bucket = bucket,
+		                   .key = key,
+		                   .size = SIZE,
+		                   .etag = "\"e2\"",
+		                   .mtime_ns = 2,
+		                   .extents = &x,
+		                   .nextents = 1,
+		                   .timeout_ms = 3000 };
+	struct rpc_cmeta_old old;
+
+	(void)arg;
+	if (!race_on)
+		return;
+	race_on = false;
+	for (unsigned g = 0; g < NG; g++)
+		for (unsigned i = 0; i < K + M; i++)
+			grp[g].node[i] = nodes[i]->name;
+	CHECK_EQ(rpc_cmeta_commit(etcd_c, &p, &old), 0);
+	rpc_cmeta_old_fini(&old);
+}
+
 /* A pass on every healer whose node is up; the sums. */
 static void
 pass_all(struct dn_cheal_stats *st)
@@ -336,6 +374,7 @@ main(void)
 	encode_object();
 	t_etcd_start(&etcd, 1);
 	c = t_etcd_client(&etcd);
+	etcd_c = c;
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "bkt", 1, 0), 0);
 	for (unsigned i = 0; i < NN; i++) {
 		node_up(nodes[i], i);
@@ -352,7 +391,8 @@ main(void)
 		                                                  .heal_after_ns = 1500000000ull,
 		                                                  .timeout_ms = 3000,
 		                                                  .lock_ttl_s = 2,
-		                                                  .no_thread = true },
+		                                                  .no_thread = true,
+		                                                  .test_before_txn = race },
 		                         &nodes[i]->h),
 		         0);
 	put_object(c);
@@ -440,6 +480,26 @@ main(void)
 		                      false, &kvs, 0),
 		         -ENOENT);
 		rpc_etcd_kvs_fini(&kvs);
+	}
+
+	/* an overwrite lands while dn-0's lost cell is rebuilt: the heal is fenced off, the
+	 * newer record stays, the rebuilt cell goes again */
+	CHECK_EQ(dn_cell_delete(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }), 1);
+	race_on = true;
+	/* dn-0 marks it and, as the object's healer, rebuilds it in the same pass */
+	pass_all(&st);
+	CHECK(!race_on);
+	CHECK(st.marked >= 1); /* and then the new record's cells, which no node has */
+	CHECK_EQ(st.healed, 0);
+	CHECK(st.failed >= 1);
+	CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, NULL, 3000), 0);
+	CHECK_EQ(o.extents[0].id, EXT + 1);
+	rpc_cl_object_fini(&o);
+	{
+		struct dn_cell_info ci;
+
+		CHECK_EQ(dn_cell_stat(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }, &ci),
+		         -ENOENT);
 	}
 
 	/* etcd down: the pass fails fast and nothing changes */
