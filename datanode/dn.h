@@ -37,6 +37,9 @@ struct dn_write;
 struct dn_store_opts {
 	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
 	unsigned ndrives;
+	/* Cluster mode: only the cell store is written, so >= 1 drive will do (k, m are the
+	 * scheme of the cells the node coordinates; single-node writes need k + m drives). */
+	bool cells_only;
 	unsigned k, m;              /* default scheme: 4 + 2 */
 	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
 	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */

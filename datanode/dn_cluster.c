@@ -538,3 +538,9 @@ dn_cluster_etcd(struct dn_cluster *c)
 {
 	return c ? c->etcd : NULL;
 }
+
+struct rpc_members *
+dn_cluster_members(struct dn_cluster *c)
+{
+	return c ? c->members : NULL;
+}

@@ -55,6 +55,9 @@ void dn_cluster_destroy(struct dn_cluster *c);
 
 /* The cluster's etcd client (for the collector, dn_cgc.h): valid until destroy. */
 struct rpc_etcd *dn_cluster_etcd(struct dn_cluster *c);
+/* The membership view (for the coordinator, dn_coord.h, and the healer, dn_cheal.h):
+ * valid until destroy. */
+struct rpc_members *dn_cluster_members(struct dn_cluster *c);
 
 /* zest_cluster_live_nodes, zest_cluster_registered and zest_cluster_registrations_total,
  * in Prometheus text format (the metrics thread). */

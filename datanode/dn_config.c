@@ -36,6 +36,7 @@ enum {
 	OPT_ADVERTISE,
 	OPT_GC_GRACE,
 	OPT_DATA_IO,
+	OPT_HEAL_AFTER,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -70,6 +71,7 @@ static const struct option long_opts[] = {
 	{ "gc-grace", required_argument, NULL, OPT_GC_GRACE },
 	/* In the order of the enum: the error message finds a flag's name by its value. */
 	{ "data-io", required_argument, NULL, OPT_DATA_IO },
+	{ "heal-after", required_argument, NULL, OPT_HEAL_AFTER },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -121,6 +123,8 @@ usage(FILE *out)
 	      "                             --listen with its bound port)\n"
 	      "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
 	      "                             settled against etcd, 1s..7d (default 10min)\n"
+	      "  --heal-after DURATION      with --cluster: a node absent this long has its\n"
+	      "                             cells rebuilt elsewhere, 1s..30d (default 10min)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -210,6 +214,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->grace_ns = 5000000000ull;
 	c->heal_interval_ns = 60000000000ull;
 	c->gc_grace_ns = 600000000000ull;
+	c->heal_after_ns = 600000000000ull;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -343,6 +348,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			             c->gc_grace_ns > 7 * 86400000000000ull))
 				bad = -EINVAL;
 			break;
+		case OPT_HEAL_AFTER:
+			bad = zc_parse_duration_ns(optarg, &c->heal_after_ns);
+			if (!bad && (c->heal_after_ns < 1000000000ull ||
+			             c->heal_after_ns > 30 * 86400000000000ull))
+				bad = -EINVAL;
+			break;
 		case OPT_HELP:
 			usage(out);
 			return 1;
@@ -364,7 +375,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		fprintf(err, "zest-datanode: unexpected argument: %s\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (c->ndrives < c->k + c->m) {
+	if (c->cluster && c->ndrives < 1) {
+		fprintf(err, "zest-datanode: need at least one --drive folder\n");
+		return -EINVAL;
+	}
+	if (!c->cluster && c->ndrives < c->k + c->m) {
 		fprintf(err, "zest-datanode: need at least %u --drive folders for %u+%u, got %u\n",
 		        c->k + c->m, c->k, c->m, c->ndrives);
 		return -EINVAL;
@@ -399,6 +414,7 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	dn_store_opts_default(o);
 	o->drives = c->drives;
 	o->ndrives = c->ndrives;
+	o->cells_only = c->cluster != NULL; /* a node's cells go to the cell store */
 	o->k = c->k;
 	o->m = c->m;
 	o->cell_size = c->cell_size;

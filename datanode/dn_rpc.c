@@ -127,3 +127,11 @@ fail:
 	dn_rpc_destroy(b);
 	return -ENOMEM;
 }
+
+void
+dn_rpc_set_coord(struct dn_rpc *b, struct dn_coord *coord)
+{
+	pthread_mutex_lock(&b->mu);
+	b->coord = coord;
+	pthread_mutex_unlock(&b->mu);
+}

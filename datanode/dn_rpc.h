@@ -26,12 +26,20 @@ struct dn_rpc_opts {
 	unsigned write_workers; /* 0: 4 */
 	unsigned readers;       /* 0: 4 */
 	size_t call_cap;        /* payload bytes queued per Write call before it pauses; 0: 8 MiB */
+	/* Cluster mode: every Write is coordinated (dn_coord.h) once dn_rpc_set_coord gave the
+	 * coordinator; before that Writes are refused (UNAVAILABLE). */
+	bool cluster;
 };
 
 /* Create the binding over an open store; fills *h for rpc_server_create. Returns 0 or
  * -ENOMEM. */
 int dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc **out,
                   struct rpc_server_handlers *h);
+
+/* Cluster mode: the coordinator that serves Writes from now on (borrowed; it must outlive
+ * the server's calls). Any thread. */
+struct dn_coord;
+void dn_rpc_set_coord(struct dn_rpc *b, struct dn_coord *coord);
 
 /* Stop the pools. Call after rpc_server_destroy (which waits for every call to be
  * finished by the binding) and before dn_store_close. NULL: no-op. */

@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 
+#include "dn_coord.h"
 #include "dn_internal.h"
 #include "dn_rpc.h"
 
@@ -51,6 +52,7 @@ struct wcall {
 	struct dn_rpc *b;
 	struct rpc_write *w;
 	struct dn_write *dw;
+	struct dn_coord_write *cw; /* cluster mode: the coordinated write (dn_coord.h) */
 	char *bucket, *key;
 	uint64_t size;
 	bool size_known;
@@ -109,6 +111,7 @@ struct dn_rpc {
 	pthread_t *workers, *readers;
 	unsigned n_workers, n_readers;
 	struct dn_rpc_cells *cells; /* dn_rpc_cell.c */
+	struct dn_coord *coord;     /* cluster mode, once joined (under mu) */
 };
 
 /* ---- dn_rpc_write.c */

@@ -187,6 +187,18 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open
 		rpc_write_set_error(w, "drive write latency above the refusal limit");
 		return -EAGAIN;
 	}
+	if (b->o.cluster) {
+		/* The coordinator places the cells over the cluster and its commit Txn checks
+		 * the bucket in etcd: the local drives and buckets are not the question. */
+		pthread_mutex_lock(&b->mu);
+		rc = b->coord ? 0 : ZC_E(ZC_UNAVAILABLE);
+		pthread_mutex_unlock(&b->mu);
+		if (rc) {
+			rpc_write_set_error(w, "this datanode has not joined its cluster yet");
+			return rc;
+		}
+		goto queue;
+	}
 	/* Too few drives take writes (failed or full): refuse before any payload moves. */
 	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
 	if (rc == -ENOSPC || rc == DN_ENOQUORUM) {
@@ -199,6 +211,7 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open
 		rpc_write_set_error(w, "%s", open->bucket);
 		return rc;
 	}
+queue:
 	c = calloc(1, sizeof(*c));
 	j = calloc(1, sizeof(*j));
 	if (!c || !j)
@@ -245,6 +258,8 @@ dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
 			pthread_mutex_unlock(&b->mu);
 			if (c->dw)
 				dn_write_abort(c->dw); /* still open after an -ENOMEM here */
+			if (c->cw)
+				dn_coord_abort(c->cw); /* the same (cancels its peer streams) */
 			rpc_write_fail(w, c->err, "%s", c->errmsg);
 			wcall_free(c);
 			return;
@@ -401,6 +416,49 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	wcall_free(c);
 }
 
+/* Cluster mode: a DATA job to the coordinator; an error ends the coordinated write at
+ * once and is delivered by the next callback. */
+static void
+coord_data(struct wcall *c, struct job *j)
+{
+	char msg[RPC_STATUS_MSG_MAX];
+	int rc = dn_coord_data(c->cw, j->off, j->segs, j->n, j->crc32c, msg, sizeof(msg));
+
+	if (!rc)
+		return;
+	dn_coord_abort(c->cw);
+	c->cw = NULL;
+	pthread_mutex_lock(&c->b->mu);
+	c->err = rc;
+	snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
+	pthread_mutex_unlock(&c->b->mu);
+}
+
+/* Cluster mode: COMMIT. The Write is answered as soon as the record is in etcd (or the
+ * commit failed); the cells' follow-up calls come after. Frees c. */
+static void
+coord_commit(struct wcall *c, struct job *j)
+{
+	struct dn_coord_result res;
+	char msg[RPC_STATUS_MSG_MAX];
+	int rc = dn_coord_commit(c->cw, j->etag, j->attrs, j->nattrs, j->has_cond ? &j->cond : NULL,
+	                         &res, msg, sizeof(msg));
+
+	if (rc) {
+		rpc_write_fail(c->w, rc, "%s", msg);
+	} else {
+		struct rpc_write_result wr = { .size = res.size,
+			                       .crc32c = res.crc32c,
+			                       .etag = res.etag,
+			                       .mtime_ns = res.mtime_ns };
+
+		rpc_write_finish(c->w, &wr);
+	}
+	dn_coord_end(c->cw);
+	c->cw = NULL;
+	wcall_free(c);
+}
+
 enum run { RUN_NEXT, RUN_GONE, RUN_PARKED };
 
 /*
@@ -415,7 +473,7 @@ run_begin(struct wcall *c, struct job *j)
 	struct dn_rpc *b = c->b;
 	int rc = 0;
 
-	if (!c->adm_done)
+	if (!c->adm_done && !b->o.cluster)
 		rc = dn_write_quorum_check(b->s, c->k, c->m, NULL, NULL, NULL);
 	pthread_mutex_lock(&b->mu);
 	if (!rc && !c->adm_done) {
@@ -433,6 +491,21 @@ run_begin(struct wcall *c, struct job *j)
 		rc = c->adm_err;
 	}
 	pthread_mutex_unlock(&b->mu);
+	if (!rc && b->o.cluster) {
+		char msg[RPC_STATUS_MSG_MAX];
+
+		rc = dn_coord_begin(b->coord, c->bucket, c->key, c->size, c->size_known, c->k, c->m,
+		                    &c->cw, msg, sizeof(msg));
+		if (rc) {
+			c->cw = NULL;
+			pthread_mutex_lock(&b->mu);
+			c->err = rc;
+			snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
+			pthread_mutex_unlock(&b->mu);
+		}
+		job_free(j);
+		return RUN_NEXT;
+	}
 	if (!rc)
 		rc = dn_write_begin_admitted(b->s, c->bucket, c->key, c->size, c->size_known, c->k,
 		                             c->m, &c->dw);
@@ -463,6 +536,8 @@ wcall_run(struct wcall *c, struct job *j)
 		pthread_mutex_lock(&b->mu);
 		err = c->err;
 		pthread_mutex_unlock(&b->mu);
+		if (!err && c->cw)
+			coord_data(c, j);
 		if (!err && c->dw) {
 			rc = dn_write_data_checked(c->dw, j->off, j->segs, j->n, j->crc32c);
 			if (rc) {
@@ -499,7 +574,9 @@ wcall_run(struct wcall *c, struct job *j)
 		pthread_mutex_lock(&b->mu);
 		err = c->err;
 		pthread_mutex_unlock(&b->mu);
-		if (err || !c->dw) {
+		if (!err && c->cw) {
+			coord_commit(c, j);
+		} else if (err || !c->dw) {
 			if (c->dw)
 				dn_write_abort(c->dw);
 			rpc_write_fail(c->w, err ? err : -EIO, "%s", err ? c->errmsg : "no write");
@@ -513,6 +590,8 @@ wcall_run(struct wcall *c, struct job *j)
 	case JOB_ABORT:
 		if (c->dw)
 			dn_write_abort(c->dw);
+		if (c->cw)
+			dn_coord_abort(c->cw);
 		pthread_mutex_lock(&b->mu);
 		err = c->err;
 		pthread_mutex_unlock(&b->mu);

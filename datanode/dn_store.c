@@ -350,7 +350,8 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	int err;
 
 	if (!opts || !opts->drives || opts->ndrives == 0 || opts->ndrives > DN_MAX_DRIVES ||
-	    opts->k == 0 || opts->m == 0 || opts->k + opts->m > opts->ndrives ||
+	    opts->k == 0 || opts->m == 0 ||
+	    (opts->k + opts->m > opts->ndrives && !opts->cells_only) ||
 	    opts->k + opts->m > EC_MAX_CELLS || opts->cell_size == 0 || opts->cell_size % 4096 ||
 	    opts->chunk_size == 0 || opts->cell_size % opts->chunk_size ||
 	    opts->cell_size > UINT32_MAX || opts->stripes_per_group == 0 ||

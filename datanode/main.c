@@ -17,7 +17,9 @@
 #include <string.h>
 
 #include "dn_cgc.h"
+#include "dn_cheal.h"
 #include "dn_cluster.h"
+#include "dn_coord.h"
 #include "dn_daemon.h"
 #include "zc_net.h"
 #include "dn_rpc.h"
@@ -52,6 +54,8 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 /* With --cluster the metrics hook shows membership after the binding's series. */
 static struct dn_cluster *cluster;
 static struct dn_cgc *collector; /* the cell collector, with --cluster */
+static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
+static struct dn_coord *coord; /* the coordinator of Writes, with --cluster */
 
 static void
 metrics_hook(FILE *out, void *arg)
@@ -61,6 +65,10 @@ metrics_hook(FILE *out, void *arg)
 		dn_cluster_metrics(cluster, out);
 	if (collector)
 		dn_cgc_metrics(collector, out);
+	if (healer)
+		dn_cheal_metrics(healer, out);
+	if (coord)
+		dn_coord_metrics(coord, out);
 }
 
 /* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
@@ -150,6 +158,7 @@ main(int argc, char **argv)
 	bo.write_workers = cfg.write_workers;
 	bo.readers = cfg.readers;
 	bo.call_cap = (size_t)cfg.call_cap;
+	bo.cluster = cfg.cluster != NULL;
 	rc = dn_rpc_create(store, &bo, &b, &h);
 	if (rc) {
 		ZC_ERR("datanode", "cannot start the binding err=%d", rc);
@@ -178,6 +187,32 @@ main(int argc, char **argv)
 			                                          .node = cfg.node,
 			                                          .grace_ns = cfg.gc_grace_ns },
 			                   &collector);
+		if (!rc)
+			rc = dn_coord_create(
+			        &(struct dn_coord_opts){ .store = store,
+			                                 .etcd = dn_cluster_etcd(cluster),
+			                                 .members = dn_cluster_members(cluster),
+			                                 .node = cfg.node,
+			                                 .k = cfg.k,
+			                                 .m = cfg.m,
+			                                 .cell_size = (uint32_t)cfg.cell_size,
+			                                 .stripes_per_group = cfg.stripes_per_group,
+			                                 .write_quorum = cfg.write_quorum,
+			                                 .gc_grace_ns = cfg.gc_grace_ns,
+			                                 .tls = cfg.tls },
+			        &coord);
+		if (!rc)
+			dn_rpc_set_coord(b, coord);
+		if (!rc)
+			rc = dn_cheal_create(
+			        &(struct dn_cheal_opts){ .store = store,
+			                                 .etcd = dn_cluster_etcd(cluster),
+			                                 .members = dn_cluster_members(cluster),
+			                                 .node = cfg.node,
+			                                 .tls = cfg.tls,
+			                                 .heal_after_ns = cfg.heal_after_ns,
+			                                 .gc_grace_ns = cfg.gc_grace_ns },
+			        &healer);
 		if (rc) {
 			dn_cluster_leave(cluster);
 			rpc_server_destroy(srv, 0);
@@ -221,11 +256,14 @@ main(int argc, char **argv)
 	rc = 0;
 destroy_binding:
 	dn_rpc_destroy(b);
+	dn_coord_destroy(coord); /* every Write ended: its follow-up calls may still run */
 close_store:
 	/* the collector stops before the store goes; its metrics still answer */
 	dn_cgc_stop(collector);
+	dn_cheal_stop(healer);
 	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
 	dn_cgc_destroy(collector);
+	dn_cheal_destroy(healer);
 	dn_cluster_destroy(cluster);
 	live_refs = zc_ref_live();
 	live_bufs = rpc_live_buffers();

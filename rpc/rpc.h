@@ -524,6 +524,9 @@ struct rpc_client_opts {
 	 * tens of MiB per stream. */
 	size_t stream_window;
 	struct rpc_tls tls;        /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
+	/* Every call (unary or stream) ends with DEADLINE_EXCEEDED this long after it
+	 * started; 0: no deadline (a long Write or Read stream is not bounded). */
+	unsigned deadline_ms;
 };
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, -EINVAL / -ENOMEM, or

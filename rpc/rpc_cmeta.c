@@ -132,7 +132,8 @@ build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, stru
 		                     .m = in->m,
 		                     .cell_size = in->cell_size,
 		                     .stripes_per_group = in->stripes_per_group };
-	if (!in->k || cells > RPC_CL_MAX_CELLS || !in->groups || !in->ngroups) {
+	/* an empty object's one extent has no groups (and no cells) */
+	if (!in->k || cells > RPC_CL_MAX_CELLS || (in->size && (!in->groups || !in->ngroups))) {
 		snprintf(why, cap, "extents[%zu]: scheme %u+%u or no groups", xi, in->k, in->m);
 		return -EINVAL;
 	}

@@ -2,9 +2,10 @@
 # The job behind `make cluster`: etcd (one member, or three with ETCD_MEMBERS=3) and six
 # datanodes with two drive folders each, every daemon on its own loopback address, all
 # under var/cluster/. The datanodes register in etcd (--cluster/--node, docs/cluster.md).
-# A gateway runs in front of the six in single-node placement (--datanode list): the
-# gateway's cluster mode is not built yet. Ctrl-C stops everything (the datanodes first,
-# so they deregister).
+# The datanodes coordinate every Write (RS(4,2) over the six, docs/cluster.md), so the
+# gateway in front of them runs in cluster mode (--cluster: records in etcd, cells from the
+# nodes); a gateway built without --cluster is not started. Ctrl-C stops everything (the
+# datanodes first, so they deregister).
 #
 #   ETCD_MEMBERS=1|3   etcd members (default 1)
 #   ZEST_NO_GATEWAY=1  do not start the gateway
@@ -112,9 +113,7 @@ for _ in $(seq 1 100); do
 done
 
 # datanode n on 127.0.0.1n: gRPC :7480, metrics :7481, drives var/cluster/dn-n/drive0..1.
-# Two drives per node: the local engine's scheme is 1+1 (a mirror) until the coordinator
-# spreads RS(4,2) over the six nodes (docs/cluster.md, Status).
-datanodes=""
+# Two drives per node for their cell stores; each node coordinates RS(4,2) over the six.
 for n in 1 2 3 4 5 6; do
 	a=127.0.0.1$n
 	mkdir -p "$root/dn-$n/drive0" "$root/dn-$n/drive1"
@@ -122,24 +121,22 @@ for n in 1 2 3 4 5 6; do
 	if [ "${ZEST_INSECURE:-0}" != 1 ]; then
 		dn_tls=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/dn-$n.pem" --tls-key "$certs/dn-$n.key")
 	fi
-	"$dn" --listen "$a:7480" --metrics "$a:7481" --ec 1+1 \
+	"$dn" --listen "$a:7480" --metrics "$a:7481" --ec 4+2 \
 		--drive "$root/dn-$n/drive0" --drive "$root/dn-$n/drive1" \
 		--cluster "$endpoints" --node "dn-$n" "${dn_tls[@]}" >>"$root/log/dn-$n.log" 2>&1 &
 	pids+=($!)
-	datanodes+="${datanodes:+,}$a:7480"
 done
 
 gw_msg="not started (ZEST_NO_GATEWAY=1)"
-if [ "${ZEST_NO_GATEWAY:-0}" != 1 ] && [ -x "$gw" ]; then
-	dn_args=()
-	IFS=, read -ra list <<<"$datanodes"
-	for d in "${list[@]}"; do dn_args+=(--datanode "$d"); done
+if [ "${ZEST_NO_GATEWAY:-0}" != 1 ] && [ -x "$gw" ] && ! "$gw" --help | grep -q '^ *--cluster '; then
+	gw_msg="not started: this zest-s3gw has no --cluster (the datanodes coordinate every Write)"
+elif [ "${ZEST_NO_GATEWAY:-0}" != 1 ] && [ -x "$gw" ]; then
 	sleep 1 # the datanodes bind first
-	"$gw" --listen "$ZEST_LISTEN" "${dn_args[@]}" --metrics 127.0.0.1:9001 "${gw_tls[@]}" \
+	"$gw" --listen "$ZEST_LISTEN" --cluster "$endpoints" --metrics 127.0.0.1:9001 "${gw_tls[@]}" \
 		>>"$root/log/s3gw.log" 2>&1 &
 	pids+=($!)
 	gw_msg="http://$ZEST_LISTEN (region us-east-1, path-style), metrics http://127.0.0.1:9001/metrics
-                single-node placement over the six (--datanode list), not cluster mode"
+                cluster mode over etcd $endpoints"
 fi
 
 sleep 2
@@ -148,7 +145,7 @@ cat <<MSG
 zest cluster is running (docs/cluster.md, Status: what works today)
   etcd          $endpoints ($members member(s)), data $root/etcd*
   datanodes     dn-1..dn-6 on 127.0.0.11..16: gRPC :7480, metrics :7481
-                drives $root/dn-N/drive0..1 (local scheme 1+1)
+                drives $root/dn-N/drive0..1 (cell stores; Writes coordinated as 4+2)
   internal gRPC $tls_msg
   S3 gateway    $gw_msg
   access key    $ZEST_ACCESS_KEY / $ZEST_SECRET_KEY

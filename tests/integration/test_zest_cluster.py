@@ -4,7 +4,9 @@
 mutual TLS with the script's own CA; each datanode's certificate names its address and
 localhost and is good for server and client use, the gateway's for client use; the six
 register in etcd; boto3 puts and gets an object through the gateway (the gateway reaches
-the datanodes only over mTLS); SIGTERM stops every daemon and the script exits 0.
+the datanodes only over mTLS; a gateway built without --cluster is not started, since the
+datanodes coordinate every Write, and the round trip is left out); SIGTERM stops every
+daemon and the script exits 0.
 
 The script binds fixed addresses (etcd 127.0.1.1:2379/2380, datanodes 127.0.0.1N:7480/7481,
 gateway metrics 127.0.0.1:9001): when any is taken (someone's `make cluster` or `make run`)
@@ -48,6 +50,23 @@ def ext(pem, name):
                           capture_output=True, text=True, check=True, timeout=10).stdout
 
 
+def s3_round_trip(root, gw_port):
+    """boto3 through the gateway: a bucket, six 1 MiB objects, read back."""
+    with open(os.path.join(root, "log", "s3gw.log"), errors="replace") as f:
+        assert "datanode_tls=mtls" in f.read()
+
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{gw_port}",
+                      aws_access_key_id=zh.ACCESS_KEY, aws_secret_access_key=zh.SECRET_KEY,
+                      region_name="us-east-1",
+                      config=Config(s3={"addressing_style": "path"}, read_timeout=30))
+    s3.create_bucket(Bucket="clu")
+    body = os.urandom(1 << 20)
+    for i in range(6):  # the keys have several coordinators
+        s3.put_object(Bucket="clu", Key=f"k{i}", Body=body)
+    for i in range(6):
+        assert s3.get_object(Bucket="clu", Key=f"k{i}")["Body"].read() == body
+
+
 def main():
     if not shutil.which(os.environ.get("ZEST_ETCD", "etcd")) or not shutil.which("openssl"):
         print("skip: etcd or openssl not installed")
@@ -87,19 +106,11 @@ def main():
                            check=True, capture_output=True, timeout=10)
         eku = ext(os.path.join(certs, "gateway.pem"), "extendedKeyUsage")
         assert "Client Authentication" in eku and "Server" not in eku, eku
-        with open(os.path.join(root, "log", "s3gw.log"), errors="replace") as f:
-            assert "datanode_tls=mtls" in f.read()
-
-        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{gw_port}",
-                          aws_access_key_id=zh.ACCESS_KEY, aws_secret_access_key=zh.SECRET_KEY,
-                          region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}, read_timeout=30))
-        s3.create_bucket(Bucket="clu")
-        body = os.urandom(1 << 20)
-        for i in range(6):  # single-node placement: the keys land on several datanodes
-            s3.put_object(Bucket="clu", Key=f"k{i}", Body=body)
-        for i in range(6):
-            assert s3.get_object(Bucket="clu", Key=f"k{i}")["Body"].read() == body
+        if "this zest-s3gw has no --cluster" in text:
+            # the datanodes coordinate every Write: a single-node gateway cannot serve
+            print("no S3 round trip: the gateway has no --cluster on this build")
+        else:
+            s3_round_trip(root, gw_port)
         ok = True
     finally:
         if p.poll() is None:

@@ -65,6 +65,14 @@ main(void)
 	CHECK_EQ(c.gc_grace_ns, 30000000000ull);
 	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --gc-grace 100ms", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	CHECK_EQ(c.heal_after_ns, 600000000000ull);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --heal-after 3s", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.heal_after_ns, 3000000000ull);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --heal-after 10ms", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --heal-after soon", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --cluster 127.0.0.1:2379", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --node dn-1", six);

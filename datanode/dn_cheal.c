@@ -1,0 +1,700 @@
+/*
+ * The cluster healer (dn_cheal.h): its thread, the absence tracking, the pass over the
+ * records, this node's check of its own cells, the heal lock and the metrics. The rebuild
+ * of one object is dn_cheal_rebuild.c, the calls to peers dn_cheal_peer.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dn_cheal_internal.h"
+#include "rpc_cmeta.h"
+#include "zc.h"
+#include "zc_place.h"
+
+#define PAGE          256              /* records per Range */
+#define OBJECTS_END   "/zest/objects0" /* '/' + 1: the end of the objects' range */
+#define VIEW_STALE_NS 5000000000ull    /* a view older than this judges no absence */
+
+/* ---- absence ---- */
+
+int
+chl_view_find(const struct rpc_members_view *v, const char *name)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->names[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The entry of name, added (live) when new; NULL without memory. Under h->lock. */
+static struct chl_absent *
+absent_entry(struct dn_cheal *h, const char *name)
+{
+	struct chl_absent *a;
+
+	for (size_t i = 0; i < h->nabsent; i++)
+		if (strcmp(h->absent[i].name, name) == 0)
+			return &h->absent[i];
+	if (h->nabsent == h->absent_cap) {
+		size_t cap = h->absent_cap ? 2 * h->absent_cap : 16;
+
+		a = realloc(h->absent, cap * sizeof(*a));
+		if (!a)
+			return NULL;
+		h->absent = a;
+		h->absent_cap = cap;
+	}
+	a = &h->absent[h->nabsent];
+	a->name = strdup(name);
+	if (!a->name)
+		return NULL;
+	a->since_ns = 0;
+	a->seen = false;
+	h->nabsent++;
+	return a;
+}
+
+static bool
+view_fresh(const struct rpc_members_view *v, uint64_t now)
+{
+	return v->revision > 0 && now - v->read_ns < VIEW_STALE_NS;
+}
+
+/* Live nodes start (or stay) live; a known node the view lacks is absent from now. */
+static void
+observe(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
+{
+	if (!view_fresh(v, now))
+		return;
+	pthread_mutex_lock(&h->lock);
+	for (size_t i = 0; i < v->n; i++) {
+		struct chl_absent *a = absent_entry(h, v->names[i]);
+
+		if (a)
+			a->since_ns = 0;
+	}
+	for (size_t i = 0; i < h->nabsent; i++)
+		if (h->absent[i].since_ns == 0 && chl_view_find(v, h->absent[i].name) < 0)
+			h->absent[i].since_ns = now;
+	pthread_mutex_unlock(&h->lock);
+}
+
+void
+dn_cheal_observe(struct dn_cheal *h)
+{
+	const struct rpc_members_view *v = rpc_members_get(h->o.members);
+
+	observe(h, v, zc_now_ns());
+	rpc_members_view_put(v);
+}
+
+/* A node a record names and the view lacks: absent from the first time we see it so. */
+static void
+note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name, uint64_t now)
+{
+	struct chl_absent *a;
+
+	if (chl_view_find(v, name) >= 0)
+		return;
+	pthread_mutex_lock(&h->lock);
+	a = absent_entry(h, name);
+	if (a && a->since_ns == 0)
+		a->since_ns = now;
+	pthread_mutex_unlock(&h->lock);
+}
+
+uint64_t
+chl_absent_for(struct dn_cheal *h, const char *name, uint64_t now)
+{
+	uint64_t d = 0;
+
+	pthread_mutex_lock(&h->lock);
+	for (size_t i = 0; i < h->nabsent; i++)
+		if (strcmp(h->absent[i].name, name) == 0 && h->absent[i].since_ns)
+			d = now - h->absent[i].since_ns;
+	pthread_mutex_unlock(&h->lock);
+	return d;
+}
+
+static uint64_t
+heal_after(const struct dn_cheal *h)
+{
+	return h->o.heal_after_ns ? h->o.heal_after_ns
+	                          : (uint64_t)DN_CHEAL_DEFAULT_AFTER_S * 1000000000u;
+}
+
+bool
+chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct rpc_cl_extent *e,
+               const struct rpc_cl_group *gr, unsigned c, uint64_t now)
+{
+	const char *n = e->nodes[gr->cell[c]];
+
+	if (gr->missing & (1u << c))
+		return true;
+	return chl_view_find(v, n) < 0 && chl_absent_for(h, n, now) > heal_after(h);
+}
+
+/* ---- the record ---- */
+
+int
+chl_put_record(struct dn_cheal *h, struct chl_obj *o)
+{
+	char key[4096], why[RPC_CL_WHY_MAX];
+	uint8_t *buf;
+	size_t len;
+	int n = rpc_cmeta_object_key(o->bucket, o->key, key, sizeof(key)), rc;
+
+	if (n < 0)
+		return n;
+	rc = rpc_cl_object_encode(&o->rec, &buf, &len, why, sizeof(why));
+	if (rc) {
+		ZC_ERR("cheal", "cannot encode the record bucket=%s key=%s: %s", o->bucket, o->key,
+		       why);
+		return rc;
+	}
+	{
+		struct rpc_etcd_cmp cmp = { .key = key,
+			                    .key_len = (size_t)n,
+			                    .target = RPC_ETCD_CMP_MOD,
+			                    .op = RPC_ETCD_EQUAL,
+			                    .num = o->mod_revision };
+		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
+			                   .r = { .key = key, .key_len = (size_t)n },
+			                   .value = buf,
+			                   .value_len = len };
+		struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+		struct rpc_etcd_txn_result res = { 0 };
+
+		rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+		if (rc == 0 && res.succeeded) {
+			o->mod_revision = res.revision;
+			rc = 1;
+		}
+		rpc_etcd_txn_result_fini(&res);
+	}
+	free(buf);
+	return rc;
+}
+
+/* Cells the record names on this node that the store has no entry for: marked missing. */
+static int
+own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
+{
+	unsigned marked = 0;
+	int rc;
+
+	for (size_t x = 0; x < o->rec.nextents; x++) {
+		struct rpc_cl_extent *e = &o->rec.extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++) {
+			struct rpc_cl_group *gr = &e->groups[g];
+
+			for (unsigned c = 0; c < e->k + e->m; c++) {
+				struct dn_cell_id id = { e->id, (uint32_t)g, c };
+				struct dn_cell_info ci;
+
+				if ((gr->missing & (1u << c)) ||
+				    strcmp(e->nodes[gr->cell[c]], h->node) != 0)
+					continue;
+				rc = dn_cell_stat(h->o.store, id, &ci);
+				if (rc == 0) {
+					dn_cell_info_fini(&ci);
+					continue;
+				}
+				if (rc != -ENOENT)
+					continue; /* the store's trouble, not evidence of a loss */
+				gr->missing |= 1u << c;
+				marked++;
+			}
+		}
+	}
+	if (!marked)
+		return 0;
+	rc = chl_put_record(h, o);
+	if (rc == 1) {
+		ZC_WARN("cheal", "marked %u cells of bucket=%s key=%s missing: not in this store",
+		        marked, o->bucket, o->key);
+		atomic_fetch_add(&h->marked, marked);
+		st->marked += marked;
+		return 0;
+	}
+	/* changed meanwhile (an overwrite, a heal): the next pass looks again */
+	return rc < 0 ? rc : -EAGAIN;
+}
+
+/* ---- the lock ---- */
+
+static void
+lease_lost(void *arg, int64_t id, int err)
+{
+	struct dn_cheal *h = arg;
+
+	ZC_WARN("cheal", "node=%s heal lock lease=%lld lost err=%d", h->node, (long long)id, err);
+	atomic_store(&h->lease_lost, true);
+}
+
+static int
+ensure_lease(struct dn_cheal *h)
+{
+	int64_t ttl = h->o.lock_ttl_s ? h->o.lock_ttl_s : 10, got;
+	int rc;
+
+	if (h->lease && !atomic_load(&h->lease_lost))
+		return 0;
+	rpc_etcd_keepalive_stop(h->ka);
+	h->ka = NULL;
+	h->lease = 0;
+	atomic_store(&h->lease_lost, false);
+	rc = rpc_etcd_lease_grant(h->o.etcd, ttl, &h->lease, &got, chl_timeout(h));
+	if (rc)
+		return rc;
+	rc = rpc_etcd_keepalive_start(h->o.etcd, h->lease, got, lease_lost, h, &h->ka);
+	if (rc) {
+		rpc_etcd_lease_revoke(h->o.etcd, h->lease, chl_timeout(h));
+		h->lease = 0;
+	}
+	return rc;
+}
+
+static int
+lock_key(const struct chl_obj *o, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, DN_CHEAL_LOCKS "%s/%s", o->bucket, o->key);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
+}
+
+/* Take the object's lock: 0 and *rev (the lock key's mod_revision), -EBUSY (another healer
+ * has it), or an etcd error. */
+static int
+lock_take(struct dn_cheal *h, const struct chl_obj *o, int64_t *rev)
+{
+	char key[4096];
+	int n = lock_key(o, key, sizeof(key)), rc;
+
+	if (n < 0)
+		return n;
+	rc = ensure_lease(h);
+	if (rc)
+		return rc;
+	{
+		size_t nl = strlen(h->node);
+		struct rpc_etcd_cmp cmp = { .key = key,
+			                    .key_len = (size_t)n,
+			                    .target = RPC_ETCD_CMP_VERSION,
+			                    .op = RPC_ETCD_EQUAL,
+			                    .num = 0 };
+		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
+			                   .r = { .key = key, .key_len = (size_t)n },
+			                   .value = h->node,
+			                   .value_len = nl,
+			                   .lease = h->lease };
+		struct rpc_etcd_op get = { .type = RPC_ETCD_OP_RANGE,
+			                   .r = { .key = key, .key_len = (size_t)n } };
+		struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
+		struct rpc_etcd_txn_result res = { 0 };
+
+		rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+		if (rc == 0 && res.succeeded) {
+			*rev = res.revision;
+		} else if (rc == 0) {
+			const struct rpc_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
+
+			/* ours already: the client repeated a Txn etcd had applied */
+			if (k && k->n && k->kv[0].lease == h->lease && k->kv[0].value_len == nl &&
+			    memcmp(k->kv[0].value, h->node, nl) == 0)
+				*rev = k->kv[0].mod_revision;
+			else
+				rc = -EBUSY;
+		}
+		rpc_etcd_txn_result_fini(&res);
+	}
+	return rc;
+}
+
+static void
+lock_drop(struct dn_cheal *h, const struct chl_obj *o, int64_t rev)
+{
+	char key[4096];
+	int n = lock_key(o, key, sizeof(key));
+	struct rpc_etcd_cmp cmp = { .key = key,
+		                    .key_len = (size_t)n,
+		                    .target = RPC_ETCD_CMP_MOD,
+		                    .op = RPC_ETCD_EQUAL,
+		                    .num = rev };
+	struct rpc_etcd_op del = { .type = RPC_ETCD_OP_DELETE,
+		                   .r = { .key = key, .key_len = (size_t)n } };
+	struct rpc_etcd_txn txn = { &cmp, 1, &del, 1, NULL, 0 };
+
+	if (n < 0)
+		return;
+	/* a failure leaves the key to its lease */
+	(void)rpc_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
+}
+
+/* ---- the pass ---- */
+
+static bool
+stopping(struct dn_cheal *h)
+{
+	bool s;
+
+	pthread_mutex_lock(&h->lock);
+	s = h->stop;
+	pthread_mutex_unlock(&h->lock);
+	return s;
+}
+
+static bool
+is_etcd_err(int err)
+{
+	return err == ZC_E(ZC_NO_QUORUM) || err == ZC_E(ZC_UNAVAILABLE) || err == -ETIMEDOUT ||
+	       err == -EAGAIN || err == -EIO || err == -ENOMEM;
+}
+
+/* The first live node of the object's ranking heals it. */
+static bool
+responsible(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o)
+{
+	uint64_t hk = zc_place_hash(ZC_PLACE_SEED, o->bucket, strlen(o->bucket) + 1);
+
+	hk = zc_place_hash(hk, o->key, strlen(o->key));
+	return v->n && strcmp(v->names[zc_place_first(hk, v->names, (unsigned)v->n)], h->node) == 0;
+}
+
+/* Cells of o that need healing now; *degraded: some cell is missing or its node absent. */
+static unsigned
+count_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o,
+            uint64_t now, bool *degraded)
+{
+	unsigned n = 0;
+
+	*degraded = false;
+	for (size_t x = 0; x < o->rec.nextents; x++) {
+		const struct rpc_cl_extent *e = &o->rec.extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++)
+			for (unsigned c = 0; c < e->k + e->m; c++) {
+				const struct rpc_cl_group *gr = &e->groups[g];
+				const char *nn = e->nodes[gr->cell[c]];
+
+				note_absent(h, v, nn, now);
+				if ((gr->missing & (1u << c)) || chl_view_find(v, nn) < 0)
+					*degraded = true;
+				if (chl_cell_needs(h, v, e, gr, c, now))
+					n++;
+			}
+	}
+	return n;
+}
+
+static void
+obj_clear(struct chl_obj *o)
+{
+	rpc_cl_object_fini(&o->rec);
+	o->bucket = o->key = NULL;
+}
+
+/* Split "/zest/objects/<bucket>/<key>" into o. */
+static int
+obj_parse(struct chl_obj *o, const char *k, size_t klen)
+{
+	size_t pl = strlen(RPC_CMETA_OBJECTS);
+	const char *b, *slash;
+
+	if (klen <= pl || klen - pl >= sizeof(o->okey) - 1)
+		return -EINVAL;
+	b = k + pl;
+	slash = memchr(b, '/', klen - pl);
+	if (!slash || slash == b || slash + 1 == k + klen)
+		return -EINVAL;
+	memcpy(o->okey, b, klen - pl);
+	o->okey[slash - b] = '\0';
+	o->okey[klen - pl] = '\0';
+	o->bucket = o->okey;
+	o->key = o->okey + (slash - b) + 1;
+	return 0;
+}
+
+/* Read o again (linearizable, under the lock) and heal it: the cells healed or an error. */
+static int
+heal_locked(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o)
+{
+	struct rpc_cl_object fresh = { 0 };
+	int64_t rev = 0;
+	int rc = rpc_cmeta_get(h->o.etcd, o->bucket, o->key, false, &fresh, &rev, chl_timeout(h));
+
+	if (rc == ZC_E(ZC_NO_KEY) || rc == ZC_E(ZC_NO_BUCKET))
+		return 0; /* deleted meanwhile */
+	if (rc)
+		return rc;
+	rpc_cl_object_fini(&o->rec);
+	o->rec = fresh;
+	o->mod_revision = rev;
+	return chl_heal_object(h, v, o);
+}
+
+static int
+heal_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+         struct dn_cheal_stats *st)
+{
+	int64_t lrev = 0;
+	int rc = lock_take(h, o, &lrev);
+
+	if (rc == -EBUSY)
+		return 0; /* another healer works on it (a view that differs from ours) */
+	if (rc)
+		return rc;
+	rc = heal_locked(h, v, o);
+	lock_drop(h, o, lrev);
+	if (rc > 0) {
+		atomic_fetch_add(&h->healed, (unsigned)rc);
+		st->healed += (unsigned)rc;
+	} else if (rc < 0) {
+		atomic_fetch_add(&h->failed, 1);
+		st->failed++;
+	}
+	return rc;
+}
+
+int
+dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
+{
+	struct dn_cheal_stats local = { 0 };
+	const struct rpc_members_view *v = rpc_members_get(h->o.members);
+	uint64_t now = zc_now_ns(), pending = 0, degraded = 0;
+	char start[4096] = RPC_CMETA_OBJECTS;
+	size_t start_len = strlen(start);
+	bool self_live, more = true;
+	int err = 0;
+
+	if (!st)
+		st = &local;
+	if (!view_fresh(v, now)) {
+		rpc_members_view_put(v);
+		return ZC_E(ZC_UNAVAILABLE); /* the view no longer moves: etcd is away */
+	}
+	observe(h, v, now);
+	self_live = chl_view_find(v, h->node) >= 0;
+	while (more && !err && !stopping(h)) {
+		struct rpc_etcd_range r = { .key = start,
+			                    .key_len = start_len,
+			                    .end = OBJECTS_END,
+			                    .end_len = strlen(OBJECTS_END),
+			                    .limit = PAGE,
+			                    .serializable = true };
+		struct rpc_etcd_kvs kvs = { 0 };
+
+		err = rpc_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
+		if (err)
+			break;
+		more = kvs.more && kvs.n;
+		for (size_t i = 0; i < kvs.n && !err && !stopping(h); i++) {
+			struct rpc_etcd_kv *kv = &kvs.kv[i];
+			struct chl_obj o = { 0 };
+			char why[RPC_CL_WHY_MAX];
+			bool deg;
+			unsigned need;
+			int rc;
+
+			if (obj_parse(&o, kv->key, kv->key_len) ||
+			    rpc_cl_object_decode(kv->value, kv->value_len, &o.rec, why,
+			                         sizeof(why))) {
+				ZC_WARN("cheal", "record key=%s left as is: does not decode",
+				        kv->key);
+				continue;
+			}
+			st->records++;
+			o.mod_revision = kv->mod_revision;
+			rc = own_check(h, &o, st);
+			if (rc && is_etcd_err(rc) && rc != -EAGAIN) {
+				err = rc;
+				obj_clear(&o);
+				break;
+			}
+			if (!rc && self_live && responsible(h, v, &o)) {
+				need = count_needs(h, v, &o, now, &deg);
+				degraded += deg;
+				if (need) {
+					rc = heal_one(h, v, &o, st);
+					if (rc > 0)
+						need = need > (unsigned)rc ? need - (unsigned)rc
+						                           : 0;
+					if (rc < 0 && rc != -EAGAIN && is_etcd_err(rc))
+						err = rc;
+				}
+				pending += need;
+			}
+			obj_clear(&o);
+		}
+		if (kvs.n && kvs.kv[kvs.n - 1].key_len + 1 < sizeof(start)) {
+			/* the next page starts right after the last key */
+			start_len = kvs.kv[kvs.n - 1].key_len;
+			memcpy(start, kvs.kv[kvs.n - 1].key, start_len);
+			start[start_len++] = '\0';
+		} else {
+			more = false;
+		}
+		rpc_etcd_kvs_fini(&kvs);
+	}
+	rpc_members_view_put(v);
+	if (!err && !stopping(h)) {
+		atomic_store(&h->pending, pending);
+		atomic_store(&h->degraded, degraded);
+		st->pending += pending;
+		st->degraded += degraded;
+	}
+	return err;
+}
+
+/* ---- the thread ---- */
+
+static bool
+wait_ns(struct dn_cheal *h, uint64_t ns)
+{
+	struct timespec ts;
+	bool stop;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec += (long)(ns % 1000000000u);
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&h->lock);
+	while (!h->stop && pthread_cond_timedwait(&h->cond, &h->lock, &ts) != ETIMEDOUT)
+		;
+	stop = h->stop;
+	pthread_mutex_unlock(&h->lock);
+	return !stop;
+}
+
+static void *
+run(void *arg)
+{
+	struct dn_cheal *h = arg;
+	uint64_t period = h->o.period_ns, next;
+
+	if (!period) {
+		period = heal_after(h) / 4;
+		if (period > 60000000000ull)
+			period = 60000000000ull;
+		if (period < 1000000000ull)
+			period = 1000000000ull;
+	}
+	next = zc_now_ns() + period;
+	/* the view every second, so an absence is dated to the second, not to the pass */
+	while (wait_ns(h, period < 1000000000ull ? period : 1000000000ull)) {
+		int err;
+
+		dn_cheal_observe(h);
+		if (zc_now_ns() < next)
+			continue;
+		err = dn_cheal_pass(h, NULL);
+		if (err)
+			ZC_WARN("cheal", "pass stopped err=%d (%s)", err,
+			        zc_code_word(zc_err_code(err)));
+		next = zc_now_ns() + period;
+	}
+	return NULL;
+}
+
+int
+dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
+{
+	struct dn_cheal *h;
+	pthread_condattr_t ca;
+
+	if (!o || !o->store || !o->etcd || !o->members || !o->node || !o->node[0] || !out)
+		return -EINVAL;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->o = *o;
+	h->node = strdup(o->node);
+	if (!h->node) {
+		free(h);
+		return -ENOMEM;
+	}
+	h->o.node = h->node;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!o->no_thread) {
+		if (pthread_create(&h->thread, NULL, run, h)) {
+			dn_cheal_destroy(h);
+			return -EAGAIN;
+		}
+		pthread_setname_np(h->thread, "dn-cheal");
+		h->running = true;
+	}
+	*out = h;
+	return 0;
+}
+
+void
+dn_cheal_stop(struct dn_cheal *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	if (h->running)
+		pthread_join(h->thread, NULL);
+	h->running = false;
+}
+
+void
+dn_cheal_destroy(struct dn_cheal *h)
+{
+	if (!h)
+		return;
+	dn_cheal_stop(h);
+	rpc_etcd_keepalive_stop(h->ka);
+	if (h->lease)
+		(void)rpc_etcd_lease_revoke(h->o.etcd, h->lease, 2000);
+	chl_peers_free(h);
+	for (size_t i = 0; i < h->nabsent; i++)
+		free(h->absent[i].name);
+	free(h->absent);
+	pthread_cond_destroy(&h->cond);
+	pthread_mutex_destroy(&h->lock);
+	free(h->node);
+	free(h);
+}
+
+void
+dn_cheal_metrics(struct dn_cheal *h, FILE *out)
+{
+	fprintf(out,
+	        "# HELP zest_heal_pending_cells Cells this node heals that need healing, at the "
+	        "last pass.\n"
+	        "# TYPE zest_heal_pending_cells gauge\n"
+	        "zest_heal_pending_cells %llu\n"
+	        "# HELP zest_heal_cells_total Cells this node rebuilt and put in their record.\n"
+	        "# TYPE zest_heal_cells_total counter\n"
+	        "zest_heal_cells_total %llu\n"
+	        "# HELP zest_cluster_degraded_objects Objects this node heals with a cell missing "
+	        "or on an absent node, at the last pass.\n"
+	        "# TYPE zest_cluster_degraded_objects gauge\n"
+	        "zest_cluster_degraded_objects %llu\n"
+	        "# HELP zest_heal_marked_cells_total Cells records named on this node that its "
+	        "store lacked, marked missing.\n"
+	        "# TYPE zest_heal_marked_cells_total counter\n"
+	        "zest_heal_marked_cells_total %llu\n"
+	        "# HELP zest_heal_failed_total Heals of an object that failed or were fenced off.\n"
+	        "# TYPE zest_heal_failed_total counter\n"
+	        "zest_heal_failed_total %llu\n",
+	        (unsigned long long)atomic_load(&h->pending),
+	        (unsigned long long)atomic_load(&h->healed),
+	        (unsigned long long)atomic_load(&h->degraded),
+	        (unsigned long long)atomic_load(&h->marked),
+	        (unsigned long long)atomic_load(&h->failed));
+}

@@ -1,0 +1,99 @@
+/*
+ * dn_cheal: the cluster healer of one datanode in cluster mode (docs/cluster.md, "Heal").
+ * Not dn_heal.c, which rebuilds a single node's drives.
+ *
+ * Every pass reads the object records (/zest/objects/, serializable, in pages) and, per
+ * record:
+ * - checks the cells it names on this node against the cell store: a cell the record
+ *   names here (missing bit clear) that the store has no entry for (the node came back
+ *   with wiped drives) is marked missing by a Txn fenced on the record's mod_revision, so
+ *   the object's healer rebuilds it;
+ * - when this node is the object's healer (the first live node of zc_place_rank over the
+ *   membership view, for the hash of bucket/key the gateway's s3_place uses): counts the
+ *   cells that need healing (marked missing, or on a node absent from the view for longer
+ *   than heal_after, counted from when this healer first saw it absent) and rebuilds them
+ *   under the lock /zest/locks/heal/<bucket>/<key> (a key under the healer's own lease,
+ *   so two healers never work on one object): k good cells read (ReadCell, or the local
+ *   store), the missing ones decoded (ec_codec_decode), each written (WriteCell, or
+ *   dn_cell_write_*) to the node that lost it if it is live again, else to a live node
+ *   that holds no cell of the group; then one Txn puts the updated record if its
+ *   mod_revision is still the one read (a late or repeated heal never undoes a newer
+ *   write; on a failed compare the new cells are deleted and the object waits for the
+ *   next pass), CommitCells on the new nodes, DeleteCells of the old cell when its node
+ *   is live. The record's other keys (the extent index) are not touched.
+ *
+ * Every remote call has a deadline (timeout_ms); an etcd error ends the pass with nothing
+ * changed past the last completed Txn.
+ *
+ * Threads: create/stop/destroy from one thread; the healer runs on its own thread
+ * ("dn-cheal"); dn_cheal_pass may be called from any one thread (tests) while no thread
+ * runs; dn_cheal_metrics from the metrics thread.
+ */
+#ifndef ZEST_DN_CHEAL_H
+#define ZEST_DN_CHEAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dn.h"
+#include "rpc_etcd.h"
+#include "rpc_members.h"
+#include "rpc_tls.h"
+
+#define DN_CHEAL_DEFAULT_AFTER_S 600 /* --heal-after */
+#define DN_CHEAL_LOCKS           "/zest/locks/heal/"
+
+struct dn_cheal;
+
+struct dn_cheal_opts {
+	struct dn_store *store;      /* borrowed, outlives the healer */
+	struct rpc_etcd *etcd;       /* borrowed, outlives the healer */
+	struct rpc_members *members; /* the live view (borrowed, outlives the healer) */
+	const char *node;            /* this node's name, as records name it (copied) */
+	struct rpc_tls tls;          /* for the peers' gRPC ports (the files are read at create) */
+	uint64_t heal_after_ns;      /* 0: DN_CHEAL_DEFAULT_AFTER_S */
+	uint64_t period_ns;          /* between passes; 0: heal_after / 4 in [1 s, 60 s] */
+	uint64_t gc_grace_ns;        /* the collectors' --gc-grace; 0: 10 min. A rebuilt cell
+	                              * not named by a record within half of it is given up */
+	unsigned timeout_ms;         /* per remote call; 0: 5000 */
+	unsigned lock_ttl_s;         /* the lock lease; 0: 10 */
+	bool no_thread;              /* tests: passes only when called */
+#ifdef RPC_FAULTS
+	/* Test builds only (as rpc_client_fault): called on the healer's thread once an
+	 * object's cells are rebuilt, just before the Txn that names them, so a test can
+	 * change the record there (a write racing the heal). */
+	void (*test_before_txn)(void *arg, const char *bucket, const char *key);
+	void *test_arg;
+#endif
+};
+
+struct dn_cheal_stats {
+	uint64_t records;  /* records read */
+	uint64_t marked;   /* cells of this node marked missing (not in its store) */
+	uint64_t pending;  /* cells needing heal among the objects this node heals */
+	uint64_t healed;   /* cells rebuilt and named by their record */
+	uint64_t degraded; /* objects this node heals with a cell missing or on an absent node */
+	uint64_t failed;   /* objects whose heal failed or was fenced off (tried again later) */
+};
+
+/* 0 and *out (its thread started unless no_thread), -EINVAL, -ENOMEM, -EAGAIN. */
+int dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out);
+/* Stop the thread (a pass in progress ends at its next object): afterwards the healer
+ * touches neither the store nor etcd, and dn_cheal_metrics still answers. Idempotent. */
+void dn_cheal_stop(struct dn_cheal *h);
+/* Stop, then free (the lock lease is revoked). NULL: no-op. */
+void dn_cheal_destroy(struct dn_cheal *h);
+
+/* Note the current membership view in the absence tracking (the thread does it every
+ * second); a pass does it too. */
+void dn_cheal_observe(struct dn_cheal *h);
+
+/* One pass over every record; adds to *st (may be NULL) and sets the gauges. Returns 0 or
+ * the first etcd error (the pass stops there). */
+int dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st);
+
+/* zest_heal_pending_cells, zest_heal_cells_total, zest_cluster_degraded_objects. */
+void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
+
+#endif

@@ -1,0 +1,94 @@
+/* dn_cheal's private parts: the healer's state, its peer calls, the rebuild of one object. */
+#ifndef ZEST_DN_CHEAL_INTERNAL_H
+#define ZEST_DN_CHEAL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dn_cheal.h"
+#include "rpc.h"
+#include "rpc_cluster.h"
+
+/* A node named by records and not in the view: since when (zc_now_ns) this healer knows. */
+struct chl_absent {
+	char *name;
+	uint64_t since_ns;
+	bool seen; /* still absent at the last observation */
+};
+
+/* A peer's gRPC client, kept while its address stays the same. */
+struct chl_peer {
+	char *name, *address;
+	struct rpc_client *cl;
+};
+
+struct dn_cheal {
+	struct dn_cheal_opts o;
+	char *node;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock; /* stop, cond; the absence table */
+	pthread_cond_t cond;
+	bool stop;
+	struct chl_absent *absent;
+	size_t nabsent, absent_cap;
+	/* healer thread (or the test's) only */
+	struct chl_peer *peers;
+	size_t npeers;
+	int64_t lease; /* the lock lease; 0: none yet */
+	struct rpc_etcd_keepalive *ka;
+	atomic_bool lease_lost;
+	/* gauges and counters */
+	atomic_uint_fast64_t pending, degraded, healed, marked, failed;
+};
+
+/* One object as a pass reads it. */
+struct chl_obj {
+	char *bucket, *key; /* point into `okey` */
+	char okey[2048];    /* "bucket\0key\0" */
+	struct rpc_cl_object rec;
+	int64_t mod_revision;
+};
+
+/* Is name in the view? Its index, or -1. */
+int chl_view_find(const struct rpc_members_view *v, const char *name);
+/* Nanoseconds name has been absent as this healer saw it (0: live or never seen absent). */
+uint64_t chl_absent_for(struct dn_cheal *h, const char *name, uint64_t now);
+
+/* Does cell c of group gr need healing now (marked missing, or its node absent longer
+ * than heal_after)? */
+bool chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v,
+                    const struct rpc_cl_extent *e, const struct rpc_cl_group *gr, unsigned c,
+                    uint64_t now);
+
+/*
+ * Rebuild what needs healing in o (the record read at o->mod_revision, under the lock) and
+ * put the updated record. Returns the cells healed (>= 0), -EAGAIN when a group could not
+ * be healed now (no k good cells, no target, the record changed), or an etcd error.
+ */
+int chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o);
+
+/* Put o's record (changed by the caller) if etcd still has it at o->mod_revision: 1 (and
+ * o->mod_revision moves on), 0 when it changed meanwhile, or an etcd error. */
+int chl_put_record(struct dn_cheal *h, struct chl_obj *o);
+
+/* ---- peer calls (dn_cheal_peer.c), each bounded by the healer's timeout ---- */
+struct rpc_client *chl_peer(struct dn_cheal *h, const char *name, const char *address);
+void chl_peers_free(struct dn_cheal *h);
+/* Read the whole cell id into buf (cap bytes): 0 and *len, or the call's error. */
+int chl_peer_read(struct dn_cheal *h, struct rpc_client *cl, struct dn_cell_id id, uint8_t *buf,
+                  size_t cap, size_t *len);
+/* Write buf[0..open->length) as the cell open names: 0 or the call's error. */
+int chl_peer_write(struct dn_cheal *h, struct rpc_client *cl, const struct rpc_cell_open *open,
+                   const uint8_t *buf);
+/* DeleteCells / CommitCells of one cell: 0 or the call's error (-ETIMEDOUT). */
+int chl_peer_cells(struct dn_cheal *h, struct rpc_client *cl, enum rpc_method m,
+                   struct dn_cell_id id);
+
+/* ---- the same on this node's own store ---- */
+int chl_local_read(struct dn_cheal *h, struct dn_cell_id id, uint8_t *buf, size_t cap, size_t *len);
+int chl_local_write(struct dn_cheal *h, const struct dn_cell_spec *spec, const uint8_t *buf);
+
+unsigned chl_timeout(const struct dn_cheal *h);
+
+#endif

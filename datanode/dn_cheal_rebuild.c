@@ -1,0 +1,491 @@
+/*
+ * The rebuild of one object (dn_cheal.h): per block group with cells to heal, k good
+ * cells are read whole (this node's own from its store, the others over ReadCell, each
+ * chunk's CRC checked by the node that reads it), every stripe of the group decoded in
+ * place, and each cell to heal written to its new node; then one fenced Txn names them.
+ *
+ * Cells of a group lie stripe after stripe in their file, each stripe's part cell_size
+ * bytes but the last, which is as long as its data (docs/cluster.md, "The cell store");
+ * parity past the longest data cell of the last stripe is zero and not stored. A group is
+ * held in memory whole: (k + m) x stripes x cell_size bytes (24 MiB for RS(4,2) with the
+ * default 4 stripes of 1 MiB), refused past 1 GiB.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dn_cheal_internal.h"
+#include "ec.h"
+#include "zc.h"
+#include "zc_place.h"
+
+#define GROUP_MAX_BYTES (1ull << 30)
+#define TARGET_TRIES    3
+
+/* A cell written and not yet named by the record, or named once the Txn succeeds. */
+struct made {
+	struct dn_cell_id id;
+	char *target, *old; /* node names */
+	bool old_live;
+};
+
+struct work {
+	struct made *v;
+	size_t n, cap;
+	uint64_t first_ns; /* zc_now_ns() of the first cell written */
+};
+
+static uint32_t
+group_stripes(const struct rpc_cl_extent *e, size_t g)
+{
+	uint64_t sb = (uint64_t)e->k * e->cell_size, gb = sb * e->stripes_per_group;
+	uint64_t start = (uint64_t)g * gb, gl;
+
+	if (start >= e->size)
+		return 0;
+	gl = e->size - start < gb ? e->size - start : gb;
+	return (uint32_t)((gl + sb - 1) / sb);
+}
+
+/* Bytes of data cell j (j < k) in the group's last stripe ns - 1. */
+static uint64_t
+last_len(const struct rpc_cl_extent *e, size_t g, uint32_t ns, unsigned j)
+{
+	uint64_t sb = (uint64_t)e->k * e->cell_size, gb = sb * e->stripes_per_group;
+	uint64_t off = (uint64_t)g * gb + (uint64_t)(ns - 1) * sb + (uint64_t)j * e->cell_size;
+
+	if (off >= e->size)
+		return 0;
+	return e->size - off < e->cell_size ? e->size - off : e->cell_size;
+}
+
+/* The length of data cell j's file; a parity cell's is data cell 0's (short parity). */
+static uint64_t
+file_len(const struct rpc_cl_extent *e, size_t g, uint32_t ns, unsigned j)
+{
+	return (uint64_t)(ns - 1) * e->cell_size + last_len(e, g, ns, j < e->k ? j : 0);
+}
+
+static const char *
+view_address(const struct rpc_members_view *v, const char *name)
+{
+	int i = chl_view_find(v, name);
+
+	return i < 0 ? NULL : v->nodes[i].address;
+}
+
+/* Read cell c of the group into buf: 0 and *len, or an error (the caller tries another). */
+static int
+read_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+          struct dn_cell_id id, uint8_t *buf, size_t cap, size_t *len)
+{
+	const char *addr;
+	struct rpc_client *cl;
+
+	if (strcmp(node, h->node) == 0)
+		return chl_local_read(h, id, buf, cap, len);
+	addr = view_address(v, node);
+	if (!addr)
+		return ZC_E(ZC_UNAVAILABLE);
+	cl = chl_peer(h, node, addr);
+	return cl ? chl_peer_read(h, cl, id, buf, cap, len) : -ENOMEM;
+}
+
+static int
+delete_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+            struct dn_cell_id id)
+{
+	const char *addr;
+	struct rpc_client *cl;
+	int rc;
+
+	if (strcmp(node, h->node) == 0) {
+		rc = dn_cell_delete(h->o.store, id);
+		return rc < 0 ? rc : 0;
+	}
+	addr = view_address(v, node);
+	if (!addr)
+		return ZC_E(ZC_UNAVAILABLE);
+	cl = chl_peer(h, node, addr);
+	return cl ? chl_peer_cells(h, cl, RPC_DELETE_CELLS, id) : -ENOMEM;
+}
+
+static int
+commit_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+            struct dn_cell_id id)
+{
+	const char *addr;
+	struct rpc_client *cl;
+
+	if (strcmp(node, h->node) == 0)
+		return dn_cell_commit(h->o.store, id);
+	addr = view_address(v, node);
+	if (!addr)
+		return ZC_E(ZC_UNAVAILABLE);
+	cl = chl_peer(h, node, addr);
+	return cl ? chl_peer_cells(h, cl, RPC_COMMIT_CELLS, id) : -ENOMEM;
+}
+
+/* Write the rebuilt cell to node; a stale cell of that name there (the record does not
+ * name it: an earlier heal fenced off, or the lost cell itself) is deleted first. */
+static int
+write_cell(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o,
+           const struct rpc_cl_extent *e, struct dn_cell_id id, const char *node,
+           const uint8_t *buf, uint64_t len)
+{
+	struct dn_cell_spec spec = { .id = id,
+		                     .length = len,
+		                     .k = e->k,
+		                     .m = e->m,
+		                     .cell_size = (uint32_t)e->cell_size,
+		                     .stripes_per_group = e->stripes_per_group,
+		                     .bucket = o->bucket,
+		                     .key = o->key };
+	struct rpc_cell_open op = { .id = { id.extent, id.group, id.cell },
+		                    .length = len,
+		                    .ec_k = e->k,
+		                    .ec_m = e->m,
+		                    .cell_size = (uint32_t)e->cell_size,
+		                    .stripes_per_group = e->stripes_per_group,
+		                    .bucket = o->bucket,
+		                    .key = o->key };
+	bool local = strcmp(node, h->node) == 0;
+	struct rpc_client *cl = NULL;
+	int rc = 0;
+
+	if (!local) {
+		const char *addr = view_address(v, node);
+
+		if (!addr)
+			return ZC_E(ZC_UNAVAILABLE);
+		cl = chl_peer(h, node, addr);
+		if (!cl)
+			return -ENOMEM;
+	}
+	for (int tries = 0; tries < 2; tries++) {
+		rc = local ? chl_local_write(h, &spec, buf) : chl_peer_write(h, cl, &op, buf);
+		if (rc != -EEXIST && rc != ZC_E(ZC_CELL_EXISTS))
+			break;
+		rc = delete_cell(h, v, node, id);
+		if (rc)
+			break;
+	}
+	return rc;
+}
+
+static bool
+group_has(const struct rpc_cl_extent *e, const struct rpc_cl_group *gr, unsigned skip,
+          const char *node)
+{
+	for (unsigned c = 0; c < e->k + e->m; c++)
+		if (c != skip && strcmp(e->nodes[gr->cell[c]], node) == 0)
+			return true;
+	return false;
+}
+
+/* The node table index of name, appended when new; -1 without memory or room. */
+static int
+node_index(struct rpc_cl_extent *e, const char *name)
+{
+	char **nn;
+
+	for (size_t i = 0; i < e->nnodes; i++)
+		if (strcmp(e->nodes[i], name) == 0)
+			return (int)i;
+	if (e->nnodes >= RPC_CL_MAX_EXTENT_NODES)
+		return -1;
+	nn = realloc(e->nodes, (e->nnodes + 1) * sizeof(*nn));
+	if (!nn)
+		return -1;
+	e->nodes = nn;
+	e->nodes[e->nnodes] = strdup(name);
+	if (!e->nodes[e->nnodes])
+		return -1;
+	return (int)e->nnodes++;
+}
+
+static int
+work_add(struct work *wk, struct dn_cell_id id, const char *target, const char *old, bool old_live)
+{
+	struct made *m;
+
+	if (wk->n == wk->cap) {
+		size_t cap = wk->cap ? 2 * wk->cap : 8;
+
+		m = realloc(wk->v, cap * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		wk->v = m;
+		wk->cap = cap;
+	}
+	m = &wk->v[wk->n];
+	m->id = id;
+	m->target = strdup(target);
+	m->old = strdup(old);
+	m->old_live = old_live;
+	if (!m->target || !m->old) {
+		free(m->target);
+		free(m->old);
+		return -ENOMEM;
+	}
+	if (!wk->first_ns)
+		wk->first_ns = zc_now_ns();
+	wk->n++;
+	return 0;
+}
+
+/*
+ * Place rebuilt cell c: the node that lost it when it is live again, else live nodes that
+ * hold no cell of the group in the rendezvous order of (extent, group). Returns 0 when it
+ * was written and the record copy names it (the missing bit cleared), else an error.
+ */
+static int
+place_cell(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+           struct rpc_cl_extent *e, size_t g, unsigned c, const uint8_t *buf, uint64_t len,
+           struct work *wk)
+{
+	struct rpc_cl_group *gr = &e->groups[g];
+	struct dn_cell_id id = { e->id, (uint32_t)g, c };
+	char *old = strdup(e->nodes[gr->cell[c]]);
+	bool old_live = old && chl_view_find(v, old) >= 0;
+	unsigned *order = calloc(v->n ? v->n : 1, sizeof(*order)), tries = 0;
+	int rc = ZC_E(ZC_UNAVAILABLE), idx;
+
+	if (!old || !order) {
+		free(old);
+		free(order);
+		return -ENOMEM;
+	}
+	if (v->n)
+		zc_place_rank(zc_place_group_key(e->id, (uint32_t)g), v->names, (unsigned)v->n,
+		              order);
+	for (long i = old_live ? -1 : 0; i < (long)v->n && tries < TARGET_TRIES; i++) {
+		const char *t = i < 0 ? old : v->names[order[i]];
+
+		if (i >= 0 && (strcmp(t, old) == 0 || group_has(e, gr, c, t)))
+			continue;
+		tries++;
+		rc = write_cell(h, v, o, e, id, t, buf, len);
+		if (rc) {
+			ZC_WARN("cheal",
+			        "cell %016llx.%u.%u of bucket=%s key=%s: write to node=%s "
+			        "failed err=%d",
+			        (unsigned long long)id.extent, id.group, id.cell, o->bucket, o->key,
+			        t, rc);
+			continue;
+		}
+		idx = node_index(e, t);
+		if (idx < 0 || work_add(wk, id, t, old, old_live)) {
+			(void)delete_cell(h, v, t, id);
+			rc = -ENOMEM;
+			break;
+		}
+		gr->cell[c] = (uint16_t)idx;
+		gr->missing &= ~(1u << c);
+		ZC_INFO("cheal",
+		        "rebuilt cell %016llx.%u.%u of bucket=%s key=%s on node=%s "
+		        "(was node=%s)",
+		        (unsigned long long)id.extent, id.group, id.cell, o->bucket, o->key, t,
+		        old);
+		break;
+	}
+	if (rc == ZC_E(ZC_UNAVAILABLE) && !tries)
+		ZC_WARN("cheal",
+		        "cell %016llx.%u.%u of bucket=%s key=%s: no live node outside "
+		        "its group to take it",
+		        (unsigned long long)id.extent, id.group, id.cell, o->bucket, o->key);
+	free(old);
+	free(order);
+	return rc;
+}
+
+/* Has some cell of `need` a node to go to? (Else reading the group is wasted work.) */
+static bool
+has_target(const struct rpc_members_view *v, const struct rpc_cl_extent *e,
+           const struct rpc_cl_group *gr, uint32_t need)
+{
+	for (unsigned c = 0; c < e->k + e->m; c++) {
+		const char *old = e->nodes[gr->cell[c]];
+
+		if (!(need & (1u << c)))
+			continue;
+		if (chl_view_find(v, old) >= 0)
+			return true;
+		for (size_t i = 0; i < v->n; i++)
+			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]))
+				return true;
+	}
+	return false;
+}
+
+/* Heal the cells `need` of group g: how many were placed, or an error when none could. */
+static int
+heal_group(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+           struct rpc_cl_extent *e, size_t g, uint32_t need, struct ec_codec *codec,
+           struct work *wk)
+{
+	struct rpc_cl_group *gr = &e->groups[g];
+	unsigned w = e->k + e->m, got = 0, placed = 0;
+	uint32_t ns = group_stripes(e, g), have = 0;
+	uint64_t per, parity_len = 0;
+	uint8_t *bufs, *ptr[RPC_CL_MAX_CELLS];
+	size_t lens[RPC_CL_MAX_CELLS] = { 0 };
+	int rc = 0;
+
+	if (!ns)
+		return 0;
+	if (!has_target(v, e, gr, need)) {
+		ZC_WARN("cheal",
+		        "group %016llx.%u of bucket=%s key=%s: no live node outside the group to "
+		        "take its cells (%zu live)",
+		        (unsigned long long)e->id, (unsigned)g, o->bucket, o->key, v->n);
+		return -EAGAIN;
+	}
+	per = (uint64_t)ns * e->cell_size;
+	if (per * w > GROUP_MAX_BYTES) {
+		ZC_WARN("cheal", "group of %llu bytes per cell too large to heal in memory",
+		        (unsigned long long)per);
+		return -EFBIG;
+	}
+	bufs = calloc(w, per);
+	if (!bufs)
+		return -ENOMEM;
+	/* survivors: this node's own cells first (no network), then the others in order */
+	for (int pass = 0; pass < 2 && got < e->k; pass++)
+		for (unsigned c = 0; c < w && got < e->k; c++) {
+			const char *n = e->nodes[gr->cell[c]];
+			struct dn_cell_id id = { e->id, (uint32_t)g, c };
+			bool self = strcmp(n, h->node) == 0;
+
+			if ((need & (1u << c)) || (gr->missing & (1u << c)) ||
+			    self != (pass == 0) || (!self && chl_view_find(v, n) < 0))
+				continue;
+			rc = read_cell(h, v, n, id, bufs + c * per, per, &lens[c]);
+			if (!rc && c < e->k && lens[c] != file_len(e, g, ns, c))
+				rc = -EBADMSG;
+			if (rc) {
+				ZC_WARN("cheal", "cell %016llx.%u.%u on node=%s unreadable err=%d",
+				        (unsigned long long)e->id, (unsigned)g, c, n, rc);
+				memset(bufs + c * per, 0, per);
+				continue;
+			}
+			if (c >= e->k)
+				parity_len = lens[c];
+			have |= 1u << c;
+			got++;
+		}
+	if (got < e->k) {
+		ZC_WARN("cheal",
+		        "group %016llx.%u of bucket=%s key=%s: %u of %u cells readable, "
+		        "cannot heal now",
+		        (unsigned long long)e->id, (unsigned)g, o->bucket, o->key, got, e->k);
+		free(bufs);
+		return -EAGAIN;
+	}
+	if (!parity_len)
+		parity_len = file_len(e, g, ns, e->k);
+	for (uint32_t s = 0; s < ns; s++) {
+		for (unsigned c = 0; c < w; c++)
+			ptr[c] = bufs + c * per + (uint64_t)s * e->cell_size;
+		rc = ec_codec_decode(codec, e->cell_size, ptr, ((1u << w) - 1) & ~have);
+		if (rc) {
+			free(bufs);
+			return rc;
+		}
+	}
+	for (unsigned c = 0; c < w; c++) {
+		uint64_t len = c < e->k ? file_len(e, g, ns, c) : parity_len;
+
+		if (!(need & (1u << c)))
+			continue;
+		if (place_cell(h, v, o, e, g, c, bufs + c * per, len, wk) == 0)
+			placed++;
+	}
+	free(bufs);
+	return placed ? (int)placed : -EAGAIN;
+}
+
+static void
+work_fini(struct work *wk)
+{
+	for (size_t i = 0; i < wk->n; i++) {
+		free(wk->v[i].target);
+		free(wk->v[i].old);
+	}
+	free(wk->v);
+}
+
+int
+chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o)
+{
+	uint64_t now = zc_now_ns(), grace = h->o.gc_grace_ns ? h->o.gc_grace_ns : 600000000000ull;
+	struct work wk = { 0 };
+	bool blocked = false;
+	int rc = 0;
+
+	for (size_t x = 0; x < o->rec.nextents && rc != -ENOMEM; x++) {
+		struct rpc_cl_extent *e = &o->rec.extents[x];
+		struct ec_codec *codec = NULL;
+
+		for (size_t g = 0; g < e->ngroups; g++) {
+			uint32_t need = 0;
+
+			for (unsigned c = 0; c < e->k + e->m; c++)
+				if (chl_cell_needs(h, v, e, &e->groups[g], c, now))
+					need |= 1u << c;
+			if (!need)
+				continue;
+			if (!codec && (rc = ec_codec_create(e->k, e->m, &codec)) != 0)
+				break;
+			rc = heal_group(h, v, o, e, g, need, codec, &wk);
+			if (rc < 0)
+				blocked = true;
+			if (rc == -ENOMEM)
+				break;
+		}
+		ec_codec_destroy(codec);
+	}
+	if (!wk.n) {
+		work_fini(&wk);
+		return blocked ? -EAGAIN : 0;
+	}
+	/* A rebuilt cell is pending on its node: its collector deletes it after the grace
+	 * unless a record names it, so the Txn must come well before. */
+#ifdef RPC_FAULTS
+	if (h->o.test_before_txn)
+		h->o.test_before_txn(h->o.test_arg, o->bucket, o->key);
+#endif
+	if (zc_now_ns() - wk.first_ns > grace / 2)
+		rc = 0;
+	else
+		rc = chl_put_record(h, o);
+	if (rc == 0) {
+		ZC_WARN("cheal",
+		        "bucket=%s key=%s changed while healing (or too slow): dropping "
+		        "%zu rebuilt cells",
+		        o->bucket, o->key, wk.n);
+		for (size_t i = 0; i < wk.n; i++)
+			(void)delete_cell(h, v, wk.v[i].target, wk.v[i].id);
+		work_fini(&wk);
+		return -EAGAIN;
+	}
+	if (rc < 0) {
+		/* ambiguous: the Txn may be in; the collectors settle the cells by the record */
+		work_fini(&wk);
+		return rc;
+	}
+	for (size_t i = 0; i < wk.n; i++) {
+		struct made *m = &wk.v[i];
+		int err = commit_cell(h, v, m->target, m->id);
+
+		if (err) /* the collector commits it: the record names it */
+			ZC_WARN("cheal", "commit of cell %016llx.%u.%u on node=%s failed err=%d",
+			        (unsigned long long)m->id.extent, m->id.group, m->id.cell,
+			        m->target, err);
+		if (m->old_live && strcmp(m->old, m->target) != 0)
+			(void)delete_cell(h, v, m->old, m->id);
+	}
+	rc = (int)wk.n;
+	work_fini(&wk);
+	return rc;
+}

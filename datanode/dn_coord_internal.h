@@ -1,0 +1,182 @@
+/*
+ * dn_coord_internal: what the coordinator's files share. Private to them.
+ *   dn_coord.c         create/destroy, the parity pool, the peer clients, metrics
+ *   dn_coord_place.c   groups: placement, the cells' lengths
+ *   dn_coord_cell.c    one cell: its peer stream or local write, and its outcome
+ *   dn_coord_write.c   begin and data: encode, forward, the cells' streams
+ *   dn_coord_commit.c  acknowledgements, the commit Txn, CommitCells / DeleteCells, abort
+ */
+#ifndef ZEST_DN_COORD_INTERNAL_H
+#define ZEST_DN_COORD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dn_coord.h"
+#include "dn_internal.h"
+#include "ec.h"
+#include "rpc_cmeta.h"
+#include "rpc_members.h"
+#include "zc_place.h"
+
+#define DN_COORD_PEND_MAX         64         /* segments gathered per data cell before a send */
+#define DN_COORD_MSG_MAX          (1u << 20) /* payload bytes per CellChunk */
+#define DN_COORD_HIST_BUCKETS     12
+#define DN_COORD_CALL_DEADLINE_MS 60000 /* every call to a peer (stream or unary) */
+#define DN_COORD_BUCKETS          32    /* buckets remembered as existing */
+#define DN_COORD_BUCKET_TTL_NS    (5ull * 1000000000ull)
+
+/* A parity buffer of the pool: cell_size bytes, 4 KiB aligned; the zc_ref's last put (after
+ * gRPC sent it, the rings wrote it) returns it to the pool. */
+struct dn_coord_pbuf {
+	struct zc_ref ref;
+	struct dn_coord *c;
+	uint8_t *buf;
+	struct dn_coord_pbuf *next;
+};
+
+/* One rpc client per (peer name, address); kept until destroy. */
+struct dn_coord_peer {
+	struct dn_coord_peer *next;
+	char *name, *addr;
+	struct rpc_client *cli;
+	atomic_ullong fwd_bytes;
+};
+
+struct dn_coord_hist {
+	atomic_ullong b[DN_COORD_HIST_BUCKETS + 1];
+	atomic_ullong sum_ns, count;
+};
+extern const double dn_coord_hist_bounds_s[DN_COORD_HIST_BUCKETS];
+void dn_coord_hist_add(struct dn_coord_hist *h, uint64_t ns);
+
+struct dn_coord {
+	struct dn_coord_opts o;
+	char *node;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct dn_coord_peer *peers;        /* under mu */
+	struct dn_coord_pbuf *pmem, *pfree; /* pool; pfree under mu */
+	uint8_t *pbytes;
+	unsigned npbufs;
+	long followups; /* async CommitCells / DeleteCells in flight, under mu */
+	struct {
+		char name[64];
+		uint64_t until_ns;   /* zc_now_ns() */
+	} buckets[DN_COORD_BUCKETS]; /* under mu: seen to exist lately */
+	unsigned next_bucket;
+	struct dn_coord_hist peer_hist, etcd_hist;
+	atomic_uint last_tolerance_logged; /* fault tolerance + 1 of the last placement logged */
+};
+
+/* One cell of a group, and where it goes. */
+struct ccell {
+	struct dn_coord_write *w;
+	uint32_t group;
+	unsigned cell;
+	unsigned node; /* index into w->view */
+	bool local;
+	uint64_t length, sent;
+	struct dn_coord_peer *peer;
+	struct rpc_cwrite *rw;    /* remote: destroyed when the write ends */
+	struct dn_cell_write *lw; /* local until finish or abort */
+	uint64_t t0;
+	/* under w->mu */
+	bool started;  /* a stream or local write exists (its outcome counts) */
+	bool ended;    /* its last byte was handed over (commit / finish) */
+	bool done, ok; /* the outcome: durable and recorded pending when ok */
+	bool wait_writable;
+	bool failed; /* counted missing (once) */
+	int err;
+};
+
+struct cgroup {
+	uint32_t idx;
+	struct zc_place_slots sl;
+	struct ccell cells[EC_MAX_CELLS];
+	unsigned nfailed; /* under w->mu */
+};
+
+struct dn_coord_write {
+	struct dn_coord *c;
+	char *bucket, *key;
+	uint64_t size;
+	unsigned k, m, n, quorum;
+	uint32_t cell, spg;
+	uint64_t id;
+	const struct rpc_members_view *view;
+	int self; /* this node's index in view, or -1 */
+	struct ec_codec *codec;
+	uint64_t written;
+	uint32_t crc;
+	uint64_t first_ns; /* CLOCK_REALTIME of the first cell's open */
+	uint32_t ngroups, opened;
+	struct cgroup **groups;
+	/* the position (the write's thread) */
+	uint32_t stripe;
+	unsigned dcell;
+	uint32_t fill;
+	bool stripe_open;
+	struct ec_stripe st;
+	struct dn_coord_pbuf *par[EC_MAX_CELLS];
+	struct zc_seg pend[EC_MAX_CELLS][DN_COORD_PEND_MAX];
+	size_t npend[EC_MAX_CELLS], pend_len[EC_MAX_CELLS];
+	int err; /* poisoned */
+	bool committed;
+	char etag_crc[9]; /* the ETag of a Write that sent none */
+	bool ambiguous;   /* the Txn may have gone in: leave the cells pending */
+	struct rpc_cmeta_old old;
+	/* under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool *node_failed;    /* per view index: a stream to it failed in this write */
+	unsigned outstanding; /* cells started and not done */
+	bool lost;            /* a group fell below the quorum */
+};
+
+/* ---- dn_coord.c */
+struct dn_coord_pbuf *dn_coord_pbuf_get(struct dn_coord *c, uint64_t wait_ns);
+/* The client for a peer (created on first use), or NULL (-ENOMEM / bad TLS). */
+struct dn_coord_peer *dn_coord_peer(struct dn_coord *c, const char *name, const char *addr);
+void dn_coord_followup_add(struct dn_coord *c, long d);
+/* Does bucket exist? 0, ZC_E(ZC_NO_BUCKET), or the etcd error, with msg. A bucket seen
+ * lately is not asked again: the commit Txn checks it anyway, this only spares a Write to
+ * a missing bucket its payload. */
+int dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t cap);
+uint64_t dn_coord_realtime_ns(void);
+
+/* ---- dn_coord_place.c */
+/* Bytes of cell `cell` in group g of an extent of size bytes (the single-node layout:
+ * stripes back to back; a parity cell as long as its stripe's first data cell). */
+uint64_t dn_coord_cell_len(uint64_t size, unsigned k, uint32_t cell_size, uint32_t spg,
+                           uint32_t group, unsigned cell);
+uint32_t dn_coord_ngroups(uint64_t size, unsigned k, uint32_t cell_size, uint32_t spg);
+/* Can a group with nfailed of n cells failed still reach quorum? */
+static inline bool
+dn_coord_quorum_ok(unsigned n, unsigned nfailed, unsigned quorum)
+{
+	return nfailed <= n && n - nfailed >= quorum;
+}
+/* Place group gi of w (the view's nodes, w->self) and start its cells' streams. 0, or
+ * ZC_E(ZC_NO_QUORUM) when too many of them failed at once. */
+int dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap);
+
+/* ---- dn_coord_cell.c */
+/* Under w->mu: cell cc failed (err): counted missing once, its node skipped for the rest
+ * of the write, w->lost when its group fell below the quorum. */
+void dn_coord_cell_failed(struct ccell *cc, int err);
+/* Open cell i of g: a local cell write or a WriteCell stream (a failure marks it). */
+int dn_coord_cell_start(struct dn_coord_write *w, struct cgroup *g, unsigned i);
+/* Give the bytes segs to cell cc (refs taken by the receiver; the caller keeps its own).
+ * Blocks while the peer's window is full, at most the peer timeout. 0, or
+ * ZC_E(ZC_NO_QUORUM) once a group lost its quorum. */
+int dn_coord_cell_send(struct ccell *cc, const struct zc_seg *segs, size_t n, size_t len);
+/* The cell's last byte is in: commit its stream / finish the local write. */
+void dn_coord_cell_end(struct ccell *cc);
+/* peer_timeout_ms from now on CLOCK_MONOTONIC (w->cond's clock). */
+void dn_coord_deadline(const struct dn_coord_write *w, struct timespec *dl);
+
+/* ---- dn_coord_write.c */
+void dn_coord_write_free(struct dn_coord_write *w);
+
+#endif

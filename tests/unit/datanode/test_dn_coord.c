@@ -1,0 +1,433 @@
+/*
+ * The coordinator of cluster writes (datanode/dn_coord*.c) in one process: a real etcd
+ * (tests/lib/etcd_test.h), three nodes n0..n2, each a store over temp folders; n1 and n2
+ * serve the cell calls (the binding and an rpc server on a loopback port, plaintext),
+ * n0 coordinates RS(2,1) writes fed as random refcounted "receive slices". The faults are
+ * the rpc client's test hook on the coordinator's peer clients (rpc_client_fault), so
+ * each failure is deterministic:
+ *   - the cells' lengths are the single-node layout's (dn_geom_file_len), the quorum rule;
+ *   - a write commits one record naming the cells' nodes, the cells end committed on
+ *     their nodes (CommitCells, dn_cell_commit), an overwrite deletes the old cells;
+ *   - a peer's stream reset mid-write: committed with its cells missing, none left there;
+ *   - a peer that never sees its stream end: given up after the peer timeout, missing;
+ *   - a slow peer with a small window: the write waits for it and commits;
+ *   - both peers failing: ZC_NO_QUORUM, and every cell written is deleted;
+ *   - etcd gone at the commit: 503, the cells stay pending (the collector's case).
+ * Every case ends with no live payload ref and no live gRPC buffer.
+ */
+#include "dn_rpc.h"
+#include "rpc.h"
+
+#include "dn_test.h" /* after rpc.h: with its client helpers */
+#include "../../../datanode/dn_coord_internal.h"
+#include "etcd_test.h"
+#include "rpc_cmeta.h"
+#include "zc_crc.h"
+
+#define K    2
+#define M    1
+#define CELL 16384u
+#define SPG  2u
+#define S(x) x, strlen(x)
+
+struct peer {
+	struct t_env t;
+	struct dn_rpc *b;
+	struct rpc_server *srv;
+	char name[8], addr[64];
+};
+
+static struct t_etcd etcd;
+static struct rpc_etcd *ec;
+static struct rpc_members *members;
+static struct t_env n0;
+static struct peer peers[2];
+static struct dn_coord *coord;
+
+/* ------------------------------------------------------------------ layout, quorum */
+
+static void
+test_layout(void)
+{
+	static const unsigned ks[] = { 1, 2, 4, 6 };
+	static const uint32_t spgs[] = { 1, 2, 16 };
+
+	for (unsigned a = 0; a < 4; a++)
+		for (unsigned b = 0; b < 3; b++)
+			for (unsigned t = 0; t < 200; t++) {
+				struct dn_geom g = { .k = ks[a],
+					             .m = 2,
+					             .cell = 4096,
+					             .spg = spgs[b],
+					             .chunk = 4096,
+					             .short_parity = true };
+				uint64_t gb = (uint64_t)g.k * g.cell * g.spg, sum = 0;
+
+				/* around every boundary, and random sizes */
+				g.size = t < 100 ? (t / 4) * (gb / 3) + (t % 4) - 1
+				                 : t_rand() % (8 * gb);
+				if (t == 0)
+					g.size = 0;
+				CHECK_EQ(dn_coord_ngroups(g.size, g.k, g.cell, g.spg),
+				         dn_geom_ngroups(&g));
+				for (uint32_t gi = 0; gi < dn_geom_ngroups(&g); gi++)
+					for (unsigned c = 0; c < g.k + g.m; c++) {
+						uint64_t l = dn_coord_cell_len(g.size, g.k, g.cell,
+						                               g.spg, gi, c);
+
+						CHECK_EQ(l, dn_geom_file_len(&g, gi, c));
+						if (c < g.k)
+							sum += l;
+					}
+				CHECK_EQ(sum, g.size);
+			}
+	/* 4+2, quorum 5: one cell may go, not two */
+	CHECK(dn_coord_quorum_ok(6, 0, 5));
+	CHECK(dn_coord_quorum_ok(6, 1, 5));
+	CHECK(!dn_coord_quorum_ok(6, 2, 5));
+	CHECK(dn_coord_quorum_ok(6, 2, 4));
+	CHECK(!dn_coord_quorum_ok(6, 7, 1));
+}
+
+/* ------------------------------------------------------------------ the cluster */
+
+static void
+put_node(const char *name, const char *addr)
+{
+	struct rpc_cl_node n = { .name = (char *)name,
+		                 .address = (char *)addr,
+		                 .incarnation = 7,
+		                 .state = RPC_CL_NODE_UP };
+	char key[64];
+	uint8_t *buf;
+	size_t len;
+
+	snprintf(key, sizeof(key), "%s%s", RPC_MEMBERS_NODES_PREFIX, name);
+	CHECK_EQ(rpc_cl_node_encode(&n, &buf, &len, NULL, 0), 0);
+	CHECK_EQ(rpc_etcd_put(ec, S(key), buf, len, 0, NULL, 0), 0);
+	free(buf);
+}
+
+/* Out of line: inlined into up(), GCC misjudges the folder names' room and warns. */
+static __attribute__((noinline)) void
+store_up(struct t_env *t)
+{
+	t_env_init(t, 3, K, M);
+	t_open(t);
+}
+
+static void
+up(void)
+{
+	uint64_t end = zc_now_ns() + 20000000000ull;
+
+	t_etcd_start(&etcd, 1);
+	CHECK_EQ(rpc_etcd_create(etcd.endpoints, NULL, &ec), 0);
+	while (rpc_etcd_put(ec, S("ready"), S("1"), 0, NULL, 1000) != 0) {
+		CHECK(zc_now_ns() < end);
+		usleep(100 * 1000);
+	}
+	store_up(&n0);
+	put_node("n0", "127.0.0.1:1"); /* never dialled: its cells are local */
+	for (unsigned i = 0; i < 2; i++) {
+		struct peer *p = &peers[i];
+		struct dn_rpc_opts bo = { .write_workers = 2, .readers = 1 };
+		struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+			                      .cq_threads = 1,
+			                      .marshaller = RPC_MARSHAL_ZEROCOPY,
+			                      .tls.insecure = true };
+		struct rpc_server_handlers h;
+
+		store_up(&p->t);
+		CHECK_EQ(dn_rpc_create(p->t.s, &bo, &p->b, &h), 0);
+		CHECK_EQ(rpc_server_create(&so, &h, &p->srv), 0);
+		snprintf(p->name, sizeof(p->name), "n%u", i + 1);
+		snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
+		put_node(p->name, p->addr);
+	}
+	CHECK_EQ(rpc_members_create(ec, 100, &members), 0);
+	CHECK_EQ(rpc_members_refresh(members), 3);
+	CHECK_EQ(rpc_cmeta_bucket_create(ec, "bkt", 1, 0), 0);
+	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
+	                                                  .etcd = ec,
+	                                                  .members = members,
+	                                                  .node = "n0",
+	                                                  .k = K,
+	                                                  .m = M,
+	                                                  .cell_size = CELL,
+	                                                  .stripes_per_group = SPG,
+	                                                  .write_quorum = 2,
+	                                                  .gc_grace_ns = 600000000000ull,
+	                                                  .tls.insecure = true,
+	                                                  .peer_timeout_ms = 500,
+	                                                  .peer_window = 64 << 10,
+	                                                  .parity_bufs = 8 },
+	                         &coord),
+	         0);
+}
+
+static struct dn_store *
+store_of(const char *node)
+{
+	if (!strcmp(node, "n0"))
+		return n0.s;
+	return peers[node[1] - '1'].t.s;
+}
+
+static void
+fault(unsigned peer, const struct rpc_fault *f)
+{
+	struct dn_coord_peer *p = dn_coord_peer(coord, peers[peer].name, peers[peer].addr);
+
+	CHECK(p);
+	rpc_client_fault(p->cli, f);
+}
+
+/* Write buf as bkt/key through the coordinator, in random slices. */
+static int
+put(const char *key, const uint8_t *buf, size_t len, char *msg, size_t cap)
+{
+	struct dn_coord_result res;
+	struct dn_coord_write *w;
+	size_t at = 0;
+	int rc;
+
+	rc = dn_coord_begin(coord, "bkt", key, len, true, 0, 0, &w, msg, cap);
+	if (rc)
+		return rc;
+	while (at < len) {
+		struct zc_seg segs[8];
+		uint64_t off = at;
+		unsigned n = t_slices_next(buf, &at, len, 5000, segs, 8);
+		uint32_t crc = 0;
+
+		for (unsigned i = 0; i < n; i++)
+			crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
+		rc = dn_coord_data(w, off, segs, n, crc, msg, cap);
+		for (unsigned i = 0; i < n; i++)
+			zc_ref_put(segs[i].ref);
+		if (rc) {
+			dn_coord_abort(w);
+			return rc;
+		}
+	}
+	rc = dn_coord_commit(w, "etag-1", NULL, 0, NULL, &res, msg, cap);
+	if (!rc)
+		CHECK(res.size == len && res.crc32c == zc_crc32c(0, buf, len));
+	dn_coord_end(w);
+	return rc;
+}
+
+static void
+get_record(const char *key, struct rpc_cl_object *o)
+{
+	CHECK_EQ(rpc_cmeta_get(ec, "bkt", key, false, o, NULL, 0), 0);
+	CHECK_EQ(o->nextents, 1);
+}
+
+/* The cell's state on the node the record names: 1 committed, 2 pending, 0 absent. */
+static int
+cell_state(const struct rpc_cl_extent *e, uint32_t g, unsigned c)
+{
+	struct dn_cell_info info;
+	int rc = dn_cell_stat(store_of(e->nodes[e->groups[g].cell[c]]),
+	                      (struct dn_cell_id){ e->id, g, c }, &info);
+
+	if (rc == -ENOENT)
+		return 0;
+	CHECK_EQ(rc, 0);
+	rc = info.pending ? 2 : 1;
+	dn_cell_info_fini(&info);
+	return rc;
+}
+
+/* Wait until every cell of e not missing is in state want (the follow-up calls are
+ * asynchronous), the missing ones absent. */
+static void
+wait_cells(const struct rpc_cl_extent *e, int want)
+{
+	uint64_t end = zc_now_ns() + 10000000000ull;
+
+	for (;;) {
+		bool all = true;
+
+		for (uint32_t g = 0; g < e->ngroups; g++)
+			for (unsigned c = 0; c < K + M; c++)
+				if (cell_state(e, g, c) !=
+				    (e->groups[g].missing & (1u << c) ? 0 : want))
+					all = false;
+		if (all)
+			return;
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+}
+
+static size_t
+ncells(struct dn_store *s)
+{
+	struct dn_cell_info *v;
+	size_t n;
+
+	CHECK_EQ(dn_cell_list(s, NULL, 0, &v, &n), 0);
+	dn_cell_list_free(v, n);
+	return n;
+}
+
+static void
+wait_ncells(const size_t *want)
+{
+	uint64_t end = zc_now_ns() + 10000000000ull;
+
+	while (ncells(n0.s) != want[0] || ncells(peers[0].t.s) != want[1] ||
+	       ncells(peers[1].t.s) != want[2]) {
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+}
+
+/* The peers whose cells the record marks missing, as bits (1: n1, 2: n2). */
+static unsigned
+missing_peers(const struct rpc_cl_extent *e)
+{
+	unsigned out = 0;
+
+	for (uint32_t g = 0; g < e->ngroups; g++)
+		for (unsigned c = 0; c < K + M; c++)
+			if (e->groups[g].missing & (1u << c)) {
+				const char *n = e->nodes[e->groups[g].cell[c]];
+
+				CHECK(strcmp(n, "n0")); /* the local cells never fail here */
+				out |= 1u << (n[1] - '1');
+			}
+	return out;
+}
+
+static void
+test_writes(void)
+{
+	size_t len = 5 * K * CELL * SPG / 2 + 333; /* 2 full groups and a short one */
+	uint8_t *buf = malloc(len);
+	struct rpc_cl_object o, o2;
+	char msg[RPC_STATUS_MSG_MAX];
+	size_t before[3];
+	int rc;
+
+	t_fill(buf, len);
+
+	/* all up: one record, three distinct nodes per group, cells committed */
+	CHECK_EQ(put("k", buf, len, msg, sizeof(msg)), 0);
+	get_record("k", &o);
+	CHECK_EQ(o.size, len);
+	CHECK_EQ(o.extents[0].ngroups, 3);
+	CHECK_EQ(missing_peers(&o.extents[0]), 0);
+	for (uint32_t g = 0; g < 3; g++) {
+		const uint16_t *c = o.extents[0].groups[g].cell;
+
+		CHECK(c[0] != c[1] && c[1] != c[2] && c[0] != c[2]);
+	}
+	wait_cells(&o.extents[0], 1);
+
+	/* an overwrite: the old record's cells go (DeleteCells, local deletes) */
+	CHECK_EQ(put("k", buf, len, msg, sizeof(msg)), 0);
+	get_record("k", &o2);
+	CHECK(o2.extents[0].id != o.extents[0].id);
+	o.extents[0].groups[0].missing = 0x7; /* now expect every old cell absent */
+	for (uint32_t g = 0; g < o.extents[0].ngroups; g++)
+		o.extents[0].groups[g].missing = 0x7;
+	wait_cells(&o.extents[0], 1);
+	wait_cells(&o2.extents[0], 1);
+	rpc_cl_object_fini(&o);
+	rpc_cl_object_fini(&o2);
+
+	/* n1's streams reset at their second message: committed, n1's cells missing
+	 * and none of this extent left on n1 */
+	fault(0, &(struct rpc_fault){ .reset_msg = 2 });
+	CHECK_EQ(put("reset", buf, len, msg, sizeof(msg)), 0);
+	fault(0, NULL);
+	get_record("reset", &o);
+	CHECK_EQ(missing_peers(&o.extents[0]), 1);
+	wait_cells(&o.extents[0], 1);
+	rpc_cl_object_fini(&o);
+
+	/* n2 never sees its streams end (the commit message dropped): after the peer
+	 * timeout the coordinator gives up on them */
+	fault(1, &(struct rpc_fault){ .drop_msg = 3 }); /* open + data, data, commit */
+	CHECK_EQ(put("drop", buf, 2 * K * CELL * SPG, msg, sizeof(msg)), 0);
+	fault(1, NULL);
+	get_record("drop", &o);
+	CHECK_EQ(missing_peers(&o.extents[0]), 2);
+	wait_cells(&o.extents[0], 1);
+	rpc_cl_object_fini(&o);
+
+	/* a slow peer behind a 64 KiB window: the write waits for it, nothing missing */
+	fault(0, &(struct rpc_fault){ .delay_ms = 30 });
+	CHECK_EQ(put("slow", buf, len, msg, sizeof(msg)), 0);
+	fault(0, NULL);
+	get_record("slow", &o);
+	CHECK_EQ(missing_peers(&o.extents[0]), 0);
+	rpc_cl_object_fini(&o);
+
+	/* both peers fail: the quorum (2 of 3) is lost; every cell written goes */
+	wait_ncells((size_t[]){ ncells(n0.s), ncells(peers[0].t.s), ncells(peers[1].t.s) });
+	before[0] = ncells(n0.s);
+	before[1] = ncells(peers[0].t.s);
+	before[2] = ncells(peers[1].t.s);
+	fault(0, &(struct rpc_fault){ .reset_msg = 3 });
+	fault(1, &(struct rpc_fault){ .reset_msg = 3 });
+	CHECK_EQ(put("lost", buf, len, msg, sizeof(msg)), ZC_E(ZC_NO_QUORUM));
+	CHECK(strstr(msg, "write quorum not met"));
+	fault(0, NULL);
+	fault(1, NULL);
+	CHECK_EQ(rpc_cmeta_get(ec, "bkt", "lost", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	wait_ncells(before);
+
+	/* a missing bucket: refused before any cell is written */
+	{
+		struct dn_coord_write *w;
+
+		CHECK_EQ(dn_coord_begin(coord, "nob", "k", 10, true, 0, 0, &w, msg, sizeof(msg)),
+		         ZC_E(ZC_NO_BUCKET));
+		CHECK_EQ(dn_coord_begin(coord, "bkt", "k", 10, false, 0, 0, &w, msg, sizeof(msg)),
+		         ZC_E(ZC_INVALID));
+	}
+
+	/* etcd gone at the commit: 503 (no member answered), the cells stay pending for
+	 * the collector to settle by what the record says */
+	memset(coord->buckets, 0, sizeof(coord->buckets)); /* "bkt" seen just now */
+	CHECK_EQ(dn_coord_bucket_check(coord, "bkt", msg, sizeof(msg)), 0);
+	t_etcd_kill(&etcd, 0);
+	rc = put("noetcd", buf, len, msg, sizeof(msg));
+	CHECK(rc == ZC_E(ZC_NO_QUORUM) || rc == ZC_E(ZC_UNAVAILABLE));
+	CHECK(ncells(n0.s) + ncells(peers[0].t.s) + ncells(peers[1].t.s) ==
+	      before[0] + before[1] + before[2] + 3 * (K + M));
+	free(buf);
+}
+
+int
+main(void)
+{
+	zc_log_init();
+	test_layout();
+	if (!t_etcd_available()) {
+		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
+		return 77;
+	}
+	t_require_uring();
+	up();
+	test_writes();
+	dn_coord_destroy(coord);
+	rpc_members_destroy(members);
+	for (unsigned i = 0; i < 2; i++) {
+		rpc_server_destroy(peers[i].srv, 1000);
+		dn_rpc_destroy(peers[i].b);
+		t_env_fini(&peers[i].t);
+	}
+	t_env_fini(&n0);
+	rpc_etcd_destroy(ec);
+	t_etcd_stop(&etcd);
+	CHECK_EQ(zc_ref_live(), 0);
+	CHECK_EQ(rpc_live_buffers(), 0);
+	printf("ok\n");
+	return 0;
+}
