@@ -21,6 +21,9 @@
 #include "dn_cluster.h"
 #include "dn_coord.h"
 #include "dn_daemon.h"
+#ifdef ZEST_TEST_HOOKS
+#include "dn_test_hooks.h" /* zest-datanode-hooks only: a test build */
+#endif
 #include "zc_net.h"
 #include "dn_rpc.h"
 #include "rpc.h"
@@ -155,6 +158,11 @@ main(int argc, char **argv)
 		dn_store_close(store);
 		return rc;
 	}
+#ifdef ZEST_TEST_HOOKS
+	rc = dn_test_hooks_apply(store, cfg.ndrives);
+	if (rc)
+		goto close_store;
+#endif
 	bo.write_workers = cfg.write_workers;
 	bo.readers = cfg.readers;
 	bo.call_cap = (size_t)cfg.call_cap;
