@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 /* Each subcommand gets argv with argv[0] = its own name; returns the exit code. */
+int bench_adm_main(int argc, char **argv);
 int bench_ec_main(int argc, char **argv);
 int bench_etcd_main(int argc, char **argv);
 int bench_grpc_main(int argc, char **argv);

@@ -10,6 +10,7 @@ static const struct {
 	int (*main)(int, char **);
 	const char *what;
 } commands[] = {
+	{ "admission", bench_adm_main, "write jobs retried on 503, admission on vs off, + chart" },
 	{ "ec", bench_ec_main, "Reed-Solomon codec vs raw ISA-L ec_encode_data" },
 	{ "etcd", bench_etcd_main, "metadata Txn rate of an etcd through rpc_etcd, N callers" },
 	{ "grpc", bench_grpc_main, "stream objects to a datanode's Write RPC (throughput)" },
@@ -22,7 +23,7 @@ usage(FILE *out)
 {
 	fprintf(out, "usage: zest-bench COMMAND [options]   (zest-bench COMMAND --help)\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(out, "  %-6s %s\n", commands[i].name, commands[i].what);
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].what);
 }
 
 void
