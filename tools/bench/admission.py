@@ -54,9 +54,21 @@ def parse(text):
     return out
 
 
-def sampler(port, stop, samples, ndrives):
+def rss_mib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024)
+    except OSError:
+        pass
+    return None
+
+
+def sampler(port, stop, samples, ndrives, pids):
     """Every second: admission level, parked Writes, each drive's mean write latency since
-    the last sample (from the zest_drive_write_seconds histogram's sum and count)."""
+    the last sample (from the zest_drive_write_seconds histogram's sum and count), and the
+    daemons' resident memory."""
     t0, last = time.monotonic(), None
     while not stop.wait(1.0):
         try:
@@ -74,7 +86,8 @@ def sampler(port, stop, samples, ndrives):
                         "level": m.get("zest_admission_level"),
                         "parked": m.get("zest_admission_parked"),
                         "inflight_mib": round(m.get("zest_inflight_bytes", 0) / 2**20, 1),
-                        "drive_write_ms": lat})
+                        "drive_write_ms": lat,
+                        "rss_mib": [rss_mib(p) for p in pids]})
 
 
 def one_run(zh, args, label, admission, out_dir):
@@ -93,7 +106,8 @@ def one_run(zh, args, label, admission, out_dir):
         os.environ.pop("ZEST_TEST_DRIVE_DELAY", None)
     csv = os.path.join(out_dir, f"{label}.csv")
     samples, stop, rc = [], threading.Event(), None
-    th = threading.Thread(target=sampler, args=(c.dn_metrics, stop, samples, c.k + c.m))
+    th = threading.Thread(target=sampler, args=(c.dn_metrics, stop, samples, c.k + c.m,
+                                                 (c.dn.proc.pid, c.gw.proc.pid)))
     try:
         th.start()
         cmd = [os.path.join(args.build, "tools", "zest-bench"), "admission", "put",
@@ -115,12 +129,16 @@ def one_run(zh, args, label, admission, out_dir):
                 rcs.append((os.path.basename(d.argv[0]), str(e)))
         if rc != 0 or any(r != 0 for _, r in rcs):
             c.dump_logs()
+        for log in ("datanode.log", "s3gw.log"):
+            if os.path.exists(os.path.join(c.root, log)):
+                shutil.copy(os.path.join(c.root, log), os.path.join(out_dir, f"{label}.{log}"))
         shutil.rmtree(c.root, ignore_errors=True)
     with open(os.path.join(out_dir, f"{label}.metrics.json"), "w") as f:
         json.dump(samples, f, indent=0)
     for s in samples[::max(1, len(samples) // 12)]:
         print(f"  {label} t={s['t']}s level={s['level']} parked={s['parked']} "
-              f"inflight={s['inflight_mib']}MiB drive_write_ms={s['drive_write_ms']}")
+              f"inflight={s['inflight_mib']}MiB drive_write_ms={s['drive_write_ms']} "
+              f"rss_mib(dn,gw)={s['rss_mib']}")
     print(f"  {label}: zest-bench rc={rc} daemons {rcs}", flush=True)
     return csv
 
