@@ -98,7 +98,7 @@ put(struct worker *w, const char *key)
 	CURLcode rc;
 
 	snprintf(url, sizeof(url), "%s://%s/%s%s%s", cfg->tls ? "https" : "http", cfg->host,
-		 cfg->bucket, key ? "/" : "", key ? key : "");
+	         cfg->bucket, key ? "/" : "", key ? key : "");
 	w->err_len = 0;
 	w->pos = 0;
 	curl_easy_setopt(w->curl, CURLOPT_URL, url);
@@ -187,7 +187,7 @@ run_job(struct worker *w, unsigned id)
 	j->end_s = since_t0();
 	if (j->status != 200)
 		fprintf(stderr, "zest-bench admission: job %u: HTTP %d after %u attempts: %.100s\n",
-			id, j->status, j->attempts, w->err);
+		        id, j->status, j->attempts, w->err);
 	atomic_fetch_add(&jobs_done, 1);
 }
 
@@ -215,8 +215,8 @@ progress_main(void *arg)
 		for (int i = 0; i < 50 && !atomic_load(&all_done); i++)
 			usleep(100000);
 		fprintf(stderr, "admission %s: %6.1fs  jobs done %u/%u  503s %llu\n", cfg->label,
-			since_t0(), atomic_load(&jobs_done), cfg->jobs,
-			(unsigned long long)atomic_load(&slowdowns_seen));
+		        since_t0(), atomic_load(&jobs_done), cfg->jobs,
+		        (unsigned long long)atomic_load(&slowdowns_seen));
 	}
 	return NULL;
 }
@@ -225,23 +225,23 @@ static void
 usage_put(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-bench admission put [options]\n"
-		"  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
-		"  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
-		"  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
-		"  --region REGION       SigV4 region (default us-east-1)\n"
-		"  --tls, --insecure     HTTPS; do not verify the certificate\n"
-		"  --bucket NAME         (default zest-adm; created if missing)\n"
-		"  --obj.size SIZE       bytes per job's PUT (default 1MiB)\n"
-		"  --jobs N              write jobs (default 1000)\n"
-		"  --concurrent N        writers, each one connection, 1..1024 (default 128)\n"
-		"  --backoff-base D      first retry's backoff ceiling (default 50ms)\n"
-		"  --backoff-cap D       largest backoff ceiling (default 2s)\n"
-		"  --max-attempts N      attempts per job before it fails (default 1000)\n"
-		"  --label NAME          the run's name in CSV and report (default run)\n"
-		"  --csv FILE            write every job's record here\n"
-		"Objects are left in place (tools/bench/admission.py starts each run on empty\n"
-		"drive folders).\n");
+	        "usage: zest-bench admission put [options]\n"
+	        "  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
+	        "  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
+	        "  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
+	        "  --region REGION       SigV4 region (default us-east-1)\n"
+	        "  --tls, --insecure     HTTPS; do not verify the certificate\n"
+	        "  --bucket NAME         (default zest-adm; created if missing)\n"
+	        "  --obj.size SIZE       bytes per job's PUT (default 1MiB)\n"
+	        "  --jobs N              write jobs (default 1000)\n"
+	        "  --concurrent N        writers, each one connection, 1..1024 (default 128)\n"
+	        "  --backoff-base D      first retry's backoff ceiling (default 50ms)\n"
+	        "  --backoff-cap D       largest backoff ceiling (default 2s)\n"
+	        "  --max-attempts N      attempts per job before it fails (default 1000)\n"
+	        "  --label NAME          the run's name in CSV and report (default run)\n"
+	        "  --csv FILE            write every job's record here\n"
+	        "Objects are left in place (tools/bench/admission.py starts each run on empty\n"
+	        "drive folders).\n");
 }
 
 static int
@@ -279,21 +279,41 @@ parse_put(int argc, char **argv, struct config *c)
 				goto bad;
 		}
 		switch (opt) {
-		case 'H': c->host = optarg; break;
-		case 'a': c->access_key = optarg; break;
-		case 's': c->secret_key = optarg; break;
-		case 'r': c->region = optarg; break;
-		case 'T': c->tls = true; break;
-		case 'k': c->insecure = true; break;
-		case 'b': c->bucket = optarg; break;
+		case 'H':
+			c->host = optarg;
+			break;
+		case 'a':
+			c->access_key = optarg;
+			break;
+		case 's':
+			c->secret_key = optarg;
+			break;
+		case 'r':
+			c->region = optarg;
+			break;
+		case 'T':
+			c->tls = true;
+			break;
+		case 'k':
+			c->insecure = true;
+			break;
+		case 'b':
+			c->bucket = optarg;
+			break;
 		case 'l':
 			if (!*optarg || strlen(optarg) > 63 || strpbrk(optarg, " \t\n,"))
 				goto bad;
 			c->label = optarg;
 			break;
-		case 'o': c->csv = optarg; break;
-		case 'n': c->jobs = (unsigned)v; break;
-		case 'm': c->max_attempts = (unsigned)v; break;
+		case 'o':
+			c->csv = optarg;
+			break;
+		case 'n':
+			c->jobs = (unsigned)v;
+			break;
+		case 'm':
+			c->max_attempts = (unsigned)v;
+			break;
 		case 'c':
 			if (v > 1024)
 				goto bad;
@@ -311,12 +331,17 @@ parse_put(int argc, char **argv, struct config *c)
 			if (zc_parse_duration_ns(optarg, &c->backoff_cap_ns) < 0)
 				goto bad;
 			break;
-		case 'h': usage_put(stdout); exit(0);
-		default: usage_put(stderr); return -EINVAL;
+		case 'h':
+			usage_put(stdout);
+			exit(0);
+		default:
+			usage_put(stderr);
+			return -EINVAL;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "zest-bench admission put: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "zest-bench admission put: unexpected argument '%s'\n",
+		        argv[optind]);
 		return -EINVAL;
 	}
 	if (c->backoff_cap_ns < c->backoff_base_ns) {
@@ -326,7 +351,7 @@ parse_put(int argc, char **argv, struct config *c)
 	return 0;
 bad:
 	fprintf(stderr, "zest-bench admission put: bad value '%s' for --%s\n", optarg,
-		opts[idx].name);
+	        opts[idx].name);
 	return -EINVAL;
 }
 
@@ -338,7 +363,7 @@ write_csv(const struct config *c, const struct bench_adm_run *r)
 
 	if (!f) {
 		fprintf(stderr, "zest-bench admission: cannot write %s: %s\n", c->csv,
-			strerror(errno));
+		        strerror(errno));
 		return -errno;
 	}
 	rc = bench_adm_csv_write(f, r);
@@ -400,8 +425,9 @@ cmd_put(int argc, char **argv)
 		long st = put(&ws[0], NULL);
 
 		if (st != 200 && st != 409) {
-			fprintf(stderr, "zest-bench admission: cannot create bucket %s: HTTP %ld %s\n",
-				c.bucket, st, ws[0].err);
+			fprintf(stderr,
+			        "zest-bench admission: cannot create bucket %s: HTTP %ld %s\n",
+			        c.bucket, st, ws[0].err);
 			goto out_curl;
 		}
 	}
@@ -415,10 +441,9 @@ cmd_put(int argc, char **argv)
 		pthread_join(ws[i].thread, NULL);
 	atomic_store(&all_done, true);
 	pthread_join(progress, NULL);
-	run = (struct bench_adm_run){ .obj_size = c.obj_size,
-		                      .concurrent = c.concurrent,
-		                      .jobs = jobs,
-		                      .njobs = c.jobs };
+	run = (struct bench_adm_run){
+		.obj_size = c.obj_size, .concurrent = c.concurrent, .jobs = jobs, .njobs = c.jobs
+	};
 	snprintf(run.label, sizeof(run.label), "%s", c.label);
 	if (bench_adm_summarize(&run, &sum))
 		goto out_curl;
@@ -446,38 +471,39 @@ static void
 usage_report(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-bench admission report [options] RUN.csv...\n"
-		"  --svg FILE            write the latency-over-time chart of the runs here\n"
-		"  --chart N,N...        which runs (1-based, in argument order) the chart shows\n"
-		"                        (default all)\n"
-		"  --title TEXT          the chart's title\n"
-		"  --y job|attempt       chart the job's whole time (default) or its last attempt\n"
-		"  --linear              linear y axis (default log10)\n"
-		"  --bin D               the mean line's bin width (default 1s; 0 none)\n");
+	        "usage: zest-bench admission report [options] RUN.csv...\n"
+	        "  --svg FILE            write the latency-over-time chart of the runs here\n"
+	        "  --chart N,N...        which runs (1-based, in argument order) the chart shows\n"
+	        "                        (default all)\n"
+	        "  --title TEXT          the chart's title\n"
+	        "  --y job|attempt       chart the job's whole time (default) or its last attempt\n"
+	        "  --linear              linear y axis (default log10)\n"
+	        "  --bin D               the mean line's bin width (default 1s; 0 none)\n");
 }
 
-static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-				      "#9467bd", "#8c564b" };
+static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c",
+	                              "#ff7f0e", "#9467bd", "#8c564b" };
 
 static int
 chart(const char *path, const char *title, bool attempt, bool linear, double bin,
-      const struct bench_adm_run *runs, const struct bench_adm_summary *sums,
-      const unsigned *which, unsigned nw)
+      const struct bench_adm_run *runs, const struct bench_adm_summary *sums, const unsigned *which,
+      unsigned nw)
 {
 	struct bench_svg_series s[16];
 	char labels[16][160];
 	double *xy[16] = { 0 };
 	struct bench_svg_opts o = { .title = title,
 		                    .xlabel = "time since the run started (s), at the job's end",
-		                    .ylabel = attempt ? "last attempt's duration (s)" :
-		                                        "job duration, 503 retries included (s)",
+		                    .ylabel = attempt ? "last attempt's duration (s)"
+		                                      : "job duration, 503 retries included (s)",
 		                    .logy = !linear,
 		                    .bin = bin };
 	FILE *f = fopen(path, "w");
 	int rc = -ENOMEM;
 
 	if (!f) {
-		fprintf(stderr, "zest-bench admission: cannot write %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "zest-bench admission: cannot write %s: %s\n", path,
+		        strerror(errno));
 		return -errno;
 	}
 	for (unsigned i = 0; i < nw; i++) {
@@ -492,13 +518,13 @@ chart(const char *path, const char *title, bool attempt, bool linear, double bin
 			if (r->jobs[j].status != 200)
 				continue;
 			xy[i][n] = r->jobs[j].end_s;
-			xy[i][r->njobs + n] =
-				r->jobs[j].end_s - (attempt ? r->jobs[j].last_s : r->jobs[j].start_s);
+			xy[i][r->njobs + n] = r->jobs[j].end_s -
+			                      (attempt ? r->jobs[j].last_s : r->jobs[j].start_s);
 			n++;
 		}
 		snprintf(labels[i], sizeof(labels[i]),
-			 "%s: job avg %.2f s, p99 %.2f s; %.1f jobs/s; %llu 503s retried", r->label,
-			 m->job.avg, m->job.p99, m->jobs_per_s, (unsigned long long)m->slowdowns);
+		         "%s: job avg %.2f s, p99 %.2f s; %.1f jobs/s; %llu 503s retried", r->label,
+		         m->job.avg, m->job.p99, m->jobs_per_s, (unsigned long long)m->slowdowns);
 		s[i] = (struct bench_svg_series){ .label = labels[i],
 			                          .color = colors[i % 6],
 			                          .x = xy[i],
@@ -520,13 +546,17 @@ static int
 cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "svg", required_argument, NULL, 's' },   { "chart", required_argument, NULL, 'c' },
-		{ "title", required_argument, NULL, 't' }, { "y", required_argument, NULL, 'y' },
-		{ "linear", no_argument, NULL, 'l' },      { "bin", required_argument, NULL, 'b' },
-		{ "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 },
+		{ "svg", required_argument, NULL, 's' },
+		{ "chart", required_argument, NULL, 'c' },
+		{ "title", required_argument, NULL, 't' },
+		{ "y", required_argument, NULL, 'y' },
+		{ "linear", no_argument, NULL, 'l' },
+		{ "bin", required_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *svg = NULL, *title = "zest-bench admission: job duration over time",
-		   *pick = NULL;
+	           *pick = NULL;
 	bool attempt = false, linear = false;
 	uint64_t bin_ns = 1000000000;
 	struct bench_adm_run runs[16];
@@ -536,10 +566,18 @@ cmd_report(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
 		switch (opt) {
-		case 's': svg = optarg; break;
-		case 'c': pick = optarg; break;
-		case 't': title = optarg; break;
-		case 'l': linear = true; break;
+		case 's':
+			svg = optarg;
+			break;
+		case 'c':
+			pick = optarg;
+			break;
+		case 't':
+			title = optarg;
+			break;
+		case 'l':
+			linear = true;
+			break;
 		case 'y':
 			if (strcmp(optarg, "job") && strcmp(optarg, "attempt"))
 				goto bad;
@@ -549,8 +587,12 @@ cmd_report(int argc, char **argv)
 			if (zc_parse_duration_ns(optarg, &bin_ns) < 0)
 				goto bad;
 			break;
-		case 'h': usage_report(stdout); exit(0);
-		default: usage_report(stderr); return 2;
+		case 'h':
+			usage_report(stdout);
+			exit(0);
+		default:
+			usage_report(stderr);
+			return 2;
 		}
 	}
 	if (optind >= argc || argc - optind > 16) {
@@ -571,8 +613,8 @@ cmd_report(int argc, char **argv)
 		if (!err)
 			err = bench_adm_summarize(&runs[n], &sums[n]);
 		if (err) {
-			fprintf(stderr, "zest-bench admission: %s:%u: not a run's CSV (%d)\n", argv[i],
-				line, err);
+			fprintf(stderr, "zest-bench admission: %s:%u: not a run's CSV (%d)\n",
+			        argv[i], line, err);
 			bench_adm_run_fini(&runs[n]);
 			goto out;
 		}
@@ -599,7 +641,7 @@ out:
 	return rc;
 bad:
 	fprintf(stderr, "zest-bench admission report: bad value '%s' for --%s\n", optarg,
-		opts[idx].name);
+	        opts[idx].name);
 	return 2;
 }
 
@@ -611,11 +653,11 @@ bench_adm_main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
 	fprintf(argc >= 2 && strcmp(argv[1], "--help") ? stderr : stdout,
-		"usage: zest-bench admission put|report [options]   (put --help, report --help)\n"
-		"  put     run write jobs (PUTs retried on 503 SlowDown with backoff) against an\n"
-		"          S3 endpoint and record each one\n"
-		"  report  the recorded runs side by side, and a latency-over-time SVG chart\n"
-		"tools/bench/admission.py runs the whole experiment (admission on and off,\n"
-		"plain overload and a slowed drive).\n");
+	        "usage: zest-bench admission put|report [options]   (put --help, report --help)\n"
+	        "  put     run write jobs (PUTs retried on 503 SlowDown with backoff) against an\n"
+	        "          S3 endpoint and record each one\n"
+	        "  report  the recorded runs side by side, and a latency-over-time SVG chart\n"
+	        "tools/bench/admission.py runs the whole experiment (admission on and off,\n"
+	        "plain overload and a slowed drive).\n");
 	return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
 }

@@ -6,7 +6,7 @@
 
 #include "bench_adm_stats.h"
 
-#define CSV_MAGIC "# zest-bench admission"
+#define CSV_MAGIC  "# zest-bench admission"
 #define CSV_HEADER "start_s,last_s,end_s,attempts,slowdowns,transport,status"
 
 static int
@@ -90,12 +90,12 @@ int
 bench_adm_csv_write(FILE *out, const struct bench_adm_run *r)
 {
 	fprintf(out, "%s label=%s obj_size=%llu concurrent=%u jobs=%zu\n%s\n", CSV_MAGIC, r->label,
-		(unsigned long long)r->obj_size, r->concurrent, r->njobs, CSV_HEADER);
+	        (unsigned long long)r->obj_size, r->concurrent, r->njobs, CSV_HEADER);
 	for (size_t i = 0; i < r->njobs; i++) {
 		const struct bench_adm_job *j = &r->jobs[i];
 
 		fprintf(out, "%.6f,%.6f,%.6f,%u,%u,%u,%d\n", j->start_s, j->last_s, j->end_s,
-			j->attempts, j->slowdowns, j->transport, j->status);
+		        j->attempts, j->slowdowns, j->transport, j->status);
 	}
 	return ferror(out) ? -EIO : 0;
 }
@@ -111,7 +111,7 @@ parse_magic(const char *line, struct bench_adm_run *r)
 		return -EINVAL;
 	line += sizeof(CSV_MAGIC " label=") - 1;
 	if (sscanf(line, "%63s obj_size=%llu concurrent=%u%n", r->label, &size, &r->concurrent,
-		   &n) != 3 ||
+	           &n) != 3 ||
 	    n == 0)
 		return -EINVAL;
 	r->obj_size = size;
@@ -138,7 +138,7 @@ bench_adm_csv_read(FILE *in, struct bench_adm_run *r, unsigned *line)
 
 		(*line)++;
 		if (sscanf(buf, "%lf,%lf,%lf,%u,%u,%u,%d%n", &j.start_s, &j.last_s, &j.end_s,
-			   &j.attempts, &j.slowdowns, &j.transport, &j.status, &n) != 7 ||
+		           &j.attempts, &j.slowdowns, &j.transport, &j.status, &n) != 7 ||
 		    (buf[n] != '\n' && buf[n] != 0) || !(j.start_s <= j.last_s) ||
 		    !(j.last_s <= j.end_s) || j.attempts == 0)
 			goto fail;
@@ -183,8 +183,7 @@ fmt_dur(char *out, size_t n, double s)
 }
 
 static void
-row_dur(FILE *out, const char *name, const struct bench_adm_summary *sums, unsigned n,
-	size_t off)
+row_dur(FILE *out, const char *name, const struct bench_adm_summary *sums, unsigned n, size_t off)
 {
 	fprintf(out, "| %s |", name);
 	for (unsigned i = 0; i < n; i++) {
@@ -198,7 +197,7 @@ row_dur(FILE *out, const char *name, const struct bench_adm_summary *sums, unsig
 
 void
 bench_adm_table(FILE *out, const struct bench_adm_run *runs, const struct bench_adm_summary *sums,
-		unsigned n)
+                unsigned n)
 {
 	static const struct {
 		const char *name;
@@ -233,7 +232,7 @@ bench_adm_table(FILE *out, const struct bench_adm_run *runs, const struct bench_
 	fprintf(out, "\n| 503s retried (jobs hit) |");
 	for (unsigned i = 0; i < n; i++)
 		fprintf(out, " %llu (%zu) |", (unsigned long long)sums[i].slowdowns,
-			sums[i].jobs_slowed);
+		        sums[i].jobs_slowed);
 	fprintf(out, "\n| transport errors retried |");
 	for (unsigned i = 0; i < n; i++)
 		fprintf(out, " %llu |", (unsigned long long)sums[i].transport);

@@ -40,11 +40,11 @@ struct bench_adm_dist {
 };
 
 struct bench_adm_summary {
-	size_t jobs, ok;          /* ok: ended with a 2xx */
-	uint64_t slowdowns;       /* 503s retried, all jobs */
-	uint64_t transport;       /* transport errors retried, all jobs */
-	size_t jobs_slowed;       /* jobs that got at least one 503 */
-	double wall_s;            /* 0 to the last job's end */
+	size_t jobs, ok;              /* ok: ended with a 2xx */
+	uint64_t slowdowns;           /* 503s retried, all jobs */
+	uint64_t transport;           /* transport errors retried, all jobs */
+	size_t jobs_slowed;           /* jobs that got at least one 503 */
+	double wall_s;                /* 0 to the last job's end */
 	double jobs_per_s, mib_per_s; /* ok jobs (and their bytes) over wall_s */
 	struct bench_adm_dist job;    /* ok jobs, first attempt to done (backoffs included) */
 	struct bench_adm_dist put;    /* ok jobs, the successful attempt alone */
@@ -71,6 +71,6 @@ void bench_adm_run_fini(struct bench_adm_run *r);
 
 /* Prints the runs side by side as a Markdown table, one column per run. */
 void bench_adm_table(FILE *out, const struct bench_adm_run *runs,
-		     const struct bench_adm_summary *sums, unsigned n);
+                     const struct bench_adm_summary *sums, unsigned n);
 
 #endif

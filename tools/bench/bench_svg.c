@@ -11,7 +11,7 @@
 #define MB 50
 
 struct frame {
-	double x0, x1, y0, y1; /* data range shown */
+	double x0, x1, y0, y1;     /* data range shown */
 	double px0, px1, py0, py1; /* plot area in pixels (py0 is the bottom) */
 	bool logy;
 };
@@ -34,11 +34,20 @@ put_text(FILE *out, const char *s)
 {
 	for (; s && *s; s++) {
 		switch (*s) {
-		case '&': fputs("&amp;", out); break;
-		case '<': fputs("&lt;", out); break;
-		case '>': fputs("&gt;", out); break;
-		case '"': fputs("&quot;", out); break;
-		default: fputc(*s, out);
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		default:
+			fputc(*s, out);
 		}
 	}
 }
@@ -103,35 +112,40 @@ axes(FILE *out, const struct frame *f, const struct bench_svg_opts *o)
 	fprintf(out, "<g stroke=\"#ccc\" stroke-width=\"1\" font-size=\"12\" fill=\"#333\">\n");
 	for (double x = f->x0; x <= f->x1 + step / 1e6; x += step)
 		fprintf(out,
-			"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-			"<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" stroke=\"none\">%g</text>\n",
-			px(f, x), f->py0, px(f, x), f->py1, px(f, x), f->py0 + 16, x);
+		        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+		        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+		        "stroke=\"none\">%g</text>\n",
+		        px(f, x), f->py0, px(f, x), f->py1, px(f, x), f->py0 + 16, x);
 	if (f->logy) {
 		for (double y = f->y0; y <= f->y1 * 1.0001; y *= 10)
 			fprintf(out,
-				"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-				"<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" stroke=\"none\">%g</text>\n",
-				f->px0, py(f, y), f->px1, py(f, y), f->px0 - 6, py(f, y) + 4, y);
+			        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+			        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+			        "stroke=\"none\">%g</text>\n",
+			        f->px0, py(f, y), f->px1, py(f, y), f->px0 - 6, py(f, y) + 4, y);
 	} else {
 		step = bench_svg_step(f->y1 - f->y0, 6);
 		for (double y = f->y0; y <= f->y1 + step / 1e6; y += step)
 			fprintf(out,
-				"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-				"<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" stroke=\"none\">%g</text>\n",
-				f->px0, py(f, y), f->px1, py(f, y), f->px0 - 6, py(f, y) + 4, y);
+			        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+			        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+			        "stroke=\"none\">%g</text>\n",
+			        f->px0, py(f, y), f->px1, py(f, y), f->px0 - 6, py(f, y) + 4, y);
 	}
-	fprintf(out, "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-		     "stroke=\"#333\"/>\n",
-		f->px0, f->py1, f->px1 - f->px0, f->py0 - f->py1);
+	fprintf(out,
+	        "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+	        "stroke=\"#333\"/>\n",
+	        f->px0, f->py1, f->px1 - f->px0, f->py0 - f->py1);
 	fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">",
-		(f->px0 + f->px1) / 2, f->py0 + 38);
+	        (f->px0 + f->px1) / 2, f->py0 + 38);
 	put_text(out, o->xlabel);
-	fprintf(out, "</text>\n<text transform=\"translate(16 %.1f) rotate(-90)\" "
-		     "text-anchor=\"middle\" font-size=\"13\">",
-		(f->py0 + f->py1) / 2);
+	fprintf(out,
+	        "</text>\n<text transform=\"translate(16 %.1f) rotate(-90)\" "
+	        "text-anchor=\"middle\" font-size=\"13\">",
+	        (f->py0 + f->py1) / 2);
 	put_text(out, o->ylabel);
 	fprintf(out, "</text>\n<text x=\"%.1f\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">",
-		(f->px0 + f->px1) / 2);
+	        (f->px0 + f->px1) / 2);
 	put_text(out, o->title);
 	fprintf(out, "</text>\n");
 }
@@ -157,11 +171,12 @@ mean_line(FILE *out, const struct frame *f, const struct bench_svg_series *s, do
 		sum[b] += s->y[j];
 		cnt[b]++;
 	}
-	fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", s->color);
+	fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"",
+	        s->color);
 	for (size_t b = 0; b < nb; b++)
 		if (cnt[b])
 			fprintf(out, "%.1f,%.1f ", px(f, f->x0 + (b + 0.5) * bin),
-				py(f, sum[b] / cnt[b]));
+			        py(f, sum[b] / cnt[b]));
 	fprintf(out, "\"/>\n");
 	free(sum);
 	free(cnt);
@@ -170,7 +185,7 @@ mean_line(FILE *out, const struct frame *f, const struct bench_svg_series *s, do
 
 int
 bench_svg_chart(FILE *out, const struct bench_svg_opts *o, const struct bench_svg_series *s,
-		unsigned ns)
+                unsigned ns)
 {
 	unsigned w = o->width ? o->width : 900, h = o->height ? o->height : 500;
 	struct frame f = { .px0 = ML, .px1 = w - MR, .py0 = h - MB, .py1 = MT, .logy = o->logy };
@@ -182,17 +197,17 @@ bench_svg_chart(FILE *out, const struct bench_svg_opts *o, const struct bench_sv
 			return -EINVAL;
 	ranges(&f, s, ns);
 	fprintf(out,
-		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" "
-		"viewBox=\"0 0 %u %u\" font-family=\"sans-serif\">\n"
-		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-		w, h, w, h);
+	        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" "
+	        "viewBox=\"0 0 %u %u\" font-family=\"sans-serif\">\n"
+	        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+	        w, h, w, h);
 	axes(out, &f, o);
 	for (unsigned i = 0; i < ns; i++) {
 		fprintf(out, "<g fill=\"%s\" fill-opacity=\"0.35\">\n", s[i].color);
 		for (size_t j = 0; j < s[i].n; j++)
-			fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.6\"/>\n", px(&f, s[i].x[j]),
-				py(&f, s[i].y[j]));
+			fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.6\"/>\n",
+			        px(&f, s[i].x[j]), py(&f, s[i].y[j]));
 		fprintf(out, "</g>\n");
 		if (o->bin > 0 && s[i].n && mean_line(out, &f, &s[i], o->bin))
 			return -ENOMEM;
@@ -201,9 +216,9 @@ bench_svg_chart(FILE *out, const struct bench_svg_opts *o, const struct bench_sv
 		double ly = f.py1 + 18 + 18 * i;
 
 		fprintf(out,
-			"<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>"
-			"<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">",
-			f.px0 + 12, ly - 6, s[i].color, f.px0 + 32, ly);
+		        "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>"
+		        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">",
+		        f.px0 + 12, ly - 6, s[i].color, f.px0 + 32, ly);
 		put_text(out, s[i].label);
 		fprintf(out, "</text>\n");
 	}

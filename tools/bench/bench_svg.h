@@ -29,7 +29,7 @@ struct bench_svg_opts {
 /* Writes a whole SVG document. Returns 0, -EINVAL (no series, or a series without points
  * everywhere) or -EIO. */
 int bench_svg_chart(FILE *out, const struct bench_svg_opts *o, const struct bench_svg_series *s,
-		    unsigned nseries);
+                    unsigned nseries);
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) giving about `want` ticks over span. */
 double bench_svg_step(double span, unsigned want);

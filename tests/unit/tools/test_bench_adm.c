@@ -67,8 +67,9 @@ static struct bench_adm_job sample[] = {
 static void
 test_summarize(void **state)
 {
-	struct bench_adm_run r = { .label = "on", .obj_size = 1 << 20, .concurrent = 4,
-		                   .jobs = sample, .njobs = 4 };
+	struct bench_adm_run r = {
+		.label = "on", .obj_size = 1 << 20, .concurrent = 4, .jobs = sample, .njobs = 4
+	};
 	struct bench_adm_summary s;
 
 	(void)state;
@@ -95,9 +96,12 @@ test_summarize(void **state)
 static void
 test_csv_round_trip(void **state)
 {
-	struct bench_adm_run r = { .label = "off-slow", .obj_size = 4096, .concurrent = 64,
-		                   .jobs = sample, .njobs = 4 },
-			     back;
+	struct bench_adm_run r = { .label = "off-slow",
+		                   .obj_size = 4096,
+		                   .concurrent = 64,
+		                   .jobs = sample,
+		                   .njobs = 4 },
+	                     back;
 	FILE *f = tmpfile();
 	unsigned line;
 
@@ -136,8 +140,9 @@ read_text(const char *text, struct bench_adm_run *r, unsigned *line)
 	return rc;
 }
 
-#define HEAD "# zest-bench admission label=x obj_size=1 concurrent=2 jobs=1\n" \
-	     "start_s,last_s,end_s,attempts,slowdowns,transport,status\n"
+#define HEAD                                                              \
+	"# zest-bench admission label=x obj_size=1 concurrent=2 jobs=1\n" \
+	"start_s,last_s,end_s,attempts,slowdowns,transport,status\n"
 
 static void
 test_csv_refusals(void **state)
@@ -151,9 +156,9 @@ test_csv_refusals(void **state)
 	assert_int_equal(read_text("a,b,c\n", &r, &line), -EINVAL);
 	assert_int_equal(line, 1);
 	assert_int_equal(read_text("# zest-bench admission label=x obj_size=1 concurrent=2\n"
-				   "start_s,end_s\n",
-				   &r, &line),
-			 -EINVAL);
+	                           "start_s,end_s\n",
+	                           &r, &line),
+	                 -EINVAL);
 	assert_int_equal(line, 2);
 	assert_int_equal(read_text(HEAD "0,0,1,1,0,0,200\n0,0,1,1,0,0\n", &r, &line), -EINVAL);
 	assert_int_equal(line, 4);
@@ -252,8 +257,11 @@ test_svg(void **state)
 	double x1[] = { 0.5, 1.2, 1.7, 9.9 }, y1[] = { 0.02, 0.05, 0.04, 0.9 };
 	double x2[] = { 3, 60 }, y2[] = { 12, 167 };
 	struct chart_args a = {
-		.o = { .title = "on & off <test>", .xlabel = "t (s)", .ylabel = "d (s)",
-		       .logy = true, .bin = 1 },
+		.o = { .title = "on & off <test>",
+		       .xlabel = "t (s)",
+		       .ylabel = "d (s)",
+		       .logy = true,
+		       .bin = 1 },
 		.s = { { "admission on", "#1f77b4", x1, y1, 4 },
 		       { "off \"5 s\"", "#d62728", x2, y2, 2 } },
 		.n = 2,
@@ -317,10 +325,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pct),         cmocka_unit_test(test_dist),
-		cmocka_unit_test(test_summarize),   cmocka_unit_test(test_csv_round_trip),
+		cmocka_unit_test(test_pct),          cmocka_unit_test(test_dist),
+		cmocka_unit_test(test_summarize),    cmocka_unit_test(test_csv_round_trip),
 		cmocka_unit_test(test_csv_refusals), cmocka_unit_test(test_table),
-		cmocka_unit_test(test_svg),         cmocka_unit_test(test_step),
+		cmocka_unit_test(test_svg),          cmocka_unit_test(test_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
