@@ -14,7 +14,7 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	curl openssl python3-boto3 valgrind prometheus \
 	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client fio
 
-.PHONY: all deps build build-asan run cluster test bench fuzz reliability soak memcheck clean
+.PHONY: all deps build build-asan run cluster scale test bench fuzz reliability soak memcheck clean
 
 all: build
 
@@ -46,6 +46,11 @@ run: build
 # etcd + six datanodes registered in it, each on its own 127.0.0.x (tools/zest-cluster.sh)
 cluster: build
 	tools/zest-cluster.sh $(BUILD)
+
+# 16 datanodes x 10 tmpfs drives, RS 4+2 and 8+4, zest-bench s3 put (tools/zest-scale.sh,
+# docs/benchmarks.md "Cluster"); ZEST_SCALE_SECONDS=10 for a quick run
+scale: build
+	tools/zest-scale.sh $(BUILD)
 
 test: build build-asan
 	tests/run.sh $(BUILD) $(ASAN_BUILD)
