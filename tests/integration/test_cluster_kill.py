@@ -185,6 +185,8 @@ def test_kill_two_heal_kill_two():
         live = [f"dn-{i}" for i in c.nodes if i not in (a, b)]
         c.wait_registered(live, timeout=ch.LEASE_TTL + 10)
         c.wait_live(6, timeout=10)
+        ch.wait_for("the gateway's view to hold 6 nodes",
+                    lambda: c.gw.metrics().get("zest_cluster_live_nodes") == 6, 10)
         t_gone = time.time()
         print(f"     both out of every view {t_gone - t_kill:.1f} s after the kill", flush=True)
         time.sleep(6)  # PUTs against the six
