@@ -105,9 +105,10 @@ dn_coord_peer(struct dn_coord *c, const char *name, const char *addr)
 	p->addr = strdup(addr);
 	co.target = addr;
 	co.max_inflight = c->o.peer_window;
-	/* A cell is at most one group (16 MiB by default): a call to a peer that takes longer
-	 * than this is stuck, not slow. The window waits have their own, shorter, timeout. */
-	co.deadline_ms = DN_COORD_CALL_DEADLINE_MS;
+	/* CommitCells / DeleteCells. The WriteCell streams time out on progress instead (a
+	 * full window or a missing answer for peer_timeout_ms): a slow client's upload is not
+	 * a stuck peer. */
+	co.unary_deadline_ms = DN_COORD_CALL_DEADLINE_MS;
 	co.tls = c->o.tls;
 	rc = p->name && p->addr ? rpc_client_create(&co, &p->cli) : -ENOMEM;
 	if (rc) {

@@ -22,7 +22,7 @@
 #define DN_COORD_PEND_MAX         64         /* segments gathered per data cell before a send */
 #define DN_COORD_MSG_MAX          (1u << 20) /* payload bytes per CellChunk */
 #define DN_COORD_HIST_BUCKETS     12
-#define DN_COORD_CALL_DEADLINE_MS 60000 /* every call to a peer (stream or unary) */
+#define DN_COORD_CALL_DEADLINE_MS 10000 /* every unary call to a peer */
 #define DN_COORD_BUCKETS          32    /* buckets remembered as existing */
 #define DN_COORD_BUCKET_TTL_NS    (5ull * 1000000000ull)
 

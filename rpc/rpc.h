@@ -524,9 +524,10 @@ struct rpc_client_opts {
 	 * tens of MiB per stream. */
 	size_t stream_window;
 	struct rpc_tls tls;        /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
-	/* Every call (unary or stream) ends with DEADLINE_EXCEEDED this long after it
-	 * started; 0: no deadline (a long Write or Read stream is not bounded). */
-	unsigned deadline_ms;
+	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
+	 * Streams never get one: a long Write or Read (a slow client's) is not stuck, so
+	 * their users time out on progress instead. */
+	unsigned unary_deadline_ms;
 };
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, -EINVAL / -ENOMEM, or

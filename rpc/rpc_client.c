@@ -48,9 +48,9 @@ rpc_client_new_call(struct rpc_client *c, enum rpc_method m)
 	             c->n_channels;
 	gpr_timespec dl = gpr_inf_future(GPR_CLOCK_REALTIME);
 
-	if (c->deadline_ms)
+	if (c->unary_deadline_ms && !rpc_method_is_stream(m))
 		dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-		                  gpr_time_from_millis(c->deadline_ms, GPR_TIMESPAN));
+		                  gpr_time_from_millis(c->unary_deadline_ms, GPR_TIMESPAN));
 	return grpc_channel_create_registered_call(c->ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
 	                                           c->methods[i][m], dl, NULL);
 }
@@ -101,7 +101,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 #endif
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
-	c->deadline_ms = opts->deadline_ms;
+	c->unary_deadline_ms = opts->unary_deadline_ms;
 	n = opts->cq_threads ? opts->cq_threads : 1;
 	c->threads = calloc(n, sizeof(*c->threads));
 	if (!c->threads) {

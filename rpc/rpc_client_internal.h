@@ -38,7 +38,7 @@ struct rpc_client {
 	pthread_t *threads;
 	unsigned n_threads;
 	size_t max_message, max_inflight;
-	unsigned deadline_ms; /* every call's; 0: none */
+	unsigned unary_deadline_ms; /* every unary call's; 0: none */
 #ifdef RPC_FAULTS
 	pthread_mutex_t fault_mu;
 	struct rpc_fault fault; /* for WriteCell streams opened next */
