@@ -15,9 +15,10 @@
 #include "dn_coord_internal.h"
 #include "zc.h"
 
-/* Cancel the remote cells still without an outcome (w's thread). */
+/* Cancel the remote cells still without an outcome (w's thread); unended: only those whose
+ * last byte was not handed over, which their node can never have recorded. */
 static void
-cancel_open(struct dn_coord_write *w)
+cancel_open(struct dn_coord_write *w, bool unended)
 {
 	for (uint32_t g = 0; g < w->opened; g++)
 		for (unsigned i = 0; i < w->n; i++) {
@@ -25,7 +26,7 @@ cancel_open(struct dn_coord_write *w)
 			bool open;
 
 			pthread_mutex_lock(&w->mu);
-			open = cc->rw && cc->started && !cc->done;
+			open = cc->rw && cc->started && !cc->done && !(unended && cc->ended);
 			pthread_mutex_unlock(&w->mu);
 			if (open)
 				rpc_cwrite_cancel(cc->rw);
@@ -34,15 +35,17 @@ cancel_open(struct dn_coord_write *w)
 
 /* Wait until every started cell has its outcome. First for the peer timeout; then the
  * streams left are cancelled, which brings their `done` at once. Local cells always
- * finish (their fsyncs). */
+ * finish (their fsyncs). abort: the write is dropped, so the streams that did not end are
+ * cancelled now; the ended ones are waited for all the same, because a cancel could cross
+ * the node's answer and leave a cell nobody deletes (until the collector's grace). */
 static void
-wait_outcomes(struct dn_coord_write *w, bool cancel_now)
+wait_outcomes(struct dn_coord_write *w, bool abort)
 {
 	struct timespec dl;
-	bool cancelled = cancel_now;
+	bool cancelled = false;
 
-	if (cancel_now)
-		cancel_open(w);
+	if (abort)
+		cancel_open(w, true);
 	dn_coord_deadline(w, &dl);
 	pthread_mutex_lock(&w->mu);
 	while (w->outstanding > 0) {
@@ -54,7 +57,7 @@ wait_outcomes(struct dn_coord_write *w, bool cancel_now)
 			        "extent %016" PRIx64 ": %u cells unanswered after %u ms, "
 			        "cancelling them",
 			        w->id, w->outstanding, w->c->o.peer_timeout_ms);
-			cancel_open(w);
+			cancel_open(w, false);
 			cancelled = true;
 			pthread_mutex_lock(&w->mu);
 		}
