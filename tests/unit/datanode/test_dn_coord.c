@@ -11,6 +11,7 @@
  *   - a peer's stream reset mid-write: committed with its cells missing, none left there;
  *   - a peer that never sees its stream end: given up after the peer timeout, missing;
  *   - a slow peer with a small window: the write waits for it and commits;
+ *   - 4+2 over the three: two cells of each group per node, fault tolerance 1;
  *   - both peers failing: ZC_NO_QUORUM, and every cell written is deleted;
  *   - etcd gone at the commit: 503, the cells stay pending (the collector's case).
  * Every case ends with no live payload ref and no live gRPC buffer.
@@ -252,7 +253,7 @@ wait_cells(const struct rpc_cl_extent *e, int want)
 		bool all = true;
 
 		for (uint32_t g = 0; g < e->ngroups; g++)
-			for (unsigned c = 0; c < K + M; c++)
+			for (unsigned c = 0; c < e->k + e->m; c++)
 				if (cell_state(e, g, c) !=
 				    (e->groups[g].missing & (1u << c) ? 0 : want))
 					all = false;
@@ -293,7 +294,7 @@ missing_peers(const struct rpc_cl_extent *e)
 	unsigned out = 0;
 
 	for (uint32_t g = 0; g < e->ngroups; g++)
-		for (unsigned c = 0; c < K + M; c++)
+		for (unsigned c = 0; c < e->k + e->m; c++)
 			if (e->groups[g].missing & (1u << c)) {
 				const char *n = e->nodes[e->groups[g].cell[c]];
 
@@ -404,6 +405,56 @@ test_writes(void)
 	free(buf);
 }
 
+/* 4+2 over three nodes: the rounds rule puts two cells of each group on every node, and
+ * the fault tolerance is one node. */
+static void
+test_few_nodes(void)
+{
+	struct dn_coord *c2 = coord, *wide;
+	size_t len = 3 * 4 * CELL * SPG / 2 + 5;
+	uint8_t *buf = malloc(len);
+	char msg[RPC_STATUS_MSG_MAX], *text = NULL;
+	struct rpc_cl_object o;
+	size_t tlen = 0;
+	FILE *f;
+
+	t_fill(buf, len);
+	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
+	                                                  .etcd = ec,
+	                                                  .members = members,
+	                                                  .node = "n0",
+	                                                  .k = 4,
+	                                                  .m = 2,
+	                                                  .cell_size = CELL,
+	                                                  .stripes_per_group = SPG,
+	                                                  .tls.insecure = true,
+	                                                  .peer_timeout_ms = 2000 },
+	                         &wide),
+	         0);
+	coord = wide;
+	CHECK_EQ(put("wide", buf, len, msg, sizeof(msg)), 0);
+	get_record("wide", &o);
+	CHECK_EQ(o.extents[0].k, 4);
+	CHECK_EQ(o.extents[0].nnodes, 3);
+	for (uint32_t g = 0; g < o.extents[0].ngroups; g++) {
+		unsigned per[3] = { 0 };
+
+		for (unsigned c = 0; c < 6; c++)
+			per[o.extents[0].groups[g].cell[c]]++;
+		CHECK(per[0] == 2 && per[1] == 2 && per[2] == 2);
+	}
+	wait_cells(&o.extents[0], 1);
+	rpc_cl_object_fini(&o);
+	f = open_memstream(&text, &tlen);
+	dn_coord_metrics(wide, f);
+	fclose(f);
+	CHECK(strstr(text, "zest_cluster_fault_tolerance_nodes 1\n"));
+	free(text);
+	coord = c2;
+	dn_coord_destroy(wide);
+	free(buf);
+}
+
 int
 main(void)
 {
@@ -415,6 +466,7 @@ main(void)
 	}
 	t_require_uring();
 	up();
+	test_few_nodes();
 	test_writes();
 	dn_coord_destroy(coord);
 	rpc_members_destroy(members);
