@@ -200,8 +200,14 @@ dn_coord_create(const struct dn_coord_opts *o, struct dn_coord **out)
 		c->o.peer_timeout_ms = 10000;
 	if (!c->o.peer_window)
 		c->o.peer_window = 4u << 20;
-	if (!c->o.parity_bufs)
-		c->o.parity_bufs = 64;
+	if (!c->o.parity_bufs) {
+		/* 64 MiB of them, and room for 4 Writes' stripes whatever the cell size */
+		c->o.parity_bufs = (unsigned)((64u << 20) / c->o.cell_size);
+		if (c->o.parity_bufs > 64)
+			c->o.parity_bufs = 64;
+		if (c->o.parity_bufs < 4 * c->o.m)
+			c->o.parity_bufs = 4 * c->o.m;
+	}
 	if (c->o.k + c->o.m > EC_MAX_CELLS || !c->o.m || c->o.cell_size % 4096) {
 		free(c);
 		return -EINVAL;

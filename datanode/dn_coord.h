@@ -53,7 +53,8 @@ struct dn_coord_opts {
 	struct rpc_tls tls;          /* peers: mTLS with the node's own files, or insecure */
 	unsigned peer_timeout_ms;    /* a peer silent this long fails its cells; 0: 10 s */
 	size_t peer_window;          /* bytes in flight per peer stream; 0: 4 MiB */
-	unsigned parity_bufs;        /* cell-sized parity buffers in the pool; 0: 64 */
+	unsigned parity_bufs;        /* cell-sized parity buffers in the pool; 0: 64 MiB of
+	                              * them, at most 64, at least 4 m */
 	unsigned etcd_timeout_ms;    /* the commit Txn's deadline; 0: rpc_cmeta's (5 s) */
 };
 

@@ -155,21 +155,28 @@ flush_data(struct dn_coord_write *w, unsigned j)
 static int
 pend_add(struct dn_coord_write *w, unsigned j, const uint8_t *p, size_t len, struct zc_ref *ref)
 {
-	struct zc_seg *s;
+	while (len > 0) {
+		/* a piece larger than a message (big cells, the copy marshaller's one buffer
+		 * per chunk) is cut, each part holding its own ref */
+		size_t n = len < DN_COORD_MSG_MAX ? len : DN_COORD_MSG_MAX;
+		struct zc_seg *s;
 
-	if (w->npend[j] == DN_COORD_PEND_MAX || w->pend_len[j] + len > DN_COORD_MSG_MAX) {
-		int rc = flush_data(w, j);
+		if (w->npend[j] == DN_COORD_PEND_MAX || w->pend_len[j] + n > DN_COORD_MSG_MAX) {
+			int rc = flush_data(w, j);
 
-		if (rc)
-			return rc;
+			if (rc)
+				return rc;
+		}
+		s = &w->pend[j][w->npend[j]++];
+		s->ptr = p;
+		s->len = n;
+		s->ref = ref;
+		if (ref)
+			zc_ref_get(ref);
+		w->pend_len[j] += n;
+		p += n;
+		len -= n;
 	}
-	s = &w->pend[j][w->npend[j]++];
-	s->ptr = p;
-	s->len = len;
-	s->ref = ref;
-	if (ref)
-		zc_ref_get(ref);
-	w->pend_len[j] += len;
 	return 0;
 }
 
@@ -212,11 +219,13 @@ stripe_close(struct dn_coord_write *w)
 	int rc = 0;
 
 	for (unsigned p = 0; p < w->m; p++) {
-		struct zc_seg seg = { w->par[p]->buf, len, &w->par[p]->ref };
-		int e = rc ? 0 : dn_coord_cell_send(&g->cells[w->k + p], &seg, 1, len);
+		/* in messages of at most DN_COORD_MSG_MAX, each holding its own ref */
+		for (size_t off = 0; off < len && !rc; off += DN_COORD_MSG_MAX) {
+			size_t n = len - off < DN_COORD_MSG_MAX ? len - off : DN_COORD_MSG_MAX;
+			struct zc_seg seg = { w->par[p]->buf + off, n, &w->par[p]->ref };
 
-		if (e)
-			rc = e;
+			rc = dn_coord_cell_send(&g->cells[w->k + p], &seg, 1, n);
+		}
 		zc_ref_put(&w->par[p]->ref);
 	}
 	w->stripe_open = false;

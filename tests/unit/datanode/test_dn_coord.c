@@ -184,6 +184,8 @@ fault(unsigned peer, const struct rpc_fault *f)
 	rpc_client_fault(p->cli, f);
 }
 
+static size_t max_slice = 5000; /* the slices put() cuts */
+
 /* Write buf as bkt/key through the coordinator, in random slices. */
 static int
 put(const char *key, const uint8_t *buf, size_t len, char *msg, size_t cap)
@@ -199,7 +201,7 @@ put(const char *key, const uint8_t *buf, size_t len, char *msg, size_t cap)
 	while (at < len) {
 		struct zc_seg segs[8];
 		uint64_t off = at;
-		unsigned n = t_slices_next(buf, &at, len, 5000, segs, 8);
+		unsigned n = t_slices_next(buf, &at, len, max_slice, segs, 8);
 		uint32_t crc = 0;
 
 		for (unsigned i = 0; i < n; i++)
@@ -217,6 +219,14 @@ put(const char *key, const uint8_t *buf, size_t len, char *msg, size_t cap)
 		CHECK(res.size == len && res.crc32c == zc_crc32c(0, buf, len));
 	dn_coord_end(w);
 	return rc;
+}
+
+/* dn_read_cb into a flat buffer (arg), at the chunk's offset. */
+static int
+t_copy_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
+{
+	memcpy((uint8_t *)arg + offset, seg->ptr, seg->len);
+	return 0;
 }
 
 static void
@@ -455,6 +465,57 @@ test_few_nodes(void)
 	free(buf);
 }
 
+/* 4 MiB cells, fed in slices of up to 3 MiB (as the copy marshaller's one buffer per
+ * chunk): parity and data go out in messages of at most 1 MiB, and the cells hold the
+ * bytes. */
+static void
+test_big_cells(void)
+{
+	struct dn_coord *c2 = coord, *big;
+	uint32_t cell = 4u << 20;
+	size_t len = 2 * 2 * (size_t)cell + 7;
+	uint8_t *buf = malloc(len), *back = malloc(cell);
+	char msg[RPC_STATUS_MSG_MAX];
+	struct rpc_cl_object o;
+
+	t_fill(buf, len);
+	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
+	                                                  .etcd = ec,
+	                                                  .members = members,
+	                                                  .node = "n0",
+	                                                  .k = 2,
+	                                                  .m = 1,
+	                                                  .cell_size = cell,
+	                                                  .stripes_per_group = 1,
+	                                                  .tls.insecure = true },
+	                         &big),
+	         0);
+	CHECK_EQ(big->npbufs, 16); /* 64 MiB of 4 MiB cells */
+	coord = big;
+	max_slice = 3u << 20;
+	CHECK_EQ(put("big", buf, len, msg, sizeof(msg)), 0);
+	max_slice = 5000;
+	get_record("big", &o);
+	CHECK_EQ(o.extents[0].ngroups, 3);
+	CHECK_EQ(missing_peers(&o.extents[0]), 0);
+	wait_cells(&o.extents[0], 1);
+	/* group 1's data cell 1 is bytes [3 cells, 4 cells) */
+	{
+		const struct rpc_cl_extent *e = &o.extents[0];
+		struct dn_store *st = store_of(e->nodes[e->groups[1].cell[1]]);
+
+		CHECK_EQ(dn_cell_read(st, (struct dn_cell_id){ e->id, 1, 1 }, 0, cell, true,
+		                      t_copy_cb, back),
+		         0);
+		CHECK(memcmp(back, buf + 3 * (size_t)cell, cell) == 0);
+	}
+	rpc_cl_object_fini(&o);
+	coord = c2;
+	dn_coord_destroy(big);
+	free(buf);
+	free(back);
+}
+
 int
 main(void)
 {
@@ -467,6 +528,7 @@ main(void)
 	t_require_uring();
 	up();
 	test_few_nodes();
+	test_big_cells();
 	test_writes();
 	dn_coord_destroy(coord);
 	rpc_members_destroy(members);
