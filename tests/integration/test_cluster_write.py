@@ -304,9 +304,8 @@ def main():
         assert m["zest_cluster_etcd_txn_seconds_count"] >= 1
         assert m["zest_cluster_peer_write_seconds_count"] >= 5
         promtool(coord.d)  # the coordinator's series pass Prometheus' own check
-        # the cells are committed on their nodes (CommitCells, dn_cell_commit): no pending
-        # entries left for the collector; shown by the nodes' logs staying quiet, and by
-        # a second write of the key replacing them below
+        # (that the cells end committed on their nodes, CommitCells and dn_cell_commit, no
+        # RPC shows: test_dn_coord checks it in the stores)
         print(f"happy path: {len(data)} bytes, extent {ext1}, forwarded {fwd:.0f} bytes")
 
         # ---- small and empty objects; a missing bucket is refused before the payload
