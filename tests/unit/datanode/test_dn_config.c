@@ -141,6 +141,11 @@ main(void)
 	CHECK_EQ(parse(&c, "--help"), 1);
 	CHECK_EQ(parse(&c, "--version"), 1);
 	CHECK_EQ(parse(&c, "--drive a"), -EINVAL); /* fewer than k + m */
+	/* cluster mode: one drive will do (cells go to the cell store) */
+	CHECK_EQ(parse(&c, "--drive a --insecure --cluster e:1 --node n"), 0);
+	dn_config_to_opts(&c, &o);
+	CHECK(o.cells_only && o.ndrives == 1 && o.k == 4 && o.m == 2);
+	CHECK_EQ(parse(&c, "--insecure --cluster e:1 --node n"), -EINVAL); /* none */
 	snprintf(line, sizeof(line), "%s --ec 4", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --ec 30+3", six);
