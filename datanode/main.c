@@ -58,7 +58,7 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 static struct dn_cluster *cluster;
 static struct dn_cgc *collector; /* the cell collector, with --cluster */
 static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
-static struct dn_coord *coord; /* the coordinator of Writes, with --cluster */
+static struct dn_coord *coord;   /* the coordinator of Writes, with --cluster */
 
 static void
 metrics_hook(FILE *out, void *arg)
