@@ -151,7 +151,8 @@ ask:
 	if (rc) {
 		snprintf(msg, cap, "cannot read bucket %s from etcd: %s", bucket,
 		         rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
-		return rc == -ETIMEDOUT ? ZC_E(ZC_UNAVAILABLE) : rc;
+		/* etcd away: backpressure (SlowDown), not the cells' write quorum */
+		return rc == -ETIMEDOUT || rc == ZC_E(ZC_NO_QUORUM) ? ZC_E(ZC_UNAVAILABLE) : rc;
 	}
 	if (strlen(bucket) < sizeof(c->buckets[0].name)) {
 		pthread_mutex_lock(&c->mu);

@@ -214,10 +214,13 @@ commit_msg(struct dn_coord_write *w, int rc, char *msg, size_t cap)
 		snprintf(msg, cap, "the condition on %s/%s did not hold", w->bucket, w->key);
 	else if (rc == ZC_E(ZC_NO_KEY))
 		snprintf(msg, cap, "%s/%s (If-Match)", w->bucket, w->key);
-	else if (ambiguous_err(rc))
+	else if (ambiguous_err(rc)) {
 		snprintf(msg, cap, "the commit of %s/%s in etcd did not answer (%s)", w->bucket,
 		         w->key, rc == ZC_E(ZC_NO_QUORUM) ? "no etcd member answered" : "deadline");
-	else if (!msg[0])
+		/* etcd away is the metadata's unavailability, not the cells' write quorum: the
+		 * client is told SlowDown (503, retried), as for any other backpressure */
+		return ZC_E(ZC_UNAVAILABLE);
+	} else if (!msg[0])
 		snprintf(msg, cap, "the commit of %s/%s failed: %s", w->bucket, w->key,
 		         rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
 	return rc;
