@@ -536,6 +536,21 @@ struct rpc_client_opts {
 int rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out);
 /* Cancel nothing: every stream must be done before. Joins threads. NULL: no-op. */
 void rpc_client_destroy(struct rpc_client *c);
+/*
+ * Wait until every channel of c is connected (TCP and TLS), at most timeout_ms: 0, or
+ * ZC_E(ZC_UNAVAILABLE) when a channel failed to connect (or waits to reconnect after a
+ * failure) or the time passed. Connected channels answer at once. For a caller that has
+ * somewhere else to go (the gateway trying the next coordinator before it streams a
+ * byte). Blocks; never from a client callback.
+ */
+int rpc_client_connect(struct rpc_client *c, unsigned timeout_ms);
+/*
+ * At program end, after every rpc object (client, server) is destroyed: wait until gRPC
+ * has finished its own clean-up, at most timeout_ms. A channel destroyed while it still
+ * reconnects (to a node that is down) lets go of the library later, on a gRPC thread, and
+ * exit() must not run OpenSSL's clean-up under that thread.
+ */
+void rpc_shutdown_wait(unsigned timeout_ms);
 
 /*
  * Write stream callbacks (client CQ thread).

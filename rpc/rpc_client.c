@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -187,6 +188,72 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	}
 	*out = c;
 	return 0;
+}
+
+int
+rpc_client_connect(struct rpc_client *c, unsigned timeout_ms)
+{
+	grpc_connectivity_state st[MAX_CHANNELS];
+	grpc_completion_queue *cq = NULL;
+	gpr_timespec deadline;
+	bool ready = true;
+	int rc = 0;
+
+	if (!c)
+		return -EINVAL;
+	/* the common case, every channel connected, costs a state read per channel */
+	for (unsigned i = 0; i < c->n_channels; i++) {
+		st[i] = grpc_channel_check_connectivity_state(c->ch[i], 1);
+		ready &= st[i] == GRPC_CHANNEL_READY;
+	}
+	if (ready)
+		return 0;
+	deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+	                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	for (unsigned i = 0; i < c->n_channels && rc == 0; i++) {
+		while (st[i] != GRPC_CHANNEL_READY) {
+			grpc_event ev;
+
+			/* in reconnect backoff or shut down: a call now would fail at once */
+			if (st[i] == GRPC_CHANNEL_TRANSIENT_FAILURE ||
+			    st[i] == GRPC_CHANNEL_SHUTDOWN) {
+				rc = ZC_E(ZC_UNAVAILABLE);
+				break;
+			}
+			if (!cq)
+				cq = grpc_completion_queue_create_for_next(NULL);
+			grpc_channel_watch_connectivity_state(c->ch[i], st[i], deadline, cq, NULL);
+			ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+			                                NULL);
+			if (!ev.success) { /* the deadline passed before the state changed */
+				rc = ZC_E(ZC_UNAVAILABLE);
+				break;
+			}
+			st[i] = grpc_channel_check_connectivity_state(c->ch[i], 1);
+		}
+	}
+	if (cq) {
+		grpc_completion_queue_shutdown(cq);
+		while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+		               .type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(cq);
+	}
+	return rc;
+}
+
+void
+rpc_shutdown_wait(unsigned timeout_ms)
+{
+	uint64_t start = zc_now_ns(), end = start + (uint64_t)timeout_ms * 1000000u;
+
+	/* a destroyed channel lets go of gRPC when its last work is done, on gRPC's threads,
+	 * and the library then cleans up on a thread of its own: returning from main first
+	 * would race that clean-up with exit's (OpenSSL's atexit handler, ASan's leak check) */
+	while (grpc_is_initialized() && zc_now_ns() < end)
+		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000000 }, NULL);
+	ZC_DBG("rpc", "grpc_cleanup_wait_ms=%llu done=%d",
+	       (unsigned long long)((zc_now_ns() - start) / 1000000), !grpc_is_initialized());
 }
 
 void

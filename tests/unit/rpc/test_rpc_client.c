@@ -1,7 +1,7 @@
 /*
  * rpc_client against the in-test sink server: backpressure (-EAGAIN, then `writable`),
  * size refusal, the caller's memory referenced until gRPC lets go (never copied), many
- * streams on one client thread, and async unary calls.
+ * streams on one client thread, async unary calls, and waiting for the channels to connect.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +17,7 @@
 #include <grpc/grpc.h>
 
 #include "rpc_test_sink.h"
+#include "zc.h"
 
 struct env {
 	struct sink sink;
@@ -355,6 +356,29 @@ test_no_server(void **state)
 	assert_int_equal(zc_ref_live(), 0);
 }
 
+/* rpc_client_connect: two channels up at once; a closed port refused within the wait, and
+ * at once afterwards (the channel waits in its reconnect backoff). */
+static void
+test_connect(void **state)
+{
+	struct rpc_client_opts co = { .target = "127.0.0.1:1", .tls.insecure = true };
+	struct rpc_client *cl;
+	struct env e;
+	uint64_t t0;
+
+	(void)state;
+	env_up_ch(&e, 0, 0, 2);
+	assert_int_equal(rpc_client_connect(e.cl, 5000), 0);
+	assert_int_equal(rpc_client_connect(e.cl, 0), 0); /* connected: no wait */
+	env_down(&e);
+	assert_int_equal(rpc_client_create(&co, &cl), 0);
+	t0 = zc_now_ns();
+	assert_int_equal(rpc_client_connect(cl, 5000), ZC_E(ZC_UNAVAILABLE));
+	assert_int_equal(rpc_client_connect(cl, 5000), ZC_E(ZC_UNAVAILABLE));
+	assert_true(zc_now_ns() - t0 < 4000000000ull); /* refused, not timed out */
+	rpc_client_destroy(cl);
+}
+
 int
 main(void)
 {
@@ -364,6 +388,7 @@ main(void)
 		cmocka_unit_test(test_send_refusals),
 		cmocka_unit_test(test_unary_async),
 		cmocka_unit_test(test_no_server),
+		cmocka_unit_test(test_connect),
 	};
 
 	grpc_init();
