@@ -60,6 +60,9 @@ struct attrs {
 /* ---- s3_brpc_put.c */
 int s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
                      void **stream);
+/* The same stream on client c (the cluster backend's coordinator). */
+int s3_brpc_put_open_on(struct rpc_client *c, const char *bucket, const char *key, uint64_t size,
+                        bool size_known, void **stream);
 int s3_brpc_put_write(void *stream, const struct zc_seg *seg);
 int s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
                        const struct s3_cond *cond, struct s3_obj_info *out);

@@ -1,6 +1,7 @@
 /*
  * s3_brpc_put: the PUT stream of the rpc backend: one Write call on the placed node, the
- * caller's segments sent by reference, the worker held while the window is full.
+ * caller's segments sent by reference, the worker held while the window is full. The
+ * cluster backend (s3_bcl_meta.c) opens the same stream on the coordinator it picked.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -79,8 +80,15 @@ int
 s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
                  void **stream)
 {
+	return s3_brpc_put_open_on(s3_brpc_place(ctx, bucket, key), bucket, key, size, size_known,
+	                           stream);
+}
+
+int
+s3_brpc_put_open_on(struct rpc_client *c, const char *bucket, const char *key, uint64_t size,
+                    bool size_known, void **stream)
+{
 	static const struct rpc_cwrite_cbs cbs = { put_on_writable, put_on_done };
-	struct rbe *b = ctx;
 	struct rpc_write_open op = { 0 };
 	struct put *p;
 	int rc;
@@ -97,7 +105,7 @@ s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, 
 	op.size_known = size_known;
 	/* hold the lock: `done` may come before *out is stored */
 	pthread_mutex_lock(&p->mu);
-	rc = rpc_cwrite_open(s3_brpc_place(b, bucket, key), &op, &cbs, p, &p->w);
+	rc = rpc_cwrite_open(c, &op, &cbs, p, &p->w);
 	pthread_mutex_unlock(&p->mu);
 	if (rc < 0) {
 		put_free(p);
