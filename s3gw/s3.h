@@ -603,6 +603,8 @@ struct s3_backend {
 	int (*bucket_head)(void *ctx, const char *bucket, struct s3_bucket_info *out);
 	/* Fills up to cap entries; returns the count (the reserved bucket included). */
 	int (*bucket_list)(void *ctx, struct s3_bucket_info *out, size_t cap);
+	/* Optional (NULL: none): the backend's own lines of /metrics, appended to buf. */
+	void (*metrics)(void *ctx, struct s3_buf *buf);
 };
 
 /*
@@ -627,6 +629,21 @@ struct rpc_tls;
 int s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls *tls,
                           struct s3_backend **out);
 void s3_backend_rpc_destroy(struct s3_backend *be);
+
+/*
+ * Cluster mode (docs/cluster.md): records, buckets and listings in etcd at endpoints
+ * ("host:port,...", https:// for TLS with tls's CA and certificate), the datanodes from
+ * the membership view, one rpc client per node address (made on first use, mutual TLS as
+ * s3_backend_rpc_create's). PUT goes to the first node of zc_place_rank(bucket/key) that
+ * connects (the coordinator), GET reads the record's cells (ReadCell) and rebuilds what is
+ * missing from parity (counted in /metrics as zest_degraded_reads_total). Creates the
+ * reserved bucket in etcd if absent. Returns 0 and *out, -EINVAL (bad endpoints or TLS
+ * files: logged), an etcd error (unreachable: logged) or -ENOMEM. Destroy after the
+ * server; NULL: no-op.
+ */
+int s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls,
+                              struct s3_backend **out);
+void s3_backend_cluster_destroy(struct s3_backend *be);
 
 /* ---------------------------------------------------------------- placement */
 
@@ -691,7 +708,7 @@ void s3_server_stop(struct s3_server *srv);
 void s3_server_destroy(struct s3_server *srv);
 
 /* The zest-s3gw program: parse flags, build the server over be (NULL: the rpc backend
- * over the --datanode list, at least one required). */
+ * over the --datanode list, or the cluster backend with --cluster; one is required). */
 int s3_main(int argc, char **argv, const struct s3_backend *be);
 
 #endif

@@ -302,6 +302,8 @@ serve_metrics(struct s3_conn *c)
 	if (c->rq.http.path_len == 8 && memcmp(c->rq.http.path, "/metrics", 8) == 0) {
 		s3_metrics_render(&b);
 		s3_metrics_render_md5(&b, c->loop->srv->md5mb);
+		if (c->loop->srv->be->metrics)
+			c->loop->srv->be->metrics(c->loop->srv->be->ctx, &b);
 		s3_buf_adds(&ex, "Content-Type: text/plain; version=0.0.4\r\n");
 		if (s3_resp_head(rq, 200, &ex, b.len) == 0)
 			s3_resp_data(rq, b.p, b.len);

@@ -1,0 +1,367 @@
+/*
+ * s3_bcl: the cluster backend's frame: create and destroy (etcd client, membership view,
+ * the reserved bucket), one rpc client per node address, the codec cache, attributes,
+ * DeleteCells, and the gateway metric it adds. The design: s3_bcl_internal.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3_backend_rpc_internal.h"
+#include "s3_bcl_internal.h"
+#include "zc.h"
+
+int
+s3_bcl_err(const struct rpc_status *st)
+{
+	enum zc_code code;
+
+	if (st->code == GRPC_STATUS_OK)
+		return 0;
+	code = zc_err_code(st->err);
+	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
+		ZC_WARN("s3cl", "datanode error code=%s grpc=%d msg=\"%s\"", zc_code_word(code),
+		        st->code, st->msg);
+	return ZC_E(code);
+}
+
+/* ------------------------------------------------------------------ nodes */
+
+struct rpc_client *
+s3_bcl_client(struct bcl *b, const char *addr)
+{
+	struct rpc_client_opts o = { 0 };
+	struct rpc_client *cl = NULL;
+
+	pthread_mutex_lock(&b->mu);
+	for (size_t i = 0; i < b->nnodes; i++)
+		if (strcmp(b->nodes[i].addr, addr) == 0) {
+			cl = b->nodes[i].cl;
+			goto out;
+		}
+	if (b->nnodes == b->capnodes) {
+		size_t nc = b->capnodes ? b->capnodes * 2 : 16;
+		struct bcl_node *nv = realloc(b->nodes, nc * sizeof(*nv));
+
+		if (!nv)
+			goto out;
+		b->nodes = nv;
+		b->capnodes = nc;
+	}
+	/* as the single-node backend's clients: two connections, a fixed stream window */
+	o.target = addr;
+	o.channels = 2;
+	o.stream_window = GET_STREAM_WINDOW;
+	o.tls = b->tls;
+	b->nodes[b->nnodes].addr = strdup(addr);
+	if (!b->nodes[b->nnodes].addr)
+		goto out;
+	if (rpc_client_create(&o, &cl) < 0) {
+		free(b->nodes[b->nnodes].addr);
+		cl = NULL;
+		goto out;
+	}
+	b->nodes[b->nnodes++].cl = cl;
+out:
+	pthread_mutex_unlock(&b->mu);
+	return cl;
+}
+
+struct rpc_client *
+s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v, const char *name)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->nodes[i].name, name) == 0)
+			return s3_bcl_client(b, v->nodes[i].address);
+	return NULL;
+}
+
+struct ec_codec *
+s3_bcl_codec(struct bcl *b, unsigned k, unsigned m)
+{
+	struct ec_codec *c;
+
+	if (k < 1 || m < 1 || k + m > RPC_CL_MAX_CELLS)
+		return NULL;
+	pthread_mutex_lock(&b->mu);
+	c = b->codecs[k][m];
+	if (!c && ec_codec_create(k, m, &c) < 0)
+		c = NULL;
+	b->codecs[k][m] = c;
+	pthread_mutex_unlock(&b->mu);
+	return c;
+}
+
+/* ------------------------------------------------------------------ attrs */
+
+int
+s3_bcl_attrs_to(const char *s, size_t len, struct rpc_cl_attr **out, size_t *n, char **buf)
+{
+	struct attrs at;
+	struct rpc_cl_attr *v;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	*buf = NULL;
+	rc = s3_brpc_attrs_parse(&at, s ? s : "", s ? len : 0);
+	if (rc < 0)
+		return rc;
+	v = calloc(at.n ? at.n : 1, sizeof(*v));
+	if (!v) {
+		free(at.buf);
+		return -ENOMEM;
+	}
+	/* the names and values point into at.buf, which the caller frees with v */
+	for (size_t i = 0; i < at.n; i++) {
+		v[i].name = (char *)at.a[i].name;
+		v[i].value = (char *)at.a[i].value;
+	}
+	*out = v;
+	*n = at.n;
+	*buf = at.buf;
+	return 0;
+}
+
+void
+s3_bcl_info_from(const struct rpc_cl_object *o, const char *key, struct s3_obj_info *out)
+{
+	size_t at = 0;
+
+	memset(out, 0, offsetof(struct s3_obj_info, attrs));
+	snprintf(out->key, sizeof(out->key), "%s", key);
+	out->size = o->size;
+	snprintf(out->etag, sizeof(out->etag), "%s", o->etag ? o->etag : "");
+	out->mtime_ns = o->mtime_ns;
+	for (size_t i = 0; i < o->nattrs; i++) {
+		int w = snprintf(out->attrs + at, sizeof(out->attrs) - at, "%s:%s\n",
+		                 o->attrs[i].name, o->attrs[i].value ? o->attrs[i].value : "");
+
+		if (w < 0 || (size_t)w >= sizeof(out->attrs) - at)
+			break;
+		at += (size_t)w;
+	}
+	out->attrs[at] = 0;
+	out->attrs_len = at;
+}
+
+/* ------------------------------------------------------------------ DeleteCells */
+
+struct dcell_node {
+	const char *name;
+	struct rpc_cell_id *ids;
+	size_t n, cap;
+};
+
+struct dcell_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned left;
+};
+
+static void
+dcell_done(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *resp)
+{
+	struct dcell_wait *w = arg;
+
+	(void)resp;
+	if (st->code != GRPC_STATUS_OK)
+		ZC_DBG("s3cl", "DeleteCells failed grpc=%d msg=\"%s\"", st->code, st->msg);
+	pthread_mutex_lock(&w->mu);
+	w->left--;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void
+s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o)
+{
+	struct dcell_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	const struct rpc_members_view *v;
+	struct dcell_node *dn = NULL;
+	size_t ndn = 0, capdn = 0;
+
+	/* the cells each node holds, named as the record names them */
+	for (size_t x = 0; x < o->nextents; x++) {
+		const struct rpc_cl_extent *e = &o->extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++)
+			for (unsigned c = 0; c < e->k + e->m; c++) {
+				const char *name = e->nodes[e->groups[g].cell[c]];
+				struct dcell_node *d = NULL;
+
+				if (e->groups[g].missing & (1u << c))
+					continue;
+				for (size_t i = 0; i < ndn && !d; i++)
+					if (strcmp(dn[i].name, name) == 0)
+						d = &dn[i];
+				if (!d) {
+					if (ndn == capdn) {
+						size_t nc = capdn ? capdn * 2 : 8;
+						void *nv = realloc(dn, nc * sizeof(*dn));
+
+						if (!nv)
+							goto out;
+						dn = nv;
+						capdn = nc;
+					}
+					d = &dn[ndn++];
+					*d = (struct dcell_node){ .name = name };
+				}
+				if (d->n == d->cap) {
+					size_t nc = d->cap ? d->cap * 2 : 16;
+					void *nv = realloc(d->ids, nc * sizeof(*d->ids));
+
+					if (!nv)
+						goto out;
+					d->ids = nv;
+					d->cap = nc;
+				}
+				d->ids[d->n++] = (struct rpc_cell_id){ e->id, (uint32_t)g, c };
+			}
+	}
+	/* a node that is not live now gets nothing: its collector removes the cells */
+	v = rpc_members_get(b->mem);
+	for (size_t i = 0; i < ndn; i++) {
+		struct rpc_client *cl = s3_bcl_node_client(b, v, dn[i].name);
+		union rpc_unary_req req = { .cells = { .cells = dn[i].ids, .n_cells = dn[i].n } };
+
+		if (!cl)
+			continue;
+		pthread_mutex_lock(&w.mu);
+		w.left++;
+		pthread_mutex_unlock(&w.mu);
+		if (rpc_client_call_async(cl, RPC_DELETE_CELLS, &req, dcell_done, &w) < 0) {
+			pthread_mutex_lock(&w.mu);
+			w.left--;
+			pthread_mutex_unlock(&w.mu);
+		}
+	}
+	rpc_members_view_put(v);
+	/* wait: the callbacks use w, and the clients must be idle when destroyed */
+	pthread_mutex_lock(&w.mu);
+	while (w.left)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+out:
+	for (size_t i = 0; i < ndn; i++)
+		free(dn[i].ids);
+	free(dn);
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+void
+s3_bcl_metrics(void *ctx, struct s3_buf *buf)
+{
+	struct bcl *b = ctx;
+	const struct rpc_members_view *v = rpc_members_get(b->mem);
+
+	s3_buf_printf(buf,
+	              "# HELP zest_degraded_reads_total GET streams that read around a missing, "
+	              "bad or unreachable cell (rebuilt from parity).\n"
+	              "# TYPE zest_degraded_reads_total counter\n"
+	              "zest_degraded_reads_total %lu\n"
+	              "# HELP zest_cluster_live_nodes Datanodes in the gateway's membership view.\n"
+	              "# TYPE zest_cluster_live_nodes gauge\n"
+	              "zest_cluster_live_nodes %zu\n",
+	              atomic_load(&b->degraded_reads), v->n);
+	rpc_members_view_put(v);
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+void
+s3_backend_cluster_destroy(struct s3_backend *be)
+{
+	struct bcl *b;
+
+	if (!be)
+		return;
+	b = be->ctx;
+	rpc_members_destroy(b->mem);
+	rpc_etcd_destroy(b->etcd);
+	for (size_t i = 0; i < b->nnodes; i++) {
+		rpc_client_destroy(b->nodes[i].cl);
+		free(b->nodes[i].addr);
+	}
+	free(b->nodes);
+	for (unsigned k = 0; k <= RPC_CL_MAX_CELLS; k++)
+		for (unsigned m = 0; m <= RPC_CL_MAX_CELLS; m++)
+			ec_codec_destroy(b->codecs[k][m]);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
+int
+s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, struct s3_backend **out)
+{
+	struct rpc_etcd_opts eo = { 0 };
+	struct timespec ts;
+	struct bcl *b;
+	int rc;
+
+	if (!endpoints || !*endpoints || !tls)
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	pthread_mutex_init(&b->mu, NULL);
+	b->tls = *tls;
+	b->be = (struct s3_backend){
+		.ctx = b,
+		.put_open = s3_bcl_put_open,
+		.put_write = s3_brpc_put_write,
+		.put_commit = s3_brpc_put_commit,
+		.put_abort = s3_brpc_put_abort,
+		.get = s3_bcl_get,
+		.get_open = s3_bcl_get_open,
+		.get_next = s3_bcl_get_next,
+		.get_close = s3_bcl_get_close,
+		.stat = s3_bcl_stat,
+		.del = s3_bcl_del,
+		.list = s3_bcl_list,
+		.compose = s3_bcl_compose,
+		.bucket_create = s3_bcl_bucket_create,
+		.bucket_delete = s3_bcl_bucket_delete,
+		.bucket_head = s3_bcl_bucket_head,
+		.bucket_list = s3_bcl_bucket_list,
+		.metrics = s3_bcl_metrics,
+	};
+	/* https:// endpoints: etcd's certificate checked against the cluster CA, and the
+	 * gateway's certificate shown to it (etcd's --client-cert-auth) */
+	eo.ca_file = tls->ca_file;
+	eo.cert_file = tls->cert_file;
+	eo.key_file = tls->key_file;
+	rc = rpc_etcd_create(endpoints, &eo, &b->etcd);
+	if (rc < 0) {
+		ZC_ERR("s3cl", "bad --cluster \"%s\": %s", endpoints,
+		       zc_code_word(zc_err_code(rc)));
+		goto fail;
+	}
+	/* the multipart records' bucket; one that exists is fine. This is also the start's
+	 * check that etcd answers: a wrong --cluster shows at once, as on the datanode */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	rc = rpc_cmeta_bucket_create(b->etcd, S3_RESERVED_BUCKET,
+	                             (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+	                             BCL_TIMEOUT_MS);
+	if (rc == ZC_E(ZC_BUCKET_EXISTS))
+		rc = 0;
+	if (rc < 0) {
+		ZC_ERR("s3cl", "cannot reach etcd at %s: %s", endpoints,
+		       zc_code_word(zc_err_code(rc)));
+		goto fail;
+	}
+	rc = rpc_members_create(b->etcd, 0, &b->mem);
+	if (rc < 0)
+		goto fail;
+	*out = &b->be;
+	return 0;
+fail:
+	s3_backend_cluster_destroy(&b->be);
+	return rc;
+}

@@ -1,0 +1,411 @@
+/*
+ * s3_bcl_get: stat and GET in cluster mode. The record comes from etcd (serializable);
+ * the range is cut into pieces, one per (stripe, data cell) it touches, each a ReadCell
+ * of exactly those bytes from the node the record names. Pieces are opened ahead of the
+ * consumer up to BCL_PREFETCH_BYTES, and their segments handed on by reference.
+ *
+ * A piece whose node is not in the live view, whose cell the record marks missing, or
+ * whose read fails (node gone, CRC mismatch: DATA_LOSS, a short answer) is rebuilt
+ * window by window from k other cells of its stripe (s3_bcl_rebuild); the cell stays
+ * counted as unreadable for the rest of the stream, and the stream counts once in
+ * zest_degraded_reads_total. Bytes already handed out are never sent again: a read that
+ * fails mid-piece goes on from where it stopped.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3_bcl_internal.h"
+#include "zc.h"
+
+#define RING      16               /* pieces open at once */
+#define MAX_FAILS 64               /* cells a stream remembers as unreadable */
+#define MAX_DEAD  RPC_CL_MAX_CELLS /* nodes a stream remembers as unreachable */
+
+struct piece {
+	struct s3_bcl_piece p;
+	size_t ext;
+	uint64_t done; /* bytes handed out */
+	struct bcl_crd *crd;
+};
+
+struct failed {
+	size_t ext;
+	uint32_t group;
+	unsigned cell;
+};
+
+struct cget {
+	struct bcl *b;
+	struct rpc_cl_object rec;
+	uint64_t next, end;      /* object offsets: the first byte not yet in a piece; the end */
+	size_t ext;              /* the extent holding `next` */
+	uint64_t ext_base;       /* its first object offset */
+	struct rpc_client ***cl; /* per extent, per node of its table (NULL: not live) */
+	struct piece ring[RING];
+	size_t rhead, rn;
+	struct failed fails[MAX_FAILS];
+	size_t nfails;
+	struct rpc_client *dead[MAX_DEAD]; /* did not answer: none of their cells is tried */
+	size_t ndead;
+	bool counted, warned;
+	uint8_t *scratch;
+	size_t scratch_len;
+};
+
+int
+s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out)
+{
+	struct bcl *b = ctx;
+	struct rpc_cl_object o;
+	int rc;
+
+	rc = rpc_cmeta_get(b->etcd, bucket, key, true, &o, NULL, BCL_TIMEOUT_MS);
+	/* a member that lags may not have a commit yet: a miss asks the quorum, so a key
+	 * written a moment ago is found (an overwrite may still read the older record) */
+	if (rc == ZC_E(ZC_NO_KEY))
+		rc = rpc_cmeta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
+	if (rc < 0)
+		return rc;
+	s3_bcl_info_from(&o, key, out);
+	rpc_cl_object_fini(&o);
+	return 0;
+}
+
+/* The clients of extent x's nodes, resolved once per stream. */
+static struct rpc_client **
+ext_clients(struct cget *g, size_t x)
+{
+	const struct rpc_cl_extent *e = &g->rec.extents[x];
+	const struct rpc_members_view *v;
+
+	if (g->cl[x])
+		return g->cl[x];
+	g->cl[x] = calloc(e->nnodes ? e->nnodes : 1, sizeof(**g->cl));
+	if (!g->cl[x])
+		return NULL;
+	v = rpc_members_get(g->b->mem);
+	for (size_t i = 0; i < e->nnodes; i++)
+		g->cl[x][i] = s3_bcl_node_client(g->b, v, e->nodes[i]);
+	rpc_members_view_put(v);
+	return g->cl[x];
+}
+
+static bool
+is_dead(const struct cget *g, const struct rpc_client *cl)
+{
+	for (size_t i = 0; i < g->ndead; i++)
+		if (g->dead[i] == cl)
+			return true;
+	return false;
+}
+
+/* A node that did not answer (refused, reset: the rpc's UNAVAILABLE) is passed over for
+ * the rest of the stream, rather than tried again for each of its cells. */
+static void
+note_error(struct cget *g, struct rpc_client *cl, int err)
+{
+	if (zc_err_code(err) == ZC_UNAVAILABLE && cl && !is_dead(g, cl) && g->ndead < MAX_DEAD)
+		g->dead[g->ndead++] = cl;
+}
+
+/* Cells of a group this stream cannot read: marked missing, not live, or failed. */
+static uint32_t
+unavail_of(struct cget *g, size_t x, uint32_t group)
+{
+	const struct rpc_cl_extent *e = &g->rec.extents[x];
+	struct rpc_client **cl = ext_clients(g, x);
+	uint32_t u = e->groups[group].missing;
+
+	for (unsigned c = 0; c < e->k + e->m; c++)
+		if (!cl || !cl[e->groups[group].cell[c]] ||
+		    is_dead(g, cl[e->groups[group].cell[c]]))
+			u |= 1u << c;
+	for (size_t i = 0; i < g->nfails; i++)
+		if (g->fails[i].ext == x && g->fails[i].group == group)
+			u |= 1u << g->fails[i].cell;
+	return u;
+}
+
+static void
+mark_failed(struct cget *g, size_t x, uint32_t group, unsigned cell)
+{
+	for (size_t i = 0; i < g->nfails; i++)
+		if (g->fails[i].ext == x && g->fails[i].group == group && g->fails[i].cell == cell)
+			return;
+	/* a full list forgets: such a cell is tried (and fails) again, the bytes stay right */
+	if (g->nfails < MAX_FAILS)
+		g->fails[g->nfails++] = (struct failed){ x, group, cell };
+}
+
+static uint64_t
+open_bytes(const struct cget *g)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < g->rn; i++) {
+		const struct piece *p = &g->ring[(g->rhead + i) % RING];
+
+		n += p->p.len - p->done;
+	}
+	return n;
+}
+
+/* Open the pieces ahead, up to the prefetch bound (always one). */
+static void
+fill(struct cget *g)
+{
+	while (g->rn < RING && g->next < g->end) {
+		const struct rpc_cl_extent *e;
+		struct s3_bcl_geom geom;
+		struct piece *p;
+		struct rpc_client **cl;
+
+		while (g->next >= g->ext_base + g->rec.extents[g->ext].size) {
+			g->ext_base += g->rec.extents[g->ext].size;
+			g->ext++;
+		}
+		e = &g->rec.extents[g->ext];
+		s3_bcl_geom_of(e, &geom);
+		p = &g->ring[(g->rhead + g->rn) % RING];
+		memset(p, 0, sizeof(*p));
+		s3_bcl_piece_at(&geom, g->next - g->ext_base, g->end - g->ext_base, &p->p);
+		if (g->rn && open_bytes(g) + p->p.len > BCL_PREFETCH_BYTES)
+			break;
+		p->ext = g->ext;
+		cl = ext_clients(g, g->ext);
+		if (!(unavail_of(g, g->ext, p->p.group) & (1u << p->p.cell)) &&
+		    s3_bcl_crd_open(cl[e->groups[p->p.group].cell[p->p.cell]], e->id, p->p.group,
+		                    p->p.cell, p->p.off, p->p.len, &p->crd) < 0) {
+			p->crd = NULL;
+			mark_failed(g, g->ext, p->p.group, p->p.cell);
+		}
+		g->next += p->p.len;
+		g->rn++;
+	}
+}
+
+struct rd_arg {
+	struct cget *g;
+	size_t ext;
+	uint32_t group;
+};
+
+static void
+rebuild_read(void *arg, struct s3_bcl_cread *r, size_t n)
+{
+	struct rd_arg *a = arg;
+	const struct rpc_cl_extent *e = &a->g->rec.extents[a->ext];
+	struct rpc_client **ecl = ext_clients(a->g, a->ext);
+	struct rpc_client *cl[RPC_CL_MAX_CELLS];
+
+	for (size_t i = 0; i < n; i++)
+		cl[i] = ecl ? ecl[e->groups[a->group].cell[r[i].cell]] : NULL;
+	s3_bcl_read_ranges(cl, e->id, a->group, r, n);
+	for (size_t i = 0; i < n; i++)
+		if (r[i].res < 0)
+			note_error(a->g, cl[i], r[i].res);
+}
+
+struct obuf {
+	struct zc_ref ref;
+	uint8_t data[];
+};
+
+static void
+obuf_release(struct zc_ref *ref)
+{
+	free(ref);
+}
+
+/* The next window of a piece that must be rebuilt, as one segment of its own memory. */
+static int
+rebuild_step(struct cget *g, struct piece *p, struct zc_seg *seg)
+{
+	const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+	struct rd_arg arg = { g, p->ext, p->p.group };
+	struct s3_bcl_geom geom;
+	struct ec_codec *codec = s3_bcl_codec(g->b, e->k, e->m);
+	uint64_t x = p->p.x + p->done, y;
+	uint32_t before, unavail;
+	size_t w = s3_bcl_window(e->k, e->m);
+	struct obuf *o;
+	int rc;
+
+	if (!codec)
+		return -ENOMEM;
+	if (!g->counted) {
+		g->counted = true;
+		atomic_fetch_add(&g->b->degraded_reads, 1);
+	}
+	s3_bcl_geom_of(e, &geom);
+	y = p->p.x + p->p.len < x + w ? p->p.x + p->p.len : x + w;
+	if (g->scratch_len < (size_t)(e->k + e->m) * w) {
+		free(g->scratch);
+		g->scratch_len = (size_t)(e->k + e->m) * w;
+		g->scratch = malloc(g->scratch_len);
+		if (!g->scratch) {
+			g->scratch_len = 0;
+			return -ENOMEM;
+		}
+	}
+	o = malloc(sizeof(*o) + (size_t)(y - x));
+	if (!o)
+		return -ENOMEM;
+	zc_ref_init(&o->ref, obuf_release);
+	before = unavail = unavail_of(g, p->ext, p->p.group) | 1u << p->p.cell;
+	rc = s3_bcl_rebuild(codec, &geom, p->p.group, p->p.stripe, p->p.cell, x, y, &unavail,
+	                    rebuild_read, &arg, g->scratch, o->data);
+	for (unsigned c = 0; c < e->k + e->m; c++)
+		if ((unavail & ~before) & (1u << c))
+			mark_failed(g, p->ext, p->p.group, c);
+	if (rc < 0) {
+		zc_ref_put(&o->ref);
+		ZC_ERR("s3cl",
+		       "extent=%016llx group=%u stripe=%u cell=%u unreadable: fewer than "
+		       "k=%u cells left (unavailable mask 0x%x)",
+		       (unsigned long long)e->id, p->p.group, p->p.stripe, p->p.cell, e->k,
+		       unavail);
+		return rc == -EIO ? ZC_E(ZC_UNAVAILABLE) : rc;
+	}
+	*seg = (struct zc_seg){ o->data, (size_t)(y - x), &o->ref };
+	p->done += y - x;
+	return 1;
+}
+
+int
+s3_bcl_get_next(void *stream, struct zc_seg *seg)
+{
+	struct cget *g = stream;
+
+	for (;;) {
+		struct piece *p;
+		int rc;
+
+		fill(g);
+		if (!g->rn)
+			return 0;
+		p = &g->ring[g->rhead];
+		if (p->crd) {
+			rc = s3_bcl_crd_next(p->crd, seg);
+			if (rc == 1 && seg->len <= p->p.len - p->done) {
+				p->done += seg->len;
+				return 1;
+			}
+			if (rc == 1) { /* more than asked for: treat the cell as bad */
+				if (seg->ref)
+					zc_ref_put(seg->ref);
+				rc = -EBADMSG;
+			}
+			s3_bcl_crd_close(p->crd);
+			p->crd = NULL;
+			if (rc < 0) {
+				const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+
+				struct rpc_client **ecl = ext_clients(g, p->ext);
+
+				/* once per stream: a dead node fails many pieces */
+				if (!g->warned)
+					ZC_WARN("s3cl",
+					        "extent=%016llx group=%u cell=%u read failed "
+					        "err=%s: "
+					        "rebuilding from parity",
+					        (unsigned long long)e->id, p->p.group, p->p.cell,
+					        zc_code_word(zc_err_code(rc)));
+				g->warned = true;
+				mark_failed(g, p->ext, p->p.group, p->p.cell);
+				if (ecl)
+					note_error(g, ecl[e->groups[p->p.group].cell[p->p.cell]],
+					           rc);
+			}
+		}
+		if (p->done == p->p.len) {
+			g->rhead = (g->rhead + 1) % RING;
+			g->rn--;
+			continue;
+		}
+		return rebuild_step(g, p, seg);
+	}
+}
+
+void
+s3_bcl_get_close(void *stream)
+{
+	struct cget *g = stream;
+
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->rn; i++)
+		s3_bcl_crd_close(g->ring[(g->rhead + i) % RING].crd);
+	for (size_t x = 0; g->cl && x < g->rec.nextents; x++)
+		free(g->cl[x]);
+	free(g->cl);
+	free(g->scratch);
+	rpc_cl_object_fini(&g->rec);
+	free(g);
+}
+
+int
+s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                bool has_len, struct s3_obj_info *info, void **stream)
+{
+	struct bcl *b = ctx;
+	struct cget *g;
+	int rc;
+
+	*stream = NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->b = b;
+	rc = rpc_cmeta_get(b->etcd, bucket, key, true, &g->rec, NULL, BCL_TIMEOUT_MS);
+	if (rc == ZC_E(ZC_NO_KEY)) /* as stat: a lagging member */
+		rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
+	if (rc < 0) {
+		free(g);
+		return rc;
+	}
+	s3_bcl_info_from(&g->rec, key, info);
+	if (off >= g->rec.size) { /* nothing to read: the caller decides */
+		s3_bcl_get_close(g);
+		return 0;
+	}
+	g->cl = calloc(g->rec.nextents, sizeof(*g->cl));
+	if (!g->cl) {
+		s3_bcl_get_close(g);
+		return -ENOMEM;
+	}
+	g->next = off;
+	g->end = has_len && len < g->rec.size - off ? off + len : g->rec.size;
+	*stream = g;
+	return 0;
+}
+
+/* The blocking form over the pulled one (multipart records, copies). */
+int
+s3_bcl_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len, bool has_len,
+           s3_info_fn on_info, s3_span_fn emit, void *arg)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	struct zc_seg seg;
+	void *g;
+	int rc, n;
+
+	if (!info)
+		return -ENOMEM;
+	rc = s3_bcl_get_open(ctx, bucket, key, off, len, has_len, info, &g);
+	if (rc == 0)
+		rc = on_info(arg, info);
+	free(info);
+	while (rc == 0 && g && (n = s3_bcl_get_next(g, &seg)) != 0) {
+		if (n < 0) {
+			rc = n;
+			break;
+		}
+		rc = emit(arg, seg.ptr, seg.len);
+		if (seg.ref)
+			zc_ref_put(seg.ref);
+	}
+	s3_bcl_get_close(g);
+	return rc;
+}

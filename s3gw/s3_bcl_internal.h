@@ -1,0 +1,168 @@
+/*
+ * s3_bcl: struct s3_backend in cluster mode (docs/cluster.md): records, buckets and
+ * listings in etcd (rpc_cmeta.h), membership from rpc_members.h, PUT streamed to a
+ * coordinator datanode, GET read cell by cell (ReadCell) from the nodes the record names,
+ * rebuilt from any k cells with ec/ when a cell is missing, bad or unreachable.
+ *
+ * Threads: every call comes from a server worker and may block on etcd or a datanode; the
+ * rpc clients' completion-queue threads only queue segments and wake the worker. One
+ * rpc client per node address, made on first use and kept until destroy.
+ *
+ * Files (private to libzest_s3_rpc):
+ *   s3_bcl.c       create/destroy, node clients, the codec cache, attrs, metrics
+ *   s3_bcl_plan.c  pure: which cell bytes a range needs, which cells rebuild one, the
+ *                  rebuild itself over a caller's reader (unit-tested against ec/)
+ *   s3_bcl_cread.c one ReadCell stream with a bounded queue; blocking reads of cell ranges
+ *   s3_bcl_get.c   stat, get_open/get_next/get_close, get
+ *   s3_bcl_meta.c  put_open (the coordinator), del, list, compose, buckets
+ */
+#ifndef ZEST_S3_BCL_INTERNAL_H
+#define ZEST_S3_BCL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ec.h"
+#include "rpc.h"
+#include "rpc_cmeta.h"
+#include "rpc_members.h"
+#include "s3.h"
+
+#define BCL_TIMEOUT_MS 5000 /* etcd deadline of one backend call */
+/* Bytes of cell reads a GET stream keeps open ahead of its consumer. */
+#define BCL_PREFETCH_BYTES (2u << 20)
+/* Queued bytes that pause one ReadCell stream (a piece longer than the prefetch). */
+#define BCL_PAUSE_BYTES  (1u << 20)
+#define BCL_RESUME_BYTES (512u << 10)
+/* Bytes of every cell a rebuild step holds at most: (k + m) x window. */
+#define BCL_REBUILD_BYTES (2u << 20)
+#define BCL_CONNECT_MS    3000 /* a coordinator that does not connect in this: the next */
+
+struct bcl_node {
+	char *addr;
+	struct rpc_client *cl;
+};
+
+struct bcl {
+	struct s3_backend be;
+	struct rpc_etcd *etcd;
+	struct rpc_members *mem;
+	struct rpc_tls tls;
+	pthread_mutex_t mu; /* nodes, codecs */
+	struct bcl_node *nodes;
+	size_t nnodes, capnodes;
+	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
+	atomic_ulong degraded_reads;
+};
+
+/* ---- s3_bcl.c */
+int s3_bcl_err(const struct rpc_status *st);
+/* The client of node address addr (made on first use). NULL: -ENOMEM. */
+struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
+/* The client of node `name` in the view v, NULL when the node is not live. */
+struct rpc_client *s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v,
+                                      const char *name);
+struct ec_codec *s3_bcl_codec(struct bcl *b, unsigned k, unsigned m);
+/* "name:value\n" text <-> record attrs. to: *out (free() it, pointing into *buf, free() it
+ * too). from: the text into info->attrs. */
+int s3_bcl_attrs_to(const char *s, size_t len, struct rpc_cl_attr **out, size_t *n, char **buf);
+void s3_bcl_info_from(const struct rpc_cl_object *o, const char *key, struct s3_obj_info *out);
+/* DeleteCells of every cell o names, to the live nodes holding them; best effort. */
+void s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o);
+void s3_bcl_metrics(void *ctx, struct s3_buf *buf);
+
+/* ---- s3_bcl_plan.c: the layout of one extent (as the datanode's dn_geom) */
+struct s3_bcl_geom {
+	uint64_t size;
+	unsigned k, m;
+	uint64_t cell;
+	unsigned spg; /* stripes per group */
+};
+
+/* The bytes of one data cell that one stretch of a range needs. */
+struct s3_bcl_piece {
+	uint32_t group, stripe;
+	unsigned cell; /* data cell 0..k-1 */
+	uint64_t x;    /* offset in the stripe's cell (0..cell) */
+	uint64_t off;  /* offset in the cell file: stripe * cell + x */
+	uint64_t len;  /* bytes, within the cell */
+};
+
+void s3_bcl_geom_of(const struct rpc_cl_extent *e, struct s3_bcl_geom *g);
+/* Bytes of cell c (data or parity) in stripe s of group (0 past the end). A parity cell
+ * counts as long as the stripe's longest (first) data cell: past it the parity is zero,
+ * and a datanode stores at least that much of it. */
+uint64_t s3_bcl_cell_len(const struct s3_bcl_geom *g, uint32_t group, uint32_t stripe, unsigned c);
+/* The piece holding extent offset at (< g->size), cut at end (> at). */
+void s3_bcl_piece_at(const struct s3_bcl_geom *g, uint64_t at, uint64_t end,
+                     struct s3_bcl_piece *p);
+
+/*
+ * The k cells that rebuild [x, y) of cell `target` in a stripe: data cells first, then
+ * parity, never one in `unavail` (bit i: cell i cannot be read), and never target. A data
+ * cell with no bytes at x or later is all zeros there and counts without a read, whatever
+ * its node. 0 with *src, or -EIO (fewer than k cells left).
+ */
+int s3_bcl_sources(const struct s3_bcl_geom *g, uint32_t group, uint32_t stripe, unsigned target,
+                   uint64_t x, uint32_t unavail, uint32_t *src);
+
+/* One read a rebuild needs: bytes [off, off + len) of cell `cell` into buf. The reader
+ * sets res (0, or < 0: that cell cannot be read). */
+struct s3_bcl_cread {
+	unsigned cell;
+	uint64_t off, len;
+	uint8_t *buf;
+	int res;
+};
+typedef void (*s3_bcl_read_fn)(void *arg, struct s3_bcl_cread *r, size_t n);
+
+/* Window (bytes of each cell per rebuild step) for k + m cells. */
+size_t s3_bcl_window(unsigned k, unsigned m);
+
+/*
+ * Rebuild [x, y) (y - x <= s3_bcl_window) of data cell target in stripe/group into out:
+ * pick sources, read them (all of a step at once through read), decode with ec; a source
+ * that fails is added to *unavail and the step runs again with others. scratch holds
+ * (k + m) x (y - x) bytes. 0, -EIO (too few cells), -ENOMEM, or the codec's error.
+ */
+int s3_bcl_rebuild(struct ec_codec *codec, const struct s3_bcl_geom *g, uint32_t group,
+                   uint32_t stripe, unsigned target, uint64_t x, uint64_t y, uint32_t *unavail,
+                   s3_bcl_read_fn read, void *arg, uint8_t *scratch, uint8_t *out);
+
+/* ---- s3_bcl_cread.c: one ReadCell stream, its segments queued (each with a ref) */
+struct bcl_crd;
+int s3_bcl_crd_open(struct rpc_client *c, uint64_t extent, uint32_t group, unsigned cell,
+                    uint64_t off, uint64_t len, struct bcl_crd **out);
+/* The next segment (ref taken for the caller): 1; 0 when the stream ended OK with every
+ * byte; < 0 its error (a short stream: -EBADMSG). Waits on the node, never on a client. */
+int s3_bcl_crd_next(struct bcl_crd *r, struct zc_seg *seg);
+void s3_bcl_crd_close(struct bcl_crd *r);
+/* Read the ranges at once (one ReadCell each, in parallel), contiguous into their bufs.
+ * cl[i]: the node of r[i], NULL: not live (res -EHOSTUNREACH). */
+void s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t group,
+                        struct s3_bcl_cread *r, size_t n);
+
+/* ---- s3_bcl_get.c */
+int s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
+int s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+                    bool has_len, struct s3_obj_info *info, void **stream);
+int s3_bcl_get_next(void *stream, struct zc_seg *seg);
+void s3_bcl_get_close(void *stream);
+int s3_bcl_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+               bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
+
+/* ---- s3_bcl_meta.c */
+int s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
+                    void **stream);
+int s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed);
+int s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start_after,
+                const char *delimiter, unsigned limit, struct s3_list_result *out);
+int s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
+                   size_t nparts, bool delete_parts, const char *etag, const char *attrs,
+                   size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out);
+int s3_bcl_bucket_create(void *ctx, const char *bucket);
+int s3_bcl_bucket_delete(void *ctx, const char *bucket);
+int s3_bcl_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out);
+int s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap);
+
+#endif

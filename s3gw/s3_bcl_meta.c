@@ -1,0 +1,324 @@
+/*
+ * s3_bcl_meta: the cluster backend's calls besides GET: the PUT stream opened on the
+ * coordinator (the first live node of zc_place_rank that connects; the stream itself is
+ * s3_brpc_put.c's), deletes (the record in etcd, then DeleteCells), listings (etcd Ranges
+ * with the delimiter applied here, as a datanode applies it in single-node mode), compose
+ * (metadata only, in etcd) and buckets.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "s3_backend_rpc_internal.h"
+#include "s3_bcl_internal.h"
+#include "zc.h"
+#include "zc_place.h"
+
+static uint64_t
+realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ PUT */
+
+int
+s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
+                void **stream)
+{
+	struct bcl *b = ctx;
+	const struct rpc_members_view *v = rpc_members_get(b->mem);
+	unsigned *order = NULL;
+	int rc = ZC_E(ZC_UNAVAILABLE);
+
+	if (!v->n) {
+		ZC_WARN("s3cl", "no live datanode in the membership view: PUT refused (503)");
+		goto out;
+	}
+	order = malloc(v->n * sizeof(*order));
+	if (!order) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = zc_place_rank(s3_obj_hash(bucket, key), v->names, (unsigned)v->n, order);
+	if (rc < 0)
+		goto out;
+	rc = ZC_E(ZC_UNAVAILABLE);
+	/* any live node can coordinate: one that does not connect is passed over before a
+	 * byte of the body is sent, so the client never sees it */
+	for (size_t i = 0; i < v->n; i++) {
+		const struct rpc_cl_node *n = &v->nodes[order[i]];
+		struct rpc_client *cl = s3_bcl_client(b, n->address);
+
+		if (!cl) {
+			rc = -ENOMEM;
+			continue;
+		}
+		rc = rpc_client_connect(cl, BCL_CONNECT_MS);
+		if (rc < 0) {
+			ZC_DBG("s3cl", "coordinator node=%s addr=%s does not connect: next",
+			       n->name, n->address);
+			continue;
+		}
+		rc = s3_brpc_put_open_on(cl, bucket, key, size, size_known, stream);
+		if (rc == 0)
+			break;
+	}
+out:
+	free(order);
+	rpc_members_view_put(v);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ delete */
+
+int
+s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed)
+{
+	struct bcl *b = ctx;
+	struct rpc_cmeta_old old = { 0 };
+	int rc;
+
+	*existed = false;
+	rc = rpc_cmeta_delete(b->etcd, bucket, key, 0, &old, BCL_TIMEOUT_MS);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		*existed = true;
+		/* the record is gone: its cells are garbage, the nodes' collector is the net */
+		s3_bcl_delete_cells(b, &old.o);
+	}
+	rpc_cmeta_old_fini(&old);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ list */
+
+/* "cp" + 0xff: sorts after every key under the common prefix cp (keys are UTF-8). */
+static char *
+past_prefix(const char *cp, size_t len)
+{
+	char *s = malloc(len + 2);
+
+	if (s) {
+		memcpy(s, cp, len);
+		s[len] = (char)0xff;
+		s[len + 1] = 0;
+	}
+	return s;
+}
+
+int
+s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start_after,
+            const char *delimiter, unsigned limit, struct s3_list_result *out)
+{
+	struct bcl *b = ctx;
+	size_t pl = strlen(prefix ? prefix : ""), dl = strlen(delimiter ? delimiter : "");
+	const char *sa0 = start_after ? start_after : "";
+	char *sa = strdup(sa0), *last = NULL;
+	unsigned count = 0;
+	int rc = 0;
+	bool stop = false;
+
+	memset(out, 0, sizeof(*out));
+	if (!sa)
+		return -ENOMEM;
+	if (!limit)
+		limit = 1000;
+	/* as a datanode lists (dn_meta_list.c): keys and common prefixes strictly after
+	 * start_after, limit counting both, the last item given back to go on from */
+	while (!stop && rc == 0) {
+		struct rpc_cmeta_listing l = { 0 };
+		char *next_sa = NULL;
+
+		rc = rpc_cmeta_list(b->etcd, bucket, prefix, sa, RPC_CMETA_LIST_MAX, true, &l,
+		                    BCL_TIMEOUT_MS);
+		if (rc < 0) {
+			rpc_cmeta_listing_fini(&l);
+			break;
+		}
+		for (size_t i = 0; i < l.n && !stop && rc == 0; i++) {
+			const struct rpc_cmeta_entry *e = &l.v[i];
+			size_t kl = strlen(e->key);
+			const char *d =
+			        dl && kl >= pl ? memmem(e->key + pl, kl - pl, delimiter, dl) : NULL;
+
+			if (d) {
+				size_t cl = (size_t)(d - e->key) + dl;
+				char *cp = strndup(e->key, cl);
+
+				if (!cp) {
+					rc = -ENOMEM;
+					break;
+				}
+				if (strcmp(cp, sa0) > 0 && !(last && strcmp(last, cp) == 0)) {
+					if (count == limit) {
+						out->truncated = true;
+						stop = true;
+						free(cp);
+						break;
+					}
+					rc = s3_list_result_add_prefix(out, cp);
+					count++;
+					free(last);
+					last = strdup(cp);
+					if (!last)
+						rc = -ENOMEM;
+				}
+				/* skip the rest of the prefix's keys, here or in the next Range */
+				while (i + 1 < l.n && strncmp(l.v[i + 1].key, cp, cl) == 0)
+					i++;
+				free(next_sa);
+				next_sa = i + 1 == l.n ? past_prefix(cp, cl) : NULL;
+				free(cp);
+				if (i + 1 == l.n && !next_sa)
+					rc = -ENOMEM;
+				continue;
+			}
+			if (count == limit) {
+				out->truncated = true;
+				stop = true;
+				break;
+			}
+			rc = s3_list_result_add(out, e->key, e->size, e->etag, e->mtime_ns);
+			count++;
+			free(last);
+			last = strdup(e->key);
+			if (!last)
+				rc = -ENOMEM;
+			if (i + 1 == l.n) {
+				free(next_sa);
+				next_sa = strdup(e->key);
+				if (!next_sa)
+					rc = -ENOMEM;
+			}
+		}
+		if (!stop && (!l.more || !next_sa))
+			stop = true;
+		if (next_sa) {
+			free(sa);
+			sa = next_sa;
+		}
+		rpc_cmeta_listing_fini(&l);
+	}
+	if (rc == 0 && out->truncated && last) {
+		out->next_start_after = last;
+		last = NULL;
+	}
+	free(last);
+	free(sa);
+	if (rc < 0)
+		s3_list_result_fini(out);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ compose */
+
+int
+s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
+               size_t nparts, bool delete_parts, const char *etag, const char *attrs,
+               size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
+{
+	struct bcl *b = ctx;
+	struct rpc_cmeta_part *pv;
+	struct rpc_cmeta_cond cc = { 0 };
+	struct rpc_cmeta_old old = { 0 };
+	struct rpc_cl_attr *av = NULL;
+	size_t nav = 0;
+	char *abuf = NULL;
+	uint64_t size = 0, mtime = realtime_ns();
+	int rc;
+
+	/* a record owns its cells: a copy that keeps the source is the caller's to stream */
+	if (!delete_parts)
+		return -EXDEV;
+	pv = calloc(nparts ? nparts : 1, sizeof(*pv));
+	if (!pv)
+		return -ENOMEM;
+	for (size_t i = 0; i < nparts; i++)
+		pv[i] = (struct rpc_cmeta_part){ parts[i].bucket, parts[i].key, parts[i].etag };
+	rc = s3_bcl_attrs_to(attrs, attrs_len, &av, &nav, &abuf);
+	if (rc < 0)
+		goto out;
+	if (cond) {
+		cc.if_none_match = cond->if_none_match;
+		cc.if_match = cond->if_match[0] ? cond->if_match : NULL;
+	}
+	rc = rpc_cmeta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
+	                       BCL_TIMEOUT_MS, &size, &old);
+	if (rc < 0)
+		goto out;
+	if (old.had)
+		s3_bcl_delete_cells(b, &old.o);
+	rpc_cmeta_old_fini(&old);
+	if (out) {
+		memset(out, 0, offsetof(struct s3_obj_info, attrs));
+		snprintf(out->key, sizeof(out->key), "%s", key);
+		out->size = size;
+		snprintf(out->etag, sizeof(out->etag), "%s", etag);
+		out->mtime_ns = mtime;
+	}
+out:
+	free(av);
+	free(abuf);
+	free(pv);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ buckets */
+
+int
+s3_bcl_bucket_create(void *ctx, const char *bucket)
+{
+	struct bcl *b = ctx;
+
+	return rpc_cmeta_bucket_create(b->etcd, bucket, realtime_ns(), BCL_TIMEOUT_MS);
+}
+
+int
+s3_bcl_bucket_delete(void *ctx, const char *bucket)
+{
+	struct bcl *b = ctx;
+
+	return rpc_cmeta_bucket_delete(b->etcd, bucket, BCL_TIMEOUT_MS);
+}
+
+int
+s3_bcl_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
+{
+	struct bcl *b = ctx;
+	struct rpc_cl_bucket cb = { 0 };
+	int rc;
+
+	rc = rpc_cmeta_bucket_head(b->etcd, bucket, &cb, BCL_TIMEOUT_MS);
+	if (rc < 0)
+		return rc;
+	snprintf(out->name, sizeof(out->name), "%s", bucket);
+	out->ctime_ns = cb.ctime_ns;
+	return 0;
+}
+
+int
+s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
+{
+	struct bcl *b = ctx;
+	struct rpc_cmeta_bucket_entry *v = NULL;
+	size_t n = 0, got = 0;
+	int rc;
+
+	rc = rpc_cmeta_bucket_list(b->etcd, &v, &n, BCL_TIMEOUT_MS);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n && got < cap; i++) {
+		snprintf(out[got].name, sizeof(out[got].name), "%s", v[i].name);
+		out[got].ctime_ns = v[i].ctime_ns;
+		got++;
+	}
+	rpc_cmeta_bucket_list_free(v, n);
+	return (int)got;
+}
