@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc.h"
 #include "rpc_tls.h"
 #include "s3.h"
 #include "zc.h"
@@ -33,6 +34,10 @@ usage(FILE *f)
 	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
 	        "picks one)\n"
 	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
+	        "  --cluster E1[,E2...]    cluster mode, instead of --datanode: buckets, records\n"
+	        "                          and membership in etcd at these endpoints (https://\n"
+	        "                          for TLS with the --cluster-* files), objects erasure-\n"
+	        "                          coded over the live datanodes (default: off)\n"
 	        "  --access-key KEY        access key of SigV4/SigV2 signatures (default: "
 	        "$ZEST_ACCESS_KEY)\n"
 	        "  --secret-key KEY        its secret key (default: $ZEST_SECRET_KEY)\n"
@@ -49,7 +54,8 @@ usage(FILE *f)
 	        "HTTP)\n"
 	        "  --tls-key FILE          PEM private key for --tls-cert\n"
 	        "  --cluster-ca FILE       PEM cluster CA: datanodes' certificates must be signed\n"
-	        "                          by it (mutual TLS to the datanodes)\n"
+	        "                          by it (mutual TLS to the datanodes; with --cluster\n"
+	        "                          https:// endpoints, etcd's too)\n"
 	        "  --cluster-cert FILE     PEM client certificate the gateway shows datanodes\n"
 	        "  --cluster-key FILE      PEM private key of --cluster-cert\n"
 	        "  --insecure              plaintext gRPC to the datanodes, warned at start\n"
@@ -71,12 +77,22 @@ usage(FILE *f)
 	        "  --version               print the version\n");
 }
 
+static void
+destroy_own(struct s3_backend *own, const char *cluster)
+{
+	if (cluster)
+		s3_backend_cluster_destroy(own);
+	else
+		s3_backend_rpc_destroy(own);
+}
+
 int
 s3_main(int argc, char **argv, const struct s3_backend *be)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "datanode", required_argument, NULL, 'd' },
+		{ "cluster", required_argument, NULL, 'X' },
 		{ "access-key", required_argument, NULL, 'a' },
 		{ "secret-key", required_argument, NULL, 's' },
 		{ "region", required_argument, NULL, 'r' },
@@ -105,6 +121,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	struct rpc_tls tls = { 0 };
 	char tls_err[RPC_TLS_ERR_MAX];
 	const char *datanodes[MAX_DATANODES];
+	const char *cluster = NULL;
 	unsigned ndn = 0;
 	struct s3_server *srv;
 	struct s3_backend *own = NULL;
@@ -130,6 +147,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			datanodes[ndn++] = optarg;
+			break;
+		case 'X':
+			cluster = optarg;
 			break;
 		case 'a':
 			cfg.access_key = optarg;
@@ -261,10 +281,16 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		return 2;
 	}
 	if (!be) {
-		if (ndn == 0) {
+		if (cluster && ndn) {
+			fprintf(stderr, "zest-s3gw: --cluster and --datanode exclude each other "
+			                "(cluster mode finds the datanodes in etcd)\n");
+			return 2;
+		}
+		if (ndn == 0 && !cluster) {
 			fprintf(stderr,
 			        "zest-s3gw: no --datanode given: the gateway needs at least "
-			        "one datanode (HOST:PORT) to store objects\n");
+			        "one datanode (HOST:PORT) to store objects, or --cluster "
+			        "E1[,E2...] (etcd endpoints)\n");
 			return 2;
 		}
 		/* The datanodes hold every object and the multipart bucket: talking to them in
@@ -284,15 +310,30 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		if (tls.insecure)
 			ZC_WARN("s3", "datanode_tls=off reason=--insecure: plaintext gRPC to the "
 			              "datanodes");
-		rc = s3_backend_rpc_create(datanodes, ndn, &tls, &own);
-		if (rc < 0) {
-			fprintf(stderr, "zest-s3gw: cannot set up the datanode clients: %s\n",
-			        rc == -EEXIST ? "a --datanode is given twice" : strerror(-rc));
-			return 2;
+		if (cluster) {
+			rc = s3_backend_cluster_create(cluster, &tls, &own);
+			if (rc < 0) {
+				fprintf(stderr,
+				        "zest-s3gw: cannot start in cluster mode with etcd at %s: "
+				        "%s\n",
+				        cluster, zc_code_word(zc_err_code(rc)));
+				return 1;
+			}
+			ZC_INFO("s3", "cluster=%s datanode_tls=%s", cluster,
+			        tls.insecure ? "off" : "mtls");
+		} else {
+			rc = s3_backend_rpc_create(datanodes, ndn, &tls, &own);
+			if (rc < 0) {
+				fprintf(stderr,
+				        "zest-s3gw: cannot set up the datanode clients: %s\n",
+				        rc == -EEXIST ? "a --datanode is given twice"
+				                      : strerror(-rc));
+				return 2;
+			}
+			ZC_INFO("s3", "datanodes=%u first=%s datanode_tls=%s", ndn, datanodes[0],
+			        tls.insecure ? "off" : "mtls");
 		}
 		be = own;
-		ZC_INFO("s3", "datanodes=%u first=%s datanode_tls=%s", ndn, datanodes[0],
-		        tls.insecure ? "off" : "mtls");
 	}
 	if (anonymous)
 		ZC_WARN("s3", "auth=off anonymous=1 reason=--anonymous: every request is served "
@@ -300,7 +341,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	rc = s3_server_create(&cfg, be, &srv);
 	if (rc < 0) {
 		fprintf(stderr, "zest-s3gw: cannot start on %s: %s\n", cfg.listen, strerror(-rc));
-		s3_backend_rpc_destroy(own);
+		destroy_own(own, cluster);
 		return 1;
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -315,7 +356,8 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	rc = s3_server_run(srv);
 	running = NULL;
 	s3_server_destroy(srv);
-	s3_backend_rpc_destroy(own);
+	destroy_own(own, cluster);
+	rpc_shutdown_wait(5000);
 	if (zc_ref_live() != 0)
 		ZC_WARN("s3", "zc_refs_live=%ld at_exit", zc_ref_live());
 	return rc < 0 ? 1 : 0;
