@@ -273,6 +273,8 @@ close_store:
 	dn_cgc_destroy(collector);
 	dn_cheal_destroy(healer);
 	dn_cluster_destroy(cluster);
+	/* peers' channels still reconnecting let go of gRPC on its own threads: not under exit */
+	rpc_shutdown_wait(5000);
 	live_refs = zc_ref_live();
 	live_bufs = rpc_live_buffers();
 	if (live_refs || live_bufs) {
