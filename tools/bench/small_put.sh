@@ -2,16 +2,19 @@
 # small_put.sh ROUNDS DURATION ARM...: small-object PUTs through the gateway, `make run`'s
 # shape (one zest-datanode, RS 4+2 over six drive folders on the VM's disk, mutual TLS
 # between the gateway and the datanode), arms alternating within each round. An arm is
-# NAME=BUILD_DIR[:VAR=VALUE,...] (its zest-datanode, with those variables, and zest-s3gw). Each run starts both daemons afresh on
-# empty drive folders under $ZEST_SMALL_DIR (default /var/tmp/zest-small), then
+# NAME=BUILD_DIR[:VAR=VALUE,...]: that build's zest-datanode (with those variables in its
+# environment) and zest-s3gw. Each run starts both daemons afresh on new drive folders
+# under $ZEST_SMALL_DIR (default /var/tmp/zest-small), then
 #   zest-bench s3 put --obj.size $SIZE --concurrent $CONC --duration DURATION --warmup 1s --noclear
 # and reads around the load (warm-up included on both sides):
 #   - utime+stime of both daemons from /proc/PID/stat            -> CPU-ms per object
 #   - zest_objects_committed_total from the datanode's /metrics    -> objects
-#   - ext4:ext4_sync_file_enter of the datanode's threads (perf stat; fsync and fdatasync
-#     syscalls and io_uring FSYNC SQEs alike, which run on the process's io-wq threads)
-#                                                                  -> fsyncs per object
-# Prints one line per run and the medians per arm. Env: SIZE (4KiB), CONC (16).
+#   - ext4:ext4_sync_file_enter of the datanode's threads (perf stat): every fsync and
+#     fdatasync, as syscalls (LMDB) or io_uring SQEs (on the process's io-wq threads), and
+#     every O_DSYNC / RWF_DSYNC write, which syncs through the same call -> fsyncs per object
+#   - zest_meta_txns_total and zest_drive_syncs_total{kind} (builds that have them)
+# Prints one line per run and the medians per arm. Env: SIZE (4KiB), CONC (16), KEEP=1
+# keeps the work folder.
 set -eu
 rounds=${1:?usage: small_put.sh ROUNDS DURATION NAME=BUILD...}
 dur=${2:?duration}
@@ -40,8 +43,17 @@ echo "# small_put.sh $rounds $dur $*; size=$size conc=$conc;" \
 	"kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
-printf '%-10s %-5s %9s %9s %9s %10s %10s %10s\n' arm round obj/s p50_ms p99_ms fsync/obj \
-	dn_cpu_ms gw_cpu_ms
+# the ring's sync requests and metadata transactions (0 for builds without the counters)
+rings() { curl -s "http://127.0.0.1:$1/metrics" | awk '
+	/^zest_meta_txns_total / {t = $2}
+	/^zest_drive_syncs_total\{kind="file"\}/ {f = $2}
+	/^zest_drive_syncs_total\{kind="dir"\}/ {d = $2}
+	/^zest_drive_syncs_total\{kind="write"\}/ {w = $2}
+	END {print t + 0, f + 0, d + 0, w + 0}'; }
+# obj/txn: objects per metadata transaction; rings/obj: the rings' fdatasyncs, folder fsyncs
+# and writes with their own sync per object (from /metrics; "-" and 0 for older builds)
+printf '%-10s %-5s %9s %9s %9s %10s %10s %10s %8s %s\n' arm round obj/s p50_ms p99_ms fsync/obj \
+	dn_cpu_ms gw_cpu_ms obj/txn rings/obj
 res=$tmp/results
 : >"$res"
 for r in $(seq "$rounds"); do
@@ -83,6 +95,7 @@ for r in $(seq "$rounds"); do
 			continue
 		fi
 		o0=$(metric "$mport" zest_objects_committed_total)
+		read -r t0 f0 d0 w0 < <(rings "$mport")
 		c0=$(cpu "$dn") g0=$(cpu "$gw")
 		perf stat -x, -e ext4:ext4_sync_file_enter -p "$dn" -o "$tmp/perf.out" &
 		pf=$!
@@ -99,21 +112,25 @@ for r in $(seq "$rounds"); do
 		wait "$pf" || true
 		c1=$(cpu "$dn") g1=$(cpu "$gw")
 		o1=$(metric "$mport" zest_objects_committed_total)
+		read -r t1 f1 d1 w1 < <(rings "$mport")
 		stop_daemons
 		syncs=$(awk -F, '/ext4_sync_file_enter/ {print $1}' "$tmp/perf.out")
 		python3 - "$name" "$r" "$tmp/bench.json" "$((o1 - o0))" "$syncs" "$((c1 - c0))" \
-			"$((g1 - g0))" "$hz" >>"$res" <<'PY'
+			"$((g1 - g0))" "$hz" "$((t1 - t0))" "$((f1 - f0))" "$((d1 - d0))" "$((w1 - w0))" \
+			>>"$res" <<'PY'
 import json, sys
-name, r, path, objs, syncs, dn, gw, hz = sys.argv[1:]
+name, r, path, objs, syncs, dn, gw, hz, txns, fs, ds, ws = sys.argv[1:]
 b = json.load(open(path))["ops"][0]
 objs = max(int(objs), 1)
 ms = 1000.0 / int(hz)
 print(name, r, "%.1f" % b["obj_per_s"], "%.2f" % b["latency_ms"]["p50"],
       "%.2f" % b["latency_ms"]["p99"], "%.2f" % (int(syncs or 0) / objs),
-      "%.3f" % (int(dn) * ms / objs), "%.3f" % (int(gw) * ms / objs), b["errors"])
+      "%.3f" % (int(dn) * ms / objs), "%.3f" % (int(gw) * ms / objs), b["errors"],
+      "%.1f" % (objs / int(txns)) if int(txns) else "-",
+      "%.2f/%.2f/%.2f" % (int(fs) / objs, int(ds) / objs, int(ws) / objs))
 PY
-		tail -1 "$res" | awk '{printf "%-10s %-5s %9s %9s %9s %10s %10s %10s%s\n",
-			$1, $2, $3, $4, $5, $6, $7, $8, ($9 > 0 ? "  errors=" $9 : "")}'
+		tail -1 "$res" | awk '{printf "%-10s %-5s %9s %9s %9s %10s %10s %10s %8s %s%s\n",
+			$1, $2, $3, $4, $5, $6, $7, $8, $10, $11, ($9 > 0 ? "  errors=" $9 : "")}'
 	done
 done
 echo "# medians"
@@ -122,13 +139,15 @@ import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
-    rows.setdefault(f[0], []).append([float(x) for x in f[2:8]])
+    rows.setdefault(f[0], []).append([float(x) for x in f[2:8]] +
+                                     [float(f[9]) if f[9] != "-" else 0.0])
 base = None
 for name, v in rows.items():
     med = [statistics.median(c) for c in zip(*v)]
     if base is None:
         base = med
     print("%-10s n=%d obj/s %.1f (x%.2f)  p50 %.2f ms  p99 %.2f ms  fsync/obj %.2f  "
-          "cpu-ms/obj datanode %.3f gateway %.3f" % (name, len(v), med[0], med[0] / base[0],
-          med[1], med[2], med[3], med[4], med[5]))
+          "cpu-ms/obj datanode %.3f gateway %.3f  obj/txn %s" % (name, len(v), med[0],
+          med[0] / base[0], med[1], med[2], med[3], med[4], med[5],
+          "%.1f" % med[6] if med[6] else "-"))
 PY
