@@ -494,6 +494,10 @@ struct dn_counters {
 	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */
 	uint64_t meta_replicas_rebuilt; /* dropped ones the background healer brought back */
 	uint64_t align_copied_bytes;    /* data bytes copied into aligned buffers (data_direct) */
+	uint64_t file_syncs;            /* fdatasyncs of cell files run on the rings */
+	uint64_t dir_syncs;             /* fsyncs of folders (new file names) */
+	uint64_t dsync_writes;          /* cell writes durable on completion (no fdatasync) */
+	uint64_t meta_txns;             /* metadata write transactions (one sync round each) */
 };
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 

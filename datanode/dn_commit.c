@@ -399,13 +399,23 @@ dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_attr *a
 		w->err = -EINVAL;
 	if (!w->err && w->stripe_open) {
 		/* The last, short stripe: unfilled cells count as zeros for parity. */
-		int err = dn_write_stripe_close(w);
+		int err;
 
+		w->closing = true;
+		err = dn_write_stripe_close(w);
+		w->closing = false;
 		if (err)
 			w->err = err;
 	}
-	if (w->err)
+	if (w->err) {
 		write_doom(w);
+	} else {
+		/* Every file of the write exists now: make the new names durable while the last
+		 * writes and fdatasyncs run, not after them (start_sync finds them done). */
+		for (unsigned d = 0; d < w->s->ndrives; d++)
+			if (w->drives_used[d])
+				sync_dir(w, d);
+	}
 	dn_write_release_group(w);
 	dn_write_unhold(w);
 }

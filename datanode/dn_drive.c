@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +81,16 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		io_uring_prep_read(sqe, io->file->slot, io->iov[0].iov_base,
 		                   (unsigned)io->iov[0].iov_len, io->off);
 		break;
+	}
+	if (io->dsync) {
+		/* The file's one and only write: durable when it completes, as write + fdatasync
+		 * would make it, in one request. */
+		sqe->rw_flags |= RWF_DSYNC;
+		atomic_fetch_add_explicit(&d->store->dsync_writes, 1, memory_order_relaxed);
+	} else if (io->op == DN_IO_FSYNC) {
+		atomic_fetch_add_explicit(&d->store->file_syncs, 1, memory_order_relaxed);
+	} else if (io->op == DN_IO_FSYNC_DIR) {
+		atomic_fetch_add_explicit(&d->store->dir_syncs, 1, memory_order_relaxed);
 	}
 	sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data(sqe, io);

@@ -49,6 +49,7 @@ struct dn_io {
 	void *grp;     /* the writer's block group this io belongs to */
 	unsigned cell; /* cell index within the group */
 	bool heap;     /* malloc'd (fsync), not from the store's io pool */
+	bool dsync;    /* a write durable on completion (RWF_DSYNC): its file needs no fdatasync */
 };
 
 struct dn_drive {
@@ -230,6 +231,8 @@ int dn_meta_revive_replica(struct dn_meta *m, unsigned drive);
 /* Replicas kept (m + 1, at most the drives); *live: how many take writes now; *revived:
  * how many the healer brought back since open. No lock taken (metrics). */
 unsigned dn_meta_replicas(struct dn_meta *m, unsigned *live, uint64_t *revived);
+/* Write transactions run so far, batched or not (each syncs every live replica once). */
+uint64_t dn_meta_txns(struct dn_meta *m);
 /* Does drive's replica take writes? Its generation (tests, logs). */
 bool dn_meta_replica_live(struct dn_meta *m, unsigned drive);
 uint64_t dn_meta_replica_generation(struct dn_meta *m, unsigned drive);
@@ -339,12 +342,16 @@ struct dn_store {
 	pthread_mutex_t commit_lock;
 	pthread_cond_t commit_cond;
 	struct dn_job *jhead, *jtail;
+	uint64_t jobs_deferred;  /* under commit_lock: jobs ever queued (tests wait on it) */
 	atomic_uint live_writes; /* begun and not yet freed; close waits for zero */
 	/* Counters. */
 	atomic_uint_fast64_t objects_committed, degraded_reads;
 	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, cells_healed;
 	atomic_uint_fast64_t mcalls, mcall_txns;
 	atomic_uint_fast64_t align_copied; /* data_direct: payload copied into pool buffers */
+	/* Sync requests the rings ran: fdatasyncs of files, fsyncs of folders, and writes
+	 * that carried their own sync (RWF_DSYNC). */
+	atomic_uint_fast64_t file_syncs, dir_syncs, dsync_writes;
 	/* Background healer (dn_heal.c): woken every heal_interval_ns, works when pending. */
 	atomic_bool heal_pending;
 	pthread_t heal_thread;

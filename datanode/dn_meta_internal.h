@@ -1,8 +1,10 @@
 /*
  * Metadata in LMDB, one environment per replica on the first m + 1 drives
- * (<drive>/meta/). Every write transaction is applied to each live replica in turn under
- * one lock, and bumps a generation number in each; on open the replica with the highest
- * generation wins and is copied over the others, so losing any m drives loses nothing.
+ * (<drive>/meta/). Every write transaction is applied to each live replica under one lock
+ * (the primary first; the replicas' commits and their syncs overlap, each on its own
+ * committer thread), and bumps a generation number in each; on open the replica with the
+ * highest generation wins and is copied over the others, so losing any m drives loses
+ * nothing.
  * A replica whose write fails is dropped from the live set (on ENOSPC its drive is marked
  * full); the background healer copies the primary over it once its drive is OK again
  * (dn_meta_revive_replica) and it takes writes again, with no restart.
@@ -25,6 +27,7 @@
 #define ZEST_DN_META_INTERNAL_H
 
 #include <lmdb.h>
+#include <pthread.h>
 
 #include "dn_internal.h"
 
@@ -37,6 +40,8 @@
 /* An object's name: bucket \0 key (dn_meta_key.c) */
 #define NAME_MAX_LEN (BUCKET_MAX + 1 + KEY_MAX)
 
+struct rep_job;
+
 struct rep {
 	MDB_env *env;
 	MDB_dbi buckets, objects, extents, info;
@@ -46,6 +51,13 @@ struct rep {
 	uint64_t gen;
 	int inject;    /* test hook: the next write transaction here fails with this */
 	size_t maxkey; /* mdb_env_get_maxkeysize: a key this long is a bundle's */
+	/* Its committer thread (dn-meta<i>): runs this replica's part of a write transaction
+	 * when it is not the primary, so the replicas' syncs overlap (dn_meta_rep.c). */
+	struct dn_meta *owner;
+	pthread_t thread;
+	bool thread_ok;
+	pthread_cond_t cond; /* job posted, or stop */
+	struct rep_job *job; /* under dn_meta.tlock */
 };
 
 struct dn_meta {
@@ -59,6 +71,11 @@ struct dn_meta {
 	/* For /metrics without wlock: written under wlock. */
 	atomic_uint nlive;
 	atomic_uint_fast64_t revived;
+	atomic_uint_fast64_t txns; /* write transactions (each one sync round per replica) */
+	/* The replicas' committer threads: a job handed over and its progress. */
+	pthread_mutex_t tlock;
+	pthread_cond_t tdone;
+	bool tstop;
 };
 
 struct wbuf {

@@ -1,8 +1,11 @@
 /*
  * dn_meta_rep: the replica set (open, resync, rebuild, revive) and write transactions
- * applied to every live replica in turn.
+ * applied to every live replica, the replicas' commits at the same time (one committer
+ * thread per replica).
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -142,6 +145,8 @@ rep_resync(struct dn_meta *m, struct rep *r)
 	return rep_open(m, r);
 }
 
+static int committers_start(struct dn_meta *m);
+
 int
 dn_meta_open(struct dn_store *s, struct dn_meta **out)
 {
@@ -154,6 +159,10 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		return -ENOMEM;
 	m->s = s;
 	pthread_mutex_init(&m->wlock, NULL);
+	pthread_mutex_init(&m->tlock, NULL);
+	pthread_cond_init(&m->tdone, NULL);
+	for (unsigned i = 0; i < MAX_REPS; i++)
+		pthread_cond_init(&m->rep[i].cond, NULL);
 	{
 		pthread_rwlockattr_t a;
 
@@ -210,6 +219,11 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		atomic_store(&m->next_id, id);
 	}
 	meta_count_live(m);
+	err = committers_start(m);
+	if (err) {
+		dn_meta_close(m);
+		return err;
+	}
 	*out = m;
 	return 0;
 }
@@ -219,9 +233,21 @@ dn_meta_close(struct dn_meta *m)
 {
 	if (!m)
 		return;
+	pthread_mutex_lock(&m->tlock);
+	m->tstop = true;
+	for (unsigned i = 0; i < m->nrep; i++)
+		pthread_cond_signal(&m->rep[i].cond);
+	pthread_mutex_unlock(&m->tlock);
+	for (unsigned i = 0; i < m->nrep; i++)
+		if (m->rep[i].thread_ok)
+			pthread_join(m->rep[i].thread, NULL);
 	for (unsigned i = 0; i < m->nrep; i++)
 		if (m->rep[i].env)
 			mdb_env_close(m->rep[i].env);
+	for (unsigned i = 0; i < MAX_REPS; i++)
+		pthread_cond_destroy(&m->rep[i].cond);
+	pthread_cond_destroy(&m->tdone);
+	pthread_mutex_destroy(&m->tlock);
 	pthread_mutex_destroy(&m->wlock);
 	pthread_rwlock_destroy(&m->envlock);
 	free(m);
@@ -356,6 +382,12 @@ dn_meta_replicas(struct dn_meta *m, unsigned *live, uint64_t *revived)
 	return m->nrep;
 }
 
+uint64_t
+dn_meta_txns(struct dn_meta *m)
+{
+	return atomic_load(&m->txns);
+}
+
 bool
 dn_meta_replica_live(struct dn_meta *m, unsigned drive)
 {
@@ -400,94 +432,248 @@ dn_meta_next_id(struct dn_meta *m)
 
 /* ---- transactions ---- */
 
-/* Apply fn to every live replica; the first (the primary) decides the outcome. */
+/*
+ * One replica's part of a write transaction, handed to its committer thread. LMDB wants a
+ * write transaction begun and committed on one thread (the environment's writer lock), so
+ * each non-primary replica runs its whole transaction on its own thread: the caller waits
+ * until fn was applied there (so fn never runs on two replicas at once: the txn_fns write
+ * their argument), then moves on, and the replicas' commits, each with its syncs, overlap
+ * the primary's instead of following it.
+ */
+enum { JOB_POSTED, JOB_APPLIED, JOB_DONE };
+
+struct rep_job {
+	txn_fn fn;
+	void *arg;
+	int state; /* under tlock */
+	int err;   /* < 0: this replica failed (it diverged or could not write) */
+};
+
+/*
+ * Begin a transaction on r, apply fn and the generation and id counters. fn's result (>= 0)
+ * with *out the open transaction, or < 0 with nothing left open; *refused: fn itself said
+ * no (on the primary, a logical refusal: nothing changes anywhere).
+ */
+static int
+rep_apply(struct dn_meta *m, struct rep *r, txn_fn fn, void *arg, bool first, MDB_txn **out,
+          bool *refused)
+{
+	MDB_val k = { 3, "gen" }, v;
+	uint64_t gen = r->gen + 1;
+	MDB_txn *txn;
+	int err, ret, rc;
+
+	*refused = false;
+	rc = mdb_txn_begin(r->env, NULL, 0, &txn);
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	ret = fn(r, txn, arg, first);
+	if (ret < 0) {
+		mdb_txn_abort(txn);
+		*refused = true;
+		return ret;
+	}
+	v = (MDB_val){ 8, &gen };
+	rc = mdb_put(txn, r->info, &k, &v, 0);
+	if (!rc) {
+		MDB_val nk = { 7, "next_id" };
+		uint64_t nid = atomic_load(&m->next_id);
+		MDB_val nv = { 8, &nid };
+
+		rc = mdb_put(txn, r->info, &nk, &nv, 0);
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return dn_meta_mdb_err(rc);
+	}
+	if (r->inject) {
+		mdb_txn_abort(txn);
+		err = r->inject;
+		r->inject = 0;
+		return err;
+	}
+	*out = txn;
+	return ret;
+}
+
+/* Commit a transaction rep_apply opened on r; the generation moves on success. */
+static int
+rep_commit(struct rep *r, MDB_txn *txn)
+{
+	int rc = mdb_txn_commit(txn);
+
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	r->gen++;
+	return 0;
+}
+
+static void *
+committer_main(void *arg)
+{
+	struct rep *r = arg;
+	struct dn_meta *m = r->owner;
+
+	pthread_mutex_lock(&m->tlock);
+	for (;;) {
+		struct rep_job *j = r->job;
+		MDB_txn *txn = NULL;
+		bool refused;
+		int err;
+
+		if (m->tstop)
+			break;
+		if (!j || j->state != JOB_POSTED) {
+			pthread_cond_wait(&r->cond, &m->tlock);
+			continue;
+		}
+		pthread_mutex_unlock(&m->tlock);
+		err = rep_apply(m, r, j->fn, j->arg, false, &txn, &refused);
+		pthread_mutex_lock(&m->tlock);
+		j->state = JOB_APPLIED;
+		pthread_cond_broadcast(&m->tdone);
+		pthread_mutex_unlock(&m->tlock);
+		if (err >= 0)
+			err = rep_commit(r, txn);
+		pthread_mutex_lock(&m->tlock);
+		j->err = err;
+		j->state = JOB_DONE;
+		r->job = NULL;
+		pthread_cond_broadcast(&m->tdone);
+	}
+	pthread_mutex_unlock(&m->tlock);
+	return NULL;
+}
+
+static int
+committers_start(struct dn_meta *m)
+{
+	for (unsigned i = 0; i < m->nrep; i++) {
+		struct rep *r = &m->rep[i];
+		char name[16];
+		int err;
+
+		r->owner = m;
+		err = pthread_create(&r->thread, NULL, committer_main, r);
+		if (err)
+			return -err;
+		r->thread_ok = true;
+		snprintf(name, sizeof(name), "dn-meta%u", i & 0xff); /* i < MAX_REPS */
+		pthread_setname_np(r->thread, name);
+	}
+	return 0;
+}
+
+static void
+job_wait(struct dn_meta *m, struct rep_job *j, int state)
+{
+	pthread_mutex_lock(&m->tlock);
+	while (j->state < state)
+		pthread_cond_wait(&m->tdone, &m->tlock);
+	pthread_mutex_unlock(&m->tlock);
+}
+
+/* Under wlock: replica i failed a write. Stale from now on: the healer (or the next open)
+ * copies the primary over it once its drive is OK; a full drive is marked so, to wait for
+ * room first. */
+static void
+rep_drop(struct dn_meta *m, unsigned i, int err)
+{
+	struct rep *r = &m->rep[i];
+
+	ZC_ERR("meta", "replica=%s write failed err=%s: dropped until its drive is OK", r->dir,
+	       strerror(-err));
+	r->ok = false;
+	if (err == -ENOSPC)
+		dn_drive_mark_full(&m->s->drives[i]);
+	dn_heal_note(m->s);
+}
+
+/* Under wlock: make the next live replica after the primary the primary; false if none. */
+static bool
+promote(struct dn_meta *m)
+{
+	bool found = false;
+
+	/* Readers pick m->primary under envlock: move it under the write lock. */
+	pthread_rwlock_wrlock(&m->envlock);
+	for (unsigned j = 1; j < m->nrep && !found; j++)
+		if (m->rep[(m->primary + j) % m->nrep].ok) {
+			m->primary = (m->primary + j) % m->nrep;
+			found = true;
+		}
+	pthread_rwlock_unlock(&m->envlock);
+	return found;
+}
+
+/*
+ * Apply fn to every live replica; the primary decides the outcome. fn runs on the primary
+ * first (on the caller's thread), then on each other replica in turn (on its committer);
+ * the commits, each with its own LMDB syncs, run at the same time: one sync round per
+ * transaction, not one per replica after the other. A primary that fails before its commit
+ * is dropped and the next one tried from the start; one whose commit fails while another
+ * replica committed hands over to that one (it holds the same transaction).
+ */
 int
 dn_meta_write(struct dn_meta *m, txn_fn fn, void *arg)
 {
-	bool first = true;
 	int result = -EIO;
 
 	pthread_mutex_lock(&m->wlock);
-	for (unsigned n = 0; n < m->nrep; n++) {
-		unsigned i = (m->primary + n) % m->nrep;
-		struct rep *r = &m->rep[i];
-		MDB_val k = { 3, "gen" }, v = { 8, &r->gen };
-		uint64_t gen = r->gen + 1;
-		MDB_txn *txn;
-		int err, rc;
+	atomic_fetch_add(&m->txns, 1);
+	for (;;) {
+		struct rep_job jobs[MAX_REPS];
+		bool posted[MAX_REPS] = { false }, committed = false, refused;
+		unsigned p = m->primary;
+		MDB_txn *txn = NULL;
+		int err, ret;
 
-		if (!r->ok)
-			continue;
-		rc = mdb_txn_begin(r->env, NULL, 0, &txn);
-		if (rc) {
-			err = dn_meta_mdb_err(rc);
-			goto rep_failed;
+		if (!m->rep[p].ok && !promote(m))
+			break;
+		p = m->primary;
+		ret = err = rep_apply(m, &m->rep[p], fn, arg, true, &txn, &refused);
+		if (err < 0 && refused) {
+			result = err; /* a logical refusal: nothing changes anywhere */
+			break;
 		}
-		err = fn(r, txn, arg, first);
 		if (err < 0) {
-			mdb_txn_abort(txn);
-			if (first) {
-				result = err; /* a logical refusal: nothing changes anywhere */
+			rep_drop(m, p, err);
+			if (!promote(m))
 				break;
-			}
-			goto rep_failed;
+			continue; /* start over at the new primary */
 		}
-		v.mv_data = &gen;
-		rc = mdb_put(txn, r->info, &k, &v, 0);
-		if (!rc) {
-			MDB_val nk = { 7, "next_id" };
-			uint64_t nid = atomic_load(&m->next_id);
-			MDB_val nv = { 8, &nid };
+		for (unsigned n = 1; n < m->nrep; n++) {
+			unsigned i = (p + n) % m->nrep;
 
-			rc = mdb_put(txn, r->info, &nk, &nv, 0);
+			if (!m->rep[i].ok)
+				continue;
+			jobs[i] = (struct rep_job){ fn, arg, JOB_POSTED, 0 };
+			pthread_mutex_lock(&m->tlock);
+			m->rep[i].job = &jobs[i];
+			pthread_cond_signal(&m->rep[i].cond);
+			pthread_mutex_unlock(&m->tlock);
+			posted[i] = true;
+			job_wait(m, &jobs[i], JOB_APPLIED); /* fn is done with arg there */
 		}
-		if (rc) {
-			mdb_txn_abort(txn);
-			err = dn_meta_mdb_err(rc);
-			goto rep_failed;
+		err = rep_commit(&m->rep[p], txn);
+		for (unsigned i = 0; i < m->nrep; i++) {
+			if (!posted[i])
+				continue;
+			job_wait(m, &jobs[i], JOB_DONE);
+			if (jobs[i].err) /* diverged from the primary, or could not write */
+				rep_drop(m, i, jobs[i].err);
+			else
+				committed = true;
 		}
-		if (r->inject) {
-			mdb_txn_abort(txn);
-			err = r->inject;
-			r->inject = 0;
-			goto rep_failed;
+		if (!err) {
+			result = ret;
+			break;
 		}
-		rc = mdb_txn_commit(txn);
-		if (rc) {
-			err = dn_meta_mdb_err(rc);
-			goto rep_failed;
-		}
-		r->gen = gen;
-		if (first)
-			result = err;
-		first = false;
-		continue;
-rep_failed:
-		/* Stale from now on: the healer (or the next open) copies the primary over it
-		 * once its drive is OK; a full drive is marked so, to wait for room first. */
-		ZC_ERR("meta", "replica=%s write failed err=%s: dropped until its drive is OK",
-		       r->dir, strerror(-err));
-		r->ok = false;
-		if (err == -ENOSPC)
-			dn_drive_mark_full(&m->s->drives[i]);
-		dn_heal_note(m->s);
-		if (first) {
-			/* The primary failed before committing: promote the next live one, retry.
-			 */
-			bool found = false;
-
-			/* Readers pick m->primary under envlock: move it under the write lock. */
-			pthread_rwlock_wrlock(&m->envlock);
-			for (unsigned j = 1; j < m->nrep && !found; j++)
-				if (m->rep[(i + j) % m->nrep].ok) {
-					m->primary = (i + j) % m->nrep;
-					found = true;
-				}
-			pthread_rwlock_unlock(&m->envlock);
-			if (!found)
-				break;
-			n = (unsigned)-1; /* the loop's n++ makes it 0: start over at the primary */
-		}
+		rep_drop(m, p, err);
+		/* The live replicas left are the ones that committed: promote one of them. */
+		if (committed && promote(m))
+			result = ret;
+		break;
 	}
 	meta_count_live(m);
 	pthread_mutex_unlock(&m->wlock);

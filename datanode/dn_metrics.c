@@ -98,6 +98,20 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        "# TYPE zest_meta_call_txns_total counter\nzest_meta_call_txns_total %llu\n",
 	        (unsigned long long)c.mcalls, (unsigned long long)c.mcall_txns);
 	fprintf(f,
+	        "# HELP zest_meta_txns_total Metadata write transactions (Write commits and calls "
+	        "batched together); each syncs every live replica once, the replicas at the "
+	        "same time.\n"
+	        "# TYPE zest_meta_txns_total counter\nzest_meta_txns_total %llu\n"
+	        "# HELP zest_drive_syncs_total Sync requests on the drives' rings: fdatasyncs of "
+	        "cell files, fsyncs of their folders, and cell writes that carried their own sync "
+	        "(RWF_DSYNC: a file's only write).\n"
+	        "# TYPE zest_drive_syncs_total counter\n"
+	        "zest_drive_syncs_total{kind=\"file\"} %llu\n"
+	        "zest_drive_syncs_total{kind=\"dir\"} %llu\n"
+	        "zest_drive_syncs_total{kind=\"write\"} %llu\n",
+	        (unsigned long long)c.meta_txns, (unsigned long long)c.file_syncs,
+	        (unsigned long long)c.dir_syncs, (unsigned long long)c.dsync_writes);
+	fprintf(f,
 	        "# HELP zest_degraded_reads_total Stripes read by rebuilding missing or bad "
 	        "cells.\n"
 	        "# TYPE zest_degraded_reads_total counter\nzest_degraded_reads_total %llu\n",

@@ -55,6 +55,8 @@ dn_io_get(struct dn_store *s, uint64_t wait_ns)
 	if (io)
 		s->io_free = io->next;
 	pthread_mutex_unlock(&s->io_lock);
+	if (io)
+		io->dsync = false;
 	return io;
 }
 
@@ -289,6 +291,7 @@ dn_store_defer(struct dn_store *s, struct dn_job *job)
 	else
 		s->jhead = job;
 	s->jtail = job;
+	s->jobs_deferred++;
 	pthread_cond_signal(&s->commit_cond);
 	pthread_mutex_unlock(&s->commit_lock);
 }
@@ -762,6 +765,10 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->degraded_reads = atomic_load(&s->degraded_reads);
 	c->cells_healed = atomic_load(&s->cells_healed);
 	c->align_copied_bytes = atomic_load(&s->align_copied);
+	c->file_syncs = atomic_load(&s->file_syncs);
+	c->dir_syncs = atomic_load(&s->dir_syncs);
+	c->dsync_writes = atomic_load(&s->dsync_writes);
+	c->meta_txns = dn_meta_txns(s->meta);
 	pthread_mutex_lock(&s->credit_lock);
 	c->inflight_bytes = s->inflight;
 	pthread_mutex_unlock(&s->credit_lock);

@@ -45,8 +45,9 @@ group_unhold(struct dn_write *w, struct wgroup *g)
 		g->phase = 1;
 		atomic_store(&g->outstanding, 1);
 		for (unsigned c = 0; c < w->n; c++) {
-			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)))
-				continue;
+			if (!g->files[c] || (atomic_load(&g->missing) & (1u << c)) ||
+			    (g->dsynced & (1u << c)))
+				continue; /* gone, or durable since its one write completed */
 			/* Every write of the group is done: cut the padding of a direct tail (one
 			 * metadata call per short file; the fdatasync below makes the size
 			 * durable). */
@@ -261,6 +262,23 @@ dn_write_submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file,
 	return 0;
 }
 
+/*
+ * Is this write of cell c the only one its file gets? Then it carries its own sync
+ * (RWF_DSYNC: data and the metadata to read it back, as write + fdatasync), and the file
+ * needs no separate fdatasync: one request and one trip through the ring instead of two.
+ * That is every cell of an object smaller than a stripe, whose cells all go out when the
+ * write commits. A file written in several writes keeps its fdatasync: a write's own sync
+ * covers only its range, and the file's other writes may still be in flight.
+ */
+static void
+mark_only_write(struct dn_write *w, struct wgroup *g, unsigned c, struct dn_io *io)
+{
+	if (!w->closing || g->file_off[c] != 0)
+		return;
+	io->dsync = true;
+	g->dsynced |= 1u << c;
+}
+
 /* ---- data cells ---- */
 void
 dn_write_drop_pending(struct dn_write *w, unsigned c)
@@ -301,6 +319,7 @@ flush_cell(struct dn_write *w, unsigned c)
 	io->op = DN_IO_WRITEV;
 	io->file = f;
 	io->off = g->file_off[c];
+	mark_only_write(w, g, c, io);
 	io->cb = io_done;
 	io->arg = w;
 	io->grp = g;
@@ -387,7 +406,9 @@ flush_direct(struct dn_write *w, unsigned c, size_t len)
 		/* Only a file's last cell can be short (cells are whole blocks). */
 		wlen += DN_DIRECT_ALIGN - wlen % DN_DIRECT_ALIGN;
 		memset(dn_pool_buf(d, idx) + len, 0, wlen - len);
-		g->padded |= 1u << c;
+		g->padded |= 1u << c; /* cut back, then fdatasynced: never its own sync */
+	} else {
+		mark_only_write(w, g, c, io);
 	}
 	io->op = DN_IO_WRITE_FIXED;
 	io->file = f;
@@ -497,6 +518,7 @@ dn_write_stripe_close(struct dn_write *w)
 			g->file_off[c] += w->cell;
 			continue;
 		}
+		mark_only_write(w, g, c, io);
 		io->op = DN_IO_WRITE_FIXED;
 		io->file = f;
 		io->off = g->file_off[c];

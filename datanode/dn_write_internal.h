@@ -21,6 +21,7 @@ struct wgroup {
 	uint32_t created;        /* cells whose file was created (writer thread) */
 	uint32_t padded;         /* data_direct: cells whose last write was padded to a block;
 	                          * truncated to file_off before their fdatasync */
+	uint32_t dsynced;        /* cells written by one RWF_DSYNC write: no fdatasync */
 	atomic_long outstanding; /* ios in flight + the writer's bias while current */
 	int phase;               /* 0 writing, 1 syncing: changed by whoever drains it */
 };
@@ -55,6 +56,7 @@ struct dn_write {
 	bool aborted;
 	atomic_bool doomed; /* aborted or failed: groups skip their fsync */
 	bool group_held;    /* the writer still holds the last group's bias */
+	bool closing;       /* the final stripe closes at commit: its writes end their files */
 	uint8_t drives_used[DN_MAX_DRIVES];
 	char *etag;
 	struct dn_attr *attrs;
