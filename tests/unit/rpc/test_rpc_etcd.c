@@ -607,6 +607,9 @@ test_cluster(void)
 	t0 = now_ms();
 	rc = rpc_etcd_put(c, S("c/k"), S("v3"), 0, NULL, 1500);
 	CHECK(now_ms() - t0 < 2500);
+	if (rc != -ETIMEDOUT && rc != ZC_E(ZC_NO_QUORUM))
+		fprintf(stderr, "put without quorum: rc=%d (%s)\n", rc,
+		        rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
 	CHECK(rc == -ETIMEDOUT || rc == ZC_E(ZC_NO_QUORUM));
 	CHECK_EQ(zc_err_code(rc) == ZC_UNAVAILABLE || zc_err_code(rc) == ZC_NO_QUORUM, 1);
 	rc = rpc_etcd_get(c, S("c/k"), false, &kvs, 1500);
