@@ -169,9 +169,14 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
-/* dn_write_begin for a caller that passed admission itself (dn_admission_try): never waits. */
-int dn_write_begin_admitted(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
-                            bool size_known, unsigned k, unsigned m, struct dn_write **out);
+struct dn_admit;
+/*
+ * dn_write_begin for a caller that passed admission itself (dn_admission_try): never waits.
+ * Takes over adm's buffer reservation (adm NULL: none; released on error too).
+ */
+int dn_write_begin_admitted(struct dn_store *s, struct dn_admit *adm, const char *bucket,
+                            const char *key, uint64_t size, bool size_known, unsigned k, unsigned m,
+                            struct dn_write **out);
 
 /*
  * Append segs (n of them) at offset, which must equal the bytes written so far. The bytes
@@ -457,16 +462,39 @@ int dn_admission_level(struct dn_store *s);
  * that thread and must not block; once it is called the store no longer touches *a.
  */
 typedef void (*dn_admit_cb)(void *arg, int err);
+/* Cell buffers reserved for one Write: one on each drive of `drives` (bit d: drive d). */
+struct dn_claim {
+	uint64_t drives;
+	uint8_t place[32]; /* placed: the drives of the Write's only block group, cell order */
+	bool placed;
+};
 struct dn_admit {
 	/* private to dn_admission.c, under the store's admission lock */
 	struct dn_admit *prev, *next;
-	uint64_t due_ns; /* paced: let in at; queued: refused at */
-	bool queued;     /* waits for the level to fall below L2 (else paced) */
+	uint64_t due_ns;   /* paced: let in at */
+	uint64_t until_ns; /* queued: refused at (set when first parked) */
+	bool queued;       /* waits for the level to fall below L2, or for its buffers */
+	bool bufwait;      /* its buffers were not free: waits for them, first come first in */
 	bool parked;
 	int err;
 	dn_admit_cb cb;
 	void *arg;
+	/* set by dn_admit_bufs before dn_admission_try; claim is taken when let in */
+	bool bufs;
+	unsigned k, m, base;
+	uint64_t size;
+	bool size_known;
+	struct dn_claim claim;
 };
+/*
+ * The Write *a asks for will write through this store's drive pools (not --cluster): let it
+ * in only together with a reservation of the cell buffers it can hold at once (one per
+ * drive of its block group: its parity cells' and, with data_direct, the data cells its
+ * size reaches; every drive when it spans more groups or its size is unknown). A Write
+ * whose buffers are reserved by others waits in the admission queue, first come first in,
+ * holding no thread and no buffer. dn_write_begin_admitted takes the reservation over.
+ */
+void dn_admit_bufs(struct dn_admit *a, unsigned k, unsigned m, uint64_t size, bool size_known);
 /*
  * Ask to start a Write now: 0 admitted, -EAGAIN refused (above L3, or the L2 queue holds
  * adm_queue Writes), 1 parked (paced above L1, queued above L2): cb follows. Any thread;
@@ -487,6 +515,9 @@ struct dn_counters {
 	uint64_t admission_paced;
 	uint64_t admission_queued;
 	unsigned admission_parked;      /* Writes paced or queued now (no thread holds them) */
+	uint64_t admission_bufwaits;    /* Writes that waited in admission for cell buffers */
+	uint64_t pool_waits;            /* pool gets that found no free buffer and waited */
+	uint64_t pool_timeouts;         /* of those, gave up after wait_ns (-EAGAIN) */
 	uint64_t mcalls;                /* dn_mcall_submit calls run */
 	uint64_t mcall_txns;            /* metadata transactions they took (batched: fewer) */
 	uint64_t cells_healed;          /* by `heal` and the background healer */

@@ -342,6 +342,7 @@ dn_write_unhold(struct dn_write *w)
 {
 	if (atomic_fetch_sub(&w->outstanding, 1) != 1)
 		return;
+	dn_write_unclaim(w); /* every cell buffer is back in its pool */
 	if (!w->aborted && w->phase == PH_WRITE && w->err == 0 && !w->s->o.discard) {
 		start_sync(w);
 		return;

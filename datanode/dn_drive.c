@@ -270,12 +270,16 @@ dn_pool_get(struct dn_drive *d, uint64_t wait_ns)
 
 	dn_deadline(&until, wait_ns);
 	pthread_mutex_lock(&d->plock);
+	if (d->pool_top == 0)
+		atomic_fetch_add(&d->pool_waits, 1); /* admission should make this rare */
 	while (d->pool_top == 0) {
 		if (pthread_cond_timedwait(&d->pcond, &d->plock, &until) == ETIMEDOUT)
 			break;
 	}
 	if (d->pool_top > 0)
 		idx = d->pool_free[--d->pool_top];
+	else
+		atomic_fetch_add(&d->pool_timeouts, 1);
 	pthread_mutex_unlock(&d->plock);
 	return idx;
 }

@@ -81,6 +81,8 @@ struct dn_drive {
 	unsigned pool_top;
 	pthread_mutex_t plock;
 	pthread_cond_t pcond;
+	atomic_uint_fast64_t pool_waits, pool_timeouts;
+	unsigned claimed; /* buffers reserved by admitted Writes (dn_admission.c, adm.lock) */
 	/* Registered-file slots. */
 	pthread_mutex_t slock;
 	uint8_t slot_used[DN_FILE_SLOTS];
@@ -296,12 +298,23 @@ struct dn_adm {
 	struct dn_admit *head, *tail;  /* parked Writes, paced and queued, in arrival order */
 	atomic_uint waiting;           /* queued ones; written under lock, completions read it */
 	atomic_uint parked;            /* all of them (metrics) */
+	unsigned bufwait;              /* queued ones waiting for their buffers (under lock) */
 	atomic_uint_fast64_t floor_ns; /* dn_admission_inject_latency */
 	pthread_t thread;
 	bool thread_ok, stop;
 };
-/* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED. */
-int dn_admission_enter(struct dn_store *s);
+/* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED;
+ * e (dn_admit_bufs set, or zeroed) gets the claim. */
+int dn_admission_enter(struct dn_store *s, struct dn_admit *e);
+/* Give back a Write's reserved buffers (zeroes *c); lets waiting Writes in. Any thread. */
+void dn_admission_release(struct dn_store *s, struct dn_claim *c);
+/*
+ * Place a block group of n cells from rotation base: writable drives first, then failed or
+ * full ones (their cells are missing from the start). drives[c]: cell c's drive; bit c of
+ * *missing / *full (optional): not writable / full.
+ */
+void dn_write_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives,
+                    uint32_t *missing, uint32_t *full);
 /* Start / stop dn-admit; stop fails what is still parked with -ECANCELED. */
 int dn_admission_start(struct dn_store *s);
 void dn_admission_stop(struct dn_store *s);
@@ -346,7 +359,7 @@ struct dn_store {
 	atomic_uint live_writes; /* begun and not yet freed; close waits for zero */
 	/* Counters. */
 	atomic_uint_fast64_t objects_committed, degraded_reads;
-	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, cells_healed;
+	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, adm_bufwaits, cells_healed;
 	atomic_uint_fast64_t mcalls, mcall_txns;
 	atomic_uint_fast64_t align_copied; /* data_direct: payload copied into pool buffers */
 	/* Sync requests the rings ran: fdatasyncs of files, fsyncs of folders, and writes

@@ -90,6 +90,19 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        "# TYPE zest_admission_parked gauge\nzest_admission_parked %u\n",
 	        c.admission_parked);
 	fprintf(f,
+	        "# HELP zest_admission_buffer_waits_total Writes that waited in admission for "
+	        "their cell buffers.\n"
+	        "# TYPE zest_admission_buffer_waits_total counter\n"
+	        "zest_admission_buffer_waits_total %llu\n"
+	        "# HELP zest_pool_waits_total Cell buffer gets that found the pool empty and "
+	        "waited (for an io in flight).\n"
+	        "# TYPE zest_pool_waits_total counter\nzest_pool_waits_total %llu\n"
+	        "# HELP zest_pool_timeouts_total Of those, gave up after the wait (-EAGAIN, "
+	        "SlowDown).\n"
+	        "# TYPE zest_pool_timeouts_total counter\nzest_pool_timeouts_total %llu\n",
+	        (unsigned long long)c.admission_bufwaits, (unsigned long long)c.pool_waits,
+	        (unsigned long long)c.pool_timeouts);
+	fprintf(f,
 	        "# HELP zest_meta_calls_total Deletes, Composes and bucket calls run on the commit "
 	        "thread.\n"
 	        "# TYPE zest_meta_calls_total counter\nzest_meta_calls_total %llu\n"

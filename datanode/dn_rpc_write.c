@@ -477,6 +477,8 @@ run_begin(struct wcall *c, struct job *j)
 		rc = dn_write_quorum_check(b->s, c->k, c->m, NULL, NULL, NULL);
 	pthread_mutex_lock(&b->mu);
 	if (!rc && !c->adm_done) {
+		if (!b->o.cluster) /* the coordinator has pools of its own */
+			dn_admit_bufs(&c->adm, c->k, c->m, c->size, c->size_known);
 		rc = dn_admission_try(b->s, &c->adm, admitted, c);
 		if (rc == 1) {
 			j->next = c->head;
@@ -507,8 +509,8 @@ run_begin(struct wcall *c, struct job *j)
 		return RUN_NEXT;
 	}
 	if (!rc)
-		rc = dn_write_begin_admitted(b->s, c->bucket, c->key, c->size, c->size_known, c->k,
-		                             c->m, &c->dw);
+		rc = dn_write_begin_admitted(b->s, &c->adm, c->bucket, c->key, c->size,
+		                             c->size_known, c->k, c->m, &c->dw);
 	if (rc) {
 		c->dw = NULL;
 		pthread_mutex_lock(&b->mu);

@@ -776,6 +776,12 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->admission_paced = atomic_load(&s->adm_paced);
 	c->admission_queued = atomic_load(&s->adm_queued);
 	c->admission_parked = atomic_load(&s->adm.parked);
+	c->admission_bufwaits = atomic_load(&s->adm_bufwaits);
+	c->pool_waits = c->pool_timeouts = 0;
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		c->pool_waits += atomic_load(&s->drives[d].pool_waits);
+		c->pool_timeouts += atomic_load(&s->drives[d].pool_timeouts);
+	}
 	c->mcalls = atomic_load(&s->mcalls);
 	c->mcall_txns = atomic_load(&s->mcall_txns);
 	c->meta_replicas =

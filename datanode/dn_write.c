@@ -80,13 +80,42 @@ dn_write_release_group(struct dn_write *w)
 }
 
 /* ---- group setup ---- */
+_Static_assert(EC_MAX_CELLS <= sizeof(((struct dn_claim *)0)->place), "dn_claim.place");
+
+void
+dn_write_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives, uint32_t *missing,
+               uint32_t *full)
+{
+	bool used[DN_MAX_DRIVES] = { false };
+	unsigned got = 0;
+
+	/*
+	 * Rotate the first drive per group; prefer writable drives, fill up with failed or
+	 * full ones, whose cells are missing from the start (no I/O is tried on them).
+	 */
+	for (unsigned pass = 0; pass < 2 && got < n; pass++)
+		for (unsigned i = 0; i < s->ndrives && got < n; i++) {
+			unsigned d = (base + i) % s->ndrives;
+			bool writable = used[d] ? false : dn_drive_writable(&s->drives[d]);
+
+			if (used[d] || (pass == 0 && !writable))
+				continue;
+			used[d] = true;
+			if (!writable && missing) {
+				*missing |= 1u << got;
+				if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+					*full |= 1u << got;
+			}
+			drives[got++] = (uint8_t)d;
+		}
+}
+
 static int
 group_start(struct dn_write *w)
 {
 	struct dn_store *s = w->s;
 	struct wgroup *g, **ng;
-	unsigned base = atomic_fetch_add(&s->next_base, 1), got = 0;
-	bool used[DN_MAX_DRIVES] = { false };
+	uint32_t missing = 0, full = 0;
 	size_t ncrc = (size_t)w->spg * (w->cell / w->chunk);
 	int err;
 
@@ -105,25 +134,24 @@ group_start(struct dn_write *w)
 		return -ENOMEM;
 	g->idx = w->ngroups;
 	atomic_init(&g->outstanding, 1);
-	/*
-	 * Rotate the first drive per group; prefer writable drives, fill up with failed or
-	 * full ones, whose cells are missing from the start (no I/O is tried on them).
-	 */
-	for (unsigned pass = 0; pass < 2 && got < w->n; pass++)
-		for (unsigned i = 0; i < s->ndrives && got < w->n; i++) {
-			unsigned d = (base + i) % s->ndrives;
-			bool writable = used[d] ? false : dn_drive_writable(&s->drives[d]);
+	if (w->claim.placed && w->ngroups == 0) {
+		/* Admission reserved buffers on these drives: keep them, whatever changed. */
+		memcpy(g->drives, w->claim.place, w->n);
+		for (unsigned c = 0; c < w->n; c++) {
+			struct dn_drive *d = &s->drives[g->drives[c]];
 
-			if (used[d] || (pass == 0 && !writable))
+			if (dn_drive_writable(d))
 				continue;
-			used[d] = true;
-			if (!writable) {
-				atomic_fetch_or(&g->missing, 1u << got);
-				if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-					atomic_fetch_or(&g->full, 1u << got);
-			}
-			g->drives[got++] = (uint8_t)d;
+			missing |= 1u << c;
+			if (atomic_load(&d->state) == DN_DRIVE_FULL)
+				full |= 1u << c;
 		}
+	} else {
+		dn_write_place(s, atomic_fetch_add(&s->next_base, 1), w->n, g->drives, &missing,
+		               &full);
+	}
+	atomic_store(&g->missing, missing);
+	atomic_store(&g->full, full);
 	for (unsigned c = 0; c < w->n; c++) {
 		g->crcs[c] = malloc(ncrc * sizeof(uint32_t));
 		if (!g->crcs[c]) {
@@ -544,31 +572,45 @@ dn_write_stripe_close(struct dn_write *w)
 /* ---- public ---- */
 static int
 write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size, bool size_known,
-            unsigned k, unsigned m, bool admit, struct dn_write **out)
+            unsigned k, unsigned m, struct dn_admit *adm, bool admit, struct dn_write **out)
 {
+	struct dn_admit local = { 0 };
 	struct dn_write *w;
 	int err;
 
-	if (!bucket || !key || !*key || strlen(key) > 1024)
-		return -EINVAL;
+	if (!bucket || !key || !*key || strlen(key) > 1024) {
+		err = -EINVAL;
+		goto unclaim;
+	}
 	if (k == 0) {
 		k = s->o.k;
 		m = s->o.m;
 	}
-	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
-		return -EINVAL;
+	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS) {
+		err = -EINVAL;
+		goto unclaim;
+	}
 	err = dn_bucket_head(s, bucket, NULL);
+	if (!err)
+		err = dn_write_quorum_check(s, k, m, NULL, NULL, NULL);
 	if (err)
-		return err;
-	err = dn_write_quorum_check(s, k, m, NULL, NULL, NULL);
-	if (err)
-		return err;
-	err = admit ? dn_admission_enter(s) : 0;
-	if (err)
-		return err;
+		goto unclaim;
+	if (admit) {
+		adm = &local;
+		dn_admit_bufs(adm, k, m, size, size_known);
+		err = dn_admission_enter(s, adm);
+		if (err)
+			return err;
+	}
 	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
+	if (!w) {
+		err = -ENOMEM;
+		goto unclaim;
+	}
+	if (adm) {
+		w->claim = adm->claim; /* ours now: released when the write has drained */
+		adm->claim = (struct dn_claim){ 0 };
+	}
 	w->s = s;
 	w->bucket = dn_strdup(bucket);
 	w->key = dn_strdup(key);
@@ -588,6 +630,7 @@ write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t si
 	err = dn_store_codec(s, k, m, &w->codec);
 	if (err || !w->bucket || !w->key) {
 		atomic_fetch_sub(&s->live_writes, 1);
+		dn_write_unclaim(w);
 		free(w->bucket);
 		free(w->key);
 		free(w);
@@ -595,20 +638,25 @@ write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t si
 	}
 	*out = w;
 	return 0;
+unclaim:
+	if (adm)
+		dn_admission_release(s, &adm->claim);
+	return err;
 }
 
 int
 dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                bool size_known, unsigned k, unsigned m, struct dn_write **out)
 {
-	return write_begin(s, bucket, key, size, size_known, k, m, true, out);
+	return write_begin(s, bucket, key, size, size_known, k, m, NULL, true, out);
 }
 
 int
-dn_write_begin_admitted(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
-                        bool size_known, unsigned k, unsigned m, struct dn_write **out)
+dn_write_begin_admitted(struct dn_store *s, struct dn_admit *adm, const char *bucket,
+                        const char *key, uint64_t size, bool size_known, unsigned k, unsigned m,
+                        struct dn_write **out)
 {
-	return write_begin(s, bucket, key, size, size_known, k, m, false, out);
+	return write_begin(s, bucket, key, size, size_known, k, m, adm, false, out);
 }
 
 /*

@@ -67,6 +67,7 @@ struct dn_write {
 	void *cb_arg;
 	struct dn_job job;
 	struct dn_file *dirs[DN_MAX_DRIVES];
+	struct dn_claim claim; /* the cell buffers admission reserved; released once drained */
 };
 
 void dn_write_release_group(struct dn_write *w);
@@ -76,5 +77,11 @@ void dn_write_drop_pending(struct dn_write *w, unsigned c);
 void dn_write_release_parity(struct dn_write *w);
 int dn_write_stripe_close(struct dn_write *w);
 void dn_write_unhold(struct dn_write *w);
+/* Every io of w is done: its reserved buffers go back to admission (once). */
+static inline void
+dn_write_unclaim(struct dn_write *w)
+{
+	dn_admission_release(w->s, &w->claim);
+}
 
 #endif
