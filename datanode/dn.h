@@ -164,7 +164,9 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
 /*
  * Start writing bucket/key. size is checked at commit when size_known. k = 0 takes the
  * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
- * (may pace or wait on the caller's thread; -EAGAIN when refused). Returns 0 and *out, or -ENOENT
+ * (may pace or wait on the caller's thread, also for its cell buffers, which other open
+ * writes may hold until they end: a thread that feeds several writes should begin them
+ * with dn_admission_try; -EAGAIN when refused). Returns 0 and *out, or -ENOENT
  * (no bucket), -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
@@ -184,7 +186,8 @@ int dn_write_begin_admitted(struct dn_store *s, struct dn_admit *adm, const char
  * own zc_ref on the segments it writes and drops it on completion; the caller keeps its
  * own references and may drop them when this returns. May block: while the store holds
  * more than inflight_cap payload it waits at its start (flow control: do not read more
- * from that stream meanwhile), and it waits for parity pool buffers; run it on a thread
+ * from that stream meanwhile), and it may wait for a cell pool buffer an io in flight
+ * holds (admission reserved the write's buffers: see dn_admit_bufs); run it on a thread
  * that may block. Returns 0, -EINVAL (offset, size overflow), -EAGAIN (no buffer or
  * credit within wait_ns; the write is then poisoned: commit reports the error, or abort)
  * or -EIO.
