@@ -2,7 +2,10 @@
  * Admission with a slowed drive: writes arrive open-loop faster than drive 0 (30 ms per
  * write, injected) can take them. Without admission the drive's queue, and so commit
  * latency, grows with every arrival; with L1/L2/L3 set, writes are paced, queued and then
- * refused (-EAGAIN), and the latency of admitted writes stays bounded.
+ * refused (-EAGAIN), and the writes in flight (the drive's queue) stay bounded.
+ *
+ * The check counts, it does not time: the most writes in flight at once, sampled at each
+ * arrival. Latency is printed only (at load a VM's latencies say little).
  */
 #include <stdatomic.h>
 
@@ -29,14 +32,14 @@ job_cb(void *arg, int err, const struct dn_write_result *res)
 	free(j);
 }
 
-/* Returns the worst commit latency (ns); *refused counts -EAGAIN answers. */
-static uint64_t
+/* Returns the most writes in flight at once; *refused counts -EAGAIN answers. */
+static int
 run(bool admission, unsigned *refused)
 {
 	static uint8_t buf[65536];
 	uint64_t lat[NW] = { 0 }, worst = 0;
 	atomic_int done = 0;
-	int admitted = 0;
+	int admitted = 0, most = 0;
 	struct t_env e;
 
 	t_fill(buf, sizeof(buf));
@@ -74,6 +77,8 @@ run(bool admission, unsigned *refused)
 			admitted++;
 			dn_write_commit(w, "e", NULL, 0, job_cb, j);
 		}
+		if (admitted - atomic_load(&done) > most)
+			most = admitted - atomic_load(&done);
 		while (zc_now_ns() < next)
 			usleep(1000);
 	}
@@ -94,23 +99,27 @@ run(bool admission, unsigned *refused)
 		        (unsigned long long)c.admission_queued,
 		        (unsigned long long)c.admission_refused);
 	}
-	fprintf(stderr, "admission=%d admitted=%d refused=%u worst commit latency=%.0f ms\n",
-	        admission, admitted, *refused, (double)worst / 1e6);
+	fprintf(stderr,
+	        "admission=%d admitted=%d refused=%u most in flight=%d worst commit latency=%.0f "
+	        "ms\n",
+	        admission, admitted, *refused, most, (double)worst / 1e6);
 	t_env_fini(&e);
-	return worst;
+	return most;
 }
 
 int
 main(void)
 {
 	unsigned refused_off, refused_on;
-	uint64_t off = run(false, &refused_off);
-	uint64_t on = run(true, &refused_on);
+	int off = run(false, &refused_off);
+	int on = run(true, &refused_on);
 
 	CHECK_EQ(refused_off, 0);
 	(void)refused_on;
-	/* Without admission the queue, and latency, grows for the whole run (~1.5 s here). */
-	CHECK(off > 700000000ull);
+	/* Without admission the drive's queue grows with every arrival (a write every 10 ms,
+	 * one drained every 30 ms: two thirds of the 50 pile up); with it, pacing, the queue
+	 * and refusals hold it to a few. */
+	CHECK(off >= NW / 3);
 	CHECK(on < off / 2);
 	printf("ok\n");
 	return 0;
