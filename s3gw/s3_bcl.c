@@ -54,6 +54,9 @@ s3_bcl_client(struct bcl *b, const char *addr)
 	o.target = addr;
 	o.channels = 2;
 	o.stream_window = GET_STREAM_WINDOW;
+	/* DeleteCells to a hung node must not hold a DELETE: streams time out on progress
+	 * instead (s3_bcl_cread.c; the PUT stream is s3_brpc_put.c's) */
+	o.unary_deadline_ms = BCL_CALL_MS;
 	o.tls = b->tls;
 	b->nodes[b->nnodes].addr = strdup(addr);
 	if (!b->nodes[b->nnodes].addr)
@@ -312,6 +315,7 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, stru
 		return -ENOMEM;
 	pthread_mutex_init(&b->mu, NULL);
 	b->tls = *tls;
+	b->read_timeout_ms = BCL_READ_PROGRESS_MS;
 	b->be = (struct s3_backend){
 		.ctx = b,
 		.put_open = s3_bcl_put_open,

@@ -176,7 +176,8 @@ fill(struct cget *g)
 		cl = ext_clients(g, g->ext);
 		if (!(unavail_of(g, g->ext, p->p.group) & (1u << p->p.cell)) &&
 		    s3_bcl_crd_open(cl[e->groups[p->p.group].cell[p->p.cell]], e->id, p->p.group,
-		                    p->p.cell, p->p.off, p->p.len, &p->crd) < 0) {
+		                    p->p.cell, p->p.off, p->p.len, g->b->read_timeout_ms,
+		                    &p->crd) < 0) {
 			p->crd = NULL;
 			mark_failed(g, g->ext, p->p.group, p->p.cell);
 		}
@@ -201,7 +202,7 @@ rebuild_read(void *arg, struct s3_bcl_cread *r, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		cl[i] = ecl ? ecl[e->groups[a->group].cell[r[i].cell]] : NULL;
-	s3_bcl_read_ranges(cl, e->id, a->group, r, n);
+	s3_bcl_read_ranges(cl, e->id, a->group, r, n, a->g->b->read_timeout_ms);
 	for (size_t i = 0; i < n; i++)
 		if (r[i].res < 0)
 			note_error(a->g, cl[i], r[i].res);

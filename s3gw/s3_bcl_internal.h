@@ -37,6 +37,12 @@
 /* Bytes of every cell a rebuild step holds at most: (k + m) x window. */
 #define BCL_REBUILD_BYTES (2u << 20)
 #define BCL_CONNECT_MS    3000 /* a coordinator that does not connect in this: the next */
+/* A ReadCell stream that delivers nothing this long (no chunk since it was opened or
+ * resumed) fails as an unreachable node does: a hung node (SIGSTOP, a frozen disk) keeps
+ * its connections open and would otherwise hold the GET for ever. */
+#define BCL_READ_PROGRESS_MS 5000
+/* Deadline of each unary call to a node (DeleteCells). */
+#define BCL_CALL_MS 5000
 
 struct bcl_node {
 	char *addr;
@@ -53,6 +59,7 @@ struct bcl {
 	size_t nnodes, capnodes;
 	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
+	unsigned read_timeout_ms; /* progress timeout of ReadCell streams (BCL_READ_PROGRESS_MS) */
 };
 
 /* ---- s3_bcl.c */
@@ -131,16 +138,19 @@ int s3_bcl_rebuild(struct ec_codec *codec, const struct s3_bcl_geom *g, uint32_t
 
 /* ---- s3_bcl_cread.c: one ReadCell stream, its segments queued (each with a ref) */
 struct bcl_crd;
+/* timeout_ms: the progress timeout (0: BCL_READ_PROGRESS_MS). */
 int s3_bcl_crd_open(struct rpc_client *c, uint64_t extent, uint32_t group, unsigned cell,
-                    uint64_t off, uint64_t len, struct bcl_crd **out);
+                    uint64_t off, uint64_t len, unsigned timeout_ms, struct bcl_crd **out);
 /* The next segment (ref taken for the caller): 1; 0 when the stream ended OK with every
- * byte; < 0 its error (a short stream: -EBADMSG). Waits on the node, never on a client. */
+ * byte; < 0 its error (a short stream: -EBADMSG; nothing from the node for the progress
+ * timeout: ZC_E(ZC_UNAVAILABLE), the stream left for close to cancel). Waits on the node,
+ * never on a client. */
 int s3_bcl_crd_next(struct bcl_crd *r, struct zc_seg *seg);
 void s3_bcl_crd_close(struct bcl_crd *r);
 /* Read the ranges at once (one ReadCell each, in parallel), contiguous into their bufs.
  * cl[i]: the node of r[i], NULL: not live (res -EHOSTUNREACH). */
 void s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t group,
-                        struct s3_bcl_cread *r, size_t n);
+                        struct s3_bcl_cread *r, size_t n, unsigned timeout_ms);
 
 /* ---- s3_bcl_get.c */
 int s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
