@@ -1,5 +1,5 @@
 /*
- * s3_bcl_get: stat and GET in cluster mode. The record comes from etcd (serializable);
+ * s3_bcl_get: stat and GET in cluster mode. The record comes from etcd (linearizable);
  * the range is cut into pieces, one per (stripe, data cell) it touches, each a ReadCell
  * of exactly those bytes from the node the record names. Pieces are opened ahead of the
  * consumer up to BCL_PREFETCH_BYTES, and their segments handed on by reference.
@@ -60,11 +60,9 @@ s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *
 	struct rpc_cl_object o;
 	int rc;
 
-	rc = rpc_cmeta_get(b->etcd, bucket, key, true, &o, NULL, BCL_TIMEOUT_MS);
-	/* a member that lags may not have a commit yet: a miss asks the quorum, so a key
-	 * written a moment ago is found (an overwrite may still read the older record) */
-	if (rc == ZC_E(ZC_NO_KEY))
-		rc = rpc_cmeta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
+	/* linearizable (a quorum read): S3 is read-after-write consistent for PUT, overwrite
+	 * and DELETE, and a member's local state may lag the commit (docs/cluster.md) */
+	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
 	if (rc < 0)
 		return rc;
 	s3_bcl_info_from(&o, key, out);
@@ -359,9 +357,7 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 	if (!g)
 		return -ENOMEM;
 	g->b = b;
-	rc = rpc_cmeta_get(b->etcd, bucket, key, true, &g->rec, NULL, BCL_TIMEOUT_MS);
-	if (rc == ZC_E(ZC_NO_KEY)) /* as stat: a lagging member */
-		rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
+	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS); /* as stat */
 	if (rc < 0) {
 		free(g);
 		return rc;

@@ -136,7 +136,8 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 		struct rpc_cmeta_listing l = { 0 };
 		char *next_sa = NULL;
 
-		rc = rpc_cmeta_list(b->etcd, bucket, prefix, sa, RPC_CMETA_LIST_MAX, true, &l,
+		/* linearizable, as GET: a listing right after a PUT or DELETE shows it */
+		rc = rpc_cmeta_list(b->etcd, bucket, prefix, sa, RPC_CMETA_LIST_MAX, false, &l,
 		                    BCL_TIMEOUT_MS);
 		if (rc < 0) {
 			rpc_cmeta_listing_fini(&l);
