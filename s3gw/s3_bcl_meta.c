@@ -32,10 +32,18 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
                 void **stream)
 {
 	struct bcl *b = ctx;
-	const struct rpc_members_view *v = rpc_members_get(b->mem);
+	const struct rpc_members_view *v;
 	unsigned *order = NULL;
 	int rc = ZC_E(ZC_UNAVAILABLE);
 
+	/* The coordinator lays the object out at the Write's open (each cell's length, so
+	 * each WriteCell's): a body of unknown length (HTTP chunked without
+	 * x-amz-decoded-content-length) cannot be placed. AWS answers such a PUT (a
+	 * Transfer-Encoding it does not take) 501 NotImplemented; so does this, before a byte
+	 * of the body is read (docs/s3-compatibility.md). */
+	if (!size_known)
+		return S3_E(S3E_NOT_IMPLEMENTED);
+	v = rpc_members_get(b->mem);
 	if (!v->n) {
 		ZC_WARN("s3cl", "no live datanode in the membership view: PUT refused (503)");
 		goto out;
