@@ -272,6 +272,15 @@ rebuild_step(struct cget *g, struct piece *p, struct zc_seg *seg)
 	return 1;
 }
 
+static bool
+piece_node_dead(struct cget *g, const struct piece *p)
+{
+	const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+	struct rpc_client **ecl = ext_clients(g, p->ext);
+
+	return ecl && is_dead(g, ecl[e->groups[p->p.group].cell[p->p.cell]]);
+}
+
 int
 s3_bcl_get_next(void *stream, struct zc_seg *seg)
 {
@@ -285,6 +294,12 @@ s3_bcl_get_next(void *stream, struct zc_seg *seg)
 		if (!g->rn)
 			return 0;
 		p = &g->ring[g->rhead];
+		if (p->crd && piece_node_dead(g, p)) {
+			/* opened before its node was found hung or gone: not waited for again */
+			s3_bcl_crd_close(p->crd);
+			p->crd = NULL;
+			mark_failed(g, p->ext, p->p.group, p->p.cell);
+		}
 		if (p->crd) {
 			rc = s3_bcl_crd_next(p->crd, seg);
 			if (rc == 1 && seg->len <= p->p.len - p->done) {
