@@ -27,8 +27,8 @@ struct bcl_crd {
 	bool paused, done, failed_alloc;
 	struct rpc_status st;
 	uint64_t want, got;
-	uint64_t last_ns;      /* CLOCK_MONOTONIC: opened, last chunk or last resume */
-	uint64_t timeout_ns;   /* no progress this long: the read fails */
+	uint64_t last_ns;    /* CLOCK_MONOTONIC: opened, last chunk or last resume */
+	uint64_t timeout_ns; /* no progress this long: the read fails */
 };
 
 static uint64_t

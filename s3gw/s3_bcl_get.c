@@ -372,7 +372,8 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 	if (!g)
 		return -ENOMEM;
 	g->b = b;
-	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS); /* as stat */
+	/* linearizable, as stat */
+	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
 	if (rc < 0) {
 		free(g);
 		return rc;
