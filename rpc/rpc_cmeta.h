@@ -271,8 +271,8 @@ int rpc_cmeta_moved_key(const char *record_key, char *buf, size_t cap);
 
 #ifdef RPC_FAULTS
 /* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
- * in every rpc_cmeta_compose (and _compose_upload) between its read and its Txn (attempt from 1), so a test can
- * change a part there. NULL: none. Not for concurrent composes. */
+ * in every rpc_cmeta_compose (and _compose_upload) between its read and its Txn (attempt
+ * from 1), so a test can change a part there. NULL: none. Not for concurrent composes. */
 void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
 #endif
 
@@ -282,7 +282,8 @@ void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
  * /zest/extents/<16 hex id> holds the etcd key of the record that names the extent
  * (/zest/objects/<bucket>/<key>), kept in the same Txns as the records: commit puts the
  * new record's extents' keys and deletes those of the record it replaced, compose points
- * the parts' extents at the target, delete removes the record's. The collector (dn_cgc.h)
+ * the parts' extents at the target (an upload's compose leaves them naming the parts and
+ * writes one moved key instead), delete removes the record's. The collector (dn_cgc.h)
  * finds a cell's record through it.
  */
 
@@ -294,12 +295,13 @@ int rpc_cmeta_extent_key(uint64_t id, char *buf, size_t cap);
  * (the etcd key the index holds; free() it; may be NULL) and *mod_revision (the record's;
  * may be NULL). When that record is gone or lacks the extent and its moved key
  * (rpc_cmeta_moved_key: a completed upload's part) names a record that has the extent,
- * that record is the answer (*record_key its key), read at the same revision. ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or
- * when the key it names holds no record (*record_key set, *mod_revision 0: a dangling
- * index key). The record is read at the index read's revision (one snapshot). The caller
- * checks that *out has the extent: an index key left by a Txn etcd refused in full (see
- * rpc_cmeta_commit) names a record that no longer does. -EBADMSG when the record does not
- * decode (*record_key set), or an etcd error.
+ * that record is the answer (*record_key its key), read at the same revision.
+ * ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or when the key it
+ * names holds no record (*record_key set, *mod_revision 0: a dangling index key). The
+ * record is read at the index read's revision (one snapshot). The caller checks that *out
+ * has the extent: an index key left by a Txn etcd refused in full (see rpc_cmeta_commit)
+ * names a record that no longer does. -EBADMSG when the record does not decode
+ * (*record_key set), or an etcd error.
  */
 int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
                             struct rpc_cl_object *out, char **record_key, int64_t *mod_revision,

@@ -63,9 +63,9 @@ struct compose {
 	char fk[RPC_CMETA_KEY_CAP], mk[RPC_CMETA_KEY_CAP]; /* fence, moved key */
 	size_t lol, hil, fkl, mkl;
 	struct part_key *order; /* the parts in key order */
-	int64_t rev;         /* the read's revision */
-	bool fence_seen;     /* up->fence existed at rev */
-	int64_t fence_mod;   /* and its mod_revision */
+	int64_t rev;            /* the read's revision */
+	bool fence_seen;        /* up->fence existed at rev */
+	int64_t fence_mod;      /* and its mod_revision */
 };
 
 /* Parts of an upload read per Range: ~200 bytes a record, so ~200 kB a reply. */
@@ -537,8 +537,7 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 				                             .target = RPC_ETCD_CMP_MOD,
 				                             .op = RPC_ETCD_EQUAL,
 				                             .num = x->ps[i].mod_revision };
-			rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL,
-			                  0);
+			rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
 		}
 		for (size_t i = 0; i < nids; i++)
 			rpc_cmeta_ops_ix_put(&then, ids[i], x->tk, x->tkl);
@@ -686,8 +685,8 @@ rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                   const struct rpc_cl_attr *attrs, size_t nattrs, const struct rpc_cmeta_cond *cond,
                   uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
 {
-	return compose_run(c, bucket, key, NULL, parts, nparts, etag, attrs, nattrs, cond,
-	                   mtime_ns, timeout_ms, size, old);
+	return compose_run(c, bucket, key, NULL, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
+	                   timeout_ms, size, old);
 }
 
 int
@@ -702,6 +701,6 @@ rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key
 			memset(old, 0, sizeof(*old));
 		return -EINVAL;
 	}
-	return compose_run(c, bucket, key, up, parts, nparts, etag, attrs, nattrs, cond,
-	                   mtime_ns, timeout_ms, size, old);
+	return compose_run(c, bucket, key, up, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
+	                   timeout_ms, size, old);
 }

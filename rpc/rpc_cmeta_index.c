@@ -169,8 +169,8 @@ has_extent(const struct rpc_cl_object *o, uint64_t id)
 /* The record a part record's moved key names, if it has extent id, as of revision rev:
  * 1 with *out, *key (free() it) and *mod_revision; 0 none; or an error. */
 static int
-moved_record(struct rpc_etcd *c, const char *part_key, uint64_t id, int64_t rev,
-             bool serializable, struct rpc_cl_object *out, char **key, int64_t *mod_revision,
+moved_record(struct rpc_etcd *c, const char *part_key, uint64_t id, int64_t rev, bool serializable,
+             struct rpc_cl_object *out, char **key, int64_t *mod_revision,
              const struct rpc_cmeta_deadline *d)
 {
 	char mk[RPC_CMETA_KEY_CAP], why[RPC_CL_WHY_MAX];

@@ -149,8 +149,8 @@ compose_upload(struct rpc_etcd *c, const char *key, const char *uid, const char 
 		snprintf(keys[i], sizeof(keys[i]), "p/%s/%s", uid, parts[i]);
 		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
 	}
-	CHECK_EQ(rpc_cmeta_compose_upload(c, "bk", key, &up, pp, n, "\"mpu\"", NULL, 0, NULL, 1,
-	                                  0, NULL, &old),
+	CHECK_EQ(rpc_cmeta_compose_upload(c, "bk", key, &up, pp, n, "\"mpu\"", NULL, 0, NULL, 1, 0,
+	                                  NULL, &old),
 	         0);
 	rpc_cmeta_old_fini(&old);
 }

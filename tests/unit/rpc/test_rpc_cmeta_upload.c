@@ -81,8 +81,8 @@ owner(struct rpc_etcd *c, uint64_t id)
 }
 
 static void
-parts_put(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base,
-          struct rpc_cmeta_part *pp, char (*keys)[48])
+parts_put(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base, struct rpc_cmeta_part *pp,
+          char (*keys)[48])
 {
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "p/%s/%05u", uid, i + 1);
@@ -92,8 +92,8 @@ parts_put(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base,
 }
 
 static int
-compose(struct rpc_etcd *c, const char *key, const char *uid, struct rpc_cmeta_part *pp,
-        size_t n, uint64_t *size, unsigned timeout_ms)
+compose(struct rpc_etcd *c, const char *key, const char *uid, struct rpc_cmeta_part *pp, size_t n,
+        uint64_t *size, unsigned timeout_ms)
 {
 	char prefix[48], fence[64];
 	struct rpc_cmeta_upload up = { ".zest-mpu", prefix, fence };
@@ -276,9 +276,9 @@ test_10000(struct rpc_etcd *c)
 	}
 	put1(c, ".zest-mpu", "u/ub/0123456789abcdef0123456789abcdef", 0x1fffff, 10);
 	t0 = t_mono_ms();
-	CHECK_EQ(compose(c, "a/big/object", "0123456789abcdef0123456789abcdef", pp, N, &size,
-	                 30000),
-	         0);
+	CHECK_EQ(
+	        compose(c, "a/big/object", "0123456789abcdef0123456789abcdef", pp, N, &size, 30000),
+	        0);
 	printf("compose of %u parts: %llu ms\n", N, (unsigned long long)(t_mono_ms() - t0));
 	CHECK_EQ(size, (uint64_t)N * 4096);
 	CHECK_EQ(rpc_cmeta_get(c, "ub", "a/big/object", true, &o, NULL, 0), 0);
