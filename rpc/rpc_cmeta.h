@@ -224,7 +224,8 @@ struct rpc_cmeta_part {
  *                         smaller than etcd's default request limit
  *   ZC_E(ZC_UNAVAILABLE), ZC_E(ZC_NO_QUORUM), -EBADMSG, -ENOMEM as above
  * Server-side copy (S3's delete_parts = false) is not this call: two records never share
- * an extent, so the caller copies the bytes.
+ * an extent, so the caller copies the bytes. The parts of one multipart upload are better
+ * composed by rpc_cmeta_compose_upload, whose cost in etcd ops does not grow with them.
  */
 int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                       const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
