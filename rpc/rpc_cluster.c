@@ -472,6 +472,7 @@ rpc_cl_object_encode(const struct rpc_cl_object *v, uint8_t **buf, size_t *len, 
 		ep[i] = enc_extent(&a, &v->extents[i]);
 	pb.n_extents = v->nextents;
 	pb.extents = ep;
+	pb.moved = s(v->moved);
 	if (!a.oom)
 		rc = pack(&pb.base, buf, len);
 	afree(&a);
@@ -504,6 +505,8 @@ rpc_cl_object_decode(const void *buf, size_t len, struct rpc_cl_object *out, cha
 		snprintf(what, sizeof(what), "ObjectRecord.extents[%zu]", i);
 		rule = dec_extent(what, pb->extents[i], &out->extents[i], &oom, why, cap);
 	}
+	if (pb->moved && pb->moved[0])
+		out->moved = dup(pb->moved, &oom);
 	zest__cluster__object_record__free_unpacked(pb, NULL);
 	if (!oom && !rule)
 		rule = rpc_cl_check_object(out, why, cap);
@@ -521,6 +524,7 @@ rpc_cl_object_fini(struct rpc_cl_object *v)
 	for (size_t i = 0; v->extents && i < v->nextents; i++)
 		extent_fini(&v->extents[i]);
 	free(v->extents);
+	free(v->moved);
 	memset(v, 0, sizeof(*v));
 }
 

@@ -97,6 +97,7 @@ struct rpc_cl_object {
 	size_t nattrs;
 	struct rpc_cl_extent *extents;
 	size_t nextents;
+	char *moved; /* NULL/"": none; else the moved key a Complete wrote naming this record */
 };
 
 struct rpc_cl_part {

@@ -365,16 +365,18 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 	/* A replaced record that does not decode keeps its index keys: they name this key,
 	 * whose new record does not name their extents, so the collector judges their cells
 	 * garbage all the same (and removes the keys). */
-	if (ix_old && base->object &&
+	if (base->object &&
 	    rpc_cl_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
-	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents);
+	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents + 1);
 	if (err)
 		goto out;
 	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, ok, okl, value, value_len);
 	for (size_t i = 0; i < p->nextents; i++)
 		rpc_cmeta_ops_ix_put(&then, ids[i], ok, okl);
-	rpc_cmeta_ops_ix_del(&then, &was, ids, p->nextents);
+	if (ix_old)
+		rpc_cmeta_ops_ix_del(&then, &was, ids, p->nextents);
+	rpc_cmeta_ops_moved_del(&then, &was); /* even without them: one op */
 	txn.then = then.v;
 	txn.n_then = then.n;
 	err = rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, timeout_ms));
@@ -573,23 +575,24 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 		}
 		/* The record's index keys go with it (an undecodable record's stay: see
 		 * fenced_put). */
-		if (!ix_old ||
-		    rpc_cl_object_decode(base.value, base.value_len, &was, why, sizeof(why)))
+		if (rpc_cl_object_decode(base.value, base.value_len, &was, why, sizeof(why)))
 			memset(&was, 0, sizeof(was));
-		err = rpc_cmeta_ops_init(&then, 1 + was.nextents);
+		err = rpc_cmeta_ops_init(&then, 1 + was.nextents + 1);
 		if (err) {
 			rpc_cl_object_fini(&was);
 			break;
 		}
 		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, ok, (size_t)okl, NULL, 0);
-		rpc_cmeta_ops_ix_del(&then, &was, NULL, 0);
-		rpc_cl_object_fini(&was);
+		if (ix_old)
+			rpc_cmeta_ops_ix_del(&then, &was, NULL, 0);
+		rpc_cmeta_ops_moved_del(&then, &was); /* its op points into was */
 		txn.then = then.v;
 		txn.n_then = then.n;
 		left = rpc_cmeta_deadline_left(&d);
 		err = left ? rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, left))
 		           : ZC_E(ZC_UNAVAILABLE);
 		rpc_cmeta_ops_fini(&then);
+		rpc_cl_object_fini(&was);
 		if (err == -EINVAL && ix_old) {
 			ZC_WARN("cmeta",
 			        "delete bucket=%s key=%s: etcd refused the Txn with the record's "

@@ -43,6 +43,7 @@
 #define RPC_CMETA_OBJECTS "/zest/objects/"
 #define RPC_CMETA_UPLOADS "/zest/uploads/"
 #define RPC_CMETA_EXTENTS "/zest/extents/"
+#define RPC_CMETA_MOVED   "/zest/moved/"
 
 /* "/zest/extents/" + 16 hex digits + NUL */
 #define RPC_CMETA_EXTENT_KEY_CAP (sizeof(RPC_CMETA_EXTENTS) + 16)
@@ -223,7 +224,8 @@ struct rpc_cmeta_part {
  *                         smaller than etcd's default request limit
  *   ZC_E(ZC_UNAVAILABLE), ZC_E(ZC_NO_QUORUM), -EBADMSG, -ENOMEM as above
  * Server-side copy (S3's delete_parts = false) is not this call: two records never share
- * an extent, so the caller copies the bytes.
+ * an extent, so the caller copies the bytes. The parts of one multipart upload are better
+ * composed by rpc_cmeta_compose_upload, whose cost in etcd ops does not grow with them.
  */
 int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                       const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
@@ -231,10 +233,47 @@ int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
                       const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
                       uint64_t *size, struct rpc_cmeta_old *old);
 
+/* The parts of one multipart upload: the records of bucket whose keys are prefix + a name
+ * without '/' (the gateway's "p/<upload-id>/<nnnnn>" of .zest-mpu). */
+struct rpc_cmeta_upload {
+	const char *bucket;
+	const char *prefix; /* non-empty, ends in '/' */
+	const char *fence;  /* NULL, or a key of bucket outside prefix (the upload's own
+	                     * record) that must exist and be unchanged from read to Txn */
+};
+
+/*
+ * rpc_cmeta_compose of an upload's parts at a cost in etcd ops that does not grow with
+ * their number (S3's 10000 parts through an etcd with default limits): the parts are read
+ * by Ranges of the prefix (pages, one snapshot at revision R), and the Txn fences them all
+ * with one compare (mod_revision of every key under the prefix < R + 1: no part written
+ * since the read) plus up->fence's mod_revision (a part deleted since the read, by an
+ * Abort, is not seen by a range compare: the upload's record is), deletes every record
+ * under the prefix with one DeleteRange (S3 discards the parts a Complete does not list),
+ * and puts one moved key, /zest/moved/<bucket>/<prefix> = the target's etcd key, instead
+ * of re-pointing each extent's index key: those keep naming the part records, and the
+ * collector (rpc_cmeta_extent_record) follows the moved key when the part record is
+ * gone. The target record names its moved key (rpc_cl_object.moved), so the Txn that
+ * replaces or deletes it deletes the moved key too. Every part must be in up->bucket
+ * under up->prefix (else ZC_INVALID). Returns as rpc_cmeta_compose, plus ZC_E(ZC_NO_KEY)
+ * when up->fence is absent. The record itself must fit etcd's --max-request-bytes
+ * (1.5 MiB by default; 10000 one-group parts are ~720 kB).
+ */
+int rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key,
+                             const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts,
+                             size_t nparts, const char *etag, const struct rpc_cl_attr *attrs,
+                             size_t nattrs, const struct rpc_cmeta_cond *cond, uint64_t mtime_ns,
+                             unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old);
+
+/* The moved key of a part record's etcd key (/zest/objects/<bucket>/<prefix><name>):
+ * /zest/moved/<bucket>/<prefix>, into buf (cap bytes): its length, or -EINVAL (not an
+ * object key, or no '/' in its key) / -ENAMETOOLONG. */
+int rpc_cmeta_moved_key(const char *record_key, char *buf, size_t cap);
+
 #ifdef RPC_FAULTS
 /* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
- * in every rpc_cmeta_compose between its read and its Txn (attempt from 1), so a test can
- * change a part there. NULL: none. Not for concurrent composes. */
+ * in every rpc_cmeta_compose (and _compose_upload) between its read and its Txn (attempt
+ * from 1), so a test can change a part there. NULL: none. Not for concurrent composes. */
 void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
 #endif
 
@@ -244,7 +283,8 @@ void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
  * /zest/extents/<16 hex id> holds the etcd key of the record that names the extent
  * (/zest/objects/<bucket>/<key>), kept in the same Txns as the records: commit puts the
  * new record's extents' keys and deletes those of the record it replaced, compose points
- * the parts' extents at the target, delete removes the record's. The collector (dn_cgc.h)
+ * the parts' extents at the target (an upload's compose leaves them naming the parts and
+ * writes one moved key instead), delete removes the record's. The collector (dn_cgc.h)
  * finds a cell's record through it.
  */
 
@@ -254,12 +294,15 @@ int rpc_cmeta_extent_key(uint64_t id, char *buf, size_t cap);
 /*
  * The record that names extent id, as the index says: 0 with *out (fini it), *record_key
  * (the etcd key the index holds; free() it; may be NULL) and *mod_revision (the record's;
- * may be NULL). ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or
- * when the key it names holds no record (*record_key set, *mod_revision 0: a dangling
- * index key). The record is read at the index read's revision (one snapshot). The caller
- * checks that *out has the extent: an index key left by a Txn etcd refused in full (see
- * rpc_cmeta_commit) names a record that no longer does. -EBADMSG when the record does not
- * decode (*record_key set), or an etcd error.
+ * may be NULL). When that record is gone or lacks the extent and its moved key
+ * (rpc_cmeta_moved_key: a completed upload's part) names a record that has the extent,
+ * that record is the answer (*record_key its key), read at the same revision.
+ * ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or when the key it
+ * names holds no record (*record_key set, *mod_revision 0: a dangling index key). The
+ * record is read at the index read's revision (one snapshot). The caller checks that *out
+ * has the extent: an index key left by a Txn etcd refused in full (see rpc_cmeta_commit)
+ * names a record that no longer does. -EBADMSG when the record does not decode
+ * (*record_key set), or an etcd error.
  */
 int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
                             struct rpc_cl_object *out, char **record_key, int64_t *mod_revision,

@@ -40,6 +40,11 @@ struct part_seen {
 	struct rpc_cl_object o;
 };
 
+struct part_key {
+	const char *k; /* pk[i] */
+	size_t i;
+};
+
 struct compose {
 	struct rpc_etcd *c;
 	const char *bucket, *key;
@@ -52,7 +57,19 @@ struct compose {
 	struct rpc_cmeta_seen base; /* bucket and target as read */
 	struct part_seen *ps;
 	size_t txn_bytes; /* about what the last Txn sent weighs */
+	/* an upload's compose (rpc_cmeta_compose_upload): */
+	const struct rpc_cmeta_upload *up;
+	char lo[RPC_CMETA_KEY_CAP], hi[RPC_CMETA_KEY_CAP]; /* the parts: [lo, hi) */
+	char fk[RPC_CMETA_KEY_CAP], mk[RPC_CMETA_KEY_CAP]; /* fence, moved key */
+	size_t lol, hil, fkl, mkl;
+	struct part_key *order; /* the parts in key order */
+	int64_t rev;            /* the read's revision */
+	bool fence_seen;        /* up->fence existed at rev */
+	int64_t fence_mod;      /* and its mod_revision */
 };
+
+/* Parts of an upload read per Range: ~200 bytes a record, so ~200 kB a reply. */
+#define UPLOAD_PAGE 1000
 
 /* etcd's default --max-request-bytes: no smaller request is refused for its size. */
 #define ETCD_DEFAULT_REQUEST_BYTES (1536u * 1024)
@@ -76,12 +93,72 @@ compose_fini(struct compose *x)
 	free(x->pk);
 	free(x->pkl);
 	free(x->ps);
+	free(x->order);
 }
 
 static int
 cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int
+cmp_order(const void *a, const void *b)
+{
+	return strcmp(((const struct part_key *)a)->k, ((const struct part_key *)b)->k);
+}
+
+/* An upload's compose: every part under the prefix, the range, the fence and moved keys,
+ * and the parts in key order (to match the Range's records against). */
+static int
+upload_keys(struct compose *x)
+{
+	const struct rpc_cmeta_upload *up = x->up;
+	size_t pl = up->prefix ? strlen(up->prefix) : 0;
+	int n;
+
+	if (!pl || up->prefix[pl - 1] != '/')
+		return -EINVAL;
+	for (size_t i = 0; i < x->n; i++) {
+		const char *k = x->parts[i].key;
+
+		if (!x->parts[i].bucket || strcmp(x->parts[i].bucket, up->bucket) != 0 ||
+		    strncmp(k, up->prefix, pl) != 0 || !k[pl] || strchr(k + pl, '/')) {
+			ZC_WARN("cmeta", "compose into %s: part %s/%s is not under %s/%s", x->tk,
+			        x->parts[i].bucket, k, up->bucket, up->prefix);
+			return ZC_E(ZC_INVALID);
+		}
+	}
+	n = rpc_cmeta_object_key(up->bucket, up->prefix, x->lo, sizeof(x->lo));
+	if (n < 0)
+		return n;
+	x->lol = (size_t)n;
+	memcpy(x->hi, x->lo, x->lol);
+	x->hi[x->lol - 1]++; /* '/' + 1: the end of the prefix */
+	x->hil = x->lol;
+	if (strncmp(x->tk, x->lo, x->lol) == 0) {
+		ZC_WARN("cmeta", "compose into %s: the target is under the parts' prefix", x->tk);
+		return ZC_E(ZC_INVALID);
+	}
+	n = rpc_cmeta_moved_key(x->pk[0], x->mk, sizeof(x->mk));
+	if (n < 0)
+		return n;
+	x->mkl = (size_t)n;
+	if (up->fence) {
+		if (strncmp(up->fence, up->prefix, pl) == 0)
+			return -EINVAL;
+		n = rpc_cmeta_object_key(up->bucket, up->fence, x->fk, sizeof(x->fk));
+		if (n < 0)
+			return n;
+		x->fkl = (size_t)n;
+	}
+	x->order = calloc(x->n, sizeof(*x->order));
+	if (!x->order)
+		return -ENOMEM;
+	for (size_t i = 0; i < x->n; i++)
+		x->order[i] = (struct part_key){ x->pk[i], i };
+	qsort(x->order, x->n, sizeof(*x->order), cmp_order);
+	return 0;
 }
 
 /* The parts' keys; ZC_INVALID for a part named twice or the target among them. */
@@ -114,6 +191,8 @@ compose_keys(struct compose *x)
 		x->pkl[i] = (size_t)n;
 		sorted[i] = x->pk[i];
 	}
+	if (x->up && !err)
+		err = upload_keys(x);
 	qsort(sorted, x->n, sizeof(*sorted), cmp_str);
 	for (size_t i = 0; !err && i < x->n; i++) {
 		if ((i && strcmp(sorted[i], sorted[i - 1]) == 0) || strcmp(sorted[i], x->tk) == 0) {
@@ -200,6 +279,115 @@ out:
 	return err;
 }
 
+/* The records of a page of the upload's range that are listed parts: decoded into ps. */
+static int
+upload_take(struct compose *x, const struct rpc_etcd_kvs *k)
+{
+	char why[RPC_CL_WHY_MAX], key[RPC_CMETA_KEY_CAP];
+	int err = 0;
+
+	for (size_t j = 0; !err && j < k->n; j++) {
+		const struct rpc_etcd_kv *kv = &k->kv[j];
+		struct part_key want = { key, 0 }, *hit;
+
+		if (kv->key_len >= sizeof(key))
+			continue;
+		memcpy(key, kv->key, kv->key_len);
+		key[kv->key_len] = 0;
+		hit = bsearch(&want, x->order, x->n, sizeof(*x->order), cmp_order);
+		if (!hit)
+			continue; /* a part the Complete does not list: deleted with the rest */
+		x->ps[hit->i].exists = true;
+		x->ps[hit->i].mod_revision = kv->mod_revision;
+		err = rpc_cl_object_decode(kv->value, kv->value_len, &x->ps[hit->i].o, why,
+		                           sizeof(why));
+		if (err)
+			ZC_WARN("cmeta", "part %s does not decode why=\"%s\"", key, why);
+	}
+	return err;
+}
+
+/* An upload's read: bucket, target, fence and the first page of the parts in one Txn
+ * (its revision is the snapshot), the other pages by Ranges pinned to it. */
+static int
+upload_read(struct compose *x, const struct rpc_cmeta_deadline *d)
+{
+	struct rpc_etcd_op ops[4] = {
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } },
+		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = x->lo,
+		         .key_len = x->lol,
+		         .end = x->hi,
+		         .end_len = x->hil,
+		         .limit = UPLOAD_PAGE } },
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = x->fk, .key_len = x->fkl, .keys_only = true } },
+	};
+	struct rpc_etcd_txn txn = { .then = ops, .n_then = x->fkl ? 4 : 3 };
+	struct rpc_etcd_txn_result res = { 0 };
+	char after[RPC_CMETA_KEY_CAP + 1];
+	size_t afl = 0;
+	bool more;
+	unsigned left = rpc_cmeta_deadline_left(d);
+	int err;
+
+	parts_clear(x);
+	x->fence_seen = false;
+	x->txn_bytes = x->bkl + x->tkl + x->lol + x->hil + x->fkl;
+	if (!left)
+		return ZC_E(ZC_UNAVAILABLE);
+	err = too_big(x, rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, left)));
+	if (err)
+		return err;
+	if (res.n_op != txn.n_then) {
+		err = -EIO;
+		goto out;
+	}
+	x->rev = res.revision;
+	if (x->fkl && res.op[3].kvs.n) {
+		x->fence_seen = true;
+		x->fence_mod = res.op[3].kvs.kv[0].mod_revision;
+	}
+	err = rpc_cmeta_seen_take(&x->base, &res.op[0].kvs, &res.op[1].kvs);
+	err = err ? err : upload_take(x, &res.op[2].kvs);
+	more = res.op[2].kvs.more && res.op[2].kvs.n;
+	if (more) {
+		const struct rpc_etcd_kv *last = &res.op[2].kvs.kv[res.op[2].kvs.n - 1];
+
+		afl = last->key_len < RPC_CMETA_KEY_CAP ? last->key_len : RPC_CMETA_KEY_CAP;
+		memcpy(after, last->key, afl);
+		after[afl++] = 0; /* the first key after it */
+	}
+	while (!err && more) {
+		struct rpc_etcd_kvs k = { 0 };
+		struct rpc_etcd_range r = { .key = after,
+			                    .key_len = afl,
+			                    .end = x->hi,
+			                    .end_len = x->hil,
+			                    .limit = UPLOAD_PAGE,
+			                    .revision = x->rev };
+
+		left = rpc_cmeta_deadline_left(d);
+		err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(x->c, &r, &k, left))
+		           : ZC_E(ZC_UNAVAILABLE);
+		err = err ? err : upload_take(x, &k);
+		more = !err && k.more && k.n;
+		if (more) {
+			const struct rpc_etcd_kv *last = &k.kv[k.n - 1];
+
+			afl = last->key_len < RPC_CMETA_KEY_CAP ? last->key_len : RPC_CMETA_KEY_CAP;
+			memcpy(after, last->key, afl);
+			after[afl++] = 0;
+		}
+		rpc_etcd_kvs_fini(&k);
+	}
+out:
+	rpc_etcd_txn_result_fini(&res);
+	return err;
+}
+
 /* What the read says of the call before any write: 0 to go on, else the answer. */
 static int
 compose_judge(const struct compose *x, const struct rpc_cmeta_cond *cond)
@@ -208,6 +396,8 @@ compose_judge(const struct compose *x, const struct rpc_cmeta_cond *cond)
 
 	if (!x->base.bucket)
 		return ZC_E(ZC_NO_BUCKET);
+	if (x->fkl && !x->fence_seen)
+		return ZC_E(ZC_NO_KEY); /* the upload's record went: aborted or completed */
 	for (size_t i = 0; i < x->n; i++) {
 		const char *want = x->parts[i].etag;
 
@@ -234,7 +424,8 @@ compose_build(const struct compose *x, const char *etag, const struct rpc_cl_att
 	struct rpc_cl_object rec = { .etag = (char *)etag,
 		                     .mtime_ns = mtime_ns,
 		                     .attrs = (struct rpc_cl_attr *)attrs,
-		                     .nattrs = nattrs };
+		                     .nattrs = nattrs,
+		                     .moved = x->up ? (char *)x->mk : NULL };
 	char why[RPC_CL_WHY_MAX];
 	size_t ne = 0, j = 0;
 	int err;
@@ -272,12 +463,38 @@ compose_build(const struct compose *x, const char *etag, const struct rpc_cl_att
 	return err;
 }
 
+/* The compares and ops of an upload's Txn (see rpc_cmeta_compose_upload): the parts'
+ * range fenced by one compare and deleted by one op, the moved key put. */
+static void
+upload_txn(struct compose *x, struct rpc_etcd_cmp *cmp, size_t *ncmp, struct rpc_cmeta_ops *then)
+{
+	cmp[(*ncmp)++] = (struct rpc_etcd_cmp){ .key = x->lo,
+		                                .key_len = x->lol,
+		                                .target = RPC_ETCD_CMP_MOD,
+		                                .op = RPC_ETCD_LESS,
+		                                .num = x->rev + 1,
+		                                .end = x->hi,
+		                                .end_len = x->hil };
+	if (x->fkl)
+		cmp[(*ncmp)++] = (struct rpc_etcd_cmp){ .key = x->fk,
+			                                .key_len = x->fkl,
+			                                .target = RPC_ETCD_CMP_MOD,
+			                                .op = RPC_ETCD_EQUAL,
+			                                .num = x->fence_mod };
+	then->v[then->n++] = (struct rpc_etcd_op){
+		.type = RPC_ETCD_OP_DELETE,
+		.r = { .key = x->lo, .key_len = x->lol, .end = x->hi, .end_len = x->hil }
+	};
+	rpc_cmeta_ops_add(then, RPC_ETCD_OP_PUT, x->mk, x->mkl, x->tk, x->tkl);
+}
+
 /* The write: 1 in, 0 a compare failed (*now: the else branch), or an error. */
 static int
 compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t *ids, size_t nids,
             bool ix_old, struct rpc_cmeta_seen *now, int64_t *revision, unsigned timeout_ms)
 {
-	struct rpc_etcd_cmp *cmp = calloc(x->n + 2, sizeof(*cmp));
+	size_t ncmp = x->up ? 4 : x->n + 2;
+	struct rpc_etcd_cmp *cmp = calloc(ncmp, sizeof(*cmp));
 	struct rpc_etcd_op els[2] = {
 		{ .type = RPC_ETCD_OP_RANGE,
 		  .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } },
@@ -285,16 +502,18 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	};
 	struct rpc_cl_object was = { 0 };
 	struct rpc_cmeta_ops then = { 0 };
-	struct rpc_etcd_txn txn = { .cmp = cmp, .n_cmp = x->n + 2, .els = els, .n_els = 2 };
+	struct rpc_etcd_txn txn = { .cmp = cmp, .els = els, .n_els = 2 };
 	struct rpc_etcd_txn_result res = { 0 };
 	char why[RPC_CL_WHY_MAX];
 	int err = cmp ? 0 : -ENOMEM;
 
-	if (ix_old && x->base.object &&
+	if (x->base.object &&
 	    rpc_cl_object_decode(x->base.value, x->base.value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
+	/* the ops: Put T, then per part or per upload, then the replaced record's index
+	 * keys and its moved key */
 	if (!err)
-		err = rpc_cmeta_ops_init(&then, 1 + x->n + nids + was.nextents);
+		err = rpc_cmeta_ops_init(&then, 1 + (x->up ? 2 : x->n + nids) + was.nextents + 1);
 	if (err)
 		goto out;
 	cmp[0] = (struct rpc_etcd_cmp){ .key = x->bk,
@@ -307,24 +526,32 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 		                                                 : RPC_ETCD_CMP_VERSION,
 		                        .op = RPC_ETCD_EQUAL,
 		                        .num = x->base.object ? x->base.mod_revision : 0 };
+	ncmp = 2;
 	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, x->tk, x->tkl, value, len);
-	for (size_t i = 0; i < x->n; i++) {
-		cmp[2 + i] = (struct rpc_etcd_cmp){ .key = x->pk[i],
-			                            .key_len = x->pkl[i],
-			                            .target = RPC_ETCD_CMP_MOD,
-			                            .op = RPC_ETCD_EQUAL,
-			                            .num = x->ps[i].mod_revision };
-		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
+	if (x->up) {
+		upload_txn(x, cmp, &ncmp, &then);
+	} else {
+		for (size_t i = 0; i < x->n; i++) {
+			cmp[ncmp++] = (struct rpc_etcd_cmp){ .key = x->pk[i],
+				                             .key_len = x->pkl[i],
+				                             .target = RPC_ETCD_CMP_MOD,
+				                             .op = RPC_ETCD_EQUAL,
+				                             .num = x->ps[i].mod_revision };
+			rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
+		}
+		for (size_t i = 0; i < nids; i++)
+			rpc_cmeta_ops_ix_put(&then, ids[i], x->tk, x->tkl);
 	}
-	for (size_t i = 0; i < nids; i++)
-		rpc_cmeta_ops_ix_put(&then, ids[i], x->tk, x->tkl);
-	rpc_cmeta_ops_ix_del(&then, &was, ids, nids);
+	if (ix_old)
+		rpc_cmeta_ops_ix_del(&then, &was, ids, nids);
+	rpc_cmeta_ops_moved_del(&then, &was);
+	txn.n_cmp = ncmp;
 	txn.then = then.v;
 	txn.n_then = then.n;
 	/* each compare and op: its key, value and ~8 bytes of framing */
 	x->txn_bytes = 0;
 	for (size_t i = 0; i < txn.n_cmp; i++)
-		x->txn_bytes += cmp[i].key_len + 8;
+		x->txn_bytes += cmp[i].key_len + cmp[i].end_len + 8;
 	for (size_t i = 0; i < then.n; i++)
 		x->txn_bytes += then.v[i].r.key_len + then.v[i].value_len + 8;
 	err = rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, timeout_ms));
@@ -344,13 +571,16 @@ out:
 	return err;
 }
 
-int
-rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
-                  const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
-                  const struct rpc_cl_attr *attrs, size_t nattrs, const struct rpc_cmeta_cond *cond,
-                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
+static int
+compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
+            const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts, size_t nparts,
+            const char *etag, const struct rpc_cl_attr *attrs, size_t nattrs,
+            const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
+            uint64_t *size, struct rpc_cmeta_old *old)
 {
-	struct compose x = { .c = c, .bucket = bucket, .key = key, .parts = parts, .n = nparts };
+	struct compose x = {
+		.c = c, .bucket = bucket, .key = key, .parts = parts, .n = nparts, .up = up
+	};
 	struct rpc_cmeta_seen now = { 0 };
 	struct rpc_cmeta_deadline d;
 	bool has_cond = cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]));
@@ -385,7 +615,10 @@ rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
 		int64_t revision = 0;
 		unsigned left = rpc_cmeta_deadline_left(&d);
 
-		err = left ? compose_read(&x, left) : ZC_E(ZC_UNAVAILABLE);
+		if (up)
+			err = upload_read(&x, &d);
+		else
+			err = left ? compose_read(&x, left) : ZC_E(ZC_UNAVAILABLE);
 		err = err ? err : compose_judge(&x, cond);
 		err = err ? err
 		          : compose_build(&x, etag, attrs, nattrs, mtime_ns, &value, &len, &ids,
@@ -444,4 +677,30 @@ rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
 		       err);
 	compose_fini(&x);
 	return err;
+}
+
+int
+rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
+                  const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
+                  const struct rpc_cl_attr *attrs, size_t nattrs, const struct rpc_cmeta_cond *cond,
+                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
+{
+	return compose_run(c, bucket, key, NULL, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
+	                   timeout_ms, size, old);
+}
+
+int
+rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key,
+                         const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts,
+                         size_t nparts, const char *etag, const struct rpc_cl_attr *attrs,
+                         size_t nattrs, const struct rpc_cmeta_cond *cond, uint64_t mtime_ns,
+                         unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
+{
+	if (!up || !up->bucket || !up->prefix) {
+		if (old)
+			memset(old, 0, sizeof(*old));
+		return -EINVAL;
+	}
+	return compose_run(c, bucket, key, up, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
+	                   timeout_ms, size, old);
 }

@@ -108,6 +108,13 @@ rpc_cmeta_ops_ix_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old, c
 	free(sorted);
 }
 
+void
+rpc_cmeta_ops_moved_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old)
+{
+	if (old && old->moved && old->moved[0])
+		rpc_cmeta_ops_add(o, RPC_ETCD_OP_DELETE, old->moved, strlen(old->moved), NULL, 0);
+}
+
 bool
 rpc_cmeta_ids_distinct(const uint64_t *ids, size_t n)
 {
@@ -125,6 +132,89 @@ rpc_cmeta_ids_distinct(const uint64_t *ids, size_t n)
 		ok = v[i] != v[i - 1];
 	free(v);
 	return ok;
+}
+
+int
+rpc_cmeta_moved_key(const char *record_key, char *buf, size_t cap)
+{
+	size_t ol = sizeof(RPC_CMETA_OBJECTS) - 1, ml = sizeof(RPC_CMETA_MOVED) - 1;
+	const char *rest, *slash;
+	size_t n;
+
+	if (!record_key || strncmp(record_key, RPC_CMETA_OBJECTS, ol) != 0)
+		return -EINVAL;
+	rest = record_key + ol;
+	slash = strchr(rest, '/'); /* after the bucket */
+	if (!slash || !strchr(slash + 1, '/'))
+		return -EINVAL;
+	slash = strrchr(rest, '/');
+	n = ml + (size_t)(slash + 1 - rest);
+	if (n >= cap)
+		return -ENAMETOOLONG;
+	memcpy(buf, RPC_CMETA_MOVED, ml);
+	memcpy(buf + ml, rest, n - ml);
+	buf[n] = 0;
+	return (int)n;
+}
+
+static bool
+has_extent(const struct rpc_cl_object *o, uint64_t id)
+{
+	for (size_t i = 0; i < o->nextents; i++)
+		if (o->extents[i].id == id)
+			return true;
+	return false;
+}
+
+/* The record a part record's moved key names, if it has extent id, as of revision rev:
+ * 1 with *out, *key (free() it) and *mod_revision; 0 none; or an error. */
+static int
+moved_record(struct rpc_etcd *c, const char *part_key, uint64_t id, int64_t rev, bool serializable,
+             struct rpc_cl_object *out, char **key, int64_t *mod_revision,
+             const struct rpc_cmeta_deadline *d)
+{
+	char mk[RPC_CMETA_KEY_CAP], why[RPC_CL_WHY_MAX];
+	struct rpc_etcd_kvs mv = { 0 }, rec = { 0 };
+	struct rpc_etcd_range r = { .serializable = serializable, .revision = rev };
+	unsigned left;
+	int err, n = rpc_cmeta_moved_key(part_key, mk, sizeof(mk));
+
+	if (n < 0)
+		return 0; /* not a part's key: nothing moved it */
+	r.key = mk;
+	r.key_len = (size_t)n;
+	left = rpc_cmeta_deadline_left(d);
+	err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(c, &r, &mv, left)) : ZC_E(ZC_UNAVAILABLE);
+	if (err || !mv.n || !mv.kv[0].value_len)
+		goto out;
+	r.key = mv.kv[0].value;
+	r.key_len = mv.kv[0].value_len;
+	left = rpc_cmeta_deadline_left(d);
+	err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(c, &r, &rec, left)) : ZC_E(ZC_UNAVAILABLE);
+	if (err || !rec.n)
+		goto out;
+	err = rpc_cl_object_decode(rec.kv[0].value, rec.kv[0].value_len, out, why, sizeof(why));
+	if (err) {
+		ZC_WARN("cmeta", "record key=%s (moved from %s) does not decode why=\"%s\"",
+		        mv.kv[0].value, part_key, why);
+		goto out;
+	}
+	if (!has_extent(out, id)) {
+		rpc_cl_object_fini(out);
+		goto out;
+	}
+	*key = strndup(mv.kv[0].value, mv.kv[0].value_len);
+	if (!*key) {
+		rpc_cl_object_fini(out);
+		err = -ENOMEM;
+		goto out;
+	}
+	*mod_revision = rec.kv[0].mod_revision;
+	err = 1;
+out:
+	rpc_etcd_kvs_fini(&mv);
+	rpc_etcd_kvs_fini(&rec);
+	return err;
 }
 
 int
@@ -170,17 +260,49 @@ rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
 	err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(c, &r, &rec, left)) : ZC_E(ZC_UNAVAILABLE);
 	if (err)
 		goto out;
-	if (!rec.n) {
-		err = ZC_E(ZC_NO_KEY);
-		goto out;
+	if (rec.n) {
+		err = rpc_cl_object_decode(rec.kv[0].value, rec.kv[0].value_len, out, why,
+		                           sizeof(why));
+		if (err) {
+			ZC_WARN("cmeta",
+			        "record key=%s of extent=%016" PRIx64 " does not decode why=\"%s\"",
+			        ix.kv[0].value, id, why);
+			goto out;
+		}
+		if (has_extent(out, id)) {
+			if (mod_revision)
+				*mod_revision = rec.kv[0].mod_revision;
+			goto out;
+		}
 	}
-	err = rpc_cl_object_decode(rec.kv[0].value, rec.kv[0].value_len, out, why, sizeof(why));
-	if (err)
-		ZC_WARN("cmeta",
-		        "record key=%s of extent=%016" PRIx64 " does not decode why=\"%s\"",
-		        ix.kv[0].value, id, why);
-	else if (mod_revision)
-		*mod_revision = rec.kv[0].mod_revision;
+	/* The part record is gone (or lacks the extent): a Complete may have moved it. */
+	{
+		struct rpc_cl_object moved = { 0 };
+		char *mkey = NULL;
+		int64_t mrev = 0;
+		int m = moved_record(c, ix.kv[0].value, id, ix.revision, serializable, &moved,
+		                     &mkey, &mrev, &d);
+
+		if (m < 0) {
+			err = m;
+		} else if (m == 1) {
+			rpc_cl_object_fini(out);
+			*out = moved;
+			if (record_key) {
+				free(*record_key);
+				*record_key = mkey;
+			} else {
+				free(mkey);
+			}
+			if (mod_revision)
+				*mod_revision = mrev;
+			err = 0;
+		} else if (!rec.n) {
+			err = ZC_E(ZC_NO_KEY);
+		} else if (mod_revision) {
+			*mod_revision = rec.kv[0].mod_revision;
+		}
+	}
 out:
 	if (err && err != ZC_E(ZC_NO_KEY) && err != -EBADMSG && record_key) {
 		free(*record_key);

@@ -65,6 +65,10 @@ void rpc_cmeta_ops_ix_put(struct rpc_cmeta_ops *o, uint64_t id, const char *reco
 void rpc_cmeta_ops_ix_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old,
                           const uint64_t *keep, size_t nkeep);
 
+/* Delete the moved key old names (a completed upload's: rpc_cmeta_compose_upload), if
+ * any; the op points into old, which must outlive the Txn. One op of capacity. */
+void rpc_cmeta_ops_moved_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old);
+
 /* The record s saw has ETag want ("*": any record). */
 bool rpc_cmeta_etag_matches(const struct rpc_cmeta_seen *s, const char *want);
 

@@ -228,6 +228,36 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 
 /* ------------------------------------------------------------------ compose */
 
+/* A multipart Complete's parts are "p/<upload-id>/<nnnnn>" of S3_RESERVED_BUCKET and its
+ * record "u/<bucket>/<upload-id>" (s3_mpu.c): then the compose costs O(1) etcd ops
+ * (rpc_cmeta_compose_upload). 1 with *up filled, 0 for other parts. */
+static int
+upload_of(const char *bucket, const struct s3_objref *parts, size_t nparts, char *prefix,
+          size_t pcap, char *fence, size_t fcap, struct rpc_cmeta_upload *up)
+{
+	const char *k, *slash;
+	size_t pl;
+
+	if (!nparts || strcmp(parts[0].bucket, S3_RESERVED_BUCKET) != 0)
+		return 0;
+	k = parts[0].key;
+	if (strncmp(k, "p/", 2) != 0 || !(slash = strchr(k + 2, '/')) || slash == k + 2)
+		return 0;
+	pl = (size_t)(slash + 1 - k);
+	if (pl >= pcap)
+		return 0;
+	for (size_t i = 1; i < nparts; i++)
+		if (strcmp(parts[i].bucket, S3_RESERVED_BUCKET) != 0 ||
+		    strncmp(parts[i].key, k, pl) != 0)
+			return 0;
+	memcpy(prefix, k, pl);
+	prefix[pl] = 0;
+	if ((size_t)snprintf(fence, fcap, "u/%s/%.*s", bucket, (int)(pl - 3), k + 2) >= fcap)
+		return 0;
+	*up = (struct rpc_cmeta_upload){ S3_RESERVED_BUCKET, prefix, fence };
+	return 1;
+}
+
 int
 s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
                size_t nparts, bool delete_parts, const char *etag, const char *attrs,
@@ -237,9 +267,10 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 	struct rpc_cmeta_part *pv;
 	struct rpc_cmeta_cond cc = { 0 };
 	struct rpc_cmeta_old old = { 0 };
+	struct rpc_cmeta_upload up;
 	struct rpc_cl_attr *av = NULL;
 	size_t nav = 0;
-	char *abuf = NULL;
+	char *abuf = NULL, prefix[128], fence[160];
 	uint64_t size = 0, mtime = realtime_ns();
 	int rc;
 
@@ -258,8 +289,12 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 		cc.if_none_match = cond->if_none_match;
 		cc.if_match = cond->if_match[0] ? cond->if_match : NULL;
 	}
-	rc = rpc_cmeta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
-	                       BCL_TIMEOUT_MS, &size, &old);
+	if (upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence, sizeof(fence), &up))
+		rc = rpc_cmeta_compose_upload(b->etcd, bucket, key, &up, pv, nparts, etag, av, nav,
+		                              &cc, mtime, BCL_TIMEOUT_MS, &size, &old);
+	else
+		rc = rpc_cmeta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
+		                       BCL_TIMEOUT_MS, &size, &old);
 	if (rc < 0)
 		goto out;
 	if (old.had)

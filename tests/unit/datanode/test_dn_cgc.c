@@ -5,7 +5,10 @@
  * missing is deleted, the cells of multipart parts composed into an object (their entries
  * naming the deleted part keys) are committed and kept, one whose index key is dangling
  * is deleted with that key; the scan deletes a committed cell of an overwritten object
- * (also a composed one's part) and keeps a named one; the thread does it by itself; etcd
+ * (also a composed one's part) and keeps a named one; an upload composed in O(1) ops
+ * (rpc_cmeta_compose_upload: cells judged through the moved key, an unlisted part's cells
+ * deleted, all of them once the object is overwritten or deleted, the moved key going with
+ * it); the thread does it by itself; etcd
  * down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
  */
 #include <time.h>
@@ -130,6 +133,39 @@ compose(struct rpc_etcd *c, const char *key, const char *part1, const char *part
 	rpc_cmeta_old_fini(&old);
 }
 
+/* A Complete through rpc_cmeta_compose_upload: bk/key from .zest-mpu/p/<uid>/<parts>. */
+static void
+compose_upload(struct rpc_etcd *c, const char *key, const char *uid, const char *const *parts,
+               size_t n)
+{
+	char prefix[32], fence[32], keys[4][48];
+	struct rpc_cmeta_upload up = { ".zest-mpu", prefix, fence };
+	struct rpc_cmeta_part pp[4];
+	struct rpc_cmeta_old old;
+
+	snprintf(prefix, sizeof(prefix), "p/%s/", uid);
+	snprintf(fence, sizeof(fence), "u/bk/%s", uid);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "p/%s/%s", uid, parts[i]);
+		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+	}
+	CHECK_EQ(rpc_cmeta_compose_upload(c, "bk", key, &up, pp, n, "\"mpu\"", NULL, 0, NULL, 1, 0,
+	                                  NULL, &old),
+	         0);
+	rpc_cmeta_old_fini(&old);
+}
+
+static bool
+has_key(struct rpc_etcd *c, const char *k)
+{
+	struct rpc_etcd_kvs kvs = { 0 };
+	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
+
+	rpc_etcd_kvs_fini(&kvs);
+	CHECK(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
 static bool
 has_ix(struct rpc_etcd *c, uint64_t id)
 {
@@ -150,6 +186,67 @@ real_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * An upload composed in O(1) ops: its parts' index keys keep naming the part records
+ * (gone), the moved key names the object. The listed parts' cells are kept (a pending
+ * one committed), an unlisted part's deleted; once the object is overwritten (or deleted)
+ * the moved key has gone with it and the cells are deleted.
+ */
+static void
+test_upload(struct t_env *env, struct rpc_etcd *c, uint64_t grace)
+{
+	static const char *const two[] = { "00001", "00002" }, *const one[] = { "00001" };
+	struct dn_cgc_stats st = { 0 };
+	struct dn_cell_id v1, v2, v3, w1;
+	struct rpc_cmeta_old old;
+	struct dn_cgc *g;
+
+	v1 = put_cell_in(env->s, ".zest-mpu", 0x71, 0, 0, "p/U1/00001"); /* pending, listed */
+	v2 = put_cell_in(env->s, ".zest-mpu", 0x72, 0, 0, "p/U1/00002"); /* committed, listed */
+	v3 = put_cell_in(env->s, ".zest-mpu", 0x73, 0, 0, "p/U1/00003"); /* not listed */
+	w1 = put_cell_in(env->s, ".zest-mpu", 0x74, 0, 0, "p/U2/00001"); /* object deleted */
+	commit_in(c, ".zest-mpu", "u/bk/U1", 0x7e, 0);
+	commit_in(c, ".zest-mpu", "u/bk/U2", 0x7f, 0);
+	commit_in(c, ".zest-mpu", "p/U1/00001", 0x71, 0);
+	commit_in(c, ".zest-mpu", "p/U1/00002", 0x72, 0);
+	commit_in(c, ".zest-mpu", "p/U1/00003", 0x73, 0);
+	commit_in(c, ".zest-mpu", "p/U2/00001", 0x74, 0);
+	CHECK_EQ(dn_cell_commit(env->s, v2), 0);
+	CHECK_EQ(dn_cell_commit(env->s, w1), 0);
+	compose_upload(c, "mu", "U1", two, 2);
+	compose_upload(c, "mw", "U2", one, 1);
+	CHECK(has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U2/"));
+	CHECK_EQ(rpc_cmeta_delete(c, "bk", "mw", 0, &old, 0), 1);
+	rpc_cmeta_old_fini(&old);
+	CHECK(!has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U2/")); /* went with the record */
+
+	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env->s,
+	                                              .etcd = c,
+	                                              .node = NODE,
+	                                              .grace_ns = grace,
+	                                              .no_thread = true },
+	                       &g),
+	         0);
+	CHECK_EQ(dn_cgc_pass_pending(g, real_ns() + grace + 1000000000ull, &st), 0);
+	CHECK_EQ(st.errors, 0);
+	CHECK_EQ(state(env->s, v1), 0);  /* named through the moved key: committed */
+	CHECK_EQ(state(env->s, v3), -1); /* the part Complete did not list */
+	CHECK(!has_ix(c, 0x73));
+	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
+	CHECK_EQ(st.errors, 0);
+	CHECK_EQ(state(env->s, v2), 0);
+	CHECK_EQ(state(env->s, w1), -1); /* its object deleted */
+	CHECK(has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U1/"));
+	/* overwritten: the moved key goes in the same Txn, and the scan deletes the cells */
+	commit(c, "mu", 0x75, 0);
+	CHECK(!has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U1/"));
+	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
+	CHECK_EQ(st.errors, 0);
+	CHECK_EQ(state(env->s, v1), -1);
+	CHECK_EQ(state(env->s, v2), -1);
+	dn_cgc_destroy(g);
 }
 
 int
@@ -257,6 +354,7 @@ main(void)
 	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"delete\"} 6\n"));
 	free(mbuf);
 	dn_cgc_destroy(g);
+	test_upload(&env, c, grace);
 
 	/* the thread on its own: an orphan goes within a few grace periods */
 	b = put_cell(env.s, 0xb2, 0, 0, "b");

@@ -224,8 +224,19 @@ test_object_roundtrip(void **state)
 		assert_int_equal(rpc_cl_object_decode(buf, len, &d, why, sizeof(why)), 0);
 		assert_int_equal(d.size, 0);
 		assert_int_equal(d.nextents, 0);
+		assert_null(d.moved);
 		rpc_cl_object_fini(&d);
 		free(buf);
+		/* a Complete's record names its moved key; never another key */
+		e.moved = "/zest/moved/.zest-mpu/p/u1/";
+		assert_int_equal(rpc_cl_object_encode(&e, &buf, &len, why, sizeof(why)), 0);
+		assert_int_equal(rpc_cl_object_decode(buf, len, &d, why, sizeof(why)), 0);
+		assert_string_equal(d.moved, "/zest/moved/.zest-mpu/p/u1/");
+		rpc_cl_object_fini(&d);
+		free(buf);
+		e.moved = "/zest/buckets/b";
+		assert_int_equal(rpc_cl_object_encode(&e, &buf, &len, why, sizeof(why)), -EINVAL);
+		assert_string_equal(why, "ObjectRecord.moved \"/zest/buckets/b\" is not a moved key");
 	}
 
 	/* the rules, each with its message */

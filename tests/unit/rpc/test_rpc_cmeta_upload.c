@@ -1,0 +1,323 @@
+/*
+ * rpc_cmeta_compose_upload against a real etcd with etcd's default limits
+ * (--max-txn-ops 128, --max-request-bytes 1.5 MiB): 200 and 10000 parts composed in O(1)
+ * ops; the parts' records gone (the unlisted one too), the upload's own record kept; the
+ * moved key naming the target; the index keys still naming the parts, and
+ * rpc_cmeta_extent_record following the moved key (an unlisted part's extent not named);
+ * the moved key going with an overwrite and with a delete of the target; the fences: a
+ * part overwritten between the read and the Txn (the test hook), an upload record deleted
+ * meanwhile (an Abort), a part not under the prefix. Skips (77) without /usr/bin/etcd.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmeta_test.h"
+#include "zc.h"
+
+static const char *const nodes3[] = { "dn-1", "dn-2", "dn-3" };
+
+static void
+put1(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent, uint64_t size)
+{
+	struct rpc_cmeta_old old;
+	struct t_put t;
+
+	t_put_init(&t, bucket, key, extent, size, nodes3, 3);
+	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
+	rpc_cmeta_old_fini(&old);
+}
+
+/* The value of etcd key k, or NULL. */
+static const char *
+val(struct rpc_etcd *c, const char *k)
+{
+	static char v[1400];
+	struct rpc_etcd_kvs kvs = { 0 };
+	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
+
+	if (rc == -ENOENT)
+		return NULL;
+	CHECK_EQ(rc, 0);
+	snprintf(v, sizeof(v), "%.*s", (int)kvs.kv[0].value_len, kvs.kv[0].value);
+	rpc_etcd_kvs_fini(&kvs);
+	return v;
+}
+
+static bool
+ix_is(struct rpc_etcd *c, uint64_t id, const char *bucket, const char *key)
+{
+	char k[RPC_CMETA_EXTENT_KEY_CAP], want[1400];
+	const char *v;
+
+	CHECK(rpc_cmeta_extent_key(id, k, sizeof(k)) > 0);
+	v = val(c, k);
+	CHECK(rpc_cmeta_object_key(bucket, key, want, sizeof(want)) > 0);
+	return v && strcmp(v, want) == 0;
+}
+
+/* The record extent id belongs to, as the collector finds it: its key, or NULL. */
+static const char *
+owner(struct rpc_etcd *c, uint64_t id)
+{
+	static char k[1400];
+	struct rpc_cl_object o;
+	char *rk = NULL;
+	int64_t rev = 0;
+	int rc = rpc_cmeta_extent_record(c, id, false, &o, &rk, &rev, 0);
+	bool has = false;
+
+	if (rc == ZC_E(ZC_NO_KEY)) {
+		free(rk);
+		return NULL;
+	}
+	CHECK_EQ(rc, 0);
+	for (size_t i = 0; i < o.nextents; i++)
+		has |= o.extents[i].id == id;
+	snprintf(k, sizeof(k), "%s", rk);
+	free(rk);
+	rpc_cl_object_fini(&o);
+	return has ? k : NULL;
+}
+
+static void
+parts_put(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base, struct rpc_cmeta_part *pp,
+          char (*keys)[48])
+{
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "p/%s/%05u", uid, i + 1);
+		put1(c, ".zest-mpu", keys[i], base + i, 4096);
+		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+	}
+}
+
+static int
+compose(struct rpc_etcd *c, const char *key, const char *uid, struct rpc_cmeta_part *pp, size_t n,
+        uint64_t *size, unsigned timeout_ms)
+{
+	char prefix[48], fence[64];
+	struct rpc_cmeta_upload up = { ".zest-mpu", prefix, fence };
+	struct rpc_cmeta_old old;
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "p/%s/", uid);
+	snprintf(fence, sizeof(fence), "u/ub/%s", uid);
+	rc = rpc_cmeta_compose_upload(c, "ub", key, &up, pp, n, "\"m\"", NULL, 0, NULL, 1,
+	                              timeout_ms, size, &old);
+	rpc_cmeta_old_fini(&old);
+	return rc;
+}
+
+static void
+test_200(struct rpc_etcd *c)
+{
+	enum { N = 200 };
+	static struct rpc_cmeta_part pp[N + 1];
+	static char keys[N + 1][48];
+	struct rpc_cl_object o;
+	uint64_t size = 0;
+
+	parts_put(c, "up200", N + 1, 0xa000, pp, keys); /* part 201 is not listed */
+	put1(c, ".zest-mpu", "u/ub/up200", 0xafff, 10);
+	CHECK_EQ(compose(c, "obj", "up200", pp, N, &size, 0), 0);
+	CHECK_EQ(size, (uint64_t)N * 4096);
+	CHECK_EQ(rpc_cmeta_get(c, "ub", "obj", false, &o, NULL, 0), 0);
+	CHECK_EQ(o.nextents, N);
+	CHECK(o.extents[0].id == 0xa000 && o.extents[N - 1].id == 0xa000 + N - 1);
+	CHECK(o.moved && strcmp(o.moved, "/zest/moved/.zest-mpu/p/up200/") == 0);
+	rpc_cl_object_fini(&o);
+	/* every part gone, the unlisted one too; the upload's record kept */
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[0], false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[N], false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", "u/ub/up200", false, &o, NULL, 0), 0);
+	rpc_cl_object_fini(&o);
+	CHECK(strcmp(val(c, "/zest/moved/.zest-mpu/p/up200/"), "/zest/objects/ub/obj") == 0);
+	/* the index still names the parts; the collector's lookup follows the moved key */
+	CHECK(ix_is(c, 0xa000, ".zest-mpu", keys[0]));
+	CHECK(owner(c, 0xa000) && strcmp(owner(c, 0xa000), "/zest/objects/ub/obj") == 0);
+	CHECK(owner(c, 0xa000 + N - 1) &&
+	      strcmp(owner(c, 0xa000 + N - 1), "/zest/objects/ub/obj") == 0);
+	CHECK(!owner(c, 0xa000 + N)); /* the unlisted part: nobody's */
+	/* a repeated Complete of the same parts: they are gone (S3's gateway retries) */
+	CHECK_EQ(compose(c, "obj", "up200", pp, N, &size, 0), ZC_E(ZC_NO_KEY));
+	/* overwritten: 200 index deletes are past etcd's ops limit, so they stay (dangling,
+	 * the collector's); the moved key goes in the same Txn, and nothing names them */
+	put1(c, "ub", "obj", 0xa999, 1);
+	CHECK(!val(c, "/zest/moved/.zest-mpu/p/up200/"));
+	CHECK(!owner(c, 0xa000) && !owner(c, 0xa000 + N - 1));
+}
+
+/* Changes the parts or the upload between the read and the Txn (the fault hook). */
+struct change {
+	struct rpc_etcd *c;
+	const char *key; /* a part to overwrite, or NULL */
+	const char *del; /* a key of .zest-mpu to delete, or NULL */
+	unsigned on;
+};
+
+static void
+change(void *arg, unsigned attempt)
+{
+	struct change *ch = arg;
+	struct rpc_cmeta_old old;
+
+	if (attempt != ch->on)
+		return;
+	if (ch->key)
+		put1(ch->c, ".zest-mpu", ch->key, 0xbf00 + attempt, 4096);
+	if (ch->del) {
+		CHECK_EQ(rpc_cmeta_delete(ch->c, ".zest-mpu", ch->del, 0, &old, 0), 1);
+		rpc_cmeta_old_fini(&old);
+	}
+}
+
+static void
+test_fences(struct rpc_etcd *c)
+{
+	static struct rpc_cmeta_part pp[3];
+	static char keys[3][48];
+	struct rpc_cl_object o;
+	struct change ch = { .c = c, .on = 1 };
+	uint64_t size;
+
+	parts_put(c, "upf", 3, 0xb000, pp, keys);
+	/* no upload record: an Abort (or a Complete) ended it */
+	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_NO_KEY));
+	put1(c, ".zest-mpu", "u/ub/upf", 0xbfff, 10);
+	/* a part outside the prefix */
+	pp[2].key = "p/other/00003";
+	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_INVALID));
+	pp[2].key = keys[2];
+	/* a part overwritten meanwhile, its ETag given: -EAGAIN, nothing changed */
+	ch.key = keys[1];
+	pp[1].etag = "\"etag-000000000000b001\"";
+	rpc_cmeta_compose_fault(change, &ch);
+	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), -EAGAIN);
+	CHECK_EQ(rpc_cmeta_get(c, "ub", "f", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xb000, ".zest-mpu", keys[0]) && ix_is(c, 0xbf01, ".zest-mpu", keys[1]));
+	/* any ETag: read again, composed as the part is now */
+	pp[1].etag = NULL;
+	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), 0);
+	CHECK_EQ(rpc_cmeta_get(c, "ub", "f", false, &o, NULL, 0), 0);
+	CHECK(o.nextents == 3 && o.extents[1].id == 0xbf01);
+	rpc_cl_object_fini(&o);
+	/* an Abort between the read and the Txn: its record went, the Txn is fenced off */
+	parts_put(c, "upa", 2, 0xb100, pp, keys);
+	put1(c, ".zest-mpu", "u/ub/upa", 0xb1ff, 10);
+	ch = (struct change){ .c = c, .del = "u/ub/upa", .on = 1 };
+	CHECK_EQ(compose(c, "a", "upa", pp, 2, &size, 0), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(rpc_cmeta_get(c, "ub", "a", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK(ix_is(c, 0xb100, ".zest-mpu", keys[0]));
+	/* a new part under the prefix meanwhile: the range compare fails, read again */
+	put1(c, ".zest-mpu", "u/ub/upa", 0xb1fe, 10);
+	ch = (struct change){ .c = c, .key = "p/upa/00009", .on = 1 };
+	CHECK_EQ(compose(c, "a", "upa", pp, 2, &size, 0), 0);
+	rpc_cmeta_compose_fault(NULL, NULL);
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", "p/upa/00009", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	/* deleted: the moved key goes with the record */
+	CHECK(val(c, "/zest/moved/.zest-mpu/p/upa/"));
+	{
+		struct rpc_cmeta_old old;
+
+		CHECK_EQ(rpc_cmeta_delete(c, "ub", "a", 0, &old, 0), 1);
+		rpc_cmeta_old_fini(&old);
+	}
+	CHECK(!val(c, "/zest/moved/.zest-mpu/p/upa/"));
+	CHECK(!owner(c, 0xb100));
+}
+
+/* S3's 10000 parts through an etcd with its default limits. The parts are written by
+ * Txns of 50 records and index keys (as commits would leave them), to keep it short. */
+static void
+test_10000(struct rpc_etcd *c)
+{
+	enum { N = 10000, BATCH = 50 };
+	static struct rpc_cmeta_part pp[N];
+	static char keys[N][48], okeys[BATCH][96];
+	static char xkeys[BATCH][RPC_CMETA_EXTENT_KEY_CAP];
+	struct rpc_etcd_op ops[2 * BATCH];
+	struct rpc_cl_object o;
+	uint64_t size, t0;
+	uint8_t *rv;
+	size_t rl;
+	char why[RPC_CL_WHY_MAX];
+
+	for (unsigned b = 0; b < N / BATCH; b++) {
+		uint8_t *v[BATCH];
+		size_t len[BATCH];
+		struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 * BATCH };
+
+		for (unsigned j = 0; j < BATCH; j++) {
+			unsigned i = b * BATCH + j;
+			struct t_put t;
+			int kl, xl;
+
+			snprintf(keys[i], sizeof(keys[i]),
+			         "p/0123456789abcdef0123456789abcdef/%05u", i + 1);
+			pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+			t_put_init(&t, ".zest-mpu", keys[i], 0x100000 + i, 4096, nodes3, 3);
+			CHECK_EQ(rpc_cmeta_encode(&t.p, &v[j], &len[j], why, sizeof(why)), 0);
+			kl = rpc_cmeta_object_key(".zest-mpu", keys[i], okeys[j], sizeof(okeys[j]));
+			xl = rpc_cmeta_extent_key(0x100000 + i, xkeys[j], sizeof(xkeys[j]));
+			ops[2 * j] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                           .r = { .key = okeys[j],
+				                                  .key_len = (size_t)kl },
+				                           .value = v[j],
+				                           .value_len = len[j] };
+			ops[2 * j + 1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                               .r = { .key = xkeys[j],
+				                                      .key_len = (size_t)xl },
+				                               .value = okeys[j],
+				                               .value_len = (size_t)kl };
+		}
+		CHECK_EQ(rpc_etcd_txn(c, &txn, NULL, 0), 0);
+		for (unsigned j = 0; j < BATCH; j++)
+			free(v[j]);
+	}
+	put1(c, ".zest-mpu", "u/ub/0123456789abcdef0123456789abcdef", 0x1fffff, 10);
+	t0 = t_mono_ms();
+	CHECK_EQ(
+	        compose(c, "a/big/object", "0123456789abcdef0123456789abcdef", pp, N, &size, 30000),
+	        0);
+	printf("compose of %u parts: %llu ms\n", N, (unsigned long long)(t_mono_ms() - t0));
+	CHECK_EQ(size, (uint64_t)N * 4096);
+	CHECK_EQ(rpc_cmeta_get(c, "ub", "a/big/object", true, &o, NULL, 0), 0);
+	CHECK_EQ(o.nextents, N);
+	CHECK(o.extents[0].id == 0x100000 && o.extents[N - 1].id == 0x100000 + N - 1);
+	CHECK_EQ(rpc_cl_object_encode(&o, &rv, &rl, why, sizeof(why)), 0);
+	printf("record of %u parts: %zu bytes\n", N, rl);
+	free(rv);
+	rpc_cl_object_fini(&o);
+	CHECK(owner(c, 0x100000 + N / 2) &&
+	      strcmp(owner(c, 0x100000 + N / 2), "/zest/objects/ub/a/big/object") == 0);
+	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[N / 2], true, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	/* overwritten: 10000 index deletes are past etcd's ops limit, so they stay (dangling,
+	 * the collector's), but the moved key goes and nothing names the extents any more */
+	put1(c, "ub", "a/big/object", 0x1, 1);
+	CHECK(!val(c, "/zest/moved/.zest-mpu/p/0123456789abcdef0123456789abcdef/"));
+	CHECK(!owner(c, 0x100000) && !owner(c, 0x100000 + N - 1));
+}
+
+int
+main(void)
+{
+	struct rpc_etcd *c;
+	struct t_etcd e;
+
+	zc_log_init();
+	if (!t_etcd_available()) {
+		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
+		return 77;
+	}
+	t_etcd_start(&e, 1);
+	c = t_etcd_client(&e);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, "ub", 1, 0), 0);
+	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
+	test_200(c);
+	test_fences(c);
+	test_10000(c);
+	rpc_etcd_destroy(c);
+	t_etcd_stop(&e);
+	printf("ok\n");
+	return 0;
+}
