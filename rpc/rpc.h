@@ -585,6 +585,10 @@ int rpc_cwrite_open_cell(struct rpc_client *c, const struct rpc_cell_open *open,
  * failed (its status then arrives through `done`). Any thread.
  */
 int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs);
+/* The same, with crc32c the CRC32C of the segments' bytes, computed by a caller that read
+ * them anyway (the gateway, in its one pass over a span's digests): rpc reads nothing. */
+int rpc_cwrite_send_crc(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
+			uint32_t crc32c);
 /*
  * Queue the last WriteChunk (commit = true, optional final data, and commit's etag,
  * attrs and condition; commit borrowed, NULL: none of them) and half-close. Never

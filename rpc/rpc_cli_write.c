@@ -296,7 +296,7 @@ rpc_cwrite_open_cell(struct rpc_client *c, const struct rpc_cell_open *open,
 /* Under w->mu: build and queue one WriteChunk (CellChunk). */
 static int
 cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, size_t len,
-             bool commit, const struct rpc_commit *last)
+             bool commit, const struct rpc_commit *last, const uint32_t *given_crc)
 {
 	Zest__WriteChunk wc = ZEST__WRITE_CHUNK__INIT;
 	Zest__CellChunk cc = ZEST__CELL_CHUNK__INIT;
@@ -312,8 +312,11 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 		free(q);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n_segs; i++)
-		crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
+	if (given_crc)
+		crc = *given_crc;
+	else
+		for (size_t i = 0; i < n_segs; i++)
+			crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
 	if (w->m == RPC_WRITE_CELL) {
 		cc.open = (Zest__CellOpen *)w->open;
 		cc.offset = w->offset;
@@ -361,8 +364,8 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 	return 0;
 }
 
-int
-rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
+static int
+cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, const uint32_t *crc)
 {
 	size_t len = 0;
 	int rc;
@@ -378,10 +381,22 @@ rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
 		w->want_writable = true;
 		rc = -EAGAIN;
 	} else {
-		rc = cwrite_queue(w, segs, n_segs, len, false, NULL);
+		rc = cwrite_queue(w, segs, n_segs, len, false, NULL, crc);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return rc;
+}
+
+int
+rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs)
+{
+	return cwrite_send(w, segs, n_segs, NULL);
+}
+
+int
+rpc_cwrite_send_crc(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, uint32_t crc32c)
+{
+	return cwrite_send(w, segs, n_segs, &crc32c);
 }
 
 int
@@ -401,7 +416,7 @@ rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs
 	else if (len > w->cl->max_message)
 		rc = -EINVAL;
 	else
-		rc = cwrite_queue(w, segs, n_segs, len, true, commit);
+		rc = cwrite_queue(w, segs, n_segs, len, true, commit, NULL);
 	if (!rc)
 		w->committed = true;
 	pthread_mutex_unlock(&w->mu);

@@ -160,6 +160,9 @@ enum s3_ck {
 	S3_CK_SHA1 = 1u << 3,
 	S3_CK_SHA256 = 1u << 4,
 	S3_CK_MD5 = 1u << 5,
+	/* Not a stored checksum: the CRC32C of each span alone, the CRC the datanode checks on
+	 * each message (s3_sum.seg_crc32c after every update). */
+	S3_CK_SEG_CRC32C = 1u << 6,
 };
 
 /* The flexible-checksum algorithms, in x-amz-checksum-<name> order. */
@@ -176,13 +179,27 @@ struct evp_md_ctx_st;
 struct s3_md5mb;
 struct s3_md5mb_stream;
 
-/* Running checksums over one payload; every selected algorithm sees each span once. */
+/*
+ * Running checksums over one payload, in one pass: a span is cut into S3_SUM_BLOCK blocks
+ * and each block goes through every selected digest while it is in L1/L2, so the worker
+ * reads each payload byte from memory once for all of them. The digests: MD5 (the ETag;
+ * serial, or s3_md5mb's inline path while its stream is alone), the flexible checksum,
+ * SHA-256 of a signed payload, the aws-chunk signature's SHA-256 (chunk_sha, borrowed from
+ * the chunk decoder) and the span's own CRC32C (S3_CK_SEG_CRC32C, for the backend's
+ * message). The exception is MD5 queued to s3_md5mb with company: the hasher thread reads
+ * those spans again, later, on its own core (see s3_md5mb.c).
+ */
+#define S3_SUM_BLOCK (32u * 1024u)
+
 struct s3_sum {
 	unsigned mask;
 	uint32_t crc32, crc32c;
 	uint64_t crc64nvme;
 	struct evp_md_ctx_st *md5, *sha1, *sha256;
 	struct s3_md5mb_stream *md5mb; /* MD5 through the service instead of md5 */
+	struct evp_md_ctx_st *chunk_sha; /* NULL, or fed too (borrowed: s3_chunked.sha) */
+	uint32_t seg_crc32c;             /* S3_CK_SEG_CRC32C: of the last span */
+	size_t block;                    /* bytes per block; 0: S3_SUM_BLOCK (benchmarks) */
 	uint64_t bytes;
 };
 
@@ -241,6 +258,9 @@ int s3_md5mb_open(struct s3_md5mb *mb, struct s3_md5mb_stream **out); /* 0 or -E
 /* Queue seg's bytes (a reference is taken; seg->ref NULL: the bytes are borrowed for this
  * call, which then hashes them before returning). Returns 0. */
 int s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg);
+/* Whether update(s, seg) would queue seg for the hasher (a reference, and company) rather
+ * than hash it on this thread; a hint: update decides again under its lock. */
+bool s3_md5mb_would_queue(const struct s3_md5mb_stream *s, const struct zc_seg *seg);
 /* Wait for the queued blocks, pad, write the digest and free the stream. */
 void s3_md5mb_final(struct s3_md5mb_stream *s, uint8_t md5[16]);
 /* Drop what is queued (the references too) and free the stream; NULL: no-op. */
@@ -404,6 +424,7 @@ struct s3_chunked {
 	size_t line_len;
 	char prev_sig[65], want_sig[65];
 	struct evp_md_ctx_st *sha; /* SHA-256 of the current chunk */
+	bool sha_by_emit;          /* emit() feeds sha itself, in its one pass (s3_sum) */
 	struct s3_buf trail;       /* canonical trailer lines "name:value\n" */
 	unsigned trailer_ck;       /* S3_CK_* named by the trailer, 0 if none */
 	char trailer_val[64];      /* its base64 value */
@@ -566,6 +587,9 @@ struct s3_backend {
 	int (*put_open)(void *ctx, const char *bucket, const char *key, uint64_t size,
 	                bool size_known, void **stream);
 	int (*put_write)(void *stream, const struct zc_seg *seg);
+	/* Optional (NULL: put_write): the same with the span's CRC32C, computed in the
+	 * gateway's one pass over it, so the backend need not read the bytes again. */
+	int (*put_write_crc)(void *stream, const struct zc_seg *seg, uint32_t crc32c);
 	/* Commit: the object becomes visible (if cond, NULL: none, holds); frees the stream
 	 * whatever the result. */
 	int (*put_commit)(void *stream, const char *etag, const char *attrs, size_t attrs_len,

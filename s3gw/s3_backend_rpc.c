@@ -137,6 +137,7 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls
 		.ctx = b,
 		.put_open = s3_brpc_put_open,
 		.put_write = s3_brpc_put_write,
+		.put_write_crc = s3_brpc_put_write_crc,
 		.put_commit = s3_brpc_put_commit,
 		.put_abort = s3_brpc_put_abort,
 		.get = s3_brpc_get,

@@ -64,6 +64,7 @@ int s3_brpc_put_open(void *ctx, const char *bucket, const char *key, uint64_t si
 int s3_brpc_put_open_on(struct rpc_client *c, const char *bucket, const char *key, uint64_t size,
                         bool size_known, void **stream);
 int s3_brpc_put_write(void *stream, const struct zc_seg *seg);
+int s3_brpc_put_write_crc(void *stream, const struct zc_seg *seg, uint32_t crc32c);
 int s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
                        const struct s3_cond *cond, struct s3_obj_info *out);
 void s3_brpc_put_abort(void *stream);

@@ -115,10 +115,10 @@ s3_brpc_put_open_on(struct rpc_client *c, const char *bucket, const char *key, u
 	return 0;
 }
 
-int
-s3_brpc_put_write(void *stream, const struct zc_seg *seg)
+/* crc: the CRC32C of seg, NULL: rpc computes it. */
+static int
+put_send(struct put *p, const struct zc_seg *seg, const uint32_t *crc)
 {
-	struct put *p = stream;
 
 	for (;;) {
 		unsigned long gen;
@@ -132,7 +132,7 @@ s3_brpc_put_write(void *stream, const struct zc_seg *seg)
 		}
 		gen = p->writable_gen;
 		pthread_mutex_unlock(&p->mu);
-		rc = rpc_cwrite_send(p->w, seg, 1);
+		rc = crc ? rpc_cwrite_send_crc(p->w, seg, 1, *crc) : rpc_cwrite_send(p->w, seg, 1);
 		if (rc == 0)
 			return 0;
 		if (rc == -ECANCELED) { /* the call failed: its status says why */
@@ -157,6 +157,18 @@ s3_brpc_put_write(void *stream, const struct zc_seg *seg)
 		}
 		pthread_mutex_unlock(&p->mu);
 	}
+}
+
+int
+s3_brpc_put_write(void *stream, const struct zc_seg *seg)
+{
+	return put_send(stream, seg, NULL);
+}
+
+int
+s3_brpc_put_write_crc(void *stream, const struct zc_seg *seg, uint32_t crc32c)
+{
+	return put_send(stream, seg, &crc32c);
 }
 
 int

@@ -348,7 +348,7 @@ s3_chunked_feed(struct s3_chunked *d, const uint8_t *in, size_t n, s3_span_fn em
 		case ST_DATA: {
 			size_t take = n - pos < d->left ? n - pos : (size_t)d->left;
 
-			if (d->sha)
+			if (d->sha && !d->sha_by_emit)
 				EVP_DigestUpdate(d->sha, in + pos, take);
 			rc = emit(arg, in + pos, take);
 			if (rc < 0)

@@ -513,6 +513,19 @@ hash_inline(struct s3_md5mb_stream *s, const uint8_t *p, size_t n)
 	return carried + n % 64;
 }
 
+bool
+s3_md5mb_would_queue(const struct s3_md5mb_stream *s, const struct zc_seg *seg)
+{
+	bool q;
+
+	if (!seg->ref || !seg->len)
+		return false;
+	pthread_mutex_lock(&s->mb->lock);
+	q = s->mb->nopen > 1;
+	pthread_mutex_unlock(&s->mb->lock);
+	return q;
+}
+
 int
 s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 {

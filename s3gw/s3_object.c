@@ -1,6 +1,6 @@
 /*
  * s3_object: object operations: GET and HEAD (ranges, preconditions), DELETE, the
- * streamed PUT of objects and multipart parts (checksums in one pass), DeleteObjects.
+ * streamed PUT of objects and multipart parts (every digest in one pass, s3_sum), DeleteObjects.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -485,6 +485,8 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 
 		if (rq->auth.payload == S3_PAYLOAD_HASH)
 			mask |= S3_CK_SHA256;
+		if (rq->be->put_write_crc)
+			mask |= S3_CK_SEG_CRC32C;
 		if (s3_sum_init_mb(&p->sum, mask, rq->md5mb) < 0)
 			return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	}
@@ -492,6 +494,12 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 	if (rc < 0) {
 		p->stream = NULL;
 		return s3_rq_backend_error(rq, rc);
+	}
+	/* From here every decoded byte reaches s3_put_body: the chunk signatures' SHA-256
+	 * joins its one pass */
+	if (rq->aws_chunked && rq->aws.sha) {
+		p->sum.chunk_sha = rq->aws.sha;
+		rq->aws.sha_by_emit = true;
 	}
 	rq->body_mode = S3_BODY_STREAM;
 	s3_metric_payload(rq->auth.payload);
@@ -508,6 +516,8 @@ s3_put_body(struct s3_req *rq, const uint8_t *b, size_t n)
 		return -EMSGSIZE;
 	p->got += n;
 	s3_sum_update_seg(&p->sum, &seg);
+	if (p->sum.mask & S3_CK_SEG_CRC32C)
+		return rq->be->put_write_crc(p->stream, &seg, p->sum.seg_crc32c);
 	return rq->be->put_write(p->stream, &seg);
 }
 

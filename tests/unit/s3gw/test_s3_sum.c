@@ -1,5 +1,6 @@
-/* Checksums: check values of every algorithm, chaining across spans, S3 header encodings,
- * and the small helpers (base64, percent-decoding, XML escaping, error table). */
+/* Checksums: check values of every algorithm, chaining across spans, the one pass against
+ * OpenSSL and the CRC definitions on random split points and block sizes, S3 header
+ * encodings, and the small helpers (base64, percent-decoding, XML escaping, error table). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +10,10 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "s3.h"
+#include "zc.h"
 
 /* Bitwise CRC-64/NVME, the definition. */
 static uint64_t
@@ -24,6 +27,115 @@ ref_crc64nvme(const uint8_t *p, size_t n)
 			c = (c >> 1) ^ (0x9a6c9329ac4bc9b5ull & (0 - (c & 1)));
 	}
 	return ~c;
+}
+
+/* Bitwise reflected CRC-32 (gzip, poly 0xedb88320) and CRC-32C (0x82f63b78), the definitions. */
+static uint32_t
+ref_crc32r(uint32_t poly, const uint8_t *p, size_t n)
+{
+	uint32_t c = ~0u;
+
+	while (n--) {
+		c ^= *p++;
+		for (int b = 0; b < 8; b++)
+			c = (c >> 1) ^ (poly & (0 - (c & 1)));
+	}
+	return ~c;
+}
+
+static void
+ref_digest(const EVP_MD *md, const uint8_t *p, size_t n, uint8_t *out)
+{
+	unsigned len;
+
+	assert_int_equal(EVP_Digest(p, n, out, &len, md, NULL), 1);
+}
+
+static void
+nop_release(struct zc_ref *ref)
+{
+	(void)ref;
+}
+
+/*
+ * The one pass: every digest, the span CRC32C and the borrowed chunk SHA-256, with MD5
+ * serial, inline in the service (one stream), and queued to it (a second stream open),
+ * over random spans (0 bytes to several blocks) and block sizes, against references.
+ */
+static void
+test_one_pass_random(void **state)
+{
+	enum { N = 300 * 1024 + 77 };
+	static const size_t blocks[] = { 0, 1, 63, 4096, 32 * 1024, 1 << 20 };
+	uint8_t *buf = malloc(N), want_md5[16], want_sha1[20], want_sha256[32];
+	struct s3_md5mb *mb = NULL;
+	bool have_mb;
+	struct zc_ref ref;
+	uint32_t want_crc32, want_crc32c;
+	uint64_t want_crc64;
+
+	(void)state;
+	assert_non_null(buf);
+	srand(23);
+	for (size_t i = 0; i < N; i++)
+		buf[i] = (uint8_t)rand();
+	zc_ref_init(&ref, nop_release);
+	have_mb = s3_md5mb_create(NULL, &mb) == 0;
+	for (int round = 0; round < 36; round++) {
+		size_t n = round == 0 ? 0 : (size_t)rand() % N;
+		int md5_mode = round % 3; /* 0 serial, 1 service alone, 2 service with company */
+		struct s3_md5mb_stream *other = NULL;
+		struct s3_sum s;
+		struct s3_sum_out o;
+		EVP_MD_CTX *chunk = EVP_MD_CTX_new();
+		uint8_t got_chunk[32];
+		unsigned mask = S3_CK_FLEXIBLE | S3_CK_MD5 | (round & 4 ? S3_CK_SEG_CRC32C : 0);
+
+		if (md5_mode && !have_mb)
+			md5_mode = 0;
+		ref_digest(EVP_md5(), buf, n, want_md5);
+		ref_digest(EVP_sha1(), buf, n, want_sha1);
+		ref_digest(EVP_sha256(), buf, n, want_sha256);
+		want_crc32 = ref_crc32r(0xedb88320u, buf, n);
+		want_crc32c = ref_crc32r(0x82f63b78u, buf, n);
+		want_crc64 = ref_crc64nvme(buf, n);
+		if (md5_mode == 2)
+			assert_int_equal(s3_md5mb_open(mb, &other), 0);
+		assert_int_equal(s3_sum_init_mb(&s, mask, md5_mode ? mb : NULL), 0);
+		s.block = blocks[round % 6];
+		assert_non_null(chunk);
+		assert_int_equal(EVP_DigestInit_ex(chunk, EVP_sha256(), NULL), 1);
+		s.chunk_sha = chunk;
+		for (size_t off = 0; off < n;) {
+			size_t len = (size_t)rand() % (round & 1 ? 200000 : 700);
+			struct zc_seg seg = { buf + off, len, &ref };
+
+			if (len > n - off)
+				len = n - off;
+			seg.len = len;
+			s3_sum_update_seg(&s, &seg);
+			if (mask & S3_CK_SEG_CRC32C)
+				assert_int_equal(s.seg_crc32c,
+				                 ref_crc32r(0x82f63b78u, buf + off, len));
+			off += len;
+		}
+		s3_sum_final(&s, &o);
+		s3_sum_fini(&s);
+		if (other)
+			s3_md5mb_abort(other);
+		EVP_DigestFinal_ex(chunk, got_chunk, NULL);
+		EVP_MD_CTX_free(chunk);
+		assert_memory_equal(o.md5, want_md5, 16);
+		assert_memory_equal(o.sha1, want_sha1, 20);
+		assert_memory_equal(o.sha256, want_sha256, 32);
+		assert_memory_equal(got_chunk, want_sha256, 32);
+		assert_int_equal(o.crc32, want_crc32);
+		assert_int_equal(o.crc32c, want_crc32c);
+		assert_int_equal(o.crc64nvme, want_crc64);
+	}
+	s3_md5mb_destroy(mb); /* the hasher has put its references: ref may go */
+	zc_ref_put(&ref);
+	free(buf);
 }
 
 static void
@@ -222,9 +334,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_check_values), cmocka_unit_test(test_crc64_random),
-		cmocka_unit_test(test_names),        cmocka_unit_test(test_helpers),
-		cmocka_unit_test(test_md5x8),        cmocka_unit_test(test_crc_combine),
+		cmocka_unit_test(test_check_values),    cmocka_unit_test(test_crc64_random),
+		cmocka_unit_test(test_names),           cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_md5x8),           cmocka_unit_test(test_crc_combine),
+		cmocka_unit_test(test_one_pass_random),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
