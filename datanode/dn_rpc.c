@@ -16,6 +16,8 @@
 
 /* ------------------------------------------------------------------ lifecycle */
 
+#define CELL_WORKERS 2 /* dn-cell: WriteCell, DeleteCells, CommitCells */
+
 void
 dn_rpc_metrics(FILE *out, void *arg)
 {
@@ -57,18 +59,14 @@ dn_rpc_destroy(struct dn_rpc *b)
 		return;
 	pthread_mutex_lock(&b->mu);
 	b->stop = true;
-	pthread_cond_broadcast(&b->wcond);
 	pthread_cond_broadcast(&b->rcond);
 	pthread_mutex_unlock(&b->mu);
-	for (unsigned i = 0; i < b->n_workers; i++)
-		pthread_join(b->workers[i], NULL);
+	dn_exec_stop(&b->writes);
 	for (unsigned i = 0; i < b->n_readers; i++)
 		pthread_join(b->readers[i], NULL);
-	dn_rpc_cells_destroy(b);
-	free(b->workers);
+	dn_exec_stop(&b->cells);
 	free(b->readers);
 	pthread_mutex_destroy(&b->mu);
-	pthread_cond_destroy(&b->wcond);
 	pthread_cond_destroy(&b->rcond);
 	free(b);
 }
@@ -91,24 +89,18 @@ dn_rpc_create(struct dn_store *s, const struct dn_rpc_opts *opts, struct dn_rpc 
 	if (!b->o.call_cap)
 		b->o.call_cap = 8u << 20;
 	pthread_mutex_init(&b->mu, NULL);
-	pthread_cond_init(&b->wcond, NULL);
 	pthread_cond_init(&b->rcond, NULL);
-	b->workers = calloc(b->o.write_workers, sizeof(pthread_t));
-	b->readers = calloc(b->o.readers, sizeof(pthread_t));
-	if (!b->workers || !b->readers)
+	if (dn_exec_start(&b->writes, "dn-write", b->o.write_workers, b->o.call_cap) ||
+	    dn_exec_start(&b->cells, "dn-cell", CELL_WORKERS, b->o.call_cap))
 		goto fail;
-	for (; b->n_workers < b->o.write_workers; b->n_workers++) {
-		if (pthread_create(&b->workers[b->n_workers], NULL, dn_rpc_write_worker, b))
-			goto fail;
-		pthread_setname_np(b->workers[b->n_workers], "dn-write");
-	}
+	b->readers = calloc(b->o.readers, sizeof(pthread_t));
+	if (!b->readers)
+		goto fail;
 	for (; b->n_readers < b->o.readers; b->n_readers++) {
 		if (pthread_create(&b->readers[b->n_readers], NULL, dn_rpc_read_worker, b))
 			goto fail;
 		pthread_setname_np(b->readers[b->n_readers], "dn-read");
 	}
-	if (dn_rpc_cells_create(b))
-		goto fail;
 	memset(h, 0, sizeof(*h));
 	h->write.open = dn_rpc_on_write_open;
 	h->write.data = dn_rpc_on_write_data;

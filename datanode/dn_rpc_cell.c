@@ -5,15 +5,15 @@
  * WriteCell: the open is checked and the cell's file created on the CQ thread (an LMDB
  * read and a file create: a refusal such as CellExists answers before any payload
  * moves). Every later callback becomes a job on the call's own queue, run in order by
- * the dn-cell threads: dn_cell_write_data may wait for the store's in-flight credit, and
- * a CQ thread must not. A call pauses receiving while more than call_cap bytes wait in
- * its queue. As in dn_rpc_write.c, the binding fails a call only where no further
- * callback can come (inside a callback, or after the terminal job); an engine error in
- * the middle of the stream is recorded and delivered by the next callback.
+ * the dn-cell workers (dn_rpc_exec.c): dn_cell_write_data may wait for the store's
+ * in-flight credit, and a CQ thread must not. A call pauses receiving while more than
+ * call_cap bytes wait in its queue. As in dn_rpc_write.c, the binding fails a call only where no
+ * further callback can come (inside a callback, or after the terminal job); an engine error in the
+ * middle of the stream is recorded and delivered by the next callback.
  *
  * DeleteCells and CommitCells write metadata (an fsynced LMDB transaction, an unlink):
- * they run on the dn-cell threads with their reply deferred. ReadCell is stepped by the
- * reader threads of dn_rpc_read.c (dn_rpc_cell_read_next).
+ * they run on the dn-cell workers, ahead of the waiting WriteCells, their reply deferred. ReadCell
+ * is stepped by the reader threads of dn_rpc_read.c (dn_rpc_cell_read_next).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,50 +26,34 @@
 #include "zc_crc.h"
 #include "zc.h"
 
-enum cjob_kind { CJOB_DATA, CJOB_FINISH, CJOB_ABORT, CJOB_UNARY };
+enum cjob_kind { CJOB_FINISH, CJOB_ABORT };
 
+/* A WriteCell's terminal job (its data jobs are the executor's). */
 struct cjob {
-	struct cjob *next;
+	struct dn_exec_job ej;
 	enum cjob_kind kind;
-	uint64_t off;
-	size_t len, n;
-	struct zc_seg *segs; /* each holding a ref */
-	uint32_t crc32c;
 	int err;
-	/* CJOB_UNARY */
-	enum rpc_method m;
-	const union rpc_unary_req *req;
-	struct rpc_reply *reply;
 };
 
 struct ccall {
+	struct dn_exec_call ec; /* on b->cells */
 	struct dn_rpc *b;
-	struct rpc_write *w;
 	struct dn_cell_write *cw; /* NULL once finished or aborted */
 	struct dn_cell_id id;
 	char name[64]; /* "cell <extent>.<group>.<cell>", for messages */
 	uint64_t length;
 	uint32_t crc;       /* of the bytes so far */
 	struct cjob *final; /* the terminal job, allocated at open */
-	/* under cells->mu */
-	struct cjob *head, *tail;
-	struct ccall *next_ready;
-	bool scheduled, paused;
-	size_t queued;
-	int err;
-	char errmsg[RPC_STATUS_MSG_MAX];
 };
 
-#define CELL_THREADS 2
-
-struct dn_rpc_cells {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	struct ccall *ready_head, *ready_tail;
-	struct cjob *uq_head, *uq_tail; /* unary jobs */
-	bool stop;
-	pthread_t threads[CELL_THREADS];
-	unsigned n_threads;
+/* A DeleteCells or CommitCells call: a call of one job, its reply deferred. */
+struct cells_call {
+	struct dn_exec_call ec;
+	struct dn_exec_job ej;
+	struct dn_rpc *b;
+	enum rpc_method m;
+	const union rpc_unary_req *req;
+	struct rpc_reply *reply;
 };
 
 void
@@ -79,45 +63,14 @@ dn_rpc_cell_name(struct dn_cell_id id, char *buf, size_t len)
 }
 
 static void
-cjob_free(struct cjob *j)
-{
-	if (!j)
-		return;
-	for (size_t i = 0; i < j->n; i++)
-		if (j->segs[i].ref)
-			zc_ref_put(j->segs[i].ref);
-	free(j->segs);
-	free(j);
-}
-
-static void
 ccall_free(struct ccall *c)
 {
-	cjob_free(c->final);
+	free(c->final);
 	free(c);
 }
 
-/* Under cells->mu. */
-static void
-ccall_push(struct dn_rpc_cells *q, struct ccall *c, struct cjob *j)
-{
-	j->next = NULL;
-	if (c->tail)
-		c->tail->next = j;
-	else
-		c->head = j;
-	c->tail = j;
-	if (c->scheduled)
-		return;
-	c->scheduled = true;
-	c->next_ready = NULL;
-	if (q->ready_tail)
-		q->ready_tail->next_ready = c;
-	else
-		q->ready_head = c;
-	q->ready_tail = c;
-	pthread_cond_signal(&q->cond);
-}
+static enum dn_exec_run ccall_run(struct dn_exec_call *ec, struct dn_exec_job *ej);
+static void ccall_run_data(struct dn_exec_call *ec, const struct dn_exec_data *d);
 
 /* ------------------------------------------------------------------ WriteCell */
 
@@ -204,8 +157,10 @@ dn_rpc_on_cell_open(void *ctx, struct rpc_write *w, const struct rpc_cell_open *
 			return rc;
 		}
 	}
+	c->ec.run = ccall_run;
+	c->ec.run_data = ccall_run_data;
+	c->ec.w = w;
 	c->b = b;
-	c->w = w;
 	c->id = spec.id;
 	c->length = spec.length;
 	memcpy(c->name, name, sizeof(name));
@@ -218,86 +173,44 @@ dn_rpc_on_cell_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const 
                     size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct ccall *c = call_ctx;
-	struct dn_rpc_cells *q = c->b->cells;
-	struct cjob *j;
 
-	pthread_mutex_lock(&q->mu);
-	if (c->err) {
-		bool here = !c->scheduled;
+	if (dn_exec_queue_data(&c->b->cells, &c->ec, offset, segs, n_segs, len, crc32c) !=
+	    DN_EXEC_FAIL_HERE)
+		return;
+	(void)w; /* c->ec.w: ended with the error it recorded */
+	if (c->cw)
+		dn_cell_write_abort(c->cw);
+	dn_exec_fail(&c->b->cells, &c->ec, -EIO, "failed");
+	ccall_free(c);
+}
 
-		pthread_mutex_unlock(&q->mu);
-		if (here) {
-			/* No job runs and no callback can follow ours: fail here. */
-			if (c->cw)
-				dn_cell_write_abort(c->cw);
-			rpc_write_fail(w, c->err, "%s", c->errmsg);
-			ccall_free(c);
-		}
-		return;
-	}
-	pthread_mutex_unlock(&q->mu);
-	j = calloc(1, sizeof(*j));
-	if (j)
-		j->segs = malloc(n_segs * sizeof(*j->segs));
-	pthread_mutex_lock(&q->mu);
-	if (!j || !j->segs) {
-		free(j ? j->segs : NULL);
-		free(j);
-		c->err = -ENOMEM;
-		snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
-		pthread_mutex_unlock(&q->mu);
-		return;
-	}
-	j->kind = CJOB_DATA;
-	j->off = offset;
-	j->len = len;
-	j->crc32c = crc32c;
-	j->n = n_segs;
-	for (size_t i = 0; i < n_segs; i++) {
-		j->segs[i] = segs[i];
-		if (segs[i].ref)
-			zc_ref_get(segs[i].ref);
-	}
-	ccall_push(q, c, j);
-	c->queued += len;
-	if (c->queued >= c->b->o.call_cap && !c->paused) {
-		/* Before a worker can see it (dn_rpc_write.c says why). */
-		c->paused = true;
-		rpc_write_pause(w);
-	}
-	pthread_mutex_unlock(&q->mu);
+/* The terminal callbacks: the job allocated at open always lands. */
+static void
+push_final(struct ccall *c, enum cjob_kind kind, int err)
+{
+	struct cjob *j = c->final;
+
+	c->final = NULL;
+	j->kind = kind;
+	j->err = err;
+	pthread_mutex_lock(&c->b->cells.mu);
+	dn_exec_push(&c->b->cells, &c->ec, &j->ej);
+	pthread_mutex_unlock(&c->b->cells.mu);
 }
 
 void
 dn_rpc_on_cell_commit(void *call_ctx, struct rpc_write *w, const struct rpc_commit *last)
 {
-	struct ccall *c = call_ctx;
-	struct dn_rpc_cells *q = c->b->cells;
-	struct cjob *j = c->final;
-
 	(void)w;
 	(void)last; /* a CellChunk's commit has no fields */
-	c->final = NULL;
-	j->kind = CJOB_FINISH;
-	pthread_mutex_lock(&q->mu);
-	ccall_push(q, c, j);
-	pthread_mutex_unlock(&q->mu);
+	push_final(call_ctx, CJOB_FINISH, 0);
 }
 
 void
 dn_rpc_on_cell_abort(void *call_ctx, struct rpc_write *w, int err)
 {
-	struct ccall *c = call_ctx;
-	struct dn_rpc_cells *q = c->b->cells;
-	struct cjob *j = c->final;
-
 	(void)w;
-	c->final = NULL;
-	j->kind = CJOB_ABORT;
-	j->err = err;
-	pthread_mutex_lock(&q->mu);
-	ccall_push(q, c, j);
-	pthread_mutex_unlock(&q->mu);
+	push_final(call_ctx, CJOB_ABORT, err);
 }
 
 /* Commit thread: the cell is durable and recorded pending (err 0), or removed. */
@@ -308,65 +221,54 @@ cell_done(void *arg, int err)
 
 	if (err) {
 		ZC_WARN("dn_rpc", "%s: finish failed err=%d", c->name, err);
-		rpc_write_fail(c->w, err, "%s not recorded: %s", c->name,
+		rpc_write_fail(c->ec.w, err, "%s not recorded: %s", c->name,
 		               err > -ZC_ERR_BASE ? strerror(-err)
 		                                  : zc_code_word(zc_err_code(err)));
 	} else {
 		struct rpc_cell_result res = { .length = c->length, .crc32c = c->crc };
 
-		rpc_write_finish_cell(c->w, &res);
+		rpc_write_finish_cell(c->ec.w, &res);
 	}
 	ccall_free(c);
 }
 
-/* Run one job of c (a dn-cell thread holding c). Returns false when c is gone. */
-static bool
-ccall_run(struct ccall *c, struct cjob *j)
+/* A data job: to the cell store; an error is recorded for the next callback. */
+static void
+ccall_run_data(struct dn_exec_call *ec, const struct dn_exec_data *d)
 {
-	struct dn_rpc_cells *q = c->b->cells;
-	bool resume;
-	int rc, err;
+	struct ccall *c = dn_container_of(ec, struct ccall, ec);
+	struct dn_exec *ex = &c->b->cells;
+	int rc;
+
+	if (!dn_exec_err(ex, &c->ec) && c->cw) {
+		rc = dn_cell_write_data(c->cw, d->off, d->segs, d->n);
+		if (rc) {
+			/* Poisoned: drop it (its file goes); the next callback says so. */
+			dn_cell_write_abort(c->cw);
+			c->cw = NULL;
+			dn_exec_set_err(ex, &c->ec, rc, "write of %s at %llu failed: %s", c->name,
+			                (unsigned long long)d->off, strerror(-rc));
+		} else {
+			c->crc = zc_crc32c_combine(c->crc, d->crc32c, d->len);
+		}
+	}
+}
+
+/* Run one job of c (a dn-cell worker holding c). */
+static enum dn_exec_run
+ccall_run(struct dn_exec_call *ec, struct dn_exec_job *ej)
+{
+	struct ccall *c = dn_container_of(ec, struct ccall, ec);
+	struct cjob *j = dn_container_of(ej, struct cjob, ej);
+	struct dn_exec *ex = &c->b->cells;
 
 	switch (j->kind) {
-	case CJOB_DATA:
-		pthread_mutex_lock(&q->mu);
-		err = c->err;
-		pthread_mutex_unlock(&q->mu);
-		if (!err && c->cw) {
-			rc = dn_cell_write_data(c->cw, j->off, j->segs, j->n);
-			if (rc) {
-				/* Poisoned: drop it (its file goes); the next callback says so. */
-				dn_cell_write_abort(c->cw);
-				c->cw = NULL;
-				pthread_mutex_lock(&q->mu);
-				c->err = rc;
-				snprintf(c->errmsg, sizeof(c->errmsg),
-				         "write of %s at %llu failed: %s", c->name,
-				         (unsigned long long)j->off, strerror(-rc));
-				pthread_mutex_unlock(&q->mu);
-			} else {
-				c->crc = zc_crc32c_combine(c->crc, j->crc32c, j->len);
-			}
-		}
-		pthread_mutex_lock(&q->mu);
-		c->queued -= j->len;
-		resume = c->paused && (c->queued <= c->b->o.call_cap / 2 || c->err);
-		if (resume)
-			c->paused = false;
-		pthread_mutex_unlock(&q->mu);
-		cjob_free(j);
-		if (resume)
-			rpc_write_resume(c->w); /* still scheduled: nobody finishes c meanwhile */
-		return true;
 	case CJOB_FINISH:
-		pthread_mutex_lock(&q->mu);
-		err = c->err;
-		pthread_mutex_unlock(&q->mu);
-		cjob_free(j);
-		if (err || !c->cw) {
+		free(j);
+		if (dn_exec_err(ex, &c->ec) || !c->cw) {
 			if (c->cw)
 				dn_cell_write_abort(c->cw);
-			rpc_write_fail(c->w, err ? err : -EIO, "%s", err ? c->errmsg : "no write");
+			dn_exec_fail(ex, &c->ec, -EIO, "no write");
 			ccall_free(c);
 		} else {
 			struct dn_cell_write *cw = c->cw;
@@ -374,25 +276,17 @@ ccall_run(struct ccall *c, struct cjob *j)
 			c->cw = NULL;
 			dn_cell_write_finish(cw, cell_done, c);
 		}
-		return false;
+		return DN_EXEC_GONE;
 	case CJOB_ABORT:
 		if (c->cw)
 			dn_cell_write_abort(c->cw);
-		pthread_mutex_lock(&q->mu);
-		err = c->err;
-		pthread_mutex_unlock(&q->mu);
-		if (err)
-			rpc_write_fail(c->w, err, "%s", c->errmsg);
-		else
-			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
-			               "write of %s aborted", c->name);
-		cjob_free(j);
+		dn_exec_fail(ex, &c->ec, j->err < 0 ? j->err : -ECANCELED, "write of %s aborted",
+		             c->name);
+		free(j);
 		ccall_free(c);
-		return false;
-	case CJOB_UNARY:
-		break;
+		return DN_EXEC_GONE;
 	}
-	return true;
+	return DN_EXEC_NEXT;
 }
 
 /* ------------------------------------------------------------------ DeleteCells, CommitCells */
@@ -427,34 +321,42 @@ cells_run(struct dn_rpc *b, enum rpc_method m, const struct rpc_cells_req *req,
 	return rpc_reply_cells_result(reply, &res);
 }
 
-/* CQ thread: check the list, defer the work to a dn-cell thread. */
+/* A dn-cell worker: run the call, send its reply. */
+static enum dn_exec_run
+cells_call_run(struct dn_exec_call *ec, struct dn_exec_job *ej)
+{
+	struct cells_call *u = dn_container_of(ec, struct cells_call, ec);
+
+	(void)ej;
+	rpc_reply_send(u->reply, cells_run(u->b, u->m, &u->req->cells, u->reply));
+	free(u);
+	return DN_EXEC_GONE;
+}
+
+/* CQ thread: check the list, defer the work to a dn-cell worker. */
 static int
 cells_unary(struct dn_rpc *b, enum rpc_method m, const union rpc_unary_req *req,
             struct rpc_reply *reply)
 {
-	struct dn_rpc_cells *q = b->cells;
-	struct cjob *j;
+	struct cells_call *u;
 
 	for (size_t i = 0; i < req->cells.n_cells; i++)
 		if (!req->cells.cells[i].extent) {
 			rpc_reply_error(reply, "cells[%zu]: extent id 0", i);
 			return ZC_E(ZC_INVALID);
 		}
-	j = calloc(1, sizeof(*j));
-	if (!j)
+	u = calloc(1, sizeof(*u));
+	if (!u)
 		return -ENOMEM;
-	j->kind = CJOB_UNARY;
-	j->m = m;
-	j->req = req;
-	j->reply = reply;
-	pthread_mutex_lock(&q->mu);
-	if (q->uq_tail)
-		q->uq_tail->next = j;
-	else
-		q->uq_head = j;
-	q->uq_tail = j;
-	pthread_cond_signal(&q->cond);
-	pthread_mutex_unlock(&q->mu);
+	u->ec.run = cells_call_run;
+	u->ec.urgent = true; /* one short transaction: not behind the WriteCells' data */
+	u->b = b;
+	u->m = m;
+	u->req = req;
+	u->reply = reply;
+	pthread_mutex_lock(&b->cells.mu);
+	dn_exec_push(&b->cells, &u->ec, &u->ej);
+	pthread_mutex_unlock(&b->cells.mu);
 	return RPC_REPLY_LATER;
 }
 
@@ -467,113 +369,22 @@ dn_rpc_on_unary_all(void *ctx, enum rpc_method m, const union rpc_unary_req *req
 	return dn_rpc_on_unary(ctx, m, req, reply);
 }
 
-/* ------------------------------------------------------------------ threads */
-
-static void *
-cell_worker(void *arg)
-{
-	struct dn_rpc *b = arg;
-	struct dn_rpc_cells *q = b->cells;
-
-	pthread_mutex_lock(&q->mu);
-	for (;;) {
-		struct ccall *c;
-		struct cjob *j;
-
-		while (!q->ready_head && !q->uq_head && !q->stop)
-			pthread_cond_wait(&q->cond, &q->mu);
-		if (q->uq_head) {
-			j = q->uq_head;
-			q->uq_head = j->next;
-			if (!q->uq_head)
-				q->uq_tail = NULL;
-			pthread_mutex_unlock(&q->mu);
-			rpc_reply_send(j->reply, cells_run(b, j->m, &j->req->cells, j->reply));
-			free(j);
-			pthread_mutex_lock(&q->mu);
-			continue;
-		}
-		c = q->ready_head;
-		if (!c)
-			break; /* stopping, and every call was finished */
-		q->ready_head = c->next_ready;
-		if (!q->ready_head)
-			q->ready_tail = NULL;
-		j = c->head;
-		c->head = j->next;
-		if (!c->head)
-			c->tail = NULL;
-		pthread_mutex_unlock(&q->mu);
-		if (!ccall_run(c, j)) {
-			pthread_mutex_lock(&q->mu);
-			continue;
-		}
-		pthread_mutex_lock(&q->mu);
-		c->scheduled = false;
-		if (c->head) {
-			/* to the tail: calls take turns */
-			c->scheduled = true;
-			c->next_ready = NULL;
-			if (q->ready_tail)
-				q->ready_tail->next_ready = c;
-			else
-				q->ready_head = c;
-			q->ready_tail = c;
-		}
-	}
-	pthread_mutex_unlock(&q->mu);
-	return NULL;
-}
-
-int
-dn_rpc_cells_create(struct dn_rpc *b)
-{
-	struct dn_rpc_cells *q = calloc(1, sizeof(*q));
-
-	if (!q)
-		return -ENOMEM;
-	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cond, NULL);
-	b->cells = q;
-	for (; q->n_threads < CELL_THREADS; q->n_threads++) {
-		if (pthread_create(&q->threads[q->n_threads], NULL, cell_worker, b))
-			return -ENOMEM; /* dn_rpc_cells_destroy joins the ones started */
-		pthread_setname_np(q->threads[q->n_threads], "dn-cell");
-	}
-	return 0;
-}
-
-void
-dn_rpc_cells_destroy(struct dn_rpc *b)
-{
-	struct dn_rpc_cells *q = b->cells;
-
-	if (!q)
-		return;
-	pthread_mutex_lock(&q->mu);
-	q->stop = true;
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->mu);
-	for (unsigned i = 0; i < q->n_threads; i++)
-		pthread_join(q->threads[i], NULL);
-	pthread_mutex_destroy(&q->mu);
-	pthread_cond_destroy(&q->cond);
-	free(q);
-	b->cells = NULL;
-}
-
 void
 dn_rpc_cells_handlers(struct rpc_server_handlers *h)
 {
-	h->write_cell.open_cell = dn_rpc_on_cell_open;
-	h->write_cell.data = dn_rpc_on_cell_data;
-	h->write_cell.commit = dn_rpc_on_cell_commit;
-	h->write_cell.abort = dn_rpc_on_cell_abort;
-	/* the rpc layer checks each message's CRC32C: dn_cell_write_data takes none */
-	h->write_cell.handler_verifies_crc = false;
-	h->read_cell.start_cell = dn_rpc_on_cell_read_start;
-	h->read_cell.sent = dn_rpc_on_read_sent;
-	h->read_cell.abort = dn_rpc_on_read_abort;
+	h->write_cell = (struct rpc_write_ops){
+		.open_cell = dn_rpc_on_cell_open,
+		.data = dn_rpc_on_cell_data,
+		.commit = dn_rpc_on_cell_commit,
+		.abort = dn_rpc_on_cell_abort,
+		/* the rpc layer checks each message's CRC32C: dn_cell_write_data takes none */
+		.handler_verifies_crc = false,
+	};
+	h->read_cell = (struct rpc_read_ops){
+		.start_cell = dn_rpc_on_cell_read_start,
+		.sent = dn_rpc_on_read_sent,
+		.abort = dn_rpc_on_read_abort,
+	};
 	h->unary = dn_rpc_on_unary_all;
 }
 

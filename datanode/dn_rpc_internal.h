@@ -1,10 +1,13 @@
 /*
  * The gRPC binding of the storage engine. See dn_rpc.h for the threads.
  *
- * Write calls: every callback of a call becomes a job on the call's own queue (data jobs
- * hold a zc_ref on each received segment: the payload is never copied); a call with jobs
- * sits once on the ready list and a write worker runs its jobs in order. A call pauses
- * receiving while more than call_cap bytes wait in its queue; the worker resumes it.
+ * Write and WriteCell calls: every callback of a call becomes a job on the call's own
+ * queue (data jobs hold a zc_ref on each received segment: the payload is never copied);
+ * a call with jobs sits once on its executor's ready list and a worker runs its jobs in
+ * order (dn_rpc_exec.c: the dn-write workers for Writes, the dn-cell ones for the cell
+ * calls, two pools so that a coordinator's Writes never wait for the WriteCells they
+ * send). A call pauses receiving while more than call_cap bytes wait in its queue; the
+ * worker resumes it.
  *
  * The rpc server may run a call's data or commit callback just after the handler
  * failed the call, so the binding fails a call only where no further callback can come:
@@ -14,7 +17,8 @@
  *
  * dn_rpc_internal.h: what the binding's files share. Private to the datanode binary.
  *   dn_rpc.c        create, destroy, the rpc handlers table, the metrics hook
- *   dn_rpc_write.c  Write calls: the per-call job queue, the write workers, commit
+ *   dn_rpc_exec.c   the executor: per-call job queues, the ready list, the worker threads
+ *   dn_rpc_write.c  Write calls on the dn-write executor: begin (admission), data, commit
  *   dn_rpc_read.c   Read calls: the reader threads, one step and one message at a time
  *   dn_rpc_unary.c  Stat, Delete, List, Compose and the bucket calls
  *   dn_rpc_names.c  the name checks every call passes first
@@ -24,6 +28,7 @@
 #define ZEST_DN_RPC_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include "dn_coord.h"
 #include "dn_internal.h"
@@ -31,15 +36,89 @@
 
 #define READ_BATCH (1u << 20) /* payload bytes per ReadChunk */
 
-enum job_kind { JOB_BEGIN, JOB_DATA, JOB_COMMIT, JOB_ABORT };
+#define dn_container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
-struct job {
-	struct job *next;
-	enum job_kind kind;
+/* ---- dn_rpc_exec.c: the executor (one per worker pool) */
+struct dn_exec_job {
+	struct dn_exec_job *next;
+	bool is_data; /* the executor's own (dn_exec_queue_data), for run_data */
+};
+
+/* A data job's payload: the received segments (the executor holds a zc_ref on each). */
+struct dn_exec_data {
 	uint64_t off;
 	size_t len, n;
 	struct zc_seg *segs;
-	uint32_t crc32c; /* as sent: checked in the engine's one pass over the bytes */
+	uint32_t crc32c; /* as sent */
+};
+
+/* What a worker's run says of the call: go on, it is gone (ended), or it is parked. */
+enum dn_exec_run { DN_EXEC_NEXT, DN_EXEC_GONE, DN_EXEC_PARKED };
+
+struct dn_exec_call {
+	/* Run job j (the caller's, which frees it) of c on a worker holding c. */
+	enum dn_exec_run (*run)(struct dn_exec_call *c, struct dn_exec_job *j);
+	/* Run a data job (the executor's) of c on a worker holding c; it records a failure
+	 * in err for the next callback. */
+	void (*run_data)(struct dn_exec_call *c, const struct dn_exec_data *d);
+	struct rpc_write *w; /* the stream that flow control pauses (NULL: no data jobs) */
+	bool urgent;         /* scheduled before the waiting calls (a one-job metadata call) */
+	/* under the executor's mu */
+	struct dn_exec_job *head, *tail;
+	struct dn_exec_call *next_ready;
+	bool scheduled; /* on the ready list, held by a worker, or parked */
+	bool paused;
+	size_t queued; /* data bytes waiting in the queue */
+	int err;       /* the call failed: the next callback says so */
+	char errmsg[RPC_STATUS_MSG_MAX];
+};
+
+struct dn_exec {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct dn_exec_call *ready_head, *ready_tail;
+	struct dn_exec_call *urgent_last; /* the last urgent call on the list */
+	size_t call_cap;
+	bool started, stop;
+	pthread_t *threads;
+	unsigned n_threads;
+};
+
+/* Start n_threads workers named name. 0 or -ENOMEM (then dn_exec_stop cleans up). */
+int dn_exec_start(struct dn_exec *ex, const char *name, unsigned n_threads, size_t call_cap);
+/* Workers finish every call still ready, then exit; joined here. Not started: no-op. */
+void dn_exec_stop(struct dn_exec *ex);
+/* Under ex->mu: append j to c's queue; c goes on the ready list unless it is scheduled. */
+void dn_exec_push(struct dn_exec *ex, struct dn_exec_call *c, struct dn_exec_job *j);
+/* Under ex->mu, on the worker whose run returns DN_EXEC_PARKED: j back first on c's queue;
+ * c stays scheduled and no worker holds it until dn_exec_ready. */
+void dn_exec_park(struct dn_exec_call *c, struct dn_exec_job *j);
+/* Under ex->mu: a parked c back on the ready list. */
+void dn_exec_ready(struct dn_exec *ex, struct dn_exec_call *c);
+/* Record c's failure (takes ex->mu); read it. */
+void dn_exec_set_err(struct dn_exec *ex, struct dn_exec_call *c, int err, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+int dn_exec_err(struct dn_exec *ex, struct dn_exec_call *c);
+/* End c's stream with its recorded failure, or else with err and the message. */
+void dn_exec_fail(struct dn_exec *ex, struct dn_exec_call *c, int err, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+enum { DN_EXEC_QUEUED, DN_EXEC_DROPPED, DN_EXEC_FAIL_HERE };
+/*
+ * A data callback: a data job takes the segments with a ref each and is queued on c
+ * (pausing c at call_cap): DN_EXEC_QUEUED. DN_EXEC_DROPPED: c failed (or no memory: its
+ * err is set) and the data is dropped. DN_EXEC_FAIL_HERE: the same, and no job of c runs
+ * or will: the caller ends c.
+ */
+int dn_exec_queue_data(struct dn_exec *ex, struct dn_exec_call *c, uint64_t off,
+                       const struct zc_seg *segs, size_t n, size_t len, uint32_t crc32c);
+
+/* A Write's jobs besides its data (the data's crc32c is checked in the engine's pass). */
+enum job_kind { JOB_BEGIN, JOB_COMMIT, JOB_ABORT };
+
+struct job {
+	struct dn_exec_job ej;
+	enum job_kind kind;
 	char *etag;
 	struct dn_attr *attrs;
 	size_t nattrs;
@@ -49,8 +128,8 @@ struct job {
 };
 
 struct wcall {
+	struct dn_exec_call ec; /* on b->writes */
 	struct dn_rpc *b;
-	struct rpc_write *w;
 	struct dn_write *dw;
 	struct dn_coord_write *cw; /* cluster mode: the coordinated write (dn_coord.h) */
 	char *bucket, *key;
@@ -62,17 +141,10 @@ struct wcall {
 	struct job *final;
 	/* Its place in the admission queue while BEGIN is parked (dn_admission_try). */
 	struct dn_admit adm;
-	/* under b->mu */
-	struct job *head, *tail;
-	struct wcall *next_ready;
-	bool scheduled; /* on the ready list, held by a worker, or parked */
-	bool parked;    /* BEGIN waits for admission (first on the queue); no worker holds it */
-	bool adm_done;  /* admission answered: adm_err */
+	/* under b->writes.mu */
+	bool parked;   /* BEGIN waits for admission (first on the queue); no worker holds it */
+	bool adm_done; /* admission answered: adm_err */
 	int adm_err;
-	bool paused;
-	size_t queued;
-	int err;
-	char errmsg[RPC_STATUS_MSG_MAX];
 };
 
 struct rcall {
@@ -82,7 +154,7 @@ struct rcall {
 	char *bucket, *key; /* a ReadCell's: "" and the cell's name (dn_rpc_cell_name) */
 	uint64_t off, len;
 	bool has_len;
-	bool is_cell;           /* ReadCell: [off, cell_end) of `cell`, no info */
+	bool is_cell; /* ReadCell: [off, cell_end) of `cell`, no info */
 	struct dn_cell_id cell;
 	uint64_t cell_end;
 	/* under mu */
@@ -103,15 +175,15 @@ struct rcall {
 struct dn_rpc {
 	struct dn_store *s;
 	struct dn_rpc_opts o;
+	struct dn_exec writes; /* dn-write: Write calls (and the coordinator's work for them) */
+	struct dn_exec cells;  /* dn-cell: WriteCell, DeleteCells, CommitCells */
 	pthread_mutex_t mu;
-	pthread_cond_t wcond, rcond;
-	struct wcall *ready_head, *ready_tail;
+	pthread_cond_t rcond;
 	struct rcall *rq_head, *rq_tail;
 	bool stop;
-	pthread_t *workers, *readers;
-	unsigned n_workers, n_readers;
-	struct dn_rpc_cells *cells; /* dn_rpc_cell.c */
-	struct dn_coord *coord;     /* cluster mode, once joined (under mu) */
+	pthread_t *readers;
+	unsigned n_readers;
+	struct dn_coord *coord; /* cluster mode, once joined (under mu) */
 };
 
 /* ---- dn_rpc_write.c */
@@ -123,7 +195,6 @@ void dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
                           const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
 void dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const struct rpc_commit *last);
 void dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err);
-void *dn_rpc_write_worker(void *arg);
 /* ---- dn_rpc_read.c */
 void dn_rpc_info_to_rpc(const struct dn_object_info *in, struct rpc_object_info *out,
                         struct rpc_attr *attrs);
@@ -135,9 +206,7 @@ void dn_rpc_on_read_abort(void *call_ctx, struct rpc_read *r, int err);
 void dn_rpc_rcall_queue(struct rcall *rc);
 /* dn_read_cb that adds a segment (with a ref) to rc's batch. */
 int dn_rpc_read_cb(void *arg, uint64_t offset, const struct zc_seg *seg);
-/* ---- dn_rpc_cell.c: WriteCell, ReadCell, DeleteCells, CommitCells */
-int dn_rpc_cells_create(struct dn_rpc *b);
-void dn_rpc_cells_destroy(struct dn_rpc *b);
+/* ---- dn_rpc_cell.c: WriteCell, ReadCell, DeleteCells, CommitCells (on b->cells) */
 /* Fill the cell handlers (and h->unary, which routes the cell calls and passes the rest
  * to dn_rpc_on_unary). */
 void dn_rpc_cells_handlers(struct rpc_server_handlers *h);

@@ -1,8 +1,8 @@
 /*
  * dn_rpc_write: Write calls. Every callback of a call becomes a job on the call's own
  * queue (data jobs hold a zc_ref on each received segment: the payload is never copied);
- * a write worker runs a call's jobs in order. The binding fails a call only where no
- * further callback can come (see dn_rpc_internal.h).
+ * a dn-write worker (dn_rpc_exec.c) runs a call's jobs in order. The binding fails a call
+ * only where no further callback can come (see dn_rpc_internal.h).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,12 +32,6 @@ job_free(struct job *j)
 {
 	if (!j)
 		return;
-	if (j->segs) {
-		for (size_t i = 0; i < j->n; i++)
-			if (j->segs[i].ref)
-				zc_ref_put(j->segs[i].ref);
-		free(j->segs);
-	}
 	free(j->etag);
 	free((char *)j->cond.if_match);
 	for (size_t i = 0; i < j->nattrs; i++) {
@@ -132,40 +126,14 @@ write_errmsg(struct wcall *c, int err, char *buf, size_t len)
 	return dn_rpc_write_errmsg(c->b->s, c->k, c->m, c->bucket, c->key, err, buf, len);
 }
 
-/* Under b->mu: append c, scheduled, to the ready list. */
-static void
-ready_append(struct dn_rpc *b, struct wcall *c)
-{
-	c->next_ready = NULL;
-	if (b->ready_tail)
-		b->ready_tail->next_ready = c;
-	else
-		b->ready_head = c;
-	b->ready_tail = c;
-	pthread_cond_signal(&b->wcond);
-}
+static enum dn_exec_run wcall_run(struct dn_exec_call *ec, struct dn_exec_job *ej);
+static void wcall_run_data(struct dn_exec_call *ec, const struct dn_exec_data *d);
 
-/* Under b->mu: put c on the ready list unless it is there, running or parked. */
-static void
-wcall_schedule(struct dn_rpc *b, struct wcall *c)
-{
-	if (c->scheduled)
-		return;
-	c->scheduled = true;
-	ready_append(b, c);
-}
-
-/* Under b->mu. */
+/* Under b->writes.mu. */
 static void
 wcall_push(struct wcall *c, struct job *j)
 {
-	j->next = NULL;
-	if (c->tail)
-		c->tail->next = j;
-	else
-		c->head = j;
-	c->tail = j;
-	wcall_schedule(c->b, c);
+	dn_exec_push(&c->b->writes, &c->ec, &j->ej);
 }
 
 int
@@ -223,17 +191,19 @@ queue:
 	c->key = strdup(open->key);
 	if (!c->bucket || !c->key)
 		goto nomem;
+	c->ec.run = wcall_run;
+	c->ec.run_data = wcall_run_data;
+	c->ec.w = w;
 	c->b = b;
-	c->w = w;
 	c->size = open->size;
 	c->size_known = open->size_known;
 	c->k = open->ec_k;
 	c->m = open->ec_m;
 	/* Admission may park the call: a worker asks, and the BEGIN job waits without it. */
 	j->kind = JOB_BEGIN;
-	pthread_mutex_lock(&b->mu);
+	pthread_mutex_lock(&b->writes.mu);
 	wcall_push(c, j);
-	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_unlock(&b->writes.mu);
 	*call_ctx = c;
 	return 0;
 nomem:
@@ -248,61 +218,17 @@ dn_rpc_on_write_data(void *call_ctx, struct rpc_write *w, uint64_t offset,
                      const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct wcall *c = call_ctx;
-	struct dn_rpc *b = c->b;
-	struct job *j;
 
-	pthread_mutex_lock(&b->mu);
-	if (c->err) {
-		if (!c->scheduled) {
-			/* No job runs and no callback can follow ours: fail here. */
-			pthread_mutex_unlock(&b->mu);
-			if (c->dw)
-				dn_write_abort(c->dw); /* still open after an -ENOMEM here */
-			if (c->cw)
-				dn_coord_abort(c->cw); /* the same (cancels its peer streams) */
-			rpc_write_fail(w, c->err, "%s", c->errmsg);
-			wcall_free(c);
-			return;
-		}
-		pthread_mutex_unlock(&b->mu);
-		return; /* dropped: the write is doomed */
-	}
-	pthread_mutex_unlock(&b->mu);
-	j = calloc(1, sizeof(*j));
-	if (j)
-		j->segs = malloc(n_segs * sizeof(*j->segs));
-	pthread_mutex_lock(&b->mu);
-	if (!j || !j->segs) {
-		free(j ? j->segs : NULL);
-		free(j);
-		if (!c->err) {
-			c->err = -ENOMEM;
-			snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
-		}
-		pthread_mutex_unlock(&b->mu);
+	if (dn_exec_queue_data(&c->b->writes, &c->ec, offset, segs, n_segs, len, crc32c) !=
+	    DN_EXEC_FAIL_HERE)
 		return;
-	}
-	j->kind = JOB_DATA;
-	j->off = offset;
-	j->len = len;
-	j->crc32c = crc32c;
-	j->n = n_segs;
-	for (size_t i = 0; i < n_segs; i++) {
-		j->segs[i] = segs[i];
-		if (segs[i].ref)
-			zc_ref_get(segs[i].ref);
-	}
-	wcall_push(c, j);
-	c->queued += len;
-	if (c->queued >= b->o.call_cap && !c->paused) {
-		/* Pause before anyone can see c->paused: a worker that drains the queue at
-		 * once resumes the call, and a pause landing after that resume stopped the
-		 * call for good (a Write hung with --call-queue-cap below one message).
-		 * Lock order b->mu -> call lock: the rpc layer calls us unlocked. */
-		c->paused = true;
-		rpc_write_pause(w);
-	}
-	pthread_mutex_unlock(&b->mu);
+	if (c->dw)
+		dn_write_abort(c->dw); /* still open after an -ENOMEM here */
+	if (c->cw)
+		dn_coord_abort(c->cw); /* the same (cancels its peer streams) */
+	(void)w;                       /* c->ec.w */
+	dn_exec_fail(&c->b->writes, &c->ec, -EIO, "failed");
+	wcall_free(c);
 }
 
 void
@@ -336,7 +262,7 @@ dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const struct rpc_com
 			ok = j->attrs[j->nattrs].name && j->attrs[j->nattrs].value;
 		}
 	}
-	pthread_mutex_lock(&b->mu);
+	pthread_mutex_lock(&b->writes.mu);
 	if (!ok) {
 		/* No memory for the commit's copies: the preallocated job aborts the write. */
 		job_free(j);
@@ -344,13 +270,13 @@ dn_rpc_on_write_commit(void *call_ctx, struct rpc_write *w, const struct rpc_com
 		c->final = NULL;
 		j->kind = JOB_ABORT;
 		j->err = -ENOMEM;
-		if (!c->err) {
-			c->err = -ENOMEM;
-			snprintf(c->errmsg, sizeof(c->errmsg), "out of memory");
+		if (!c->ec.err) {
+			c->ec.err = -ENOMEM;
+			snprintf(c->ec.errmsg, sizeof(c->ec.errmsg), "out of memory");
 		}
 	}
 	wcall_push(c, j);
-	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_unlock(&b->writes.mu);
 }
 
 void
@@ -364,17 +290,17 @@ dn_rpc_on_write_abort(void *call_ctx, struct rpc_write *w, int err)
 	c->final = NULL;
 	j->kind = JOB_ABORT;
 	j->err = err;
-	pthread_mutex_lock(&b->mu);
+	pthread_mutex_lock(&b->writes.mu);
 	if (c->parked && dn_admission_cancel(b->s, &c->adm)) {
 		/* Nothing else would bring the call back before its queue wait ran out: its
 		 * BEGIN fails with -ECANCELED and this abort ends the call right after. */
 		c->parked = false;
 		c->adm_done = true;
 		c->adm_err = -ECANCELED;
-		ready_append(b, c);
+		dn_exec_ready(&b->writes, &c->ec);
 	}
 	wcall_push(c, j);
-	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_unlock(&b->writes.mu);
 }
 
 /* dn-admit: the parked BEGIN's turn came (err 0) or its wait ran out (-EAGAIN). */
@@ -384,12 +310,12 @@ admitted(void *arg, int err)
 	struct wcall *c = arg;
 	struct dn_rpc *b = c->b;
 
-	pthread_mutex_lock(&b->mu);
+	pthread_mutex_lock(&b->writes.mu);
 	c->parked = false;
 	c->adm_done = true;
 	c->adm_err = err;
-	ready_append(b, c); /* still scheduled: back to the workers, BEGIN first */
-	pthread_mutex_unlock(&b->mu);
+	dn_exec_ready(&b->writes, &c->ec); /* still scheduled: back to the workers, BEGIN first */
+	pthread_mutex_unlock(&b->writes.mu);
 }
 
 static void
@@ -404,14 +330,14 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 			ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket,
 			        c->key, err);
 		err = write_errmsg(c, err, msg, sizeof(msg));
-		rpc_write_fail(c->w, err, "%s", msg);
+		rpc_write_fail(c->ec.w, err, "%s", msg);
 	} else {
 		struct rpc_write_result wr = { .size = res->size,
 			                       .crc32c = res->crc32c,
 			                       .etag = res->etag,
 			                       .mtime_ns = res->mtime_ns };
 
-		rpc_write_finish(c->w, &wr);
+		rpc_write_finish(c->ec.w, &wr);
 	}
 	wcall_free(c);
 }
@@ -419,19 +345,16 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 /* Cluster mode: a DATA job to the coordinator; an error ends the coordinated write at
  * once and is delivered by the next callback. */
 static void
-coord_data(struct wcall *c, struct job *j)
+coord_data(struct wcall *c, const struct dn_exec_data *d)
 {
 	char msg[RPC_STATUS_MSG_MAX];
-	int rc = dn_coord_data(c->cw, j->off, j->segs, j->n, j->crc32c, msg, sizeof(msg));
+	int rc = dn_coord_data(c->cw, d->off, d->segs, d->n, d->crc32c, msg, sizeof(msg));
 
 	if (!rc)
 		return;
 	dn_coord_abort(c->cw);
 	c->cw = NULL;
-	pthread_mutex_lock(&c->b->mu);
-	c->err = rc;
-	snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
-	pthread_mutex_unlock(&c->b->mu);
+	dn_exec_set_err(&c->b->writes, &c->ec, rc, "%s", msg);
 }
 
 /* Cluster mode: COMMIT. The Write is answered as soon as the record is in etcd (or the
@@ -445,29 +368,27 @@ coord_commit(struct wcall *c, struct job *j)
 	                         &res, msg, sizeof(msg));
 
 	if (rc) {
-		rpc_write_fail(c->w, rc, "%s", msg);
+		rpc_write_fail(c->ec.w, rc, "%s", msg);
 	} else {
 		struct rpc_write_result wr = { .size = res.size,
 			                       .crc32c = res.crc32c,
 			                       .etag = res.etag,
 			                       .mtime_ns = res.mtime_ns };
 
-		rpc_write_finish(c->w, &wr);
+		rpc_write_finish(c->ec.w, &wr);
 	}
 	dn_coord_end(c->cw);
 	c->cw = NULL;
 	wcall_free(c);
 }
 
-enum run { RUN_NEXT, RUN_GONE, RUN_PARKED };
-
 /*
  * BEGIN: ask admission; when it parks the call (paced or queued), put the job back first
  * on the call's queue and let the worker go: `admitted` (or a cancel) brings the call
- * back, with the answer in adm_err. The ask is under b->mu so that the answer cannot
+ * back, with the answer in adm_err. The ask is under b->writes.mu so that the answer cannot
  * come before the job is back.
  */
-static enum run
+static enum dn_exec_run
 run_begin(struct wcall *c, struct job *j)
 {
 	struct dn_rpc *b = c->b;
@@ -475,24 +396,21 @@ run_begin(struct wcall *c, struct job *j)
 
 	if (!c->adm_done && !b->o.cluster)
 		rc = dn_write_quorum_check(b->s, c->k, c->m, NULL, NULL, NULL);
-	pthread_mutex_lock(&b->mu);
+	pthread_mutex_lock(&b->writes.mu);
 	if (!rc && !c->adm_done) {
 		if (!b->o.cluster) /* the coordinator has pools of its own */
 			dn_admit_bufs(&c->adm, c->k, c->m, c->size, c->size_known);
 		rc = dn_admission_try(b->s, &c->adm, admitted, c);
 		if (rc == 1) {
-			j->next = c->head;
-			c->head = j;
-			if (!c->tail)
-				c->tail = j;
+			dn_exec_park(&c->ec, &j->ej);
 			c->parked = true;
-			pthread_mutex_unlock(&b->mu);
-			return RUN_PARKED;
+			pthread_mutex_unlock(&b->writes.mu);
+			return DN_EXEC_PARKED;
 		}
 	} else if (!rc) {
 		rc = c->adm_err;
 	}
-	pthread_mutex_unlock(&b->mu);
+	pthread_mutex_unlock(&b->writes.mu);
 	if (!rc && b->o.cluster) {
 		char msg[RPC_STATUS_MSG_MAX];
 
@@ -500,147 +418,94 @@ run_begin(struct wcall *c, struct job *j)
 		                    &c->cw, msg, sizeof(msg));
 		if (rc) {
 			c->cw = NULL;
-			pthread_mutex_lock(&b->mu);
-			c->err = rc;
-			snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
-			pthread_mutex_unlock(&b->mu);
+			dn_exec_set_err(&b->writes, &c->ec, rc, "%s", msg);
 		}
 		job_free(j);
-		return RUN_NEXT;
+		return DN_EXEC_NEXT;
 	}
 	if (!rc)
 		rc = dn_write_begin_admitted(b->s, &c->adm, c->bucket, c->key, c->size,
 		                             c->size_known, c->k, c->m, &c->dw);
 	if (rc) {
 		c->dw = NULL;
-		pthread_mutex_lock(&b->mu);
-		c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
-		pthread_mutex_unlock(&b->mu);
+		pthread_mutex_lock(&b->writes.mu);
+		c->ec.err = write_errmsg(c, rc, c->ec.errmsg, sizeof(c->ec.errmsg));
+		pthread_mutex_unlock(&b->writes.mu);
 	}
 	job_free(j);
-	return RUN_NEXT;
+	return DN_EXEC_NEXT;
 }
 
-/* Run one job of c (a worker thread holding c). RUN_GONE: c is gone; RUN_PARKED: c is
- * parked in admission and may already be on another worker. */
-static enum run
-wcall_run(struct wcall *c, struct job *j)
+/* A DATA job: to the engine, or the coordinator; an error is recorded for the next
+ * callback. */
+static void
+wcall_run_data(struct dn_exec_call *ec, const struct dn_exec_data *d)
 {
-	struct dn_rpc *b = c->b;
-	int rc, err;
+	struct wcall *c = dn_container_of(ec, struct wcall, ec);
+	struct dn_exec *ex = &c->b->writes;
+	int err = dn_exec_err(ex, &c->ec), rc;
+
+	if (!err && c->cw)
+		coord_data(c, d);
+	if (!err && c->dw) {
+		rc = dn_write_data_checked(c->dw, d->off, d->segs, d->n, d->crc32c);
+		if (rc) {
+			/* Poisoned: drop it now, the next callback reports. */
+			dn_write_abort(c->dw);
+			c->dw = NULL;
+			if (rc == -EBADMSG) {
+				dn_exec_set_err(
+				        ex, &c->ec, rc,
+				        "CRC32C mismatch at offset %llu: the %zu bytes sent "
+				        "do not match crc32c %08x",
+				        (unsigned long long)d->off, d->len, d->crc32c);
+			} else {
+				pthread_mutex_lock(&ex->mu);
+				c->ec.err = write_errmsg(c, rc, c->ec.errmsg, sizeof(c->ec.errmsg));
+				pthread_mutex_unlock(&ex->mu);
+			}
+		}
+	}
+}
+
+/* Run one job of c (a dn-write worker holding c). DN_EXEC_GONE: c is gone;
+ * DN_EXEC_PARKED: c is parked in admission and may already be on another worker. */
+static enum dn_exec_run
+wcall_run(struct dn_exec_call *ec, struct dn_exec_job *ej)
+{
+	struct wcall *c = dn_container_of(ec, struct wcall, ec);
+	struct job *j = dn_container_of(ej, struct job, ej);
+	struct dn_exec *ex = &c->b->writes;
+	int err;
 
 	switch (j->kind) {
 	case JOB_BEGIN:
 		return run_begin(c, j);
-	case JOB_DATA: {
-		bool resume;
-
-		pthread_mutex_lock(&b->mu);
-		err = c->err;
-		pthread_mutex_unlock(&b->mu);
-		if (!err && c->cw)
-			coord_data(c, j);
-		if (!err && c->dw) {
-			rc = dn_write_data_checked(c->dw, j->off, j->segs, j->n, j->crc32c);
-			if (rc) {
-				/* Poisoned: drop it now, the next callback reports. */
-				dn_write_abort(c->dw);
-				c->dw = NULL;
-				pthread_mutex_lock(&b->mu);
-				if (rc == -EBADMSG) {
-					snprintf(c->errmsg, sizeof(c->errmsg),
-					         "CRC32C mismatch at offset %llu: the %zu bytes "
-					         "sent "
-					         "do not match crc32c %08x",
-					         (unsigned long long)j->off, j->len, j->crc32c);
-					c->err = rc;
-				} else {
-					c->err = write_errmsg(c, rc, c->errmsg, sizeof(c->errmsg));
-				}
-				pthread_mutex_unlock(&b->mu);
-			}
-		}
-		pthread_mutex_lock(&b->mu);
-		c->queued -= j->len;
-		resume = c->paused && (c->queued <= b->o.call_cap / 2 || c->err);
-		if (resume)
-			c->paused = false;
-		pthread_mutex_unlock(&b->mu);
-		job_free(j);
-		/* Still scheduled: nobody else can finish the call meanwhile. */
-		if (resume)
-			rpc_write_resume(c->w);
-		return RUN_NEXT;
-	}
 	case JOB_COMMIT:
-		pthread_mutex_lock(&b->mu);
-		err = c->err;
-		pthread_mutex_unlock(&b->mu);
+		err = dn_exec_err(ex, &c->ec);
 		if (!err && c->cw) {
 			coord_commit(c, j);
 		} else if (err || !c->dw) {
 			if (c->dw)
 				dn_write_abort(c->dw);
-			rpc_write_fail(c->w, err ? err : -EIO, "%s", err ? c->errmsg : "no write");
+			dn_exec_fail(ex, &c->ec, -EIO, "no write");
 			wcall_free(c);
 		} else {
 			dn_write_commit_if(c->dw, j->etag, j->attrs, j->nattrs,
 			                   j->has_cond ? &j->cond : NULL, commit_done, c);
 		}
 		job_free(j);
-		return RUN_GONE;
+		return DN_EXEC_GONE;
 	case JOB_ABORT:
 		if (c->dw)
 			dn_write_abort(c->dw);
 		if (c->cw)
 			dn_coord_abort(c->cw);
-		pthread_mutex_lock(&b->mu);
-		err = c->err;
-		pthread_mutex_unlock(&b->mu);
-		if (err)
-			rpc_write_fail(c->w, err, "%s", c->errmsg);
-		else
-			rpc_write_fail(c->w, j->err < 0 ? j->err : -ECANCELED,
-			               "write of %s/%s aborted", c->bucket, c->key);
+		dn_exec_fail(ex, &c->ec, j->err < 0 ? j->err : -ECANCELED, "write of %s/%s aborted",
+		             c->bucket, c->key);
 		wcall_free(c);
 		job_free(j);
-		return RUN_GONE;
+		return DN_EXEC_GONE;
 	}
-	return RUN_NEXT;
-}
-
-void *
-dn_rpc_write_worker(void *arg)
-{
-	struct dn_rpc *b = arg;
-
-	pthread_mutex_lock(&b->mu);
-	for (;;) {
-		struct wcall *c;
-		struct job *j;
-
-		while (!b->ready_head && !b->stop)
-			pthread_cond_wait(&b->wcond, &b->mu);
-		c = b->ready_head;
-		if (!c)
-			break;
-		b->ready_head = c->next_ready;
-		if (!b->ready_head)
-			b->ready_tail = NULL;
-		j = c->head;
-		c->head = j->next;
-		if (!c->head)
-			c->tail = NULL;
-		pthread_mutex_unlock(&b->mu);
-		if (wcall_run(c, j) != RUN_NEXT) {
-			pthread_mutex_lock(&b->mu);
-			continue;
-		}
-		pthread_mutex_lock(&b->mu);
-		c->scheduled = false;
-		if (c->head)
-			wcall_schedule(b, c); /* to the tail: calls take turns */
-	}
-	pthread_mutex_unlock(&b->mu);
-	return NULL;
+	return DN_EXEC_NEXT;
 }
