@@ -246,19 +246,14 @@ io_done(struct dn_io *io)
 	unhold(w);
 }
 
-/* An fdatasync or folder fsync: two small requests per cell, allocated, not pooled. */
+/* An fdatasync or folder fsync: two small requests per cell. */
 static int
 submit_sync(struct dn_cell_write *w, enum dn_io_op op, struct dn_file *f)
 {
-	struct dn_io *io = calloc(1, sizeof(*io));
+	struct dn_io *io = dn_io_create_sync(f, op, io_done, w);
 
 	if (!io)
 		return -ENOMEM;
-	io->op = op;
-	io->file = f;
-	io->cb = io_done;
-	io->arg = w;
-	io->heap = true;
 	atomic_fetch_add(&w->outstanding, 1);
 	dn_drive_submit(f->drive, io);
 	return 0;

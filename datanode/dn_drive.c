@@ -262,6 +262,21 @@ dn_drive_submit(struct dn_drive *d, struct dn_io *io)
 		ZC_ERR("drive", "drive=%u eventfd write failed err=%s", d->idx, strerror(errno));
 }
 
+struct dn_io *
+dn_io_create_sync(struct dn_file *f, enum dn_io_op op, dn_io_cb cb, void *arg)
+{
+	struct dn_io *io = calloc(1, sizeof(*io));
+
+	if (!io)
+		return NULL;
+	io->op = op;
+	io->file = f;
+	io->cb = cb;
+	io->arg = arg;
+	io->heap = true;
+	return io;
+}
+
 int
 dn_pool_get(struct dn_drive *d, uint64_t wait_ns)
 {

@@ -103,6 +103,10 @@ int dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const ch
 void dn_drive_fini(struct dn_drive *d);
 /* Queue io to the drive thread (any thread). The callback runs on the drive thread. */
 void dn_drive_submit(struct dn_drive *d, struct dn_io *io);
+/* A file's fdatasync or a folder's fsync (op DN_IO_FSYNC, DN_IO_FSYNC_DIR) of f, done
+ * cb(arg). Not the data path (a few per write), so allocated (io->heap: the completion
+ * frees it) rather than pooled. NULL: no memory. The caller submits it to f->drive. */
+struct dn_io *dn_io_create_sync(struct dn_file *f, enum dn_io_op op, dn_io_cb cb, void *arg);
 /* Open path on d and register it; direct asks for O_DIRECT (if the drive allows it). */
 int dn_file_open(struct dn_drive *d, const char *path, bool direct, struct dn_file **out);
 /* Open an existing cell file on d for reading through the ring. */

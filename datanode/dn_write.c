@@ -267,25 +267,17 @@ submit(struct dn_write *w, struct dn_io *io)
 	dn_drive_submit(io->file->drive, io);
 }
 
-/*
- * A file or folder fsync. Not the data path (one small request per file per group, per
- * folder per write), so it is allocated here rather than taken from the pool.
- */
+/* A file or folder fsync; grp: the block group it counts in (a file's), or NULL. */
 int
 dn_write_submit_sync(struct dn_write *w, enum dn_io_op op, struct dn_file *file, void *grp,
                      unsigned cell)
 {
-	struct dn_io *io = calloc(1, sizeof(*io));
+	struct dn_io *io = dn_io_create_sync(file, op, io_done, w);
 
 	if (!io)
 		return -ENOMEM;
-	io->op = op;
-	io->file = file;
-	io->cb = io_done;
-	io->arg = w;
 	io->grp = grp;
 	io->cell = cell;
-	io->heap = true;
 	submit(w, io);
 	return 0;
 }
