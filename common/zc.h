@@ -16,14 +16,14 @@ extern enum zc_level zc_log_level;
 
 /* One line to stderr: "<time> <LEVEL> <component>: <message>". */
 void zc_log(enum zc_level level, const char *component, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 #define ZC_ERR(comp, ...)  zc_log(ZC_LEVEL_ERR, comp, __VA_ARGS__)
 #define ZC_WARN(comp, ...) zc_log(ZC_LEVEL_WARN, comp, __VA_ARGS__)
 #define ZC_INFO(comp, ...) zc_log(ZC_LEVEL_INFO, comp, __VA_ARGS__)
-#define ZC_DBG(comp, ...)                                  \
-	do {                                               \
-		if (zc_log_level >= ZC_LEVEL_DBG)          \
+#define ZC_DBG(comp, ...)                                        \
+	do {                                                     \
+		if (zc_log_level >= ZC_LEVEL_DBG)                \
 			zc_log(ZC_LEVEL_DBG, comp, __VA_ARGS__); \
 	} while (0)
 

@@ -85,13 +85,13 @@ shift_by(uint32_t crc, uint32_t xn)
 }
 
 int
-zc_chunk_crc_init(struct zc_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
-		  size_t out_cap)
+zc_chunk_crc_init(struct zc_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out, size_t out_cap)
 {
 	if (!c || bytes_per_checksum == 0 || (!out && out_cap))
 		return -EINVAL;
-	*c = (struct zc_chunk_crc){ .bytes_per_checksum = bytes_per_checksum, .out = out,
-				    .out_cap = out_cap };
+	*c = (struct zc_chunk_crc){ .bytes_per_checksum = bytes_per_checksum,
+		                    .out = out,
+		                    .out_cap = out_cap };
 	return 0;
 }
 

@@ -31,16 +31,16 @@ uint32_t zc_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
  */
 struct zc_chunk_crc {
 	size_t bytes_per_checksum;
-	size_t in_chunk;  /* bytes folded into the current chunk */
-	uint32_t crc;     /* CRC of the current, unfinished chunk */
-	uint32_t *out;    /* caller's array, one entry per chunk */
+	size_t in_chunk; /* bytes folded into the current chunk */
+	uint32_t crc;    /* CRC of the current, unfinished chunk */
+	uint32_t *out;   /* caller's array, one entry per chunk */
 	size_t out_cap;
-	size_t count;     /* finished chunks written to out */
+	size_t count; /* finished chunks written to out */
 };
 
 /* Start a chunker that writes up to out_cap CRCs to out. Returns 0 or -EINVAL. */
 int zc_chunk_crc_init(struct zc_chunk_crc *c, size_t bytes_per_checksum, uint32_t *out,
-		      size_t out_cap);
+                      size_t out_cap);
 
 /* Fold a fragment in. Returns 0, or -ENOSPC when out would overflow. */
 int zc_chunk_crc_add(struct zc_chunk_crc *c, const void *frag, size_t len);

@@ -13,28 +13,28 @@
 
 enum zc_code {
 	ZC_OK = 0,
-	ZC_NO_BUCKET,          /* NoSuchBucket */
-	ZC_NO_KEY,             /* NoSuchKey */
-	ZC_BUCKET_EXISTS,      /* BucketAlreadyOwnedByYou */
-	ZC_BUCKET_NOT_EMPTY,   /* BucketNotEmpty */
-	ZC_INVALID,            /* InvalidArgument: a request the store refuses */
-	ZC_BAD_DIGEST,         /* BadDigest: a checksum did not match */
-	ZC_PRECONDITION,       /* PreconditionFailed: If-Match / If-None-Match did not hold */
-	ZC_SLOW_DOWN,          /* SlowDown: busy (admission, memory), retry later */
-	ZC_NO_SPACE,           /* InsufficientStorage: too few drives have room */
-	ZC_NO_QUORUM,          /* ServiceUnavailable: too few writable drives (failed ones) */
-	ZC_CHANGED,            /* a Compose part changed under the call: retry */
-	ZC_CANCELED,           /* RequestCanceled */
-	ZC_NOT_IMPLEMENTED,    /* NotImplemented */
-	ZC_UNAVAILABLE,        /* the node cannot be reached */
-	ZC_INTERNAL,           /* InternalError */
-	ZC_CELL_EXISTS,        /* CellExists: a cluster cell of that name is on the node */
+	ZC_NO_BUCKET,        /* NoSuchBucket */
+	ZC_NO_KEY,           /* NoSuchKey */
+	ZC_BUCKET_EXISTS,    /* BucketAlreadyOwnedByYou */
+	ZC_BUCKET_NOT_EMPTY, /* BucketNotEmpty */
+	ZC_INVALID,          /* InvalidArgument: a request the store refuses */
+	ZC_BAD_DIGEST,       /* BadDigest: a checksum did not match */
+	ZC_PRECONDITION,     /* PreconditionFailed: If-Match / If-None-Match did not hold */
+	ZC_SLOW_DOWN,        /* SlowDown: busy (admission, memory), retry later */
+	ZC_NO_SPACE,         /* InsufficientStorage: too few drives have room */
+	ZC_NO_QUORUM,        /* ServiceUnavailable: too few writable drives (failed ones) */
+	ZC_CHANGED,          /* a Compose part changed under the call: retry */
+	ZC_CANCELED,         /* RequestCanceled */
+	ZC_NOT_IMPLEMENTED,  /* NotImplemented */
+	ZC_UNAVAILABLE,      /* the node cannot be reached */
+	ZC_INTERNAL,         /* InternalError */
+	ZC_CELL_EXISTS,      /* CellExists: a cluster cell of that name is on the node */
 	ZC_CODE_COUNT
 };
 
 /* zest's errors sit below every errno value; ZC_E(code) is a constant expression. */
-#define ZC_ERR_BASE  4096
-#define ZC_E(code) (-(ZC_ERR_BASE + (int)(code)))
+#define ZC_ERR_BASE 4096
+#define ZC_E(code)  (-(ZC_ERR_BASE + (int)(code)))
 
 /* The code an error carries: its own for ZC_E(), the nearest one for -errno (-ENOENT:
  * ZC_NO_KEY, -EAGAIN: ZC_SLOW_DOWN, ...), ZC_OK for err >= 0. */

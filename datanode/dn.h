@@ -56,7 +56,7 @@ struct dn_store_opts {
 	 * drive must accept O_DIRECT, and the pool per drive is twice parity_bufs (it holds
 	 * data cells too). */
 	bool data_direct;
-	bool discard;               /* accept and drop payload (benchmark of the transport) */
+	bool discard; /* accept and drop payload (benchmark of the transport) */
 	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
 	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */

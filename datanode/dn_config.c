@@ -100,7 +100,8 @@ usage(FILE *out)
 	      "50ms)\n"
 	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
 	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
-	      "  --heal-drive N             with heal: rebuild only drive N (0-based; default all)\n"
+	      "  --heal-drive N             with heal: rebuild only drive N (0-based; default "
+	      "all)\n"
 	      "  --write-workers N          threads running Write calls, 1..256 (default 4)\n"
 	      "  --readers N                threads streaming Read calls, 1..256 (default 4)\n"
 	      "  --call-queue-cap SIZE      payload queued per Write call before it pauses,\n"
@@ -385,7 +386,8 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		return -EINVAL;
 	}
 	if (c->heal_drive >= 0 && (!c->heal || (unsigned)c->heal_drive >= c->ndrives)) {
-		fprintf(err, "zest-datanode: --heal-drive needs `heal` and a drive index below %u\n",
+		fprintf(err,
+		        "zest-datanode: --heal-drive needs `heal` and a drive index below %u\n",
 		        c->ndrives);
 		return -EINVAL;
 	}

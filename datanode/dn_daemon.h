@@ -20,7 +20,7 @@ struct dn_config {
 	unsigned ndrives;
 	unsigned k, m;
 	uint64_t cell_size;
-	bool zerocopy; /* --marshaller zerocopy (default) | copy */
+	bool zerocopy;    /* --marshaller zerocopy (default) | copy */
 	bool data_direct; /* --data-io buffered (default) | direct */
 	bool discard;
 	unsigned write_quorum;
@@ -28,19 +28,19 @@ struct dn_config {
 	uint64_t inflight_cap;
 	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
 	/* The gRPC binding (dn_rpc.h) and the daemon's shutdown. */
-	unsigned write_workers; /* threads running Write calls' engine work; default 4 */
-	unsigned readers;       /* threads streaming Read calls; default 4 */
-	uint64_t call_cap;      /* payload bytes queued per Write call before it pauses; 8 MiB */
-	uint64_t grace_ns;      /* SIGTERM: how long in-flight calls may finish; default 5 s */
+	unsigned write_workers;    /* threads running Write calls' engine work; default 4 */
+	unsigned readers;          /* threads streaming Read calls; default 4 */
+	uint64_t call_cap;         /* payload bytes queued per Write call before it pauses; 8 MiB */
+	uint64_t grace_ns;         /* SIGTERM: how long in-flight calls may finish; default 5 s */
 	uint64_t heal_interval_ns; /* background healer period; default 60 s, 0 off */
-	bool heal;              /* `zest-datanode heal --drive ...`: heal all drives and exit */
-	int heal_drive;         /* with heal: --heal-drive N heals only drive N; -1: all */
-	struct rpc_tls tls;     /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */
+	bool heal;                 /* `zest-datanode heal --drive ...`: heal all drives and exit */
+	int heal_drive;            /* with heal: --heal-drive N heals only drive N; -1: all */
+	struct rpc_tls tls;        /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */
 	/* Cluster mode (dn_cluster.h): all NULL without --cluster. */
-	char *cluster;   /* --cluster: etcd endpoints */
-	char *node;      /* --node: this node's name */
-	char *advertise; /* --advertise: host:port others dial; default: --listen's */
-	uint64_t gc_grace_ns; /* --gc-grace: pending cells' age before the collector; 10 min */
+	char *cluster;          /* --cluster: etcd endpoints */
+	char *node;             /* --node: this node's name */
+	char *advertise;        /* --advertise: host:port others dial; default: --listen's */
+	uint64_t gc_grace_ns;   /* --gc-grace: pending cells' age before the collector; 10 min */
 	uint64_t heal_after_ns; /* --heal-after: absence before a node's cells move; 10 min */
 };
 

@@ -220,7 +220,8 @@ drive_main(void *arg)
 
 			io_uring_submit(&d->ring);
 			if (!io_uring_cq_ready(&d->ring) && poll(&pfd, 1, -1) < 0 && errno != EINTR)
-				ZC_ERR("drive", "drive=%u poll failed err=%s", d->idx, strerror(errno));
+				ZC_ERR("drive", "drive=%u poll failed err=%s", d->idx,
+				       strerror(errno));
 		} else {
 			io_uring_submit_and_wait(&d->ring, 1);
 		}

@@ -45,8 +45,8 @@ dn_geom_cell_len(const struct dn_geom *g, uint32_t group, uint32_t stripe, unsig
 			return stripe < dn_geom_nstripes(g, group) ? g->cell : 0;
 		j = 0; /* the longest data cell: parity past it is zero, never stored */
 	}
-	off = (uint64_t)group * dn_geom_group_bytes(g) + (uint64_t)stripe * dn_geom_stripe_bytes(g) +
-	      (uint64_t)j * g->cell;
+	off = (uint64_t)group * dn_geom_group_bytes(g) +
+	      (uint64_t)stripe * dn_geom_stripe_bytes(g) + (uint64_t)j * g->cell;
 	if (off >= g->size)
 		return 0;
 	return g->size - off < g->cell ? (uint32_t)(g->size - off) : g->cell;

@@ -204,9 +204,9 @@ dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need
 struct dn_rcur {
 	struct dn_store *s;
 	struct dn_obj o;
-	uint64_t at, end;  /* next object byte to deliver, end of the range */
-	size_t piece;      /* index of the piece holding `at` */
-	uint64_t base;     /* object offset of that piece */
+	uint64_t at, end; /* next object byte to deliver, end of the range */
+	size_t piece;     /* index of the piece holding `at` */
+	uint64_t base;    /* object offset of that piece */
 	bool have_ext, degraded;
 	struct dn_extent e;
 	struct dn_rctx rc; /* over e while have_ext */

@@ -96,7 +96,8 @@ join_cluster(const struct dn_config *cfg, int port)
 	} else {
 		if (zc_hostport_split(cfg->listen, host, sizeof(host), &lport) ||
 		    !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !host[0]) {
-			ZC_ERR("datanode", "--cluster needs --advertise with --listen %s", cfg->listen);
+			ZC_ERR("datanode", "--cluster needs --advertise with --listen %s",
+			       cfg->listen);
 			return -EINVAL;
 		}
 		snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
@@ -251,8 +252,8 @@ main(int argc, char **argv)
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
 	        cfg.zerocopy ? "zerocopy" : "copy", cfg.data_direct ? "direct" : "buffered",
-	        cfg.discard, cfg.write_workers, cfg.readers,
-	        (unsigned long long)cfg.call_cap, cfg.tls.insecure ? "off" : "mtls");
+	        cfg.discard, cfg.write_workers, cfg.readers, (unsigned long long)cfg.call_cap,
+	        cfg.tls.insecure ? "off" : "mtls");
 
 	sigwait(&set, &sig);
 	grace_ms = (unsigned)(cfg.grace_ns / 1000000);

@@ -41,7 +41,7 @@ unsigned ec_codec_m(const struct ec_codec *codec);
  * Buffers are borrowed and need no alignment. Returns 0 or -EINVAL.
  */
 int ec_codec_encode(const struct ec_codec *codec, size_t len, const uint8_t *const *data,
-		    uint8_t *const *parity);
+                    uint8_t *const *parity);
 
 /*
  * Rebuild missing cells. cells[0..k+m) points at every cell, len bytes each; bit i of
@@ -71,7 +71,7 @@ struct ec_stripe {
 
 /* Start a stripe over parity[0..m). Returns 0 or -EINVAL. */
 int ec_stripe_init(struct ec_stripe *stripe, const struct ec_codec *codec, size_t cell_len,
-		   uint8_t *const *parity);
+                   uint8_t *const *parity);
 
 /*
  * Append len bytes of data cell `cell` (0 <= cell < k) at its current fill and fold
@@ -104,6 +104,5 @@ ec_stripe_filled(const struct ec_stripe *stripe, unsigned cell)
 {
 	return stripe->filled[cell];
 }
-
 
 #endif

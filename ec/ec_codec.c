@@ -71,7 +71,7 @@ ec_codec_m(const struct ec_codec *c)
 /* ec_encode_data over buffers of any size_t length, in int-sized steps. */
 static void
 encode_steps(size_t len, unsigned srcs, unsigned dests, unsigned char *tables,
-	     unsigned char *const *src, unsigned char *const *dst)
+             unsigned char *const *src, unsigned char *const *dst)
 {
 	unsigned char *s[EC_MAX_CELLS], *d[EC_MAX_CELLS];
 
@@ -88,7 +88,7 @@ encode_steps(size_t len, unsigned srcs, unsigned dests, unsigned char *tables,
 
 int
 ec_codec_encode(const struct ec_codec *c, size_t len, const uint8_t *const *data,
-		uint8_t *const *parity)
+                uint8_t *const *parity)
 {
 	if (!c || !data || !parity)
 		return -EINVAL;

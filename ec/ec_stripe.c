@@ -8,7 +8,7 @@
 
 int
 ec_stripe_init(struct ec_stripe *s, const struct ec_codec *c, size_t cell_len,
-	       uint8_t *const *parity)
+               uint8_t *const *parity)
 {
 	if (!s || !c || !parity || cell_len == 0)
 		return -EINVAL;
@@ -26,8 +26,7 @@ ec_stripe_init(struct ec_stripe *s, const struct ec_codec *c, size_t cell_len,
  * later ones XOR into it. So parity needs no zeroing pass before the stream starts.
  */
 static void
-fold(struct ec_stripe *s, unsigned cell, size_t off, const unsigned char *src, size_t n,
-     bool first)
+fold(struct ec_stripe *s, unsigned cell, size_t off, const unsigned char *src, size_t n, bool first)
 {
 	const struct ec_codec *c = s->codec;
 	unsigned char *dst[EC_MAX_CELLS];
@@ -36,10 +35,10 @@ fold(struct ec_stripe *s, unsigned cell, size_t off, const unsigned char *src, s
 		dst[p] = s->parity[p] + off;
 	if (first)
 		ec_encode_data((int)n, 1, (int)c->m, c->col_tables + (size_t)32 * c->m * cell,
-			       (unsigned char **)&src, dst);
+		               (unsigned char **)&src, dst);
 	else
 		ec_encode_data_update((int)n, (int)c->k, (int)c->m, (int)cell, c->enc_tables,
-				      (unsigned char *)src, dst);
+		                      (unsigned char *)src, dst);
 }
 
 int

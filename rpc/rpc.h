@@ -80,7 +80,7 @@ int rpc_err_from_status(grpc_status_code code);
 /* Fill st with rpc_status_from_err(err) and the message (the message rule above; fmt NULL:
  * strerror; err 0: OK, ""). */
 void rpc_status_set(struct rpc_status *st, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------------ copy accounting */
 
@@ -93,9 +93,9 @@ enum rpc_copy_stage {
 
 /* Process-wide payload counters (monotonic; atomically updated). */
 struct rpc_stats {
-	uint64_t received_bytes;                 /* `data` bytes received by servers */
-	uint64_t copied_bytes[RPC_STAGE_COUNT];  /* user-space copies of payload */
-	uint64_t messages;                       /* chunk messages parsed */
+	uint64_t received_bytes;                /* `data` bytes received by servers */
+	uint64_t copied_bytes[RPC_STAGE_COUNT]; /* user-space copies of payload */
+	uint64_t messages;                      /* chunk messages parsed */
 };
 
 /* Snapshot the counters (any thread). Exported by the datanode as
@@ -170,7 +170,7 @@ struct rpc_write_cond {
 /* The first message of a Write. */
 struct rpc_write_open {
 	const char *bucket, *key;
-	uint64_t size;     /* total size when size_known */
+	uint64_t size; /* total size when size_known */
 	bool size_known;
 	uint32_t ec_k, ec_m; /* 0: the datanode's default scheme */
 };
@@ -185,8 +185,8 @@ struct rpc_commit {
 
 /* The answer of Write and Compose. */
 struct rpc_write_result {
-	uint64_t size;    /* bytes stored */
-	uint32_t crc32c;  /* of the whole object */
+	uint64_t size;   /* bytes stored */
+	uint32_t crc32c; /* of the whole object */
 	const char *etag;
 	uint64_t mtime_ns; /* commit time, Unix epoch nanoseconds */
 };
@@ -269,7 +269,7 @@ struct rpc_bucket_list {
 struct rpc_cell_id {
 	uint64_t extent; /* never 0 */
 	uint32_t group;
-	uint32_t cell;   /* 0 .. k + m - 1 */
+	uint32_t cell; /* 0 .. k + m - 1 */
 };
 
 /* The first message of a WriteCell: the cell, its extent's layout, the object it is of. */
@@ -310,7 +310,7 @@ union rpc_unary_req {
 	struct rpc_compose_req compose; /* RPC_COMPOSE */
 	struct rpc_bucket_req bucket;   /* RPC_CREATE_BUCKET, RPC_DELETE_BUCKET, RPC_HEAD_BUCKET */
 	struct rpc_cells_req cells;     /* RPC_DELETE_CELLS, RPC_COMMIT_CELLS */
-};                                  /* RPC_LIST_BUCKETS: no fields */
+};                                      /* RPC_LIST_BUCKETS: no fields */
 
 /* A unary response as a client receives it; `method` says which member is set. */
 struct rpc_unary_resp {
@@ -323,8 +323,8 @@ struct rpc_unary_resp {
 		struct rpc_bucket_info bucket;  /* RPC_CREATE_BUCKET, RPC_HEAD_BUCKET */
 		struct rpc_bucket_list buckets; /* RPC_LIST_BUCKETS */
 		struct rpc_cells_result cells;  /* RPC_DELETE_CELLS, RPC_COMMIT_CELLS */
-	};                                  /* RPC_DELETE_BUCKET: no fields */
-	struct rpc_arena_blk *mem; /* private: holds every string and array above */
+	};                                      /* RPC_DELETE_BUCKET: no fields */
+	struct rpc_arena_blk *mem;              /* private: holds every string and array above */
 };
 
 /* Free what a response holds and zero it. A zeroed struct (or NULL) is a no-op. */
@@ -346,27 +346,22 @@ struct rpc_reply; /* the answer of one unary call */
 
 /*
  * Write handler. All callbacks run on server CQ threads, one at a time per call.
- *  open:   the first message's open, borrowed for the callback (bucket and key non-empty, key at most 1024
- *          bytes, first data within a declared size: checked). Return 0 to accept (and
- *          set *call_ctx; do not finish or fail from inside open), or
- *          -errno after rpc_write_set_error() / with the default message to refuse; a
- *          refused call gets no further callbacks and no obligation.
- *          Once accepted, the handler MUST eventually call rpc_write_finish() or
- *          rpc_write_fail() exactly once (any thread), even after abort.
- *  data:   the next data, contiguous with the previous, and the CRC32C its message
- *          carries, already verified unless handler_verifies_crc. segs are borrowed
- *          for the callback (take zc_ref_get to keep them). May call
- *          rpc_write_pause() to stop receiving until rpc_write_resume().
- *  commit: the last message arrived (its data, if any, came through `data` first);
- *          `commit` has the etag, attrs and condition (borrowed for the callback). The handler makes the object durable and then
- *          calls rpc_write_finish().
- *  abort:  the call broke (bad input, client cancel, server shutdown); err says why.
- *          No more data/commit. The handler drops its state and still calls
- *          rpc_write_fail() (or finish) once to release the call.
- *  handler_verifies_crc: the handler checks each message's CRC32C itself, inside its
- *          own pass over the bytes (the datanode derives it from its chunk CRCs), and
- *          fails the call with -EBADMSG on a mismatch; the server then reads the
- *          payload once instead of twice.
+ *  open:   the first message's open, borrowed for the callback (bucket and key non-empty, key at
+ * most 1024 bytes, first data within a declared size: checked). Return 0 to accept (and set
+ * *call_ctx; do not finish or fail from inside open), or -errno after rpc_write_set_error() / with
+ * the default message to refuse; a refused call gets no further callbacks and no obligation. Once
+ * accepted, the handler MUST eventually call rpc_write_finish() or rpc_write_fail() exactly once
+ * (any thread), even after abort. data:   the next data, contiguous with the previous, and the
+ * CRC32C its message carries, already verified unless handler_verifies_crc. segs are borrowed for
+ * the callback (take zc_ref_get to keep them). May call rpc_write_pause() to stop receiving until
+ * rpc_write_resume(). commit: the last message arrived (its data, if any, came through `data`
+ * first); `commit` has the etag, attrs and condition (borrowed for the callback). The handler makes
+ * the object durable and then calls rpc_write_finish(). abort:  the call broke (bad input, client
+ * cancel, server shutdown); err says why. No more data/commit. The handler drops its state and
+ * still calls rpc_write_fail() (or finish) once to release the call. handler_verifies_crc: the
+ * handler checks each message's CRC32C itself, inside its own pass over the bytes (the datanode
+ * derives it from its chunk CRCs), and fails the call with -EBADMSG on a mismatch; the server then
+ * reads the payload once instead of twice.
  *
  * WriteCell uses the same machinery and callbacks (rpc_server_handlers.write_cell): its
  * first message's open comes to open_cell instead (checked: extent id non-zero, length at
@@ -377,11 +372,11 @@ struct rpc_reply; /* the answer of one unary call */
  */
 struct rpc_write_ops {
 	int (*open)(void *srv_ctx, struct rpc_write *w, const struct rpc_write_open *open,
-		    void **call_ctx);
+	            void **call_ctx);
 	int (*open_cell)(void *srv_ctx, struct rpc_write *w, const struct rpc_cell_open *open,
-			 void **call_ctx);
+	                 void **call_ctx);
 	void (*data)(void *call_ctx, struct rpc_write *w, uint64_t offset,
-		     const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
+	             const struct zc_seg *segs, size_t n_segs, size_t len, uint32_t crc32c);
 	void (*commit)(void *call_ctx, struct rpc_write *w, const struct rpc_commit *commit);
 	void (*abort)(void *call_ctx, struct rpc_write *w, int err);
 	bool handler_verifies_crc;
@@ -393,7 +388,7 @@ void rpc_write_pause(struct rpc_write *w);
 void rpc_write_resume(struct rpc_write *w);
 /* Set the message sent with the error an open callback returns (any thread). */
 void rpc_write_set_error(struct rpc_write *w, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 /* Complete the call with OK and this result (borrowed; packed at once). Any thread. */
 void rpc_write_finish(struct rpc_write *w, const struct rpc_write_result *res);
 /* The same for a WriteCell call. */
@@ -401,28 +396,27 @@ void rpc_write_finish_cell(struct rpc_write *w, const struct rpc_cell_result *re
 /* Complete the call with rpc_status_from_err(err) and the message (the message rule).
  * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 /* The peer address ("ipv4:127.0.0.1:5555"), for logs; valid for the call's life. */
 const char *rpc_write_peer(const struct rpc_write *w);
 
 /*
  * Read handler (server streaming).
- *  start: the request (borrowed for the callback). Return 0 (setting *call_ctx) and then send chunks with
- *         rpc_read_send(); or -errno to fail the call at once (rpc_read_set_error).
- *         Once accepted the handler MUST call rpc_read_finish() exactly once.
- *  sent:  the previous rpc_read_send() completed; send the next one (or finish).
- *  abort: the client went away or the server shuts down: stop sending, then
- *         rpc_read_finish().
+ *  start: the request (borrowed for the callback). Return 0 (setting *call_ctx) and then send
+ * chunks with rpc_read_send(); or -errno to fail the call at once (rpc_read_set_error). Once
+ * accepted the handler MUST call rpc_read_finish() exactly once. sent:  the previous
+ * rpc_read_send() completed; send the next one (or finish). abort: the client went away or the
+ * server shuts down: stop sending, then rpc_read_finish().
  */
 struct rpc_read_ops {
 	int (*start)(void *srv_ctx, struct rpc_read *r, const struct rpc_read_req *req,
-		     void **call_ctx);
+	             void **call_ctx);
 	void (*sent)(void *call_ctx, struct rpc_read *r);
 	void (*abort)(void *call_ctx, struct rpc_read *r, int err);
 	/* ReadCell (rpc_server_handlers.read_cell): the request comes here instead of
 	 * start; the rest is Read's (rpc_read_send with info NULL). */
 	int (*start_cell)(void *srv_ctx, struct rpc_read *r, const struct rpc_cell_read_req *req,
-			  void **call_ctx);
+	                  void **call_ctx);
 };
 
 /*
@@ -432,17 +426,17 @@ struct rpc_read_ops {
  * `sent`. Returns 0, -EBUSY (a send is outstanding), -ECANCELED (the call is over).
  */
 int rpc_read_send(struct rpc_read *r, const struct rpc_object_info *info, uint64_t offset,
-		  uint32_t crc32c, const struct zc_seg *segs, size_t n_segs);
+                  uint32_t crc32c, const struct zc_seg *segs, size_t n_segs);
 void rpc_read_set_error(struct rpc_read *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 /* End the stream: err 0 is OK, else the status for err and the message (message
  * rule). Any thread; afterwards the handler must not touch r again. */
 void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /*
- * Unary handler (Stat, Delete, List, Compose, *Bucket*, DeleteCells, CommitCells), called on a CQ thread with the
- * method and its request (the union member the method names): answer with the
+ * Unary handler (Stat, Delete, List, Compose, *Bucket*, DeleteCells, CommitCells), called on a CQ
+ * thread with the method and its request (the union member the method names): answer with the
  * rpc_reply_* function of the method's response type and return 0, or return an error
  * (with an optional rpc_reply_error() message). Or return RPC_REPLY_LATER to answer from
  * another thread (work that may block, such as an fsynced metadata write): req and reply
@@ -450,7 +444,7 @@ void rpc_read_finish(struct rpc_read *r, int err, const char *fmt, ...)
  * without a handler answers UNIMPLEMENTED.
  */
 typedef int (*rpc_unary_fn)(void *srv_ctx, enum rpc_method m, const union rpc_unary_req *req,
-			    struct rpc_reply *reply);
+                            struct rpc_reply *reply);
 #define RPC_REPLY_LATER 1
 /* Send a deferred reply: the response set by an rpc_reply_* call when err is 0, else
  * the error and the rpc_reply_error() text. Any thread; reply is gone afterwards. */
@@ -462,31 +456,32 @@ void rpc_reply_send(struct rpc_reply *reply, int err);
 int rpc_reply_object_info(struct rpc_reply *reply, const struct rpc_object_info *info); /* Stat */
 int rpc_reply_delete_result(struct rpc_reply *reply, const struct rpc_delete_result *res);
 int rpc_reply_list_result(struct rpc_reply *reply, const struct rpc_list_result *res);
-int rpc_reply_write_result(struct rpc_reply *reply, const struct rpc_write_result *res); /* Compose */
+int rpc_reply_write_result(struct rpc_reply *reply,
+                           const struct rpc_write_result *res); /* Compose */
 /* CreateBucket, HeadBucket */
 int rpc_reply_bucket_info(struct rpc_reply *reply, const struct rpc_bucket_info *info);
 int rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *list);
 int rpc_reply_empty(struct rpc_reply *reply); /* DeleteBucket */
 int rpc_reply_cells_result(struct rpc_reply *reply, const struct rpc_cells_result *res);
 void rpc_reply_error(struct rpc_reply *reply, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 struct rpc_server_opts {
-	const char *listen;           /* "127.0.0.1:0" (port 0: any free port) */
-	unsigned cq_threads;          /* completion-queue threads; 0: 2 */
-	size_t max_message;           /* data bytes per message; 0: RPC_DEFAULT_MAX_MESSAGE */
+	const char *listen;  /* "127.0.0.1:0" (port 0: any free port) */
+	unsigned cq_threads; /* completion-queue threads; 0: 2 */
+	size_t max_message;  /* data bytes per message; 0: RPC_DEFAULT_MAX_MESSAGE */
 	enum rpc_marshaller marshaller;
-	unsigned posted_per_method;   /* requests kept posted per method; 0: 16 */
-	struct rpc_tls tls;           /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
+	unsigned posted_per_method; /* requests kept posted per method; 0: 16 */
+	struct rpc_tls tls;         /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
 };
 
 struct rpc_server_handlers {
-	struct rpc_write_ops write;   /* open == NULL: Write is UNIMPLEMENTED */
-	struct rpc_read_ops read;     /* start == NULL: Read is UNIMPLEMENTED */
+	struct rpc_write_ops write;      /* open == NULL: Write is UNIMPLEMENTED */
+	struct rpc_read_ops read;        /* start == NULL: Read is UNIMPLEMENTED */
 	struct rpc_write_ops write_cell; /* open_cell == NULL: WriteCell is UNIMPLEMENTED */
 	struct rpc_read_ops read_cell;   /* start_cell == NULL: ReadCell is UNIMPLEMENTED */
-	rpc_unary_fn unary;           /* NULL: the unary methods are UNIMPLEMENTED */
-	void *ctx;                    /* srv_ctx for every callback */
+	rpc_unary_fn unary;              /* NULL: the unary methods are UNIMPLEMENTED */
+	void *ctx;                       /* srv_ctx for every callback */
 };
 
 /*
@@ -496,7 +491,7 @@ struct rpc_server_handlers {
  * TLS settings (logged with the reason), or -ENOMEM.
  */
 int rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_handlers *h,
-		      struct rpc_server **out);
+                      struct rpc_server **out);
 /* The bound port. */
 int rpc_server_port(const struct rpc_server *srv);
 /*
@@ -514,16 +509,16 @@ struct rpc_cwrite; /* a client Write stream */
 struct rpc_cread;  /* a client Read stream */
 
 struct rpc_client_opts {
-	const char *target;        /* "127.0.0.1:7481" */
-	unsigned cq_threads;       /* 0: 1 */
-	size_t max_message;        /* 0: RPC_DEFAULT_MAX_MESSAGE (+ header room) */
-	size_t max_inflight;       /* per Write stream; 0: 4 MiB */
-	unsigned channels;         /* TCP connections, calls spread round-robin; 0: 1, max 16 */
+	const char *target;  /* "127.0.0.1:7481" */
+	unsigned cq_threads; /* 0: 1 */
+	size_t max_message;  /* 0: RPC_DEFAULT_MAX_MESSAGE (+ header room) */
+	size_t max_inflight; /* per Write stream; 0: 4 MiB */
+	unsigned channels;   /* TCP connections, calls spread round-robin; 0: 1, max 16 */
 	/* HTTP/2 receive window per stream, fixed (BDP probing off): what a paused Read
 	 * stream can still buffer in gRPC. 0: gRPC's default, which BDP probing grows to
 	 * tens of MiB per stream. */
 	size_t stream_window;
-	struct rpc_tls tls;        /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
+	struct rpc_tls tls; /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
 	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
 	 * Streams never get one: a long Write or Read (a slow client's) is not stuck, so
 	 * their users time out on progress instead. */
@@ -561,12 +556,12 @@ void rpc_shutdown_wait(unsigned timeout_ms);
 struct rpc_cwrite_cbs {
 	void (*writable)(void *arg, struct rpc_cwrite *w);
 	void (*done)(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-		     const struct rpc_write_result *res);
+	             const struct rpc_write_result *res);
 };
 
 /* Start a Write call with this open (borrowed; packed at once). Returns 0 and *out. */
 int rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
-		    const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
+                    const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
 /*
  * Start a WriteCell call (open borrowed; packed at once). The stream is then driven like a
  * Write, and `done` gets the CellResult as res->size (the cell's length) and res->crc32c
@@ -575,20 +570,20 @@ int rpc_cwrite_open(struct rpc_client *c, const struct rpc_write_open *open,
  * with commit NULL to end it. Returns 0 and *out, -EINVAL, -ENOMEM, -EIO.
  */
 int rpc_cwrite_open_cell(struct rpc_client *c, const struct rpc_cell_open *open,
-			 const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
+                         const struct rpc_cwrite_cbs *cbs, void *arg, struct rpc_cwrite **out);
 /*
- * Queue one WriteChunk (CellChunk on a WriteCell stream) carrying segs (the next bytes of the object; the client tracks
- * the offset and computes the CRC32C). The bytes are not copied: each segment's ref is
- * taken and put once gRPC is done with it. Returns 0; -EAGAIN when in-flight bytes are
- * at max_inflight (nothing queued: wait for `writable`); -EINVAL when the message
- * would exceed max_message; -ECANCELED after commit or cancel, or once the call has
- * failed (its status then arrives through `done`). Any thread.
+ * Queue one WriteChunk (CellChunk on a WriteCell stream) carrying segs (the next bytes of the
+ * object; the client tracks the offset and computes the CRC32C). The bytes are not copied: each
+ * segment's ref is taken and put once gRPC is done with it. Returns 0; -EAGAIN when in-flight bytes
+ * are at max_inflight (nothing queued: wait for `writable`); -EINVAL when the message would exceed
+ * max_message; -ECANCELED after commit or cancel, or once the call has failed (its status then
+ * arrives through `done`). Any thread.
  */
 int rpc_cwrite_send(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs);
 /* The same, with crc32c the CRC32C of the segments' bytes, computed by a caller that read
  * them anyway (the gateway, in its one pass over a span's digests): rpc reads nothing. */
 int rpc_cwrite_send_crc(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
-			uint32_t crc32c);
+                        uint32_t crc32c);
 /*
  * Queue the last WriteChunk (commit = true, optional final data, and commit's etag,
  * attrs and condition; commit borrowed, NULL: none of them) and half-close. Never
@@ -596,7 +591,7 @@ int rpc_cwrite_send_crc(struct rpc_cwrite *w, const struct zc_seg *segs, size_t 
  * otherwise). Any thread.
  */
 int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs,
-		      const struct rpc_commit *commit);
+                      const struct rpc_commit *commit);
 /* Cancel the call; `done` follows with CANCELLED (unless already done). Any thread. */
 void rpc_cwrite_cancel(struct rpc_cwrite *w);
 /* Bytes queued and not yet handed to the transport. */
@@ -633,16 +628,16 @@ void rpc_client_fault(struct rpc_client *c, const struct rpc_fault *f);
  */
 struct rpc_cread_cbs {
 	int (*chunk)(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
-		     uint64_t offset, const struct zc_seg *segs, size_t n_segs, size_t len);
+	             uint64_t offset, const struct zc_seg *segs, size_t n_segs, size_t len);
 	void (*done)(void *arg, struct rpc_cread *r, const struct rpc_status *st);
 };
 
 /* Start a Read call (req borrowed; packed at once). Returns 0 and *out. */
 int rpc_cread_open(struct rpc_client *c, const struct rpc_read_req *req,
-		   const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
+                   const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
 /* Start a ReadCell call: the same callbacks, info always NULL. */
 int rpc_cread_open_cell(struct rpc_client *c, const struct rpc_cell_read_req *req,
-			const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
+                        const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
 void rpc_cread_resume(struct rpc_cread *r);
 void rpc_cread_cancel(struct rpc_cread *r);
 void rpc_cread_destroy(struct rpc_cread *r);
@@ -654,9 +649,9 @@ void rpc_cread_destroy(struct rpc_cread *r);
  * Returns 0, or -EINVAL (not a unary method, no cb) / -ENOMEM / -EIO with no callback.
  */
 typedef void (*rpc_unary_cb)(void *arg, const struct rpc_status *st,
-			     const struct rpc_unary_resp *resp);
+                             const struct rpc_unary_resp *resp);
 int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
-			  rpc_unary_cb cb, void *arg);
+                          rpc_unary_cb cb, void *arg);
 
 /*
  * Blocking unary call (never from a client callback). On OK *resp is the response,
@@ -665,15 +660,15 @@ int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union r
  * error (st, optional, has the details).
  */
 int rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
-		    struct rpc_unary_resp *resp, struct rpc_status *st);
+                    struct rpc_unary_resp *resp, struct rpc_status *st);
 
 /*
  * Blocking Write of one buffer (tools, tests): open, chunks of `chunk` bytes, commit.
  * buf is borrowed until return (it waits until gRPC released every slice). res
- * (optional) receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0 or the
- * -errno of the status (st has the details).
+ * (optional) receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0
+ * or the -errno of the status (st has the details).
  */
 int rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf,
-		   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
+                   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
 
 #endif

@@ -193,9 +193,8 @@ rpc_cl_check_object(const struct rpc_cl_object *v, char *why, size_t cap)
 		                  (unsigned long long)v->size, (unsigned long long)sum);
 	/* the Txn that replaces the record deletes this key: never one outside the moved
 	 * keys (a bucket's, a record's) */
-	if (!empty(v->moved) &&
-	    (strncmp(v->moved, "/zest/moved/", 12) != 0 || strlen(v->moved) < 15 ||
-	     v->moved[strlen(v->moved) - 1] != '/'))
+	if (!empty(v->moved) && (strncmp(v->moved, "/zest/moved/", 12) != 0 ||
+	                         strlen(v->moved) < 15 || v->moved[strlen(v->moved) - 1] != '/'))
 		return rpc_cl_why(why, cap, "ObjectRecord.moved \"%.64s\" is not a moved key",
 		                  v->moved);
 	return 0;

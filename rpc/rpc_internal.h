@@ -30,8 +30,8 @@ rpc_count_copy(enum rpc_copy_stage stage, size_t n)
  * is freed.
  */
 int rpc_marshal_recv(enum rpc_marshaller mode, const ProtobufCMessageDescriptor *desc,
-		     unsigned data_field, grpc_byte_buffer *bb, struct rpc_chunk *chunk,
-		     struct zc_ref **hold);
+                     unsigned data_field, grpc_byte_buffer *bb, struct rpc_chunk *chunk,
+                     struct zc_ref **hold);
 
 /*
  * Build a byte buffer for msg (whose data field is empty) followed by data segs sent
@@ -39,18 +39,17 @@ int rpc_marshal_recv(enum rpc_marshaller mode, const ProtobufCMessageDescriptor 
  * taken and put when gRPC releases the slice. Returns NULL on ENOMEM.
  */
 grpc_byte_buffer *rpc_marshal_send(const ProtobufCMessage *msg, unsigned data_field,
-				   const struct zc_seg *segs, size_t n_segs, size_t data_len);
+                                   const struct zc_seg *segs, size_t n_segs, size_t data_len);
 
 /* Pack a whole protobuf-c message into a new byte buffer (metadata; a copy). */
 grpc_byte_buffer *rpc_pack_message(const ProtobufCMessage *msg);
 
 /* Unpack a small message (gathers; used for requests and results). NULL on error,
  * including a string field that holds a NUL (rpc_wire_strings_check). */
-ProtobufCMessage *rpc_unpack_message(const ProtobufCMessageDescriptor *desc,
-				     grpc_byte_buffer *bb);
+ProtobufCMessage *rpc_unpack_message(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
 /* The same, saying why in err (cap bytes; NULL: not said) when it returns NULL. */
 ProtobufCMessage *rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc,
-					 grpc_byte_buffer *bb, char *err, size_t cap);
+                                         grpc_byte_buffer *bb, char *err, size_t cap);
 
 /*
  * Refuse a string field holding a NUL byte in the n wire bytes of a message of type desc
@@ -59,7 +58,7 @@ ProtobufCMessage *rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc,
  * or "malformed X"; err may be NULL). rpc_wire_str.c.
  */
 int rpc_wire_strings_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t n,
-			   char *err, size_t cap);
+                           char *err, size_t cap);
 
 /*
  * A status message for people: zc_code_word of err's code, ": ", and the formatted text
@@ -67,7 +66,7 @@ int rpc_wire_strings_check(const ProtobufCMessageDescriptor *desc, const uint8_t
  */
 void rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap);
 void rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 void rpc_format_status_str(char *out, size_t cap, int err, const char *text);
 
 /* Read the peer / status detail slice into a C string. */

@@ -59,8 +59,7 @@ cur_advance(struct cur *c, size_t len)
 	}
 }
 
-static int __attribute__((format(printf, 2, 3)))
-fail(struct rpc_chunk *chunk, const char *fmt, ...)
+static int __attribute__((format(printf, 2, 3))) fail(struct rpc_chunk *chunk, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -84,7 +83,8 @@ read_varint(struct cur *c, uint64_t *v, struct rpc_chunk *chunk, const char *wha
 		if (shift == 63 && (b & 0x80))
 			break;
 		if (shift == 63 && b > 1)
-			return fail(chunk, "varint (%s) overflows 64 bits at byte %zu", what, start);
+			return fail(chunk, "varint (%s) overflows 64 bits at byte %zu", what,
+			            start);
 		x |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
 			*v = x;
@@ -155,7 +155,7 @@ cur_copy(struct cur *c, uint8_t *dst, size_t len)
 
 int
 rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
-		const struct zc_seg *in, size_t n_in, struct rpc_chunk *chunk)
+                const struct zc_seg *in, size_t n_in, struct rpc_chunk *chunk)
 {
 	struct cur c = { .in = in, .n = n_in };
 	size_t meta_len = 0;
@@ -183,7 +183,7 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 		wt = tag & 7;
 		if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
 			return fail(chunk, "bad field number %llu at byte %zu",
-				    (unsigned long long)(tag >> 3), field_start.pos);
+			            (unsigned long long)(tag >> 3), field_start.pos);
 		num = (uint32_t)(tag >> 3);
 		switch (wt) {
 		case 0:
@@ -196,7 +196,7 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 			len = wt == 1 ? 8 : 4;
 			if (c.total - c.pos < len)
 				return fail(chunk, "field %u: truncated fixed%u at byte %zu", num,
-					    wt == 1 ? 64 : 32, c.pos);
+				            wt == 1 ? 64 : 32, c.pos);
 			cur_advance(&c, len);
 			break;
 		case 2: {
@@ -208,17 +208,19 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 			/* a length is a uint32 too: protobuf-c refuses a longer prefix, even one
 			 * that pads a small value (80 80 80 80 80 00) */
 			if (c.pos - len_start > 5 || len > UINT32_MAX)
-				return fail(chunk, "field %u: length prefix longer than 5 bytes or "
-					    "over 4 GiB at byte %zu", num, len_start);
+				return fail(chunk,
+				            "field %u: length prefix longer than 5 bytes or "
+				            "over 4 GiB at byte %zu",
+				            num, len_start);
 			if (len > c.total - c.pos)
 				return fail(chunk,
-					    "field %u: length %llu past the end (%zu bytes left)",
-					    num, (unsigned long long)len, c.total - c.pos);
+				            "field %u: length %llu past the end (%zu bytes left)",
+				            num, (unsigned long long)len, c.total - c.pos);
 			break;
 		}
 		default:
 			return fail(chunk, "field %u: unsupported wire type %u at byte %zu", num,
-				    wt, field_start.pos);
+			            wt, field_start.pos);
 		}
 
 		f = protobuf_c_message_descriptor_get_field(desc, num);
@@ -227,7 +229,7 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 		want = wire_type_of(f);
 		if (wt != want && !(wt == 2 && f->label == PROTOBUF_C_LABEL_REPEATED && want != 2))
 			return fail(chunk, "field %u (%s): wire type %u, want %u", num, f->name, wt,
-				    want);
+			            want);
 
 		if (num == data_field) {
 			/* The payload: segments into the input, last occurrence wins. */
@@ -244,11 +246,12 @@ rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
 				if (take > left)
 					take = left;
 				if (grow((void **)&chunk->segs, &chunk->cap_segs, chunk->n_segs + 1,
-					 sizeof(*chunk->segs)))
+				         sizeof(*chunk->segs)))
 					return fail(chunk, "out of memory");
-				chunk->segs[chunk->n_segs++] = (struct zc_seg){
-					.ptr = d.in[d.i].ptr + d.off, .len = take, .ref = d.in[d.i].ref
-				};
+				chunk->segs[chunk->n_segs++] =
+				        (struct zc_seg){ .ptr = d.in[d.i].ptr + d.off,
+					                 .len = take,
+					                 .ref = d.in[d.i].ref };
 				d.off += take;
 				d.pos += take;
 				left -= take;
@@ -337,7 +340,7 @@ copy_hold_release(struct zc_ref *ref)
 
 static int
 recv_zerocopy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_byte_buffer *bb,
-	      struct rpc_chunk *chunk, struct zc_ref **hold)
+              struct rpc_chunk *chunk, struct zc_ref **hold)
 {
 	grpc_byte_buffer_reader reader;
 	struct bb_hold *h;
@@ -365,8 +368,8 @@ recv_zerocopy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_
 			goto put_hold;
 		}
 		chunk->in[n++] = (struct zc_seg){ .ptr = GRPC_SLICE_START_PTR(*s),
-						  .len = GRPC_SLICE_LENGTH(*s),
-						  .ref = &h->ref };
+			                          .len = GRPC_SLICE_LENGTH(*s),
+			                          .ref = &h->ref };
 	}
 	grpc_byte_buffer_reader_destroy(&reader);
 	rc = rpc_chunk_parse(desc, data_field, chunk->in, n, chunk);
@@ -382,9 +385,10 @@ put_hold:
 
 static int
 recv_copy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_byte_buffer *bb,
-	  struct rpc_chunk *chunk, struct zc_ref **hold)
+          struct rpc_chunk *chunk, struct zc_ref **hold)
 {
-	const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(desc, data_field);
+	const ProtobufCFieldDescriptor *f =
+	        protobuf_c_message_descriptor_get_field(desc, data_field);
 	grpc_byte_buffer_reader reader;
 	ProtobufCBinaryData *data;
 	struct copy_hold *h;
@@ -403,7 +407,7 @@ recv_copy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_byte
 	chunk->n_segs = 0;
 	chunk->data_len = 0;
 	chunk->msg = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
-					       GRPC_SLICE_START_PTR(all)); /* copy 2 */
+	                                       GRPC_SLICE_START_PTR(all)); /* copy 2 */
 	if (!chunk->msg) {
 		/* Same precise message as the zero-copy parser gives. */
 		struct zc_seg one = { GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all), NULL };
@@ -414,7 +418,7 @@ recv_copy(const ProtobufCMessageDescriptor *desc, unsigned data_field, grpc_byte
 		return rc ? rc : fail(chunk, "malformed %s", desc->short_name);
 	}
 	rc = rpc_wire_strings_check(desc, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all),
-				    chunk->err, sizeof(chunk->err));
+	                            chunk->err, sizeof(chunk->err));
 	grpc_slice_unref(all);
 	if (rc) {
 		rpc_chunk_clear(chunk);
@@ -462,8 +466,8 @@ nomem:
 
 int
 rpc_marshal_recv(enum rpc_marshaller mode, const ProtobufCMessageDescriptor *desc,
-		 unsigned data_field, grpc_byte_buffer *bb, struct rpc_chunk *chunk,
-		 struct zc_ref **hold)
+                 unsigned data_field, grpc_byte_buffer *bb, struct rpc_chunk *chunk,
+                 struct zc_ref **hold)
 {
 	*hold = NULL;
 	if (mode == RPC_MARSHAL_COPY)
@@ -494,7 +498,7 @@ put_varint(uint8_t *p, uint64_t v)
 
 grpc_byte_buffer *
 rpc_marshal_send(const ProtobufCMessage *msg, unsigned data_field, const struct zc_seg *segs,
-		 size_t n_segs, size_t data_len)
+                 size_t n_segs, size_t data_len)
 {
 	size_t packed = protobuf_c_message_get_packed_size(msg);
 	grpc_slice stack[17], *slices = stack;
@@ -529,7 +533,7 @@ rpc_marshal_send(const ProtobufCMessage *msg, unsigned data_field, const struct 
 		}
 		zc_ref_get(segs[i].ref);
 		slices[n++] = grpc_slice_new_with_user_data((void *)segs[i].ptr, segs[i].len,
-							    seg_slice_done, segs[i].ref);
+		                                            seg_slice_done, segs[i].ref);
 	}
 	bb = grpc_raw_byte_buffer_create(slices, n); /* takes its own refs */
 	for (size_t i = 0; i < n; i++)
@@ -553,7 +557,7 @@ rpc_pack_message(const ProtobufCMessage *msg)
 
 ProtobufCMessage *
 rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb, char *err,
-		       size_t cap)
+                       size_t cap)
 {
 	grpc_byte_buffer_reader reader;
 	ProtobufCMessage *msg;
@@ -564,9 +568,9 @@ rpc_unpack_message_err(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer 
 	all = grpc_byte_buffer_reader_readall(&reader);
 	grpc_byte_buffer_reader_destroy(&reader);
 	msg = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
-					GRPC_SLICE_START_PTR(all));
+	                                GRPC_SLICE_START_PTR(all));
 	if (msg && rpc_wire_strings_check(desc, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all),
-					  err, cap)) {
+	                                  err, cap)) {
 		protobuf_c_message_free_unpacked(msg, NULL);
 		msg = NULL;
 	}

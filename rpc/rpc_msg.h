@@ -47,7 +47,7 @@ struct rpc_chunk {
  * past the end, wrong wire type, bad field number, malformed nested field).
  */
 int rpc_chunk_parse(const ProtobufCMessageDescriptor *desc, unsigned data_field,
-		    const struct zc_seg *in, size_t n_in, struct rpc_chunk *chunk);
+                    const struct zc_seg *in, size_t n_in, struct rpc_chunk *chunk);
 
 /* Free chunk->msg (keeps the segs array for reuse). */
 void rpc_chunk_clear(struct rpc_chunk *chunk);
@@ -75,32 +75,32 @@ void rpc_arena_free(struct rpc_arena *a);
  * including a string field that holds a NUL (rpc_wire_strings_check), saying why in err
  * (cap bytes; err NULL: not said). */
 ProtobufCMessage *rpc_arena_unpack(struct rpc_arena *a, const ProtobufCMessageDescriptor *desc,
-				   grpc_byte_buffer *bb, char *err, size_t cap);
+                                   grpc_byte_buffer *bb, char *err, size_t cap);
 
 /* ------------------------------------------------------------------ streams */
 
 /* An attribute array either way (n == 0: NULL, 0). 0 or -ENOMEM. */
 int rpc_msg_attrs_to_pb(const struct rpc_attr *in, size_t n, Zest__Attr ***out, size_t *n_out,
-			struct rpc_arena *a);
+                        struct rpc_arena *a);
 int rpc_msg_attrs_from_pb(Zest__Attr *const *in, size_t n, const struct rpc_attr **out,
-			  size_t *n_out, struct rpc_arena *a);
+                          size_t *n_out, struct rpc_arena *a);
 
 void rpc_msg_open_to_pb(const struct rpc_write_open *in, Zest__WriteOpen *out);
 void rpc_msg_open_from_pb(const Zest__WriteOpen *in, struct rpc_write_open *out);
 /* Set wc's etag, attrs and cond (into *cond) from in (NULL: none). 0 or -ENOMEM. */
 int rpc_msg_commit_to_pb(const struct rpc_commit *in, Zest__WriteChunk *wc,
-			 Zest__WriteCondition *cond, struct rpc_arena *a);
+                         Zest__WriteCondition *cond, struct rpc_arena *a);
 /* The commit fields of wc; out->cond points to *cond when wc has one. 0 or -ENOMEM. */
 int rpc_msg_commit_from_pb(const Zest__WriteChunk *wc, struct rpc_commit *out,
-			   struct rpc_write_cond *cond, struct rpc_arena *a);
+                           struct rpc_write_cond *cond, struct rpc_arena *a);
 void rpc_msg_result_to_pb(const struct rpc_write_result *in, Zest__WriteResult *out);
 void rpc_msg_result_from_pb(const Zest__WriteResult *in, struct rpc_write_result *out);
 void rpc_msg_read_req_to_pb(const struct rpc_read_req *in, Zest__ReadRequest *out);
 void rpc_msg_read_req_from_pb(const Zest__ReadRequest *in, struct rpc_read_req *out);
 int rpc_msg_info_to_pb(const struct rpc_object_info *in, Zest__ObjectInfo *out,
-		       struct rpc_arena *a);
+                       struct rpc_arena *a);
 int rpc_msg_info_from_pb(const Zest__ObjectInfo *in, struct rpc_object_info *out,
-			 struct rpc_arena *a);
+                         struct rpc_arena *a);
 
 /* ------------------------------------------------------------------ cells (rpc_msg_cell.c) */
 
@@ -108,18 +108,16 @@ void rpc_msg_cell_id_to_pb(const struct rpc_cell_id *in, Zest__CellId *out);
 /* in NULL (the field absent): all zero. */
 void rpc_msg_cell_id_from_pb(const Zest__CellId *in, struct rpc_cell_id *out);
 /* out->id points to *id. */
-void rpc_msg_cell_open_to_pb(const struct rpc_cell_open *in, Zest__CellOpen *out,
-			     Zest__CellId *id);
+void rpc_msg_cell_open_to_pb(const struct rpc_cell_open *in, Zest__CellOpen *out, Zest__CellId *id);
 void rpc_msg_cell_open_from_pb(const Zest__CellOpen *in, struct rpc_cell_open *out);
 void rpc_msg_cell_read_req_to_pb(const struct rpc_cell_read_req *in, Zest__CellReadRequest *out,
-				 Zest__CellId *id);
-void rpc_msg_cell_read_req_from_pb(const Zest__CellReadRequest *in,
-				   struct rpc_cell_read_req *out);
+                                 Zest__CellId *id);
+void rpc_msg_cell_read_req_from_pb(const Zest__CellReadRequest *in, struct rpc_cell_read_req *out);
 /* The list either way, arrays in a. 0 or -ENOMEM. */
 int rpc_msg_cells_req_to_pb(const struct rpc_cells_req *in, Zest__CellsRequest *out,
-			    struct rpc_arena *a);
+                            struct rpc_arena *a);
 int rpc_msg_cells_req_from_pb(const Zest__CellsRequest *in, struct rpc_cells_req *out,
-			      struct rpc_arena *a);
+                              struct rpc_arena *a);
 
 /* ------------------------------------------------------------------ unary */
 
@@ -128,7 +126,7 @@ grpc_byte_buffer *rpc_msg_pack_req(enum rpc_method m, const union rpc_unary_req 
 /* Unpack m's request from bb (not consumed) into out, all memory in a. Returns 0,
  * -EINVAL (missing or malformed; why in err, cap bytes, when known) or -ENOMEM. */
 int rpc_msg_unpack_req(enum rpc_method m, grpc_byte_buffer *bb, union rpc_unary_req *out,
-		       struct rpc_arena *a, char *err, size_t cap);
+                       struct rpc_arena *a, char *err, size_t cap);
 /* Pack m's response; resp is the rpc.h struct of m's response type (NULL for
  * DeleteBucket). NULL on ENOMEM. */
 grpc_byte_buffer *rpc_msg_pack_resp(enum rpc_method m, const void *resp);

@@ -48,7 +48,8 @@ request_post(struct rpc_server *srv, struct request *rq)
 	grpc_metadata_array_init(&rq->md);
 	e = grpc_server_request_registered_call(
 	        srv->server, srv->methods[rq->m], &rq->call, &rq->deadline, &rq->md,
-	        rq->m == RPC_WRITE || rq->m == RPC_WRITE_CELL ? NULL : &rq->payload, srv->cq, srv->cq, &rq->tag);
+	        rq->m == RPC_WRITE || rq->m == RPC_WRITE_CELL ? NULL : &rq->payload, srv->cq,
+	        srv->cq, &rq->tag);
 	if (e != GRPC_CALL_OK) {
 		ZC_ERR("rpc", "request_registered_call failed err=%d method=%s", (int)e,
 		       rpc_method_path(rq->m));
@@ -238,8 +239,9 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	for (int m = 0; m < RPC_METHOD_COUNT; m++)
 		srv->methods[m] = grpc_server_register_method(
 		        srv->server, rpc_method_path(m), NULL,
-		        m == RPC_WRITE || m == RPC_WRITE_CELL ? GRPC_SRM_PAYLOAD_NONE
-		                       : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+		        m == RPC_WRITE || m == RPC_WRITE_CELL
+		                ? GRPC_SRM_PAYLOAD_NONE
+		                : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
 		        0);
 	srv->port = grpc_server_add_http2_port(srv->server, opts->listen, creds);
 	grpc_server_credentials_release(creds);

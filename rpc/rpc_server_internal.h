@@ -88,7 +88,7 @@ struct call {
 
 struct rpc_write {
 	struct call c;
-	enum rpc_method m;            /* RPC_WRITE or RPC_WRITE_CELL */
+	enum rpc_method m;               /* RPC_WRITE or RPC_WRITE_CELL */
 	const struct rpc_write_ops *ops; /* srv->h.write or srv->h.write_cell */
 	void *call_ctx;
 	struct tag t_recv;
@@ -120,7 +120,7 @@ struct unary {
 	struct rpc_server *srv;
 	grpc_call *call;
 	enum rpc_method method;
-	union rpc_unary_req req; /* until the reply is sent */
+	union rpc_unary_req req;  /* until the reply is sent */
 	struct rpc_arena req_mem; /* the unpacked request req points into */
 	struct rpc_reply reply;
 	grpc_byte_buffer *resp;

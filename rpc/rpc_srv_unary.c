@@ -78,9 +78,8 @@ rpc_reply_bucket_list(struct rpc_reply *reply, const struct rpc_bucket_list *lis
 int
 rpc_reply_cells_result(struct rpc_reply *reply, const struct rpc_cells_result *res)
 {
-	return reply_set(reply,
-	                 reply->method == RPC_DELETE_CELLS || reply->method == RPC_COMMIT_CELLS,
-	                 res);
+	return reply_set(
+	        reply, reply->method == RPC_DELETE_CELLS || reply->method == RPC_COMMIT_CELLS, res);
 }
 
 int

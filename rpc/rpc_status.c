@@ -99,7 +99,7 @@ rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
 		snprintf(text, sizeof(text), "%s", err > -ZC_ERR_BASE ? strerror(-err) : "");
 	/* The word is for people reading logs; the code travels in RPC_ERR_KEY. */
 	snprintf(out, cap, "%s: %.*s", zc_code_word(zc_err_code(err)),
-		 (int)(cap > 32 ? cap - 32 : 0), text);
+	         (int)(cap > 32 ? cap - 32 : 0), text);
 }
 
 void
@@ -176,33 +176,33 @@ static const struct {
 	const ProtobufCMessageDescriptor *req, *resp;
 } methods[RPC_METHOD_COUNT] = {
 	[RPC_WRITE] = { "/zest.Datanode/Write", &zest__write_chunk__descriptor,
-			&zest__write_result__descriptor },
+	                &zest__write_result__descriptor },
 	[RPC_READ] = { "/zest.Datanode/Read", &zest__read_request__descriptor,
-		       &zest__read_chunk__descriptor },
+	               &zest__read_chunk__descriptor },
 	[RPC_STAT] = { "/zest.Datanode/Stat", &zest__object_request__descriptor,
-		       &zest__object_info__descriptor },
+	               &zest__object_info__descriptor },
 	[RPC_DELETE] = { "/zest.Datanode/Delete", &zest__object_request__descriptor,
-			 &zest__delete_result__descriptor },
+	                 &zest__delete_result__descriptor },
 	[RPC_LIST] = { "/zest.Datanode/List", &zest__list_request__descriptor,
-		       &zest__list_result__descriptor },
+	               &zest__list_result__descriptor },
 	[RPC_COMPOSE] = { "/zest.Datanode/Compose", &zest__compose_request__descriptor,
-			  &zest__write_result__descriptor },
+	                  &zest__write_result__descriptor },
 	[RPC_CREATE_BUCKET] = { "/zest.Datanode/CreateBucket", &zest__bucket_request__descriptor,
-				&zest__bucket_info__descriptor },
+	                        &zest__bucket_info__descriptor },
 	[RPC_DELETE_BUCKET] = { "/zest.Datanode/DeleteBucket", &zest__bucket_request__descriptor,
-				&zest__empty__descriptor },
+	                        &zest__empty__descriptor },
 	[RPC_HEAD_BUCKET] = { "/zest.Datanode/HeadBucket", &zest__bucket_request__descriptor,
-			      &zest__bucket_info__descriptor },
+	                      &zest__bucket_info__descriptor },
 	[RPC_LIST_BUCKETS] = { "/zest.Datanode/ListBuckets", &zest__empty__descriptor,
-			       &zest__bucket_list__descriptor },
+	                       &zest__bucket_list__descriptor },
 	[RPC_WRITE_CELL] = { "/zest.Datanode/WriteCell", &zest__cell_chunk__descriptor,
-			     &zest__cell_result__descriptor },
+	                     &zest__cell_result__descriptor },
 	[RPC_READ_CELL] = { "/zest.Datanode/ReadCell", &zest__cell_read_request__descriptor,
-			    &zest__read_chunk__descriptor },
+	                    &zest__read_chunk__descriptor },
 	[RPC_DELETE_CELLS] = { "/zest.Datanode/DeleteCells", &zest__cells_request__descriptor,
-			       &zest__cells_result__descriptor },
+	                       &zest__cells_result__descriptor },
 	[RPC_COMMIT_CELLS] = { "/zest.Datanode/CommitCells", &zest__cells_request__descriptor,
-			       &zest__cells_result__descriptor },
+	                       &zest__cells_result__descriptor },
 };
 
 bool

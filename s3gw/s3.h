@@ -100,7 +100,7 @@ enum s3_err {
 	S3E_INVALID_STORAGE_CLASS,
 	S3E_ACL_NOT_SUPPORTED,  /* object ACLs other than owner-only (s3_refuse.c) */
 	S3E_INVALID_BUCKET_ACL, /* the same on CreateBucket */
-	S3E_AUTH_QUERY_PARAMS, /* a presigned URL's X-Amz-* parameters are malformed */
+	S3E_AUTH_QUERY_PARAMS,  /* a presigned URL's X-Amz-* parameters are malformed */
 	S3E_COUNT
 };
 
@@ -116,7 +116,6 @@ const struct s3_err_info *s3_err_info(enum s3_err e);
 /* Map an error from a backend (ZC_E(code), common/zc_err.h) or a decoder (-errno) to an
  * S3 error: the edge translation, one table. */
 enum s3_err s3_err_from_errno(int err);
-
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -196,7 +195,7 @@ struct s3_sum {
 	uint32_t crc32, crc32c;
 	uint64_t crc64nvme;
 	struct evp_md_ctx_st *md5, *sha1, *sha256;
-	struct s3_md5mb_stream *md5mb; /* MD5 through the service instead of md5 */
+	struct s3_md5mb_stream *md5mb;   /* MD5 through the service instead of md5 */
 	struct evp_md_ctx_st *chunk_sha; /* NULL, or fed too (borrowed: s3_chunked.sha) */
 	uint32_t seg_crc32c;             /* S3_CK_SEG_CRC32C: of the last span */
 	size_t block;                    /* bytes per block; 0: S3_SUM_BLOCK (benchmarks) */
@@ -607,8 +606,8 @@ struct s3_backend {
 	 * it): 1, 0 at the end, -errno; it may wait on the datanode, never on a client.
 	 * get_close frees the stream, done or not. At most ~3 MiB are buffered per stream.
 	 * All three NULL: callers use get. */
-	int (*get_open)(void *ctx, const char *bucket, const char *key, uint64_t off,
-	                uint64_t len, bool has_len, struct s3_obj_info *info, void **stream);
+	int (*get_open)(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
+	                bool has_len, struct s3_obj_info *info, void **stream);
 	int (*get_next)(void *stream, struct zc_seg *seg);
 	void (*get_close)(void *stream);
 	int (*stat)(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);

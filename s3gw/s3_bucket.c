@@ -42,9 +42,8 @@ static bool
 bucket_listed(const struct s3_req *rq, const char *name, const char *prefix, const char *after,
               const char *region)
 {
-	return zc_bucket_name_valid(name) &&
-	       strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(name, after) > 0 &&
-	       (!region[0] || strcmp(region, rq->cfg->region) == 0);
+	return zc_bucket_name_valid(name) && strncmp(name, prefix, strlen(prefix)) == 0 &&
+	       strcmp(name, after) > 0 && (!region[0] || strcmp(region, rq->cfg->region) == 0);
 }
 
 int
@@ -239,7 +238,8 @@ list_args_refused(struct s3_req *rq, const char *prefix, const char *delim, cons
                   int *rc)
 {
 	const char *const args[] = { prefix, delim, after };
-	static const char *const names[] = { "prefix", "delimiter", "start-after, marker or continuation token" };
+	static const char *const names[] = { "prefix", "delimiter",
+		                             "start-after, marker or continuation token" };
 
 	for (size_t i = 0; i < 3; i++) {
 		const char *why = zc_list_arg_fault(args[i], strlen(args[i]));

@@ -92,8 +92,11 @@ struct framing {
 	uint64_t max, total; /* payload cap (0: none) and payload bytes before this chunk */
 };
 
-#define FRAMING_OF(d, tot)                                                                   \
-	{ &(d)->state, &(d)->left, (d)->line, sizeof((d)->line), &(d)->line_len, (d)->max, tot }
+#define FRAMING_OF(d, tot)                                                                       \
+	{                                                                                        \
+		&(d)->state, &(d)->left, (d)->line, sizeof((d)->line), &(d)->line_len, (d)->max, \
+		        tot                                                                      \
+	}
 
 /*
  * The framing step HTTP chunked and aws-chunked share, in ST_SIZE or ST_DATA_CRLF: gathers
@@ -106,8 +109,7 @@ struct framing {
  * the size line, before a byte of the chunk is read.
  */
 static int
-chunk_framing(const struct framing *f, const uint8_t *in, size_t n, size_t *pos,
-              const char **ext)
+chunk_framing(const struct framing *f, const uint8_t *in, size_t n, size_t *pos, const char **ext)
 {
 	size_t used = 0;
 	int rc = gather_line(f->line, f->cap, f->len, in + *pos, n - *pos, &used);

@@ -628,7 +628,6 @@ on_readable(struct s3_conn *c)
 	return false;
 }
 
-
 /* Serve a connection the loop handed over: a parked GET body first, then whatever was
  * read or is readable. Returns true when c was closed (and freed). */
 bool

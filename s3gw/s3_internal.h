@@ -3,10 +3,10 @@
  * (s3_route.c and the files of s3_ops_internal.h). Private to s3gw/.
  *
  * One struct s3_req per request, owned by its connection, used only by the worker thread
- * that holds the connection (one at a time). The server parses the head and calls s3_ops_begin(); when the operation
- * wants the body, the server decodes it (Content-Length, HTTP chunked, aws-chunked) and
- * hands payload spans to s3_ops_body() -- spans of the connection's read buffer, with
- * rq->cur_ref the reference that keeps them alive -- then calls s3_ops_end(). Operations
+ * that holds the connection (one at a time). The server parses the head and calls s3_ops_begin();
+ * when the operation wants the body, the server decodes it (Content-Length, HTTP chunked,
+ * aws-chunked) and hands payload spans to s3_ops_body() -- spans of the connection's read buffer,
+ * with rq->cur_ref the reference that keeps them alive -- then calls s3_ops_end(). Operations
  * answer through the s3_resp_* helpers, which write to the socket.
  */
 #ifndef ZEST_S3_INTERNAL_H
@@ -78,7 +78,7 @@ struct s3_req {
 	struct zc_ref *cur_ref; /* reference on the bytes passed to s3_ops_body */
 	struct s3_chunked aws;  /* aws-chunked decoder when in streaming mode */
 	bool aws_chunked;
-	struct s3_put *put; /* operation state for streamed bodies */
+	struct s3_put *put;     /* operation state for streamed bodies */
 	struct s3_md5mb *md5mb; /* the server's MD5 service, NULL: serial */
 };
 
@@ -121,8 +121,8 @@ int s3_resp_error(struct s3_req *rq, enum s3_err err, const char *msg);
 /* ---- metrics (s3_metrics.c) */
 
 enum s3_copy_stage {
-	S3_COPY_CARRY,   /* unparsed bytes carried to a fresh read buffer */
-	S3_COPY_COLLECT, /* small XML bodies gathered */
+	S3_COPY_CARRY,     /* unparsed bytes carried to a fresh read buffer */
+	S3_COPY_COLLECT,   /* small XML bodies gathered */
 	S3_COPY_MD5_CARRY, /* span heads and tails (< 64 B each) into MD5 carry blocks */
 	S3_COPY_STAGES
 };

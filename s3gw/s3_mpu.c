@@ -46,8 +46,7 @@ s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
 	rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, rk, 0, 0, false, s3_mpu_rec_info,
 	                 s3_mpu_rec_emit, r);
 	if (rc < 0)
-		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? S3_E(S3E_NO_SUCH_UPLOAD)
-		                                                : rc;
+		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? S3_E(S3E_NO_SUCH_UPLOAD) : rc;
 	if (!r->key.p || strcmp(r->key.p, rq->key) != 0)
 		return S3_E(S3E_NO_SUCH_UPLOAD);
 	return 0;
@@ -153,7 +152,8 @@ s3_op_mpu_create(struct s3_req *rq)
 		rc = s3_seg_dup(rq->key, strlen(rq->key), &seg);
 		if (rc == 0) {
 			rc = rq->be->put_write(stream, &seg);
-			zc_ref_put(seg.ref); /* the backend holds its own while it needs the bytes */
+			zc_ref_put(
+			        seg.ref); /* the backend holds its own while it needs the bytes */
 		}
 		if (rc < 0)
 			rq->be->put_abort(stream);

@@ -243,7 +243,8 @@ s3_ptab_store(struct s3_req *rq, const char *uid, struct s3_ptab *t, struct s3_b
 		rc = s3_seg_dup(t->text.p, t->text.len, &seg);
 		if (rc == 0) {
 			rc = rq->be->put_write(stream, &seg);
-			zc_ref_put(seg.ref); /* the backend holds its own while it needs the bytes */
+			zc_ref_put(
+			        seg.ref); /* the backend holds its own while it needs the bytes */
 		}
 		if (rc < 0)
 			rq->be->put_abort(stream);

@@ -76,7 +76,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			for (size_t k = 0; k < n; k++)
 				inside |= ch.segs[i].ptr >= in[k].ptr &&
-					  ch.segs[i].ptr + ch.segs[i].len <= in[k].ptr + in[k].len;
+				          ch.segs[i].ptr + ch.segs[i].len <= in[k].ptr + in[k].len;
 			if (!inside)
 				abort();
 			total += ch.segs[i].len;

@@ -59,9 +59,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	seed = data[0] * 2654435761u + 7;
 	desc = data[1] & 2 ? &zest__read_chunk__descriptor : &zest__write_chunk__descriptor;
 	ra = rpc_marshal_recv(RPC_MARSHAL_ZEROCOPY, desc, 3, make_bb(data + 2, size - 2, seed), &a,
-			      &ha);
+	                      &ha);
 	rb = rpc_marshal_recv(RPC_MARSHAL_COPY, desc, 3, make_bb(data + 2, size - 2, seed), &b,
-			      &hb);
+	                      &hb);
 	/* protobuf-c accepts a few inputs our parser names as bad (e.g. groups), never the
 	 * reverse: whatever the zero-copy parser accepts, the copy path accepts too */
 	if (!ra && rb)

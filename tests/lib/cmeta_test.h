@@ -60,22 +60,22 @@ t_put_init(struct t_put *t, const char *bucket, const char *key, uint64_t extent
 		for (unsigned i = 0; i < 3; i++)
 			t->g[g].node[i] = nodes[(g + i) % nnodes];
 	t->x = (struct rpc_cmeta_extent){ .id = extent,
-		                         .size = size,
-		                         .k = 2,
-		                         .m = 1,
-		                         .cell_size = 4096,
-		                         .stripes_per_group = 1,
-		                         .groups = t->g,
-		                         .ngroups = ng };
+		                          .size = size,
+		                          .k = 2,
+		                          .m = 1,
+		                          .cell_size = 4096,
+		                          .stripes_per_group = 1,
+		                          .groups = t->g,
+		                          .ngroups = ng };
 	t->p = (struct rpc_cmeta_put){ .bucket = bucket,
-		                      .key = key,
-		                      .size = size,
-		                      .etag = t->etag,
-		                      .crc32c = (uint32_t)extent,
-		                      .mtime_ns = 1700000000000000000ull,
-		                      .extents = &t->x,
-		                      .nextents = 1,
-		                      .timeout_ms = 3000 };
+		                       .key = key,
+		                       .size = size,
+		                       .etag = t->etag,
+		                       .crc32c = (uint32_t)extent,
+		                       .mtime_ns = 1700000000000000000ull,
+		                       .extents = &t->x,
+		                       .nextents = 1,
+		                       .timeout_ms = 3000 };
 }
 
 #endif

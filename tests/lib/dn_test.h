@@ -332,15 +332,11 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
  * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */
 static inline int
 t_rpc_put(struct rpc_client *cl, const char *bucket, const char *key, const void *buf, size_t len,
-          size_t chunk, unsigned k, unsigned m, struct rpc_write_result *res,
-          struct rpc_status *st)
+          size_t chunk, unsigned k, unsigned m, struct rpc_write_result *res, struct rpc_status *st)
 {
-	struct rpc_write_open op = { .bucket = bucket,
-		                     .key = key,
-		                     .size = len,
-		                     .size_known = true,
-		                     .ec_k = k,
-		                     .ec_m = m };
+	struct rpc_write_open op = {
+		.bucket = bucket, .key = key, .size = len, .size_known = true, .ec_k = k, .ec_m = m
+	};
 
 	return rpc_client_put(cl, &op, len ? buf : "", len, chunk, res, st);
 }
@@ -364,8 +360,8 @@ struct t_get {
 };
 
 static inline int
-t_get_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
-            uint64_t offset, const struct zc_seg *segs, size_t n, size_t len)
+t_get_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
+            const struct zc_seg *segs, size_t n, size_t len)
 {
 	struct t_get *g = arg;
 
@@ -405,11 +401,9 @@ static inline int
 t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t off, uint64_t len,
           bool has_len, struct t_get *g)
 {
-	struct rpc_read_req rq = { .bucket = bucket,
-		                   .key = key,
-		                   .offset = off,
-		                   .length = len,
-		                   .has_length = has_len };
+	struct rpc_read_req rq = {
+		.bucket = bucket, .key = key, .offset = off, .length = len, .has_length = has_len
+	};
 	struct rpc_cread_cbs cbs = { t_get_chunk, t_get_done };
 	struct rpc_cread *r;
 	int err;

@@ -25,8 +25,7 @@ struct raw_msg {
 	size_t len;
 };
 
-static grpc_event __attribute__((unused))
-pluck(grpc_completion_queue *cq, void *tag)
+static grpc_event __attribute__((unused)) pluck(grpc_completion_queue *cq, void *tag)
 {
 	return grpc_completion_queue_pluck(cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 }
@@ -136,17 +135,15 @@ raw_call(const char *target, const char *method_path, const struct raw_msg *msgs
 }
 
 /* Send msgs on one Write call, half-close, return the status. */
-static void __attribute__((unused))
-raw_write(const char *target, const struct raw_msg *msgs, size_t n, bool close,
-          struct rpc_status *st)
+static void __attribute__((unused)) raw_write(const char *target, const struct raw_msg *msgs,
+                                              size_t n, bool close, struct rpc_status *st)
 {
 	raw_call(target, "/zest.Datanode/Write", msgs, n, close, st);
 }
 
 /* Protobuf wire pieces, written by hand so that the bytes do not depend on protobuf-c
  * (and no test outside rpc/ needs its generated header). */
-static size_t __attribute__((unused))
-raw_varint(uint8_t *p, uint64_t v)
+static size_t __attribute__((unused)) raw_varint(uint8_t *p, uint64_t v)
 {
 	size_t n = 0;
 
@@ -167,8 +164,7 @@ raw_bytes(uint8_t *p, unsigned field, const void *b, size_t len)
 	return n + len;
 }
 
-static size_t __attribute__((unused))
-raw_uint(uint8_t *p, unsigned field, uint64_t v)
+static size_t __attribute__((unused)) raw_uint(uint8_t *p, unsigned field, uint64_t v)
 {
 	size_t n;
 

@@ -46,7 +46,7 @@ run_once(enum which w, struct bufs *b, struct ec_codec *c, size_t frag)
 	switch (w) {
 	case RAW:
 		ec_encode_data((int)b->cell, (int)b->k, (int)b->m, b->raw_tables, b->cells,
-			       b->cells + b->k);
+		               b->cells + b->k);
 		break;
 	case ENCODE:
 		ec_codec_encode(c, b->cell, (const uint8_t *const *)b->cells, b->cells + b->k);
@@ -58,7 +58,7 @@ run_once(enum which w, struct bufs *b, struct ec_codec *c, size_t frag)
 		for (unsigned i = 0; i < b->k; i++)
 			for (size_t off = 0; off < b->cell; off += frag)
 				ec_stripe_add(&st, i, b->cells[i] + off,
-					      b->cell - off < frag ? b->cell - off : frag);
+				              b->cell - off < frag ? b->cell - off : frag);
 		ec_stripe_finish(&st);
 		break;
 	}
@@ -93,7 +93,7 @@ measure(enum which w, struct bufs *b, struct ec_codec *c, size_t frag, unsigned 
 
 static int
 bench_scheme(struct scheme s, size_t cell, unsigned trials, double seconds, size_t frag,
-	     struct result *r)
+             struct result *r)
 {
 	struct bufs b = { .k = s.k, .m = s.m, .cell = cell };
 	double v[4][MAX_TRIALS], er[MAX_TRIALS], sr[MAX_TRIALS];
@@ -188,23 +188,27 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-bench ec [options]\n"
-		"  --schemes LIST   comma-separated K+M schemes (default 3+2,4+2,6+3,8+2,10+4)\n"
-		"  --cell SIZE      cell size, e.g. 64KiB, 1MiB (default 1MiB)\n"
-		"  --frag SIZE      fragment size for the streaming encoder (default 64KiB)\n"
-		"  --trials N       trials per figure, median reported (default 7, min 5)\n"
-		"  --seconds S      length of one measurement (default 0.2)\n"
-		"  --json           one JSON object instead of the table\n");
+	        "usage: zest-bench ec [options]\n"
+	        "  --schemes LIST   comma-separated K+M schemes (default 3+2,4+2,6+3,8+2,10+4)\n"
+	        "  --cell SIZE      cell size, e.g. 64KiB, 1MiB (default 1MiB)\n"
+	        "  --frag SIZE      fragment size for the streaming encoder (default 64KiB)\n"
+	        "  --trials N       trials per figure, median reported (default 7, min 5)\n"
+	        "  --seconds S      length of one measurement (default 0.2)\n"
+	        "  --json           one JSON object instead of the table\n");
 }
 
 int
 bench_ec_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "schemes", required_argument, NULL, 's' }, { "cell", required_argument, NULL, 'c' },
-		{ "frag", required_argument, NULL, 'f' },    { "trials", required_argument, NULL, 't' },
-		{ "seconds", required_argument, NULL, 'S' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
+		{ "schemes", required_argument, NULL, 's' },
+		{ "cell", required_argument, NULL, 'c' },
+		{ "frag", required_argument, NULL, 'f' },
+		{ "trials", required_argument, NULL, 't' },
+		{ "seconds", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct scheme schemes[16];
 	struct result results[16];
@@ -239,7 +243,8 @@ bench_ec_main(int argc, char **argv)
 		case 't':
 			trials = (unsigned)atoi(optarg);
 			if (trials < 5 || trials > MAX_TRIALS) {
-				fprintf(stderr, "zest-bench ec: --trials must be 5..%d\n", MAX_TRIALS);
+				fprintf(stderr, "zest-bench ec: --trials must be 5..%d\n",
+				        MAX_TRIALS);
 				return 2;
 			}
 			break;
@@ -264,7 +269,8 @@ bench_ec_main(int argc, char **argv)
 
 	if (!json) {
 		bench_print_context(stdout, argc, argv);
-		printf("# GiB/s of data bytes, median of %u trials; ratio = median of paired ours / raw ISA-L\n",
+		printf("# GiB/s of data bytes, median of %u trials; ratio = median of paired ours "
+		       "/ raw ISA-L\n",
 		       trials);
 		printf("%-6s %9s %9s %9s %7s %9s %7s %9s\n", "scheme", "cell", "raw", "encode",
 		       "ratio", "stream", "ratio", "decode");
@@ -277,8 +283,8 @@ bench_ec_main(int argc, char **argv)
 			return 1;
 		}
 		if (!json) {
-			printf("%u+%-4u %9llu %9.2f %9.2f %7.3f %9.2f %7.3f %9.2f\n", r->s.k, r->s.m,
-			       (unsigned long long)cell, r->raw, r->encode, r->encode_ratio,
+			printf("%u+%-4u %9llu %9.2f %9.2f %7.3f %9.2f %7.3f %9.2f\n", r->s.k,
+			       r->s.m, (unsigned long long)cell, r->raw, r->encode, r->encode_ratio,
 			       r->stream, r->stream_ratio, r->decode);
 			fflush(stdout);
 		}

@@ -90,7 +90,7 @@ slot_writable(void *arg, struct rpc_cwrite *w)
 
 static void
 slot_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	  const struct rpc_write_result *res)
+          const struct rpc_write_result *res)
 {
 	struct slot *s = arg;
 	struct bench *b = s->b;
@@ -177,24 +177,24 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-bench grpc --datanode HOST:PORT [options]\n"
-		"  --datanode HOST:PORT   datanode (or rpc_sink_server) to write to (required)\n"
-		"  --obj.size SIZE        object size (default 16MiB)\n"
-		"  --concurrent N         concurrent Write streams (default 8)\n"
-		"  --duration D           run for D (default 10s) ...\n"
-		"  --objects N            ... or until N objects are written\n"
-		"  --warmup D             uncounted time before the measured run (default 0s)\n"
-		"  --bucket NAME          bucket to write to, created if missing (default bench)\n"
-		"  --chunk SIZE           data bytes per WriteChunk (default 1MiB)\n"
-		"  --max-inflight SIZE    unsent bytes per stream (default 4MiB)\n"
-		"  --threads N            client completion-queue threads (default 1)\n"
-		"  --channels N           TCP connections, streams spread over them (default 1)\n"
-		"  --json                 one JSON line instead of text\n"
-		"  --cluster-ca FILE      PEM cluster CA the datanode's certificate must chain to\n"
-		"  --cluster-cert FILE    PEM client certificate signed by that CA\n"
-		"  --cluster-key FILE     its private key\n"
-		"  --insecure             plaintext gRPC (the three --cluster-* flags or this are\n"
-		"                         required)\n");
+	        "usage: zest-bench grpc --datanode HOST:PORT [options]\n"
+	        "  --datanode HOST:PORT   datanode (or rpc_sink_server) to write to (required)\n"
+	        "  --obj.size SIZE        object size (default 16MiB)\n"
+	        "  --concurrent N         concurrent Write streams (default 8)\n"
+	        "  --duration D           run for D (default 10s) ...\n"
+	        "  --objects N            ... or until N objects are written\n"
+	        "  --warmup D             uncounted time before the measured run (default 0s)\n"
+	        "  --bucket NAME          bucket to write to, created if missing (default bench)\n"
+	        "  --chunk SIZE           data bytes per WriteChunk (default 1MiB)\n"
+	        "  --max-inflight SIZE    unsent bytes per stream (default 4MiB)\n"
+	        "  --threads N            client completion-queue threads (default 1)\n"
+	        "  --channels N           TCP connections, streams spread over them (default 1)\n"
+	        "  --json                 one JSON line instead of text\n"
+	        "  --cluster-ca FILE      PEM cluster CA the datanode's certificate must chain to\n"
+	        "  --cluster-cert FILE    PEM client certificate signed by that CA\n"
+	        "  --cluster-key FILE     its private key\n"
+	        "  --insecure             plaintext gRPC (the three --cluster-* flags or this are\n"
+	        "                         required)\n");
 }
 
 int
@@ -359,7 +359,7 @@ bench_grpc_main(int argc, char **argv)
 	}
 	if (b.stats.errors) {
 		fprintf(stderr, "zest-bench grpc: %llu errors, first: %s\n",
-			(unsigned long long)b.stats.errors, b.stats.first_errors[0]);
+		        (unsigned long long)b.stats.errors, b.stats.first_errors[0]);
 		rc = 1;
 	}
 	bench_stats_fini(&b.stats);

@@ -49,7 +49,7 @@ bench_print_context(FILE *out, int argc, char **argv)
 		fclose(f);
 	uname(&u);
 	fprintf(out, "# zest %s, %s, kernel %s\n# command: zest-bench", ZEST_VERSION, model,
-		u.release);
+	        u.release);
 	for (int i = 0; i < argc; i++)
 		fprintf(out, " %s", argv[i]);
 	fprintf(out, "\n");

@@ -162,8 +162,7 @@ compute(const struct bench_stats *cs, uint64_t period_ns, struct figures *f)
 		}
 	if (f->windows) {
 		double ws = (double)BENCH_WINDOW_NS / 1e9;
-		unsigned slow = order[0], med = order[f->windows / 2],
-			 fast = order[f->windows - 1];
+		unsigned slow = order[0], med = order[f->windows / 2], fast = order[f->windows - 1];
 
 		f->win_fast_mib = (double)s->win_bytes[fast] / MIB / ws;
 		f->win_fast_ops = (double)s->win_ops[fast] / ws;
@@ -178,13 +177,12 @@ void
 bench_report_table_header(FILE *out)
 {
 	fprintf(out, "%-9s %14s %9s %10s %10s %10s %10s %9s %9s %9s %9s %9s\n", "Operation",
-		"Bytes", "Ops", "MiB/s", "ops/s", "AvgLat", "LatStdDev", "p50", "p90", "p99",
-		"p99.9", "max");
+	        "Bytes", "Ops", "MiB/s", "ops/s", "AvgLat", "LatStdDev", "p50", "p90", "p99",
+	        "p99.9", "max");
 }
 
 void
-bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
-		  uint64_t period_ns)
+bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency, uint64_t period_ns)
 {
 	struct figures f;
 
@@ -197,7 +195,7 @@ bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
 		fprintf(out, "\nThroughput, split into %u x 5s:\n", f.windows);
 		fprintf(out, " * Fastest: %.2fMiB/s, %.2f obj/s\n", f.win_fast_mib, f.win_fast_ops);
 		fprintf(out, " * 50%% Median: %.2fMiB/s, %.2f obj/s\n", f.win_med_mib,
-			f.win_med_ops);
+		        f.win_med_ops);
 		fprintf(out, " * Slowest: %.2fMiB/s, %.2f obj/s\n", f.win_slow_mib, f.win_slow_ops);
 	} else {
 		fprintf(out, "\nThroughput: run shorter than one 5s window, no split.\n");
@@ -207,10 +205,10 @@ bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
 	fprintf(out, "\n");
 	bench_report_table_header(out);
 	fprintf(out,
-		"%-9s %14llu %9llu %10.2f %10.2f %8.2fms %8.2fms %7.2fms %7.2fms %7.2fms "
-		"%7.2fms %7.2fms\n\n",
-		s->op, (unsigned long long)s->bytes, (unsigned long long)s->ops, f.mib_s, f.ops_s,
-		f.avg, f.stddev, f.p50, f.p90, f.p99, f.p999, f.max);
+	        "%-9s %14llu %9llu %10.2f %10.2f %8.2fms %8.2fms %7.2fms %7.2fms %7.2fms "
+	        "%7.2fms %7.2fms\n\n",
+	        s->op, (unsigned long long)s->bytes, (unsigned long long)s->ops, f.mib_s, f.ops_s,
+	        f.avg, f.stddev, f.p50, f.p90, f.p99, f.p999, f.max);
 }
 
 void
@@ -220,16 +218,16 @@ bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns)
 
 	compute(s, period_ns, &f);
 	fprintf(out,
-		"{\"operation\":\"%s\",\"objects\":%llu,\"bytes\":%llu,\"seconds\":%.3f,"
-		"\"mib_per_s\":%.3f,\"obj_per_s\":%.3f,\"errors\":%llu,"
-		"\"latency_ms\":{\"avg\":%.3f,\"stddev\":%.3f,\"p50\":%.3f,\"p90\":%.3f,"
-		"\"p99\":%.3f,\"p99.9\":%.3f,\"max\":%.3f},"
-		"\"windows\":{\"count\":%u,\"fastest_mib_per_s\":%.3f,\"median_mib_per_s\":%.3f,"
-		"\"slowest_mib_per_s\":%.3f},\"first_errors\":[",
-		s->op, (unsigned long long)s->ops, (unsigned long long)s->bytes,
-		(double)period_ns / 1e9, f.mib_s, f.ops_s, (unsigned long long)s->errors, f.avg,
-		f.stddev, f.p50, f.p90, f.p99, f.p999, f.max, f.windows, f.win_fast_mib,
-		f.win_med_mib, f.win_slow_mib);
+	        "{\"operation\":\"%s\",\"objects\":%llu,\"bytes\":%llu,\"seconds\":%.3f,"
+	        "\"mib_per_s\":%.3f,\"obj_per_s\":%.3f,\"errors\":%llu,"
+	        "\"latency_ms\":{\"avg\":%.3f,\"stddev\":%.3f,\"p50\":%.3f,\"p90\":%.3f,"
+	        "\"p99\":%.3f,\"p99.9\":%.3f,\"max\":%.3f},"
+	        "\"windows\":{\"count\":%u,\"fastest_mib_per_s\":%.3f,\"median_mib_per_s\":%.3f,"
+	        "\"slowest_mib_per_s\":%.3f},\"first_errors\":[",
+	        s->op, (unsigned long long)s->ops, (unsigned long long)s->bytes,
+	        (double)period_ns / 1e9, f.mib_s, f.ops_s, (unsigned long long)s->errors, f.avg,
+	        f.stddev, f.p50, f.p90, f.p99, f.p999, f.max, f.windows, f.win_fast_mib,
+	        f.win_med_mib, f.win_slow_mib);
 	/* the first errors, so that a failed run says why */
 	for (uint64_t i = 0; i < s->errors && i < BENCH_KEEP_ERRORS; i++) {
 		if (i)

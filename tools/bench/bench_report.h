@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define BENCH_WINDOW_NS (5ull * 1000000000ull) /* throughput windows, as warp's 5 s */
+#define BENCH_WINDOW_NS   (5ull * 1000000000ull) /* throughput windows, as warp's 5 s */
 #define BENCH_MAX_WINDOWS 4096
 #define BENCH_KEEP_ERRORS 3
 
@@ -30,12 +30,11 @@ void bench_stats_init(struct bench_stats *s, const char *op);
 void bench_stats_fini(struct bench_stats *s);
 
 /* One finished op: its start time relative to the measured period, latency, bytes. */
-void bench_stats_ok(struct bench_stats *s, uint64_t start_rel_ns, uint64_t lat_ns,
-		    uint64_t bytes);
+void bench_stats_ok(struct bench_stats *s, uint64_t start_rel_ns, uint64_t lat_ns, uint64_t bytes);
 
 /* One failed op; the first few messages are kept for the report. */
 void bench_stats_error(struct bench_stats *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 /* dst += src (same op). Returns 0 or -ENOMEM. */
 int bench_stats_merge(struct bench_stats *dst, const struct bench_stats *src);
@@ -51,7 +50,7 @@ bench_windows(uint64_t period_ns)
 
 /* warp-shaped summary and the latency table for one operation. */
 void bench_report_text(FILE *out, const struct bench_stats *s, unsigned concurrency,
-		       uint64_t period_ns);
+                       uint64_t period_ns);
 
 /* The operation's figures as a JSON object (no trailing newline). */
 void bench_report_json(FILE *out, const struct bench_stats *s, uint64_t period_ns);

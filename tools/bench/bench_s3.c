@@ -19,8 +19,12 @@
 #include "bench_s3_load.h"
 #include "zc.h"
 
-enum op { OP_PUT = BENCH_S3_PUT, OP_GET = BENCH_S3_GET, OP_DELETE = BENCH_S3_DELETE,
-	  OP_COUNT = BENCH_S3_OPS };
+enum op {
+	OP_PUT = BENCH_S3_PUT,
+	OP_GET = BENCH_S3_GET,
+	OP_DELETE = BENCH_S3_DELETE,
+	OP_COUNT = BENCH_S3_OPS
+};
 
 /* The command line: the load's configuration and how to run and report it. */
 struct config {
@@ -35,7 +39,7 @@ static const struct profile {
 	uint64_t size;
 	unsigned get, put;
 } profiles[] = {
-	{ "database", 8 << 10, 70, 30 },   { "email", 4 << 10, 60, 40 },
+	{ "database", 8 << 10, 70, 30 },    { "email", 4 << 10, 60, 40 },
 	{ "fileserver", 64 << 10, 90, 10 }, { "streaming", 5 << 20, 80, 20 },
 	{ "vdi", 4 << 10, 20, 80 },
 };
@@ -51,23 +55,23 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-bench s3 put|get|mixed|delete [options]\n"
-		"  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
-		"  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
-		"  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
-		"  --region REGION       SigV4 region (default us-east-1)\n"
-		"  --tls, --insecure     HTTPS; do not verify the certificate\n"
-		"  --bucket NAME         (default zest-bench; created if missing)\n"
-		"  --obj.size SIZE       object size (default 1MiB)\n"
-		"  --concurrent N        parallel connections (default 8)\n"
-		"  --duration D          measured time (default 30s)\n"
-		"  --warmup D            uncounted time before it (default 2s)\n"
-		"  --objects N           objects preloaded for get/delete/mixed (default 100)\n"
-		"  --get-distrib P, --put-distrib P, --delete-distrib P   mixed percentages\n"
-		"                        (default 60/30/10)\n"
-		"  --profile NAME        database|email|fileserver|streaming|vdi (size and mix)\n"
-		"  --noclear             keep the objects this run created\n"
-		"  --json                one JSON object instead of the report\n");
+	        "usage: zest-bench s3 put|get|mixed|delete [options]\n"
+	        "  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
+	        "  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
+	        "  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
+	        "  --region REGION       SigV4 region (default us-east-1)\n"
+	        "  --tls, --insecure     HTTPS; do not verify the certificate\n"
+	        "  --bucket NAME         (default zest-bench; created if missing)\n"
+	        "  --obj.size SIZE       object size (default 1MiB)\n"
+	        "  --concurrent N        parallel connections (default 8)\n"
+	        "  --duration D          measured time (default 30s)\n"
+	        "  --warmup D            uncounted time before it (default 2s)\n"
+	        "  --objects N           objects preloaded for get/delete/mixed (default 100)\n"
+	        "  --get-distrib P, --put-distrib P, --delete-distrib P   mixed percentages\n"
+	        "                        (default 60/30/10)\n"
+	        "  --profile NAME        database|email|fileserver|streaming|vdi (size and mix)\n"
+	        "  --noclear             keep the objects this run created\n"
+	        "  --json                one JSON object instead of the report\n");
 }
 
 static int
@@ -99,15 +103,33 @@ parse_args(int argc, char **argv, struct config *cfg, const char **mode)
 
 	while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
 		switch (opt) {
-		case 'H': cfg->s3.host = optarg; break;
-		case 'a': cfg->s3.access_key = optarg; break;
-		case 's': cfg->s3.secret_key = optarg; break;
-		case 'r': cfg->s3.region = optarg; break;
-		case 'T': cfg->s3.tls = true; break;
-		case 'k': cfg->s3.insecure = true; break;
-		case 'b': cfg->s3.bucket = optarg; break;
-		case 'n': cfg->noclear = true; break;
-		case 'j': cfg->json = true; break;
+		case 'H':
+			cfg->s3.host = optarg;
+			break;
+		case 'a':
+			cfg->s3.access_key = optarg;
+			break;
+		case 's':
+			cfg->s3.secret_key = optarg;
+			break;
+		case 'r':
+			cfg->s3.region = optarg;
+			break;
+		case 'T':
+			cfg->s3.tls = true;
+			break;
+		case 'k':
+			cfg->s3.insecure = true;
+			break;
+		case 'b':
+			cfg->s3.bucket = optarg;
+			break;
+		case 'n':
+			cfg->noclear = true;
+			break;
+		case 'j':
+			cfg->json = true;
+			break;
 		case 'z':
 			if (zc_parse_size(optarg, &cfg->s3.obj_size) < 0)
 				goto bad;
@@ -130,9 +152,15 @@ parse_args(int argc, char **argv, struct config *cfg, const char **mode)
 			if (cfg->s3.objects < 1)
 				goto bad;
 			break;
-		case 'G': cfg->mix[OP_GET] = (unsigned)atoi(optarg); break;
-		case 'P': cfg->mix[OP_PUT] = (unsigned)atoi(optarg); break;
-		case 'D': cfg->mix[OP_DELETE] = (unsigned)atoi(optarg); break;
+		case 'G':
+			cfg->mix[OP_GET] = (unsigned)atoi(optarg);
+			break;
+		case 'P':
+			cfg->mix[OP_PUT] = (unsigned)atoi(optarg);
+			break;
+		case 'D':
+			cfg->mix[OP_DELETE] = (unsigned)atoi(optarg);
+			break;
 		case 'p': {
 			size_t i;
 
@@ -222,7 +250,7 @@ bench_s3_main(int argc, char **argv)
 		goto out;
 	}
 	if (bench_s3_load_run(load, cfg.mix, cfg.warmup_ns, cfg.duration_ns,
-			      !cfg.json && isatty(STDERR_FILENO), total) < 0)
+	                      !cfg.json && isatty(STDERR_FILENO), total) < 0)
 		rc = 1;
 	if (cfg.json) {
 		printf("{\"mode\":\"%s\",\"concurrent\":%u,\"obj_size\":%llu,\"ops\":[", mode,
@@ -240,7 +268,7 @@ bench_s3_main(int argc, char **argv)
 		for (int op = 0; op < OP_COUNT; op++)
 			if (cfg.mix[op])
 				bench_report_text(stdout, &total[op], cfg.s3.concurrent,
-						  cfg.duration_ns);
+				                  cfg.duration_ns);
 	}
 	for (int op = 0; op < OP_COUNT; op++) {
 		if (total[op].errors)

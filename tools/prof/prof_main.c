@@ -33,7 +33,7 @@
 
 #define MAX_PAIRS     32
 #define EC_MAX_DRIVES 32
-#define GIB	      (1024.0 * 1024.0 * 1024.0)
+#define GIB           (1024.0 * 1024.0 * 1024.0)
 /*
  * The store baseline writes, per round, as many bytes as the datanode's full path stored in
  * that round ((k+m)/k x the payload), and at least this: the kernel then allocates and
@@ -66,61 +66,62 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-		"usage: zest-prof [options]\n"
-		"  --modes LIST       datanode modes to compare, a comma list of copy,\n"
-		"                     zerocopy, discard (= zerocopy with --discard), direct\n"
-		"                     (= zerocopy with --data-io direct) and copy-direct;\n"
-		"                     ratios are against the FIRST mode (default copy,zerocopy)\n"
-		"  --data-io LIST     also cross the modes with data-cell writes, a comma list\n"
-		"                     of buffered,direct (zest-datanode --data-io): e.g.\n"
-		"                     --modes zerocopy --data-io buffered,direct runs\n"
-		"                     zerocopy and direct (default: buffered only)\n"
-		"  --pairs N          rounds of the modes, alternating (default 3, min 3)\n"
-		"  --drives DIR       folder for the drive folders (default: a fresh tmpfs dir\n"
-		"                     under /dev/shm, removed at the end)\n"
-		"  --ec K+M           datanode scheme (default 4+2)\n"
-		"  --obj.size SIZE    object size (default 4MiB)\n"
-		"  --concurrent N     parallel streams (default 4)\n"
-		"  --duration D       measured load per run (default 8s)\n"
-		"  --warmup D         uncounted load before it (default 1s)\n"
-		"  --s3               the datanode AND zest-s3gw in front of it (gRPC over\n"
-		"                     mutual TLS, a throwaway CA as `make run` makes), driven\n"
-		"                     through S3 by zest-bench's load engine: per mode a PUT\n"
-		"                     phase and a GET phase, each with MiB/s, obj/s, latency\n"
-		"                     p50/p99/p99.9, CPU-s per GiB of each process and by\n"
-		"                     thread, user-space copies by stage, page-cache bytes and\n"
-		"                     peak RSS; --modes copy,zerocopy and --data-io as above\n"
-		"                     (with --perf/--callgrind: PUTs only, via zest-bench)\n"
-		"  --plaintext        --s3: gRPC between the gateway and the datanode without\n"
-		"                     TLS (--insecure), to measure what mTLS costs\n"
-		"  --ops LIST         --s3: the phases, put,get (default) or one of them\n"
-		"  --objects N        --s3: objects the GETs read (default: 2 per stream, at\n"
-		"                     most 256 MiB of them, at least 4)\n"
-		"  --store-baseline   also time, once per round, the kernel storing 1 MiB\n"
-		"                     write()s in k+m files in the drives' filesystem, and\n"
-		"                     with discard in --modes the full path's CPU floor:\n"
-		"                     discard + (k+m)/k x store (default off)\n"
-		"  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}; with\n"
-		"                     other modes one object per mode and \"ratio_MODE\" per\n"
-		"                     mode after the first\n"
-		"  --svg FILE         write a bar chart (not with --s3)\n"
-		"  --callgrind        also run each mode once under valgrind's callgrind and\n"
-		"                     report instructions per payload byte of the measured\n"
-		"                     run (dumps kept in the work folder)\n"
-		"  --perf             also record each mode once with perf (cpu-clock, 999 Hz; the\n"
-		"                     datanode, and the gateway with --s3) and draw a flame\n"
-		"                     graph of each: PREFIX-MODE.svg (PREFIX-copy.svg,\n"
-		"                     PREFIX-zerocopy.svg), with the folded stacks beside them\n"
-		"                     (PREFIX-MODE.folded); where perf works\n"
-		"  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
-		"  --perf-call-graph M  perf's unwinder: dwarf (default; whole stacks without\n"
-		"                     frame pointers) or fp\n"
-		"  --tls-dir DIR      run the internal gRPC over mutual TLS with the certificates\n"
-		"                     of `tools/zest-certs.sh DIR` (ca.pem, datanode.pem/.key\n"
-		"                     for the datanode, gateway.pem/.key for zest-bench and the\n"
-		"                     gateway); default: plaintext (--insecure), the baseline;\n"
-		"                     with --s3 a throwaway CA in the work folder\n"
-		"  --keep             keep the work folder (logs, drives, profiles)\n");
+	        "usage: zest-prof [options]\n"
+	        "  --modes LIST       datanode modes to compare, a comma list of copy,\n"
+	        "                     zerocopy, discard (= zerocopy with --discard), direct\n"
+	        "                     (= zerocopy with --data-io direct) and copy-direct;\n"
+	        "                     ratios are against the FIRST mode (default copy,zerocopy)\n"
+	        "  --data-io LIST     also cross the modes with data-cell writes, a comma list\n"
+	        "                     of buffered,direct (zest-datanode --data-io): e.g.\n"
+	        "                     --modes zerocopy --data-io buffered,direct runs\n"
+	        "                     zerocopy and direct (default: buffered only)\n"
+	        "  --pairs N          rounds of the modes, alternating (default 3, min 3)\n"
+	        "  --drives DIR       folder for the drive folders (default: a fresh tmpfs dir\n"
+	        "                     under /dev/shm, removed at the end)\n"
+	        "  --ec K+M           datanode scheme (default 4+2)\n"
+	        "  --obj.size SIZE    object size (default 4MiB)\n"
+	        "  --concurrent N     parallel streams (default 4)\n"
+	        "  --duration D       measured load per run (default 8s)\n"
+	        "  --warmup D         uncounted load before it (default 1s)\n"
+	        "  --s3               the datanode AND zest-s3gw in front of it (gRPC over\n"
+	        "                     mutual TLS, a throwaway CA as `make run` makes), driven\n"
+	        "                     through S3 by zest-bench's load engine: per mode a PUT\n"
+	        "                     phase and a GET phase, each with MiB/s, obj/s, latency\n"
+	        "                     p50/p99/p99.9, CPU-s per GiB of each process and by\n"
+	        "                     thread, user-space copies by stage, page-cache bytes and\n"
+	        "                     peak RSS; --modes copy,zerocopy and --data-io as above\n"
+	        "                     (with --perf/--callgrind: PUTs only, via zest-bench)\n"
+	        "  --plaintext        --s3: gRPC between the gateway and the datanode without\n"
+	        "                     TLS (--insecure), to measure what mTLS costs\n"
+	        "  --ops LIST         --s3: the phases, put,get (default) or one of them\n"
+	        "  --objects N        --s3: objects the GETs read (default: 2 per stream, at\n"
+	        "                     most 256 MiB of them, at least 4)\n"
+	        "  --store-baseline   also time, once per round, the kernel storing 1 MiB\n"
+	        "                     write()s in k+m files in the drives' filesystem, and\n"
+	        "                     with discard in --modes the full path's CPU floor:\n"
+	        "                     discard + (k+m)/k x store (default off)\n"
+	        "  --json             {\"copy\":{...},\"zerocopy\":{...},\"ratio\":{...}}; with\n"
+	        "                     other modes one object per mode and \"ratio_MODE\" per\n"
+	        "                     mode after the first\n"
+	        "  --svg FILE         write a bar chart (not with --s3)\n"
+	        "  --callgrind        also run each mode once under valgrind's callgrind and\n"
+	        "                     report instructions per payload byte of the measured\n"
+	        "                     run (dumps kept in the work folder)\n"
+	        "  --perf             also record each mode once with perf (cpu-clock, 999 Hz; "
+	        "the\n"
+	        "                     datanode, and the gateway with --s3) and draw a flame\n"
+	        "                     graph of each: PREFIX-MODE.svg (PREFIX-copy.svg,\n"
+	        "                     PREFIX-zerocopy.svg), with the folded stacks beside them\n"
+	        "                     (PREFIX-MODE.folded); where perf works\n"
+	        "  --flame PREFIX     where --perf writes (default: WORK/flame); implies --perf\n"
+	        "  --perf-call-graph M  perf's unwinder: dwarf (default; whole stacks without\n"
+	        "                     frame pointers) or fp\n"
+	        "  --tls-dir DIR      run the internal gRPC over mutual TLS with the certificates\n"
+	        "                     of `tools/zest-certs.sh DIR` (ca.pem, datanode.pem/.key\n"
+	        "                     for the datanode, gateway.pem/.key for zest-bench and the\n"
+	        "                     gateway); default: plaintext (--insecure), the baseline;\n"
+	        "                     with --s3 a throwaway CA in the work folder\n"
+	        "  --keep             keep the work folder (logs, drives, profiles)\n");
 }
 
 /* Append the datanode's (server) or a client's security flags to argv at *n. */
@@ -204,17 +205,36 @@ callgrind_control(pid_t pid, const char *what, const char *log_path)
  * no deleting of the objects after an S3 run, so that a profile of the run sees PUTs only.
  */
 static int
-load(const struct opts *o, char *bench, char *target, char *conc, const char *duration,
-     bool keep, char *out, size_t n)
+load(const struct opts *o, char *bench, char *target, char *conc, const char *duration, bool keep,
+     char *out, size_t n)
 {
-	char *grpc_argv[24] = { bench, "grpc", "--datanode", target, "--obj.size",
-				(char *)o->obj_size, "--concurrent", conc, "--duration",
-				(char *)duration, "--json" };
+	char *grpc_argv[24] = { bench,          "grpc",
+		                "--datanode",   target,
+		                "--obj.size",   (char *)o->obj_size,
+		                "--concurrent", conc,
+		                "--duration",   (char *)duration,
+		                "--json" };
 	unsigned gn = 11;
-	char *s3_argv[] = { bench, "s3", "put", "--host", target, "--access-key", "zestprof",
-			    "--secret-key", "zestprofsecret", "--obj.size", (char *)o->obj_size,
-			    "--concurrent", conc, "--duration", (char *)duration, "--warmup", "0s",
-			    "--json", keep ? "--noclear" : NULL, NULL };
+	char *s3_argv[] = { bench,
+		            "s3",
+		            "put",
+		            "--host",
+		            target,
+		            "--access-key",
+		            "zestprof",
+		            "--secret-key",
+		            "zestprofsecret",
+		            "--obj.size",
+		            (char *)o->obj_size,
+		            "--concurrent",
+		            conc,
+		            "--duration",
+		            (char *)duration,
+		            "--warmup",
+		            "0s",
+		            "--json",
+		            keep ? "--noclear" : NULL,
+		            NULL };
 
 	tls_args(o, false, grpc_argv, &gn);
 	grpc_argv[gn] = NULL;
@@ -224,11 +244,11 @@ load(const struct opts *o, char *bench, char *target, char *conc, const char *du
 /* Per-thread CPU of the measured load: each group's CPU-s per payload GiB into r. */
 static void
 thread_groups(const struct prof_threads *before, const struct prof_threads *after,
-	      double process_cpu_s, double gib, struct run *r)
+              double process_cpu_s, double gib, struct run *r)
 {
-	r->n_groups = prof_threads_delta(before, after, process_cpu_s,
-					 1.0 / (double)sysconf(_SC_CLK_TCK), r->groups,
-					 PROF_MAX_GROUPS);
+	r->n_groups =
+	        prof_threads_delta(before, after, process_cpu_s, 1.0 / (double)sysconf(_SC_CLK_TCK),
+	                           r->groups, PROF_MAX_GROUPS);
 	for (unsigned g = 0; g < r->n_groups; g++)
 		r->groups[g].cpu_s /= gib;
 }
@@ -289,7 +309,7 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 		drives[d] = malloc(PATH_MAX + 64);
 		if (drives[d])
 			snprintf(drives[d], PATH_MAX + 64, "%s/run%u-%s/d%u", o->drives_base, idx,
-				 mode, d);
+			         mode, d);
 		if (drives[d])
 			snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", drives[d]);
 		if (!drives[d] || system(cmd) != 0) {
@@ -311,13 +331,13 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 	rc = prof_wait_ready(dn_pid, dn_mport, tool == TOOL_CALLGRIND ? 60000 : 15000);
 	if (rc < 0) {
 		fprintf(stderr, "zest-prof: datanode did not start (%s); see %s\n", strerror(-rc),
-			log_path);
+		        log_path);
 		goto stop;
 	}
 	if (o->s3) {
-		char *gargv[24] = { gw, "--listen", gw_listen, "--datanode", listen, "--metrics",
-				    gw_metrics, "--access-key", "zestprof", "--secret-key",
-				    "zestprofsecret" };
+		char *gargv[24] = { gw,         "--listen",     gw_listen,       "--datanode",
+			            listen,     "--metrics",    gw_metrics,      "--access-key",
+			            "zestprof", "--secret-key", "zestprofsecret" };
 		unsigned gn = 11;
 
 		tls_args(o, false, gargv, &gn);
@@ -349,9 +369,22 @@ run_once(const struct opts *o, enum prof_mode pm, unsigned idx, enum tool tool, 
 	if (tool == TOOL_PERF) {
 		char pid_s[48], secs[32];
 		uint64_t d;
-		char *pargv[] = { "/usr/bin/perf", "record", "-e", "cpu-clock", "-F", "999",
-				  "--call-graph", (char *)o->call_graph, "-o", perf_out, "-p",
-				  pid_s, "--", "sleep", secs, NULL };
+		char *pargv[] = { "/usr/bin/perf",
+			          "record",
+			          "-e",
+			          "cpu-clock",
+			          "-F",
+			          "999",
+			          "--call-graph",
+			          (char *)o->call_graph,
+			          "-o",
+			          perf_out,
+			          "-p",
+			          pid_s,
+			          "--",
+			          "sleep",
+			          secs,
+			          NULL };
 
 		/* The measured load only (not the warm-up, nor zest-bench's clean-up of its
 		 * objects after it). Software clock: these VMs have no hardware counters. */
@@ -515,11 +548,12 @@ draw_flame(const struct opts *o, enum prof_mode pm, struct prof_flame_out *fo)
 		goto destroy;
 	}
 	snprintf(title, sizeof(title),
-		 "%s, %s marshaller, %s data cells%s: %s load, %s objects, %u streams (perf cpu-clock, "
-		 "%s unwinding)",
-		 o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", prof_mode_marshaller(pm),
-		 prof_mode_data_io(pm), prof_mode_discards(pm) ? " with --discard" : "",
-		 o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
+	         "%s, %s marshaller, %s data cells%s: %s load, %s objects, %u streams (perf "
+	         "cpu-clock, "
+	         "%s unwinding)",
+	         o->s3 ? "zest-datanode and zest-s3gw" : "zest-datanode", prof_mode_marshaller(pm),
+	         prof_mode_data_io(pm), prof_mode_discards(pm) ? " with --discard" : "",
+	         o->s3 ? "S3" : "gRPC", o->obj_size, o->concurrent, o->call_graph);
 	out = fopen(fo->svg, "w");
 	if (!out || prof_flame_write_svg(f, out, title, 0, copy_frames) < 0 || fclose(out) != 0)
 		n = -EIO;
@@ -529,7 +563,7 @@ done:
 	fo->samples = n;
 	if (n < 0)
 		fprintf(stderr, "zest-prof: no flame graph for %s (%s); perf's output is in %s\n",
-			mode, strerror((int)-n), log_path);
+		        mode, strerror((int)-n), log_path);
 	return n;
 }
 
@@ -588,9 +622,15 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case 'I':
 			data_io = optarg; /* crossed with --modes once both are known */
 			break;
-		case 'B': o->store_baseline = true; break;
-		case 'd': o->drives_base = optarg; break;
-		case 'e': o->ec = optarg; break;
+		case 'B':
+			o->store_baseline = true;
+			break;
+		case 'd':
+			o->drives_base = optarg;
+			break;
+		case 'e':
+			o->ec = optarg;
+			break;
 		case 'z':
 			if (zc_parse_size(optarg, &tmp) < 0)
 				goto bad;
@@ -611,8 +651,12 @@ parse_opts(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->warmup = optarg;
 			break;
-		case 's': o->s3 = true; break;
-		case 'N': o->plaintext = true; break;
+		case 's':
+			o->s3 = true;
+			break;
+		case 'N':
+			o->plaintext = true;
+			break;
 		case 'o':
 			if (!strcmp(optarg, "put") || !strcmp(optarg, "get") ||
 			    !strcmp(optarg, "put,get") || !strcmp(optarg, "get,put")) {
@@ -626,10 +670,18 @@ parse_opts(int argc, char **argv, struct opts *o)
 			if (o->objects < 1)
 				goto bad;
 			break;
-		case 'j': o->json = true; break;
-		case 'S': o->svg = optarg; break;
-		case 'C': o->callgrind = true; break;
-		case 'P': o->perf = true; break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'S':
+			o->svg = optarg;
+			break;
+		case 'C':
+			o->callgrind = true;
+			break;
+		case 'P':
+			o->perf = true;
+			break;
 		case 'F':
 			o->flame = optarg;
 			o->perf = true;
@@ -639,11 +691,21 @@ parse_opts(int argc, char **argv, struct opts *o)
 				goto bad;
 			o->call_graph = optarg;
 			break;
-		case 'k': o->keep = true; break;
-		case 'T': o->tls_dir = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("zest-prof %s\n", ZEST_VERSION); exit(0);
-		default: usage(stderr); return -EINVAL;
+		case 'k':
+			o->keep = true;
+			break;
+		case 'T':
+			o->tls_dir = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("zest-prof %s\n", ZEST_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
 		}
 	}
 	if (optind < argc) {
@@ -667,7 +729,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
 	    o->k + o->m > EC_MAX_DRIVES) {
 		fprintf(stderr, "zest-prof: bad --ec '%s' (want K+M, K+M <= %d)\n", o->ec,
-			EC_MAX_DRIVES);
+		        EC_MAX_DRIVES);
 		return -EINVAL;
 	}
 	return 0;
@@ -682,7 +744,7 @@ bad:
  */
 static void
 store_round(const struct opts *o, struct run (*runs)[MAX_PAIRS], unsigned round,
-	    struct prof_store_result *r)
+            struct prof_store_result *r)
 {
 	uint64_t bytes = STORE_MIN_BYTES, dur_ns = 0;
 	int rc;
@@ -690,7 +752,7 @@ store_round(const struct opts *o, struct run (*runs)[MAX_PAIRS], unsigned round,
 	zc_parse_duration_ns(o->duration, &dur_ns);
 	for (unsigned i = 0; i < o->n_modes; i++) {
 		double stored = runs[i][round].v[PROF_M_MIBS] * (1 << 20) * (double)dur_ns / 1e9 *
-				(o->k + o->m) / o->k;
+		                (o->k + o->m) / o->k;
 
 		if (o->modes[i] != PROF_MODE_DISCARD && stored > (double)bytes)
 			bytes = (uint64_t)stored;
@@ -699,7 +761,7 @@ store_round(const struct opts *o, struct run (*runs)[MAX_PAIRS], unsigned round,
 
 	if (rc < 0) {
 		fprintf(stderr, "zest-prof: store baseline in %s failed: %s\n", o->drives_base,
-			strerror(-rc));
+		        strerror(-rc));
 		r->mib_per_s = r->cpu_s_per_gib = r->user_s_per_gib = r->sys_s_per_gib = NAN;
 	}
 }
@@ -723,58 +785,74 @@ store_median(const struct prof_store_result *r, unsigned n, size_t field)
 /* Medians, ratios against the first mode, per-thread medians, the store and its floor. */
 static void
 summarize(const struct opts *o, struct run (*runs)[MAX_PAIRS],
-	  const struct prof_store_result *store, struct prof_summary *s)
+          const struct prof_store_result *store, struct prof_summary *s)
 {
-	*s = (struct prof_summary){ .n_modes = o->n_modes, .rounds = o->pairs,
-				    .concurrent = o->concurrent, .k = o->k, .m = o->m,
-				    .obj_size = o->obj_size, .ec = o->ec,
-				    .drives = o->drives_base, .s3 = o->s3,
-				    .has_store = o->store_baseline, .floor = NAN };
+	*s = (struct prof_summary){ .n_modes = o->n_modes,
+		                    .rounds = o->pairs,
+		                    .concurrent = o->concurrent,
+		                    .k = o->k,
+		                    .m = o->m,
+		                    .obj_size = o->obj_size,
+		                    .ec = o->ec,
+		                    .drives = o->drives_base,
+		                    .s3 = o->s3,
+		                    .has_store = o->store_baseline,
+		                    .floor = NAN };
 	for (unsigned i = 0; i < o->n_modes; i++) {
 		struct prof_mode_summary *ms = &s->mode[i];
 
 		ms->mode = o->modes[i];
 		for (int mt = 0; mt < PROF_M_COUNT; mt++) {
 			ms->v[mt] = median_of(runs[i], o->pairs, (enum prof_metric)mt);
-			ms->ratio[mt] = i ? ratio_of(runs[0], runs[i], o->pairs,
-						     (enum prof_metric)mt)
-					  : NAN;
+			ms->ratio[mt] =
+			        i ? ratio_of(runs[0], runs[i], o->pairs, (enum prof_metric)mt)
+			          : NAN;
 		}
 		median_groups(runs[i], o->pairs, ms);
 	}
 	if (!o->store_baseline)
 		return;
 	s->store.mib_per_s =
-		store_median(store, o->pairs, offsetof(struct prof_store_result, mib_per_s));
+	        store_median(store, o->pairs, offsetof(struct prof_store_result, mib_per_s));
 	s->store.cpu_s_per_gib =
-		store_median(store, o->pairs, offsetof(struct prof_store_result, cpu_s_per_gib));
+	        store_median(store, o->pairs, offsetof(struct prof_store_result, cpu_s_per_gib));
 	s->store.user_s_per_gib =
-		store_median(store, o->pairs, offsetof(struct prof_store_result, user_s_per_gib));
+	        store_median(store, o->pairs, offsetof(struct prof_store_result, user_s_per_gib));
 	s->store.sys_s_per_gib =
-		store_median(store, o->pairs, offsetof(struct prof_store_result, sys_s_per_gib));
+	        store_median(store, o->pairs, offsetof(struct prof_store_result, sys_s_per_gib));
 	/* The floor: what --discard costs plus what the kernel charges to store (k+m)/k bytes
 	 * per payload byte; the part of the full path no user-space change removes. */
 	for (unsigned i = 0; i < o->n_modes; i++)
 		if (o->modes[i] == PROF_MODE_DISCARD)
 			s->floor = s->mode[i].v[PROF_M_CPU] +
-				   (double)(o->k + o->m) / o->k * s->store.cpu_s_per_gib;
+			           (double)(o->k + o->m) / o->k * s->store.cpu_s_per_gib;
 }
 
 /* --s3 without a profiler: the PUT and GET phases of prof_s3.h. */
 static int
 s3_main(struct opts *o)
 {
-	struct prof_s3_opts so = { .bindir = o->bindir, .work = o->work,
-				   .drives = o->drives_base, .log = log_path,
-				   .tls_dir = o->tls_dir, .ec = o->ec, .obj_size_text = o->obj_size,
-				   .k = o->k, .m = o->m, .rounds = o->pairs,
-				   .concurrent = o->concurrent, .objects = o->objects,
-				   .n_modes = o->n_modes, .json = o->json,
-				   .ops = { o->ops[0], o->ops[1] }, .plaintext = o->plaintext };
+	struct prof_s3_opts so = { .bindir = o->bindir,
+		                   .work = o->work,
+		                   .drives = o->drives_base,
+		                   .log = log_path,
+		                   .tls_dir = o->tls_dir,
+		                   .ec = o->ec,
+		                   .obj_size_text = o->obj_size,
+		                   .k = o->k,
+		                   .m = o->m,
+		                   .rounds = o->pairs,
+		                   .concurrent = o->concurrent,
+		                   .objects = o->objects,
+		                   .n_modes = o->n_modes,
+		                   .json = o->json,
+		                   .ops = { o->ops[0], o->ops[1] },
+		                   .plaintext = o->plaintext };
 	int rc;
 
 	if (o->svg)
-		fprintf(stderr, "zest-prof: --svg draws no chart with --s3 (--json has the figures)\n");
+		fprintf(stderr,
+		        "zest-prof: --svg draws no chart with --s3 (--json has the figures)\n");
 	memcpy(so.modes, o->modes, sizeof(so.modes));
 	zc_parse_size(o->obj_size, &so.obj_size);
 	zc_parse_duration_ns(o->duration, &so.duration_ns);
@@ -788,9 +866,16 @@ s3_main(struct opts *o)
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .ec = "4+2", .obj_size = "4MiB", .duration = "8s", .warmup = "1s",
-			  .pairs = 3, .concurrent = 4, .call_graph = "dwarf", .n_modes = 2, .ops = { true, true },
-			  .modes = { PROF_MODE_COPY, PROF_MODE_ZEROCOPY } };
+	struct opts o = { .ec = "4+2",
+		          .obj_size = "4MiB",
+		          .duration = "8s",
+		          .warmup = "1s",
+		          .pairs = 3,
+		          .concurrent = 4,
+		          .call_graph = "dwarf",
+		          .n_modes = 2,
+		          .ops = { true, true },
+		          .modes = { PROF_MODE_COPY, PROF_MODE_ZEROCOPY } };
 	static struct run runs[PROF_MAX_MODES][MAX_PAIRS], extra[PROF_MAX_MODES];
 	static struct prof_store_result store[MAX_PAIRS];
 	static struct prof_summary sum;
@@ -805,10 +890,10 @@ main(int argc, char **argv)
 		return 2;
 	if (!o.s3 || o.perf || o.callgrind) /* prof_s3.c says its own */
 		fprintf(stderr, "zest-prof: internal gRPC %s%s\n",
-			o.tls_dir ? "over mutual TLS, certificates in " : "in plaintext (--insecure)",
-			o.tls_dir ? o.tls_dir : "");
-	legacy = o.n_modes == 2 && o.modes[0] == PROF_MODE_COPY &&
-		 o.modes[1] == PROF_MODE_ZEROCOPY;
+		        o.tls_dir ? "over mutual TLS, certificates in "
+		                  : "in plaintext (--insecure)",
+		        o.tls_dir ? o.tls_dir : "");
+	legacy = o.n_modes == 2 && o.modes[0] == PROF_MODE_COPY && o.modes[1] == PROF_MODE_ZEROCOPY;
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (len < 0)
 		return 1;
@@ -834,7 +919,7 @@ main(int argc, char **argv)
 	for (unsigned p = 0; p < o.pairs && rc == 0; p++) {
 		if (!o.json)
 			fprintf(stderr, "zest-prof: %s %u/%u\n", legacy ? "pair" : "round", p + 1,
-				o.pairs);
+			        o.pairs);
 		for (unsigned i = 0; i < o.n_modes && rc == 0; i++)
 			rc = run_once(&o, o.modes[i], p, TOOL_NONE, &runs[i][p]);
 		if (rc == 0 && o.store_baseline)
@@ -855,7 +940,8 @@ main(int argc, char **argv)
 				break;
 		for (unsigned j = 0; i == o.n_modes && j < o.n_modes; j++) {
 			sum.mode[j].v[PROF_M_IPB] = extra[j].v[PROF_M_IPB];
-			sum.mode[j].ratio[PROF_M_IPB] = j ? extra[j].v[PROF_M_IPB] / extra[0].v[PROF_M_IPB] : NAN;
+			sum.mode[j].ratio[PROF_M_IPB] =
+			        j ? extra[j].v[PROF_M_IPB] / extra[0].v[PROF_M_IPB] : NAN;
 		}
 		o.keep = true;
 	}
@@ -872,7 +958,7 @@ main(int argc, char **argv)
 			draw_flame(&o, o.modes[i], &sum.mode[i].flame);
 		sum.has_flame = true;
 		fprintf(stderr, "zest-prof: perf data in %s/perf.MODE.data (perf report -i FILE)\n",
-			o.work);
+		        o.work);
 		o.keep = true;
 	}
 	if (o.json)

@@ -63,7 +63,7 @@ prof_run_capture(char *const *argv, char *out, size_t n, const char *log)
 		char scratch[4096];
 		/* Past n, keep draining so the child never blocks on a full pipe. */
 		ssize_t r = got < n - 1 ? read(p[0], out + got, n - 1 - got)
-					: read(p[0], scratch, sizeof(scratch));
+		                        : read(p[0], scratch, sizeof(scratch));
 
 		if (r <= 0)
 			break;
@@ -111,8 +111,8 @@ prof_cpu_seconds(pid_t pid)
 	fclose(f);
 	/* Fields after the command name, which may hold spaces: skip to its ')'. */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return NAN;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -154,8 +154,9 @@ prof_free_port(void)
 int
 prof_http_get(int port, const char *path, char *out, size_t n)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		                 .sin_port = htons((uint16_t)port),
+		                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char req[512];
 	size_t got = 0;
 	int fd, len;
@@ -170,8 +171,8 @@ prof_http_get(int port, const char *path, char *out, size_t n)
 		close(fd);
 		return err;
 	}
-	len = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-		       path);
+	len = snprintf(req, sizeof(req),
+	               "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
 	if (write(fd, req, (size_t)len) != len) {
 		close(fd);
 		return -EIO;

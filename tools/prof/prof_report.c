@@ -19,7 +19,7 @@ static const char *const metric_titles[PROF_M_COUNT] = {
 #define SMALL_CPU_S_PER_GIB 0.001
 
 static const char *const colors[PROF_MODE_COUNT] = { "#c0504d", "#4f81bd", "#9bbb59", "#8064a2",
-	                                              "#f79646" };
+	                                             "#f79646" };
 
 bool
 prof_report_is_default(const struct prof_summary *s)

@@ -20,12 +20,20 @@ test_sizes(void **state)
 	static const struct {
 		const char *s;
 		uint64_t v;
-	} good[] = { { "0", 0 },	     { "1", 1 },	      { "4096", 4096 },
-		     { "64KiB", 65536 },     { "64k", 65536 },	      { "1MiB", 1048576 },
-		     { "1.5MiB", 1572864 },  { "2GiB", 2147483648ULL }, { "1MB", 1000000 },
-		     { "3mb", 3000000 },     { "1TiB", 1ULL << 40 },  { "7B", 7 } };
-	static const char *const bad[] = { "", "x", "-1", "1XB", "1.5", "0.3KB!", "1e400", "KiB",
-					   "nan" };
+	} good[] = { { "0", 0 },
+		     { "1", 1 },
+		     { "4096", 4096 },
+		     { "64KiB", 65536 },
+		     { "64k", 65536 },
+		     { "1MiB", 1048576 },
+		     { "1.5MiB", 1572864 },
+		     { "2GiB", 2147483648ULL },
+		     { "1MB", 1000000 },
+		     { "3mb", 3000000 },
+		     { "1TiB", 1ULL << 40 },
+		     { "7B", 7 } };
+	static const char *const bad[] = { "",       "x",     "-1",  "1XB", "1.5",
+		                           "0.3KB!", "1e400", "KiB", "nan" };
 	uint64_t v;
 
 	(void)state;
@@ -138,7 +146,8 @@ test_json_string(void **state)
 
 	(void)state;
 	assert_non_null(f);
-	zc_json_string(f, "a\"b\\c\n\x01" "d");
+	zc_json_string(f, "a\"b\\c\n\x01"
+	                  "d");
 	fclose(f);
 	assert_string_equal(buf, "\"a\\\"b\\\\c\\u000a\\u0001d\"");
 }
@@ -147,12 +156,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_durations),
-		cmocka_unit_test(test_median),
-		cmocka_unit_test(test_json_string),
-		cmocka_unit_test(test_hostport),
-		cmocka_unit_test(test_ref_counting),
+		cmocka_unit_test(test_sizes),    cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_median),   cmocka_unit_test(test_json_string),
+		cmocka_unit_test(test_hostport), cmocka_unit_test(test_ref_counting),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,7 +80,7 @@ test_combine(void **state)
 		assert_int_equal(zc_crc32c_combine(a, 0, 0), a);
 		assert_int_equal(zc_crc32c_combine(0, b, 2), b);
 		assert_int_equal(zc_crc32c_combine(zc_crc32c_combine(a, b, lb), c, lc),
-				 zc_crc32c_combine(a, zc_crc32c_combine(b, c, lc), lb + lc));
+		                 zc_crc32c_combine(a, zc_crc32c_combine(b, c, lc), lb + lc));
 	}
 }
 
@@ -145,10 +145,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_known_vectors),
-		cmocka_unit_test(test_chaining_and_reference),
-		cmocka_unit_test(test_combine),
-		cmocka_unit_test(test_chunks),
+		cmocka_unit_test(test_known_vectors), cmocka_unit_test(test_chaining_and_reference),
+		cmocka_unit_test(test_combine),       cmocka_unit_test(test_chunks),
 		cmocka_unit_test(test_chunk_limits),
 	};
 

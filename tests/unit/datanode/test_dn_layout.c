@@ -23,8 +23,7 @@ slurp(const char *path, size_t *len)
 /* A parity file holds dn_geom_file_len bytes; an O_DIRECT write may round its last cell
  * up to a whole block, with zeros. */
 static void
-check_file_len(const struct dn_extent *x, uint32_t g, unsigned c, const uint8_t *file,
-               size_t flen)
+check_file_len(const struct dn_extent *x, uint32_t g, unsigned c, const uint8_t *file, size_t flen)
 {
 	uint64_t want = dn_geom_file_len(&x->g, g, c);
 
@@ -32,7 +31,8 @@ check_file_len(const struct dn_extent *x, uint32_t g, unsigned c, const uint8_t 
 		CHECK_EQ(flen, want);
 		return;
 	}
-	CHECK(flen > want && flen == (want + DN_DIRECT_ALIGN - 1) / DN_DIRECT_ALIGN * DN_DIRECT_ALIGN);
+	CHECK(flen > want &&
+	      flen == (want + DN_DIRECT_ALIGN - 1) / DN_DIRECT_ALIGN * DN_DIRECT_ALIGN);
 	for (size_t i = want; i < flen; i++)
 		CHECK_EQ(file[i], 0);
 }
@@ -117,7 +117,8 @@ on_disk(unsigned k, unsigned m)
 				uint32_t plen = dn_geom_cell_len(&x.g, g, st, k + p);
 
 				CHECK_EQ(plen, dn_geom_cell_len(&x.g, g, st, 0));
-				CHECK(memcmp(par[p], file[k + p] + (size_t)st * x.g.cell, plen) == 0);
+				CHECK(memcmp(par[p], file[k + p] + (size_t)st * x.g.cell, plen) ==
+				      0);
 				for (size_t i = plen; i < x.g.cell; i++)
 					CHECK_EQ(par[p][i], 0); /* what is not stored is zero */
 				free(par[p]);
@@ -184,7 +185,12 @@ stored_bytes(void)
 {
 	const unsigned k = 4, m = 2;
 	const size_t cell = 16384, stripe = k * cell;
-	const size_t sizes[] = { 0, 1, 4096, cell - 1, cell + 1, 2 * stripe + cell + 5,
+	const size_t sizes[] = { 0,
+		                 1,
+		                 4096,
+		                 cell - 1,
+		                 cell + 1,
+		                 2 * stripe + cell + 5,
 		                 9 * stripe + 3 * cell + 77 /* 3 groups of 4 stripes */ };
 	const size_t n = sizeof(sizes) / sizeof(sizes[0]);
 	uint8_t *buf[sizeof(sizes) / sizeof(sizes[0])];
@@ -209,7 +215,8 @@ stored_bytes(void)
 		}
 		CHECK_EQ(total - parity, sizes[i]);
 		CHECK(parity >= want_parity);
-		CHECK(parity <= want_parity + (uint64_t)m * 3 * DN_DIRECT_ALIGN); /* a block per group */
+		CHECK(parity <=
+		      want_parity + (uint64_t)m * 3 * DN_DIRECT_ALIGN); /* a block per group */
 	}
 	/* Lose a data and a parity drive: every read is degraded; then heal both. */
 	t_close(&e);
@@ -221,8 +228,8 @@ stored_bytes(void)
 			snprintf(key, sizeof(key), "s%zu", i);
 			CHECK_EQ(t_check_read(e.s, "b", key, 0, 0, false, buf[i], sizes[i]), 0);
 			if (sizes[i] > 3)
-				CHECK_EQ(t_check_read(e.s, "b", key, 1, sizes[i] - 2, true, buf[i] + 1,
-				                      sizes[i] - 2),
+				CHECK_EQ(t_check_read(e.s, "b", key, 1, sizes[i] - 2, true,
+				                      buf[i] + 1, sizes[i] - 2),
 				         0);
 		}
 		if (pass == 0) {

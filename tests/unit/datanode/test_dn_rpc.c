@@ -27,8 +27,9 @@ static void
 env_up_with(struct env *e, size_t call_cap, void (*tweak)(struct dn_store_opts *o))
 {
 	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
-				      .tls.insecure = true };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+		                      .cq_threads = 2,
+		                      .tls.insecure = true };
 	struct rpc_client_opts co = { .tls.insecure = true };
 	struct rpc_server_handlers h;
 	uint64_t ct;
@@ -533,7 +534,8 @@ test_error_mapping(void)
 		const char *prefix;
 	} rows[] = {
 		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE, ZC_NO_QUORUM, "write quorum not met: " },
-		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL, "metadata I/O error on write of bkt/k: " },
+		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL,
+		  "metadata I/O error on write of bkt/k: " },
 		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_NO_SPACE, "No space: " },
 		{ ZC_E(ZC_NO_BUCKET), GRPC_STATUS_NOT_FOUND, ZC_NO_BUCKET, "bkt" },
 		{ -EAGAIN, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_SLOW_DOWN, "the datanode's drives" },
@@ -548,7 +550,8 @@ test_error_mapping(void)
 	t_fill(buf, sizeof(buf));
 	env_up(&e, 0);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		int rc = dn_rpc_write_errmsg(e.t.s, 0, 0, "bkt", "k", rows[i].err, msg, sizeof(msg));
+		int rc =
+		        dn_rpc_write_errmsg(e.t.s, 0, 0, "bkt", "k", rows[i].err, msg, sizeof(msg));
 
 		if (rpc_status_from_err(rc) != rows[i].code || zc_err_code(rc) != rows[i].zc ||
 		    strncmp(msg, rows[i].prefix, strlen(rows[i].prefix)) != 0) {

@@ -41,8 +41,8 @@ static void
 test_bad_parameters(void **state)
 {
 	struct ec_codec *c = NULL;
-	static const unsigned bad[][2] = { { 0, 1 }, { 1, 0 }, { 0, 0 }, { 31, 2 }, { 16, 17 },
-					   { 33, 1 }, { 1, 32 }, { 1000, 1000 } };
+	static const unsigned bad[][2] = { { 0, 1 },   { 1, 0 },  { 0, 0 },  { 31, 2 },
+		                           { 16, 17 }, { 33, 1 }, { 1, 32 }, { 1000, 1000 } };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -66,7 +66,7 @@ test_decode_rejects_too_many_erasures(void **state)
 	(void)state;
 	assert_int_equal(ec_codec_create(4, 2, &c), 0);
 	cells_alloc(&cl, 6, 64);
-	assert_int_equal(ec_codec_decode(c, 64, cl.p, 0x7), -EINVAL);    /* 3 > m */
+	assert_int_equal(ec_codec_decode(c, 64, cl.p, 0x7), -EINVAL);     /* 3 > m */
 	assert_int_equal(ec_codec_decode(c, 64, cl.p, 1u << 6), -EINVAL); /* no such cell */
 	assert_int_equal(ec_codec_decode(c, 64, cl.p, 0), 0);
 	cells_free(&cl);
@@ -80,8 +80,8 @@ test_encode_matches_reference(void **state)
 	(void)state;
 	for (int round = 0; round < 60; round++) {
 		unsigned k = 1 + test_rand(&rng) % 20, m = 1 + test_rand(&rng) % (32 - k);
-		size_t len = test_rand(&rng) % 3 == 0 ? test_rand(&rng) % 40
-						       : test_rand(&rng) % 20000;
+		size_t len =
+		        test_rand(&rng) % 3 == 0 ? test_rand(&rng) % 40 : test_rand(&rng) % 20000;
 		struct cells data, par, ref, base;
 		uint8_t a[32 * 32], tables[32 * 32 * 32];
 		struct ec_codec *c;

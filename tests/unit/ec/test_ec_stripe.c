@@ -20,7 +20,7 @@ static uint64_t rng;
  */
 static void
 stream_stripe(unsigned k, unsigned m, size_t cell_len, const size_t *cell_fill, unsigned max_frag,
-	      bool in_order)
+              bool in_order)
 {
 	struct ec_codec *c;
 	struct ec_stripe st;
@@ -39,8 +39,10 @@ stream_stripe(unsigned k, unsigned m, size_t cell_len, const size_t *cell_fill, 
 	}
 	for (unsigned p = 0; p < m; p++) {
 		full[p] = malloc(cell_len);
-		streamed[p] = (uint8_t *)malloc(cell_len + 1) + 1; /* odd address for the parity, too */
-		memset(streamed[p], 0xa5, cell_len); /* stale bytes: the stripe must not need zeros */
+		streamed[p] =
+		        (uint8_t *)malloc(cell_len + 1) + 1; /* odd address for the parity, too */
+		memset(streamed[p], 0xa5,
+		       cell_len); /* stale bytes: the stripe must not need zeros */
 	}
 	assert_int_equal(ec_codec_encode(c, cell_len, (const uint8_t *const *)data, full), 0);
 	assert_int_equal(ec_stripe_init(&st, c, cell_len, streamed), 0);

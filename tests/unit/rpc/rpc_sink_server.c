@@ -19,16 +19,15 @@
 static void
 usage(FILE *out)
 {
-	fprintf(out,
-		"usage: rpc_sink_server [options]\n"
-		"  --listen ADDR          address to bind (default 127.0.0.1:0)\n"
-		"  --marshaller M         zerocopy|copy (default zerocopy)\n"
-		"  --threads N            completion-queue threads (default 2)\n"
-		"  --max-message SIZE     data bytes per message (default 16MiB)\n"
-		"  --discard              receive, parse, release (default)\n"
-		"  --hold                 keep refs until a drive thread drops them\n"
-		"  --no-malloc-tune       keep glibc's malloc defaults (see rpc_tune_malloc)\n"
-		"  --help, --version\n");
+	fprintf(out, "usage: rpc_sink_server [options]\n"
+	             "  --listen ADDR          address to bind (default 127.0.0.1:0)\n"
+	             "  --marshaller M         zerocopy|copy (default zerocopy)\n"
+	             "  --threads N            completion-queue threads (default 2)\n"
+	             "  --max-message SIZE     data bytes per message (default 16MiB)\n"
+	             "  --discard              receive, parse, release (default)\n"
+	             "  --hold                 keep refs until a drive thread drops them\n"
+	             "  --no-malloc-tune       keep glibc's malloc defaults (see rpc_tune_malloc)\n"
+	             "  --help, --version\n");
 }
 
 int
@@ -46,8 +45,9 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
-				      .tls.insecure = true };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+		                      .cq_threads = 2,
+		                      .tls.insecure = true };
 	struct rpc_server_handlers h;
 	struct rpc_server *srv;
 	struct rpc_stats st;
@@ -74,7 +74,8 @@ main(int argc, char **argv)
 			break;
 		case 'x':
 			if (zc_parse_size(optarg, &v)) {
-				fprintf(stderr, "rpc_sink_server: bad --max-message '%s'\n", optarg);
+				fprintf(stderr, "rpc_sink_server: bad --max-message '%s'\n",
+				        optarg);
 				return 2;
 			}
 			so.max_message = v;

@@ -188,7 +188,7 @@ sink_open(void *ctx, struct rpc_write *w, const struct rpc_write_open *open, voi
 
 static void
 sink_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg *segs,
-	  size_t n_segs, size_t len, uint32_t crc32c)
+          size_t n_segs, size_t len, uint32_t crc32c)
 {
 	struct sink_obj *o = call_ctx;
 	struct sink *s = o->s;
@@ -331,7 +331,7 @@ sink_read_next(struct sink_read *sr)
 	info.size = sr->size;
 	info.key = "k";
 	rc = rpc_read_send(sr->r, sr->first ? &info : NULL, sr->off, zc_crc32c(0, b->data, n), &seg,
-			   1);
+	                   1);
 	zc_ref_put(&b->ref); /* the wire holds its own until written */
 	sr->first = false;
 	sr->off += n;
@@ -364,7 +364,7 @@ sink_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *req, v
 	sr->size = size;
 	sr->off = req->offset;
 	sr->end = req->has_length && req->offset + req->length < size ? req->offset + req->length
-								       : size;
+	                                                              : size;
 	sr->first = true;
 	*call_ctx = sr;
 	sink_read_next(sr);
@@ -453,10 +453,12 @@ static void
 sink_handlers(struct sink *s, struct rpc_server_handlers *h)
 {
 	memset(h, 0, sizeof(*h));
-	h->write = (struct rpc_write_ops){ .open = sink_open, .data = sink_data, .commit = sink_commit,
-					   .abort = sink_abort };
-	h->read = (struct rpc_read_ops){ .start = sink_read_start, .sent = sink_read_sent,
-					 .abort = sink_read_abort };
+	h->write = (struct rpc_write_ops){
+		.open = sink_open, .data = sink_data, .commit = sink_commit, .abort = sink_abort
+	};
+	h->read = (struct rpc_read_ops){ .start = sink_read_start,
+		                         .sent = sink_read_sent,
+		                         .abort = sink_read_abort };
 	h->unary = sink_unary;
 	h->ctx = s;
 }

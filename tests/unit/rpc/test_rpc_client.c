@@ -30,8 +30,10 @@ static void
 env_up_ch(struct env *e, size_t max_inflight, size_t max_message, unsigned channels)
 {
 	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .tls.insecure = true };
-	struct rpc_client_opts co = { .max_inflight = max_inflight, .max_message = max_message,
-				      .channels = channels, .tls.insecure = true };
+	struct rpc_client_opts co = { .max_inflight = max_inflight,
+		                      .max_message = max_message,
+		                      .channels = channels,
+		                      .tls.insecure = true };
 	struct rpc_server_handlers h;
 
 	sink_init(&e->sink, true, false);
@@ -96,7 +98,10 @@ stream_pump(struct stream *s)
 		int rc;
 
 		if (s->off + n == s->len) {
-			assert_int_equal(rpc_cwrite_commit(s->w, &seg, 1, &(struct rpc_commit){ .etag = "\"etag\"" }), 0);
+			assert_int_equal(
+			        rpc_cwrite_commit(s->w, &seg, 1,
+			                          &(struct rpc_commit){ .etag = "\"etag\"" }),
+			        0);
 			s->committed = true;
 			break;
 		}
@@ -125,7 +130,7 @@ on_writable(void *arg, struct rpc_cwrite *w)
 
 static void
 on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	const struct rpc_write_result *res)
+        const struct rpc_write_result *res)
 {
 	struct stream *s = arg;
 
@@ -144,7 +149,7 @@ on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 
 static void
 stream_start(struct env *e, struct stream *s, const char *key, struct owner *own, size_t len,
-	     size_t chunk)
+             size_t chunk)
 {
 	struct rpc_write_open open = { 0 };
 	struct rpc_cwrite_cbs cbs = { on_writable, on_done };
@@ -346,10 +351,10 @@ test_no_server(void **state)
 	(void)state;
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
 	assert_int_equal(rpc_client_put(cl, &open, buf, sizeof(buf), 1u << 20, NULL, &st),
-			 ZC_E(ZC_UNAVAILABLE));
+	                 ZC_E(ZC_UNAVAILABLE));
 	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
 	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q, &resp, &st),
-			 ZC_E(ZC_UNAVAILABLE));
+	                 ZC_E(ZC_UNAVAILABLE));
 	assert_null(resp.mem);
 	rpc_unary_resp_fini(&resp);
 	rpc_client_destroy(cl);

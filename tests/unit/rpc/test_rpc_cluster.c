@@ -236,7 +236,8 @@ test_object_roundtrip(void **state)
 		free(buf);
 		e.moved = "/zest/buckets/b";
 		assert_int_equal(rpc_cl_object_encode(&e, &buf, &len, why, sizeof(why)), -EINVAL);
-		assert_string_equal(why, "ObjectRecord.moved \"/zest/buckets/b\" is not a moved key");
+		assert_string_equal(why,
+		                    "ObjectRecord.moved \"/zest/buckets/b\" is not a moved key");
 	}
 
 	/* the rules, each with its message */

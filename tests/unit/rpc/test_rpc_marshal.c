@@ -41,7 +41,7 @@ fill(uint8_t *p, size_t n)
 /* A random WriteChunk; data points into buf (len bytes). */
 static void
 make_chunk(Zest__WriteChunk *wc, Zest__WriteOpen *open, Zest__Attr *attrs, Zest__Attr **pattrs,
-	   uint8_t *buf, size_t len, char *etag)
+           uint8_t *buf, size_t len, char *etag)
 {
 	zest__write_chunk__init(wc);
 	zest__write_open__init(open);
@@ -113,7 +113,7 @@ assert_same(const Zest__WriteChunk *ref, const struct rpc_chunk *ch)
 /* Parse wire bytes split at cuts[0..n_cuts) (sorted); checks segments point into wire. */
 static int
 parse_split(const uint8_t *wire, size_t len, const size_t *cuts, size_t n_cuts,
-	    struct rpc_chunk *ch)
+            struct rpc_chunk *ch)
 {
 	struct zc_seg in[64];
 	size_t prev = 0, n = 0;
@@ -129,7 +129,7 @@ parse_split(const uint8_t *wire, size_t len, const size_t *cuts, size_t n_cuts,
 	if (!rc)
 		for (size_t i = 0; i < ch->n_segs; i++)
 			assert_true(ch->segs[i].ptr >= wire &&
-				    ch->segs[i].ptr + ch->segs[i].len <= wire + len);
+			            ch->segs[i].ptr + ch->segs[i].len <= wire + len);
 	return rc;
 }
 
@@ -230,12 +230,26 @@ test_any_order_unknown_fields(void **state)
 		for (int f = 0; f < 6; f++) {
 			zest__write_chunk__init(&one);
 			switch (f) {
-			case 0: one.open = wc.open; break;
-			case 1: one.offset = wc.offset; break;
-			case 2: one.data = wc.data; break;
-			case 3: one.crc32c = wc.crc32c; break;
-			case 4: one.commit = wc.commit; one.etag = wc.etag; break;
-			case 5: one.attrs = wc.attrs; one.n_attrs = wc.n_attrs; break;
+			case 0:
+				one.open = wc.open;
+				break;
+			case 1:
+				one.offset = wc.offset;
+				break;
+			case 2:
+				one.data = wc.data;
+				break;
+			case 3:
+				one.crc32c = wc.crc32c;
+				break;
+			case 4:
+				one.commit = wc.commit;
+				one.etag = wc.etag;
+				break;
+			case 5:
+				one.attrs = wc.attrs;
+				one.n_attrs = wc.n_attrs;
+				break;
 			}
 			plen[n] = zest__write_chunk__pack(&one, piece[n]);
 			n++;
@@ -336,21 +350,30 @@ static const struct bad_case bad_cases[] = {
 	{ "offset as fixed32", { 0x15, 1, 2, 3, 4 }, 5, "field 2 (offset): wire type 5, want 0" },
 	{ "crc as varint", { 0x20, 0x01 }, 2, "field 4 (crc32c): wire type 0, want 5" },
 	{ "field zero", { 0x00, 0x01 }, 2, "bad field number 0" },
-	{ "overlong tag", { 0x80, 0x80, 0x80, 0x84, 0x80, 0x00, 0x01 }, 7,
+	{ "overlong tag",
+	  { 0x80, 0x80, 0x80, 0x84, 0x80, 0x00, 0x01 },
+	  7,
 	  "tag longer than 5 bytes at byte 0" },
-	{ "overlong length", { 0x92, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 8,
+	{ "overlong length",
+	  { 0x92, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 },
+	  8,
 	  "field 258: length prefix longer than 5 bytes" }, /* found by fuzz_rpc_recv */
-	{ "length over 4 GiB", { 0x1a, 0x80, 0x80, 0x80, 0x80, 0x10 }, 6,
+	{ "length over 4 GiB",
+	  { 0x1a, 0x80, 0x80, 0x80, 0x80, 0x10 },
+	  6,
 	  "field 3: length prefix longer than 5 bytes or over 4 GiB" },
 	{ "group start", { 0x0b }, 1, "unsupported wire type 3" },
 	{ "wire type 7", { 0x0f }, 1, "unsupported wire type 7" },
 	{ "truncated fixed32", { 0x25, 0x01, 0x02 }, 3, "field 4: truncated fixed32" },
 	{ "truncated fixed64", { 0x49, 1, 2, 3 }, 4, "field 9: truncated fixed64" },
 	{ "varint too long",
-	  { 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 }, 12,
+	  { 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 },
+	  12,
 	  "longer than 10 bytes" },
-	{ "varint overflow", { 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f },
-	  11, "overflows 64 bits" },
+	{ "varint overflow",
+	  { 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f },
+	  11,
+	  "overflows 64 bits" },
 	{ "malformed open", { 0x0a, 0x02, 0x08, 0x80 }, 4, "malformed nested field" },
 	{ "open with bad length", { 0x0a, 0x03, 0x0a, 0x09, 'x' }, 5, "malformed nested field" },
 };
@@ -370,7 +393,7 @@ test_bad_input_table(void **state)
 
 			if (rc != -EINVAL || !strstr(ch.err, b->want))
 				fail_msg("case '%s' cut %zu: rc %d err '%s', want '%s'", b->name,
-					 cut, rc, ch.err, b->want);
+				         cut, rc, ch.err, b->want);
 		}
 	}
 	rpc_chunk_fini(&ch);
@@ -420,9 +443,9 @@ test_marshal_recv_modes(void **state)
 		bb = make_bb(wire, wlen, 65536, NULL);
 		rpc_stats_get(&before);
 		assert_int_equal(rpc_marshal_recv(mode ? RPC_MARSHAL_COPY : RPC_MARSHAL_ZEROCOPY,
-						  &zest__write_chunk__descriptor, 3, bb, &ch,
-						  &hold),
-				 0);
+		                                  &zest__write_chunk__descriptor, 3, bb, &ch,
+		                                  &hold),
+		                 0);
 		rpc_stats_get(&after);
 		assert_same(&wc, &ch);
 		assert_non_null(hold);
@@ -434,7 +457,7 @@ test_marshal_recv_modes(void **state)
 			assert_int_equal((uintptr_t)ch.segs[0].ptr % 4096, 0);
 			for (int s = 0; s < RPC_STAGE_COUNT; s++)
 				assert_int_equal(after.copied_bytes[s] - before.copied_bytes[s],
-						 wc.data.len);
+				                 wc.data.len);
 		} else {
 			assert_true(ch.n_segs >= wc.data.len / 65536);
 			for (int s = 0; s < RPC_STAGE_COUNT; s++)
@@ -456,14 +479,15 @@ test_marshal_recv_modes(void **state)
 		grpc_byte_buffer *bb = make_bb(bad, sizeof(bad), 2, NULL);
 
 		assert_int_equal(rpc_marshal_recv(RPC_MARSHAL_COPY, &zest__write_chunk__descriptor,
-						  3, bb, &ch, &hold),
-				 -EINVAL);
+		                                  3, bb, &ch, &hold),
+		                 -EINVAL);
 		assert_null(hold);
 		assert_non_null(strstr(ch.err, "past the end"));
 		bb = make_bb(bad, sizeof(bad), 2, NULL);
 		assert_int_equal(rpc_marshal_recv(RPC_MARSHAL_ZEROCOPY,
-						  &zest__write_chunk__descriptor, 3, bb, &ch, &hold),
-				 -EINVAL);
+		                                  &zest__write_chunk__descriptor, 3, bb, &ch,
+		                                  &hold),
+		                 -EINVAL);
 		assert_null(hold);
 		assert_int_equal(rpc_live_buffers(), 0);
 	}
@@ -480,19 +504,19 @@ static void
 test_string_nul(void **state)
 {
 	/* WriteChunk{ open{ bucket "bkt", key "a\0b" }, data "x\0y" } */
-	static const uint8_t nul_key[] = { 0x0a, 0x0a, 0x0a, 0x03, 'b', 'k', 't', 0x12, 0x03,
+	static const uint8_t nul_key[] = { 0x0a, 0x0a, 0x0a, 0x03, 'b',  'k', 't',  0x12, 0x03,
 		                           'a',  0x00, 'b',  0x1a, 0x03, 'x', 0x00, 'y' };
 	/* the same with key "ab": the NUL in data only */
-	static const uint8_t nul_data[] = { 0x0a, 0x09, 0x0a, 0x03, 'b',  'k', 't', 0x12,
+	static const uint8_t nul_data[] = { 0x0a, 0x09, 0x0a, 0x03, 'b',  'k', 't',  0x12,
 		                            0x02, 'a',  'b',  0x1a, 0x03, 'x', 0x00, 'y' };
 	/* WriteChunk{ commit, attrs [{ name "n", value "v\0" }] } */
-	static const uint8_t nul_attr[] = { 0x28, 0x01, 0x3a, 0x07, 0x0a, 0x01, 'n',
-		                            0x12, 0x02, 'v',  0x00 };
+	static const uint8_t nul_attr[] = { 0x28, 0x01, 0x3a, 0x07, 0x0a, 0x01,
+		                            'n',  0x12, 0x02, 'v',  0x00 };
 	/* ComposeRequest{ bucket "bkt", key "k", parts [{ key "p\0" }] } */
-	static const uint8_t nul_part[] = { 0x0a, 0x03, 'b', 'k',  't',  0x12, 0x01, 'k',
-		                            0x1a, 0x04, 0x12, 0x02, 'p', 0x00 };
-	static const uint8_t part_ok[] = { 0x0a, 0x03, 'b', 'k',  't',  0x12, 0x01, 'k',
-		                           0x1a, 0x04, 0x12, 0x02, 'p', 'q' };
+	static const uint8_t nul_part[] = { 0x0a, 0x03, 'b',  'k',  't',  0x12, 0x01,
+		                            'k',  0x1a, 0x04, 0x12, 0x02, 'p',  0x00 };
+	static const uint8_t part_ok[] = { 0x0a, 0x03, 'b',  'k',  't',  0x12, 0x01,
+		                           'k',  0x1a, 0x04, 0x12, 0x02, 'p',  'q' };
 	struct rpc_chunk ch = { 0 };
 	struct zc_seg one;
 	char err[128];
@@ -500,13 +524,11 @@ test_string_nul(void **state)
 	(void)state;
 	grpc_init();
 	one = (struct zc_seg){ nul_key, sizeof(nul_key), NULL };
-	assert_int_equal(rpc_chunk_parse(&zest__write_chunk__descriptor, 3, &one, 1, &ch),
-	                 -EINVAL);
+	assert_int_equal(rpc_chunk_parse(&zest__write_chunk__descriptor, 3, &one, 1, &ch), -EINVAL);
 	assert_string_equal(ch.err, "WriteOpen.key contains NUL");
 	assert_null(ch.msg);
 	one = (struct zc_seg){ nul_attr, sizeof(nul_attr), NULL };
-	assert_int_equal(rpc_chunk_parse(&zest__write_chunk__descriptor, 3, &one, 1, &ch),
-	                 -EINVAL);
+	assert_int_equal(rpc_chunk_parse(&zest__write_chunk__descriptor, 3, &one, 1, &ch), -EINVAL);
 	assert_string_equal(ch.err, "Attr.value contains NUL");
 	one = (struct zc_seg){ nul_data, sizeof(nul_data), NULL };
 	assert_int_equal(rpc_chunk_parse(&zest__write_chunk__descriptor, 3, &one, 1, &ch), 0);

@@ -45,9 +45,11 @@ struct env {
 static void
 env_up(struct env *e, enum rpc_marshaller m, bool verify, size_t max_message)
 {
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .cq_threads = 2,
-				      .marshaller = m, .max_message = max_message,
-				      .tls.insecure = true };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+		                      .cq_threads = 2,
+		                      .marshaller = m,
+		                      .max_message = max_message,
+		                      .tls.insecure = true };
 	struct rpc_client_opts co = { .tls.insecure = true };
 	struct rpc_server_handlers h;
 
@@ -162,36 +164,81 @@ test_bad_input_over_the_wire(void **state)
 	static uint8_t garbage[] = { 0x0a, 0x02, 'b', 'k', 0x1a, 0x09, 'a' };
 
 	struct bad_call cases[] = {
-		{ "no open", { chunk_msg(NULL, 0, 0, 0, 10, true, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: the first WriteChunk carries no open" },
-		{ "gap", { chunk_msg("k1", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 20, 5, 0, 0) },
-		  2, GRPC_STATUS_INVALID_ARGUMENT, "offset 20, expected 10 (gap)" },
-		{ "overlap", { chunk_msg("k2", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 5, 5, 0, 0) },
-		  2, GRPC_STATUS_INVALID_ARGUMENT, "offset 5, expected 10 (overlap)" },
-		{ "crc", { chunk_msg("k3", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 10, 7, 1, 1) }, 2,
-		  GRPC_STATUS_DATA_LOSS, "BadDigest: CRC32C mismatch at offset 10" },
-		{ "garbage", { { garbage, sizeof(garbage) } }, 1, GRPC_STATUS_INVALID_ARGUMENT,
+		{ "no open",
+		  { chunk_msg(NULL, 0, 0, 0, 10, true, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "InvalidArgument: the first WriteChunk carries no open" },
+		{ "gap",
+		  { chunk_msg("k1", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 20, 5, 0, 0) },
+		  2,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "offset 20, expected 10 (gap)" },
+		{ "overlap",
+		  { chunk_msg("k2", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 5, 5, 0, 0) },
+		  2,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "offset 5, expected 10 (overlap)" },
+		{ "crc",
+		  { chunk_msg("k3", 0, 0, 0, 10, 0, 0), chunk_msg(NULL, 0, 0, 10, 7, 1, 1) },
+		  2,
+		  GRPC_STATUS_DATA_LOSS,
+		  "BadDigest: CRC32C mismatch at offset 10" },
+		{ "garbage",
+		  { { garbage, sizeof(garbage) } },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
 		  "length 9 past the end (1 bytes left)" },
-		{ "no commit", { chunk_msg("k4", 0, 0, 0, 10, 0, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "stream ended after 10 bytes without commit" },
-		{ "open twice", { chunk_msg("k5", 0, 0, 0, 10, 0, 0), chunk_msg("k5", 0, 0, 10, 1, 0, 0) },
-		  2, GRPC_STATUS_INVALID_ARGUMENT, "open repeated after 10 bytes" },
-		{ "past size", { chunk_msg("k6", 5, 1, 0, 10, 0, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "data past the declared size of 5 bytes" },
-		{ "short commit", { chunk_msg("k7", 20, 1, 0, 10, 1, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "commit after 10 bytes, declared size 20" },
-		{ "empty key", { chunk_msg("", 0, 0, 0, 10, 1, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument: empty key" },
-		{ "long key", { chunk_msg(long_key(), 0, 0, 0, 10, 1, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "key longer than 1024 bytes" },
-		{ "refused", { chunk_msg("refused", 0, 0, 0, 10, 1, 0) }, 1, GRPC_STATUS_NOT_FOUND,
+		{ "no commit",
+		  { chunk_msg("k4", 0, 0, 0, 10, 0, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "stream ended after 10 bytes without commit" },
+		{ "open twice",
+		  { chunk_msg("k5", 0, 0, 0, 10, 0, 0), chunk_msg("k5", 0, 0, 10, 1, 0, 0) },
+		  2,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "open repeated after 10 bytes" },
+		{ "past size",
+		  { chunk_msg("k6", 5, 1, 0, 10, 0, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "data past the declared size of 5 bytes" },
+		{ "short commit",
+		  { chunk_msg("k7", 20, 1, 0, 10, 1, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "commit after 10 bytes, declared size 20" },
+		{ "empty key",
+		  { chunk_msg("", 0, 0, 0, 10, 1, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "InvalidArgument: empty key" },
+		{ "long key",
+		  { chunk_msg(long_key(), 0, 0, 0, 10, 1, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "key longer than 1024 bytes" },
+		{ "refused",
+		  { chunk_msg("refused", 0, 0, 0, 10, 1, 0) },
+		  1,
+		  GRPC_STATUS_NOT_FOUND,
 		  "NoSuchBucket: nosuchbucket" },
-		{ "data over max", { chunk_msg("k8", 0, 0, 0, (1u << 20) + 1, 1, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "data of 1048577 bytes exceeds the max message" },
-		{ "message over limit", { chunk_msg("k9", 0, 0, 0, (2u << 20) + 1, 1, 0) }, 1,
-		  GRPC_STATUS_INVALID_ARGUMENT, "exceeds the limit of 2097152" },
-		{ "message over gRPC's limit", { chunk_msg("k10", 0, 0, 0, (4u << 20) + 1, 1, 0) }, 1,
-		  GRPC_STATUS_RESOURCE_EXHAUSTED, "" },
+		{ "data over max",
+		  { chunk_msg("k8", 0, 0, 0, (1u << 20) + 1, 1, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "data of 1048577 bytes exceeds the max message" },
+		{ "message over limit",
+		  { chunk_msg("k9", 0, 0, 0, (2u << 20) + 1, 1, 0) },
+		  1,
+		  GRPC_STATUS_INVALID_ARGUMENT,
+		  "exceeds the limit of 2097152" },
+		{ "message over gRPC's limit",
+		  { chunk_msg("k10", 0, 0, 0, (4u << 20) + 1, 1, 0) },
+		  1,
+		  GRPC_STATUS_RESOURCE_EXHAUSTED,
+		  "" },
 	};
 	long opened_before;
 
@@ -203,7 +250,7 @@ test_bad_input_over_the_wire(void **state)
 		raw_write(e.target, cases[i].msgs, cases[i].n, true, &st);
 		if (st.code != cases[i].code || !strstr(st.msg, cases[i].want))
 			fail_msg("case '%s': status %d '%s', want %d '%s'", cases[i].name, st.code,
-				 st.msg, cases[i].code, cases[i].want);
+			         st.msg, cases[i].code, cases[i].want);
 		for (size_t k = 0; k < cases[i].n; k++)
 			if (cases[i].msgs[k].bytes != garbage)
 				free(cases[i].msgs[k].bytes);
@@ -211,14 +258,14 @@ test_bad_input_over_the_wire(void **state)
 		put_ok(&e, "after-bad", 100000, 30000);
 		if (getenv("RPC_TEST_DEBUG"))
 			print_message("case %s: live buffers %ld refs %ld\n", cases[i].name,
-				      rpc_live_buffers(), zc_ref_live());
+			              rpc_live_buffers(), zc_ref_live());
 	}
 	/* nothing of a rejected object reached commit; every opened one was aborted */
 	opened_before = atomic_load(&e.sink.opened);
 	assert_int_equal(atomic_load(&e.sink.committed), (long)(sizeof(cases) / sizeof(cases[0])));
 	env_down(&e);
 	assert_int_equal(atomic_load(&e.sink.aborted) + atomic_load(&e.sink.committed),
-			 opened_before);
+	                 opened_before);
 }
 
 /* ---- client cancel mid-stream: the handler gets abort, refs come back */
@@ -233,7 +280,7 @@ struct cancel_ctx {
 
 static void
 cancel_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-	    const struct rpc_write_result *res)
+            const struct rpc_write_result *res)
 {
 	struct cancel_ctx *c = arg;
 
@@ -393,7 +440,7 @@ struct read_ctx {
 
 static int
 read_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
-	   const struct zc_seg *segs, size_t n, size_t len)
+           const struct zc_seg *segs, size_t n, size_t len)
 {
 	struct read_ctx *c = arg;
 
@@ -431,7 +478,7 @@ read_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
 
 static void
 do_read(struct env *e, const char *key, uint64_t off, uint64_t len, bool has_len,
-	struct read_ctx *c)
+        struct read_ctx *c)
 {
 	struct rpc_read_req req = { 0 };
 	struct rpc_cread_cbs cbs = { read_chunk, read_done };
@@ -506,7 +553,7 @@ test_read_and_unary(void **state)
 	assert_int_equal(resp.bucket.ctime_ns, 7);
 	rpc_unary_resp_fini(&resp);
 	assert_int_equal(rpc_client_call(e.cl, RPC_DELETE_BUCKET, &breq, &resp, &st),
-			 ZC_E(ZC_NOT_IMPLEMENTED));
+	                 ZC_E(ZC_NOT_IMPLEMENTED));
 	assert_int_equal(st.code, GRPC_STATUS_UNIMPLEMENTED);
 	/* a missing request is refused locally */
 	assert_int_equal(rpc_client_call(e.cl, RPC_STAT, NULL, &resp, &st), -EINVAL);
@@ -584,9 +631,9 @@ run_big(enum rpc_marshaller m)
 	else
 		assert_true(copied >= obj * per * streams);
 	print_message("%s: %zu MiB in %.2f s (%.0f MiB/s), copied/received %.2f\n",
-		      m == RPC_MARSHAL_COPY ? "copy" : "zerocopy", obj * per * streams >> 20, secs,
-		      (double)(obj * per * streams >> 20) / secs,
-		      (double)copied / (double)(after.received_bytes - before.received_bytes));
+	              m == RPC_MARSHAL_COPY ? "copy" : "zerocopy", obj * per * streams >> 20, secs,
+	              (double)(obj * per * streams >> 20) / secs,
+	              (double)copied / (double)(after.received_bytes - before.received_bytes));
 	env_down(&e);
 	free(buf);
 }

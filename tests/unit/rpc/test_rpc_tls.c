@@ -195,8 +195,9 @@ test_good_path_zerocopy(void **state)
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
 	rpc_stats_get(&before);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		struct rpc_write_open open = { .bucket = "b", .key = key, .size = sizes[i],
-			                       .size_known = true };
+		struct rpc_write_open open = {
+			.bucket = "b", .key = key, .size = sizes[i], .size_known = true
+		};
 		struct rpc_write_result res = { 0 };
 		uint8_t *buf = malloc(sizes[i]);
 

@@ -409,8 +409,8 @@ mget_release(struct zc_ref *ref)
 }
 
 static int
-m_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
-           bool has_len, struct s3_obj_info *info, void **stream)
+m_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len, bool has_len,
+           struct s3_obj_info *info, void **stream)
 {
 	struct mem *m = ctx;
 	struct mobj *o;

@@ -126,10 +126,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_lists),
-		cmocka_unit_test(test_mode_meaning),
-		cmocka_unit_test(test_bad_lists),
-		cmocka_unit_test(test_data_io),
+		cmocka_unit_test(test_good_lists),         cmocka_unit_test(test_mode_meaning),
+		cmocka_unit_test(test_bad_lists),          cmocka_unit_test(test_data_io),
 		cmocka_unit_test(test_short_error_buffer),
 	};
 
