@@ -4,7 +4,6 @@
  * key, then the record it names), not per cell.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +12,14 @@
 #include "dn_cgc.h"
 #include "rpc_cmeta.h"
 #include "zc.h"
+#include "zc_loop.h"
 
 #define PAGE 256 /* cells per listing */
 
 struct dn_cgc {
 	struct dn_cgc_opts o;
 	char *node;
-	pthread_t thread;
-	bool running;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
+	struct zc_loop loop; /* the dn-cgc thread */
 	atomic_uint_fast64_t n_commit, n_delete, n_error;
 };
 
@@ -221,12 +217,7 @@ is_etcd_err(int err)
 static bool
 stopping(struct dn_cgc *g)
 {
-	bool s;
-
-	pthread_mutex_lock(&g->lock);
-	s = g->stop;
-	pthread_mutex_unlock(&g->lock);
-	return s;
+	return zc_loop_stopping(&g->loop);
 }
 
 int
@@ -266,18 +257,8 @@ static void
 pace(struct dn_cgc *g)
 {
 	unsigned rate = g->o.scan_rate ? g->o.scan_rate : 200;
-	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += 1000000000 / rate;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&g->lock);
-	while (!g->stop && pthread_cond_timedwait(&g->cond, &g->lock, &ts) != ETIMEDOUT)
-		;
-	pthread_mutex_unlock(&g->lock);
+	(void)zc_loop_wait(&g->loop, 1000000000u / rate);
 }
 
 int
@@ -324,22 +305,7 @@ dn_cgc_pass_scan(struct dn_cgc *g, bool rate_limited, struct dn_cgc_stats *st)
 static bool
 wait_for(struct dn_cgc *g, uint64_t ns)
 {
-	struct timespec ts;
-	bool stop;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000u);
-	ts.tv_nsec += (long)(ns % 1000000000u);
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&g->lock);
-	while (!g->stop && pthread_cond_timedwait(&g->cond, &g->lock, &ts) != ETIMEDOUT)
-		;
-	stop = g->stop;
-	pthread_mutex_unlock(&g->lock);
-	return !stop;
+	return zc_loop_wait(&g->loop, ns);
 }
 
 static void *
@@ -381,7 +347,6 @@ int
 dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out)
 {
 	struct dn_cgc *g;
-	pthread_condattr_t ca;
 
 	if (!o || !o->store || !o->etcd || !o->node || !o->node[0] || !out)
 		return -EINVAL;
@@ -395,18 +360,10 @@ dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out)
 		return -ENOMEM;
 	}
 	g->o.node = g->node;
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (!o->no_thread) {
-		if (pthread_create(&g->thread, NULL, run, g)) {
-			dn_cgc_destroy(g);
-			return -EAGAIN;
-		}
-		pthread_setname_np(g->thread, "dn-cgc");
-		g->running = true;
+	zc_loop_init(&g->loop);
+	if (!o->no_thread && zc_loop_start(&g->loop, "dn-cgc", run, g)) {
+		dn_cgc_destroy(g);
+		return -EAGAIN;
 	}
 	*out = g;
 	return 0;
@@ -415,15 +372,8 @@ dn_cgc_create(const struct dn_cgc_opts *o, struct dn_cgc **out)
 void
 dn_cgc_stop(struct dn_cgc *g)
 {
-	if (!g)
-		return;
-	pthread_mutex_lock(&g->lock);
-	g->stop = true;
-	pthread_cond_broadcast(&g->cond);
-	pthread_mutex_unlock(&g->lock);
-	if (g->running)
-		pthread_join(g->thread, NULL);
-	g->running = false;
+	if (g)
+		zc_loop_stop(&g->loop);
 }
 
 void
@@ -432,8 +382,7 @@ dn_cgc_destroy(struct dn_cgc *g)
 	if (!g)
 		return;
 	dn_cgc_stop(g);
-	pthread_cond_destroy(&g->cond);
-	pthread_mutex_destroy(&g->lock);
+	zc_loop_fini(&g->loop);
 	free(g->node);
 	free(g);
 }

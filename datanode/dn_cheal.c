@@ -28,7 +28,7 @@ chl_view_find(const struct rpc_members_view *v, const char *name)
 	return -1;
 }
 
-/* The entry of name, added (live) when new; NULL without memory. Under h->lock. */
+/* The entry of name, added (live) when new; NULL without memory. Under h->loop.lock. */
 static struct chl_absent *
 absent_entry(struct dn_cheal *h, const char *name)
 {
@@ -68,7 +68,7 @@ observe(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
 {
 	if (!view_fresh(v, now))
 		return;
-	pthread_mutex_lock(&h->lock);
+	pthread_mutex_lock(&h->loop.lock);
 	for (size_t i = 0; i < v->n; i++) {
 		struct chl_absent *a = absent_entry(h, v->names[i]);
 
@@ -78,7 +78,7 @@ observe(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
 	for (size_t i = 0; i < h->nabsent; i++)
 		if (h->absent[i].since_ns == 0 && chl_view_find(v, h->absent[i].name) < 0)
 			h->absent[i].since_ns = now;
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(&h->loop.lock);
 }
 
 void
@@ -98,11 +98,11 @@ note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *na
 
 	if (chl_view_find(v, name) >= 0)
 		return;
-	pthread_mutex_lock(&h->lock);
+	pthread_mutex_lock(&h->loop.lock);
 	a = absent_entry(h, name);
 	if (a && a->since_ns == 0)
 		a->since_ns = now;
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(&h->loop.lock);
 }
 
 uint64_t
@@ -110,11 +110,11 @@ chl_absent_for(struct dn_cheal *h, const char *name, uint64_t now)
 {
 	uint64_t d = 0;
 
-	pthread_mutex_lock(&h->lock);
+	pthread_mutex_lock(&h->loop.lock);
 	for (size_t i = 0; i < h->nabsent; i++)
 		if (strcmp(h->absent[i].name, name) == 0 && h->absent[i].since_ns)
 			d = now - h->absent[i].since_ns;
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_unlock(&h->loop.lock);
 	return d;
 }
 
@@ -339,12 +339,7 @@ lock_drop(struct dn_cheal *h, const struct chl_obj *o, int64_t rev)
 static bool
 stopping(struct dn_cheal *h)
 {
-	bool s;
-
-	pthread_mutex_lock(&h->lock);
-	s = h->stop;
-	pthread_mutex_unlock(&h->lock);
-	return s;
+	return zc_loop_stopping(&h->loop);
 }
 
 static bool
@@ -554,22 +549,7 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 static bool
 wait_ns(struct dn_cheal *h, uint64_t ns)
 {
-	struct timespec ts;
-	bool stop;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000u);
-	ts.tv_nsec += (long)(ns % 1000000000u);
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&h->lock);
-	while (!h->stop && pthread_cond_timedwait(&h->cond, &h->lock, &ts) != ETIMEDOUT)
-		;
-	stop = h->stop;
-	pthread_mutex_unlock(&h->lock);
-	return !stop;
+	return zc_loop_wait(&h->loop, ns);
 }
 
 static void *
@@ -606,7 +586,6 @@ int
 dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 {
 	struct dn_cheal *h;
-	pthread_condattr_t ca;
 
 	if (!o || !o->store || !o->etcd || !o->members || !o->node || !o->node[0] || !out)
 		return -EINVAL;
@@ -620,18 +599,10 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 		return -ENOMEM;
 	}
 	h->o.node = h->node;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	if (!o->no_thread) {
-		if (pthread_create(&h->thread, NULL, run, h)) {
-			dn_cheal_destroy(h);
-			return -EAGAIN;
-		}
-		pthread_setname_np(h->thread, "dn-cheal");
-		h->running = true;
+	zc_loop_init(&h->loop);
+	if (!o->no_thread && zc_loop_start(&h->loop, "dn-cheal", run, h)) {
+		dn_cheal_destroy(h);
+		return -EAGAIN;
 	}
 	*out = h;
 	return 0;
@@ -640,15 +611,8 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 void
 dn_cheal_stop(struct dn_cheal *h)
 {
-	if (!h)
-		return;
-	pthread_mutex_lock(&h->lock);
-	h->stop = true;
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-	if (h->running)
-		pthread_join(h->thread, NULL);
-	h->running = false;
+	if (h)
+		zc_loop_stop(&h->loop);
 }
 
 void
@@ -664,8 +628,7 @@ dn_cheal_destroy(struct dn_cheal *h)
 	for (size_t i = 0; i < h->nabsent; i++)
 		free(h->absent[i].name);
 	free(h->absent);
-	pthread_cond_destroy(&h->cond);
-	pthread_mutex_destroy(&h->lock);
+	zc_loop_fini(&h->loop);
 	free(h->node);
 	free(h);
 }

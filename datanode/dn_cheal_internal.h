@@ -8,6 +8,7 @@
 #include "dn_cheal.h"
 #include "rpc.h"
 #include "rpc_cluster.h"
+#include "zc_loop.h"
 
 /* A node named by records and not in the view: since when (zc_now_ns) this healer knows. */
 struct chl_absent {
@@ -25,11 +26,7 @@ struct chl_peer {
 struct dn_cheal {
 	struct dn_cheal_opts o;
 	char *node;
-	pthread_t thread;
-	bool running;
-	pthread_mutex_t lock; /* stop, cond; the absence table */
-	pthread_cond_t cond;
-	bool stop;
+	struct zc_loop loop; /* the dn-cheal thread; its lock also guards the absence table */
 	struct chl_absent *absent;
 	size_t nabsent, absent_cap;
 	/* healer thread (or the test's) only */
