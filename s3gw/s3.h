@@ -595,7 +595,8 @@ struct s3_backend {
 	                  const struct s3_cond *cond, struct s3_obj_info *out);
 	void (*put_abort)(void *stream); /* frees the stream */
 	/* Read [off, off+len) (has_len false: to the end). on_info first (may fail the call with
-	 * its return value, e.g. for preconditions), then emit with the bytes in order. */
+	 * its return value, e.g. for preconditions), then emit with the bytes in order. NULL
+	 * when the backend has the pulled form below; callers use s3_backend_get(). */
 	int (*get)(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
 	           bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 	/* The same read, pulled, for a caller that must not wait on its own consumer (the
@@ -629,6 +630,14 @@ struct s3_backend {
 	/* Optional (NULL: none): the backend's own lines of /metrics, appended to buf. */
 	void (*metrics)(void *ctx, struct s3_buf *buf);
 };
+
+/*
+ * The blocking read of a backend (multipart records, copies, GET's own path): the pulled
+ * form when the backend has it (get_open/get_next/get_close, each segment's ref put after
+ * emit), else be->get. Same arguments and returns as be->get.
+ */
+int s3_backend_get(const struct s3_backend *be, const char *bucket, const char *key, uint64_t off,
+                   uint64_t len, bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 
 /*
  * An S3 answer the gateway decides itself (NoSuchUpload, InvalidRange, NotModified, ...),

@@ -140,7 +140,6 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls
 		.put_write_crc = s3_brpc_put_write_crc,
 		.put_commit = s3_brpc_put_commit,
 		.put_abort = s3_brpc_put_abort,
-		.get = s3_brpc_get,
 		.get_open = s3_brpc_get_open,
 		.get_next = s3_brpc_get_next,
 		.get_close = s3_brpc_get_close,

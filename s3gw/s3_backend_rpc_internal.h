@@ -23,9 +23,9 @@
  * s3_backend_rpc_internal.h: what its files share. Private to libzest_s3_rpc.
  *   s3_backend_rpc.c  errors, attributes, placement, create and destroy
  *   s3_brpc_put.c     the PUT stream over one node's Write call
- *   s3_brpc_get.c     the GET stream over one node's Read call, pulled or blocking
- *   s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the
- *                     listing merged over every node, bucket calls sent to every node
+ *   s3_brpc_get.c     the GET stream over one node's Read call, pulled (s3_backend_get blocks over
+ * it) s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the listing
+ * merged over every node, bucket calls sent to every node
  */
 #ifndef ZEST_S3_BACKEND_RPC_INTERNAL_H
 #define ZEST_S3_BACKEND_RPC_INTERNAL_H
@@ -73,8 +73,6 @@ void s3_brpc_get_close(void *stream);
 int s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
                      bool has_len, struct s3_obj_info *info, void **stream);
 int s3_brpc_get_next(void *stream, struct zc_seg *seg);
-int s3_brpc_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
-                bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 /* ---- s3_brpc_meta.c */
 int s3_brpc_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 int s3_brpc_del(void *ctx, const char *bucket, const char *key, bool *existed);

@@ -322,7 +322,6 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, stru
 		.put_write = s3_brpc_put_write,
 		.put_commit = s3_brpc_put_commit,
 		.put_abort = s3_brpc_put_abort,
-		.get = s3_bcl_get,
 		.get_open = s3_bcl_get_open,
 		.get_next = s3_bcl_get_next,
 		.get_close = s3_bcl_get_close,

@@ -393,32 +393,3 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 	*stream = g;
 	return 0;
 }
-
-/* The blocking form over the pulled one (multipart records, copies). */
-int
-s3_bcl_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len, bool has_len,
-           s3_info_fn on_info, s3_span_fn emit, void *arg)
-{
-	struct s3_obj_info *info = malloc(sizeof(*info));
-	struct zc_seg seg;
-	void *g;
-	int rc, n;
-
-	if (!info)
-		return -ENOMEM;
-	rc = s3_bcl_get_open(ctx, bucket, key, off, len, has_len, info, &g);
-	if (rc == 0)
-		rc = on_info(arg, info);
-	free(info);
-	while (rc == 0 && g && (n = s3_bcl_get_next(g, &seg)) != 0) {
-		if (n < 0) {
-			rc = n;
-			break;
-		}
-		rc = emit(arg, seg.ptr, seg.len);
-		if (seg.ref)
-			zc_ref_put(seg.ref);
-	}
-	s3_bcl_get_close(g);
-	return rc;
-}

@@ -13,7 +13,7 @@
  *   s3_bcl_plan.c  pure: which cell bytes a range needs, which cells rebuild one, the
  *                  rebuild itself over a caller's reader (unit-tested against ec/)
  *   s3_bcl_cread.c one ReadCell stream with a bounded queue; blocking reads of cell ranges
- *   s3_bcl_get.c   stat, get_open/get_next/get_close, get
+ *   s3_bcl_get.c   stat, get_open/get_next/get_close (s3_backend_get blocks over them)
  *   s3_bcl_meta.c  put_open (the coordinator), del, list, compose, buckets
  */
 #ifndef ZEST_S3_BCL_INTERNAL_H
@@ -158,8 +158,6 @@ int s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off
                     bool has_len, struct s3_obj_info *info, void **stream);
 int s3_bcl_get_next(void *stream, struct zc_seg *seg);
 void s3_bcl_get_close(void *stream);
-int s3_bcl_get(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
-               bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 
 /* ---- s3_bcl_meta.c */
 int s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,

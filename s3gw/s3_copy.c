@@ -249,7 +249,7 @@ copy_stream(struct s3_req *rq, struct copy *c, uint64_t off, uint64_t len, const
 		s3_sum_fini(&pp.sum);
 		return rc;
 	}
-	rc = be->get(be->ctx, c->bucket, c->key, off, len, true, pump_info, pump_emit, &pp);
+	rc = s3_backend_get(be, c->bucket, c->key, off, len, true, pump_info, pump_emit, &pp);
 	if (rc == 0)
 		rc = pump_flush(&pp);
 	if (rc == 0 && pp.got != len)

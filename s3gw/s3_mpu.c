@@ -43,8 +43,8 @@ s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
 	if (strlen(upload_id) != 32 || strspn(upload_id, "0123456789abcdef") != 32)
 		return S3_E(S3E_NO_SUCH_UPLOAD);
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, upload_id);
-	rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, rk, 0, 0, false, s3_mpu_rec_info,
-	                 s3_mpu_rec_emit, r);
+	rc = s3_backend_get(rq->be, S3_RESERVED_BUCKET, rk, 0, 0, false, s3_mpu_rec_info,
+	                    s3_mpu_rec_emit, r);
 	if (rc < 0)
 		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? S3_E(S3E_NO_SUCH_UPLOAD) : rc;
 	if (!r->key.p || strcmp(r->key.p, rq->key) != 0)

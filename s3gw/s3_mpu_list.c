@@ -181,8 +181,8 @@ s3_op_list_uploads(struct s3_req *rq)
 			continue;
 		}
 		s3_buf_init(&r->key, S3_MAX_KEY + 1);
-		rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
-		                 s3_mpu_rec_info, s3_mpu_rec_emit, r);
+		rc = s3_backend_get(rq->be, S3_RESERVED_BUCKET, lr.entries[i].key, 0, 0, false,
+		                    s3_mpu_rec_info, s3_mpu_rec_emit, r);
 		if (rc < 0 && s3_err_from_errno(rc) != S3E_NO_SUCH_KEY) {
 			/* A record we cannot read is an upload we would silently leave out. */
 			s3_buf_fini(&r->key);

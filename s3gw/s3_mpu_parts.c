@@ -302,8 +302,8 @@ s3_ptab_locate(struct s3_req *rq, const struct s3_obj_info *info, unsigned pn, u
 		char rk[160];
 
 		snprintf(rk, sizeof(rk), PTAB_REC "%s/%.*s", rq->bucket, vl - 1, v + 1);
-		rc = rq->be->get(rq->be->ctx, S3_RESERVED_BUCKET, rk, 0, 0, false, ptab_info,
-		                 ptab_emit, &rec);
+		rc = s3_backend_get(rq->be, S3_RESERVED_BUCKET, rk, 0, 0, false, ptab_info,
+		                    ptab_emit, &rec);
 		if (rc < 0 || rec.err || !rec.len) {
 			s3_buf_fini(&rec);
 			return rc < 0 ? rc : -EIO;

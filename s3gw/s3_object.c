@@ -221,8 +221,8 @@ get_read(struct s3_req *rq, struct get_ctx *g, uint64_t off, uint64_t len, bool 
 {
 	if (rq->be->get_open)
 		return get_pulled(rq, g, off, len, has_len);
-	return rq->be->get(rq->be->ctx, rq->bucket, rq->key, off, len, has_len, get_on_info,
-	                   get_emit, g);
+	return s3_backend_get(rq->be, rq->bucket, rq->key, off, len, has_len, get_on_info, get_emit,
+	                      g);
 }
 
 int
