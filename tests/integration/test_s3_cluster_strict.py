@@ -18,6 +18,8 @@ datanodes over mTLS, zest-s3gw --cluster):
 The bounds on time below catch a hang; they assert no speed. Exits 77 without etcd,
 boto3 or curl.
 """
+import base64
+import json
 import os
 import shutil
 import signal
@@ -27,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as ch  # noqa: E402
+import test_cluster_write as cw  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 CELL = 64 << 10
@@ -53,14 +56,24 @@ def degraded(c):
     return c.gw_metrics_now().get("zest_degraded_reads_total", 0)
 
 
+def cell0_node(c, bucket, key):
+    """The index of the datanode holding cell 0 of group 0 of bucket/key (from its record):
+    every GET of the object's first byte reads that cell."""
+    out = c.etcd.ctl("get", f"/zest/objects/{bucket}/{key}", "-w", "json").stdout
+    rec = cw.decode_record(base64.b64decode(json.loads(out)["kvs"][0]["value"]))
+    e = rec["extents"][0]
+    return int(e["nodes"][e["groups"][0]["cells"][0]].rpartition("-")[2])
+
+
 def test_hung_node(c, s3):
     objs = {f"h/{i}": ch.body(100 + i, n)
             for i, n in enumerate([1, 4096, 300 << 10, (1 << 20) + 7])}
     for k, v in objs.items():
         s3.put_object(Bucket="strict", Key=k, Body=v)
     s3.put_object(Bucket="strict", Key="h/del", Body=ch.body(99, 200 << 10))
-    # with six nodes and RS(4,2) every node holds a cell of every group
-    victim = c.node(3)
+    # a GET reads only the data cells it needs (one for a small object): hang the node
+    # holding h/0's first cell, so at least that GET must read around it
+    victim = c.node(cell0_node(c, "strict", "h/0"))
     before = degraded(c)
     os.kill(victim.pid, signal.SIGSTOP)
     try:
