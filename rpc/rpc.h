@@ -473,6 +473,9 @@ struct rpc_server_opts {
 	enum rpc_marshaller marshaller;
 	unsigned posted_per_method; /* requests kept posted per method; 0: 16 */
 	struct rpc_tls tls;         /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
+	/* Also serve on this Unix socket path with local credentials (rpc_unix_add_port),
+	 * for a gateway on the same host; NULL: none. tls does not apply to it. */
+	const char *unix_socket;
 };
 
 struct rpc_server_handlers {
@@ -518,7 +521,9 @@ struct rpc_client_opts {
 	 * stream can still buffer in gRPC. 0: gRPC's default, which BDP probing grows to
 	 * tens of MiB per stream. */
 	size_t stream_window;
-	struct rpc_tls tls; /* mTLS (rpc_tls.h); plaintext only with tls.insecure */
+	/* mTLS (rpc_tls.h); plaintext only with tls.insecure. Ignored for a "unix:PATH"
+	 * target, which gets local credentials (rpc_unix_is_target). */
+	struct rpc_tls tls;
 	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
 	 * Streams never get one: a long Write or Read (a slow client's) is not stuck, so
 	 * their users time out on progress instead. */

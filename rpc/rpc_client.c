@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -110,7 +111,12 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 		return -ENOMEM;
 	}
 	grpc_init();
-	rc = rpc_tls_channel_creds(&opts->tls, &creds, tls_err, sizeof(tls_err));
+	if (rpc_unix_is_target(opts->target)) {
+		rc = rpc_unix_channel_creds(&creds);
+		snprintf(tls_err, sizeof(tls_err), "gRPC refused local credentials");
+	} else {
+		rc = rpc_tls_channel_creds(&opts->tls, &creds, tls_err, sizeof(tls_err));
+	}
 	if (rc) {
 		ZC_ERR("rpc", "tls: %s (target %s)", tls_err, opts->target);
 		grpc_shutdown();

@@ -198,6 +198,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	if (!srv->opts.posted_per_method)
 		srv->opts.posted_per_method = 16;
 	srv->opts.listen = NULL; /* not kept */
+	srv->opts.unix_socket = NULL;
 	srv->opts.tls = (struct rpc_tls){ 0 };
 	grpc_init();
 	rc = rpc_tls_server_creds(&opts->tls, &creds, tls_err, sizeof(tls_err));
@@ -250,6 +251,13 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 		rc = -EADDRINUSE;
 		goto destroy_server;
 	}
+	if (opts->unix_socket) {
+		rc = rpc_unix_add_port(srv->server, opts->unix_socket, tls_err, sizeof(tls_err));
+		if (rc) {
+			ZC_ERR("rpc", "unix socket: %s", tls_err);
+			goto destroy_server;
+		}
+	}
 	grpc_server_start(srv->server);
 	for (int m = 0; m < RPC_METHOD_COUNT; m++)
 		for (unsigned i = 0; i < srv->opts.posted_per_method; i++) {
@@ -285,6 +293,13 @@ shutdown:
 	ZC_ERR("rpc", "cannot start a completion-queue thread");
 	abort();
 destroy_server:
+	if (srv->port > 0) {
+		/* a port is bound (the Unix socket failed after it): gRPC destroys a server
+		 * with listeners only after its shutdown */
+		grpc_server_shutdown_and_notify(srv->server, srv->cq, &srv->t_shutdown);
+		(void)grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+		                                 NULL);
+	}
 	grpc_server_destroy(srv->server);
 	grpc_completion_queue_shutdown(srv->cq);
 	while (grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=

@@ -13,7 +13,8 @@
  * unreadable or malformed file, a key that does not match its certificate, or a
  * certificate the CA did not sign is an error with a message naming the file.
  *
- * Threading: none of these functions keeps state; any thread.
+ * Threading: none of these functions keeps state; any thread (rpc_unix_add_port: at
+ * start-up).
  */
 #ifndef ZEST_RPC_TLS_H
 #define ZEST_RPC_TLS_H
@@ -65,5 +66,23 @@ int rpc_tls_channel_creds(const struct rpc_tls *t, grpc_channel_credentials **ou
                           size_t err_len);
 int rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, char *err,
                          size_t err_len);
+
+/*
+ * The local link (rpc_unix.c): gRPC over a Unix socket, for a gateway on the datanode's
+ * host. The kernel authenticates instead of TLS: the socket file is private to the
+ * server's user (mode 0700, made under umask 077), so only that user and root connect,
+ * and gRPC's local credentials refuse anything but a Unix socket.
+ */
+/* addr is a "unix:PATH" target (PATH relative or absolute). */
+bool rpc_unix_is_target(const char *addr);
+/* Local credentials for a unix: target; the caller releases them. 0 or -ENOMEM. */
+int rpc_unix_channel_creds(grpc_channel_credentials **out);
+/*
+ * Make server also listen on the socket path (before grpc_server_start, at start-up: it
+ * sets the process's umask for a moment). A stale socket file nobody serves is replaced;
+ * a live one is -EADDRINUSE. Returns 0, or -EINVAL / -ENAMETOOLONG (over 107 bytes) /
+ * -EEXIST (not a socket) / -EADDRINUSE / -EACCES / -ENOMEM with the reason in err.
+ */
+int rpc_unix_add_port(grpc_server *server, const char *path, char *err, size_t err_len);
 
 #endif
