@@ -31,6 +31,7 @@ enum {
 	OPT_TLS_CERT,
 	OPT_TLS_KEY,
 	OPT_INSECURE,
+	OPT_UNIX_SOCKET,
 	OPT_CLUSTER,
 	OPT_NODE,
 	OPT_ADVERTISE,
@@ -65,6 +66,7 @@ static const struct option long_opts[] = {
 	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
 	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
 	{ "insecure", no_argument, NULL, OPT_INSECURE },
+	{ "unix-socket", required_argument, NULL, OPT_UNIX_SOCKET },
 	{ "cluster", required_argument, NULL, OPT_CLUSTER },
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "advertise", required_argument, NULL, OPT_ADVERTISE },
@@ -117,6 +119,9 @@ usage(FILE *out)
 	      "  --insecure                 plaintext gRPC, anyone who reaches the port may read\n"
 	      "                             and delete everything (warned at start)\n"
 	      "                             (the three --tls-* flags or --insecure are required)\n"
+	      "  --unix-socket PATH         also serve on this Unix socket, for a gateway on this\n"
+	      "                             host (--datanode unix:PATH): no TLS, the socket file\n"
+	      "                             is private to this user (mode 0700) (default: none)\n"
 	      "  --cluster HOST:PORT[,...]  cluster mode: register in etcd at these endpoints\n"
 	      "                             (docs/cluster.md; default off: single-node)\n"
 	      "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
@@ -339,6 +344,9 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			break;
 		case OPT_NODE:
 			c->node = optarg; /* its rule is checked by dn_cluster_start */
+			break;
+		case OPT_UNIX_SOCKET:
+			c->unix_socket = optarg;
 			break;
 		case OPT_ADVERTISE:
 			c->advertise = optarg;

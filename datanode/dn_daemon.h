@@ -36,6 +36,7 @@ struct dn_config {
 	bool heal;                 /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive;            /* with heal: --heal-drive N heals only drive N; -1: all */
 	struct rpc_tls tls;        /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */
+	char *unix_socket;         /* --unix-socket: a local link beside --listen; NULL: none */
 	/* Cluster mode (dn_cluster.h): all NULL without --cluster. */
 	char *cluster;          /* --cluster: etcd endpoints */
 	char *node;             /* --node: this node's name */

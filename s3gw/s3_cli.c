@@ -33,7 +33,9 @@ usage(FILE *f)
 	        "datanodes.\n\n"
 	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
 	        "picks one)\n"
-	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none)\n"
+	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none);\n"
+	        "                          unix:PATH is a datanode on this host at its\n"
+	        "                          --unix-socket (no TLS: the kernel checks the user)\n"
 	        "  --cluster E1[,E2...]    cluster mode, instead of --datanode: buckets, records\n"
 	        "                          and membership in etcd at these endpoints (https://\n"
 	        "                          for TLS with the --cluster-* files), objects erasure-\n"
@@ -294,22 +296,30 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			return 2;
 		}
 		/* The datanodes hold every object and the multipart bucket: talking to them in
-		 * plaintext must be asked for, like --anonymous. */
-		if (!tls.insecure && !tls.ca_file && !tls.cert_file && !tls.key_file) {
-			fprintf(stderr,
-			        "zest-s3gw: no datanode security given: pass --cluster-ca FILE "
-			        "--cluster-cert FILE --cluster-key FILE (mutual TLS with the "
-			        "cluster CA; tools/zest-certs.sh makes a test CA), or --insecure "
-			        "for plaintext gRPC to the datanodes\n");
-			return 2;
+		 * plaintext must be asked for, like --anonymous. A unix: datanode needs no TLS. */
+		unsigned nremote = 0;
+
+		for (unsigned i = 0; i < ndn; i++)
+			nremote += !rpc_unix_is_target(datanodes[i]);
+		if (cluster || nremote) {
+			if (!tls.insecure && !tls.ca_file && !tls.cert_file && !tls.key_file) {
+				fprintf(stderr, "zest-s3gw: no datanode security given: pass "
+				                "--cluster-ca FILE "
+				                "--cluster-cert FILE --cluster-key FILE (mutual "
+				                "TLS with the "
+				                "cluster CA; tools/zest-certs.sh makes a test CA), "
+				                "or --insecure "
+				                "for plaintext gRPC to the datanodes\n");
+				return 2;
+			}
+			if (rpc_tls_check(&tls, tls_err, sizeof(tls_err))) {
+				fprintf(stderr, "zest-s3gw: datanode TLS: %s\n", tls_err);
+				return 2;
+			}
+			if (tls.insecure)
+				ZC_WARN("s3", "datanode_tls=off reason=--insecure: plaintext gRPC "
+				              "to the datanodes");
 		}
-		if (rpc_tls_check(&tls, tls_err, sizeof(tls_err))) {
-			fprintf(stderr, "zest-s3gw: datanode TLS: %s\n", tls_err);
-			return 2;
-		}
-		if (tls.insecure)
-			ZC_WARN("s3", "datanode_tls=off reason=--insecure: plaintext gRPC to the "
-			              "datanodes");
 		if (cluster) {
 			rc = s3_backend_cluster_create(cluster, &tls, &own);
 			if (rc < 0) {
@@ -331,7 +341,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				return 2;
 			}
 			ZC_INFO("s3", "datanodes=%u first=%s datanode_tls=%s", ndn, datanodes[0],
-			        tls.insecure ? "off" : "mtls");
+			        !nremote       ? "local"
+			        : tls.insecure ? "off"
+			                       : "mtls");
 		}
 		be = own;
 	}

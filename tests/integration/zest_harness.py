@@ -9,6 +9,7 @@ The gateway and the tools talk to datanodes over mutual TLS: a throwaway cluster
 a datanode certificate (SAN 127.0.0.1, localhost) and a client certificate are made
 once per test process by tools/zest-certs.sh (certs()). Cluster(tls=False), or
 ZEST_INSECURE=1 for a whole run, starts everything with --insecure instead.
+Cluster(local=True) links the gateway to the datanode over the datanode's Unix socket.
 """
 import atexit
 import contextlib
@@ -185,7 +186,7 @@ class Cluster:
     """A datanode (k+m drive folders) and optionally the gateway, in a temp dir."""
 
     def __init__(self, ec="4+2", gateway=True, marshaller="zerocopy", extra_dn=(),
-                 extra_gw=(), cell_size=None, root=None, tls=None):
+                 extra_gw=(), cell_size=None, root=None, tls=None, local=False):
         self.root = root or tempfile.mkdtemp(prefix="zest-it-")
         k, m = (int(x) for x in ec.split("+"))
         self.k, self.m = k, m
@@ -200,6 +201,8 @@ class Cluster:
         self.gw = None
         self.extra_gw = list(extra_gw)
         self.tls = not INSECURE if tls is None else tls
+        # local: the gateway reaches the datanode over its --unix-socket (no TLS on it)
+        self.sock = os.path.join(self.root, "dn.sock") if local else None
 
         def first_datanode():
             self.dn_port = free_port()
@@ -213,11 +216,11 @@ class Cluster:
     def start_gateway(self):
         self.gw_port = free_port()
         self.gw_metrics = free_port()
-        argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}",
-                "--datanode", f"127.0.0.1:{self.dn_port}",
+        link = ([f"unix:{self.sock}"] if self.sock else
+                [f"127.0.0.1:{self.dn_port}", *client_tls_args(self.tls)])
+        argv = [GATEWAY, "--listen", f"127.0.0.1:{self.gw_port}", "--datanode", *link,
                 "--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY,
-                "--metrics", f"127.0.0.1:{self.gw_metrics}", *client_tls_args(self.tls),
-                *self.extra_gw]
+                "--metrics", f"127.0.0.1:{self.gw_metrics}", *self.extra_gw]
         self.gw = Daemon(argv, os.path.join(self.root, "s3gw.log"), self.gw_metrics)
 
     def start_datanode(self):
@@ -226,6 +229,8 @@ class Cluster:
                 "--marshaller", self.marshaller, *dn_tls_args(self.tls)]
         if self.cell_size:
             argv += ["--cell-size", str(self.cell_size)]
+        if self.sock:
+            argv += ["--unix-socket", self.sock]
         for d in self.drives:
             argv += ["--drive", d]
         self.dn = Daemon(argv + self.extra_dn, os.path.join(self.root, "datanode.log"),
