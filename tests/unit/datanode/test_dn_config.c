@@ -136,6 +136,13 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --tls-ca ca.pem --tls-cert dn.pem --tls-key dn.key", six);
 	CHECK_EQ(parse(&c, line), -EINVAL); /* --insecure and TLS */
+	/* the local link is an extra listener: the TCP port still needs its security */
+	CHECK(!c.unix_socket);
+	snprintf(line, sizeof(line), "%s --unix-socket /run/zest/dn.sock", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(strcmp(c.unix_socket, "/run/zest/dn.sock") == 0);
+	snprintf(line, sizeof(line), "%s --unix-socket /run/zest/dn.sock", six_bare);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "heal %s", six_bare);
 	CHECK_EQ(parse(&c, line), 0); /* heal serves nothing */
 	CHECK_EQ(parse(&c, "--help"), 1);
