@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job behind `make run`: a datanode with six drive folders under var/ (RS 4+2)
 # and the S3 gateway on 127.0.0.1:9000. Ctrl-C stops both cleanly. The gateway talks to
-# the datanode over mutual TLS with a throwaway CA made under var/certs/ (tools/zest-certs.sh);
-# ZEST_INSECURE=1 runs plaintext gRPC instead.
+# the datanode over the datanode's Unix socket var/run/datanode.sock (the local link: no
+# TLS, the socket file is private to this user); ZEST_LOCAL_LINK=0 sends it over TCP
+# instead. The datanode's TCP port takes mutual TLS with a throwaway CA made under
+# var/certs/ (tools/zest-certs.sh); ZEST_INSECURE=1 runs plaintext gRPC there instead.
 set -eu
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -26,7 +28,7 @@ for i in 0 1 2 3 4 5; do
 	mkdir -p "var/drive$i"
 	drives+=(--drive "var/drive$i")
 done
-mkdir -p var/log
+mkdir -p var/log var/run
 
 certs=var/certs
 if [ "${ZEST_INSECURE:-0}" = 1 ]; then
@@ -45,6 +47,17 @@ else
 	tls_msg="mutual TLS, CA and certificates in $certs/"
 fi
 
+sock=var/run/datanode.sock
+if [ "${ZEST_LOCAL_LINK:-1}" = 1 ]; then
+	dn_link=(--unix-socket "$sock")
+	gw_link=(--datanode "unix:$sock")
+	link_msg="gateway -> datanode over $sock (local: no TLS, only this user connects)"
+else
+	dn_link=()
+	gw_link=(--datanode "$ZEST_DATANODE" "${gw_tls[@]}")
+	link_msg="gateway -> datanode over $ZEST_DATANODE (ZEST_LOCAL_LINK=0)"
+fi
+
 pids=()
 stop() {
 	trap - INT TERM EXIT
@@ -57,9 +70,10 @@ stop() {
 trap stop INT TERM EXIT
 
 "$dn" --listen "$ZEST_DATANODE" --metrics 127.0.0.1:7481 --ec 4+2 "${drives[@]}" "${dn_tls[@]}" \
+	"${dn_link[@]}" \
 	2> >(tee -a var/log/datanode.log >&2) &
 pids+=($!)
-"$gw" --listen "$ZEST_LISTEN" --datanode "$ZEST_DATANODE" --metrics 127.0.0.1:9001 "${gw_tls[@]}" \
+"$gw" --listen "$ZEST_LISTEN" "${gw_link[@]}" --metrics 127.0.0.1:9001 \
 	2> >(tee -a var/log/s3gw.log >&2) &
 pids+=($!)
 
@@ -71,7 +85,8 @@ zest is running
   access key    $ZEST_ACCESS_KEY
   secret key    $ZEST_SECRET_KEY
   datanode      $ZEST_DATANODE (gRPC), drives var/drive0..5, RS 4+2
-  internal gRPC $tls_msg
+  internal gRPC $link_msg;
+                datanode's TCP port: $tls_msg
   metrics       http://127.0.0.1:7481/metrics (datanode), http://127.0.0.1:9001/metrics (gateway)
   logs          var/log/
 
