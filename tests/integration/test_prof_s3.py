@@ -4,7 +4,8 @@ real gateway and datanode over mTLS, PUT and GET, 3 alternating rounds of 0.5 s.
 JSON's shape and the figures that do not depend on the machine's speed: the copy ledger
 (3 user-space copies per payload byte with the copy marshaller, 1 with direct, none in the
 gateway, none on GET), no failed requests, CPU and RSS figures present, the ratio object;
-and that a mode --s3 cannot run is refused at once. No throughput is asserted. Exits 77
+and that a mode --s3 cannot run is refused at once; --unix runs one short round over the
+datanode's Unix socket. No throughput is asserted. Exits 77
 (skip) when the daemons or zest-prof are not built.
 """
 import json
@@ -54,8 +55,24 @@ def test_put_get_ledger():
     assert abs(j["put"]["ratio_direct"]["copied_per_byte_datanode"] - 1 / 3) < 1e-6
 
 
+def test_unix_link():
+    """--unix: the gateway over the datanode's Unix socket, one short PUT round."""
+    p = subprocess.run([PROF, "--s3", "--unix", "--modes", "zerocopy", "--pairs", "3",
+                        "--ops", "put", "--duration", "0.5s", "--warmup", "0.3s",
+                        "--obj.size", "1MiB", "--concurrent", "2", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "over its Unix socket" in p.stderr, p.stderr[-1000:]
+    j = json.loads(p.stdout)
+    assert j["grpc_tls"] is False and j["grpc_link"] == "unix", j
+    c = j["put"]["zerocopy"]
+    assert c["errors"] == 0 and c["mib_per_s"] > 0, c
+    assert c["copied_per_byte_gateway"] < 0.01 and c["copied_per_byte_datanode"] == 0, c
+
+
 def test_refusals():
-    for args, msg in ((["--modes", "discard"], "cannot run discard"),
+    for args, msg in ((["--unix", "--plaintext"], "one of them"),
+                      (["--modes", "discard"], "cannot run discard"),
                       (["--ops", "list"], "bad value 'list'"),
                       (["--objects", "0"], "bad value '0'")):
         p = subprocess.run([PROF, "--s3", *args], capture_output=True, text=True, timeout=30)
@@ -66,4 +83,4 @@ if __name__ == "__main__":
     if not all(os.path.exists(b) for b in (zh.DATANODE, zh.GATEWAY, PROF)):
         print("zest-prof or the daemons not built: skipping")
         sys.exit(77)
-    zh.run_tests([test_refusals, test_put_get_ledger])
+    zh.run_tests([test_refusals, test_put_get_ledger, test_unix_link])

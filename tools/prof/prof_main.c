@@ -48,6 +48,7 @@ struct opts {
 	unsigned pairs, concurrent, n_modes, k, m, objects;
 	bool ops[2];    /* --s3 --ops: put, get */
 	bool plaintext; /* --s3 --plaintext */
+	bool unix_link; /* --s3 --unix */
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool s3, json, callgrind, perf, keep, store_baseline;
 	char bindir[PATH_MAX], work[PATH_MAX];
@@ -93,6 +94,9 @@ usage(FILE *out)
 	        "                     (with --perf/--callgrind: PUTs only, via zest-bench)\n"
 	        "  --plaintext        --s3: gRPC between the gateway and the datanode without\n"
 	        "                     TLS (--insecure), to measure what mTLS costs\n"
+	        "  --unix             --s3: the gateway reaches the datanode over the datanode's\n"
+	        "                     --unix-socket (the local link: no TLS, the kernel checks\n"
+	        "                     the user); default: mutual TLS over TCP\n"
 	        "  --ops LIST         --s3: the phases, put,get (default) or one of them\n"
 	        "  --objects N        --s3: objects the GETs read (default: 2 per stream, at\n"
 	        "                     most 256 MiB of them, at least 4)\n"
@@ -585,6 +589,7 @@ parse_opts(int argc, char **argv, struct opts *o)
 		{ "objects", required_argument, NULL, 'O' },
 		{ "ops", required_argument, NULL, 'o' },
 		{ "plaintext", no_argument, NULL, 'N' },
+		{ "unix", no_argument, NULL, 'U' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "svg", required_argument, NULL, 'S' },
 		{ "callgrind", no_argument, NULL, 'C' },
@@ -657,6 +662,9 @@ parse_opts(int argc, char **argv, struct opts *o)
 		case 'N':
 			o->plaintext = true;
 			break;
+		case 'U':
+			o->unix_link = true;
+			break;
 		case 'o':
 			if (!strcmp(optarg, "put") || !strcmp(optarg, "get") ||
 			    !strcmp(optarg, "put,get") || !strcmp(optarg, "get,put")) {
@@ -726,6 +734,11 @@ parse_opts(int argc, char **argv, struct opts *o)
 			                "objects back)\n");
 			return -EINVAL;
 		}
+	if ((o->plaintext || o->unix_link) && (!o->s3 || (o->plaintext && o->unix_link))) {
+		fprintf(stderr,
+		        "zest-prof: --plaintext and --unix are --s3's links, one of them\n");
+		return -EINVAL;
+	}
 	if (sscanf(o->ec, "%u+%u%n", &o->k, &o->m, &n) != 2 || o->ec[n] || o->k < 1 ||
 	    o->k + o->m > EC_MAX_DRIVES) {
 		fprintf(stderr, "zest-prof: bad --ec '%s' (want K+M, K+M <= %d)\n", o->ec,
@@ -847,7 +860,8 @@ s3_main(struct opts *o)
 		                   .n_modes = o->n_modes,
 		                   .json = o->json,
 		                   .ops = { o->ops[0], o->ops[1] },
-		                   .plaintext = o->plaintext };
+		                   .plaintext = o->plaintext,
+		                   .unix_link = o->unix_link };
 	int rc;
 
 	if (o->svg)

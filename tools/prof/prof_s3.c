@@ -297,6 +297,7 @@ start_daemons(const struct prof_s3_opts *o, const char *certs, enum prof_mode pm
 {
 	char dn[PATH_MAX + 32], gw[PATH_MAX + 32], listen[32], metrics[32], gw_listen[32];
 	char gw_metrics[32], drive[EC_MAX_DRIVES][PATH_MAX + 16], cmd[PATH_MAX + 32];
+	char sock[PATH_MAX + 16], sock_target[PATH_MAX + 32];
 	char *argv[96];
 	unsigned n = 0;
 	int dn_port = prof_free_port(), rc;
@@ -325,6 +326,12 @@ start_daemons(const struct prof_s3_opts *o, const char *certs, enum prof_mode pm
 	argv[n++] = "--data-io";
 	argv[n++] = (char *)prof_mode_data_io(pm);
 	tls_flags(certs, true, argv, &n);
+	if (o->unix_link) {
+		snprintf(sock, sizeof(sock), "%s/dn.sock", o->work);
+		snprintf(sock_target, sizeof(sock_target), "unix:%s", sock);
+		argv[n++] = "--unix-socket";
+		argv[n++] = sock;
+	}
 	for (unsigned i = 0; i < o->k + o->m; i++) {
 		snprintf(drive[i], sizeof(drive[i]), "%s/d%u", d->drives, i);
 		argv[n++] = "--drive";
@@ -349,14 +356,15 @@ start_daemons(const struct prof_s3_opts *o, const char *certs, enum prof_mode pm
 	argv[n++] = "--listen";
 	argv[n++] = gw_listen;
 	argv[n++] = "--datanode";
-	argv[n++] = listen;
+	argv[n++] = o->unix_link ? sock_target : listen;
 	argv[n++] = "--metrics";
 	argv[n++] = gw_metrics;
 	argv[n++] = "--access-key";
 	argv[n++] = ACCESS_KEY;
 	argv[n++] = "--secret-key";
 	argv[n++] = SECRET_KEY;
-	tls_flags(certs, false, argv, &n);
+	if (!o->unix_link)
+		tls_flags(certs, false, argv, &n);
 	argv[n] = NULL;
 	d->pid[P_GW] = prof_spawn(argv, o->log);
 	rc = d->pid[P_GW] < 0 ? d->pid[P_GW] : prof_wait_ready(d->pid[P_GW], d->mport[P_GW], 15000);
@@ -446,6 +454,11 @@ prof_s3_main(const struct prof_s3_opts *opts)
 	if (o.plaintext) {
 		certs = NULL;
 		fprintf(stderr, "zest-prof: --s3, gateway to datanode in plaintext (--insecure)\n");
+	} else if (o.unix_link) {
+		certs = certs_dir(&o); /* the datanode's TCP port keeps its mTLS */
+		if (!certs)
+			return -EIO;
+		fprintf(stderr, "zest-prof: --s3, gateway to datanode over its Unix socket\n");
 	} else {
 		certs = certs_dir(&o);
 		if (!certs)
@@ -474,6 +487,7 @@ prof_s3_main(const struct prof_s3_opts *opts)
 	memcpy(sum.modes, o.modes, sizeof(sum.modes));
 	memcpy(sum.ops, o.ops, sizeof(sum.ops));
 	sum.plaintext = o.plaintext;
+	sum.unix_link = o.unix_link;
 	if (getloadavg(load, 3) > 0)
 		sum.load1 = load[0];
 	prof_s3_summarize(phases, o.rounds, &sum);

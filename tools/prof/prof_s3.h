@@ -35,6 +35,7 @@ struct prof_s3_opts {
 	enum prof_mode modes[PROF_MAX_MODES];
 	bool ops[2];    /* [PROF_S3_PUT], [PROF_S3_GET]: the phases to run */
 	bool plaintext; /* gRPC without TLS (--insecure), to measure what mTLS costs */
+	bool unix_link; /* the gateway over the datanode's --unix-socket (the local link) */
 	bool json;
 };
 

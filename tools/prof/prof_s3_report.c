@@ -227,9 +227,13 @@ prof_s3_report_json(FILE *out, const struct prof_s3_summary *s)
 {
 	fprintf(out,
 	        "{\"s3\":true,\"rounds\":%u,\"ec\":\"%s\",\"obj_size\":\"%s\","
-	        "\"concurrent\":%u,\"objects\":%u,\"grpc_tls\":%s,\"load1\":",
+	        "\"concurrent\":%u,\"objects\":%u,\"grpc_tls\":%s,\"grpc_link\":\"%s\","
+	        "\"load1\":",
 	        s->rounds, s->ec, s->obj_size, s->concurrent, s->objects,
-	        s->plaintext ? "false" : "true");
+	        s->plaintext || s->unix_link ? "false" : "true",
+	        s->unix_link   ? "unix"
+	        : s->plaintext ? "plain"
+	                       : "mtls");
 	json_num(out, s->load1);
 	fputs(",\"modes\":[", out);
 	for (unsigned m = 0; m < s->n_modes; m++)
@@ -297,8 +301,12 @@ prof_s3_report_table(FILE *out, const struct prof_s3_summary *s)
 	        "# payload copies per byte (/metrics); pgcache = drive-file bytes added to the "
 	        "page\n"
 	        "# cache per byte; rss = peak RSS MiB in the phase; ratio = median of MODE / %s\n",
-	        s->ec, s->plaintext ? "in plaintext" : "over mTLS", s->obj_size, s->concurrent,
-	        s->rounds, s->load1, s->n_modes ? prof_mode_name(s->modes[0]) : "-");
+	        s->ec,
+	        s->unix_link   ? "over the Unix socket"
+	        : s->plaintext ? "in plaintext"
+	                       : "over mTLS",
+	        s->obj_size, s->concurrent, s->rounds, s->load1,
+	        s->n_modes ? prof_mode_name(s->modes[0]) : "-");
 	for (unsigned op = 0; op < PROF_S3_OPS; op++) {
 		if (!s->ops[op])
 			continue;

@@ -81,6 +81,7 @@ struct prof_s3_summary {
 	const char *obj_size, *ec, *drives;
 	double load1;   /* load average at the end, for the record */
 	bool plaintext; /* the gateway-datanode gRPC ran without TLS */
+	bool unix_link; /* ... over the datanode's Unix socket (no TLS either) */
 	struct prof_s3_cell cell[PROF_MAX_MODES][PROF_S3_OPS];
 };
 
