@@ -19,11 +19,12 @@
 #include <openssl/x509_vfy.h>
 
 #include "rpc_tls.h"
+#include "rpc_tls_internal.h"
 
 #define PEM_MAX (1u << 20) /* a certificate bundle larger than this is not one */
 
-static int
-fail(char *err, size_t len, int rc, const char *fmt, ...)
+int
+rpc_tls_fail(char *err, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -58,23 +59,24 @@ rpc_tls_read_pem(const char *what, const char *path, char **out, char *err, size
 	f = fopen(path, "rb");
 	if (!f) {
 		rc = -errno;
-		return fail(err, len, rc, "%s %s: %s", what, path, strerror(-rc));
+		return rpc_tls_fail(err, len, rc, "%s %s: %s", what, path, strerror(-rc));
 	}
 	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size > PEM_MAX) {
 		fclose(f);
-		return fail(err, len, -EINVAL, "%s %s: not a regular file of at most 1 MiB", what,
-		            path);
+		return rpc_tls_fail(err, len, -EINVAL, "%s %s: not a regular file of at most 1 MiB",
+		                    what, path);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		fclose(f);
-		return fail(err, len, -ENOMEM, "%s %s: out of memory", what, path);
+		return rpc_tls_fail(err, len, -ENOMEM, "%s %s: out of memory", what, path);
 	}
 	n = fread(buf, 1, (size_t)st.st_size, f);
 	fclose(f);
 	if (n != (size_t)st.st_size || memchr(buf, 0, n)) {
 		free(buf);
-		return fail(err, len, -EINVAL, "%s %s: cannot read it as PEM text", what, path);
+		return rpc_tls_fail(err, len, -EINVAL, "%s %s: cannot read it as PEM text", what,
+		                    path);
 	}
 	buf[n] = 0;
 	*out = buf;
@@ -99,8 +101,8 @@ static STACK_OF(X509) *
 		}
 	/* the loop ends at the end of the text (no start line) or at a broken certificate */
 	if (ERR_GET_REASON(ERR_peek_last_error()) != PEM_R_NO_START_LINE || sk_X509_num(sk) == 0) {
-		fail(err, len, -EINVAL, "%s %s: %s", what, path,
-		     sk_X509_num(sk) ? openssl_reason() : "no PEM certificate in it");
+		rpc_tls_fail(err, len, -EINVAL, "%s %s: %s", what, path,
+		             sk_X509_num(sk) ? openssl_reason() : "no PEM certificate in it");
 		goto fail;
 	}
 	ERR_clear_error();
@@ -108,7 +110,7 @@ static STACK_OF(X509) *
 	return sk;
 fail:
 	if (!err[0])
-		fail(err, len, -ENOMEM, "%s %s: out of memory", what, path);
+		rpc_tls_fail(err, len, -ENOMEM, "%s %s: out of memory", what, path);
 	BIO_free(bio);
 	sk_X509_pop_free(sk, X509_free);
 	return NULL;
@@ -135,27 +137,28 @@ check_pem(const struct rpc_tls *t, const struct rpc_tls_pem *pem, char *err, siz
 	bio = BIO_new_mem_buf(pem->key, -1);
 	key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
 	if (!key) {
-		fail(err, len, rc, "key %s: %s", t->key_file, openssl_reason());
+		rpc_tls_fail(err, len, rc, "key %s: %s", t->key_file, openssl_reason());
 		goto out;
 	}
 	if (X509_check_private_key(sk_X509_value(chain, 0), key) != 1) {
 		ERR_clear_error();
-		fail(err, len, rc, "key %s does not belong to certificate %s", t->key_file,
-		     t->cert_file);
+		rpc_tls_fail(err, len, rc, "key %s does not belong to certificate %s", t->key_file,
+		             t->cert_file);
 		goto out;
 	}
 	store = X509_STORE_new();
 	ctx = X509_STORE_CTX_new();
 	if (!store || !ctx) {
-		rc = fail(err, len, -ENOMEM, "out of memory");
+		rc = rpc_tls_fail(err, len, -ENOMEM, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < sk_X509_num(ca); i++)
 		X509_STORE_add_cert(store, sk_X509_value(ca, i));
 	if (X509_STORE_CTX_init(ctx, store, sk_X509_value(chain, 0), chain) != 1 ||
 	    X509_verify_cert(ctx) != 1) {
-		fail(err, len, rc, "certificate %s is not valid under CA %s: %s", t->cert_file,
-		     t->ca_file, X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+		rpc_tls_fail(err, len, rc, "certificate %s is not valid under CA %s: %s",
+		             t->cert_file, t->ca_file,
+		             X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
 		ERR_clear_error();
 		goto out;
 	}
@@ -182,19 +185,21 @@ rpc_tls_pem_load(const struct rpc_tls *t, struct rpc_tls_pem *pem, char *err, si
 	}
 	memset(pem, 0, sizeof(*pem));
 	if (!t)
-		return fail(err, len, -EINVAL, "no TLS settings");
+		return rpc_tls_fail(err, len, -EINVAL, "no TLS settings");
 	if (t->insecure) {
 		if (t->ca_file || t->cert_file || t->key_file)
-			return fail(err, len, -EINVAL,
-			            "insecure (plaintext) and TLS files exclude each other");
+			return rpc_tls_fail(
+			        err, len, -EINVAL,
+			        "insecure (plaintext) and TLS files exclude each other");
 		return 0;
 	}
 	if (!t->ca_file || !t->cert_file || !t->key_file)
-		return fail(err, len, -EINVAL,
-		            "TLS needs a CA, a certificate and its key (or plaintext asked for "
-		            "explicitly); missing:%s%s%s",
-		            t->ca_file ? "" : " CA", t->cert_file ? "" : " certificate",
-		            t->key_file ? "" : " key");
+		return rpc_tls_fail(
+		        err, len, -EINVAL,
+		        "TLS needs a CA, a certificate and its key (or plaintext asked for "
+		        "explicitly); missing:%s%s%s",
+		        t->ca_file ? "" : " CA", t->cert_file ? "" : " certificate",
+		        t->key_file ? "" : " key");
 	rc = rpc_tls_read_pem("CA", t->ca_file, &pem->ca, err, len);
 	if (!rc)
 		rc = rpc_tls_read_pem("certificate", t->cert_file, &pem->cert, err, len);
@@ -248,7 +253,7 @@ rpc_tls_channel_creds(const struct rpc_tls *t, grpc_channel_credentials **out, c
 		*out = grpc_ssl_credentials_create(pem.ca, &pair, NULL, NULL);
 	}
 	rpc_tls_pem_fini(&pem);
-	return *out ? 0 : fail(err, len, -ENOMEM, "gRPC refused the credentials");
+	return *out ? 0 : rpc_tls_fail(err, len, -ENOMEM, "gRPC refused the credentials");
 }
 
 int
@@ -270,5 +275,5 @@ rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, cha
 		        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
 	}
 	rpc_tls_pem_fini(&pem);
-	return *out ? 0 : fail(err, len, -ENOMEM, "gRPC refused the credentials");
+	return *out ? 0 : rpc_tls_fail(err, len, -ENOMEM, "gRPC refused the credentials");
 }

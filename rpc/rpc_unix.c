@@ -5,7 +5,6 @@
  * connection that is not a Unix socket. No TLS: nothing leaves the host.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,21 +16,9 @@
 #include <grpc/grpc_security.h>
 
 #include "rpc_tls.h"
+#include "rpc_tls_internal.h"
 
 #define UNIX_PREFIX "unix:"
-
-static int
-fail(char *err, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 bool
 rpc_unix_is_target(const char *addr)
@@ -74,25 +61,29 @@ rpc_unix_add_port(grpc_server *server, const char *path, char *err, size_t len)
 	int rc, port;
 
 	if (!path || !*path)
-		return fail(err, len, -EINVAL, "no Unix socket path");
+		return rpc_tls_fail(err, len, -EINVAL, "no Unix socket path");
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return fail(err, len, -ENAMETOOLONG, "Unix socket path %s is over %zu bytes", path,
-		            sizeof(sa.sun_path) - 1);
+		return rpc_tls_fail(err, len, -ENAMETOOLONG,
+		                    "Unix socket path %s is over %zu bytes", path,
+		                    sizeof(sa.sun_path) - 1);
 	if (!lstat(path, &st)) {
 		if (!S_ISSOCK(st.st_mode))
-			return fail(err, len, -EEXIST, "%s exists and is not a socket", path);
+			return rpc_tls_fail(err, len, -EEXIST, "%s exists and is not a socket",
+			                    path);
 		/* gRPC unlinks whatever is there before it binds: a second datanode on the
 		 * same path must fail rather than take the first one's clients */
 		rc = someone_listens(path);
 		if (rc < 0)
-			return fail(err, len, rc, "cannot probe %s: %s", path, strerror(-rc));
+			return rpc_tls_fail(err, len, rc, "cannot probe %s: %s", path,
+			                    strerror(-rc));
 		if (rc)
-			return fail(err, len, -EADDRINUSE, "another process serves on %s", path);
+			return rpc_tls_fail(err, len, -EADDRINUSE, "another process serves on %s",
+			                    path);
 	}
 	snprintf(target, sizeof(target), UNIX_PREFIX "%s", path);
 	creds = grpc_local_server_credentials_create(UDS);
 	if (!creds)
-		return fail(err, len, -ENOMEM, "gRPC refused local credentials");
+		return rpc_tls_fail(err, len, -ENOMEM, "gRPC refused local credentials");
 	/* The socket file's mode is the authentication: it is born 0700, never wider for
 	 * a moment. The umask is process-wide, so this runs at start-up only. */
 	old = umask(077);
@@ -100,9 +91,9 @@ rpc_unix_add_port(grpc_server *server, const char *path, char *err, size_t len)
 	umask(old);
 	grpc_server_credentials_release(creds);
 	if (port <= 0)
-		return fail(err, len, -EADDRINUSE, "cannot listen on %s", target);
+		return rpc_tls_fail(err, len, -EADDRINUSE, "cannot listen on %s", target);
 	if (stat(path, &st) || (st.st_mode & 077))
-		return fail(err, len, -EACCES, "%s is not private to its owner (mode %o)", path,
-		            (unsigned)(st.st_mode & 0777));
+		return rpc_tls_fail(err, len, -EACCES, "%s is not private to its owner (mode %o)",
+		                    path, (unsigned)(st.st_mode & 0777));
 	return 0;
 }

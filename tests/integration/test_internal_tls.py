@@ -32,15 +32,6 @@ def dnc(c, tls_args, *args):
     return p.returncode, p.stdout.strip() + p.stderr.strip()
 
 
-def curl(*args):
-    p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20",
-                        "--aws-sigv4", "aws:amz:us-east-1:s3",
-                        "--user", f"{zh.ACCESS_KEY}:{zh.SECRET_KEY}",
-                        "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", *args],
-                       capture_output=True, text=True, timeout=30)
-    return p.stdout
-
-
 def other_ca():
     """A second, unrelated cluster CA with its own datanode and client certificates."""
     return zh.make_certs(tempfile.mkdtemp(prefix="zest-certs-other-", dir=zh.certs()["dir"]))
@@ -122,14 +113,14 @@ def test_gateway_refuses_foreign_datanode():
     with zh.cluster(tls=True) as c:
         # the gateway needs its datanodes at start; swap in the foreign one afterwards, on
         # the same port (extra_dn comes after the harness's --tls-* flags; the last wins)
-        assert curl("-X", "PUT", f"{c.endpoint}/before") == "200"
+        assert zh.curl_status("-X", "PUT", f"{c.endpoint}/before") == "200"
         assert c.dn.stop() == 0
         c.extra_dn = dn
         c.start_datanode()
         t0 = time.time()
-        assert curl("-X", "PUT", f"{c.endpoint}/bkt") == "503"
-        assert curl("-X", "PUT", "--data-binary", "hello", f"{c.endpoint}/bkt/k") == "503"
-        assert curl(f"{c.endpoint}/bkt/k") == "503"
+        assert zh.curl_status("-X", "PUT", f"{c.endpoint}/bkt") == "503"
+        assert zh.curl_status("-X", "PUT", "--data-binary", "hello", f"{c.endpoint}/bkt/k") == "503"
+        assert zh.curl_status(f"{c.endpoint}/bkt/k") == "503"
         assert time.time() - t0 < 15, "refused calls must fail fast"
         # the datanode itself is fine: a client of its own CA gets in, and nothing was stored
         own = ["--cluster-ca", o["ca"], "--cluster-cert", o["cl_cert"], "--cluster-key",
@@ -142,12 +133,12 @@ def test_gateway_refuses_foreign_datanode():
 
 def test_good_path_over_mtls():
     with zh.cluster(tls=True, extra_dn=["--data-io", "buffered"]) as c:  # no align copy
-        assert curl("-X", "PUT", f"{c.endpoint}/good") == "200"
+        assert zh.curl_status("-X", "PUT", f"{c.endpoint}/good") == "200"
         body = os.urandom(3 << 20)
         path = os.path.join(c.root, "body")
         with open(path, "wb") as f:
             f.write(body)
-        assert curl("-X", "PUT", "--data-binary", f"@{path}", f"{c.endpoint}/good/k") == "200"
+        assert zh.curl_status("-X", "PUT", "--data-binary", f"@{path}", f"{c.endpoint}/good/k") == "200"
         out = os.path.join(c.root, "out")
         p = subprocess.run(["curl", "-s", "--max-time", "20", "--aws-sigv4", "aws:amz:us-east-1:s3",
                             "--user", f"{zh.ACCESS_KEY}:{zh.SECRET_KEY}",

@@ -30,15 +30,6 @@ def s3(c):
                         config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
 
 
-def curl(*args):
-    p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20",
-                        "--aws-sigv4", "aws:amz:us-east-1:s3",
-                        "--user", f"{zh.ACCESS_KEY}:{zh.SECRET_KEY}",
-                        "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", *args],
-                       capture_output=True, text=True, timeout=30)
-    return p.stdout
-
-
 def test_good_path_over_unix_socket():
     from boto3.s3.transfer import TransferConfig
     with zh.cluster(local=True, extra_dn=["--data-io", "buffered"]) as c:  # no align copy
@@ -97,7 +88,7 @@ def test_restart_replaces_stale_socket():
         cl.put_object(Bucket="rst", Key="k", Body=body)
         c.dn.kill9()
         assert os.path.exists(c.sock)  # SIGKILL leaves the file behind
-        assert curl(f"{c.endpoint}/rst/k") == "503"
+        assert zh.curl_status(f"{c.endpoint}/rst/k") == "503"
         c.start_datanode()
         deadline = time.time() + 15
         while True:

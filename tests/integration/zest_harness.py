@@ -304,6 +304,17 @@ def cluster(**kw):
             shutil.rmtree(c.root, ignore_errors=True)
 
 
+def curl_status(*args, timeout=20):
+    """curl with the harness's credentials (SigV4, unsigned payload); the HTTP status as text
+    ("000" when nothing answered)."""
+    p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                        "--max-time", str(timeout), "--aws-sigv4", "aws:amz:us-east-1:s3",
+                        "--user", f"{ACCESS_KEY}:{SECRET_KEY}",
+                        "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", *args],
+                       capture_output=True, text=True, timeout=timeout + 10)
+    return p.stdout
+
+
 def run_tests(tests):
     """Run test functions, print one line each and a summary; exit 1 on any failure."""
     failed = 0

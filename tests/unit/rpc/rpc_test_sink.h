@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,6 +50,49 @@ sink_fill(uint32_t seed, uint64_t off, uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = sink_pattern(seed, off + i);
+}
+
+/*
+ * Put one pattern object per size through cl into bucket "b" (keys "<prefix>-<i>", chunks of
+ * 1 MiB), checking each reply's CRC32C. *received and *copied: payload bytes received and
+ * copied in user space meanwhile, by this process's rpc (rpc_stats). Returns 0, or -1 with
+ * the failing key and status on stderr.
+ */
+static inline int
+sink_put_sizes(struct rpc_client *cl, const char *prefix, const size_t *sizes, size_t n,
+               uint64_t *received, uint64_t *copied)
+{
+	struct rpc_stats before, after;
+	struct rpc_status st;
+	char key[64];
+
+	rpc_stats_get(&before);
+	for (size_t i = 0; i < n; i++) {
+		struct rpc_write_open open = {
+			.bucket = "b", .key = key, .size = sizes[i], .size_known = true
+		};
+		struct rpc_write_result res = { 0 };
+		uint8_t *buf = malloc(sizes[i]);
+		int bad;
+
+		snprintf(key, sizeof(key), "%s-%zu", prefix, i);
+		if (!buf)
+			return -1;
+		sink_fill(sink_seed(key), 0, buf, sizes[i]);
+		bad = rpc_client_put(cl, &open, buf, sizes[i], 1u << 20, &res, &st) ||
+		      res.crc32c != zc_crc32c(0, buf, sizes[i]);
+		free(buf);
+		if (bad) {
+			fprintf(stderr, "put %s: status %d '%s'\n", key, st.code, st.msg);
+			return -1;
+		}
+	}
+	rpc_stats_get(&after);
+	*received = after.received_bytes - before.received_bytes;
+	*copied = 0;
+	for (int s = 0; s < RPC_STAGE_COUNT; s++)
+		*copied += after.copied_bytes[s] - before.copied_bytes[s];
+	return 0;
 }
 
 struct sink_obj;
