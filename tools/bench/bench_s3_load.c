@@ -84,7 +84,10 @@ write_body(char *buf, size_t size, size_t n, void *arg)
 	return len;
 }
 
-/* One request; returns the HTTP status, or -1 with w->err set on a transport error. */
+/*
+ * One request; returns the HTTP status, or 0 with w->err set on a transport error (never a
+ * status: run_op's -status - 1 makes it a failure, where -1 made it a 0-byte success).
+ */
 static long
 request(struct worker *w, const char *method, const char *key, bool upload)
 {
@@ -110,7 +113,7 @@ request(struct worker *w, const char *method, const char *key, bool upload)
 	rc = curl_easy_perform(w->curl);
 	if (rc != CURLE_OK) {
 		snprintf(w->err, sizeof(w->err), "%s", curl_easy_strerror(rc));
-		return -1;
+		return 0;
 	}
 	curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
 	w->err[w->err_len] = 0;
