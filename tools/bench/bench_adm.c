@@ -24,31 +24,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "bench.h"
 #include "bench_adm_stats.h"
+#include "bench_s3_load.h"
 #include "bench_svg.h"
 #include "zc.h"
 
 struct config {
-	const char *host, *access_key, *secret_key, *bucket, *region, *label, *csv;
-	bool tls, insecure;
-	uint64_t obj_size, backoff_base_ns, backoff_cap_ns;
-	unsigned jobs, concurrent, max_attempts;
+	struct bench_s3_config s3; /* the endpoint, the objects, the writers (its handles) */
+	const char *label, *csv;
+	uint64_t backoff_base_ns, backoff_cap_ns;
+	unsigned jobs, max_attempts;
 	char prefix[64];
-	const uint8_t *payload;
-	struct curl_slist *headers;
 };
 
 struct worker {
 	pthread_t thread;
+	unsigned id; /* the load's handle this writer owns */
 	const struct config *cfg;
-	CURL *curl;
+	struct bench_s3_load *load;
 	uint64_t rng;
-	uint64_t pos; /* upload read position */
-	char err[160];
-	size_t err_len;
 };
 
 static struct bench_adm_job *jobs;
@@ -58,88 +53,15 @@ static atomic_bool all_done;
 static uint64_t t0_ns;
 
 static double
+secs_since_t0(uint64_t ns)
+{
+	return (double)(ns - t0_ns) / 1e9;
+}
+
+static double
 since_t0(void)
 {
-	return (double)(zc_now_ns() - t0_ns) / 1e9;
-}
-
-static size_t
-read_payload(char *buf, size_t size, size_t n, void *arg)
-{
-	struct worker *w = arg;
-	size_t want = size * n, left = w->cfg->obj_size - w->pos;
-
-	if (want > left)
-		want = left;
-	memcpy(buf, w->cfg->payload + w->pos, want); /* into curl's buffer: the client's copy */
-	w->pos += want;
-	return want;
-}
-
-static size_t
-write_body(char *buf, size_t size, size_t n, void *arg)
-{
-	struct worker *w = arg;
-	size_t len = size * n, take = sizeof(w->err) - 1 - w->err_len;
-
-	take = len < take ? len : take;
-	memcpy(w->err + w->err_len, buf, take);
-	w->err_len += take;
-	return len;
-}
-
-/* One PUT (key NULL: the bucket); the HTTP status, or 0 with w->err set. */
-static long
-put(struct worker *w, const char *key)
-{
-	const struct config *cfg = w->cfg;
-	char url[1024];
-	long status = 0;
-	CURLcode rc;
-
-	snprintf(url, sizeof(url), "%s://%s/%s%s%s", cfg->tls ? "https" : "http", cfg->host,
-	         cfg->bucket, key ? "/" : "", key ? key : "");
-	w->err_len = 0;
-	w->pos = 0;
-	curl_easy_setopt(w->curl, CURLOPT_URL, url);
-	curl_easy_setopt(w->curl, CURLOPT_UPLOAD, key ? 1L : 0L);
-	curl_easy_setopt(w->curl, CURLOPT_CUSTOMREQUEST, key ? NULL : "PUT");
-	curl_easy_setopt(w->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)(key ? cfg->obj_size : 0));
-	rc = curl_easy_perform(w->curl);
-	w->err[w->err_len] = 0;
-	if (rc != CURLE_OK) {
-		snprintf(w->err, sizeof(w->err), "%s", curl_easy_strerror(rc));
-		return 0;
-	}
-	curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
-	return status;
-}
-
-static CURL *
-new_handle(struct worker *w)
-{
-	const struct config *cfg = w->cfg;
-	char sigv4[128], userpwd[512];
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		return NULL;
-	snprintf(sigv4, sizeof(sigv4), "aws:amz:%s:s3", cfg->region);
-	snprintf(userpwd, sizeof(userpwd), "%s:%s", cfg->access_key, cfg->secret_key);
-	curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4);
-	curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, cfg->headers); /* not copied: outlives c */
-	curl_easy_setopt(c, CURLOPT_READFUNCTION, read_payload);
-	curl_easy_setopt(c, CURLOPT_READDATA, w);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 600L);
-	if (cfg->insecure) {
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	return c;
+	return secs_since_t0(zc_now_ns());
 }
 
 /* Full jitter (AWS's "exponential backoff and jitter"): uniform in [0, min(cap, base 2^n)). */
@@ -165,6 +87,7 @@ static void
 run_job(struct worker *w, unsigned id)
 {
 	struct bench_adm_job *j = &jobs[id];
+	struct bench_s3_reply rep;
 	char key[128];
 
 	snprintf(key, sizeof(key), "%s/%u", w->cfg->prefix, id);
@@ -172,9 +95,9 @@ run_job(struct worker *w, unsigned id)
 	for (;;) {
 		long status;
 
-		j->last_s = since_t0();
 		j->attempts++;
-		status = put(w, key);
+		status = bench_s3_load_request(w->load, w->id, BENCH_S3_PUT, key, &rep);
+		j->last_s = secs_since_t0(rep.start_ns);
 		j->status = (int)status;
 		if (status == 503)
 			j->slowdowns++, atomic_fetch_add(&slowdowns_seen, 1);
@@ -184,10 +107,10 @@ run_job(struct worker *w, unsigned id)
 			break;
 		backoff(w, j->attempts - 1);
 	}
-	j->end_s = since_t0();
+	j->end_s = secs_since_t0(rep.end_ns);
 	if (j->status != 200)
 		fprintf(stderr, "zest-bench admission: job %u: HTTP %d after %u attempts: %.100s\n",
-		        id, j->status, j->attempts, w->err);
+		        id, j->status, j->attempts, rep.err);
 	atomic_fetch_add(&jobs_done, 1);
 }
 
@@ -225,12 +148,7 @@ static void
 usage_put(FILE *out)
 {
 	fprintf(out,
-	        "usage: zest-bench admission put [options]\n"
-	        "  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
-	        "  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
-	        "  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
-	        "  --region REGION       SigV4 region (default us-east-1)\n"
-	        "  --tls, --insecure     HTTPS; do not verify the certificate\n"
+	        "usage: zest-bench admission put [options]\n" BENCH_S3_USAGE_ENDPOINT
 	        "  --bucket NAME         (default zest-adm; created if missing)\n"
 	        "  --obj.size SIZE       bytes per job's PUT (default 1MiB)\n"
 	        "  --jobs N              write jobs (default 1000)\n"
@@ -248,16 +166,8 @@ static int
 parse_put(int argc, char **argv, struct config *c)
 {
 	static const struct option opts[] = {
-		{ "host", required_argument, NULL, 'H' },
-		{ "access-key", required_argument, NULL, 'a' },
-		{ "secret-key", required_argument, NULL, 's' },
-		{ "region", required_argument, NULL, 'r' },
-		{ "tls", no_argument, NULL, 'T' },
-		{ "insecure", no_argument, NULL, 'k' },
-		{ "bucket", required_argument, NULL, 'b' },
-		{ "obj.size", required_argument, NULL, 'z' },
+		BENCH_S3_OPTIONS,
 		{ "jobs", required_argument, NULL, 'n' },
-		{ "concurrent", required_argument, NULL, 'c' },
 		{ "backoff-base", required_argument, NULL, 'B' },
 		{ "backoff-cap", required_argument, NULL, 'C' },
 		{ "max-attempts", required_argument, NULL, 'm' },
@@ -270,36 +180,20 @@ parse_put(int argc, char **argv, struct config *c)
 	char *end;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+		int own = bench_s3_parse_opt(opt, optarg, &c->s3);
 		unsigned long v = 0;
 
-		if (opt == 'n' || opt == 'c' || opt == 'm') {
+		if (own < 0 || (opt == 'z' && c->s3.obj_size == 0))
+			goto bad;
+		if (own)
+			continue;
+		if (opt == 'n' || opt == 'm') {
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
 			if (errno || end == optarg || *end || v == 0 || v > 10000000)
 				goto bad;
 		}
 		switch (opt) {
-		case 'H':
-			c->host = optarg;
-			break;
-		case 'a':
-			c->access_key = optarg;
-			break;
-		case 's':
-			c->secret_key = optarg;
-			break;
-		case 'r':
-			c->region = optarg;
-			break;
-		case 'T':
-			c->tls = true;
-			break;
-		case 'k':
-			c->insecure = true;
-			break;
-		case 'b':
-			c->bucket = optarg;
-			break;
 		case 'l':
 			if (!*optarg || strlen(optarg) > 63 || strpbrk(optarg, " \t\n,"))
 				goto bad;
@@ -313,15 +207,6 @@ parse_put(int argc, char **argv, struct config *c)
 			break;
 		case 'm':
 			c->max_attempts = (unsigned)v;
-			break;
-		case 'c':
-			if (v > 1024)
-				goto bad;
-			c->concurrent = (unsigned)v;
-			break;
-		case 'z':
-			if (zc_parse_size(optarg, &c->obj_size) < 0 || c->obj_size == 0)
-				goto bad;
 			break;
 		case 'B':
 			if (zc_parse_duration_ns(optarg, &c->backoff_base_ns) < 0)
@@ -377,93 +262,73 @@ write_csv(const struct config *c, const struct bench_adm_run *r)
 static int
 cmd_put(int argc, char **argv)
 {
-	struct config c = { .host = "127.0.0.1:9000",
-		            .access_key = getenv("ZEST_ACCESS_KEY") ?: "zestadmin",
-		            .secret_key = getenv("ZEST_SECRET_KEY") ?: "zestsecret",
-		            .region = "us-east-1",
-		            .bucket = "zest-adm",
-		            .label = "run",
-		            .obj_size = 1 << 20,
+	struct config c = { .label = "run",
 		            .jobs = 1000,
-		            .concurrent = 128,
 		            .max_attempts = 1000,
 		            .backoff_base_ns = 50000000,
 		            .backoff_cap_ns = 2000000000 };
 	struct bench_adm_run run;
 	struct bench_adm_summary sum;
+	struct bench_s3_load *load = NULL;
 	struct worker *ws = NULL;
 	pthread_t progress;
-	uint8_t *payload = NULL;
-	int rc = 1;
+	int rc = 1, err;
 	unsigned started = 0;
 
+	bench_s3_config_defaults(&c.s3);
+	c.s3.bucket = "zest-adm";
+	c.s3.concurrent = 128;
+	c.s3.name = "zest-bench admission";
+	c.s3.timeout_s = 600; /* a job's PUT may wait behind a slowed drive's queue */
 	if (parse_put(argc, argv, &c))
 		return 2;
-	payload = malloc(c.obj_size);
 	jobs = calloc(c.jobs, sizeof(*jobs));
-	ws = calloc(c.concurrent, sizeof(*ws));
-	c.headers = curl_slist_append(NULL, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	if (!payload || !jobs || !ws || !c.headers) {
+	ws = calloc(c.s3.concurrent, sizeof(*ws));
+	if (!jobs || !ws) {
 		fprintf(stderr, "zest-bench admission: out of memory\n");
 		goto out;
 	}
-	for (uint64_t i = 0; i < c.obj_size; i++)
-		payload[i] = (uint8_t)(i * 2654435761u >> 13);
-	c.payload = payload;
+	/* the payload, a handle per writer, and the bucket (a failure to create it is printed) */
+	err = bench_s3_load_create(&c.s3, &load);
+	if (err == -ENOMEM)
+		fprintf(stderr, "zest-bench admission: out of memory\n");
+	if (err < 0)
+		goto out;
 	snprintf(c.prefix, sizeof(c.prefix), "adm-%lx-%d", (long)time(NULL), getpid());
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	for (unsigned i = 0; i < c.concurrent; i++) {
+	for (unsigned i = 0; i < c.s3.concurrent; i++) {
+		ws[i].id = i;
 		ws[i].cfg = &c;
+		ws[i].load = load;
 		ws[i].rng = 0x9e3779b97f4a7c15ull * (i + 1) ^ (uint64_t)zc_now_ns();
-		ws[i].curl = new_handle(&ws[i]);
-		if (!ws[i].curl) {
-			fprintf(stderr, "zest-bench admission: curl_easy_init failed\n");
-			goto out_curl;
-		}
-	}
-	{
-		long st = put(&ws[0], NULL);
-
-		if (st != 200 && st != 409) {
-			fprintf(stderr,
-			        "zest-bench admission: cannot create bucket %s: HTTP %ld %s\n",
-			        c.bucket, st, ws[0].err);
-			goto out_curl;
-		}
 	}
 	bench_print_context(stdout, argc + 1, argv - 1); /* from "admission": the caller's argv */
 	t0_ns = zc_now_ns();
 	pthread_create(&progress, NULL, progress_main, &c);
-	for (; started < c.concurrent; started++)
+	for (; started < c.s3.concurrent; started++)
 		if (pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]))
 			break;
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(ws[i].thread, NULL);
 	atomic_store(&all_done, true);
 	pthread_join(progress, NULL);
-	run = (struct bench_adm_run){
-		.obj_size = c.obj_size, .concurrent = c.concurrent, .jobs = jobs, .njobs = c.jobs
-	};
+	run = (struct bench_adm_run){ .obj_size = c.s3.obj_size,
+		                      .concurrent = c.s3.concurrent,
+		                      .jobs = jobs,
+		                      .njobs = c.jobs };
 	snprintf(run.label, sizeof(run.label), "%s", c.label);
 	if (bench_adm_summarize(&run, &sum))
-		goto out_curl;
+		goto out;
 	printf("# %u jobs of %llu bytes, %u writers (%u started), backoff %.0f ms .. %.0f ms\n",
-	       c.jobs, (unsigned long long)c.obj_size, c.concurrent, started,
+	       c.jobs, (unsigned long long)c.s3.obj_size, c.s3.concurrent, started,
 	       (double)c.backoff_base_ns / 1e6, (double)c.backoff_cap_ns / 1e6);
 	bench_adm_table(stdout, &run, &sum, 1);
 	rc = sum.ok == c.jobs ? 0 : 1;
 	if (c.csv && write_csv(&c, &run))
 		rc = 1;
-out_curl:
-	for (unsigned i = 0; i < c.concurrent; i++)
-		if (ws[i].curl)
-			curl_easy_cleanup(ws[i].curl);
-	curl_global_cleanup();
 out:
-	curl_slist_free_all(c.headers);
+	bench_s3_load_destroy(load); /* the objects stay (see --help) */
 	free(ws);
 	free(jobs);
-	free(payload);
 	return rc;
 }
 

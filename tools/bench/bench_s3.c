@@ -55,12 +55,7 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: zest-bench s3 put|get|mixed|delete [options]\n"
-	        "  --host HOST:PORT      S3 endpoint (default 127.0.0.1:9000)\n"
-	        "  --access-key KEY      (default $ZEST_ACCESS_KEY or zestadmin)\n"
-	        "  --secret-key KEY      (default $ZEST_SECRET_KEY or zestsecret)\n"
-	        "  --region REGION       SigV4 region (default us-east-1)\n"
-	        "  --tls, --insecure     HTTPS; do not verify the certificate\n"
+	        "usage: zest-bench s3 put|get|mixed|delete [options]\n" BENCH_S3_USAGE_ENDPOINT
 	        "  --bucket NAME         (default zest-bench; created if missing)\n"
 	        "  --obj.size SIZE       object size (default 1MiB)\n"
 	        "  --concurrent N        parallel connections (default 8)\n"
@@ -78,15 +73,7 @@ static int
 parse_args(int argc, char **argv, struct config *cfg, const char **mode)
 {
 	static const struct option opts[] = {
-		{ "host", required_argument, NULL, 'H' },
-		{ "access-key", required_argument, NULL, 'a' },
-		{ "secret-key", required_argument, NULL, 's' },
-		{ "region", required_argument, NULL, 'r' },
-		{ "tls", no_argument, NULL, 'T' },
-		{ "insecure", no_argument, NULL, 'k' },
-		{ "bucket", required_argument, NULL, 'b' },
-		{ "obj.size", required_argument, NULL, 'z' },
-		{ "concurrent", required_argument, NULL, 'c' },
+		BENCH_S3_OPTIONS,
 		{ "duration", required_argument, NULL, 'd' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "objects", required_argument, NULL, 'o' },
@@ -102,42 +89,18 @@ parse_args(int argc, char **argv, struct config *cfg, const char **mode)
 	int opt, idx = 0;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+		int own = bench_s3_parse_opt(opt, optarg, &cfg->s3);
+
+		if (own < 0)
+			goto bad;
+		if (own)
+			continue;
 		switch (opt) {
-		case 'H':
-			cfg->s3.host = optarg;
-			break;
-		case 'a':
-			cfg->s3.access_key = optarg;
-			break;
-		case 's':
-			cfg->s3.secret_key = optarg;
-			break;
-		case 'r':
-			cfg->s3.region = optarg;
-			break;
-		case 'T':
-			cfg->s3.tls = true;
-			break;
-		case 'k':
-			cfg->s3.insecure = true;
-			break;
-		case 'b':
-			cfg->s3.bucket = optarg;
-			break;
 		case 'n':
 			cfg->noclear = true;
 			break;
 		case 'j':
 			cfg->json = true;
-			break;
-		case 'z':
-			if (zc_parse_size(optarg, &cfg->s3.obj_size) < 0)
-				goto bad;
-			break;
-		case 'c':
-			cfg->s3.concurrent = (unsigned)atoi(optarg);
-			if (cfg->s3.concurrent < 1 || cfg->s3.concurrent > 1024)
-				goto bad;
 			break;
 		case 'd':
 			if (zc_parse_duration_ns(optarg, &cfg->duration_ns) < 0)
@@ -196,18 +159,6 @@ int
 bench_s3_main(int argc, char **argv)
 {
 	struct config cfg = {
-		.s3 = {
-			.host = "127.0.0.1:9000",
-			.access_key = getenv("ZEST_ACCESS_KEY") ? getenv("ZEST_ACCESS_KEY")
-								: "zestadmin",
-			.secret_key = getenv("ZEST_SECRET_KEY") ? getenv("ZEST_SECRET_KEY")
-								: "zestsecret",
-			.bucket = "zest-bench",
-			.region = "us-east-1",
-			.obj_size = 1 << 20,
-			.concurrent = 8,
-			.objects = 100,
-		},
 		.duration_ns = 30000000000ull,
 		.warmup_ns = 2000000000ull,
 		.mix = { [OP_GET] = 60, [OP_PUT] = 30, [OP_DELETE] = 10 },
@@ -218,6 +169,10 @@ bench_s3_main(int argc, char **argv)
 	bool first = true;
 	int rc = 0;
 
+	bench_s3_config_defaults(&cfg.s3);
+	cfg.s3.bucket = "zest-bench";
+	cfg.s3.concurrent = 8;
+	cfg.s3.objects = 100;
 	if (parse_args(argc, argv, &cfg, &mode) < 0)
 		return 2;
 	if (!mode) {

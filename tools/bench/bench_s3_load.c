@@ -2,6 +2,7 @@
  * The S3 load engine (bench_s3_load.h): workers on libcurl, one handle each, and the
  * preload, run and clean-up phases over them.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -85,14 +86,15 @@ write_body(char *buf, size_t size, size_t n, void *arg)
 }
 
 /*
- * One request; returns the HTTP status, or 0 with w->err set on a transport error (never a
- * status: run_op's -status - 1 makes it a failure, where -1 made it a 0-byte success).
+ * One request into rep (bench_s3_load_request); returns the HTTP status, or 0 with w->err
+ * set on a transport error (never a status: run_op's -status - 1 makes it a failure).
  */
 static long
-request(struct worker *w, const char *method, const char *key, bool upload)
+request(struct worker *w, enum bench_s3_op op, const char *key, struct bench_s3_reply *rep)
 {
 	const struct bench_s3_config *cfg = &w->load->cfg;
 	struct upload_pos pos = { w->load, 0 };
+	bool upload = op == BENCH_S3_PUT && key; /* a PUT without a key creates the bucket */
 	char url[2048];
 	CURLcode rc;
 	long status = 0;
@@ -103,20 +105,23 @@ request(struct worker *w, const char *method, const char *key, bool upload)
 	w->got = 0;
 	curl_easy_setopt(w->curl, CURLOPT_URL, url);
 	curl_easy_setopt(w->curl, CURLOPT_UPLOAD, upload ? 1L : 0L);
-	curl_easy_setopt(w->curl, CURLOPT_NOBODY, !strcmp(method, "HEAD") ? 1L : 0L);
-	curl_easy_setopt(w->curl, CURLOPT_CUSTOMREQUEST, upload ? NULL : method);
+	curl_easy_setopt(w->curl, CURLOPT_CUSTOMREQUEST, upload ? NULL : bench_s3_op_names[op]);
 	if (upload) {
 		curl_easy_setopt(w->curl, CURLOPT_READFUNCTION, read_payload);
 		curl_easy_setopt(w->curl, CURLOPT_READDATA, &pos);
 		curl_easy_setopt(w->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)cfg->obj_size);
 	}
+	rep->start_ns = zc_now_ns();
 	rc = curl_easy_perform(w->curl);
-	if (rc != CURLE_OK) {
-		snprintf(w->err, sizeof(w->err), "%s", curl_easy_strerror(rc));
-		return 0;
-	}
-	curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
+	rep->end_ns = zc_now_ns();
 	w->err[w->err_len] = 0;
+	if (rc != CURLE_OK)
+		snprintf(w->err, sizeof(w->err), "%s", curl_easy_strerror(rc));
+	else
+		curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status);
+	rep->status = status;
+	rep->bytes = w->got;
+	rep->err = w->err;
 	return status;
 }
 
@@ -148,7 +153,7 @@ new_handle(const struct bench_s3_load *l, struct worker *w)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)l->cfg.timeout_s);
 	if (l->cfg.insecure) {
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -172,18 +177,22 @@ pick_op(struct worker *w)
 	return BENCH_S3_PUT;
 }
 
-/* Run one op; returns bytes moved (>= 0) or -1 on failure (recorded by the caller). */
+/*
+ * Run one op; returns bytes moved (>= 0) or -status - 1 on a failure (recorded by the
+ * caller; -1: no response, or nothing to do once stop_now is set).
+ */
 static long long
 run_op(struct worker *w, enum bench_s3_op op)
 {
 	struct bench_s3_load *l = w->load;
+	struct bench_s3_reply rep;
 	char key[256];
 	long status;
 
 	switch (op) {
 	case BENCH_S3_PUT:
 		key_of(l, w->id, w->put_seq, key, sizeof(key));
-		status = request(w, "PUT", key, true);
+		status = request(w, BENCH_S3_PUT, key, &rep);
 		if (status != 200)
 			return -status - 1;
 		w->put_seq++;
@@ -192,8 +201,8 @@ run_op(struct worker *w, enum bench_s3_op op)
 		if (!l->preloaded)
 			return -1;
 		preload_key(l, (unsigned)((w->rng >> 17) % l->preloaded), key, sizeof(key));
-		status = request(w, "GET", key, false);
-		return status == 200 ? (long long)w->got : -status - 1;
+		status = request(w, BENCH_S3_GET, key, &rep);
+		return status == 200 ? (long long)rep.bytes : -status - 1;
 	case BENCH_S3_DELETE:
 		if (l->mix[BENCH_S3_PUT] == 0) { /* the preloaded objects, once each */
 			unsigned i = atomic_fetch_add(&l->delete_next, 1);
@@ -208,7 +217,7 @@ run_op(struct worker *w, enum bench_s3_op op)
 		} else {
 			return 0; /* nothing of ours to delete yet */
 		}
-		status = request(w, "DELETE", key, false);
+		status = request(w, BENCH_S3_DELETE, key, &rep);
 		return status == 204 || status == 200 ? 0 : -status - 1;
 	default:
 		return -1;
@@ -256,6 +265,7 @@ preload_main(void *arg)
 {
 	struct worker *w = arg;
 	struct bench_s3_load *l = w->load;
+	struct bench_s3_reply rep;
 	char key[256];
 
 	for (;;) {
@@ -265,10 +275,10 @@ preload_main(void *arg)
 		if (i >= l->cfg.objects)
 			break;
 		preload_key(l, i, key, sizeof(key));
-		status = request(w, "PUT", key, true);
+		status = request(w, BENCH_S3_PUT, key, &rep);
 		if (status != 200) {
-			fprintf(stderr, "zest-bench s3: preload %s: HTTP %ld %s\n", key, status,
-			        w->err);
+			fprintf(stderr, "%s: preload %s: HTTP %ld %s\n", l->cfg.name, key, status,
+			        rep.err);
 			atomic_store(&l->stop_now, true);
 			break;
 		}
@@ -282,11 +292,12 @@ cleanup_main(void *arg)
 {
 	struct worker *w = arg;
 	struct bench_s3_load *l = w->load;
+	struct bench_s3_reply rep;
 	char key[256];
 
 	for (; w->del_seq < w->put_seq; w->del_seq++) {
 		key_of(l, w->id, w->del_seq, key, sizeof(key));
-		request(w, "DELETE", key, false);
+		request(w, BENCH_S3_DELETE, key, &rep);
 	}
 	for (;;) {
 		unsigned i = atomic_fetch_add(&l->preload_next, 1);
@@ -294,7 +305,7 @@ cleanup_main(void *arg)
 		if (i >= l->preloaded)
 			break;
 		preload_key(l, i, key, sizeof(key));
-		request(w, "DELETE", key, false);
+		request(w, BENCH_S3_DELETE, key, &rep);
 	}
 	return NULL;
 }
@@ -332,13 +343,74 @@ progress_main(void *arg)
 static int
 ensure_bucket(struct worker *w)
 {
-	long status = request(w, "PUT", NULL, false);
+	struct bench_s3_reply rep;
+	long status = request(w, BENCH_S3_PUT, NULL, &rep);
 
 	if (status == 200 || status == 409)
 		return 0;
-	fprintf(stderr, "zest-bench s3: cannot create bucket %s: status %ld %s\n",
-	        w->load->cfg.bucket, status, w->err);
+	fprintf(stderr, "%s: cannot create bucket %s: HTTP %ld %s\n", w->load->cfg.name,
+	        w->load->cfg.bucket, status, rep.err);
 	return -EIO;
+}
+
+void
+bench_s3_config_defaults(struct bench_s3_config *c)
+{
+	*c = (struct bench_s3_config){ .host = "127.0.0.1:9000",
+		                       .access_key = getenv("ZEST_ACCESS_KEY") ?: "zestadmin",
+		                       .secret_key = getenv("ZEST_SECRET_KEY") ?: "zestsecret",
+		                       .region = "us-east-1",
+		                       .obj_size = 1 << 20 };
+}
+
+int
+bench_s3_parse_opt(int opt, const char *arg, struct bench_s3_config *c)
+{
+	unsigned long v;
+	char *end;
+
+	switch (opt) {
+	case 'H':
+		c->host = arg;
+		return 1;
+	case 'a':
+		c->access_key = arg;
+		return 1;
+	case 's':
+		c->secret_key = arg;
+		return 1;
+	case 'r':
+		c->region = arg;
+		return 1;
+	case 'T':
+		c->tls = true;
+		return 1;
+	case 'k':
+		c->insecure = true;
+		return 1;
+	case 'b':
+		c->bucket = arg;
+		return 1;
+	case 'z':
+		return zc_parse_size(arg, &c->obj_size) < 0 ? -EINVAL : 1;
+	case 'c':
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || v < 1 || v > 1024)
+			return -EINVAL;
+		c->concurrent = (unsigned)v;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+long
+bench_s3_load_request(struct bench_s3_load *l, unsigned worker, enum bench_s3_op op,
+                      const char *key, struct bench_s3_reply *reply)
+{
+	assert(worker < l->cfg.concurrent);
+	return request(&l->ws[worker], op, key, reply);
 }
 
 int
@@ -352,6 +424,10 @@ bench_s3_load_create(const struct bench_s3_config *cfg, struct bench_s3_load **o
 	if (!l)
 		return -ENOMEM;
 	l->cfg = *cfg;
+	if (!l->cfg.name)
+		l->cfg.name = "zest-bench s3";
+	if (!l->cfg.timeout_s)
+		l->cfg.timeout_s = 300;
 	snprintf(l->prefix, sizeof(l->prefix), "bench-%lx-%d-%u", (long)time(NULL), getpid(),
 	         atomic_fetch_add(&seq, 1));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
