@@ -64,6 +64,10 @@ start_datanode(const struct prof_daemon_cfg *cfg, enum prof_mode pm, struct prof
 	if (prof_mode_discards(pm))
 		argv[n++] = "--discard";
 	prof_tls_args(cfg->tls_dir, true, argv, &n);
+	if (cfg->unix_sock) {
+		argv[n++] = "--unix-socket";
+		argv[n++] = (char *)cfg->unix_sock;
+	}
 	for (unsigned i = 0; i < cfg->k + cfg->m; i++) {
 		snprintf(drive[i], sizeof(drive[i]), "%s/d%u", d->drives, i);
 		argv[n++] = "--drive";
@@ -89,14 +93,17 @@ start_datanode(const struct prof_daemon_cfg *cfg, enum prof_mode pm, struct prof
 static int
 start_gateway(const struct prof_daemon_cfg *cfg, struct prof_daemons *d)
 {
-	char gw[PATH_MAX + 32], listen[32], datanode[32], metrics[32];
+	char gw[PATH_MAX + 32], listen[32], datanode[PATH_MAX + 32], metrics[32];
 	char *argv[32];
 	unsigned n = 0;
 	int rc;
 
 	snprintf(gw, sizeof(gw), "%s/../s3gw/zest-s3gw", cfg->bindir);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d->gw_port);
-	snprintf(datanode, sizeof(datanode), "127.0.0.1:%d", d->dn_port);
+	if (cfg->unix_sock)
+		snprintf(datanode, sizeof(datanode), "unix:%s", cfg->unix_sock);
+	else
+		snprintf(datanode, sizeof(datanode), "127.0.0.1:%d", d->dn_port);
 	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", d->gw_mport);
 	argv[n++] = gw;
 	argv[n++] = "--listen";
@@ -109,7 +116,8 @@ start_gateway(const struct prof_daemon_cfg *cfg, struct prof_daemons *d)
 	argv[n++] = PROF_ACCESS_KEY;
 	argv[n++] = "--secret-key";
 	argv[n++] = PROF_SECRET_KEY;
-	prof_tls_args(cfg->tls_dir, false, argv, &n);
+	if (!cfg->unix_sock)
+		prof_tls_args(cfg->tls_dir, false, argv, &n);
 	argv[n] = NULL;
 	d->gw = prof_spawn(argv, cfg->log);
 	rc = d->gw < 0 ? d->gw : prof_wait_ready(d->gw, d->gw_mport, 15000);

@@ -24,8 +24,11 @@ struct prof_daemon_cfg {
 	const char *log;    /* the daemons' stdout and stderr */
 	const char *ec;     /* --ec K+M, with k and m */
 	unsigned k, m;
-	const char *tls_dir;       /* the certificates of tools/zest-certs.sh; NULL: --insecure */
-	bool gateway;              /* zest-s3gw in front of the datanode */
+	const char *tls_dir; /* the certificates of tools/zest-certs.sh; NULL: --insecure */
+	bool gateway;        /* zest-s3gw in front of the datanode */
+	/* the datanode's --unix-socket, the gateway's link to it (no TLS: the local link; the
+	 * TCP port keeps tls_dir's); NULL: the gateway over TCP */
+	const char *unix_sock;
 	const char *callgrind_out; /* the datanode under callgrind writing here; NULL: not */
 };
 

@@ -30,33 +30,12 @@
 static int
 s3_main(struct prof_opts *o)
 {
-	struct prof_s3_opts so = { .bindir = o->bindir,
-		                   .work = o->work,
-		                   .drives = o->drives_base,
-		                   .log = o->log,
-		                   .tls_dir = o->tls_dir,
-		                   .ec = o->ec,
-		                   .obj_size_text = o->obj_size,
-		                   .k = o->k,
-		                   .m = o->m,
-		                   .rounds = o->pairs,
-		                   .concurrent = o->concurrent,
-		                   .objects = o->objects,
-		                   .n_modes = o->n_modes,
-		                   .json = o->json,
-		                   .ops = { o->ops[0], o->ops[1] },
-		                   .plaintext = o->plaintext,
-		                   .unix_link = o->unix_link };
 	int rc;
 
 	if (o->svg)
 		fprintf(stderr,
 		        "zest-prof: --svg draws no chart with --s3 (--json has the figures)\n");
-	memcpy(so.modes, o->modes, sizeof(so.modes));
-	so.obj_size = o->obj_size_bytes;
-	so.duration_ns = o->duration_ns;
-	so.warmup_ns = o->warmup_ns;
-	rc = prof_s3_main(&so);
+	rc = prof_s3_main(o);
 	if (rc < 0)
 		o->keep = true;
 	return rc;

@@ -17,29 +17,12 @@
 #ifndef ZEST_PROF_S3_H
 #define ZEST_PROF_S3_H
 
-#include <stdbool.h>
-#include <stdint.h>
+#include "prof_opts.h"
 
-#include "prof_modes.h"
-
-struct prof_s3_opts {
-	const char *bindir;  /* the build's tools/ folder: ../datanode, ../s3gw beside it */
-	const char *work;    /* zest-prof's work folder (certificates, log) */
-	const char *drives;  /* folder for the runs' drive folders */
-	const char *log;     /* the daemons' and tools' stdout and stderr */
-	const char *tls_dir; /* a tools/zest-certs.sh folder; NULL: make one in work */
-	const char *ec, *obj_size_text;
-	uint64_t obj_size, duration_ns, warmup_ns;
-	unsigned k, m, rounds, concurrent, objects; /* objects 0: sized from obj_size */
-	unsigned n_modes;
-	enum prof_mode modes[PROF_MAX_MODES];
-	bool ops[2];    /* [PROF_S3_PUT], [PROF_S3_GET]: the phases to run */
-	bool plaintext; /* gRPC without TLS (--insecure), to measure what mTLS costs */
-	bool unix_link; /* the gateway over the datanode's --unix-socket (the local link) */
-	bool json;
-};
-
-/* The rounds and the report on stdout. Returns 0, or -errno after saying why on stderr. */
-int prof_s3_main(const struct prof_s3_opts *o);
+/*
+ * The rounds of o (filled by prof_opts_parse; --s3 without --perf or --callgrind) and the
+ * report on stdout. Returns 0, or -errno after saying why on stderr.
+ */
+int prof_s3_main(const struct prof_opts *o);
 
 #endif
