@@ -84,8 +84,25 @@ read_full(int fd, uint8_t *p, size_t want, size_t n, off_t off)
 }
 
 /*
+ * Is err (an open's or a read's) evidence against the file? The drive's (EIO) or the
+ * file's (ENOENT) is; running out of descriptors or memory, or a permission, says nothing
+ * about the bytes, and handing a good cell to the healer for it would be wrong.
+ */
+static bool
+file_fault(int err, enum dn_scrub_kind *kind)
+{
+	if (err == ENOENT) {
+		*kind = DN_SCRUB_MISSING;
+		return true;
+	}
+	*kind = DN_SCRUB_IO;
+	return err == EIO || err == ENXIO || err == EBADMSG || err == EUCLEAN || err == ENODATA;
+}
+
+/*
  * Check one cell file: flen bytes, a CRC32C per chunk bytes (ncrc of them, the last one
- * short). Returns 0 good, 1 bad (*kind says how), -ECANCELED when stopping, -ENOMEM.
+ * short). Returns 0 good, 1 bad (*kind says how), 2 not checked (an error that is not the
+ * file's, logged), -ECANCELED when stopping, -ENOMEM.
  */
 static int
 check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen, uint32_t chunk,
@@ -116,12 +133,15 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	if (fd < 0) {
-		*kind = errno == ENOENT ? DN_SCRUB_MISSING : DN_SCRUB_IO;
-		return 1;
+		int e = errno;
+
+		if (file_fault(e, kind))
+			return 1;
+		ZC_WARN("scrub", "cannot open path=%s err=%s: not checked", path, strerror(e));
+		return 2;
 	}
 	if (fstat(fd, &st) < 0) {
-		*kind = DN_SCRUB_IO;
-		rc = 1;
+		rc = file_fault(errno, kind) ? 1 : 2;
 		goto close_fd;
 	}
 	/* Longer by less than a block is an O_DIRECT parity tail, padded on write (dn_write.c)
@@ -151,8 +171,10 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 		}
 		got = read_full(fd, sc->buf, want, n, (off_t)off);
 		if (got < 0) {
-			*kind = DN_SCRUB_IO;
-			rc = 1;
+			rc = file_fault((int)-got, kind) ? 1 : 2;
+			if (rc == 2)
+				ZC_WARN("scrub", "cannot read path=%s err=%s: not checked", path,
+				        strerror((int)-got));
 			break;
 		}
 		atomic_fetch_add(&sc->bytes, (uint64_t)got);
@@ -178,7 +200,7 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 close_fd:
 	close(fd);
-	if (rc >= 0)
+	if (rc == 0 || rc == 1)
 		atomic_fetch_add(&sc->cells, 1);
 	return rc;
 }
@@ -249,6 +271,8 @@ scrub_extent(void *arg, struct dn_extent *e)
 			                dn_extent_ncrc(e, g, c), &kind);
 			if (rc < 0)
 				return rc;
+			if (rc == 2)
+				continue;
 			w->st->cells++;
 			if (rc == 1)
 				extent_cell_bad(w, e, g, c, d, kind, path);
@@ -295,6 +319,10 @@ scrub_cell(struct dn_scrub *sc, struct dn_scrub_stats *st, struct dn_cell_id id)
 	rc = check_file(sc, rec.drive, path, rec.length, rec.chunk, rec.crcs, rec.ncrc, &kind);
 	if (rc < 0)
 		goto fini;
+	if (rc == 2) {
+		rc = 0;
+		goto fini;
+	}
 	st->cells++;
 	if (rc == 0)
 		goto fini;
