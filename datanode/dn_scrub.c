@@ -63,7 +63,14 @@ pace(struct dn_scrub *sc, size_t n)
 	return true;
 }
 
-/* Read n bytes at off, going on after short reads: the bytes read, or -errno. */
+static uint64_t
+block_up(uint64_t n)
+{
+	return (n + DN_DIRECT_ALIGN - 1) / DN_DIRECT_ALIGN * DN_DIRECT_ALIGN;
+}
+
+/* Read n bytes at off (asking for want >= n: a direct read takes whole blocks), going on
+ * after short reads: the bytes read, or -errno. */
 static ssize_t
 read_full(int fd, uint8_t *p, size_t want, size_t n, off_t off)
 {
@@ -146,9 +153,7 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 	}
 	/* Longer by less than a block is an O_DIRECT parity tail, padded on write (dn_write.c)
 	 * and never cut back; reads take the recorded length. */
-	if ((uint64_t)st.st_size < flen || (uint64_t)st.st_size > (flen + DN_DIRECT_ALIGN - 1) /
-	                                                                  DN_DIRECT_ALIGN *
-	                                                                  DN_DIRECT_ALIGN) {
+	if ((uint64_t)st.st_size < flen || (uint64_t)st.st_size > block_up(flen)) {
 		*kind = DN_SCRUB_SIZE;
 		rc = 1;
 		goto close_fd;
@@ -161,8 +166,7 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	for (uint64_t off = 0; off < flen && !rc; off += win) {
 		size_t n = flen - off < win ? (size_t)(flen - off) : win;
-		size_t want =
-		        direct ? (n + DN_DIRECT_ALIGN - 1) / DN_DIRECT_ALIGN * DN_DIRECT_ALIGN : n;
+		size_t want = direct ? (size_t)block_up(n) : n;
 		ssize_t got;
 
 		if (!pace(sc, n)) {
@@ -177,12 +181,13 @@ check_file(struct dn_scrub *sc, unsigned drive, const char *path, uint64_t flen,
 				        strerror((int)-got));
 			break;
 		}
-		atomic_fetch_add(&sc->bytes, (uint64_t)got);
 		if ((size_t)got < n) {
+			atomic_fetch_add(&sc->bytes, (uint64_t)got);
 			*kind = DN_SCRUB_SIZE; /* cut short since the fstat */
 			rc = 1;
 			break;
 		}
+		atomic_fetch_add(&sc->bytes, n); /* not a direct read's padding past n */
 		for (size_t at = 0; at < n; at += chunk) {
 			size_t len = n - at < chunk ? n - at : chunk;
 			size_t idx = (size_t)((off + at) / chunk);
