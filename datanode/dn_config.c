@@ -6,6 +6,7 @@
 
 #include "dn_daemon.h"
 #include "dn_internal.h"
+#include "dn_scrub.h"
 
 enum {
 	OPT_LISTEN = 256,
@@ -38,6 +39,8 @@ enum {
 	OPT_GC_GRACE,
 	OPT_DATA_IO,
 	OPT_HEAL_AFTER,
+	OPT_SCRUB_RATE,
+	OPT_SCRUB_INTERVAL,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -74,6 +77,8 @@ static const struct option long_opts[] = {
 	/* In the order of the enum: the error message finds a flag's name by its value. */
 	{ "data-io", required_argument, NULL, OPT_DATA_IO },
 	{ "heal-after", required_argument, NULL, OPT_HEAL_AFTER },
+	{ "scrub-rate", required_argument, NULL, OPT_SCRUB_RATE },
+	{ "scrub-interval", required_argument, NULL, OPT_SCRUB_INTERVAL },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -131,6 +136,11 @@ usage(FILE *out)
 	      "                             settled against etcd, 1s..7d (default 10min)\n"
 	      "  --heal-after DURATION      with --cluster: a node absent this long has its\n"
 	      "                             cells rebuilt elsewhere, 1s..30d (default 10min)\n"
+	      "  --scrub-rate RATE          read every stored cell back and check its CRCs at\n"
+	      "                             most this fast: MiB/s, or a size per second\n"
+	      "                             (512KiB/s); 0 off (default 16)\n"
+	      "  --scrub-interval DURATION  a scrub pass starts this often, 1s..30d (days as\n"
+	      "                             7d); 0 off (default 7d)\n"
 	      "  --help                     this text\n"
 	      "  --version                  print the version\n",
 	      out);
@@ -148,6 +158,44 @@ parse_uint(const char *s, unsigned *out)
 		return -EINVAL;
 	*out = (unsigned)v;
 	return 0;
+}
+
+/* --scrub-rate: MiB/s as a bare number, else a size per second ("512KiB", "1GiB/s"). */
+static int
+parse_rate(const char *s, uint64_t *out)
+{
+	char buf[64], *end;
+	size_t n = strlen(s);
+	double v;
+
+	if (n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n + 1);
+	if (n > 2 && !strcmp(buf + n - 2, "/s"))
+		buf[n - 2] = 0;
+	errno = 0;
+	v = strtod(buf, &end);
+	if (end != buf && !*end && !errno && v >= 0 && v <= 65536) {
+		*out = (uint64_t)(v * 1048576.0);
+		return 0;
+	}
+	return zc_parse_size(buf, out);
+}
+
+/* --scrub-interval: a duration, also in days ("7d"). */
+static int
+parse_days(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end != s && !strcmp(end, "d") && !errno && v >= 0 && v <= 365) {
+		*out = (uint64_t)(v * 86400e9);
+		return 0;
+	}
+	return zc_parse_duration_ns(s, out);
 }
 
 static int
@@ -221,6 +269,8 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->heal_interval_ns = 60000000000ull;
 	c->gc_grace_ns = 600000000000ull;
 	c->heal_after_ns = 600000000000ull;
+	c->scrub_rate = DN_SCRUB_DEFAULT_RATE;
+	c->scrub_every_ns = DN_SCRUB_DEFAULT_INTERVAL;
 	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
 		c->heal = true;
 		argv++;
@@ -361,6 +411,19 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			bad = zc_parse_duration_ns(optarg, &c->heal_after_ns);
 			if (!bad && (c->heal_after_ns < 1000000000ull ||
 			             c->heal_after_ns > 30 * 86400000000000ull))
+				bad = -EINVAL;
+			break;
+		case OPT_SCRUB_RATE:
+			bad = parse_rate(optarg, &c->scrub_rate);
+			if (!bad && c->scrub_rate &&
+			    (c->scrub_rate < 4096 || c->scrub_rate > (64ull << 30)))
+				bad = -EINVAL;
+			break;
+		case OPT_SCRUB_INTERVAL:
+			bad = parse_days(optarg, &c->scrub_every_ns);
+			if (!bad && c->scrub_every_ns &&
+			    (c->scrub_every_ns < 1000000000ull ||
+			     c->scrub_every_ns > 30 * 86400000000000ull))
 				bad = -EINVAL;
 			break;
 		case OPT_HELP:

@@ -33,6 +33,8 @@ struct dn_config {
 	uint64_t call_cap;         /* payload bytes queued per Write call before it pauses; 8 MiB */
 	uint64_t grace_ns;         /* SIGTERM: how long in-flight calls may finish; default 5 s */
 	uint64_t heal_interval_ns; /* background healer period; default 60 s, 0 off */
+	uint64_t scrub_rate;       /* --scrub-rate: bytes/s the scrubber reads; 16 MiB/s, 0 off */
+	uint64_t scrub_every_ns;   /* --scrub-interval: between scrub pass starts; 7 d, 0 off */
 	bool heal;                 /* `zest-datanode heal --drive ...`: heal all drives and exit */
 	int heal_drive;            /* with heal: --heal-drive N heals only drive N; -1: all */
 	struct rpc_tls tls;        /* --tls-ca/--tls-cert/--tls-key, or --insecure (one required) */

@@ -286,6 +286,10 @@ int dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n);
 int dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key,
                     struct dn_extent **freed, size_t *nfreed);
 int dn_meta_update_extent(struct dn_meta *m, struct dn_extent *e);
+/* Set cell's missing mark in one transaction, if it is still on drive and unmarked (the
+ * scrubber found it bad): 1 marked, 0 nothing to do, -ENOENT (extent gone), -errno. */
+int dn_meta_mark_missing(struct dn_meta *m, uint64_t id, uint32_t group, unsigned cell,
+                         unsigned drive);
 /* Call fn for every extent (heal). Stops on fn < 0. */
 int dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e), void *arg);
 int dn_meta_bucket_create(struct dn_meta *m, const char *name, uint64_t *ctime);

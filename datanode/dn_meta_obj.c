@@ -474,6 +474,62 @@ dn_meta_update_extent(struct dn_meta *m, struct dn_extent *e)
 	return dn_meta_write(m, upd_fn, e);
 }
 
+struct mark_args {
+	uint64_t id;
+	uint32_t group;
+	unsigned cell, drive;
+	int marked;
+};
+
+/* Read, set the bit, write back in one transaction: a heal updating the extent meanwhile
+ * either sees the mark or is seen by it. */
+static int
+mark_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct mark_args *a = arg;
+	struct dn_extent cur;
+	struct wbuf b = { 0 };
+	uint8_t kb[8];
+	MDB_val k, v;
+	int err;
+
+	dn_meta_ext_key(a->id, kb, &k);
+	err = dn_meta_mdb_err(mdb_get(txn, r->extents, &k, &v));
+	if (err)
+		return err;
+	err = dn_meta_ext_decode(&v, a->id, &cur);
+	if (err)
+		return err;
+	if (a->group >= cur.ngroups || a->cell >= cur.g.k + cur.g.m ||
+	    cur.groups[a->group].drives[a->cell] != a->drive ||
+	    (cur.groups[a->group].missing & (1u << a->cell))) {
+		dn_extent_free(&cur);
+		if (first)
+			a->marked = 0;
+		return 0; /* moved or marked meanwhile: nothing to do */
+	}
+	cur.groups[a->group].missing |= 1u << a->cell;
+	err = dn_meta_ext_encode(&cur, &b);
+	dn_extent_free(&cur);
+	v.mv_data = b.p;
+	v.mv_size = b.len;
+	if (!err)
+		err = dn_meta_mdb_err(mdb_put(txn, r->extents, &k, &v, 0));
+	free(b.p);
+	if (!err && first)
+		a->marked = 1;
+	return err;
+}
+
+int
+dn_meta_mark_missing(struct dn_meta *m, uint64_t id, uint32_t group, unsigned cell, unsigned drive)
+{
+	struct mark_args a = { id, group, cell, drive, 0 };
+	int err = dn_meta_write(m, mark_fn, &a);
+
+	return err < 0 ? err : a.marked;
+}
+
 int
 dn_meta_each_extent(struct dn_meta *m, int (*fn)(void *arg, struct dn_extent *e), void *arg)
 {

@@ -26,6 +26,7 @@
 #endif
 #include "zc_net.h"
 #include "dn_rpc.h"
+#include "dn_scrub.h"
 #include "rpc.h"
 #include "zc.h"
 
@@ -59,6 +60,7 @@ static struct dn_cluster *cluster;
 static struct dn_cgc *collector; /* the cell collector, with --cluster */
 static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
 static struct dn_coord *coord;   /* the coordinator of Writes, with --cluster */
+static struct dn_scrub *scrub;   /* the scrubber, unless --scrub-rate/-interval 0 */
 
 static void
 metrics_hook(FILE *out, void *arg)
@@ -72,6 +74,8 @@ metrics_hook(FILE *out, void *arg)
 		dn_cheal_metrics(healer, out);
 	if (coord)
 		dn_coord_metrics(coord, out);
+	if (scrub)
+		dn_scrub_metrics(scrub, out);
 }
 
 /* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
@@ -229,6 +233,12 @@ main(int argc, char **argv)
 			goto destroy_binding;
 		}
 	}
+	if (cfg.scrub_rate && cfg.scrub_every_ns && !cfg.discard &&
+	    dn_scrub_create(&(struct dn_scrub_opts){ .store = store,
+	                                             .rate_bps = cfg.scrub_rate,
+	                                             .interval_ns = cfg.scrub_every_ns },
+	                    &scrub))
+		ZC_WARN("datanode", "cannot start the scrubber; serving without it");
 	/* /metrics answers last: tools and tests take it as "ready", gRPC included. */
 	if (cfg.metrics) {
 		dn_metrics_set_hook(store, metrics_hook, store);
@@ -271,9 +281,11 @@ close_store:
 	/* the collector stops before the store goes; its metrics still answer */
 	dn_cgc_stop(collector);
 	dn_cheal_stop(healer);
+	dn_scrub_stop(scrub);
 	dn_store_close(store); /* the metrics thread too: the cluster's series are done */
 	dn_cgc_destroy(collector);
 	dn_cheal_destroy(healer);
+	dn_scrub_destroy(scrub);
 	dn_cluster_destroy(cluster);
 	/* peers' channels still reconnecting let go of gRPC on its own threads: not under exit */
 	rpc_shutdown_wait(5000);

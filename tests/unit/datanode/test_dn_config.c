@@ -175,6 +175,31 @@ main(void)
 	snprintf(line, sizeof(line), "%s --data-io odirect", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	CHECK(strstr(errbuf, "bad value for --data-io: odirect") != NULL);
+	/* the scrubber: MiB/s or a size per second, days; 0 turns it off */
+	CHECK_EQ(parse(&c, six), 0);
+	CHECK_EQ(c.scrub_rate, 16 << 20);
+	CHECK_EQ(c.scrub_every_ns, 7 * 86400000000000ull);
+	snprintf(line, sizeof(line), "%s --scrub-rate 2.5 --scrub-interval 36h", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.scrub_rate, 5 << 19);
+	CHECK_EQ(c.scrub_every_ns, 36 * 3600000000000ull);
+	snprintf(line, sizeof(line), "%s --scrub-rate 512KiB/s --scrub-interval 14d", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.scrub_rate, 512 << 10);
+	CHECK_EQ(c.scrub_every_ns, 14 * 86400000000000ull);
+	snprintf(line, sizeof(line), "%s --scrub-rate 0 --scrub-interval 0", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(!c.scrub_rate && !c.scrub_every_ns);
+	snprintf(line, sizeof(line), "%s --scrub-rate 100B", six); /* below 4 KiB/s */
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	CHECK(strstr(errbuf, "bad value for --scrub-rate: 100B") != NULL);
+	snprintf(line, sizeof(line), "%s --scrub-rate fast", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --scrub-interval 31d", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	CHECK(strstr(errbuf, "bad value for --scrub-interval: 31d") != NULL);
+	snprintf(line, sizeof(line), "%s --scrub-interval 500ms", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --write-quorum 7", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --admission-l1 2s --admission-l2 1s", six);
