@@ -726,10 +726,7 @@ main(void)
 	struct t_etcd e;
 
 	zc_log_init();
-	if (!t_etcd_available()) {
-		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
-		return 77;
-	}
+	t_etcd_require();
 	t_etcd_start(&e, 1);
 	c = t_etcd_client(&e);
 	test_buckets(c);
