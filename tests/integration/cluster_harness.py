@@ -24,6 +24,9 @@
   the test, logs' tails are printed when a test fails, the folder is removed when it passed
   (ZEST_KEEP=1 keeps it). stop_nodes() stops the datanodes before the end of a test, each
   required to exit 0 (their leak checks run at exit).
+- valgrind=True: under `make memcheck` (ZEST_VALGRIND=memcheck) the datanodes run under
+  valgrind's memcheck as zest_harness.Daemon runs a daemon (an error or a definite leak: exit
+  97, which fails the test), with 4x the start and stop timeouts.
 - memcpy=(1, ...): those datanodes run with the LD_PRELOAD memcpy counter
   (tests/integration/memcpy_count.c, $ZEST_MEMCPY_COUNT; not under ASan, which interposes
   memcpy itself); memcpy_counts(i) is what it counted when dn-i exited.
@@ -145,13 +148,15 @@ class Proc:
     """A daemon: started by start(), its metrics endpoint waited for (when it has one)."""
 
     def __init__(self, name, argv, log_path, host="127.0.0.1", metrics_port=None,
-                 start_timeout=START_TIMEOUT, env=None):
+                 start_timeout=START_TIMEOUT, env=None, valgrind=False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.host = host
         self.metrics_port = metrics_port
-        self.start_timeout = start_timeout
+        # under `make memcheck` (ZEST_VALGRIND=memcheck) as zest_harness.Daemon runs it
+        self.valgrind = valgrind and os.environ.get("ZEST_VALGRIND") == "memcheck"
+        self.start_timeout = start_timeout * (4 if self.valgrind else 1)
         self.env = env
         self.proc = None
         self.log = None
@@ -166,7 +171,8 @@ class Proc:
         self.log.write(f"===== {time.strftime('%H:%M:%S')} start {' '.join(self.argv)}\n"
                        .encode())
         self.log.flush()
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+        argv = zh.VALGRIND_ARGS + self.argv if self.valgrind else self.argv
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=self.env)
 
     def wait_ready(self):
@@ -229,6 +235,8 @@ class Proc:
         if self.proc.poll() is not None:
             self._close()
             return None
+        if self.valgrind:
+            timeout *= 4  # leak checking a large heap takes a while
         self.proc.send_signal(signal.SIGCONT)  # a paused daemon would not act on SIGTERM
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -409,7 +417,8 @@ class DataNode(Proc):
         self.port, mport = free_port(host), free_port(host)
         self.address = f"{host}:{self.port}"
         super().__init__(self.node, [], os.path.join(c.root, f"{self.node}.log"), host, mport,
-                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 10), env=c.node_env(i))
+                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 10), env=c.node_env(i),
+                         valgrind=c.valgrind)
         self.argv = self._argv(c)
 
     def _argv(self, c):
@@ -456,7 +465,8 @@ class Cluster:
     def __init__(self, nodes=3, ec="4+2", etcd_members=1, fixed_etcd=False, gateway=True,
                  drives=2, cell_size=None, stripes_per_group=None, gc_grace=None,
                  heal_after=None, write_quorum=None, data_io=None, extra_dn=(), extra_gw=(),
-                 tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), root=None):
+                 tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), valgrind=False,
+                 root=None):
         require_tools()
         if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
@@ -476,6 +486,7 @@ class Cluster:
         self.dn_base = dn_base
         self.env = env  # the gateway's environment (None: ours)
         self.dn_env = dn_env  # the datanodes' (a dict, or a function of the node number)
+        self.valgrind = valgrind  # the datanodes under memcheck in `make memcheck`
         # the nodes the memcpy counter runs in (none under ASan or when it is not built)
         self.memcpy = set(memcpy) if MEMCPY_COUNT and not zh.SANITIZED else set()
         self._memcpy_counts = {}
@@ -556,7 +567,12 @@ class Cluster:
 
     def add_nodes(self, numbers):
         """dn-i for each i, started side by side (a node whose port was taken meanwhile is
-        started again alone, on fresh ports)."""
+        started again alone, on fresh ports); one after the other under memcheck, whose
+        start-up load would otherwise keep them from registering in time."""
+        if self.valgrind and os.environ.get("ZEST_VALGRIND") == "memcheck":
+            for i in numbers:
+                self.add_node(i)
+            return
         fresh = {}
         for i in numbers:
             fresh[i] = DataNode(self, i)
@@ -757,6 +773,10 @@ def _packed(b):
     return out
 
 
+# rpc/cluster.proto's Extent: its integer fields by number
+_EXTENT_INTS = {1: "id", 2: "size", 3: "k", 4: "m", 5: "cell_size", 6: "spg"}
+
+
 def decode_record(b):
     """An ObjectRecord's bytes as {"size", "etag", "crc32c", "extents": [{"id", "size", "k",
     "m", "cell_size", "spg", "nodes": [names], "groups": [{"cells": [node index per cell],
@@ -772,18 +792,8 @@ def decode_record(b):
         elif f == 6:
             e = {"nodes": [], "groups": [], "size": 0}
             for g, w in _fields(v):
-                if g == 1:
-                    e["id"] = w
-                elif g == 2:
-                    e["size"] = w
-                elif g == 3:
-                    e["k"] = w
-                elif g == 4:
-                    e["m"] = w
-                elif g == 5:
-                    e["cell_size"] = w
-                elif g == 6:
-                    e["spg"] = w
+                if g in _EXTENT_INTS:
+                    e[_EXTENT_INTS[g]] = w
                 elif g == 7:
                     e["nodes"].append(w.decode())
                 elif g == 8:

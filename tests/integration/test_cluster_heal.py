@@ -67,9 +67,10 @@ def metric(node, name):
 
 
 def test_cluster_heal():
-    # six datanodes on 127.0.0.11-16, one drive each
+    # six datanodes on 127.0.0.11-16, one drive each (under memcheck in `make memcheck`)
     with ch.cluster(nodes=6, ec=f"{K}+{M}", gateway=False, drives=1, cell_size=CELL,
-                    stripes_per_group=SPG, heal_after=HEAL_AFTER, tls=True, dn_base=10) as c:
+                    stripes_per_group=SPG, heal_after=HEAL_AFTER, tls=True, dn_base=10,
+                    valgrind=True) as c:
         nodes = [c.node(i) for i in range(1, 7)]
         c.etcd.ctl("put", "/zest/buckets/bkt", "")
         objs = {}

@@ -76,10 +76,11 @@ def put_waiting(c, key, src):
 
 
 def test_cluster_write():
-    # six datanodes on 127.0.0.11-16, one drive each; the coordinator dn-1 with the memcpy
-    # counter (not under ASan)
+    # six datanodes on 127.0.0.11-16, one drive each (under memcheck in `make memcheck`); the
+    # coordinator dn-1 with the memcpy counter (not under ASan)
     with ch.cluster(nodes=6, ec=f"{K}+{M}", gateway=False, drives=1, cell_size=CELL,
-                    stripes_per_group=SPG, tls=True, dn_base=10, memcpy=(1,)) as c:
+                    stripes_per_group=SPG, tls=True, dn_base=10, valgrind=True,
+                    memcpy=(1,)) as c:
         root, etcd = c.root, c.etcd
         nodes = [c.node(i) for i in range(1, 7)]
         coord = c.node(1)
