@@ -20,16 +20,31 @@
 - kill (SIGKILL) and restart (same name, address, ports, certificate; optionally wiped drive
   folders), etcd members stopped and started, /metrics of every daemon as dicts.
 - Teardown: SIGTERM everything still running (the datanodes first, so they deregister while
-  etcd is up), a daemon exiting non-zero at SIGTERM fails the test, logs' tails are printed when
-  a test fails, the folder is removed when it passed (ZEST_KEEP=1 keeps it).
+  etcd is up; a SIGSTOPped one gets SIGCONT first), a daemon exiting non-zero at SIGTERM fails
+  the test, logs' tails are printed when a test fails, the folder is removed when it passed
+  (ZEST_KEEP=1 keeps it). stop_nodes() stops the datanodes before the end of a test, each
+  required to exit 0 (their leak checks run at exit).
+- valgrind=True: under `make memcheck` (ZEST_VALGRIND=memcheck) the datanodes run under
+  valgrind's memcheck as zest_harness.Daemon runs a daemon (an error or a definite leak: exit
+  97, which fails the test), with 4x the start and stop timeouts.
+- memcpy=(1, ...): those datanodes run with the LD_PRELOAD memcpy counter
+  (tests/integration/memcpy_count.c, $ZEST_MEMCPY_COUNT; not under ASan, which interposes
+  memcpy itself); memcpy_counts(i) is what it counted when dn-i exited.
+- Objects' records (rpc/cluster.proto's ObjectRecord) read from etcd and decoded (record),
+  the cell files on a datanode's drives (DataNode.cells), the layout of a cell
+  (cell_len, data_cell_bytes), and tests/integration/dn_client against a datanode (its
+  zest.Datanode calls, over mTLS with a client certificate of the CA).
 - Skip (exit 77, raised as Skip): etcd or etcdctl or openssl missing, fixed addresses taken,
   the gateway without --cluster (the branch does not have it yet).
 
 ZEST_INSECURE=1 (or Cluster(tls=False)) runs the internal gRPC in plaintext. etcd is always
 plain http here: its TLS is test_cluster_members.py's concern.
 """
+import base64
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +62,10 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 CERTS_SH = zh.CERTS_SH
 LEASE_TTL = 10  # DN_CLUSTER_TTL_S: a SIGKILLed node leaves /zest/nodes/ after this
 START_TIMEOUT = float(os.environ.get("ZEST_START_TIMEOUT", "15"))
+DN_CLIENT = os.environ.get("ZEST_DN_CLIENT") or os.path.join(zh.BUILD, "tests", "integration",
+                                                               "dn_client")
+MEMCPY_COUNT = os.environ.get("ZEST_MEMCPY_COUNT")
+CELL_FILE = re.compile(r"^([0-9a-f]{16})\.(\d+)\.(\d+)$")  # <extent>.<group>.<cell>
 
 
 class Skip(Exception):
@@ -129,13 +148,15 @@ class Proc:
     """A daemon: started by start(), its metrics endpoint waited for (when it has one)."""
 
     def __init__(self, name, argv, log_path, host="127.0.0.1", metrics_port=None,
-                 start_timeout=START_TIMEOUT, env=None):
+                 start_timeout=START_TIMEOUT, env=None, valgrind=False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.host = host
         self.metrics_port = metrics_port
-        self.start_timeout = start_timeout
+        # under `make memcheck` (ZEST_VALGRIND=memcheck) as zest_harness.Daemon runs it
+        self.valgrind = valgrind and os.environ.get("ZEST_VALGRIND") == "memcheck"
+        self.start_timeout = start_timeout * (4 if self.valgrind else 1)
         self.env = env
         self.proc = None
         self.log = None
@@ -150,7 +171,8 @@ class Proc:
         self.log.write(f"===== {time.strftime('%H:%M:%S')} start {' '.join(self.argv)}\n"
                        .encode())
         self.log.flush()
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+        argv = zh.VALGRIND_ARGS + self.argv if self.valgrind else self.argv
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env=self.env)
 
     def wait_ready(self):
@@ -190,6 +212,15 @@ class Proc:
     def metrics(self):
         return parse_metrics(http_get(self.host, self.metrics_port))
 
+    def promtool(self):
+        """Its /metrics pass Prometheus' own check (when promtool is installed)."""
+        if not shutil.which("promtool"):
+            return
+        p = subprocess.run(["promtool", "check", "metrics"],
+                           input=http_get(self.host, self.metrics_port).encode(),
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
+
     def kill9(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
@@ -204,6 +235,9 @@ class Proc:
         if self.proc.poll() is not None:
             self._close()
             return None
+        if self.valgrind:
+            timeout *= 4  # leak checking a large heap takes a while
+        self.proc.send_signal(signal.SIGCONT)  # a paused daemon would not act on SIGTERM
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(timeout)
@@ -303,6 +337,11 @@ class Etcd:
         out = self.ctl("get", key, "--print-value-only").stdout
         return out[:-1] if out.endswith(b"\n") else (out or None)
 
+    def value(self, key):
+        """The value of key exactly as stored (etcdctl's JSON, base64), or None."""
+        kvs = json.loads(self.ctl("get", key, "-w", "json").stdout).get("kvs", [])
+        return base64.b64decode(kvs[0].get("value", "")) if kvs else None
+
     def stop_member(self, i, sig=signal.SIGKILL):
         p = self.procs[i]
         if sig == signal.SIGKILL:
@@ -378,8 +417,8 @@ class DataNode(Proc):
         self.port, mport = free_port(host), free_port(host)
         self.address = f"{host}:{self.port}"
         super().__init__(self.node, [], os.path.join(c.root, f"{self.node}.log"), host, mport,
-                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 10),
-                         env=c.dn_env(i) if callable(c.dn_env) else c.dn_env)
+                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 10), env=c.node_env(i),
+                         valgrind=c.valgrind)
         self.argv = self._argv(c)
 
     def _argv(self, c):
@@ -407,6 +446,18 @@ class DataNode(Proc):
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
 
+    def cells(self):
+        """{(extent hex, group, cell): path} of the cell files on its drives
+        (<drive>/data/<xx>/<extent>.<group>.<cell>)."""
+        out = {}
+        for d in self.drives:
+            for dirpath, _, files in os.walk(os.path.join(d, "data")):
+                for f in files:
+                    m = CELL_FILE.match(f)
+                    if m:
+                        out[(m[1], int(m[2]), int(m[3]))] = os.path.join(dirpath, f)
+        return out
+
 
 class Cluster:
     """etcd, N datanodes dn-1..dn-N with --cluster, and (gateway=True) zest-s3gw --cluster."""
@@ -414,7 +465,8 @@ class Cluster:
     def __init__(self, nodes=3, ec="4+2", etcd_members=1, fixed_etcd=False, gateway=True,
                  drives=2, cell_size=None, stripes_per_group=None, gc_grace=None,
                  heal_after=None, write_quorum=None, data_io=None, extra_dn=(), extra_gw=(),
-                 tls=None, dn_base=20, env=None, dn_env=None, root=None):
+                 tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), valgrind=False,
+                 root=None):
         require_tools()
         if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
@@ -434,6 +486,10 @@ class Cluster:
         self.dn_base = dn_base
         self.env = env  # the gateway's environment (None: ours)
         self.dn_env = dn_env  # the datanodes' (a dict, or a function of the node number)
+        self.valgrind = valgrind  # the datanodes under memcheck in `make memcheck`
+        # the nodes the memcpy counter runs in (none under ASan or when it is not built)
+        self.memcpy = set(memcpy) if MEMCPY_COUNT and not zh.SANITIZED else set()
+        self._memcpy_counts = {}
         self.nodes = {}
         self.gw = None
         self.etcd = None
@@ -463,7 +519,44 @@ class Cluster:
                            check=True, timeout=60)
         return pem, key
 
+    def client_cert(self, name):
+        """A client certificate of the cluster CA: (pem, key)."""
+        d = self.certs["dir"]
+        pem, key = f"{d}/{name}.pem", f"{d}/{name}.key"
+        if not os.path.exists(pem):
+            subprocess.run([CERTS_SH, "client", d, name], check=True, timeout=60)
+        return pem, key
+
     # ---- datanodes
+    def node_env(self, i):
+        """dn-i's environment (None: ours): dn_env's, with the memcpy counter if asked."""
+        env = self.dn_env(i) if callable(self.dn_env) else self.dn_env
+        if i in self.memcpy:
+            env = dict(env or os.environ, LD_PRELOAD=MEMCPY_COUNT,
+                       ZEST_MEMCPY_OUT=self.memcpy_path(i))
+        return env
+
+    def memcpy_path(self, i):
+        return os.path.join(self.root, f"dn-{i}.memcpy")
+
+    def memcpy_counts(self, i):
+        """{"program": bytes, "libraries": bytes} of memcpy/memmove calls of >= 1 KiB the
+        counter wrote when dn-i exited (zest's own code, linked statically, and the shared
+        libraries'), or None (not counted, or not exited yet)."""
+        if i not in self._memcpy_counts:
+            try:
+                with open(self.memcpy_path(i)) as f:
+                    self._memcpy_counts[i] = {k: int(v) for k, v in
+                                              (w.split("=") for w in f.read().split())}
+            except OSError:
+                return None
+        return self._memcpy_counts[i]
+
+    def stop_nodes(self):
+        """SIGTERM every running datanode; each must exit 0 (its leak checks run at exit)."""
+        for n in self.running_nodes():
+            assert n.stop() == 0, f"{n.node} exited non-zero (leak check)"
+
     def add_node(self, i):
         def start():
             n = DataNode(self, i)
@@ -474,7 +567,12 @@ class Cluster:
 
     def add_nodes(self, numbers):
         """dn-i for each i, started side by side (a node whose port was taken meanwhile is
-        started again alone, on fresh ports)."""
+        started again alone, on fresh ports); one after the other under memcheck, whose
+        start-up load would otherwise keep them from registering in time."""
+        if self.valgrind and os.environ.get("ZEST_VALGRIND") == "memcheck":
+            for i in numbers:
+                self.add_node(i)
+            return
         fresh = {}
         for i in numbers:
             fresh[i] = DataNode(self, i)
@@ -521,13 +619,24 @@ class Cluster:
 
     def cell_files(self, i):
         """The cell files on dn-i's drives (<drive>/data/<xx>/<id>.<group>.<cell>)."""
-        import re
-        pat = re.compile(r"^[0-9a-f]{16}\.\d+\.\d+$")
-        out = []
-        for d in self.nodes[i].drives:
-            for dirpath, _, files in os.walk(os.path.join(d, "data")):
-                out += [os.path.join(dirpath, f) for f in files if pat.match(f)]
-        return out
+        return list(self.nodes[i].cells().values())
+
+    def record(self, bucket, key):
+        """bucket/key's ObjectRecord in etcd, decoded (decode_record), or None."""
+        v = self.etcd.value(f"/zest/objects/{bucket}/{key}")
+        return decode_record(v) if v is not None else None
+
+    def dn_client(self, i, *args, check=True, timeout=60):
+        """tests/integration/dn_client CMD ARGS against dn-i (put, get, stat, ... as it
+        documents), over mTLS with a client certificate of the CA; check: a non-zero exit fails
+        the test. The CompletedProcess (text)."""
+        pem, key = self.client_cert("tool")
+        argv = [DN_CLIENT, "--target", self.nodes[i].address, "--cluster-ca", self.certs["ca"],
+                "--cluster-cert", pem, "--cluster-key", key, *args]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"dn_client {args} failed: {p.stdout} {p.stderr}")
+        return p
 
     def node_metrics(self, i):
         return self.nodes[i].metrics()
@@ -612,12 +721,110 @@ class Cluster:
                 bad.append((p.name, rc))
         if self.etcd is not None:
             self.etcd.close()
+        for i in self.memcpy:
+            self.memcpy_counts(i)  # read before the folder goes
         if failed or bad:
             self.dump_logs()
             sys.stderr.write(f"kept {self.root}\n")
         elif not os.environ.get("ZEST_KEEP"):
             shutil.rmtree(self.root, ignore_errors=True)
         return bad
+
+
+# ---- objects' records (rpc/cluster.proto's ObjectRecord) and the layout of their cells
+
+def _varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def _fields(b):
+    """[(field number, value)]: ints for varint/fixed, bytes for length-delimited."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        f, t = key >> 3, key & 7
+        if t == 0:
+            v, i = _varint(b, i)
+        elif t == 1:
+            v, i = int.from_bytes(b[i:i + 8], "little"), i + 8
+        elif t == 5:
+            v, i = int.from_bytes(b[i:i + 4], "little"), i + 4
+        elif t == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise ValueError(f"wire type {t}")
+        out.append((f, v))
+    return out
+
+
+def _packed(b):
+    out, i = [], 0
+    while i < len(b):
+        v, i = _varint(b, i)
+        out.append(v)
+    return out
+
+
+# rpc/cluster.proto's Extent: its integer fields by number
+_EXTENT_INTS = {1: "id", 2: "size", 3: "k", 4: "m", 5: "cell_size", 6: "spg"}
+
+
+def decode_record(b):
+    """An ObjectRecord's bytes as {"size", "etag", "crc32c", "extents": [{"id", "size", "k",
+    "m", "cell_size", "spg", "nodes": [names], "groups": [{"cells": [node index per cell],
+    "missing": bitmask}]}]}: a reader of the wire format, enough for these fields."""
+    rec = {"size": 0, "etag": "", "extents": []}
+    for f, v in _fields(b):
+        if f == 1:
+            rec["size"] = v
+        elif f == 2:
+            rec["etag"] = v.decode()
+        elif f == 3:
+            rec["crc32c"] = v
+        elif f == 6:
+            e = {"nodes": [], "groups": [], "size": 0}
+            for g, w in _fields(v):
+                if g in _EXTENT_INTS:
+                    e[_EXTENT_INTS[g]] = w
+                elif g == 7:
+                    e["nodes"].append(w.decode())
+                elif g == 8:
+                    grp = {"cells": [], "missing": 0}
+                    for h, x in _fields(w):
+                        if h == 1:
+                            grp["cells"] += _packed(x) if isinstance(x, bytes) else [x]
+                        elif h == 2:
+                            grp["missing"] = x
+                    e["groups"].append(grp)
+            rec["extents"].append(e)
+    return rec
+
+
+def cell_len(size, g, c, k, cell, spg):
+    """dn_coord_cell_len: the length of cell c of group g of a size-byte object, RS(k, m) with
+    cells of cell bytes and spg stripes a group (the single-node layout of a cell file)."""
+    sb, gb = k * cell, k * cell * spg
+    start = g * gb
+    if start >= size:
+        return 0
+    gl = min(size - start, gb)
+    ns = (gl + sb - 1) // sb
+    last = (ns - 1) * sb + (c if c < k else 0) * cell
+    return (ns - 1) * cell + max(0, min(cell, gl - last))
+
+
+def data_cell_bytes(data, g, c, k, cell, spg):
+    """What data cell c (< k) of group g holds of the object data: its part of each stripe."""
+    gb = k * cell * spg
+    return b"".join(data[g * gb + s * k * cell + c * cell:][:cell] for s in range(spg))
 
 
 def body(seed, size):
@@ -667,11 +874,12 @@ def cluster(**kw):
             raise AssertionError(f"daemons exited non-zero at shutdown: {bad}")
 
 
-def run(tests):
-    """zest_harness.run_tests, with Skip before any test ran meaning exit 77."""
+def run(tests, gateway=True):
+    """zest_harness.run_tests, with Skip before any test ran meaning exit 77 (gateway=False:
+    the tests start no gateway, so its --cluster is not needed)."""
     try:
         require_tools()
-        if not has_flag(zh.GATEWAY, "--cluster"):
+        if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
     except Skip as e:
         print(f"skip: {e}")

@@ -1,10 +1,12 @@
 /*
- * Shared by test_rpc_cmeta.c and test_dn_cgc.c: a real etcd client that waits for a leader,
- * and a one-extent put of RS(2,1) cells of 4 KiB, one stripe per group.
+ * Shared by test_rpc_cmeta.c, test_rpc_cmeta_upload.c, test_dn_cgc.c and test_dn_cheal.c: a
+ * real etcd client that waits for a leader, a one-extent put of RS(2,1) cells of 4 KiB, one
+ * stripe per group, its commit, and multipart parts written in bulk.
  */
 #ifndef ZEST_TEST_CMETA_H
 #define ZEST_TEST_CMETA_H
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +78,76 @@ t_put_init(struct t_put *t, const char *bucket, const char *key, uint64_t extent
 		                       .extents = &t->x,
 		                       .nextents = 1,
 		                       .timeout_ms = 3000 };
+}
+
+/* Commits bucket/key as one extent of size bytes on dn-1, dn-2, dn-3 (the record it replaced
+ * dropped). */
+static inline void
+t_put1(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent, uint64_t size)
+{
+	static const char *const nodes[] = { "dn-1", "dn-2", "dn-3" };
+	struct rpc_cmeta_old old;
+	struct t_put t;
+
+	t_put_init(&t, bucket, key, extent, size, nodes, 3);
+	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
+	rpc_cmeta_old_fini(&old);
+}
+
+/*
+ * n parts of upload uid in .zest-mpu, p/<uid>/00001 on, part i one 4 KiB extent base + i on
+ * dn-1..dn-3: their records and index keys as commits would leave them, but written by Txns
+ * of batch records (2 * batch ops, within etcd's ops limit), so that thousands of parts take
+ * seconds. keys[i] gets part i's key, pp[i] names it (any ETag).
+ */
+static inline void
+t_parts_put_batched(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base, unsigned batch,
+                    struct rpc_cmeta_part *pp, char (*keys)[48])
+{
+	static const char *const nodes[] = { "dn-1", "dn-2", "dn-3" };
+	struct rpc_etcd_op *ops = calloc(2 * (size_t)batch, sizeof(*ops));
+	char(*okeys)[96] = calloc(batch, sizeof(*okeys));
+	char(*xkeys)[RPC_CMETA_EXTENT_KEY_CAP] = calloc(batch, sizeof(*xkeys));
+	uint8_t **val = calloc(batch, sizeof(*val));
+	char why[RPC_CL_WHY_MAX];
+
+	CHECK(batch > 0 && ops && okeys && xkeys && val);
+	for (unsigned b = 0; b < n; b += batch) {
+		unsigned m = n - b < batch ? n - b : batch;
+		struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 * (size_t)m };
+
+		for (unsigned j = 0; j < m; j++) {
+			unsigned i = b + j;
+			struct t_put t;
+			size_t len;
+			int kl, xl;
+
+			snprintf(keys[i], sizeof(keys[i]), "p/%s/%05u", uid, i + 1);
+			pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+			t_put_init(&t, ".zest-mpu", keys[i], base + i, 4096, nodes, 3);
+			CHECK_EQ(rpc_cmeta_encode(&t.p, &val[j], &len, why, sizeof(why)), 0);
+			kl = rpc_cmeta_object_key(".zest-mpu", keys[i], okeys[j], sizeof(okeys[j]));
+			xl = rpc_cmeta_extent_key(base + i, xkeys[j], sizeof(xkeys[j]));
+			CHECK(kl > 0 && xl > 0);
+			ops[2 * j] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                           .r = { .key = okeys[j],
+				                                  .key_len = (size_t)kl },
+				                           .value = val[j],
+				                           .value_len = len };
+			ops[2 * j + 1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
+				                               .r = { .key = xkeys[j],
+				                                      .key_len = (size_t)xl },
+				                               .value = okeys[j],
+				                               .value_len = (size_t)kl };
+		}
+		CHECK_EQ(rpc_etcd_txn(c, &txn, NULL, 0), 0);
+		for (unsigned j = 0; j < m; j++)
+			free(val[j]);
+	}
+	free(val);
+	free(xkeys);
+	free(okeys);
+	free(ops);
 }
 
 #endif

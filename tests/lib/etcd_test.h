@@ -4,7 +4,7 @@
  * --unsafe-no-fsync; on tmpfs an fsync costs nothing), fast raft timers (heartbeat 50 ms,
  * election 500 ms, so the shortest lease is 1 s) and each member's log in its dir.
  * Members die with the test (PR_SET_PDEATHSIG). t_etcd_stop kills them and removes the
- * dirs. A test skips (exit 77) when t_etcd_available() is false.
+ * dirs. A test skips (exit 77) when t_etcd_available() is false (t_etcd_require).
  *
  * t_etcd_start_tls serves clients over https with mTLS from PEM files in tls_dir (made by
  * t_tls_make: ca.pem, server.pem/.key for IP 127.0.0.1, client.pem/.key), the peers stay
@@ -76,6 +76,16 @@ static inline bool
 t_etcd_available(void)
 {
 	return access(t_etcd_bin(), X_OK) == 0;
+}
+
+/* Exit 77 (the test skips) when there is no etcd to start. */
+static inline void
+t_etcd_require(void)
+{
+	if (!t_etcd_available()) {
+		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
+		exit(77);
+	}
 }
 
 /* Free loopback ports, all held open together so they differ, then released. */

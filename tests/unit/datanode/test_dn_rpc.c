@@ -7,43 +7,19 @@
  * messages whose CRC32C lies (checked by the engine, not the rpc layer).
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
-#include "dn_rpc.h"
-#include "rpc.h"
-
-#include "dn_test.h" /* after rpc.h: with its client helpers */
+#include "dn_rpc_test.h"
 #include "dn_internal.h"
 #include "dn_meta_internal.h" /* the metadata write lock, held to stall writes */
 #include "rpc_raw.h"
 
-struct env {
-	struct t_env t;
-	struct dn_rpc *b;
-	struct rpc_server *srv;
-	struct rpc_client *cl;
-	char target[64];
-};
-
 static void
-env_up_with(struct env *e, size_t call_cap, void (*tweak)(struct dn_store_opts *o))
+env_up_with(struct t_rpc_env *e, size_t call_cap, void (*tweak)(struct dn_store_opts *o))
 {
-	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
-		                      .cq_threads = 2,
-		                      .tls.insecure = true };
-	struct rpc_client_opts co = { .tls.insecure = true };
-	struct rpc_server_handlers h;
-	uint64_t ct;
-
-	t_env_init(&e->t, 6, 4, 2);
+	t_rpc_env_init(e);
+	e->bo.call_cap = call_cap;
 	if (tweak)
 		tweak(&e->t.o);
-	t_open(&e->t);
-	CHECK_EQ(dn_bucket_create(e->t.s, "bkt", &ct), 0);
-	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
-	CHECK_EQ(rpc_server_create(&so, &h, &e->srv), 0);
-	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
-	co.target = e->target;
-	CHECK_EQ(rpc_client_create(&co, &e->cl), 0);
+	t_rpc_env_open(e, "bkt");
 }
 
 static void
@@ -55,24 +31,13 @@ tight_admission(struct dn_store_opts *o)
 }
 
 static void
-env_up(struct env *e, size_t call_cap)
+env_up(struct t_rpc_env *e, size_t call_cap)
 {
 	env_up_with(e, call_cap, NULL);
 }
 
-static void
-env_down(struct env *e, unsigned grace_ms)
-{
-	rpc_client_destroy(e->cl);
-	rpc_server_destroy(e->srv, grace_ms);
-	dn_rpc_destroy(e->b);
-	t_env_fini(&e->t);
-	CHECK_EQ(zc_ref_live(), 0);
-	CHECK_EQ(rpc_live_buffers(), 0);
-}
-
 static int
-put(struct env *e, const char *key, const uint8_t *buf, size_t len, size_t chunk, unsigned k,
+put(struct t_rpc_env *e, const char *key, const uint8_t *buf, size_t len, size_t chunk, unsigned k,
     struct rpc_status *st)
 {
 	return t_rpc_put(e->cl, "bkt", key, buf, len, chunk, k, k ? 2 : 0, NULL, st);
@@ -95,7 +60,7 @@ mem_sink(void *arg, uint64_t offset, const struct zc_seg *seg)
 }
 
 static void
-get(struct env *e, const char *key, struct membuf *m, bool cancel, struct t_get *g)
+get(struct t_rpc_env *e, const char *key, struct membuf *m, bool cancel, struct t_get *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->sink = mem_sink;
@@ -108,7 +73,7 @@ get(struct env *e, const char *key, struct membuf *m, bool cancel, struct t_get 
 static void
 test_pause_resume_round_trip(void)
 {
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	size_t len = (3u << 20) + 12345;
 	uint8_t *buf = malloc(len), *back = malloc(len);
@@ -122,7 +87,7 @@ test_pause_resume_round_trip(void)
 	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
 	CHECK_EQ(g.bytes, len);
 	CHECK(memcmp(buf, back, len) == 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 	free(back);
 }
@@ -130,7 +95,7 @@ test_pause_resume_round_trip(void)
 static void
 test_refusal_after_accept(void)
 {
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	size_t len = 2u << 20;
 	uint8_t *buf = malloc(len);
@@ -153,7 +118,7 @@ test_refusal_after_accept(void)
 		CHECK_EQ(rpc_client_put(e.cl, &op, buf, 10, 10, NULL, &st), ZC_E(ZC_NO_BUCKET));
 		CHECK(strcmp(st.msg, "NoSuchBucket: nob") == 0);
 	}
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 }
 
@@ -161,7 +126,7 @@ test_refusal_after_accept(void)
 static void
 test_bad_crc(void)
 {
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	struct dn_object_info info;
 	uint8_t *buf = malloc(300000);
@@ -189,7 +154,7 @@ test_bad_crc(void)
 	dn_object_info_fini(&info);
 	/* and the same key is writable right after */
 	CHECK_EQ(put(&e, "crc", buf, 123456, 64 << 10, 0, &st), 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	for (size_t i = 0; i < 2; i++)
 		free(later[i].bytes);
 	free(first[0].bytes);
@@ -198,69 +163,25 @@ test_bad_crc(void)
 }
 
 /* ---- a Write cancelled by its client, and one left open at shutdown ---- */
-struct wstate {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done;
-	struct rpc_status st;
-};
-
-static void
-w_writable(void *arg, struct rpc_cwrite *w)
-{
-	(void)arg;
-	(void)w;
-}
-
-static void
-w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-       const struct rpc_write_result *r)
-{
-	struct wstate *s = arg;
-
-	(void)w;
-	(void)r;
-	pthread_mutex_lock(&s->mu);
-	s->st = *st;
-	s->done = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
 static struct rpc_cwrite *
-open_stream(struct env *e, const char *key, struct wstate *s, const uint8_t *buf, size_t n,
+open_stream(struct t_rpc_env *e, const char *key, struct t_wstate *s, const uint8_t *buf, size_t n,
             size_t chunk)
 {
 	struct rpc_write_open op = { .bucket = "bkt", .key = key };
-	struct rpc_cwrite_cbs cbs = { w_writable, w_done };
 	struct rpc_cwrite *w;
 
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	CHECK_EQ(rpc_cwrite_open(e->cl, &op, &cbs, s, &w), 0);
-	for (size_t off = 0; off < n; off += chunk) {
-		struct zc_seg seg = { (void *)(buf + off), chunk, NULL };
-
-		while (rpc_cwrite_send(w, &seg, 1) == -EAGAIN)
-			usleep(1000);
-	}
+	t_wstate_init(s);
+	CHECK_EQ(rpc_cwrite_open(e->cl, &op, &t_wstate_cbs, s, &w), 0);
+	for (size_t off = 0; off < n; off += chunk)
+		t_cwrite_send(w, buf + off, chunk);
 	return w;
-}
-
-static void
-wait_done(struct wstate *s)
-{
-	pthread_mutex_lock(&s->mu);
-	while (!s->done)
-		pthread_cond_wait(&s->cond, &s->mu);
-	pthread_mutex_unlock(&s->mu);
 }
 
 static void
 test_client_cancels(void)
 {
-	struct env e;
-	struct wstate s = { 0 };
+	struct t_rpc_env e;
+	struct t_wstate s = { 0 };
 	struct t_get g;
 	struct rpc_status st;
 	struct dn_object_info info;
@@ -274,7 +195,7 @@ test_client_cancels(void)
 	w = open_stream(&e, "half", &s, buf, len / 2, 64 << 10);
 	usleep(100000);
 	rpc_cwrite_cancel(w);
-	wait_done(&s);
+	t_wstate_wait(&s, 0);
 	rpc_cwrite_destroy(w);
 	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
 	usleep(100000); /* the server's abort runs on a worker */
@@ -288,7 +209,7 @@ test_client_cancels(void)
 	get(&e, "nokey", &m, false, &g);
 	CHECK_EQ(g.st.code, GRPC_STATUS_NOT_FOUND);
 	CHECK(strcmp(g.st.msg, "NoSuchKey: nokey") == 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 	free(back);
 }
@@ -296,12 +217,12 @@ test_client_cancels(void)
 static void
 test_shutdown_with_write_open(void)
 {
-	struct env e;
-	struct wstate s = { 0 };
+	struct t_rpc_env e;
+	struct t_wstate s = { 0 };
 	size_t len = 1u << 20;
 	uint8_t *buf = malloc(len);
 	struct rpc_cwrite *w;
-	struct dn_store *store;
+	struct dn_object_info info;
 
 	t_fill(buf, len);
 	env_up(&e, 0);
@@ -310,20 +231,15 @@ test_shutdown_with_write_open(void)
 	/* the server cancels the stream after its grace; the binding aborts the write */
 	rpc_server_destroy(e.srv, 100);
 	e.srv = NULL;
-	wait_done(&s);
+	t_wstate_wait(&s, 0);
 	rpc_cwrite_destroy(w);
 	CHECK(s.st.code != GRPC_STATUS_OK);
 	rpc_client_destroy(e.cl);
+	e.cl = NULL;
 	dn_rpc_destroy(e.b);
-	store = e.t.s;
-	{
-		struct dn_object_info info;
-
-		CHECK_EQ(dn_stat(store, "bkt", "open", &info), -ENOENT);
-	}
-	t_env_fini(&e.t);
-	CHECK_EQ(zc_ref_live(), 0);
-	CHECK_EQ(rpc_live_buffers(), 0);
+	e.b = NULL;
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "open", &info), -ENOENT);
+	t_rpc_env_fini(&e, 0);
 	free(buf);
 }
 
@@ -331,7 +247,7 @@ test_shutdown_with_write_open(void)
 static void
 test_slowdown(void)
 {
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	size_t len = 256u << 10;
 	uint8_t *buf = malloc(len);
@@ -350,32 +266,11 @@ test_slowdown(void)
 	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
 	dn_drive_inject_delay(e.t.s, 0, 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 }
 
 /* ---- Writes queued by admission hold no write worker ---- */
-static bool
-wait_done_ms(struct wstate *s, unsigned ms)
-{
-	struct timespec ts;
-	bool done;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&s->mu);
-	while (!s->done && pthread_cond_timedwait(&s->cond, &s->mu, &ts) == 0)
-		;
-	done = s->done;
-	pthread_mutex_unlock(&s->mu);
-	return done;
-}
-
 /* Poll a store counter (test side) until it reaches want, at most ms; returns it. */
 static uint64_t
 wait_queued(struct dn_store *st, uint64_t want, unsigned ms)
@@ -432,8 +327,8 @@ static void
 test_queued_opens_hold_no_worker(void)
 {
 	enum { NP = 4 };
-	struct env e;
-	struct wstate a = { 0 }, p[NP], over = { 0 }, last = { 0 };
+	struct t_rpc_env e;
+	struct t_wstate a = { 0 }, p[NP], over = { 0 }, last = { 0 };
 	struct rpc_cwrite *wa, *wp[NP], *wover, *wlast;
 	struct dn_object_info info;
 	size_t len = 256u << 10, part = 64u << 10;
@@ -456,14 +351,10 @@ test_queued_opens_hold_no_worker(void)
 	}
 	wait_queued(e.t.s, NP, 3000);
 	/* The rest of A and its commit while NP > workers opens are queued. */
-	for (size_t off = part; off + part < len; off += part) {
-		struct zc_seg seg = { buf + off, part, NULL };
-
-		while (rpc_cwrite_send(wa, &seg, 1) == -EAGAIN)
-			usleep(1000);
-	}
+	for (size_t off = part; off + part < len; off += part)
+		t_cwrite_send(wa, buf + off, part);
 	commit_stream(wa, buf + len - part, part);
-	CHECK(wait_done_ms(&a, 10000)); /* normal: milliseconds; before: the 30 s queue wait */
+	CHECK(t_wstate_wait(&a, 10000)); /* normal: milliseconds; before: the 30 s queue wait */
 	CHECK_EQ(a.st.code, GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wa);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "live", &info), 0);
@@ -474,7 +365,7 @@ test_queued_opens_hold_no_worker(void)
 	CHECK_EQ(parked_now(e.t.s), NP);
 	wover = open_stream(&e, "over", &over, buf, part, part);
 	commit_stream(wover, buf + part, part); /* the refusal is told at the next callback */
-	CHECK(wait_done_ms(&over, 10000));
+	CHECK(t_wstate_wait(&over, 10000));
 	CHECK_EQ(over.st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(over.st.msg, "SlowDown:", 9) == 0);
 	rpc_cwrite_destroy(wover);
@@ -482,7 +373,7 @@ test_queued_opens_hold_no_worker(void)
 		CHECK(!p[i].done);
 	/* A cancelled open leaves the queue without waiting for its turn. */
 	rpc_cwrite_cancel(wp[0]);
-	CHECK(wait_done_ms(&p[0], 10000));
+	CHECK(t_wstate_wait(&p[0], 10000));
 	CHECK_EQ(p[0].st.code, GRPC_STATUS_CANCELLED);
 	rpc_cwrite_destroy(wp[0]);
 	for (int i = 0; i < 1000 && parked_now(e.t.s) != NP - 1; i++)
@@ -492,7 +383,7 @@ test_queued_opens_hold_no_worker(void)
 	dn_admission_inject_latency(e.t.s, 0);
 	for (int i = 1; i < NP; i++) {
 		commit_stream(wp[i], buf + part, part);
-		CHECK(wait_done_ms(&p[i], 10000));
+		CHECK(t_wstate_wait(&p[i], 10000));
 		CHECK_EQ(p[i].st.code, GRPC_STATUS_OK);
 		rpc_cwrite_destroy(wp[i]);
 		snprintf(key, sizeof(key), "q%d", i);
@@ -502,7 +393,7 @@ test_queued_opens_hold_no_worker(void)
 	}
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "q0", &info), -ENOENT);
 	CHECK_EQ(parked_now(e.t.s), 0);
-	/* Shutdown with an open parked: the server cancels it, nothing leaks (env_down). */
+	/* Shutdown with an open parked: the server cancels it, nothing leaks (t_rpc_env_fini). */
 	dn_admission_inject_latency(e.t.s, 1000000000ull);
 	wlast = open_stream(&e, "last", &last, buf, part, part);
 	for (int i = 0; i < 1000 && parked_now(e.t.s) != 1; i++)
@@ -510,11 +401,11 @@ test_queued_opens_hold_no_worker(void)
 	CHECK_EQ(parked_now(e.t.s), 1);
 	rpc_server_destroy(e.srv, 100);
 	e.srv = NULL;
-	CHECK(wait_done_ms(&last, 10000));
+	CHECK(t_wstate_wait(&last, 10000));
 	CHECK(last.st.code != GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wlast);
 	CHECK_EQ(parked_now(e.t.s), 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 }
 
@@ -542,7 +433,7 @@ test_error_mapping(void)
 		{ -EINVAL, GRPC_STATUS_INVALID_ARGUMENT, ZC_INVALID, "write of bkt/k refused" },
 		{ -EBADMSG, GRPC_STATUS_DATA_LOSS, ZC_BAD_DIGEST, "write of bkt/k failed: " },
 	};
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	uint8_t buf[50000];
 	char msg[RPC_STATUS_MSG_MAX];
@@ -568,7 +459,7 @@ test_error_mapping(void)
 	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
 	CHECK_EQ(zc_err_code(st.err), ZC_INTERNAL);
 	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of bkt/metaio", 55) == 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	/* Two failed drives of six: 4 < quorum 5, refused at open as before. */
 	env_up(&e, 0);
 	CHECK_EQ(dn_drive_fail(e.t.s, 1), 0);
@@ -577,12 +468,12 @@ test_error_mapping(void)
 	CHECK_EQ(st.code, GRPC_STATUS_UNAVAILABLE);
 	CHECK(strncmp(st.msg, "ServiceUnavailable: write quorum not met: 4 of 6 drives (quorum 5)",
 	              66) == 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 }
 
 /* Compose with a condition and a pinned part over the wire: the codes the gateway maps. */
 static int
-compose(struct env *e, const char *key, const char *part, const char *part_etag,
+compose(struct t_rpc_env *e, const char *key, const char *part, const char *part_etag,
         const struct rpc_write_cond *cond, struct rpc_status *st)
 {
 	struct rpc_object_req pr = { .bucket = "bkt", .key = part, .etag = part_etag };
@@ -604,7 +495,7 @@ static void
 test_compose_conditions(void)
 {
 	struct rpc_write_cond inm = { 0 }, im = { 0 };
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	uint8_t buf[30000];
 
@@ -628,7 +519,7 @@ test_compose_conditions(void)
 	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown: ", 10) == 0);
 	CHECK(compose(&e, "dst2", "dst", "copied", NULL, &st) == 0);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 }
 
 /* ---- Reads whose client stopped receiving hold no reader thread ---- */
@@ -676,7 +567,7 @@ test_stalled_reads_hold_no_reader(void)
 {
 	static const struct rpc_cread_cbs cbs = { stalled_chunk, stalled_done };
 	enum { NSTALL = 4 };
-	struct env e;
+	struct t_rpc_env e;
 	struct rpc_status st;
 	size_t len = 24u << 20, small = 100000;
 	uint8_t *buf = malloc(len), *back = malloc(small);
@@ -723,7 +614,7 @@ test_stalled_reads_hold_no_reader(void)
 		pthread_mutex_destroy(&s[i].mu);
 		pthread_cond_destroy(&s[i].cond);
 	}
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 	free(back);
 }
@@ -753,16 +644,9 @@ ucount_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *r
 static unsigned
 ucount_wait(struct ucount *u, unsigned n, unsigned ms)
 {
-	struct timespec ts;
+	struct timespec ts = t_deadline(ms);
 	unsigned got;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&u->mu);
 	while (u->done < n && pthread_cond_timedwait(&u->cond, &u->mu, &ts) == 0)
 		;
@@ -784,7 +668,7 @@ test_unary_writes_off_cq(void)
 	union rpc_unary_req dr = { .object = { .bucket = "bkt", .key = "gone" } };
 	union rpc_unary_req sr = { .object = { .bucket = "bkt", .key = "keep" } };
 	struct rpc_status st;
-	struct env e;
+	struct t_rpc_env e;
 	uint8_t buf[1000];
 
 	t_fill(buf, sizeof(buf));
@@ -800,7 +684,7 @@ test_unary_writes_off_cq(void)
 	pthread_mutex_unlock(&e.t.s->meta->wlock);
 	CHECK_EQ(ucount_wait(&dels, 4, 10000), 4);
 	CHECK_EQ(dels.last_code, GRPC_STATUS_OK);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 }
 
 /* Does the commit thread's queue hold a Write's commit (not a metadata call)? */
@@ -843,9 +727,9 @@ test_unary_writes_batched(void)
 	struct dn_object_info info;
 	struct dn_counters c0, c1;
 	struct rpc_status st;
-	struct wstate wst = { 0 };
+	struct t_wstate wst = { 0 };
 	struct rpc_cwrite *wmix;
-	struct env e;
+	struct t_rpc_env e;
 	uint8_t buf[3000];
 	int ok;
 
@@ -880,7 +764,7 @@ test_unary_writes_batched(void)
 		usleep(5000);
 	CHECK(write_commit_queued(e.t.s));
 	pthread_mutex_unlock(&e.t.s->meta->wlock);
-	CHECK(wait_done_ms(&wst, 10000));
+	CHECK(t_wstate_wait(&wst, 10000));
 	CHECK_EQ(wst.st.code, GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wmix);
 	CHECK_EQ(ucount_wait(&dels, ND, 10000), ND);
@@ -904,7 +788,7 @@ test_unary_writes_batched(void)
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "wmix", &info), 0);
 	CHECK_EQ(info.size, sizeof(buf));
 	dn_object_info_fini(&info);
-	env_down(&e, 1000);
+	t_rpc_env_fini(&e, 1000);
 }
 
 int

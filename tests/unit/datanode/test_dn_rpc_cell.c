@@ -9,91 +9,23 @@
  * build's link faults (rpc_client_fault) are refused the same way. Every case ends with no
  * live payload ref and no live gRPC buffer.
  */
-#include "dn_rpc.h"
-#include "rpc.h"
-
-#include "dn_test.h" /* after rpc.h: with its client helpers */
+#include "dn_rpc_test.h"
 #include "dn_internal.h"
 #include "rpc_raw.h"
 
 #include <fcntl.h>
 
-struct env {
-	struct t_env t;
-	struct dn_rpc *b;
-	struct rpc_server *srv;
-	struct rpc_client *cl;
-	char target[64];
-};
-
 static void
-env_up(struct env *e, enum rpc_marshaller marshaller, size_t call_cap)
+env_up(struct t_rpc_env *e, enum rpc_marshaller marshaller, size_t call_cap)
 {
-	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2, .call_cap = call_cap };
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
-		                      .cq_threads = 2,
-		                      .marshaller = marshaller,
-		                      .tls.insecure = true };
-	struct rpc_client_opts co = { .tls.insecure = true, .max_inflight = 256 << 10 };
-	struct rpc_server_handlers h;
-
-	t_env_init(&e->t, 6, 4, 2);
-	t_open(&e->t);
-	CHECK_EQ(dn_rpc_create(e->t.s, &bo, &e->b, &h), 0);
-	CHECK_EQ(rpc_server_create(&so, &h, &e->srv), 0);
-	snprintf(e->target, sizeof(e->target), "127.0.0.1:%d", rpc_server_port(e->srv));
-	co.target = e->target;
-	CHECK_EQ(rpc_client_create(&co, &e->cl), 0);
-}
-
-static void
-env_down(struct env *e)
-{
-	rpc_client_destroy(e->cl);
-	rpc_server_destroy(e->srv, 1000);
-	dn_rpc_destroy(e->b);
-	t_env_fini(&e->t);
-	CHECK_EQ(zc_ref_live(), 0);
-	CHECK_EQ(rpc_live_buffers(), 0);
+	t_rpc_env_init(e);
+	e->bo.call_cap = call_cap;
+	e->so.marshaller = marshaller;
+	e->co.max_inflight = 256 << 10;
+	t_rpc_env_open(e, NULL);
 }
 
 /* ---- a WriteCell by reference ---- */
-struct wstate {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done, writable;
-	struct rpc_status st;
-	struct rpc_write_result res;
-};
-
-static void
-w_writable(void *arg, struct rpc_cwrite *w)
-{
-	struct wstate *s = arg;
-
-	(void)w;
-	pthread_mutex_lock(&s->mu);
-	s->writable = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
-static void
-w_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
-       const struct rpc_write_result *r)
-{
-	struct wstate *s = arg;
-
-	(void)w;
-	pthread_mutex_lock(&s->mu);
-	s->st = *st;
-	if (r)
-		s->res = *r;
-	s->done = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->mu);
-}
-
 static struct rpc_cell_open
 cell_open(uint64_t extent, uint32_t group, uint32_t cell, uint64_t length)
 {
@@ -114,17 +46,14 @@ cell_open(uint64_t extent, uint32_t group, uint32_t cell, uint64_t length)
  * open's length: commit early (a short stream). Returns the status's err.
  */
 static int
-cell_put(struct env *e, const struct rpc_cell_open *op, const uint8_t *buf, size_t send_len,
-         size_t max_span, struct wstate *s)
+cell_put(struct t_rpc_env *e, const struct rpc_cell_open *op, const uint8_t *buf, size_t send_len,
+         size_t max_span, struct t_wstate *s)
 {
-	struct rpc_cwrite_cbs cbs = { w_writable, w_done };
 	struct rpc_cwrite *w;
 	size_t at = 0;
 
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	CHECK_EQ(rpc_cwrite_open_cell(e->cl, op, &cbs, s, &w), 0);
+	t_wstate_init(s);
+	CHECK_EQ(rpc_cwrite_open_cell(e->cl, op, &t_wstate_cbs, s, &w), 0);
 	while (at < send_len) {
 		struct zc_seg segs[12];
 		size_t start = at;
@@ -153,13 +82,9 @@ cell_put(struct env *e, const struct rpc_cell_open *op, const uint8_t *buf, size
 	}
 	if (at == send_len)
 		(void)rpc_cwrite_commit(w, NULL, 0, NULL);
-	pthread_mutex_lock(&s->mu);
-	while (!s->done)
-		pthread_cond_wait(&s->cond, &s->mu);
-	pthread_mutex_unlock(&s->mu);
+	t_wstate_wait(s, 0);
 	rpc_cwrite_destroy(w);
-	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cond);
+	t_wstate_fini(s);
 	return s->st.err;
 }
 
@@ -212,7 +137,7 @@ r_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
 /* Read [off, off + len) of a cell (has_len false: to its end) into out; returns the
  * status's err, *got the bytes delivered. */
 static int
-cell_get(struct env *e, struct rpc_cell_id id, uint64_t off, uint64_t len, bool has_len,
+cell_get(struct t_rpc_env *e, struct rpc_cell_id id, uint64_t off, uint64_t len, bool has_len,
          uint8_t *out, size_t cap, size_t *got, struct rpc_status *st)
 {
 	struct rpc_cell_read_req rq = { id, off, len, has_len };
@@ -237,7 +162,7 @@ cell_get(struct env *e, struct rpc_cell_id id, uint64_t off, uint64_t len, bool 
 }
 
 static int
-cells_call(struct env *e, enum rpc_method m, const struct rpc_cell_id *ids, size_t n,
+cells_call(struct t_rpc_env *e, enum rpc_method m, const struct rpc_cell_id *ids, size_t n,
            uint32_t *count, struct rpc_status *st)
 {
 	union rpc_unary_req rq = { .cells = { ids, n } };
@@ -251,7 +176,7 @@ cells_call(struct env *e, enum rpc_method m, const struct rpc_cell_id *ids, size
 }
 
 static bool
-has_entry(struct env *e, struct rpc_cell_id id, bool *pending)
+has_entry(struct t_rpc_env *e, struct rpc_cell_id id, bool *pending)
 {
 	struct dn_cell_info info;
 	int rc = dn_cell_stat(e->t.s, (struct dn_cell_id){ id.extent, id.group, id.cell }, &info);
@@ -280,8 +205,8 @@ copied(void)
 static void
 test_round_trip(enum rpc_marshaller marshaller)
 {
-	struct env e;
-	struct wstate s;
+	struct t_rpc_env e;
+	struct t_wstate s;
 	struct rpc_status st;
 	size_t len = (3u << 20) + 12345, got;
 	uint8_t *buf = malloc(len), *back = malloc(len);
@@ -345,7 +270,7 @@ test_round_trip(enum rpc_marshaller marshaller)
 		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, &zero, 1, &count, &st), ZC_E(ZC_INVALID));
 		CHECK(strstr(st.msg, "cells[0]: extent id 0") != NULL);
 	}
-	env_down(&e);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 	free(back);
 }
@@ -392,9 +317,9 @@ cell_chunk_msg(const struct rpc_cell_open *op, uint64_t offset, const uint8_t *d
 
 /* A name whose write was just refused is free again once its abort has finished. */
 static void
-put_retrying(struct env *e, const struct rpc_cell_open *op, const uint8_t *buf, size_t len)
+put_retrying(struct t_rpc_env *e, const struct rpc_cell_open *op, const uint8_t *buf, size_t len)
 {
-	struct wstate s;
+	struct t_wstate s;
 	int rc;
 
 	for (int i = 0; i < 200; i++) {
@@ -409,7 +334,7 @@ put_retrying(struct env *e, const struct rpc_cell_open *op, const uint8_t *buf, 
 /* The abort of a refused stream runs on a dn-cell thread: wait (up to 10 s) until the
  * files on the drives number want, and return how many there are. */
 static int
-files_settle(struct env *e, int want)
+files_settle(struct t_rpc_env *e, int want)
 {
 	int n = t_count_files(&e->t);
 
@@ -423,8 +348,8 @@ files_settle(struct env *e, int want)
 static void
 test_refusals(void)
 {
-	struct env e;
-	struct wstate s;
+	struct t_rpc_env e;
+	struct t_wstate s;
 	struct rpc_status st;
 	size_t len = 200000;
 	uint8_t *buf = malloc(len);
@@ -525,14 +450,14 @@ test_refusals(void)
 		CHECK(memcmp(buf, back, 4096) == 0);
 		free(back);
 	}
-	env_down(&e);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 }
 
 #ifdef RPC_FAULTS
 /* Poll until the refused cell's abort has removed its file (a dn-cell thread runs it). */
 static void
-wait_gone(struct env *e, struct rpc_cell_id id, unsigned files)
+wait_gone(struct t_rpc_env *e, struct rpc_cell_id id, unsigned files)
 {
 	for (int i = 0; i < 500 && (has_entry(e, id, NULL) || t_count_files(&e->t) != files); i++)
 		usleep(10000);
@@ -544,8 +469,8 @@ wait_gone(struct env *e, struct rpc_cell_id id, unsigned files)
 static void
 test_link_faults(void)
 {
-	struct env e;
-	struct wstate s;
+	struct t_rpc_env e;
+	struct t_wstate s;
 	size_t len = 200000;
 	uint8_t *buf = malloc(len), *back = malloc(len);
 	struct rpc_cell_open op = cell_open(0x77, 3, 2, len);
@@ -580,7 +505,7 @@ test_link_faults(void)
 	CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st), 0);
 	CHECK_EQ(got, len);
 	CHECK(memcmp(buf, back, len) == 0);
-	env_down(&e);
+	t_rpc_env_fini(&e, 1000);
 	free(buf);
 	free(back);
 }

@@ -264,17 +264,6 @@ ix(struct rpc_etcd *c, uint64_t id)
 	return v;
 }
 
-static void
-put1(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent, uint64_t size)
-{
-	struct rpc_cmeta_old old;
-	struct t_put t;
-
-	t_put_init(&t, bucket, key, extent, size, nodes3, 3);
-	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
-	rpc_cmeta_old_fini(&old);
-}
-
 static bool
 ix_is(struct rpc_etcd *c, uint64_t id, const char *bucket, const char *key)
 {
@@ -298,14 +287,14 @@ test_index(struct rpc_etcd *c)
 	CHECK_EQ(rpc_cmeta_extent_key(0xa001, k, sizeof(k)), 30);
 	CHECK(!strcmp(k, "/zest/extents/000000000000a001"));
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "ib", 1, 0), 0);
-	put1(c, "ib", "x/a", 0xa001, 100);
+	t_put1(c, "ib", "x/a", 0xa001, 100);
 	CHECK(ix_is(c, 0xa001, "ib", "x/a"));
 	CHECK_EQ(rpc_cmeta_extent_record(c, 0xa001, true, &o, &rk, &rev, 0), 0);
 	CHECK(!strcmp(rk, "/zest/objects/ib/x/a") && rev > 0 && o.extents[0].id == 0xa001);
 	free(rk);
 	rpc_cl_object_fini(&o);
 	/* an overwrite moves the key's index from the old extent to the new */
-	put1(c, "ib", "x/a", 0xa002, 100);
+	t_put1(c, "ib", "x/a", 0xa002, 100);
 	CHECK(!ix(c, 0xa001));
 	CHECK(ix_is(c, 0xa002, "ib", "x/a"));
 	CHECK_EQ(rpc_cmeta_extent_record(c, 0xa001, false, &o, &rk, &rev, 0), ZC_E(ZC_NO_KEY));
@@ -349,7 +338,7 @@ test_index(struct rpc_etcd *c)
 	free(buf);
 	CHECK_EQ(rpc_cmeta_extent_key(0xb005, k, sizeof(k)), 30);
 	CHECK_EQ(rpc_etcd_put(c, k, 30, "/zest/objects/ib/big", 20, 0, NULL, 0), 0);
-	put1(c, "ib", "big", 0xb999, 100);
+	t_put1(c, "ib", "big", 0xb999, 100);
 	CHECK(ix_is(c, 0xb999, "ib", "big"));
 	CHECK(ix_is(c, 0xb005, "ib", "big")); /* left: the record no longer has 0xb005 */
 	CHECK_EQ(rpc_cmeta_extent_record(c, 0xb005, false, &o, &rk, &rev, 0), 0);
@@ -376,11 +365,11 @@ test_list(struct rpc_etcd *c)
 	/* 150 keys: more than two of the listing's pages of etcd reads */
 	for (unsigned i = 0; i < 150; i++) {
 		snprintf(key, sizeof(key), "k%03u", i);
-		put1(c, "lb", key, 0x1b0000 + i, 100 + i);
+		t_put1(c, "lb", key, 0x1b0000 + i, 100 + i);
 	}
-	put1(c, "lb", "x/1", 0x1b1001, 1);
-	put1(c, "lb", "x/2", 0x1b1002, 2);
-	put1(c, "lb2", "k000", 0x1b2000, 1); /* a neighbour's */
+	t_put1(c, "lb", "x/1", 0x1b1001, 1);
+	t_put1(c, "lb", "x/2", 0x1b1002, 2);
+	t_put1(c, "lb2", "k000", 0x1b2000, 1); /* a neighbour's */
 
 	CHECK_EQ(rpc_cmeta_list(c, "lb", "", "", 0, true, &l, 0), 0);
 	CHECK_EQ(l.n, 152);
@@ -481,8 +470,8 @@ test_compose(struct rpc_etcd *c)
 
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "cb", 1, 0), 0);
 	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
-	put1(c, ".zest-mpu", "up1/00001", 0xc001, 8192);
-	put1(c, ".zest-mpu", "up1/00002", 0xc002, 5000);
+	t_put1(c, ".zest-mpu", "up1/00001", 0xc001, 8192);
+	t_put1(c, ".zest-mpu", "up1/00002", 0xc002, 5000);
 	CHECK(ix_is(c, 0xc001, ".zest-mpu", "up1/00001"));
 
 	/* refusals first: nothing may change */
@@ -540,7 +529,7 @@ test_compose(struct rpc_etcd *c)
 	         ZC_E(ZC_NO_KEY));
 
 	/* conditions on the target */
-	put1(c, ".zest-mpu", "up2/00001", 0xc101, 4096);
+	t_put1(c, ".zest-mpu", "up2/00001", 0xc101, 4096);
 	pp[0] = (struct rpc_cmeta_part){ ".zest-mpu", "up2/00001", NULL };
 	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
 	                           &old),
@@ -565,8 +554,8 @@ test_compose(struct rpc_etcd *c)
 	/* the fence: a part overwritten between the read and the Txn */
 	struct change ch = { .c = c, .key = "up3/00002", .on = 1, .extent = 0xc3f2 };
 
-	put1(c, ".zest-mpu", "up3/00001", 0xc301, 4096);
-	put1(c, ".zest-mpu", "up3/00002", 0xc302, 4096);
+	t_put1(c, ".zest-mpu", "up3/00001", 0xc301, 4096);
+	t_put1(c, ".zest-mpu", "up3/00002", 0xc302, 4096);
 	pp[0] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00001", NULL };
 	pp[1] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00002", "\"etag-000000000000c302\"" };
 	rpc_cmeta_compose_fault(change_part, &ch);
@@ -607,7 +596,7 @@ test_compose_limits(struct rpc_etcd *c)
 
 	for (unsigned i = 0; i < N; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "up9/%05u", i + 1);
-		put1(c, ".zest-mpu", keys[i], 0xd000 + i, 4096);
+		t_put1(c, ".zest-mpu", keys[i], 0xd000 + i, 4096);
 		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
 	}
 	CHECK_EQ(
@@ -622,7 +611,7 @@ test_compose_limits(struct rpc_etcd *c)
 	CHECK_EQ(size, 60 * 4096);
 	CHECK(ix_is(c, 0xd000 + 59, "cb", "big") && ix_is(c, 0xd000 + 60, ".zest-mpu", keys[60]));
 	/* and overwriting it takes its 60 index keys out in the same Txn */
-	put1(c, "cb", "big", 0xd999, 1);
+	t_put1(c, "cb", "big", 0xd999, 1);
 	CHECK(!ix(c, 0xd000) && !ix(c, 0xd000 + 59));
 }
 
@@ -636,9 +625,7 @@ test_compose_10000(void)
 {
 	enum { N = 10000, BATCH = 100 };
 	static struct rpc_cmeta_part pp[N];
-	static char keys[N][48], okeys[BATCH][96];
-	static char xkeys[BATCH][RPC_CMETA_EXTENT_KEY_CAP];
-	struct rpc_etcd_op ops[2 * BATCH];
+	static char keys[N][48];
 	struct rpc_cmeta_old old;
 	struct rpc_cl_object o;
 	struct rpc_etcd *c;
@@ -653,39 +640,7 @@ test_compose_10000(void)
 	c = t_etcd_client(&e);
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "bk", 1, 0), 0);
 	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
-	for (unsigned b = 0; b < N / BATCH; b++) {
-		uint8_t *val[BATCH];
-		size_t len[BATCH];
-		char why[RPC_CL_WHY_MAX];
-		struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 * BATCH };
-
-		for (unsigned j = 0; j < BATCH; j++) {
-			unsigned i = b * BATCH + j;
-			struct t_put t;
-			int kl, xl;
-
-			snprintf(keys[i], sizeof(keys[i]),
-			         "p/0123456789abcdef0123456789abcdef/%05u", i + 1);
-			pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
-			t_put_init(&t, ".zest-mpu", keys[i], 0x100000 + i, 4096, nodes3, 3);
-			CHECK_EQ(rpc_cmeta_encode(&t.p, &val[j], &len[j], why, sizeof(why)), 0);
-			kl = rpc_cmeta_object_key(".zest-mpu", keys[i], okeys[j], sizeof(okeys[j]));
-			xl = rpc_cmeta_extent_key(0x100000 + i, xkeys[j], sizeof(xkeys[j]));
-			ops[2 * j] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
-				                           .r = { .key = okeys[j],
-				                                  .key_len = (size_t)kl },
-				                           .value = val[j],
-				                           .value_len = len[j] };
-			ops[2 * j + 1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
-				                               .r = { .key = xkeys[j],
-				                                      .key_len = (size_t)xl },
-				                               .value = okeys[j],
-				                               .value_len = (size_t)kl };
-		}
-		CHECK_EQ(rpc_etcd_txn(c, &txn, NULL, 0), 0);
-		for (unsigned j = 0; j < BATCH; j++)
-			free(val[j]);
-	}
+	t_parts_put_batched(c, "0123456789abcdef0123456789abcdef", N, 0x100000, BATCH, pp, keys);
 	t0 = t_mono_ms();
 	CHECK_EQ(rpc_cmeta_compose(c, "bk", "a/big/object", pp, N, "\"m-10000\"", NULL, 0, NULL, 1,
 	                           30000, &size, &old),
@@ -701,7 +656,7 @@ test_compose_10000(void)
 	      ix_is(c, 0x100000 + N - 1, "bk", "a/big/object"));
 	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[N / 2], true, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	/* overwritten: all 10000 index keys go in the same Txn */
-	put1(c, "bk", "a/big/object", 0x1, 1);
+	t_put1(c, "bk", "a/big/object", 0x1, 1);
 	CHECK(!ix(c, 0x100000) && !ix(c, 0x100000 + N - 1));
 	rpc_etcd_destroy(c);
 	t_etcd_stop(&e);
@@ -771,10 +726,7 @@ main(void)
 	struct t_etcd e;
 
 	zc_log_init();
-	if (!t_etcd_available()) {
-		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
-		return 77;
-	}
+	t_etcd_require();
 	t_etcd_start(&e, 1);
 	c = t_etcd_client(&e);
 	test_buckets(c);

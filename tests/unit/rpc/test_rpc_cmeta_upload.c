@@ -15,19 +15,6 @@
 #include "cmeta_test.h"
 #include "zc.h"
 
-static const char *const nodes3[] = { "dn-1", "dn-2", "dn-3" };
-
-static void
-put1(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent, uint64_t size)
-{
-	struct rpc_cmeta_old old;
-	struct t_put t;
-
-	t_put_init(&t, bucket, key, extent, size, nodes3, 3);
-	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
-	rpc_cmeta_old_fini(&old);
-}
-
 /* The value of etcd key k, or NULL. */
 static const char *
 val(struct rpc_etcd *c, const char *k)
@@ -86,7 +73,7 @@ parts_put(struct rpc_etcd *c, const char *uid, unsigned n, uint64_t base, struct
 {
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "p/%s/%05u", uid, i + 1);
-		put1(c, ".zest-mpu", keys[i], base + i, 4096);
+		t_put1(c, ".zest-mpu", keys[i], base + i, 4096);
 		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
 	}
 }
@@ -118,7 +105,7 @@ test_200(struct rpc_etcd *c)
 	uint64_t size = 0;
 
 	parts_put(c, "up200", N + 1, 0xa000, pp, keys); /* part 201 is not listed */
-	put1(c, ".zest-mpu", "u/ub/up200", 0xafff, 10);
+	t_put1(c, ".zest-mpu", "u/ub/up200", 0xafff, 10);
 	CHECK_EQ(compose(c, "obj", "up200", pp, N, &size, 0), 0);
 	CHECK_EQ(size, (uint64_t)N * 4096);
 	CHECK_EQ(rpc_cmeta_get(c, "ub", "obj", false, &o, NULL, 0), 0);
@@ -142,7 +129,7 @@ test_200(struct rpc_etcd *c)
 	CHECK_EQ(compose(c, "obj", "up200", pp, N, &size, 0), ZC_E(ZC_NO_KEY));
 	/* overwritten: 200 index deletes are past etcd's ops limit, so they stay (dangling,
 	 * the collector's); the moved key goes in the same Txn, and nothing names them */
-	put1(c, "ub", "obj", 0xa999, 1);
+	t_put1(c, "ub", "obj", 0xa999, 1);
 	CHECK(!val(c, "/zest/moved/.zest-mpu/p/up200/"));
 	CHECK(!owner(c, 0xa000) && !owner(c, 0xa000 + N - 1));
 }
@@ -164,7 +151,7 @@ change(void *arg, unsigned attempt)
 	if (attempt != ch->on)
 		return;
 	if (ch->key)
-		put1(ch->c, ".zest-mpu", ch->key, 0xbf00 + attempt, 4096);
+		t_put1(ch->c, ".zest-mpu", ch->key, 0xbf00 + attempt, 4096);
 	if (ch->del) {
 		CHECK_EQ(rpc_cmeta_delete(ch->c, ".zest-mpu", ch->del, 0, &old, 0), 1);
 		rpc_cmeta_old_fini(&old);
@@ -183,7 +170,7 @@ test_fences(struct rpc_etcd *c)
 	parts_put(c, "upf", 3, 0xb000, pp, keys);
 	/* no upload record: an Abort (or a Complete) ended it */
 	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_NO_KEY));
-	put1(c, ".zest-mpu", "u/ub/upf", 0xbfff, 10);
+	t_put1(c, ".zest-mpu", "u/ub/upf", 0xbfff, 10);
 	/* a part outside the prefix */
 	pp[2].key = "p/other/00003";
 	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_INVALID));
@@ -203,13 +190,13 @@ test_fences(struct rpc_etcd *c)
 	rpc_cl_object_fini(&o);
 	/* an Abort between the read and the Txn: its record went, the Txn is fenced off */
 	parts_put(c, "upa", 2, 0xb100, pp, keys);
-	put1(c, ".zest-mpu", "u/ub/upa", 0xb1ff, 10);
+	t_put1(c, ".zest-mpu", "u/ub/upa", 0xb1ff, 10);
 	ch = (struct change){ .c = c, .del = "u/ub/upa", .on = 1 };
 	CHECK_EQ(compose(c, "a", "upa", pp, 2, &size, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(rpc_cmeta_get(c, "ub", "a", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK(ix_is(c, 0xb100, ".zest-mpu", keys[0]));
 	/* a new part under the prefix meanwhile: the range compare fails, read again */
-	put1(c, ".zest-mpu", "u/ub/upa", 0xb1fe, 10);
+	t_put1(c, ".zest-mpu", "u/ub/upa", 0xb1fe, 10);
 	ch = (struct change){ .c = c, .key = "p/upa/00009", .on = 1 };
 	CHECK_EQ(compose(c, "a", "upa", pp, 2, &size, 0), 0);
 	rpc_cmeta_compose_fault(NULL, NULL);
@@ -233,48 +220,15 @@ test_10000(struct rpc_etcd *c)
 {
 	enum { N = 10000, BATCH = 50 };
 	static struct rpc_cmeta_part pp[N];
-	static char keys[N][48], okeys[BATCH][96];
-	static char xkeys[BATCH][RPC_CMETA_EXTENT_KEY_CAP];
-	struct rpc_etcd_op ops[2 * BATCH];
+	static char keys[N][48];
 	struct rpc_cl_object o;
 	uint64_t size, t0;
 	uint8_t *rv;
 	size_t rl;
 	char why[RPC_CL_WHY_MAX];
 
-	for (unsigned b = 0; b < N / BATCH; b++) {
-		uint8_t *v[BATCH];
-		size_t len[BATCH];
-		struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 * BATCH };
-
-		for (unsigned j = 0; j < BATCH; j++) {
-			unsigned i = b * BATCH + j;
-			struct t_put t;
-			int kl, xl;
-
-			snprintf(keys[i], sizeof(keys[i]),
-			         "p/0123456789abcdef0123456789abcdef/%05u", i + 1);
-			pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
-			t_put_init(&t, ".zest-mpu", keys[i], 0x100000 + i, 4096, nodes3, 3);
-			CHECK_EQ(rpc_cmeta_encode(&t.p, &v[j], &len[j], why, sizeof(why)), 0);
-			kl = rpc_cmeta_object_key(".zest-mpu", keys[i], okeys[j], sizeof(okeys[j]));
-			xl = rpc_cmeta_extent_key(0x100000 + i, xkeys[j], sizeof(xkeys[j]));
-			ops[2 * j] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
-				                           .r = { .key = okeys[j],
-				                                  .key_len = (size_t)kl },
-				                           .value = v[j],
-				                           .value_len = len[j] };
-			ops[2 * j + 1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_PUT,
-				                               .r = { .key = xkeys[j],
-				                                      .key_len = (size_t)xl },
-				                               .value = okeys[j],
-				                               .value_len = (size_t)kl };
-		}
-		CHECK_EQ(rpc_etcd_txn(c, &txn, NULL, 0), 0);
-		for (unsigned j = 0; j < BATCH; j++)
-			free(v[j]);
-	}
-	put1(c, ".zest-mpu", "u/ub/0123456789abcdef0123456789abcdef", 0x1fffff, 10);
+	t_parts_put_batched(c, "0123456789abcdef0123456789abcdef", N, 0x100000, BATCH, pp, keys);
+	t_put1(c, ".zest-mpu", "u/ub/0123456789abcdef0123456789abcdef", 0x1fffff, 10);
 	t0 = t_mono_ms();
 	CHECK_EQ(
 	        compose(c, "a/big/object", "0123456789abcdef0123456789abcdef", pp, N, &size, 30000),
@@ -293,7 +247,7 @@ test_10000(struct rpc_etcd *c)
 	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", keys[N / 2], true, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	/* overwritten: 10000 index deletes are past etcd's ops limit, so they stay (dangling,
 	 * the collector's), but the moved key goes and nothing names the extents any more */
-	put1(c, "ub", "a/big/object", 0x1, 1);
+	t_put1(c, "ub", "a/big/object", 0x1, 1);
 	CHECK(!val(c, "/zest/moved/.zest-mpu/p/0123456789abcdef0123456789abcdef/"));
 	CHECK(!owner(c, 0x100000) && !owner(c, 0x100000 + N - 1));
 }
@@ -305,10 +259,7 @@ main(void)
 	struct t_etcd e;
 
 	zc_log_init();
-	if (!t_etcd_available()) {
-		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
-		return 77;
-	}
+	t_etcd_require();
 	t_etcd_start(&e, 1);
 	c = t_etcd_client(&e);
 	CHECK_EQ(rpc_cmeta_bucket_create(c, "ub", 1, 0), 0);
