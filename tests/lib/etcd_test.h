@@ -4,7 +4,8 @@
  * --unsafe-no-fsync; on tmpfs an fsync costs nothing), fast raft timers (heartbeat 50 ms,
  * election 500 ms, so the shortest lease is 1 s) and each member's log in its dir.
  * Members die with the test (PR_SET_PDEATHSIG). t_etcd_stop kills them and removes the
- * dirs. A test skips (exit 77) when t_etcd_available() is false (t_etcd_require).
+ * dirs; the next start removes those of tests that died before (t_etcd_sweep). A test skips (exit
+ * 77) when t_etcd_available() is false (t_etcd_require).
  *
  * t_etcd_start_tls serves clients over https with mTLS from PEM files in tls_dir (made by
  * t_tls_make: ca.pem, server.pem/.key for IP 127.0.0.1, client.pem/.key), the peers stay
@@ -14,6 +15,8 @@
 #define ZEST_TEST_ETCD_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -110,6 +113,29 @@ t_free_ports(int *ports, unsigned n)
 		close(fd[i]);
 }
 
+static inline int t_etcd_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw);
+
+/* Remove the data dirs of tests that died without t_etcd_stop (a failed CHECK aborts): each
+ * dir's name carries its test's pid, and a pid that no longer exists owns nothing. */
+static inline void
+t_etcd_sweep(const char *base)
+{
+	char path[PATH_MAX];
+	struct dirent *d;
+	DIR *dir = opendir(base);
+	int pid;
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir)))
+		if (sscanf(d->d_name, "zest-etcd-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 &&
+		    errno == ESRCH) {
+			snprintf(path, sizeof(path), "%s/%s", base, d->d_name);
+			nftw(path, t_etcd_rm, 16, FTW_DEPTH | FTW_PHYS);
+		}
+	closedir(dir);
+}
+
 static inline void
 t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 {
@@ -122,7 +148,8 @@ t_etcd_start_tls(struct t_etcd *e, unsigned n, const char *tls_dir)
 	CHECK(n >= 1 && n <= T_ETCD_MAX);
 	memset(e, 0, sizeof(*e));
 	e->n = n;
-	snprintf(e->root, sizeof(e->root), "%s/zest-etcd-XXXXXX", base);
+	t_etcd_sweep(base);
+	snprintf(e->root, sizeof(e->root), "%s/zest-etcd-%d-XXXXXX", base, (int)getpid());
 	CHECK(mkdtemp(e->root));
 	t_free_ports(ports, 2 * n);
 	for (unsigned i = 0; i < n; i++) {
