@@ -160,6 +160,5 @@ zc_place_group(uint64_t key, const char *const *nodes, unsigned n, unsigned k, u
 			max = c;
 	}
 	out->max_per_node = max;
-	out->fault_tolerance = m / max;
 	return 0;
 }

@@ -46,7 +46,6 @@ struct zc_place_slots {
 	unsigned node[ZC_PLACE_MAX_SLOTS]; /* cell i -> index into the node list */
 	unsigned nslots;                   /* k + m */
 	unsigned max_per_node;             /* 1 with n >= k + m, else ceil((k + m) / n) */
-	unsigned fault_tolerance;          /* nodes that may be lost: m / max_per_node */
 };
 
 /*
@@ -55,7 +54,8 @@ struct zc_place_slots {
  * its own node, and a node that joins or leaves changes only the groups whose slots it
  * wins or held (the other slots of such a group move only when the slot that changed takes
  * a node a later slot held). With n < k + m the slots are taken in rounds of n, each round
- * node-distinct: a node holds ceil((k + m) / n) or one fewer.
+ * node-distinct: a node holds ceil((k + m) / n) or one fewer, the spread that loses the
+ * fewest cells to any t nodes (docs/cluster.md, "The write quorum").
  *
  * self: the index of the calling node (the coordinator), or -1. When it won no slot, it
  * takes slot 0 (so one cell of every group it coordinates stays local).

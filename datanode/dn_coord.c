@@ -298,8 +298,8 @@ void
 dn_coord_metrics(struct dn_coord *c, FILE *out)
 {
 	const struct rpc_members_view *v;
-	unsigned n, km;
-	int ft;
+	struct zc_place_slots sl;
+	int ft = 0, self = -1;
 
 	if (!c)
 		return;
@@ -332,16 +332,22 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	             "writes.\n"
 	             "# TYPE zest_cluster_etcd_txn_seconds histogram\n");
 	hist_print(out, "zest_cluster_etcd_txn_seconds", &c->etcd_hist);
-	/* What a group placed now gets (zc_place_group's rounds rule): the live view moves
-	 * with nodes coming and going, before any write shows it. */
+	/* What a group placed now gets, by the write quorum's own measure
+	 * (dn_coord_tolerance): the live view moves with nodes coming and going, before any
+	 * write shows it. Every group over a view holds as many cells per node (the rounds
+	 * rule), so any key tells. */
 	v = rpc_members_get(c->o.members);
-	n = (unsigned)v->n;
-	km = c->o.k + c->o.m;
-	ft = !n ? 0 : n >= km ? (int)c->o.m : (int)(c->o.m / ((km + n - 1) / n));
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->names[i], c->node))
+			self = (int)i;
+	if (v->n && !zc_place_group(zc_place_group_key(0, 0), v->names, (unsigned)v->n, c->o.k,
+	                            c->o.m, self, &sl))
+		ft = dn_coord_tolerance(sl.node, c->o.k + c->o.m,
+		                        dn_coord_all_cells(c->o.k + c->o.m), c->o.k);
 	rpc_members_view_put(v);
 	fprintf(out,
 	        "# HELP zest_cluster_fault_tolerance_nodes Nodes a block group placed now over "
-	        "the live view survives losing: m / most cells of the group on one node.\n"
+	        "the live view survives losing (any of them): a write needs write quorum - k.\n"
 	        "# TYPE zest_cluster_fault_tolerance_nodes gauge\n"
 	        "zest_cluster_fault_tolerance_nodes %d\n",
 	        ft);

@@ -25,8 +25,8 @@ dn_coord_cell_failed(struct ccell *cc, int err)
 	cc->failed = true;
 	cc->err = err;
 	w->node_failed[cc->node] = true;
-	g->nfailed++;
-	if (!dn_coord_quorum_ok(w->n, g->nfailed, w->quorum))
+	/* the group must still survive the loss of quorum - k nodes with the cells left */
+	if (!dn_coord_group_ok(w, g, dn_coord_group_live(w, g)))
 		w->lost = true;
 	pthread_cond_broadcast(&w->cond);
 }

@@ -249,18 +249,27 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 		return ZC_E(ZC_INVALID);
 	}
 	wait_outcomes(w, false);
+	/* Every outcome is in: each group must survive the loss of any quorum - k nodes with
+	 * the cells that are durable (not merely count quorum cells: with fewer live nodes
+	 * than k + m a node holds several). */
 	pthread_mutex_lock(&w->mu);
 	rc = w->lost ? ZC_E(ZC_NO_QUORUM) : 0;
+	for (uint32_t g = 0; g < w->opened; g++) {
+		uint32_t durable = 0;
+
+		for (unsigned i = 0; i < w->n; i++)
+			if (w->groups[g]->cells[i].ok)
+				durable |= 1u << i;
+		if (!dn_coord_group_ok(w, w->groups[g], durable)) {
+			dn_coord_group_msg(w, w->groups[g], durable, "durable", msg, cap);
+			rc = ZC_E(ZC_NO_QUORUM);
+			break;
+		}
+	}
 	pthread_mutex_unlock(&w->mu);
 	if (rc) {
-		for (uint32_t g = 0; g < w->opened; g++)
-			if (!dn_coord_quorum_ok(w->n, w->groups[g]->nfailed, w->quorum)) {
-				snprintf(msg, cap,
-				         "write quorum not met: group %" PRIu32
-				         " has %u of %u cells durable (quorum %u)",
-				         g, w->n - w->groups[g]->nfailed, w->n, w->quorum);
-				break;
-			}
+		if (!msg[0])
+			snprintf(msg, cap, "write quorum not met: peers failed");
 		return rc;
 	}
 	groups = calloc(w->opened ? w->opened : 1, sizeof(*groups));

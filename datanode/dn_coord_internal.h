@@ -94,7 +94,6 @@ struct cgroup {
 	uint32_t idx;
 	struct zc_place_slots sl;
 	struct ccell cells[EC_MAX_CELLS];
-	unsigned nfailed; /* under w->mu */
 };
 
 struct dn_coord_write {
@@ -151,12 +150,39 @@ uint64_t dn_coord_realtime_ns(void);
 uint64_t dn_coord_cell_len(uint64_t size, unsigned k, uint32_t cell_size, uint32_t spg,
                            uint32_t group, unsigned cell);
 uint32_t dn_coord_ngroups(uint64_t size, unsigned k, uint32_t cell_size, uint32_t spg);
-/* Can a group with nfailed of n cells failed still reach quorum? */
-static inline bool
-dn_coord_quorum_ok(unsigned n, unsigned nfailed, unsigned quorum)
+/*
+ * The node-failure tolerance of a group whose cell i is on node[i] (any ids; n cells):
+ * the largest t such that losing ANY t nodes leaves at least k of the cells in durable
+ * (bit i: cell i), -1 when fewer than k are. The worst t nodes are the t holding the
+ * most of them, so it removes those first. The write quorum and
+ * zest_cluster_fault_tolerance_nodes are both this (docs/cluster.md, "The write quorum").
+ */
+int dn_coord_tolerance(const unsigned *node, unsigned n, uint32_t durable, unsigned k);
+static inline uint32_t
+dn_coord_all_cells(unsigned n)
 {
-	return nfailed <= n && n - nfailed >= quorum;
+	return n >= 32 ? ~0u : (1u << n) - 1;
 }
+/* Does a group of k + m = n cells, those in durable durable, meet write quorum q
+ * (k <= q <= n): does it survive the loss of any q - k nodes? */
+static inline bool
+dn_coord_quorum_ok(const unsigned *node, unsigned n, uint32_t durable, unsigned k, unsigned q)
+{
+	return dn_coord_tolerance(node, n, durable, k) >= (int)(q - k);
+}
+/* Under w->mu: the cells of g that have not failed (durable, or may still be). */
+uint32_t dn_coord_group_live(const struct dn_coord_write *w, const struct cgroup *g);
+/* Does g with these cells meet w's quorum? */
+bool dn_coord_group_ok(const struct dn_coord_write *w, const struct cgroup *g, uint32_t cells);
+/* The message of a ZC_NO_QUORUM: "write quorum not met: group g has ..." for the group
+ * whose cell i is on node[i], with these cells (what: "placed", "left", "durable"). */
+void dn_coord_quorum_msg(const struct dn_coord_write *w, uint32_t group, const unsigned *node,
+                         uint32_t cells, const char *what, char *msg, size_t cap);
+void dn_coord_group_msg(const struct dn_coord_write *w, const struct cgroup *g, uint32_t cells,
+                        const char *what, char *msg, size_t cap);
+/* At begin: can a group placed over w's view meet the quorum at all (every cell durable)?
+ * 0, or ZC_E(ZC_NO_QUORUM) with msg: too few live nodes, refused before any byte moves. */
+int dn_coord_place_check(const struct dn_coord_write *w, char *msg, size_t cap);
 /* Place group gi of w (the view's nodes, w->self) and start its cells' streams. 0, or
  * ZC_E(ZC_NO_QUORUM) when too many of them failed at once. */
 int dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap);

@@ -38,17 +38,139 @@ dn_coord_cell_len(uint64_t size, unsigned k, uint32_t cell_size, uint32_t spg, u
 	return (ns - 1) * cell_size + tail;
 }
 
-/* The fault tolerance a placement gives, logged when it changes. */
-static void
-note_tolerance(struct dn_coord *c, const struct zc_place_slots *sl, size_t nodes)
+int
+dn_coord_tolerance(const unsigned *node, unsigned n, uint32_t durable, unsigned k)
 {
-	unsigned ft = sl->fault_tolerance;
+	unsigned cnt[ZC_PLACE_MAX_SLOTS], nn = 0, left = 0;
+	int t = 0;
 
-	if (atomic_exchange(&c->last_tolerance_logged, ft + 1) != ft + 1)
+	if (n > ZC_PLACE_MAX_SLOTS)
+		n = ZC_PLACE_MAX_SLOTS;
+	/* durable cells per node (a node holding none costs nothing to lose) */
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j;
+
+		if (!(durable & (1u << i)))
+			continue;
+		left++;
+		for (j = 0; j < i; j++)
+			if ((durable & (1u << j)) && node[j] == node[i])
+				break;
+		if (j < i)
+			continue; /* counted with the first durable cell of its node */
+		cnt[nn] = 0;
+		for (j = i; j < n; j++)
+			cnt[nn] += (durable & (1u << j)) && node[j] == node[i];
+		nn++;
+	}
+	if (left < k)
+		return -1;
+	/* The worst t nodes to lose are the t holding the most: take them greedily while k
+	 * cells are left. A selection sort: at most 32 nodes. */
+	for (unsigned a = 0; a < nn; a++) {
+		unsigned best = a;
+
+		for (unsigned b = a + 1; b < nn; b++)
+			if (cnt[b] > cnt[best])
+				best = b;
+		if (left - cnt[best] < k)
+			break;
+		left -= cnt[best];
+		cnt[best] = cnt[a];
+		t++;
+	}
+	return t;
+}
+
+/* The tolerance a placement over the live view gives, logged when it changes (a view of
+ * fewer than k + m nodes). */
+static void
+note_tolerance(const struct dn_coord_write *w, const struct zc_place_slots *sl, int ft)
+{
+	unsigned need = w->quorum - w->k;
+
+	if (atomic_exchange(&w->c->last_tolerance_logged, (unsigned)ft + 1) != (unsigned)ft + 1)
 		ZC_INFO("coord",
-		        "placement over %zu live nodes: at most %u cells of a group per node, "
-		        "fault tolerance %u nodes",
-		        nodes, sl->max_per_node, ft);
+		        "placement of %u+%u over %zu live nodes: at most %u cells of a group per "
+		        "node, fault tolerance %d nodes (write quorum %u needs %u%s)",
+		        w->k, w->m, w->view->n, sl->max_per_node, ft, w->quorum, need,
+		        ft < (int)need ? ": writes refused" : "");
+}
+
+uint32_t
+dn_coord_group_live(const struct dn_coord_write *w, const struct cgroup *g)
+{
+	uint32_t live = 0;
+
+	for (unsigned i = 0; i < w->n; i++)
+		if (!g->cells[i].failed)
+			live |= 1u << i;
+	return live;
+}
+
+bool
+dn_coord_group_ok(const struct dn_coord_write *w, const struct cgroup *g, uint32_t cells)
+{
+	return dn_coord_quorum_ok(g->sl.node, w->n, cells, w->k, w->quorum);
+}
+
+void
+dn_coord_group_msg(const struct dn_coord_write *w, const struct cgroup *g, uint32_t cells,
+                   const char *what, char *msg, size_t cap)
+{
+	dn_coord_quorum_msg(w, g->idx, g->sl.node, cells, what, msg, cap);
+}
+
+void
+dn_coord_quorum_msg(const struct dn_coord_write *w, uint32_t group, const unsigned *node,
+                    uint32_t cells, const char *what, char *msg, size_t cap)
+{
+	int t = dn_coord_tolerance(node, w->n, cells, w->k);
+	unsigned nodes = 0, have = (unsigned)__builtin_popcount(cells);
+
+	for (unsigned i = 0; i < w->n; i++) {
+		unsigned j = 0;
+
+		if (!(cells & (1u << i)))
+			continue;
+		while (j < i && !((cells & (1u << j)) && node[j] == node[i]))
+			j++;
+		nodes += j == i;
+	}
+	if (t < 0)
+		snprintf(msg, cap,
+		         "write quorum not met: group %" PRIu32 " has %u of %u cells %s, fewer "
+		         "than k = %u; write quorum %u",
+		         group, have, w->n, what, w->k, w->quorum);
+	else
+		snprintf(msg, cap,
+		         "write quorum not met: group %" PRIu32 " has %u of %u cells %s on %u of "
+		         "%zu live nodes, surviving the loss of %d nodes; write quorum %u needs %u",
+		         group, have, w->n, what, nodes, w->view->n, t, w->quorum,
+		         w->quorum - w->k);
+}
+
+int
+dn_coord_place_check(const struct dn_coord_write *w, char *msg, size_t cap)
+{
+	struct zc_place_slots sl;
+	uint32_t all = dn_coord_all_cells(w->n);
+	int ft;
+
+	/* Every group's placement over a view holds the same number of cells per node
+	 * (zc_place_group: rounds of distinct nodes), so group 0's tells for all. */
+	if (zc_place_group(zc_place_group_key(w->id, 0), w->view->names, (unsigned)w->view->n, w->k,
+	                   w->m, w->self, &sl)) {
+		snprintf(msg, cap, "no placement for %u+%u over %zu live nodes", w->k, w->m,
+		         w->view->n);
+		return ZC_E(ZC_UNAVAILABLE);
+	}
+	ft = dn_coord_tolerance(sl.node, w->n, all, w->k);
+	note_tolerance(w, &sl, ft);
+	if (ft >= (int)(w->quorum - w->k))
+		return 0;
+	dn_coord_quorum_msg(w, 0, sl.node, all, "placed", msg, cap);
+	return ZC_E(ZC_NO_QUORUM);
 }
 
 int
@@ -70,7 +192,6 @@ dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap
 		         w->view->n);
 		return ZC_E(ZC_UNAVAILABLE);
 	}
-	note_tolerance(w->c, &g->sl, w->view->n);
 	for (unsigned i = 0; i < w->n; i++) {
 		struct ccell *cc = &g->cells[i];
 
@@ -89,10 +210,8 @@ dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap
 		dn_coord_cell_start(w, g, i);
 	pthread_mutex_lock(&w->mu);
 	rc = w->lost ? ZC_E(ZC_NO_QUORUM) : 0;
-	pthread_mutex_unlock(&w->mu);
 	if (rc)
-		snprintf(msg, cap,
-		         "write quorum not met: group %" PRIu32 " has %u of %u cells (quorum %u)",
-		         gi, w->n - g->nfailed, w->n, w->quorum);
+		dn_coord_group_msg(w, g, dn_coord_group_live(w, g), "left", msg, cap);
+	pthread_mutex_unlock(&w->mu);
 	return rc;
 }

@@ -95,6 +95,12 @@ dn_coord_begin(struct dn_coord *c, const char *bucket, const char *key, uint64_t
 		dn_coord_write_free(w);
 		return rc;
 	}
+	/* an empty object has no group, so nothing to lose */
+	rc = w->ngroups ? dn_coord_place_check(w, msg, cap) : 0;
+	if (rc) {
+		dn_coord_write_free(w);
+		return rc;
+	}
 	*out = w;
 	return 0;
 }
@@ -242,14 +248,14 @@ poison(struct dn_coord_write *w, int rc, char *msg, size_t cap)
 {
 	if (rc == ZC_E(ZC_NO_QUORUM) && !strstr(msg, "quorum")) {
 		pthread_mutex_lock(&w->mu);
-		for (uint32_t g = 0; g < w->opened; g++)
-			if (!dn_coord_quorum_ok(w->n, w->groups[g]->nfailed, w->quorum)) {
-				snprintf(msg, cap,
-				         "write quorum not met: group %" PRIu32
-				         " has %u of %u cells (quorum %u); peers failed",
-				         g, w->n - w->groups[g]->nfailed, w->n, w->quorum);
+		for (uint32_t g = 0; g < w->opened; g++) {
+			uint32_t live = dn_coord_group_live(w, w->groups[g]);
+
+			if (!dn_coord_group_ok(w, w->groups[g], live)) {
+				dn_coord_group_msg(w, w->groups[g], live, "left", msg, cap);
 				break;
 			}
+		}
 		pthread_mutex_unlock(&w->mu);
 	}
 	w->err = rc;

@@ -82,12 +82,17 @@ test_layout(void)
 					}
 				CHECK_EQ(sum, g.size);
 			}
-	/* 4+2, quorum 5: one cell may go, not two */
-	CHECK(dn_coord_quorum_ok(6, 0, 5));
-	CHECK(dn_coord_quorum_ok(6, 1, 5));
-	CHECK(!dn_coord_quorum_ok(6, 2, 5));
-	CHECK(dn_coord_quorum_ok(6, 2, 4));
-	CHECK(!dn_coord_quorum_ok(6, 7, 1));
+	/* 4+2 on six nodes, quorum 5: one cell may go, not two (node counts:
+	 * test_dn_coord_quorum) */
+	{
+		const unsigned six[6] = { 0, 1, 2, 3, 4, 5 };
+
+		CHECK(dn_coord_quorum_ok(six, 6, 0x3f, 4, 5));
+		CHECK(dn_coord_quorum_ok(six, 6, 0x3e, 4, 5));
+		CHECK(!dn_coord_quorum_ok(six, 6, 0x3c, 4, 5));
+		CHECK(dn_coord_quorum_ok(six, 6, 0x3c, 4, 4));
+		CHECK(!dn_coord_quorum_ok(six, 6, 0x38, 4, 4));
+	}
 }
 
 /* ------------------------------------------------------------------ the cluster */
