@@ -674,7 +674,7 @@ void s3_backend_rpc_destroy(struct s3_backend *be);
  * server; NULL: no-op.
  */
 int s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls,
-                              struct s3_backend **out);
+                              const char *local_node, struct s3_backend **out);
 void s3_backend_cluster_destroy(struct s3_backend *be);
 
 /* ---------------------------------------------------------------- placement */

@@ -66,6 +66,7 @@ s3_bcl_client(struct bcl *b, const char *addr)
 		cl = NULL;
 		goto out;
 	}
+	ZC_INFO("s3cl", "node client addr=%s", addr);
 	b->nodes[b->nnodes++].cl = cl;
 out:
 	pthread_mutex_unlock(&b->mu);
@@ -73,12 +74,33 @@ out:
 }
 
 struct rpc_client *
+s3_bcl_live_client(struct bcl *b, const struct rpc_cl_node *n)
+{
+	if (b->local_name && strcmp(n->name, b->local_name) == 0)
+		return s3_bcl_client(b, b->local_target);
+	return s3_bcl_client(b, n->address);
+}
+
+struct rpc_client *
 s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v, const char *name)
 {
 	for (size_t i = 0; i < v->n; i++)
 		if (strcmp(v->nodes[i].name, name) == 0)
-			return s3_bcl_client(b, v->nodes[i].address);
+			return s3_bcl_live_client(b, &v->nodes[i]);
 	return NULL;
+}
+
+/* "NAME=unix:PATH" (checked by the caller: s3_cli) into b->local_*: 0 or -ENOMEM. */
+static int
+local_node_parse(struct bcl *b, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+
+	if (!eq)
+		return -EINVAL;
+	b->local_name = strndup(spec, (size_t)(eq - spec));
+	b->local_target = strdup(eq + 1);
+	return b->local_name && b->local_target ? 0 : -ENOMEM;
 }
 
 struct ec_codec *
@@ -293,6 +315,8 @@ s3_backend_cluster_destroy(struct s3_backend *be)
 		free(b->nodes[i].addr);
 	}
 	free(b->nodes);
+	free(b->local_name);
+	free(b->local_target);
 	for (unsigned k = 0; k <= RPC_CL_MAX_CELLS; k++)
 		for (unsigned m = 0; m <= RPC_CL_MAX_CELLS; m++)
 			ec_codec_destroy(b->codecs[k][m]);
@@ -301,7 +325,8 @@ s3_backend_cluster_destroy(struct s3_backend *be)
 }
 
 int
-s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, struct s3_backend **out)
+s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, const char *local_node,
+                          struct s3_backend **out)
 {
 	struct rpc_etcd_opts eo = { 0 };
 	struct timespec ts;
@@ -316,6 +341,8 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, stru
 	pthread_mutex_init(&b->mu, NULL);
 	b->tls = *tls;
 	b->read_timeout_ms = BCL_READ_PROGRESS_MS;
+	if (local_node && (rc = local_node_parse(b, local_node)) < 0)
+		goto fail;
 	b->be = (struct s3_backend){
 		.ctx = b,
 		.put_open = s3_bcl_put_open,

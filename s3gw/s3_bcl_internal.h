@@ -60,6 +60,9 @@ struct bcl {
 	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
 	unsigned read_timeout_ms; /* progress timeout of ReadCell streams (BCL_READ_PROGRESS_MS) */
+	/* --local-node NAME=unix:PATH: the datanode on this host, reached over its Unix
+	 * socket and its PUTs' first coordinator; NULL: none */
+	char *local_name, *local_target;
 };
 
 /* ---- s3_bcl.c */
@@ -69,6 +72,8 @@ struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
 /* The client of node `name` in the view v, NULL when the node is not live. */
 struct rpc_client *s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v,
                                       const char *name);
+/* The client of live node n: over the local link when n is the local node. */
+struct rpc_client *s3_bcl_live_client(struct bcl *b, const struct rpc_cl_node *n);
 struct ec_codec *s3_bcl_codec(struct bcl *b, unsigned k, unsigned m);
 /* "name:value\n" text <-> record attrs. to: *out (free() it, pointing into *buf, free() it
  * too). from: the text into info->attrs. */

@@ -27,6 +27,26 @@ realtime_ns(void)
 
 /* ------------------------------------------------------------------ PUT */
 
+/* A live local node (--local-node) moves to the front of the coordinator order: its PUT
+ * stream stays on the host (the local link, no TLS), and only the cells of other nodes
+ * cross the network, once. The rest keep zc_place_rank's order for the fallback. */
+static void
+local_first(const struct bcl *b, const struct rpc_members_view *v, unsigned *order)
+{
+	size_t at = 0;
+	unsigned first;
+
+	if (!b->local_name)
+		return;
+	while (at < v->n && strcmp(v->nodes[order[at]].name, b->local_name) != 0)
+		at++;
+	if (at == 0 || at == v->n) /* first already, or not live */
+		return;
+	first = order[at];
+	memmove(order + 1, order, at * sizeof(*order));
+	order[0] = first;
+}
+
 int
 s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
                 void **stream)
@@ -56,12 +76,13 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
 	rc = zc_place_rank(s3_obj_hash(bucket, key), v->names, (unsigned)v->n, order);
 	if (rc < 0)
 		goto out;
+	local_first(b, v, order);
 	rc = ZC_E(ZC_UNAVAILABLE);
 	/* any live node can coordinate: one that does not connect is passed over before a
 	 * byte of the body is sent, so the client never sees it */
 	for (size_t i = 0; i < v->n; i++) {
 		const struct rpc_cl_node *n = &v->nodes[order[i]];
-		struct rpc_client *cl = s3_bcl_client(b, n->address);
+		struct rpc_client *cl = s3_bcl_live_client(b, n);
 
 		if (!cl) {
 			rc = -ENOMEM;

@@ -40,6 +40,10 @@ usage(FILE *f)
 	        "                          and membership in etcd at these endpoints (https://\n"
 	        "                          for TLS with the --cluster-* files), objects erasure-\n"
 	        "                          coded over the live datanodes (default: off)\n"
+	        "  --local-node NAME=unix:PATH  with --cluster: datanode NAME runs on this host\n"
+	        "                          with --unix-socket PATH: it coordinates this gateway's\n"
+	        "                          PUTs while live, and it is read over the socket\n"
+	        "                          (default: none)\n"
 	        "  --access-key KEY        access key of SigV4/SigV2 signatures (default: "
 	        "$ZEST_ACCESS_KEY)\n"
 	        "  --secret-key KEY        its secret key (default: $ZEST_SECRET_KEY)\n"
@@ -79,6 +83,19 @@ usage(FILE *f)
 	        "  --version               print the version\n");
 }
 
+/* --local-node NAME=unix:PATH: NAME as a datanode's --node ([A-Za-z0-9._-], 1-128). */
+static bool
+local_node_ok(const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	size_t len = eq ? (size_t)(eq - spec) : 0;
+
+	return len >= 1 && len <= 128 &&
+	       strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+	               len &&
+	       rpc_unix_is_target(eq + 1) && eq[1 + strlen("unix:")] != '\0';
+}
+
 static void
 destroy_own(struct s3_backend *own, const char *cluster)
 {
@@ -95,6 +112,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "datanode", required_argument, NULL, 'd' },
 		{ "cluster", required_argument, NULL, 'X' },
+		{ "local-node", required_argument, NULL, 'L' },
 		{ "access-key", required_argument, NULL, 'a' },
 		{ "secret-key", required_argument, NULL, 's' },
 		{ "region", required_argument, NULL, 'r' },
@@ -123,7 +141,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	struct rpc_tls tls = { 0 };
 	char tls_err[RPC_TLS_ERR_MAX];
 	const char *datanodes[MAX_DATANODES];
-	const char *cluster = NULL;
+	const char *cluster = NULL, *local_node = NULL;
 	unsigned ndn = 0;
 	struct s3_server *srv;
 	struct s3_backend *own = NULL;
@@ -152,6 +170,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			break;
 		case 'X':
 			cluster = optarg;
+			break;
+		case 'L':
+			local_node = optarg;
 			break;
 		case 'a':
 			cfg.access_key = optarg;
@@ -283,6 +304,18 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		return 2;
 	}
 	if (!be) {
+		if (local_node && !cluster) {
+			fprintf(stderr, "zest-s3gw: --local-node goes with --cluster (a single "
+			                "datanode on this host is --datanode unix:PATH)\n");
+			return 2;
+		}
+		if (local_node && !local_node_ok(local_node)) {
+			fprintf(stderr,
+			        "zest-s3gw: bad --local-node '%s': want NAME=unix:PATH, the "
+			        "node's --node name and its --unix-socket\n",
+			        local_node);
+			return 2;
+		}
 		if (cluster && ndn) {
 			fprintf(stderr, "zest-s3gw: --cluster and --datanode exclude each other "
 			                "(cluster mode finds the datanodes in etcd)\n");
@@ -321,7 +354,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				              "to the datanodes");
 		}
 		if (cluster) {
-			rc = s3_backend_cluster_create(cluster, &tls, &own);
+			rc = s3_backend_cluster_create(cluster, &tls, local_node, &own);
 			if (rc < 0) {
 				fprintf(stderr,
 				        "zest-s3gw: cannot start in cluster mode with etcd at %s: "
@@ -329,8 +362,8 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				        cluster, zc_code_word(zc_err_code(rc)));
 				return 1;
 			}
-			ZC_INFO("s3", "cluster=%s datanode_tls=%s", cluster,
-			        tls.insecure ? "off" : "mtls");
+			ZC_INFO("s3", "cluster=%s datanode_tls=%s local_node=%s", cluster,
+			        tls.insecure ? "off" : "mtls", local_node ? local_node : "none");
 		} else {
 			rc = s3_backend_rpc_create(datanodes, ndn, &tls, &own);
 			if (rc < 0) {

@@ -438,6 +438,8 @@ class DataNode(Proc):
                 argv += [flag, str(v)]
         for d in self.drives:
             argv += ["--drive", d]
+        if c.local == self.i:
+            argv += ["--unix-socket", c.local_sock]
         return argv + list(c.extra_dn)
 
     def wipe(self):
@@ -466,7 +468,7 @@ class Cluster:
                  drives=2, cell_size=None, stripes_per_group=None, gc_grace=None,
                  heal_after=None, write_quorum=None, data_io=None, extra_dn=(), extra_gw=(),
                  tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), valgrind=False,
-                 root=None):
+                 root=None, local=None):
         require_tools()
         if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
@@ -482,6 +484,9 @@ class Cluster:
         self.data_io = data_io
         self.extra_dn = list(extra_dn)
         self.extra_gw = list(extra_gw)
+        # local=i: dn-i serves a Unix socket and the gateway is on its host (--local-node)
+        self.local = local
+        self.local_sock = os.path.join(self.root, f"dn-{local}.sock") if local else None
         self.tls = not zh.INSECURE if tls is None else tls
         self.dn_base = dn_base
         self.env = env  # the gateway's environment (None: ours)
@@ -678,6 +683,8 @@ class Cluster:
                      "--cluster-key", self.certs["gw_key"]]
         else:
             argv += ["--insecure"]
+        if self.local:
+            argv += ["--local-node", f"dn-{self.local}=unix:{self.local_sock}"]
         self.gw = Proc("s3gw", argv + self.extra_gw, os.path.join(self.root, "s3gw.log"),
                        "127.0.0.1", self.gw_metrics, env=self.env)
         self.gw.start()
