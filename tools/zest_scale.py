@@ -27,6 +27,8 @@ Environment (all optional):
   ZEST_SCALE_IDLE      5: seconds of idle CPU measured first and subtracted (the
                        membership polls, keepalives and scans cost per second, not per byte)
   ZEST_INSECURE=1      plaintext internal gRPC (default mutual TLS)
+  ZEST_SCALE_LOCAL=1   the gateway on dn-1's host (--local-node): dn-1 coordinates every
+                       PUT, the payload's hop into it over its Unix socket
   ZEST_BUILD           the build folder (default build)
 A quick run: ZEST_SCALE_SECONDS=10 ZEST_SCALE_STREAMS=8 ZEST_SCALE_SCHEMES=4+2.
 The run stops early (and says so) after ZEST_SCALE_MAX_GIB of payload, when MemAvailable
@@ -122,10 +124,11 @@ def snapshot(c):
 def run_scheme(ec, nodes, drives, size, streams, seconds, base, cap):
     root = tempfile.mkdtemp(prefix=f"zest-scale-{ec.replace('+', '-')}-", dir=base)
     print(f"== RS({ec}): {nodes} datanodes x {drives} drive folders in {root}", flush=True)
+    local = 1 if env("ZEST_SCALE_LOCAL", "0") == "1" else None
     c = ch.Cluster(nodes=nodes, ec=ec, drives=drives, root=root, data_io="buffered",
-                   extra_gw=["--workers", str(max(16, streams + 8))])
+                   extra_gw=["--workers", str(max(16, streams + 8))], local=local)
     result = {"ec": ec, "nodes": nodes, "drives": drives, "obj_size": size,
-              "streams": streams, "seconds_asked": seconds}
+              "streams": streams, "seconds_asked": seconds, "local_node": bool(local)}
     stopped_early = threading.Event()
     why = []
     failed = True
@@ -226,7 +229,8 @@ def report(r):
     k, m = (int(x) for x in r["ec"].split("+"))
     print(f"-- RS({r['ec']}), {r['nodes']} datanodes x {r['drives']} tmpfs drives, "
           f"{r['obj_size'] >> 20} MiB objects, {r['streams']} streams, {r['wall_s']:.0f} s"
-          + (f" (stopped early: {r['stopped_early']})" if r["stopped_early"] else ""))
+          + (f" (stopped early: {r['stopped_early']})" if r["stopped_early"] else "")
+          + (", the gateway on dn-1's host (--local-node)" if r.get("local_node") else ""))
     print(f"   payload {r['payload_bytes'] / GiB:.2f} GiB: {r['ingest_gibps'] * 1024:.0f} MiB/s, "
           f"{r['ingest_per_node_gibps'] * 1024:.1f} MiB/s per datanode")
     print(f"   datanode CPU: {r['dn_cpu_s_per_gib']:.2f} CPU-s per payload GiB in all "
