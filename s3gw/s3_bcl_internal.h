@@ -39,7 +39,8 @@
 #define BCL_CONNECT_MS    3000 /* a coordinator that does not connect in this: the next */
 /* A ReadCell stream that delivers nothing this long (no chunk since it was opened or
  * resumed) fails as an unreachable node does: a hung node (SIGSTOP, a frozen disk) keeps
- * its connections open and would otherwise hold the GET for ever. */
+ * its connections open and would otherwise hold the GET for ever. At most the gateway's
+ * stream timeout (S3_STREAM_TIMEOUT_MS, --stream-timeout). */
 #define BCL_READ_PROGRESS_MS 5000
 /* Deadline of each unary call to a node (DeleteCells). */
 #define BCL_CALL_MS 5000
@@ -59,7 +60,8 @@ struct bcl {
 	size_t nnodes, capnodes;
 	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
-	unsigned read_timeout_ms; /* progress timeout of ReadCell streams (BCL_READ_PROGRESS_MS) */
+	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
+	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
 };
 
 /* ---- s3_bcl.c */
