@@ -8,6 +8,11 @@ rpc client's progress timeout cancels it and the gateway must answer the PUT 503
 the other datanode meanwhile. After SIGCONT the key still holds its old object (nothing of
 the cut upload is visible, in HEAD, GET or a listing) and PUTs to the node work again.
 
+The same in cluster mode (cluster_harness: etcd, three datanodes, RS 2+1) with the
+coordinator of the PUT stopped, under the default --stream-timeout (15 s, above the
+coordinators' 10 s peer timeout): 503, HEAD (etcd) and a GET (read around the stopped node)
+served meanwhile, the old object whole, PUTs fine after SIGCONT. Skipped without etcd.
+
 The bounds are generous (a hang check, not a speed check).
 """
 import os
@@ -21,7 +26,8 @@ import urllib.parse
 import boto3
 from botocore.config import Config
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as ch  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 BUCKET = "hung"
@@ -163,5 +169,50 @@ def test_put_to_a_hung_datanode_gets_503():
         zh.shutil.rmtree(root, ignore_errors=True)
 
 
+def test_put_to_a_hung_coordinator_gets_503():
+    bound = 15 + 25  # the default --stream-timeout and slack
+    with ch.cluster(nodes=3, ec="2+1", drives=1) as c:
+        s3 = c.s3(read_timeout=bound)
+        s3.create_bucket(Bucket=BUCKET)
+        key, other = "big", "other"
+        names = [f"dn-{i}" for i in sorted(c.nodes)]
+        coord = int(ch.place_rank(BUCKET, key, names)[0].split("-")[1])
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"p" * 4096)
+        old = s3.head_object(Bucket=BUCKET, Key=key)
+        obody = os.urandom(300 << 10)
+        s3.put_object(Bucket=BUCKET, Key=other, Body=obody)
+        url = s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": key},
+                                        ExpiresIn=600)
+        put = RawPut(url)
+        try:
+            while put.sent < (8 << 20):
+                time.sleep(0.01)
+            victim = c.node(coord)
+            os.kill(victim.pid, signal.SIGSTOP)
+            t0 = time.time()
+            try:
+                assert s3.head_object(Bucket=BUCKET, Key=other)["ContentLength"] == len(obody)
+                status, raw = put.read_status()
+                took = time.time() - t0
+                assert status.startswith("HTTP/1.1 503"), (status, raw[:400])
+                assert took < bound, f"the 503 took {took:.1f}s"
+                print(f"     503 after {took:.1f}s, {put.sent >> 20} MiB sent", flush=True)
+                # read around the stopped node (its cells rebuilt from parity)
+                got = s3.get_object(Bucket=BUCKET, Key=other)["Body"].read()
+                assert got == obody, "GET around the stopped node: wrong bytes"
+            finally:
+                os.kill(victim.pid, signal.SIGCONT)
+        finally:
+            put.close()
+        h = s3.head_object(Bucket=BUCKET, Key=key)
+        assert (h["ContentLength"], h["ETag"]) == (old["ContentLength"], old["ETag"]), h
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"p" * 4096
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []))
+        assert keys == [key, other], keys
+        body = os.urandom(5 << 20)
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == body
+
+
 if __name__ == "__main__":
-    zh.run_tests([test_put_to_a_hung_datanode_gets_503])
+    ch.run([test_put_to_a_hung_datanode_gets_503, test_put_to_a_hung_coordinator_gets_503])
