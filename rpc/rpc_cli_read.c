@@ -68,7 +68,8 @@ cread_post_recv(struct rpc_cread *r)
 	r->recv_bb = NULL;
 	if (grpc_call_start_batch(r->call, &op, 1, &r->t_recv, NULL) == GRPC_CALL_OK) {
 		r->refs++;
-		rpc_cli_timed_arm(&r->timed); /* opened, a chunk handled or resumed: the peer's turn */
+		/* opened, a chunk handled or resumed: the peer's turn */
+		rpc_cli_timed_arm(&r->timed);
 	} else {
 		r->recv_ended = true;
 	}

@@ -56,7 +56,7 @@ struct rpc_client {
 	pthread_t *threads;
 	unsigned n_threads;
 	size_t max_message, max_inflight;
-	unsigned unary_deadline_ms; /* every unary call's; 0: none */
+	unsigned unary_deadline_ms;   /* every unary call's; 0: none */
 	unsigned progress_timeout_ms; /* the streams' default; 0: none */
 	/* the watchdog: its list of watched streams, its thread (started by the first) */
 	pthread_mutex_t watch_mu;

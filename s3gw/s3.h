@@ -680,9 +680,9 @@ void s3_backend_rpc_destroy(struct s3_backend *be);
  * connects (the coordinator), GET reads the record's cells (ReadCell) and rebuilds what is
  * missing from parity (counted in /metrics as zest_degraded_reads_total); streams time
  * out as s3_backend_rpc_create's, a ReadCell at most after 5 s (a GET reads around a
- * silent node). Creates the reserved bucket in etcd if absent. Returns 0 and *out, -EINVAL (bad endpoints or TLS
- * files: logged), an etcd error (unreachable: logged) or -ENOMEM. Destroy after the
- * server; NULL: no-op.
+ * silent node). Creates the reserved bucket in etcd if absent. Returns 0 and *out,
+ * -EINVAL (bad endpoints or TLS files: logged), an etcd error (unreachable: logged) or
+ * -ENOMEM. Destroy after the server; NULL: no-op.
  */
 int s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls,
                               unsigned stream_timeout_ms, struct s3_backend **out);

@@ -319,7 +319,7 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls,
 	b->tls = *tls;
 	b->stream_timeout_ms = stream_timeout_ms ? stream_timeout_ms : S3_STREAM_TIMEOUT_MS;
 	b->read_timeout_ms = b->stream_timeout_ms < BCL_READ_PROGRESS_MS ? b->stream_timeout_ms
-	                                                                : BCL_READ_PROGRESS_MS;
+	                                                                 : BCL_READ_PROGRESS_MS;
 	b->be = (struct s3_backend){
 		.ctx = b,
 		.put_open = s3_bcl_put_open,

@@ -112,8 +112,8 @@ s3_bcl_crd_open(struct rpc_client *cl, uint64_t extent, uint32_t group, unsigned
 	pthread_mutex_lock(&c->mu);
 	rc = rpc_cread_open_cell(cl, &req, &cbs, c, &c->r);
 	if (rc == 0)
-		rc = rpc_cread_progress_timeout(c->r, timeout_ms ? timeout_ms
-		                                                 : BCL_READ_PROGRESS_MS);
+		rc = rpc_cread_progress_timeout(c->r,
+		                                timeout_ms ? timeout_ms : BCL_READ_PROGRESS_MS);
 	pthread_mutex_unlock(&c->mu);
 	if (rc < 0 && c->r) { /* no watchdog: a read that could hang for ever is not kept */
 		s3_bcl_crd_close(c);

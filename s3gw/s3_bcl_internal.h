@@ -140,13 +140,14 @@ int s3_bcl_rebuild(struct ec_codec *codec, const struct s3_bcl_geom *g, uint32_t
 
 /* ---- s3_bcl_cread.c: one ReadCell stream, its segments queued (each with a ref) */
 struct bcl_crd;
-/* timeout_ms: the progress timeout (0: BCL_READ_PROGRESS_MS). */
+/* timeout_ms: the stream's progress timeout (rpc_cread_progress_timeout; 0:
+ * BCL_READ_PROGRESS_MS). */
 int s3_bcl_crd_open(struct rpc_client *c, uint64_t extent, uint32_t group, unsigned cell,
                     uint64_t off, uint64_t len, unsigned timeout_ms, struct bcl_crd **out);
 /* The next segment (ref taken for the caller): 1; 0 when the stream ended OK with every
  * byte; < 0 its error (a short stream: -EBADMSG; nothing from the node for the progress
- * timeout: ZC_E(ZC_UNAVAILABLE), the stream left for close to cancel). Waits on the node,
- * never on a client. */
+ * timeout: ZC_E(ZC_UNAVAILABLE), the stream cancelled by rpc). Waits on the node (as long
+ * as it moves), never on a client. */
 int s3_bcl_crd_next(struct bcl_crd *r, struct zc_seg *seg);
 void s3_bcl_crd_close(struct bcl_crd *r);
 /* Read the ranges at once (one ReadCell each, in parallel), contiguous into their bufs.

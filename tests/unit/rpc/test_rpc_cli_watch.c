@@ -230,7 +230,8 @@ put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, struct rp
 	struct wait wt;
 
 	wait_init(&wt);
-	assert_int_equal(rpc_cwrite_open(e->cl, &(struct rpc_write_open){ .bucket = "b", .key = key },
+	assert_int_equal(rpc_cwrite_open(e->cl,
+	                                 &(struct rpc_write_open){ .bucket = "b", .key = key },
 	                                 &cbs, &wt, &w),
 	                 0);
 	for (unsigned i = 0; i < n_msgs;) {
@@ -242,8 +243,9 @@ put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, struct rp
 		pthread_mutex_unlock(&wt.mu);
 		rc = rpc_cwrite_send(w, &seg, 1);
 		if (rc == 0) {
+			/* the caller's time: never the peer's fault */
 			if (i++ == 0 && idle_ms)
-				usleep(idle_ms * 1000u); /* the caller's time: never the peer's fault */
+				usleep(idle_ms * 1000u);
 			continue;
 		}
 		if (rc == -ECANCELED)
