@@ -6,7 +6,9 @@
  * timeout); anything else is served at once. A stopped stream must end with UNAVAILABLE /
  * ZC_UNAVAILABLE and not before its timeout; a slow one, a caller idle between its sends
  * and a Read paused by its caller longer than the timeout must all survive. No speed is
- * asserted.
+ * asserted. A slow Write is slow for its first 40 MiB only: what the windows let the client
+ * send ahead (MiBs) must drain within the timeout once the commit is out, since the reply
+ * is the next progress the client sees.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -57,15 +59,14 @@ w_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg
 {
 	struct srv_call *sc = call_ctx;
 
-	(void)offset;
 	(void)segs;
 	(void)n_segs;
 	(void)len;
 	(void)crc32c;
 	if (sc->stop)
 		rpc_write_pause(w); /* and never resume: the client's window stays shut */
-	else if (sc->slow)
-		usleep(15 * 1000); /* a slow disk: about 17 MB/s */
+	else if (sc->slow && offset < (40u << 20))
+		usleep(10 * 1000); /* a slow disk: about 25 MB/s */
 }
 
 static void
@@ -219,9 +220,10 @@ cw_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 }
 
 /* Write n_msgs messages of MSG bytes (idle_ms between the first two), then commit; wait for
- * done. Returns the elapsed ms. */
+ * done. timeout_ms: the stream's progress timeout (0: the client's). Returns the elapsed ms. */
 static uint64_t
-put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, struct rpc_status *st)
+put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned timeout_ms,
+    struct rpc_status *st)
 {
 	static const struct rpc_cwrite_cbs cbs = { cw_writable, cw_done };
 	struct zc_seg seg = { payload, MSG, NULL };
@@ -234,6 +236,8 @@ put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, struct rp
 	                                 &(struct rpc_write_open){ .bucket = "b", .key = key },
 	                                 &cbs, &wt, &w),
 	                 0);
+	if (timeout_ms)
+		assert_int_equal(rpc_cwrite_progress_timeout(w, timeout_ms), 0);
 	for (unsigned i = 0; i < n_msgs;) {
 		unsigned long gen;
 		int rc;
@@ -347,13 +351,13 @@ test_write_peer_stops_reading(void **state)
 	(void)state;
 	env_up(&e);
 	/* far more than every window and socket buffer between us and the paused handler */
-	ms = put(&e, "stop", 4096, 0, &st);
+	ms = put(&e, "stop", 4096, 0, 0, &st);
 	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
 	assert_int_equal(st.err, ZC_E(ZC_UNAVAILABLE));
 	assert_non_null(strstr(st.msg, "no progress"));
 	assert_true(ms >= TIMEOUT_MS); /* never before the timeout */
 	/* the client goes on: the next stream works */
-	put(&e, "ok", 8, 0, &st);
+	put(&e, "ok", 8, 0, 0, &st);
 	assert_int_equal(st.code, GRPC_STATUS_OK);
 	env_down(&e);
 }
@@ -366,11 +370,16 @@ test_write_slow_or_idle_survives(void **state)
 
 	(void)state;
 	env_up(&e);
-	/* 48 MiB at ~17 MB/s: the stream lasts longer than the timeout, but moves */
-	put(&e, "slow", 192, 0, &st);
+	/* 40 MiB at ~25 MB/s, then 8 fast: the stream lasts longer than the timeout, but moves */
+	put(&e, "slow", 192, 0, 0, &st);
 	assert_int_equal(st.code, GRPC_STATUS_OK);
 	/* the caller is idle for twice the timeout between two sends */
-	put(&e, "ok", 4, 2 * TIMEOUT_MS, &st);
+	put(&e, "ok", 4, 2 * TIMEOUT_MS, 0, &st);
+	assert_int_equal(st.code, GRPC_STATUS_OK);
+	/* a stream's own timeout, shorter than the client's, cuts a stopped peer the same */
+	put(&e, "stop", 4096, 0, TIMEOUT_MS / 2, &st);
+	assert_int_equal(st.err, ZC_E(ZC_UNAVAILABLE));
+	put(&e, "ok", 4, 0, TIMEOUT_MS / 2, &st);
 	assert_int_equal(st.code, GRPC_STATUS_OK);
 	env_down(&e);
 }
