@@ -525,9 +525,20 @@ struct rpc_client_opts {
 	 * target, which gets local credentials (rpc_unix_is_target). */
 	struct rpc_tls tls;
 	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
-	 * Streams never get one: a long Write or Read (a slow client's) is not stuck, so
-	 * their users time out on progress instead. */
+	 * Streams never get one: a long Write or Read (a slow client's) is not stuck. */
 	unsigned unary_deadline_ms;
+	/* Streams time out on progress instead: a Write or Read whose peer owes it something
+	 * (to take a queued message, i.e. reopen its flow-control window; a message; the
+	 * reply or status) and gives nothing for this long is cancelled, and its `done` gets
+	 * UNAVAILABLE, err ZC_E(ZC_UNAVAILABLE), "no progress from the peer for N ms". Each
+	 * message taken or received restarts the clock, so a slow but moving stream is never
+	 * cut; time the caller spends (between its sends, a Read paused by its chunk callback)
+	 * never counts. After a Write's commit is taken the reply is the next progress: the
+	 * timeout must cover what the peer needs to drain the bytes its windows let us send
+	 * ahead (up to MiBs) and to commit. The default of every stream of the client (rpc_cwrite_progress_timeout
+	 * and rpc_cread_progress_timeout set one stream's); 0: none. A stream is cut between
+	 * its timeout and about 100 ms later (one watchdog thread per client). */
+	unsigned progress_timeout_ms;
 };
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, -EINVAL / -ENOMEM, or
@@ -601,6 +612,10 @@ int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_
 void rpc_cwrite_cancel(struct rpc_cwrite *w);
 /* Bytes queued and not yet handed to the transport. */
 size_t rpc_cwrite_inflight(const struct rpc_cwrite *w);
+/* Set this stream's progress timeout (rpc_client_opts.progress_timeout_ms; 0: none), in
+ * place of the client's default, from now on. Returns 0 or -EAGAIN (no thread for the
+ * watchdog: the stream is then not watched). Any thread, before rpc_cwrite_destroy. */
+int rpc_cwrite_progress_timeout(struct rpc_cwrite *w, unsigned timeout_ms);
 /* Free a stream after its `done` callback ran (may be called inside `done`). */
 void rpc_cwrite_destroy(struct rpc_cwrite *w);
 
@@ -645,6 +660,8 @@ int rpc_cread_open_cell(struct rpc_client *c, const struct rpc_cell_read_req *re
                         const struct rpc_cread_cbs *cbs, void *arg, struct rpc_cread **out);
 void rpc_cread_resume(struct rpc_cread *r);
 void rpc_cread_cancel(struct rpc_cread *r);
+/* As rpc_cwrite_progress_timeout, for a Read stream (a paused one is never cut). */
+int rpc_cread_progress_timeout(struct rpc_cread *r, unsigned timeout_ms);
 void rpc_cread_destroy(struct rpc_cread *r);
 
 /*

@@ -35,6 +35,7 @@ struct rpc_cread {
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
 	grpc_slice details;
+	struct rpc_cli_timed timed; /* armed while a receive is posted */
 };
 
 static void
@@ -51,6 +52,7 @@ cread_unref_locked(struct rpc_cread *r)
 	grpc_metadata_array_destroy(&r->md_initial);
 	grpc_metadata_array_destroy(&r->md_trailing);
 	grpc_slice_unref(r->details);
+	rpc_cli_watch_unlink(r->cl, &r->timed); /* before the call goes */
 	grpc_call_unref(r->call);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
@@ -64,10 +66,13 @@ cread_post_recv(struct rpc_cread *r)
 
 	op.data.recv_message.recv_message = &r->recv_bb;
 	r->recv_bb = NULL;
-	if (grpc_call_start_batch(r->call, &op, 1, &r->t_recv, NULL) == GRPC_CALL_OK)
+	if (grpc_call_start_batch(r->call, &op, 1, &r->t_recv, NULL) == GRPC_CALL_OK) {
 		r->refs++;
-	else
+		/* opened, a chunk handled or resumed: the peer's turn */
+		rpc_cli_timed_arm(&r->timed);
+	} else {
 		r->recv_ended = true;
+	}
 }
 
 /* Under r->mu: call done once both the stream and the status ended. Unlocks+unrefs. */
@@ -121,6 +126,7 @@ cread_on_recv(void *obj, bool success)
 	int rc, verdict = 0;
 
 	pthread_mutex_lock(&r->mu);
+	rpc_cli_timed_idle(&r->timed); /* a message or the end came; the caller's turn */
 	bb = r->recv_bb;
 	r->recv_bb = NULL;
 	if (!success || !bb || r->bad) {
@@ -206,6 +212,9 @@ cread_start(struct rpc_client *c, enum rpc_method m, grpc_byte_buffer *req_bb,
 	r->details = grpc_empty_slice();
 	r->req_bb = req_bb;
 	r->call = rpc_client_new_call(c, m);
+	r->timed.call = r->call;
+	if (c->progress_timeout_ms)
+		rpc_cli_watch_set(c, &r->timed, c->progress_timeout_ms); /* -EAGAIN: unwatched */
 	r->refs = 1;
 
 	memset(ops, 0, sizeof(ops));
@@ -286,6 +295,12 @@ rpc_cread_cancel(struct rpc_cread *r)
 		return;
 	}
 	pthread_mutex_unlock(&r->mu);
+}
+
+int
+rpc_cread_progress_timeout(struct rpc_cread *r, unsigned timeout_ms)
+{
+	return rpc_cli_watch_set(r->cl, &r->timed, timeout_ms);
 }
 
 void

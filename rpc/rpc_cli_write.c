@@ -46,6 +46,7 @@ struct rpc_cwrite {
 	grpc_byte_buffer *resp;
 	grpc_status_code status;
 	grpc_slice details;
+	struct rpc_cli_timed timed; /* armed while a send is out or the reply is owed */
 #ifdef RPC_FAULTS
 	struct rpc_fault fault;
 	unsigned n_msgs; /* messages queued so far */
@@ -81,6 +82,7 @@ cwrite_unref_locked(struct rpc_cwrite *w)
 	if (w->resp)
 		grpc_byte_buffer_destroy(w->resp);
 	grpc_slice_unref(w->details);
+	rpc_cli_watch_unlink(w->cl, &w->timed); /* before the call goes */
 	grpc_call_unref(w->call);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
@@ -117,6 +119,7 @@ cwrite_kick(struct rpc_cwrite *w)
 	}
 	w->sending = q;
 	w->refs++;
+	rpc_cli_timed_arm(&w->timed); /* the peer owes us taking this message */
 }
 
 static void
@@ -143,6 +146,12 @@ cwrite_on_send(void *obj, bool success)
 		w->tail = NULL;
 	}
 	cwrite_kick(w);
+	/* the transport took a message: progress. Now the next one is out (armed by the
+	 * kick), or the reply is owed, or the caller has the turn */
+	if (!w->sending && w->committed && !w->done && !w->failed)
+		rpc_cli_timed_arm(&w->timed);
+	else if (!w->sending)
+		rpc_cli_timed_idle(&w->timed);
 	if (w->want_writable && w->inflight < w->cl->max_inflight && !w->done && !w->failed) {
 		w->want_writable = false;
 		writable = true;
@@ -174,6 +183,7 @@ cwrite_on_recv(void *obj, bool success)
 	}
 	pthread_mutex_lock(&w->mu);
 	w->done = true;
+	rpc_cli_timed_idle(&w->timed);
 	pthread_mutex_unlock(&w->mu);
 	if (w->m == RPC_WRITE_CELL) {
 		const Zest__CellResult *cr = (const Zest__CellResult *)res;
@@ -245,6 +255,9 @@ cwrite_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *op
 	grpc_metadata_array_init(&w->md_trailing);
 	w->details = grpc_empty_slice();
 	w->call = rpc_client_new_call(c, m);
+	w->timed.call = w->call;
+	if (c->progress_timeout_ms)
+		rpc_cli_watch_set(c, &w->timed, c->progress_timeout_ms); /* -EAGAIN: unwatched */
 	w->refs = 2; /* the caller's, the receive batch's */
 
 	memset(ops, 0, sizeof(ops));
@@ -440,6 +453,12 @@ void
 rpc_cwrite_cancel(struct rpc_cwrite *w)
 {
 	grpc_call_cancel(w->call, NULL);
+}
+
+int
+rpc_cwrite_progress_timeout(struct rpc_cwrite *w, unsigned timeout_ms)
+{
+	return rpc_cli_watch_set(w->cl, &w->timed, timeout_ms);
 }
 
 size_t

@@ -104,6 +104,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
 	c->unary_deadline_ms = opts->unary_deadline_ms;
+	c->progress_timeout_ms = opts->progress_timeout_ms;
 	n = opts->cq_threads ? opts->cq_threads : 1;
 	c->threads = calloc(n, sizeof(*c->threads));
 	if (!c->threads) {
@@ -181,6 +182,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 			                                              NULL, NULL);
 	}
 	grpc_channel_credentials_release(creds);
+	rpc_cli_watch_init(c);
 	c->cq = grpc_completion_queue_create_for_next(NULL);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&c->threads[i], NULL, cq_thread, c))
@@ -277,6 +279,7 @@ rpc_client_destroy(struct rpc_client *c)
 		               .type != GRPC_QUEUE_SHUTDOWN)
 			;
 	grpc_completion_queue_destroy(c->cq);
+	rpc_cli_watch_fini(c);
 	grpc_shutdown();
 #ifdef RPC_FAULTS
 	pthread_mutex_destroy(&c->fault_mu);

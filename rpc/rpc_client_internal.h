@@ -12,18 +12,36 @@
  *   rpc_cli_write.c   Write streams: queued sends with an in-flight bound, commit, cancel
  *   rpc_cli_read.c    Read streams: one message received at a time, pause and resume
  *   rpc_cli_unary.c   unary calls (async and blocking) and the blocking rpc_client_put
+ *   rpc_cli_watch.c   the progress watchdog: cancels streams whose peer stopped moving
  */
 #ifndef ZEST_RPC_CLIENT_INTERNAL_H
 #define ZEST_RPC_CLIENT_INTERNAL_H
 
 #include <grpc/grpc.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "rpc_internal.h"
 
 struct ctag {
 	void (*fn)(void *obj, bool success);
 	void *obj;
+};
+
+/*
+ * A stream's progress clock, watched by its client's watchdog thread (rpc_cli_watch.c).
+ * since_ns is when the peer started to owe the stream something (a send to take, a message
+ * or the status to come) or last gave it; 0 while the peer owes nothing (idle between the
+ * caller's sends, paused by the caller, over). Set with atomic stores by the stream, under
+ * its own lock or not; the watchdog only reads it, so the stream never waits for it.
+ */
+struct rpc_cli_timed {
+	struct rpc_cli_timed *prev, *next; /* on the client's list while linked */
+	grpc_call *call;
+	_Atomic uint64_t since_ns;
+	atomic_uint timeout_ms; /* 0: not watched */
+	bool linked;            /* under the client's watch_mu */
 };
 
 #define MAX_CHANNELS     16
@@ -38,7 +56,14 @@ struct rpc_client {
 	pthread_t *threads;
 	unsigned n_threads;
 	size_t max_message, max_inflight;
-	unsigned unary_deadline_ms; /* every unary call's; 0: none */
+	unsigned unary_deadline_ms;   /* every unary call's; 0: none */
+	unsigned progress_timeout_ms; /* the streams' default; 0: none */
+	/* the watchdog: its list of watched streams, its thread (started by the first) */
+	pthread_mutex_t watch_mu;
+	pthread_cond_t watch_cv;
+	struct rpc_cli_timed *watched;
+	pthread_t watch_thread;
+	bool watch_running, watch_stop;
 #ifdef RPC_FAULTS
 	pthread_mutex_t fault_mu;
 	struct rpc_fault fault; /* for WriteCell streams opened next */
@@ -49,5 +74,21 @@ struct rpc_client {
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
 void rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
                             const grpc_metadata_array *trailing);
+
+/* ---- rpc_cli_watch.c */
+void rpc_cli_watch_init(struct rpc_client *c);
+void rpc_cli_watch_fini(struct rpc_client *c); /* every stream unlinked; joins the thread */
+/* Watch t (t->call set) for timeout_ms (0: stop watching; it stays linked until unlink).
+ * Returns 0, or -EAGAIN when the watchdog thread cannot be started. */
+int rpc_cli_watch_set(struct rpc_client *c, struct rpc_cli_timed *t, unsigned timeout_ms);
+/* Before the stream (and its call) is freed; a no-op when not linked. */
+void rpc_cli_watch_unlink(struct rpc_client *c, struct rpc_cli_timed *t);
+/* The peer owes the stream something from now (a new progress point) / owes nothing. */
+void rpc_cli_timed_arm(struct rpc_cli_timed *t);
+static inline void
+rpc_cli_timed_idle(struct rpc_cli_timed *t)
+{
+	atomic_store_explicit(&t->since_ns, 0, memory_order_relaxed);
+}
 
 #endif

@@ -649,17 +649,27 @@ int s3_backend_get(const struct s3_backend *be, const char *bucket, const char *
 #define S3_E(e)     (-(S3_ERR_BASE + (int)(e)))
 
 /*
+ * A datanode stream of the gateway (a PUT's Write, a GET's Read or ReadCell) whose node makes
+ * no progress this long is cancelled (rpc_client_opts.progress_timeout_ms): the PUT fails
+ * with ZC_UNAVAILABLE (503 SlowDown), a cluster GET reads around the node. The default is
+ * above a coordinator's peer timeout (10 s), so that a coordinator writing around a hung
+ * peer answers before the gateway gives up on it.
+ */
+#define S3_STREAM_TIMEOUT_MS 15000
+
+/*
  * The real backend: one rpc client per datanode address ("HOST:PORT", n >= 1, no
  * duplicates), objects placed with s3_place() over the list in this order, bucket calls
  * sent to every node, listings merged (s3_backend_rpc.c). Connects lazily, over mutual
  * TLS with tls's cluster CA and client certificate (or plaintext when tls->insecure;
- * rpc_tls.h). Returns 0 and *out, -EINVAL (no nodes, bad TLS files: logged), -EEXIST (a
- * node twice) or -ENOMEM. Destroy after the server that uses it; every stream must be
+ * rpc_tls.h), streams cut after stream_timeout_ms without progress (0:
+ * S3_STREAM_TIMEOUT_MS). Returns 0 and *out, -EINVAL (no nodes, bad TLS files: logged),
+ * -EEXIST (a node twice) or -ENOMEM. Destroy after the server that uses it; every stream must be
  * over. NULL: no-op.
  */
 struct rpc_tls;
 int s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls *tls,
-                          struct s3_backend **out);
+                          unsigned stream_timeout_ms, struct s3_backend **out);
 void s3_backend_rpc_destroy(struct s3_backend *be);
 
 /*
@@ -668,13 +678,15 @@ void s3_backend_rpc_destroy(struct s3_backend *be);
  * the membership view, one rpc client per node address (made on first use, mutual TLS as
  * s3_backend_rpc_create's). PUT goes to the first node of zc_place_rank(bucket/key) that
  * connects (the coordinator), GET reads the record's cells (ReadCell) and rebuilds what is
- * missing from parity (counted in /metrics as zest_degraded_reads_total). Creates the
- * reserved bucket in etcd if absent. Returns 0 and *out, -EINVAL (bad endpoints or TLS
- * files: logged), an etcd error (unreachable: logged) or -ENOMEM. Destroy after the
- * server; NULL: no-op.
+ * missing from parity (counted in /metrics as zest_degraded_reads_total); streams time
+ * out as s3_backend_rpc_create's, a ReadCell at most after 5 s (a GET reads around a
+ * silent node). Creates the reserved bucket in etcd if absent. Returns 0 and *out,
+ * -EINVAL (bad endpoints or TLS files: logged), an etcd error (unreachable: logged) or
+ * -ENOMEM. Destroy after the server; NULL: no-op.
  */
 int s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls,
-                              const char *local_node, struct s3_backend **out);
+                              const char *local_node, unsigned stream_timeout_ms,
+                              struct s3_backend **out);
 void s3_backend_cluster_destroy(struct s3_backend *be);
 
 /* ---------------------------------------------------------------- placement */

@@ -123,7 +123,7 @@ s3_backend_rpc_destroy(struct s3_backend *be)
 
 int
 s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls *tls,
-                      struct s3_backend **out)
+                      unsigned stream_timeout_ms, struct s3_backend **out)
 {
 	struct rbe *b;
 	int rc = 0;
@@ -175,6 +175,9 @@ s3_backend_rpc_create(const char *const *nodes, unsigned n, const struct rpc_tls
 		o.target = nodes[i];
 		o.channels = 2;
 		o.stream_window = GET_STREAM_WINDOW;
+		/* a hung datanode must not hold a PUT or GET (and its client) for ever */
+		o.progress_timeout_ms =
+		        stream_timeout_ms ? stream_timeout_ms : S3_STREAM_TIMEOUT_MS;
 		o.tls = *tls;
 		rc = rpc_client_create(&o, &b->cl[i]);
 		if (rc < 0)

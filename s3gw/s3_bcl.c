@@ -54,9 +54,10 @@ s3_bcl_client(struct bcl *b, const char *addr)
 	o.target = addr;
 	o.channels = 2;
 	o.stream_window = GET_STREAM_WINDOW;
-	/* DeleteCells to a hung node must not hold a DELETE: streams time out on progress
-	 * instead (s3_bcl_cread.c; the PUT stream is s3_brpc_put.c's) */
+	/* DeleteCells to a hung node must not hold a DELETE; streams time out on progress
+	 * (a PUT's Write on the coordinator; ReadCell sets its own, s3_bcl_cread.c) */
 	o.unary_deadline_ms = BCL_CALL_MS;
+	o.progress_timeout_ms = b->stream_timeout_ms;
 	o.tls = b->tls;
 	b->nodes[b->nnodes].addr = strdup(addr);
 	if (!b->nodes[b->nnodes].addr)
@@ -326,7 +327,7 @@ s3_backend_cluster_destroy(struct s3_backend *be)
 
 int
 s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, const char *local_node,
-                          struct s3_backend **out)
+                          unsigned stream_timeout_ms, struct s3_backend **out)
 {
 	struct rpc_etcd_opts eo = { 0 };
 	struct timespec ts;
@@ -340,7 +341,9 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 		return -ENOMEM;
 	pthread_mutex_init(&b->mu, NULL);
 	b->tls = *tls;
-	b->read_timeout_ms = BCL_READ_PROGRESS_MS;
+	b->stream_timeout_ms = stream_timeout_ms ? stream_timeout_ms : S3_STREAM_TIMEOUT_MS;
+	b->read_timeout_ms = b->stream_timeout_ms < BCL_READ_PROGRESS_MS ? b->stream_timeout_ms
+	                                                                 : BCL_READ_PROGRESS_MS;
 	if (local_node && (rc = local_node_parse(b, local_node)) < 0)
 		goto fail;
 	b->be = (struct s3_backend){

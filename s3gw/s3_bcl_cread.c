@@ -3,17 +3,16 @@
  * queued with a reference for the worker, the call paused while the queue is over a
  * bound; and the blocking form that gathers a few cell ranges at once for a rebuild.
  *
- * Deadline: rpc streams have none (rpc.h), so a node that hangs without closing its
- * connections (SIGSTOP, a frozen disk) is caught here by progress: a worker waiting for a
- * stream that has sent nothing for the stream's timeout since it was opened, last
- * delivered a chunk or was last resumed ends the read with ZC_UNAVAILABLE, as a node
- * that refused would (the caller reads around the cell). Time the stream spent paused by
- * its consumer never counts against the node.
+ * Deadline: a node that hangs without closing its connections (SIGSTOP, a frozen disk) is
+ * caught by the stream's progress timeout (rpc_cread_progress_timeout): a stream that has
+ * sent nothing for the timeout since it was opened, last delivered a chunk or was last
+ * resumed is cancelled by rpc and the read ends with ZC_UNAVAILABLE, as a node that
+ * refused would (the caller reads around the cell). Time the stream spent paused by its
+ * consumer never counts against the node.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "s3_bcl_internal.h"
 #include "zc.h"
@@ -27,18 +26,7 @@ struct bcl_crd {
 	bool paused, done, failed_alloc;
 	struct rpc_status st;
 	uint64_t want, got;
-	uint64_t last_ns;    /* CLOCK_MONOTONIC: opened, last chunk or last resume */
-	uint64_t timeout_ns; /* no progress this long: the read fails */
 };
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int
 crd_on_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info, uint64_t offset,
@@ -79,7 +67,6 @@ crd_on_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
 	}
 	c->qbytes += len;
 	c->got += len;
-	c->last_ns = mono_ns();
 	if (c->qbytes >= BCL_PAUSE_BYTES) {
 		c->paused = true;
 		ret = 1;
@@ -114,24 +101,24 @@ s3_bcl_crd_open(struct rpc_client *cl, uint64_t extent, uint32_t group, unsigned
 		.has_length = true,
 	};
 	struct bcl_crd *c = calloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 	int rc;
 
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
-	/* the progress deadline is on the monotonic clock: a clock step moves no deadline */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&c->cv, NULL);
 	c->want = len;
-	c->timeout_ns = (uint64_t)(timeout_ms ? timeout_ms : BCL_READ_PROGRESS_MS) * 1000000u;
-	c->last_ns = mono_ns();
 	/* hold the lock: `done` may come before c->r is stored */
 	pthread_mutex_lock(&c->mu);
 	rc = rpc_cread_open_cell(cl, &req, &cbs, c, &c->r);
+	if (rc == 0)
+		rc = rpc_cread_progress_timeout(c->r,
+		                                timeout_ms ? timeout_ms : BCL_READ_PROGRESS_MS);
 	pthread_mutex_unlock(&c->mu);
+	if (rc < 0 && c->r) { /* no watchdog: a read that could hang for ever is not kept */
+		s3_bcl_crd_close(c);
+		return rc;
+	}
 	if (rc < 0) {
 		pthread_cond_destroy(&c->cv);
 		pthread_mutex_destroy(&c->mu);
@@ -145,26 +132,14 @@ s3_bcl_crd_open(struct rpc_client *cl, uint64_t extent, uint32_t group, unsigned
 int
 s3_bcl_crd_next(struct bcl_crd *c, struct zc_seg *seg)
 {
-	bool stalled = false;
 	int rc;
 
 	pthread_mutex_lock(&c->mu);
 	/* an empty queue means a running stream (a paused one has bytes queued): the node
-	 * owes bytes, or the status */
-	while (!c->done && !c->failed_alloc && !c->qn) {
-		uint64_t dl = c->last_ns + c->timeout_ns, now = mono_ns();
-		struct timespec ts = { (time_t)(dl / 1000000000u), (long)(dl % 1000000000u) };
-
-		if (now >= dl) {
-			stalled = true;
-			break;
-		}
-		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-	}
-	if (stalled) {
-		/* the stream stays open: close cancels it. The node is as good as gone */
-		rc = ZC_E(ZC_UNAVAILABLE);
-	} else if (c->failed_alloc) {
+	 * owes bytes, or the status, and rpc's progress timeout bounds the wait */
+	while (!c->done && !c->failed_alloc && !c->qn)
+		pthread_cond_wait(&c->cv, &c->mu);
+	if (c->failed_alloc) {
 		rc = -ENOMEM;
 	} else if (!c->qn) { /* done and drained */
 		/* not logged here: the GET logs once per stream what it reads around */
@@ -177,8 +152,7 @@ s3_bcl_crd_next(struct bcl_crd *c, struct zc_seg *seg)
 		c->qbytes -= seg->len;
 		rc = 1;
 		if (c->paused && c->qbytes < BCL_RESUME_BYTES && !c->done) {
-			c->paused = false;
-			c->last_ns = mono_ns(); /* the pause was the consumer's, not the node's */
+			c->paused = false; /* rpc restarts the progress clock */
 			pthread_mutex_unlock(&c->mu);
 			rpc_cread_resume(c->r);
 			return rc;

@@ -9,7 +9,9 @@
  * window by window from k other cells of its stripe (s3_bcl_rebuild); the cell stays
  * counted as unreadable for the rest of the stream, and the stream counts once in
  * zest_degraded_reads_total. Bytes already handed out are never sent again: a read that
- * fails mid-piece goes on from where it stopped.
+ * fails mid-piece goes on from where it stopped. The rebuilt windows go out in buffers of
+ * a small pool the stream owns (struct obuf_pool), each back in it when its consumer puts
+ * the segment: a degraded GET allocates a few, not one per window.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +23,9 @@
 #define RING      16               /* pieces open at once */
 #define MAX_FAILS 64               /* cells a stream remembers as unreadable */
 #define MAX_DEAD  RPC_CL_MAX_CELLS /* nodes a stream remembers as unreachable */
+#define OBUF_KEEP 4                /* rebuilt-window buffers a stream keeps for reuse */
+
+struct obuf_pool;
 
 struct piece {
 	struct s3_bcl_piece p;
@@ -51,6 +56,7 @@ struct cget {
 	bool counted, warned;
 	uint8_t *scratch;
 	size_t scratch_len;
+	struct obuf_pool *obufs; /* made by the first rebuild */
 };
 
 int
@@ -206,15 +212,110 @@ rebuild_read(void *arg, struct s3_bcl_cread *r, size_t n)
 			note_error(a->g, cl[i], r[i].res);
 }
 
+/* A rebuilt window handed out by reference. */
 struct obuf {
 	struct zc_ref ref;
+	struct obuf_pool *pool;
+	struct obuf *next; /* on the pool's free list */
+	size_t cap;
 	uint8_t data[];
 };
+
+/* Buffers of one stream. A segment may outlive the stream (the consumer puts it after
+ * get_close), and is put on whatever thread sends it: the pool counts one reference for
+ * the stream and one per buffer out, and the last one frees it. */
+struct obuf_pool {
+	pthread_mutex_t mu;
+	unsigned refs;
+	struct obuf *free; /* up to OBUF_KEEP */
+	unsigned nfree;
+	bool closed; /* the stream is gone: buffers put now are freed */
+};
+
+static void
+obuf_pool_unref_locked(struct obuf_pool *pl)
+{
+	bool last = --pl->refs == 0;
+
+	pthread_mutex_unlock(&pl->mu);
+	if (!last)
+		return;
+	while (pl->free) {
+		struct obuf *o = pl->free;
+
+		pl->free = o->next;
+		free(o);
+	}
+	pthread_mutex_destroy(&pl->mu);
+	free(pl);
+}
 
 static void
 obuf_release(struct zc_ref *ref)
 {
-	free(ref);
+	struct obuf *o = (struct obuf *)ref;
+	struct obuf_pool *pl = o->pool;
+
+	pthread_mutex_lock(&pl->mu);
+	if (pl->nfree < OBUF_KEEP && !pl->closed) {
+		o->next = pl->free;
+		pl->free = o;
+		pl->nfree++;
+	} else {
+		free(o);
+	}
+	obuf_pool_unref_locked(pl);
+}
+
+/* A buffer of at least cap bytes from g's pool (made on first use), its ref held by the
+ * caller. NULL: -ENOMEM. */
+static struct obuf *
+obuf_get(struct cget *g, size_t cap)
+{
+	struct obuf_pool *pl = g->obufs;
+	struct obuf *o;
+
+	if (!pl) {
+		pl = calloc(1, sizeof(*pl));
+		if (!pl)
+			return NULL;
+		pthread_mutex_init(&pl->mu, NULL);
+		pl->refs = 1; /* the stream's */
+		g->obufs = pl;
+	}
+	pthread_mutex_lock(&pl->mu);
+	o = pl->free;
+	if (o) {
+		pl->free = o->next;
+		pl->nfree--;
+	}
+	if (o && o->cap < cap) { /* a short piece's: too small for this window */
+		free(o);
+		o = NULL;
+	}
+	if (!o) {
+		o = malloc(sizeof(*o) + cap);
+		if (!o) {
+			pthread_mutex_unlock(&pl->mu);
+			return NULL;
+		}
+		o->pool = pl;
+		o->cap = cap;
+	}
+	pl->refs++;
+	pthread_mutex_unlock(&pl->mu);
+	zc_ref_init(&o->ref, obuf_release);
+	return o;
+}
+
+static void
+obuf_pool_close(struct obuf_pool *pl)
+{
+	if (!pl)
+		return;
+	pthread_mutex_lock(&pl->mu);
+	pl->closed = true;
+	obuf_pool_unref_locked(pl);
 }
 
 /* The next window of a piece that must be rebuilt, as one segment of its own memory. */
@@ -248,10 +349,9 @@ rebuild_step(struct cget *g, struct piece *p, struct zc_seg *seg)
 			return -ENOMEM;
 		}
 	}
-	o = malloc(sizeof(*o) + (size_t)(y - x));
+	o = obuf_get(g, (size_t)(y - x));
 	if (!o)
 		return -ENOMEM;
-	zc_ref_init(&o->ref, obuf_release);
 	before = unavail = unavail_of(g, p->ext, p->p.group) | 1u << p->p.cell;
 	rc = s3_bcl_rebuild(codec, &geom, p->p.group, p->p.stripe, p->p.cell, x, y, &unavail,
 	                    rebuild_read, &arg, g->scratch, o->data);
@@ -355,6 +455,7 @@ s3_bcl_get_close(void *stream)
 		free(g->cl[x]);
 	free(g->cl);
 	free(g->scratch);
+	obuf_pool_close(g->obufs);
 	rpc_cl_object_fini(&g->rec);
 	free(g);
 }

@@ -39,7 +39,8 @@
 #define BCL_CONNECT_MS    3000 /* a coordinator that does not connect in this: the next */
 /* A ReadCell stream that delivers nothing this long (no chunk since it was opened or
  * resumed) fails as an unreachable node does: a hung node (SIGSTOP, a frozen disk) keeps
- * its connections open and would otherwise hold the GET for ever. */
+ * its connections open and would otherwise hold the GET for ever. At most the gateway's
+ * stream timeout (S3_STREAM_TIMEOUT_MS, --stream-timeout). */
 #define BCL_READ_PROGRESS_MS 5000
 /* Deadline of each unary call to a node (DeleteCells). */
 #define BCL_CALL_MS 5000
@@ -59,7 +60,8 @@ struct bcl {
 	size_t nnodes, capnodes;
 	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
-	unsigned read_timeout_ms; /* progress timeout of ReadCell streams (BCL_READ_PROGRESS_MS) */
+	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
+	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
 	/* --local-node NAME=unix:PATH: the datanode on this host, reached over its Unix
 	 * socket and its PUTs' first coordinator; NULL: none */
 	char *local_name, *local_target;
@@ -143,13 +145,14 @@ int s3_bcl_rebuild(struct ec_codec *codec, const struct s3_bcl_geom *g, uint32_t
 
 /* ---- s3_bcl_cread.c: one ReadCell stream, its segments queued (each with a ref) */
 struct bcl_crd;
-/* timeout_ms: the progress timeout (0: BCL_READ_PROGRESS_MS). */
+/* timeout_ms: the stream's progress timeout (rpc_cread_progress_timeout; 0:
+ * BCL_READ_PROGRESS_MS). */
 int s3_bcl_crd_open(struct rpc_client *c, uint64_t extent, uint32_t group, unsigned cell,
                     uint64_t off, uint64_t len, unsigned timeout_ms, struct bcl_crd **out);
 /* The next segment (ref taken for the caller): 1; 0 when the stream ended OK with every
  * byte; < 0 its error (a short stream: -EBADMSG; nothing from the node for the progress
- * timeout: ZC_E(ZC_UNAVAILABLE), the stream left for close to cancel). Waits on the node,
- * never on a client. */
+ * timeout: ZC_E(ZC_UNAVAILABLE), the stream cancelled by rpc). Waits on the node (as long
+ * as it moves), never on a client. */
 int s3_bcl_crd_next(struct bcl_crd *r, struct zc_seg *seg);
 void s3_bcl_crd_close(struct bcl_crd *r);
 /* Read the ranges at once (one ReadCell each, in parallel), contiguous into their bufs.

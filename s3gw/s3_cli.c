@@ -73,6 +73,10 @@ usage(FILE *f)
 	        "  --max-header SIZE       request head limit (default 16KiB)\n"
 	        "  --header-timeout DUR    time allowed to send a request head (default 10s)\n"
 	        "  --idle-timeout DUR      idle connection and stalled body timeout (default 60s)\n"
+	        "  --stream-timeout DUR    a datanode stream that makes no progress this long is\n"
+	        "                          cancelled: its PUT gets 503 SlowDown, a cluster GET\n"
+	        "                          reads around the node (ReadCell: at most 5s); keep it\n"
+	        "                          above the coordinators' peer timeout (default 15s)\n"
 	        "  --max-object SIZE       largest single PUT (default 5TiB)\n"
 	        "  --max-conns N           open connections before new ones are refused (default "
 	        "4096)\n"
@@ -124,6 +128,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		{ "max-header", required_argument, NULL, 'H' },
 		{ "header-timeout", required_argument, NULL, 'T' },
 		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "stream-timeout", required_argument, NULL, 'S' },
 		{ "max-object", required_argument, NULL, 'O' },
 		{ "md5", required_argument, NULL, '5' },
 		{ "max-conns", required_argument, NULL, 'C' },
@@ -142,7 +147,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	char tls_err[RPC_TLS_ERR_MAX];
 	const char *datanodes[MAX_DATANODES];
 	const char *cluster = NULL, *local_node = NULL;
-	unsigned ndn = 0;
+	unsigned ndn = 0, stream_ms = 0;
 	struct s3_server *srv;
 	struct s3_backend *own = NULL;
 	struct sigaction sa;
@@ -211,14 +216,17 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			break;
 		case 'T':
 		case 'I':
+		case 'S':
 			if (zc_parse_duration_ns(optarg, &v) < 0 || v < 1000000) {
 				fprintf(stderr, "zest-s3gw: bad duration '%s'\n", optarg);
 				return 2;
 			}
 			if (c == 'T')
 				cfg.header_timeout_ms = (unsigned)(v / 1000000);
-			else
+			else if (c == 'I')
 				cfg.idle_timeout_ms = (unsigned)(v / 1000000);
+			else
+				stream_ms = (unsigned)(v / 1000000);
 			break;
 		case 'O':
 			if (zc_parse_size(optarg, &v) < 0 || v == 0) {
@@ -354,7 +362,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 				              "to the datanodes");
 		}
 		if (cluster) {
-			rc = s3_backend_cluster_create(cluster, &tls, local_node, &own);
+			rc = s3_backend_cluster_create(cluster, &tls, local_node, stream_ms, &own);
 			if (rc < 0) {
 				fprintf(stderr,
 				        "zest-s3gw: cannot start in cluster mode with etcd at %s: "
@@ -365,7 +373,7 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			ZC_INFO("s3", "cluster=%s datanode_tls=%s local_node=%s", cluster,
 			        tls.insecure ? "off" : "mtls", local_node ? local_node : "none");
 		} else {
-			rc = s3_backend_rpc_create(datanodes, ndn, &tls, &own);
+			rc = s3_backend_rpc_create(datanodes, ndn, &tls, stream_ms, &own);
 			if (rc < 0) {
 				fprintf(stderr,
 				        "zest-s3gw: cannot set up the datanode clients: %s\n",

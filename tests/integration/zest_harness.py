@@ -267,15 +267,17 @@ class Cluster:
         return rcs
 
 
-def gateway_over(clusters, root, name):
+def gateway_over(clusters, root, name, extra=()):
     """A zest-s3gw over the datanodes of several Clusters (started with gateway=False), its
-    log at root/name.log. Returns (endpoint URL, Daemon); the caller stops the Daemon."""
+    log at root/name.log, extra flags after the others. Returns (endpoint URL, Daemon); the
+    caller stops the Daemon."""
     port, mport = free_port(), free_port()
     argv = [GATEWAY, "--listen", f"127.0.0.1:{port}", "--access-key", ACCESS_KEY,
             "--secret-key", SECRET_KEY, "--metrics", f"127.0.0.1:{mport}",
             *client_tls_args(clusters[0].tls)]
     for c in clusters:
         argv += ["--datanode", f"127.0.0.1:{c.dn_port}"]
+    argv += list(extra)
     d = Daemon(argv, os.path.join(root, name + ".log"), mport)
     return f"http://127.0.0.1:{port}", d
 
