@@ -11,14 +11,14 @@
  * node live and nothing marked, a pass costs three small etcd reads. Per record read:
  * - checks the cells it names on this node against the cell store: a cell the record
  *   names here (missing bit clear) that the store has no entry for (the node came back
- *   with wiped drives) is marked missing by a Txn fenced on the record's mod_revision, so
- *   the object's healer rebuilds it;
+ *   with wiped drives) is marked missing (dn_cheal_mark_missing: a Txn fenced on the
+ *   record's mod_revision that writes the record's to-do key too), so the object's healer
+ *   rebuilds it;
  * - when this node is the object's healer (the first live node of zc_place_rank over the
  *   membership view, for the hash of bucket/key the gateway's s3_place uses): counts the
  *   cells that need healing (marked missing, or on a node absent from the view for longer
  *   than heal_after, counted from when this healer first saw it absent, or found absent
- *   in /zest/members/) and rebuilds them
- *   under the lock /zest/locks/heal/<bucket>/<key> (a key under the healer's own lease,
+ *   in /zest/members/) and rebuilds them under the lock /zest/locks/heal/<bucket>/<key> (a key under the healer's own lease,
  *   so two healers never work on one object): k good cells read (ReadCell, or the local
  *   store), the missing ones decoded (ec_codec_decode), each written (WriteCell, or
  *   dn_cell_write_*) to the node that lost it if it is live again, else to a live node
@@ -26,7 +26,8 @@
  *   mod_revision is still the one read (a late or repeated heal never undoes a newer
  *   write; on a failed compare the new cells are deleted and the object waits for the
  *   next pass), CommitCells on the new nodes, DeleteCells of the old cell when its node
- *   is live. The record's other keys (the extent index) are not touched.
+ *   is live. The record's other keys (the extent index) are not touched, but for its
+ *   to-do key, deleted in that Txn when no missing bit is left.
  *
  * Every remote call has a deadline (timeout_ms); an etcd error ends the pass with nothing
  * changed past the last completed Txn.
