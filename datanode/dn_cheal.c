@@ -1,7 +1,8 @@
 /*
- * The cluster healer (dn_cheal.h): its thread, the absence tracking, the pass over the
- * records, this node's check of its own cells, the heal lock and the metrics. The rebuild
- * of one object is dn_cheal_rebuild.c, the calls to peers dn_cheal_peer.c.
+ * The cluster healer (dn_cheal.h): its thread, the absence tracking, the pass and what it
+ * does per record, the heal lock and the metrics. The to-do keys, the marking and the
+ * store's check are dn_cheal_todo.c, the rebuild of one object dn_cheal_rebuild.c, the
+ * calls to peers dn_cheal_peer.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -187,65 +188,6 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 	}
 	free(buf);
 	return rc;
-}
-
-/* Cells the record names on this node that the store has no entry for: marked missing. */
-static int
-own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
-{
-	struct dn_cell_id lost[64];
-	size_t nlost = 0;
-	char key[4096];
-	int rc = rpc_cmeta_object_key(o->bucket, o->key, key, sizeof(key));
-
-	if (rc < 0)
-		return rc;
-	for (size_t x = 0; x < o->rec.nextents; x++) {
-		struct rpc_cl_extent *e = &o->rec.extents[x];
-
-		for (size_t g = 0; g < e->ngroups; g++) {
-			struct rpc_cl_group *gr = &e->groups[g];
-
-			for (unsigned c = 0; c < e->k + e->m; c++) {
-				struct dn_cell_id id = { e->id, (uint32_t)g, c };
-				struct dn_cell_info ci;
-
-				if ((gr->missing & (1u << c)) ||
-				    strcmp(e->nodes[gr->cell[c]], h->node) != 0)
-					continue;
-				rc = dn_cell_stat(h->o.store, id, &ci);
-				if (rc == 0) {
-					dn_cell_info_fini(&ci);
-					continue;
-				}
-				if (rc != -ENOENT)
-					continue; /* the store's trouble, not evidence of a loss */
-				if (nlost == sizeof(lost) / sizeof(lost[0])) {
-					/* the rest at the next pass over the records */
-					ZC_WARN("cheal",
-					        "bucket=%s key=%s: more lost cells than one "
-					        "marking takes",
-					        o->bucket, o->key);
-					goto mark;
-				}
-				lost[nlost++] = id;
-			}
-		}
-	}
-	if (!nlost)
-		return 0;
-mark:
-	rc = dn_cheal_mark_missing(h->o.etcd, key, &o->rec, &o->mod_revision, h->node, lost, nlost,
-	                           chl_timeout(h));
-	if (rc > 0) {
-		ZC_WARN("cheal", "marked %d cells of bucket=%s key=%s missing: not in this store",
-		        rc, o->bucket, o->key);
-		atomic_fetch_add(&h->marked, (unsigned)rc);
-		st->marked += (unsigned)rc;
-		return nlost == sizeof(lost) / sizeof(lost[0]) ? -EAGAIN : 0;
-	}
-	/* changed meanwhile (an overwrite, a heal): the next pass looks again */
-	return rc == 0 ? 0 : rc;
 }
 
 /* ---- the lock ---- */
@@ -484,7 +426,7 @@ chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj
 {
 	bool deg;
 	unsigned need;
-	int rc = own ? own_check(h, o, st) : 0;
+	int rc = own ? chl_own_check(h, o, st) : 0;
 
 	if (rc == -EAGAIN) {
 		acc->fenced = true; /* the record changed: this pass leaves it */

@@ -85,6 +85,10 @@ int chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t
 int chl_todo_ensure(struct dn_cheal *h, const struct chl_obj *o);
 /* Note every node of /zest/members/ the view lacks as absent (chl_absent_for). */
 int chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now);
+/* The cells o names on this node that the store has no entry for, marked missing
+ * (dn_cheal_mark_missing): 0, -EAGAIN (o changed meanwhile: nothing more marked), or an
+ * etcd error. */
+int chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st);
 /* Read the store id and freshness (at create). */
 void chl_store_init(struct dn_cheal *h);
 /* Set h->must_check from /zest/cellcheck/<node> (a fresh store deletes it first). */

@@ -1,7 +1,8 @@
 /*
  * What lets a healer's pass skip reading every record (dn_cheal.h): the marking of lost
  * cells with their record's to-do key, the pass over the to-do keys, the members the view
- * lacks, and the record of this store's check against the records (/zest/cellcheck/).
+ * lacks, and this store's check against the records (its own lost cells marked, and
+ * /zest/cellcheck/ once that is complete).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -354,6 +355,78 @@ chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t 
 }
 
 /* ---- this store's check against the records ---- */
+
+/* Up to cap cells o names on this node, not marked, that the store has no entry for. */
+static size_t
+own_lost(struct dn_cheal *h, const struct chl_obj *o, struct dn_cell_id *lost, size_t cap,
+         bool *more)
+{
+	size_t n = 0;
+
+	*more = false;
+	for (size_t x = 0; x < o->rec.nextents; x++) {
+		const struct rpc_cl_extent *e = &o->rec.extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++) {
+			const struct rpc_cl_group *gr = &e->groups[g];
+
+			for (unsigned c = 0; c < e->k + e->m; c++) {
+				struct dn_cell_id id = { e->id, (uint32_t)g, c };
+				struct dn_cell_info ci;
+				int rc;
+
+				if ((gr->missing & (1u << c)) ||
+				    strcmp(e->nodes[gr->cell[c]], h->node) != 0)
+					continue;
+				rc = dn_cell_stat(h->o.store, id, &ci);
+				if (rc == 0) {
+					dn_cell_info_fini(&ci);
+					continue;
+				}
+				if (rc != -ENOENT)
+					continue; /* the store's trouble, not evidence of a loss */
+				if (n == cap) {
+					*more = true;
+					return n;
+				}
+				lost[n++] = id;
+			}
+		}
+	}
+	return n;
+}
+
+/* Cells the record names on this node that the store has no entry for: marked missing, in
+ * markings of up to 64 cells (a big multipart object's node may have lost thousands). */
+int
+chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
+{
+	struct dn_cell_id lost[64];
+	char key[4096];
+	bool more = true;
+	int rc = rpc_cmeta_object_key(o->bucket, o->key, key, sizeof(key));
+
+	if (rc < 0)
+		return rc;
+	while (more) {
+		size_t n = own_lost(h, o, lost, sizeof(lost) / sizeof(lost[0]), &more);
+
+		if (!n)
+			return 0;
+		/* sets the bits in o->rec and moves o->mod_revision on: the next round skips them
+		 */
+		rc = dn_cheal_mark_missing(h->o.etcd, key, &o->rec, &o->mod_revision, h->node, lost,
+		                           n, chl_timeout(h));
+		if (rc <= 0) /* -EAGAIN: changed meanwhile (an overwrite, a heal), looked at again
+		              * by the next pass over the records */
+			return rc;
+		ZC_WARN("cheal", "marked %d cells of bucket=%s key=%s missing: not in this store",
+		        rc, o->bucket, o->key);
+		atomic_fetch_add(&h->marked, (unsigned)rc);
+		st->marked += (unsigned)rc;
+	}
+	return 0;
+}
 
 void
 chl_store_init(struct dn_cheal *h)
