@@ -556,10 +556,13 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 	}
 	observe(h, v, now);
 	self_live = chl_view_find(v, h->node) >= 0;
-	/* O(nodes): the members the view lacks, and whether this store is checked */
+	/* O(nodes): the members the view lacks, and whether this store is checked; then the
+	 * cells the scrubber found lost, so their to-do keys are read below */
 	err = chl_members_note(h, v, now);
 	if (!err)
 		err = chl_check_read(h);
+	if (!err)
+		err = chl_lost_pass(h, st);
 	if (!err && self_live)
 		err = chl_todo_pass(h, v, now, st, &todo);
 	if (!err) {
@@ -626,6 +629,12 @@ run(void *arg)
 	return NULL;
 }
 
+static void
+lost_hook(void *arg, struct dn_cell_id id)
+{
+	dn_cheal_cell_lost(arg, id);
+}
+
 int
 dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 {
@@ -645,6 +654,8 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 	h->o.node = h->node;
 	chl_store_init(h);
 	zc_loop_init(&h->loop);
+	dn_cell_lost_hook(o->store, lost_hook, h);
+	h->hooked = true;
 	if (!o->no_thread && zc_loop_start(&h->loop, "dn-cheal", run, h)) {
 		dn_cheal_destroy(h);
 		return -EAGAIN;
@@ -656,8 +667,15 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 void
 dn_cheal_stop(struct dn_cheal *h)
 {
-	if (h)
-		zc_loop_stop(&h->loop);
+	if (!h)
+		return;
+	/* the store may be closed after this (the daemon's order): no call into it, and no
+	 * call from it into h, once this returns */
+	if (h->hooked) {
+		dn_cell_lost_hook(h->o.store, NULL, NULL);
+		h->hooked = false;
+	}
+	zc_loop_stop(&h->loop);
 }
 
 void
@@ -673,6 +691,7 @@ dn_cheal_destroy(struct dn_cheal *h)
 	for (size_t i = 0; i < h->nabsent; i++)
 		free(h->absent[i].name);
 	free(h->absent);
+	chl_lost_free(h);
 	zc_loop_fini(&h->loop);
 	free(h->node);
 	free(h);

@@ -18,10 +18,11 @@
  *   membership view, for the hash of bucket/key the gateway's s3_place uses): counts the
  *   cells that need healing (marked missing, or on a node absent from the view for longer
  *   than heal_after, counted from when this healer first saw it absent, or found absent
- *   in /zest/members/) and rebuilds them under the lock /zest/locks/heal/<bucket>/<key> (a key under the healer's own lease,
- *   so two healers never work on one object): k good cells read (ReadCell, or the local
- *   store), the missing ones decoded (ec_codec_decode), each written (WriteCell, or
- *   dn_cell_write_*) to the node that lost it if it is live again, else to a live node
+ *   in /zest/members/) and rebuilds them under the lock /zest/locks/heal/<bucket>/<key>
+ *   (a key under the healer's own lease, so two healers never work on one object): k good
+ *   cells read (ReadCell, or the local store), the missing ones decoded
+ *   (ec_codec_decode), each written (WriteCell, or dn_cell_write_*) to the node that lost
+ *   it if it is live again, else to a live node
  *   that holds no cell of the group; then one Txn puts the updated record if its
  *   mod_revision is still the one read (a late or repeated heal never undoes a newer
  *   write; on a failed compare the new cells are deleted and the object waits for the
@@ -133,5 +134,14 @@ void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
 int dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_cl_object *rec,
                           int64_t *mod_revision, const char *node, const struct dn_cell_id *cells,
                           size_t n, unsigned timeout_ms);
+
+/*
+ * This node's store lost cell id (the scrubber found it rotted: dn_cell_lost, whose hook
+ * the healer sets on its store at create): queued, and marked missing at the next pass by
+ * dn_cheal_mark_missing, its record found through the extent index (a cell no record
+ * names here is garbage and left to the collector). Any thread, never blocks; past 4096
+ * queued cells the next pass checks the whole store against the records instead.
+ */
+void dn_cheal_cell_lost(struct dn_cheal *h, struct dn_cell_id id);
 
 #endif

@@ -29,6 +29,11 @@ struct dn_cheal {
 	struct zc_loop loop; /* the dn-cheal thread; its lock also guards the absence table */
 	struct chl_absent *absent;
 	size_t nabsent, absent_cap;
+	/* under loop.lock too: cells this store lost (dn_cheal_cell_lost), to be marked */
+	struct dn_cell_id *lost;
+	size_t nlost;
+	bool lost_overflow; /* some were dropped: check the whole store instead */
+	bool hooked;        /* dn_cell_lost's hook on the store is ours (until stop) */
 	/* healer thread (or the test's) only */
 	struct chl_peer *peers;
 	size_t npeers;
@@ -83,6 +88,10 @@ int chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t
 /* o (read at o->mod_revision) has cells marked missing: put its to-do key if the record
  * is unchanged. 0, or an etcd error. */
 int chl_todo_ensure(struct dn_cheal *h, const struct chl_obj *o);
+/* Mark the cells dn_cheal_cell_lost queued (their records found through the extent
+ * index). 0, or an etcd error (the rest stay queued). */
+int chl_lost_pass(struct dn_cheal *h, struct dn_cheal_stats *st);
+void chl_lost_free(struct dn_cheal *h);
 /* Note every node of /zest/members/ the view lacks as absent (chl_absent_for). */
 int chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now);
 /* The cells o names on this node that the store has no entry for, marked missing

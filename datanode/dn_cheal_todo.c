@@ -326,6 +326,96 @@ chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now
 	return err;
 }
 
+/* ---- cells the scrubber found lost ---- */
+
+#define LOST_MAX 4096
+
+void
+dn_cheal_cell_lost(struct dn_cheal *h, struct dn_cell_id id)
+{
+	pthread_mutex_lock(&h->loop.lock);
+	if (!h->lost)
+		h->lost = calloc(LOST_MAX, sizeof(*h->lost));
+	if (h->lost && h->nlost < LOST_MAX)
+		h->lost[h->nlost++] = id;
+	else
+		h->lost_overflow = true;
+	pthread_mutex_unlock(&h->loop.lock);
+}
+
+void
+chl_lost_free(struct dn_cheal *h)
+{
+	free(h->lost);
+	h->lost = NULL;
+}
+
+/* Mark one lost cell in the record that names it: 0 (marked, or nothing to mark), or an
+ * etcd error. */
+static int
+lost_one(struct dn_cheal *h, struct dn_cell_id id, struct dn_cheal_stats *st)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct rpc_cl_object rec = { 0 };
+		char *rk = NULL;
+		int64_t rev = 0;
+		int rc = rpc_cmeta_extent_record(h->o.etcd, id.extent, false, &rec, &rk, &rev,
+		                                 chl_timeout(h));
+
+		if (rc == ZC_E(ZC_NO_KEY) || rc == -EBADMSG) {
+			free(rk);
+			return 0; /* no record names it: the collector's */
+		}
+		if (rc) {
+			free(rk);
+			return rc;
+		}
+		atomic_fetch_add(&h->records_read, 1);
+		st->records++;
+		rc = dn_cheal_mark_missing(h->o.etcd, rk, &rec, &rev, h->node, &id, 1,
+		                           chl_timeout(h));
+		if (rc > 0) {
+			ZC_WARN("cheal", "cell %016llx.%u.%u of key=%s lost here: marked missing",
+			        (unsigned long long)id.extent, id.group, id.cell, rk);
+			atomic_fetch_add(&h->marked, 1);
+			st->marked++;
+		}
+		rpc_cl_object_fini(&rec);
+		free(rk);
+		if (rc != -EAGAIN)
+			return rc < 0 ? rc : 0;
+	}
+	return 0; /* changing under us: the record's writer decides, as for any cell */
+}
+
+int
+chl_lost_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
+{
+	struct dn_cell_id *v;
+	size_t n, i = 0;
+	bool overflow;
+	int err = 0;
+
+	pthread_mutex_lock(&h->loop.lock);
+	v = h->lost;
+	n = h->nlost;
+	overflow = h->lost_overflow;
+	h->lost = NULL;
+	h->nlost = 0;
+	h->lost_overflow = false;
+	pthread_mutex_unlock(&h->loop.lock);
+	if (overflow)
+		h->must_check = true; /* the entries went with the cells: the check finds them */
+	for (; i < n && !err && !chl_stopping(h); i++)
+		err = lost_one(h, v[i], st);
+	if (err)
+		i--;       /* that one again too */
+	for (; i < n; i++) /* left for the next pass */
+		dn_cheal_cell_lost(h, v[i]);
+	free(v);
+	return err;
+}
+
 /* ---- members ---- */
 
 int

@@ -16,8 +16,9 @@
  *   then the cell is rebuilt back onto that node from the to-do key, which goes;
  * - a commit with a cell missing writes the to-do key (one outliving its reason goes), a
  *   marking by dn_cheal_mark_missing (the scrubber's call) is fenced and checks the node,
- *   a key whose extent a compose moved follows it to the new record; all are healed from
- *   the to-do keys alone (no pass over the records);
+ *   a key whose extent a compose moved follows it to the new record, a cell the scrubber
+ *   hands over (dn_cell_lost) is marked by its node; all are healed from the to-do keys
+ *   alone (no pass over the records);
  * - an overwrite racing a heal (a test hook between the rebuild and its Txn): the heal's
  *   fenced Txn fails, the newer record stays and the rebuilt cell is deleted again;
  * - etcd down: the pass fails fast and changes nothing.
@@ -707,6 +708,31 @@ main(void)
 		                           3000, NULL, &old),
 		         0);
 		rpc_cmeta_old_fini(&old);
+	}
+	/* the scrubber finds a cell rotted: it hands the name over (dn_cell_lost, the hook
+	 * the healer set) and drops the cell; the next passes mark it and rebuild it onto
+	 * its node, without reading every record */
+	{
+		struct dn_cell_id id = { EXT, 1, 1 };
+		struct tnode *holder;
+		uint64_t marked = 0, healed = 0, scans = 0;
+
+		get_record(c, &o);
+		holder = node_named(cell_node(&o, 1, 1));
+		rpc_cl_object_fini(&o);
+		dn_cell_lost(holder->t.s, id);
+		CHECK_EQ(dn_cell_delete(holder->t.s, id), 1);
+		dn_cell_lost(nodes[0]->t.s == holder->t.s ? nodes[1]->t.s : nodes[0]->t.s, id);
+		for (int i = 0; i < 3 && !healed; i++) {
+			pass_all(&st);
+			marked += st.marked;
+			healed += st.healed;
+			scans += st.scans;
+		}
+		CHECK_EQ(marked, 1); /* not by the node that does not hold it */
+		CHECK_EQ(healed, 1);
+		CHECK_EQ(scans, 0);
+		check_cell(holder, 1, 1);
 	}
 	for (int i = 0; i < 2; i++) {
 		pass_all(&st);
