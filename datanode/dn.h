@@ -374,6 +374,16 @@ int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *
  */
 int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
                  bool has_length, dn_read_cb cb, void *arg);
+/*
+ * A committed cell of this store is lost (the scrubber found it rotted): its name goes to
+ * the hook dn_cell_lost_hook set (the cluster healer, which marks the cell missing in its
+ * object's record, dn_cheal_mark_missing), on the caller's thread; with none, nothing.
+ * The hook must not block (it queues). One hook per store; NULL fn removes it, and once
+ * that returns the old hook is not running and never runs again.
+ */
+typedef void (*dn_cell_lost_fn)(void *arg, struct dn_cell_id id);
+void dn_cell_lost_hook(struct dn_store *s, dn_cell_lost_fn fn, void *arg);
+void dn_cell_lost(struct dn_store *s, struct dn_cell_id id);
 /* Remove a cell's entry, then its file. Returns 1 when it existed, 0 when not, -errno. */
 int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
 /*

@@ -29,6 +29,10 @@
 struct dn_cells {
 	pthread_mutex_t lock;
 	struct dn_cell_write *busy;
+	/* dn_cell_lost's hook (the cluster healer), under its own lock */
+	pthread_mutex_t lost_lock;
+	dn_cell_lost_fn lost_fn;
+	void *lost_arg;
 };
 
 enum cw_phase { CW_WRITE, CW_SYNC };
@@ -67,6 +71,7 @@ dn_cells_init(struct dn_store *s)
 	if (!s->cells)
 		return -ENOMEM;
 	pthread_mutex_init(&s->cells->lock, NULL);
+	pthread_mutex_init(&s->cells->lost_lock, NULL);
 	return 0;
 }
 
@@ -76,6 +81,7 @@ dn_cells_fini(struct dn_store *s)
 	if (!s->cells)
 		return;
 	pthread_mutex_destroy(&s->cells->lock);
+	pthread_mutex_destroy(&s->cells->lost_lock);
 	free(s->cells);
 	s->cells = NULL;
 }
@@ -587,6 +593,25 @@ dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info
 		                       .key = rec.key };
 	free(rec.crcs);
 	return 0;
+}
+
+void
+dn_cell_lost_hook(struct dn_store *s, dn_cell_lost_fn fn, void *arg)
+{
+	pthread_mutex_lock(&s->cells->lost_lock);
+	s->cells->lost_fn = fn;
+	s->cells->lost_arg = arg;
+	pthread_mutex_unlock(&s->cells->lost_lock);
+}
+
+void
+dn_cell_lost(struct dn_store *s, struct dn_cell_id id)
+{
+	/* under the lock: a hook being removed (its healer going) is never called after */
+	pthread_mutex_lock(&s->cells->lost_lock);
+	if (s->cells->lost_fn)
+		s->cells->lost_fn(s->cells->lost_arg, id);
+	pthread_mutex_unlock(&s->cells->lost_lock);
 }
 
 int

@@ -1,7 +1,8 @@
 /*
- * The cluster healer (dn_cheal.h): its thread, the absence tracking, the pass over the
- * records, this node's check of its own cells, the heal lock and the metrics. The rebuild
- * of one object is dn_cheal_rebuild.c, the calls to peers dn_cheal_peer.c.
+ * The cluster healer (dn_cheal.h): its thread, the absence tracking, the pass and what it
+ * does per record, the heal lock and the metrics. The to-do keys, the marking and the
+ * store's check are dn_cheal_todo.c, the rebuild of one object dn_cheal_rebuild.c, the
+ * calls to peers dn_cheal_peer.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,8 +92,9 @@ dn_cheal_observe(struct dn_cheal *h)
 }
 
 /* A node a record names and the view lacks: absent from the first time we see it so. */
-static void
-note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name, uint64_t now)
+void
+chl_note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name,
+                uint64_t now)
 {
 	struct chl_absent *a;
 
@@ -155,17 +157,27 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 		return rc;
 	}
 	{
+		char hk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP];
+		int hkl = rpc_cmeta_heal_key(key, (size_t)n, hk, sizeof(hk));
 		struct rpc_etcd_cmp cmp = { .key = key,
 			                    .key_len = (size_t)n,
 			                    .target = RPC_ETCD_CMP_MOD,
 			                    .op = RPC_ETCD_EQUAL,
 			                    .num = o->mod_revision };
-		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
-			                   .r = { .key = key, .key_len = (size_t)n },
-			                   .value = buf,
-			                   .value_len = len };
-		struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+		struct rpc_etcd_op ops[2] = {
+			{ .type = RPC_ETCD_OP_PUT,
+			  .r = { .key = key, .key_len = (size_t)n },
+			  .value = buf,
+			  .value_len = len },
+			{ .type = RPC_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
+		};
+		struct rpc_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
 		struct rpc_etcd_txn_result res = { 0 };
+
+		/* The last missing bit cleared: the record's to-do key goes in the same Txn (one
+		 * still naming other cells stays, and so does the key). */
+		if (hkl < 0 || rpc_cmeta_heal_value(&o->rec, hv) > 0)
+			txn.n_then = 1;
 
 		rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
 		if (rc == 0 && res.succeeded) {
@@ -176,52 +188,6 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 	}
 	free(buf);
 	return rc;
-}
-
-/* Cells the record names on this node that the store has no entry for: marked missing. */
-static int
-own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
-{
-	unsigned marked = 0;
-	int rc;
-
-	for (size_t x = 0; x < o->rec.nextents; x++) {
-		struct rpc_cl_extent *e = &o->rec.extents[x];
-
-		for (size_t g = 0; g < e->ngroups; g++) {
-			struct rpc_cl_group *gr = &e->groups[g];
-
-			for (unsigned c = 0; c < e->k + e->m; c++) {
-				struct dn_cell_id id = { e->id, (uint32_t)g, c };
-				struct dn_cell_info ci;
-
-				if ((gr->missing & (1u << c)) ||
-				    strcmp(e->nodes[gr->cell[c]], h->node) != 0)
-					continue;
-				rc = dn_cell_stat(h->o.store, id, &ci);
-				if (rc == 0) {
-					dn_cell_info_fini(&ci);
-					continue;
-				}
-				if (rc != -ENOENT)
-					continue; /* the store's trouble, not evidence of a loss */
-				gr->missing |= 1u << c;
-				marked++;
-			}
-		}
-	}
-	if (!marked)
-		return 0;
-	rc = chl_put_record(h, o);
-	if (rc == 1) {
-		ZC_WARN("cheal", "marked %u cells of bucket=%s key=%s missing: not in this store",
-		        marked, o->bucket, o->key);
-		atomic_fetch_add(&h->marked, marked);
-		st->marked += marked;
-		return 0;
-	}
-	/* changed meanwhile (an overwrite, a heal): the next pass looks again */
-	return rc < 0 ? rc : -EAGAIN;
 }
 
 /* ---- the lock ---- */
@@ -336,26 +302,26 @@ lock_drop(struct dn_cheal *h, const struct chl_obj *o, int64_t rev)
 
 /* ---- the pass ---- */
 
-static bool
-stopping(struct dn_cheal *h)
+bool
+chl_stopping(struct dn_cheal *h)
 {
 	return zc_loop_stopping(&h->loop);
 }
 
-static bool
-is_etcd_err(int err)
+bool
+chl_is_etcd_err(int err)
 {
 	return err == ZC_E(ZC_NO_QUORUM) || err == ZC_E(ZC_UNAVAILABLE) || err == -ETIMEDOUT ||
 	       err == -EAGAIN || err == -EIO || err == -ENOMEM;
 }
 
-/* The first live node of the object's ranking heals it. */
-static bool
-responsible(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o)
+bool
+chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const char *bucket,
+                const char *key)
 {
-	uint64_t hk = zc_place_hash(ZC_PLACE_SEED, o->bucket, strlen(o->bucket) + 1);
+	uint64_t hk = zc_place_hash(ZC_PLACE_SEED, bucket, strlen(bucket) + 1);
 
-	hk = zc_place_hash(hk, o->key, strlen(o->key));
+	hk = zc_place_hash(hk, key, strlen(key));
 	return v->n && strcmp(v->names[zc_place_first(hk, v->names, (unsigned)v->n)], h->node) == 0;
 }
 
@@ -375,7 +341,7 @@ count_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct c
 				const struct rpc_cl_group *gr = &e->groups[g];
 				const char *nn = e->nodes[gr->cell[c]];
 
-				note_absent(h, v, nn, now);
+				chl_note_absent(h, v, nn, now);
 				if ((gr->missing & (1u << c)) || chl_view_find(v, nn) < 0)
 					*degraded = true;
 				if (chl_cell_needs(h, v, e, gr, c, now))
@@ -385,21 +351,20 @@ count_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct c
 	return n;
 }
 
-static void
-obj_clear(struct chl_obj *o)
+void
+chl_obj_clear(struct chl_obj *o)
 {
 	rpc_cl_object_fini(&o->rec);
 	o->bucket = o->key = NULL;
 }
 
-/* Split "/zest/objects/<bucket>/<key>" into o. */
-static int
-obj_parse(struct chl_obj *o, const char *k, size_t klen)
+int
+chl_obj_parse(struct chl_obj *o, const char *prefix, const char *k, size_t klen)
 {
-	size_t pl = strlen(RPC_CMETA_OBJECTS);
+	size_t pl = strlen(prefix);
 	const char *b, *slash;
 
-	if (klen <= pl || klen - pl >= sizeof(o->okey) - 1)
+	if (klen <= pl || klen - pl >= sizeof(o->okey) - 1 || memcmp(k, prefix, pl) != 0)
 		return -EINVAL;
 	b = k + pl;
 	slash = memchr(b, '/', klen - pl);
@@ -425,6 +390,7 @@ heal_locked(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj
 		return 0; /* deleted meanwhile */
 	if (rc)
 		return rc;
+	atomic_fetch_add(&h->records_read, 1);
 	rpc_cl_object_fini(&o->rec);
 	o->rec = fresh;
 	o->mod_revision = rev;
@@ -455,25 +421,56 @@ heal_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 }
 
 int
-dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
+chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o, uint64_t now,
+            bool own, struct dn_cheal_stats *st, struct chl_acc *acc)
 {
-	struct dn_cheal_stats local = { 0 };
-	const struct rpc_members_view *v = rpc_members_get(h->o.members);
-	uint64_t now = zc_now_ns(), pending = 0, degraded = 0;
+	bool deg;
+	unsigned need;
+	int rc = own ? chl_own_check(h, o, st) : 0;
+
+	if (rc == -EAGAIN) {
+		acc->fenced = true; /* the record changed: this pass leaves it */
+		return 0;
+	}
+	if (rc)
+		return chl_is_etcd_err(rc) ? rc : 0;
+	if (chl_view_find(v, h->node) < 0 || !chl_responsible(h, v, o->bucket, o->key))
+		return 0;
+	need = count_needs(h, v, o, now, &deg);
+	acc->degraded += deg;
+	if (need) {
+		rc = heal_one(h, v, o, st);
+		if (rc > 0)
+			need = need > (unsigned)rc ? need - (unsigned)rc : 0;
+		if (rc < 0)
+			acc->failed++;
+		if (rc < 0 && rc != -EAGAIN && chl_is_etcd_err(rc)) {
+			acc->pending += need;
+			return rc;
+		}
+	}
+	acc->pending += need;
+	/* Marked cells left for later, found by reading every record (a record from before
+	 * the to-do keys, or one whose key went astray): its key makes sure the later passes
+	 * find it without reading every record. */
+	if (own && need)
+		return chl_todo_ensure(h, o);
+	return 0;
+}
+
+/* Every record, in pages of PAGE (serializable Ranges). */
+static int
+scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+          struct dn_cheal_stats *st, struct chl_acc *acc)
+{
 	char start[4096] = RPC_CMETA_OBJECTS;
 	size_t start_len = strlen(start);
-	bool self_live, more = true;
+	bool more = true;
 	int err = 0;
 
-	if (!st)
-		st = &local;
-	if (!view_fresh(v, now)) {
-		rpc_members_view_put(v);
-		return ZC_E(ZC_UNAVAILABLE); /* the view no longer moves: etcd is away */
-	}
-	observe(h, v, now);
-	self_live = chl_view_find(v, h->node) >= 0;
-	while (more && !err && !stopping(h)) {
+	atomic_fetch_add(&h->scans, 1);
+	st->scans++;
+	while (more && !err && !chl_stopping(h)) {
 		struct rpc_etcd_range r = { .key = start,
 			                    .key_len = start_len,
 			                    .end = OBJECTS_END,
@@ -486,43 +483,23 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 		if (err)
 			break;
 		more = kvs.more && kvs.n;
-		for (size_t i = 0; i < kvs.n && !err && !stopping(h); i++) {
+		atomic_fetch_add(&h->records_read, kvs.n);
+		st->records += kvs.n;
+		for (size_t i = 0; i < kvs.n && !err && !chl_stopping(h); i++) {
 			struct rpc_etcd_kv *kv = &kvs.kv[i];
 			struct chl_obj o = { 0 };
 			char why[RPC_CL_WHY_MAX];
-			bool deg;
-			unsigned need;
-			int rc;
 
-			if (obj_parse(&o, kv->key, kv->key_len) ||
+			if (chl_obj_parse(&o, RPC_CMETA_OBJECTS, kv->key, kv->key_len) ||
 			    rpc_cl_object_decode(kv->value, kv->value_len, &o.rec, why,
 			                         sizeof(why))) {
 				ZC_WARN("cheal", "record key=%s left as is: does not decode",
 				        kv->key);
 				continue;
 			}
-			st->records++;
 			o.mod_revision = kv->mod_revision;
-			rc = own_check(h, &o, st);
-			if (rc && is_etcd_err(rc) && rc != -EAGAIN) {
-				err = rc;
-				obj_clear(&o);
-				break;
-			}
-			if (!rc && self_live && responsible(h, v, &o)) {
-				need = count_needs(h, v, &o, now, &deg);
-				degraded += deg;
-				if (need) {
-					rc = heal_one(h, v, &o, st);
-					if (rc > 0)
-						need = need > (unsigned)rc ? need - (unsigned)rc
-						                           : 0;
-					if (rc < 0 && rc != -EAGAIN && is_etcd_err(rc))
-						err = rc;
-				}
-				pending += need;
-			}
-			obj_clear(&o);
+			err = chl_process(h, v, &o, now, true, st, acc);
+			chl_obj_clear(&o);
 		}
 		if (kvs.n && kvs.kv[kvs.n - 1].key_len + 1 < sizeof(start)) {
 			/* the next page starts right after the last key */
@@ -534,13 +511,83 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 		}
 		rpc_etcd_kvs_fini(&kvs);
 	}
-	rpc_members_view_put(v);
-	if (!err && !stopping(h)) {
-		atomic_store(&h->pending, pending);
-		atomic_store(&h->degraded, degraded);
-		st->pending += pending;
-		st->degraded += degraded;
+	return err;
+}
+
+/* The nodes absent from the view for longer than heal_after, as one number (each absence
+ * by name and since when, so a node that comes back and leaves again counts anew): a pass
+ * over every record that left nothing to heal need not run again while it stays. */
+static uint64_t
+expired_fp(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now, unsigned *n)
+{
+	uint64_t fp = 0;
+
+	*n = 0;
+	pthread_mutex_lock(&h->loop.lock);
+	for (size_t i = 0; i < h->nabsent; i++) {
+		const struct chl_absent *a = &h->absent[i];
+
+		if (!a->since_ns || now - a->since_ns <= heal_after(h) ||
+		    chl_view_find(v, a->name) >= 0)
+			continue;
+		fp += zc_place_hash(a->since_ns, a->name, strlen(a->name)); /* order-free */
+		(*n)++;
 	}
+	pthread_mutex_unlock(&h->loop.lock);
+	return fp;
+}
+
+int
+dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
+{
+	struct dn_cheal_stats local = { 0 };
+	struct chl_acc todo = { 0 }, scan = { 0 };
+	const struct rpc_members_view *v = rpc_members_get(h->o.members);
+	uint64_t now = zc_now_ns(), fp = 0;
+	unsigned nexpired = 0;
+	bool self_live, want_scan = false;
+	int err;
+
+	if (!st)
+		st = &local;
+	if (!view_fresh(v, now)) {
+		rpc_members_view_put(v);
+		return ZC_E(ZC_UNAVAILABLE); /* the view no longer moves: etcd is away */
+	}
+	observe(h, v, now);
+	self_live = chl_view_find(v, h->node) >= 0;
+	/* O(nodes): the members the view lacks, and whether this store is checked; then the
+	 * cells the scrubber found lost, so their to-do keys are read below */
+	err = chl_members_note(h, v, now);
+	if (!err)
+		err = chl_check_read(h);
+	if (!err)
+		err = chl_lost_pass(h, st);
+	if (!err && self_live)
+		err = chl_todo_pass(h, v, now, st, &todo);
+	if (!err) {
+		fp = expired_fp(h, v, now, &nexpired);
+		want_scan = h->must_check || (self_live && nexpired &&
+		                              (!h->scanned || h->scan_fp != fp || !h->scan_clean));
+	}
+	if (!err && want_scan && !chl_stopping(h))
+		err = scan_pass(h, v, now, st, &scan);
+	if (!err && !chl_stopping(h)) {
+		const struct chl_acc *acc = want_scan ? &scan : &todo;
+
+		if (want_scan && self_live) {
+			h->scanned = true;
+			h->scan_fp = fp;
+			h->scan_clean = !scan.pending && !scan.failed && !scan.fenced;
+		}
+		if (want_scan && h->must_check && !scan.fenced)
+			err = chl_check_done(h);
+		atomic_store(&h->pending, acc->pending);
+		atomic_store(&h->degraded, acc->degraded);
+		st->pending += acc->pending;
+		st->degraded += acc->degraded;
+	}
+	rpc_members_view_put(v);
 	return err;
 }
 
@@ -582,6 +629,12 @@ run(void *arg)
 	return NULL;
 }
 
+static void
+lost_hook(void *arg, struct dn_cell_id id)
+{
+	dn_cheal_cell_lost(arg, id);
+}
+
 int
 dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 {
@@ -599,7 +652,10 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 		return -ENOMEM;
 	}
 	h->o.node = h->node;
+	chl_store_init(h);
 	zc_loop_init(&h->loop);
+	dn_cell_lost_hook(o->store, lost_hook, h);
+	h->hooked = true;
 	if (!o->no_thread && zc_loop_start(&h->loop, "dn-cheal", run, h)) {
 		dn_cheal_destroy(h);
 		return -EAGAIN;
@@ -611,8 +667,15 @@ dn_cheal_create(const struct dn_cheal_opts *o, struct dn_cheal **out)
 void
 dn_cheal_stop(struct dn_cheal *h)
 {
-	if (h)
-		zc_loop_stop(&h->loop);
+	if (!h)
+		return;
+	/* the store may be closed after this (the daemon's order): no call into it, and no
+	 * call from it into h, once this returns */
+	if (h->hooked) {
+		dn_cell_lost_hook(h->o.store, NULL, NULL);
+		h->hooked = false;
+	}
+	zc_loop_stop(&h->loop);
 }
 
 void
@@ -628,6 +691,7 @@ dn_cheal_destroy(struct dn_cheal *h)
 	for (size_t i = 0; i < h->nabsent; i++)
 		free(h->absent[i].name);
 	free(h->absent);
+	chl_lost_free(h);
 	zc_loop_fini(&h->loop);
 	free(h->node);
 	free(h);
@@ -654,10 +718,18 @@ dn_cheal_metrics(struct dn_cheal *h, FILE *out)
 	        "zest_heal_marked_cells_total %llu\n"
 	        "# HELP zest_heal_failed_total Heals of an object that failed or were fenced off.\n"
 	        "# TYPE zest_heal_failed_total counter\n"
-	        "zest_heal_failed_total %llu\n",
+	        "zest_heal_failed_total %llu\n"
+	        "# HELP zest_heal_records_read_total Object records the healer read from etcd.\n"
+	        "# TYPE zest_heal_records_read_total counter\n"
+	        "zest_heal_records_read_total %llu\n"
+	        "# HELP zest_heal_scans_total Healer passes that read every object record.\n"
+	        "# TYPE zest_heal_scans_total counter\n"
+	        "zest_heal_scans_total %llu\n",
 	        (unsigned long long)atomic_load(&h->pending),
 	        (unsigned long long)atomic_load(&h->healed),
 	        (unsigned long long)atomic_load(&h->degraded),
 	        (unsigned long long)atomic_load(&h->marked),
-	        (unsigned long long)atomic_load(&h->failed));
+	        (unsigned long long)atomic_load(&h->failed),
+	        (unsigned long long)atomic_load(&h->records_read),
+	        (unsigned long long)atomic_load(&h->scans));
 }

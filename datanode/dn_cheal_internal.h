@@ -29,14 +29,32 @@ struct dn_cheal {
 	struct zc_loop loop; /* the dn-cheal thread; its lock also guards the absence table */
 	struct chl_absent *absent;
 	size_t nabsent, absent_cap;
+	/* under loop.lock too: cells this store lost (dn_cheal_cell_lost), to be marked */
+	struct dn_cell_id *lost;
+	size_t nlost;
+	bool lost_overflow; /* some were dropped: check the whole store instead */
+	bool hooked;        /* dn_cell_lost's hook on the store is ours (until stop) */
 	/* healer thread (or the test's) only */
 	struct chl_peer *peers;
 	size_t npeers;
 	int64_t lease; /* the lock lease; 0: none yet */
 	struct rpc_etcd_keepalive *ka;
 	atomic_bool lease_lost;
+	/* the healer thread's (or the test's): what the passes over every record found */
+	char store_id[40]; /* the drives' zest-drive store=, "unknown" when unreadable */
+	bool store_fresh;  /* the store's metadata was empty at create (new, or lost) */
+	bool must_check;   /* this store's cells are not checked against the records yet */
+	bool scanned;      /* a complete pass over every record ran while this node was live */
+	bool scan_clean;   /* ... and left nothing to heal */
+	uint64_t scan_fp;  /* ... for this set of expired absences (expired_fp) */
 	/* gauges and counters */
-	atomic_uint_fast64_t pending, degraded, healed, marked, failed;
+	atomic_uint_fast64_t pending, degraded, healed, marked, failed, records_read, scans;
+};
+
+/* What the records a pass read came to (a phase: the to-do keys, or every record). */
+struct chl_acc {
+	uint64_t pending, degraded, failed;
+	bool fenced; /* a marking of this node's cells found its record changed */
 };
 
 /* One object as a pass reads it. */
@@ -47,6 +65,50 @@ struct chl_obj {
 	int64_t mod_revision;
 };
 
+/* Split "<prefix><bucket>/<key>" into o. */
+int chl_obj_parse(struct chl_obj *o, const char *prefix, const char *k, size_t klen);
+void chl_obj_clear(struct chl_obj *o);
+
+/* The per-record work of a pass on o (read at o->mod_revision): with own, this node's
+ * cells checked against its store; if this node heals o, its cells needing heal rebuilt.
+ * Adds to *st and *acc. Returns 0, or an etcd error that ends the pass. */
+int chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+                uint64_t now, bool own, struct dn_cheal_stats *st, struct chl_acc *acc);
+/* Does this node heal bucket/key (the first live node of its ranking)? */
+bool chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const char *bucket,
+                     const char *key);
+bool chl_is_etcd_err(int err);
+bool chl_stopping(struct dn_cheal *h);
+
+/* ---- to-do keys and the store check (dn_cheal_todo.c) ---- */
+/* Read the to-do keys (in pages) and process the records this node heals; a key whose
+ * record has no cell marked missing any more is deleted (or moved after its extents). */
+int chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+                  struct dn_cheal_stats *st, struct chl_acc *acc);
+/* o (read at o->mod_revision) has cells marked missing: put its to-do key if the record
+ * is unchanged. 0, or an etcd error. */
+int chl_todo_ensure(struct dn_cheal *h, const struct chl_obj *o);
+/* Mark the cells dn_cheal_cell_lost queued (their records found through the extent
+ * index). 0, or an etcd error (the rest stay queued). */
+int chl_lost_pass(struct dn_cheal *h, struct dn_cheal_stats *st);
+void chl_lost_free(struct dn_cheal *h);
+/* Note every node of /zest/members/ the view lacks as absent (chl_absent_for). */
+int chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now);
+/* The cells o names on this node that the store has no entry for, marked missing
+ * (dn_cheal_mark_missing): 0, -EAGAIN (o changed meanwhile: nothing more marked), or an
+ * etcd error. */
+int chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st);
+/* Read the store id and freshness (at create). */
+void chl_store_init(struct dn_cheal *h);
+/* Set h->must_check from /zest/cellcheck/<node> (a fresh store deletes it first). */
+int chl_check_read(struct dn_cheal *h);
+/* A complete check: /zest/cellcheck/<node> = the store id, must_check cleared. */
+int chl_check_done(struct dn_cheal *h);
+
+/* name (a node some record or /zest/members/ names) absent from the first time it is
+ * seen missing from v. */
+void chl_note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name,
+                     uint64_t now);
 /* Is name in the view? Its index, or -1. */
 int chl_view_find(const struct rpc_members_view *v, const char *name);
 /* Nanoseconds name has been absent as this healer saw it (0: live or never seen absent). */

@@ -290,14 +290,16 @@ scrub_extent(void *arg, struct dn_extent *e)
 /*
  * A cell of the cell store is bad: get it marked missing in its record, so that its
  * object's healer rebuilds it (onto this node: the missing bit names its node). The one
- * place that says how. Today the cluster healer (dn_cheal.c, its own-cell check every
- * pass) marks a cell missing when the record names it on this node and the store has no
- * entry for it, so the scrubber drops the entry and the file: the bytes were bad, and no
- * reader may be handed them meanwhile. 1: handed over, 0: gone already, -errno.
+ * place that says how. dn_cell_lost hands the name to the cluster healer (dn_cheal.c),
+ * which marks it with dn_cheal_mark_missing at its next pass; and the scrubber drops the
+ * entry and the file: the bytes were bad, and no reader may be handed them meanwhile (a
+ * healer that checks this store against the records finds the entry gone too). 1:
+ * handed over, 0: gone already, -errno.
  */
 static int
 scrub_cell_lost(struct dn_scrub *sc, struct dn_cell_id id)
 {
+	dn_cell_lost(sc->o.store, id);
 	return dn_cell_delete(sc->o.store, id);
 }
 

@@ -359,8 +359,9 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 	struct rpc_cmeta_ops then = { 0 };
 	struct rpc_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .els = els, .n_els = 2 };
 	struct rpc_etcd_txn_result res = { 0 };
-	char why[RPC_CL_WHY_MAX];
-	int err;
+	char why[RPC_CL_WHY_MAX], hk[KEY_CAP], hv[RPC_CMETA_HEAL_VALUE_CAP];
+	size_t hvl = 0;
+	int err, hkl;
 
 	/* A replaced record that does not decode keeps its index keys: they name this key,
 	 * whose new record does not name their extents, so the collector judges their cells
@@ -368,10 +369,26 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 	if (base->object &&
 	    rpc_cl_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
-	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents + 1);
+	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents + 1 + 1);
 	if (err)
 		goto out;
 	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, ok, okl, value, value_len);
+	/* A record short of some cells names itself to the healers (rpc_cmeta_heal_key), so
+	 * they need not read every record to find it. */
+	for (size_t i = 0; i < p->nextents; i++)
+		for (size_t g = 0; g < p->extents[i].ngroups; g++)
+			if (p->extents[i].groups[g].missing) {
+				hvl = rpc_cmeta_heal_value_add(hv, hvl, p->extents[i].id);
+				break;
+			}
+	if (hvl) {
+		hkl = rpc_cmeta_heal_key(ok, okl, hk, sizeof(hk));
+		if (hkl < 0) {
+			err = hkl;
+			goto out;
+		}
+		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, hk, (size_t)hkl, hv, hvl);
+	}
 	for (size_t i = 0; i < p->nextents; i++)
 		rpc_cmeta_ops_ix_put(&then, ids[i], ok, okl);
 	if (ix_old)

@@ -44,6 +44,7 @@
 #define RPC_CMETA_UPLOADS "/zest/uploads/"
 #define RPC_CMETA_EXTENTS "/zest/extents/"
 #define RPC_CMETA_MOVED   "/zest/moved/"
+#define RPC_CMETA_HEAL    "/zest/heal/"
 
 /* "/zest/extents/" + 16 hex digits + NUL */
 #define RPC_CMETA_EXTENT_KEY_CAP (sizeof(RPC_CMETA_EXTENTS) + 16)
@@ -315,6 +316,34 @@ int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
  */
 int rpc_cmeta_extent_unlink(struct rpc_etcd *c, uint64_t id, const char *record_key,
                             int64_t record_mod_revision, unsigned timeout_ms);
+
+/* ------------------------------------------------------------------ heal to-do keys */
+
+/*
+ * /zest/heal/<bucket>/<key> says that the record /zest/objects/<bucket>/<key> has cells
+ * marked missing, so the healers (datanode/dn_cheal.h) read these keys instead of every
+ * record. Written in the Txn that sets a missing bit (a commit short of some cells, the
+ * healer's and the scrubber's marking: dn_cheal_mark_missing), deleted in the healer's
+ * Txn that clears the last one; a key whose record no longer has a missing bit (an
+ * overwrite, a delete) is deleted by the healer that reads it. The value lists the
+ * extents with missing bits (16 hex digits each, comma-separated, at most
+ * RPC_CMETA_HEAL_IDS_MAX), so a healer finds them again through the extent index when a
+ * compose moved them into another record.
+ */
+#define RPC_CMETA_HEAL_IDS_MAX   64
+#define RPC_CMETA_HEAL_VALUE_CAP (RPC_CMETA_HEAL_IDS_MAX * 17)
+
+/* The to-do key of the record key /zest/objects/<bucket>/<key> (record_len bytes) into buf
+ * (cap bytes): its length, or -EINVAL (not a record key) / -ENAMETOOLONG. */
+int rpc_cmeta_heal_key(const char *record_key, size_t record_len, char *buf, size_t cap);
+
+/* The to-do value of rec into buf (RPC_CMETA_HEAL_VALUE_CAP bytes): its length, 0 when no
+ * cell of rec is marked missing (the record needs no to-do key). */
+size_t rpc_cmeta_heal_value(const struct rpc_cl_object *rec, char *buf);
+
+/* The extent ids of a to-do value: how many went into ids[0..cap) (malformed ones are
+ * skipped). */
+size_t rpc_cmeta_heal_ids(const void *value, size_t len, uint64_t *ids, size_t cap);
 
 /* The etcd key of an object record into buf (cap bytes): its length, or -EINVAL (a bucket
  * name empty or with '/', an empty key) / -ENAMETOOLONG. */

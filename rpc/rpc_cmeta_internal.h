@@ -69,6 +69,10 @@ void rpc_cmeta_ops_ix_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *o
  * any; the op points into old, which must outlive the Txn. One op of capacity. */
 void rpc_cmeta_ops_moved_del(struct rpc_cmeta_ops *o, const struct rpc_cl_object *old);
 
+/* Append extent id to the to-do value buf holds (len bytes of RPC_CMETA_HEAL_VALUE_CAP):
+ * the new length (unchanged when full). */
+size_t rpc_cmeta_heal_value_add(char *buf, size_t len, uint64_t id);
+
 /* The record s saw has ETag want ("*": any record). */
 bool rpc_cmeta_etag_matches(const struct rpc_cmeta_seen *s, const char *want);
 
