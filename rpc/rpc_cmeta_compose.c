@@ -572,7 +572,8 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	/* The upload's record changed since the read: an Abort's mark (or its delete) went
 	 * in, and the parts are that Abort's to delete from now on */
 	if (!err && x->fkl)
-		x->fence_moved = !res.op[2].kvs.n || res.op[2].kvs.kv[0].mod_revision != x->fence_mod;
+		x->fence_moved =
+		        !res.op[2].kvs.n || res.op[2].kvs.kv[0].mod_revision != x->fence_mod;
 	rpc_etcd_txn_result_fini(&res);
 out:
 	rpc_cmeta_ops_fini(&then);

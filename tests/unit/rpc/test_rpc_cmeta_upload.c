@@ -6,7 +6,8 @@
  * rpc_cmeta_extent_record following the moved key (an unlisted part's extent not named);
  * the moved key going with an overwrite and with a delete of the target; the fences: a
  * part overwritten between the read and the Txn (the test hook), an upload record deleted
- * or rewritten (an Abort's mark) meanwhile, a part not under the prefix. Skips (77) without /usr/bin/etcd.
+ * or rewritten (an Abort's mark) meanwhile, a part not under the prefix. Skips (77)
+ * without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -209,8 +210,9 @@ test_fences(struct rpc_etcd *c)
 
 		parts_put(c, "upm", 2, 0xb200, pm, km);
 		t_put1(c, ".zest-mpu", "u/ub/upm", 0xb2ff, 10);
-		ch = (struct change){ .c = c, .key = "u/ub/upm", .del = km[0], .on = 1,
-			              .ext = 0xb2fe };
+		ch = (struct change){
+			.c = c, .key = "u/ub/upm", .del = km[0], .on = 1, .ext = 0xb2fe
+		};
 		CHECK_EQ(compose(c, "m", "upm", pm, 2, &size, 0), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(rpc_cmeta_get(c, "ub", "m", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", km[1], false, &o, NULL, 0), 0);
