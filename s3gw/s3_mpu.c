@@ -269,7 +269,8 @@ mpu_remove(struct s3_req *rq, const char *uid, const struct s3_list_result *part
  * A test hook for the windows of a Complete and an Abort: "after-compose", between a
  * Complete's Compose and its part deletes (an outage there must leave a state a retry or
  * Abort finishes); "complete-marked" and "abort-marked", right after each one's mark (the
- * other request then runs against the mark, deterministically). ZEST_S3GW_TEST_PAUSE=
+ * other request then runs against the mark, deterministically); "complete-listed", after
+ * a Complete listed the parts (a part uploaded again there must not slip in). ZEST_S3GW_TEST_PAUSE=
  * "<point>:<path>[,<point>:<path>...]" makes the request that reaches <point> create
  * "<path>.reached" and wait while <path> exists, at most 60 s. Unset (always, outside the
  * tests): nothing.
@@ -512,6 +513,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = s3_err_from_errno(rc);
 		goto fail;
 	}
+	test_pause("complete-listed");
 	loaded = true;
 	refs = calloc(cr.n, sizeof(*refs));
 	pkeys = calloc(cr.n, sizeof(*pkeys));
@@ -630,8 +632,10 @@ s3_mpu_complete_end(struct s3_req *rq)
 		    complete_retry(rq, uid, &cr, true) == 0)
 			goto done;
 		e = s3_err_from_errno(rc);
-		if (e == S3E_NO_SUCH_KEY)
-			e = S3E_INVALID_PART; /* a listed part is gone */
+		/* a listed part is gone, or was uploaded again since it was listed (the
+		 * compose's -EAGAIN: its ETag is no longer the one the client named) */
+		if (e == S3E_NO_SUCH_KEY || rc == -EAGAIN || rc == ZC_E(ZC_CHANGED))
+			e = S3E_INVALID_PART;
 		/* nothing composed: the upload is open again for a retry or an Abort */
 		if (taken == 1)
 			s3_mpu_release(rq, uid, r);
