@@ -668,6 +668,21 @@ fail:
 	return 0;
 }
 
+/* Is rq->key the object upload uid composed ("zest-upload")? */
+static bool
+mpu_composed(struct s3_req *rq, const char *uid)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	const char *v;
+	bool yes;
+
+	yes = info && rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) == 0 &&
+	      s3_attr_get(info->attrs, info->attrs_len, "zest-upload", &v) == 32 &&
+	      strncmp(v, uid, 32) == 0;
+	free(info);
+	return yes;
+}
+
 /* DeleteBucket's Abort of one upload: marked, then removed; one a Complete holds is left
  * to it (its object then keeps the bucket from going). */
 static int
@@ -727,6 +742,12 @@ s3_op_mpu_abort(struct s3_req *rq)
 	 * NoSuchUpload: its object is whole, as S3 answers an Abort after a Complete) */
 	if (rc == 0)
 		rc = s3_mpu_take(rq, uid, r, S3_MPU_ABORTING);
+	/* a Complete's mark whose object exists: its Compose is done and what is left (its
+	 * record, the parts it did not list) is what that Complete could not delete; the
+	 * Abort finishes that, as a retried Complete would, and the object stays whole */
+	if (s3_err_from_errno(rc) == S3E_NO_SUCH_UPLOAD &&
+	    s3_mpu_rec_state(r) == S3_MPU_COMPLETING && mpu_composed(rq, uid))
+		rc = 0;
 	test_pause("abort-marked");
 	s3_buf_fini(&r->key);
 	free(r);
