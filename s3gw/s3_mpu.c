@@ -270,10 +270,10 @@ mpu_remove(struct s3_req *rq, const char *uid, const struct s3_list_result *part
  * Complete's Compose and its part deletes (an outage there must leave a state a retry or
  * Abort finishes); "complete-marked" and "abort-marked", right after each one's mark (the
  * other request then runs against the mark, deterministically); "complete-listed", after
- * a Complete listed the parts (a part uploaded again there must not slip in). ZEST_S3GW_TEST_PAUSE=
- * "<point>:<path>[,<point>:<path>...]" makes the request that reaches <point> create
- * "<path>.reached" and wait while <path> exists, at most 60 s. Unset (always, outside the
- * tests): nothing.
+ * a Complete listed the parts (a part uploaded again there must not slip in).
+ * ZEST_S3GW_TEST_PAUSE="<point>:<path>[,<point>:<path>...]" makes the request that reaches
+ * <point> create "<path>.reached" and wait while <path> exists, at most 60 s. Unset
+ * (always, outside the tests): nothing.
  */
 static void
 test_pause(const char *point)
