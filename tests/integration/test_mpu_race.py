@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -257,12 +258,20 @@ def test_single_node():
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_cluster():
     d = tempfile.mkdtemp(prefix="zest-mpurace-")
     pauses = pauses_in(d)
     env = dict(os.environ, ZEST_S3GW_TEST_PAUSE=",".join(p.env() for p in pauses.values()))
+    try:
+        cluster_run(pauses, env)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def cluster_run(pauses, env):
     with ch.cluster(nodes=3, ec="2+1", cell_size=65536, gc_grace="4s", env=env) as c:
         s3 = client(c.endpoint)
         s3.create_bucket(Bucket=BUCKET)
