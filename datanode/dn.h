@@ -288,6 +288,13 @@ int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
                   const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
                   const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
                   struct dn_write_result *res);
+#ifdef RPC_FAULTS
+/* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, n) runs in
+ * dn_compose_if between reading the parts and the commit transaction, n counting the
+ * attempts since the hook was set, so a test can change a part exactly there (NULL:
+ * off). Not thread-safe: one test at a time. */
+void dn_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
+#endif
 /* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,

@@ -174,8 +174,10 @@ compose_reply(struct ujob *j, int err, const struct dn_write_result *res)
 		return err;
 	}
 	if (err == -EAGAIN) {
+		/* its own code, not -EAGAIN's SlowDown: the caller named a part version that
+		 * is gone (the gateway's Complete answers InvalidPart) */
 		rpc_reply_error(reply, "a part of %s changed during the compose", req->key);
-		return err;
+		return ZC_E(ZC_CHANGED);
 	}
 	if (err)
 		return err;

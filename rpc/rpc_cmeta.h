@@ -257,8 +257,10 @@ struct rpc_cmeta_upload {
  * gone. The target record names its moved key (rpc_cl_object.moved), so the Txn that
  * replaces or deletes it deletes the moved key too. Every part must be in up->bucket
  * under up->prefix (else ZC_INVALID). Returns as rpc_cmeta_compose, plus ZC_E(ZC_NO_KEY)
- * when up->fence is absent. The record itself must fit etcd's --max-request-bytes
- * (1.5 MiB by default; 10000 one-group parts are ~720 kB).
+ * when up->fence is absent, or changed between the read and the Txn (rewritten by an
+ * Abort's mark, or deleted: never read again then, the parts are no longer this call's).
+ * The record itself must fit etcd's --max-request-bytes (1.5 MiB by default; 10000
+ * one-group parts are ~720 kB).
  */
 int rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key,
                              const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts,

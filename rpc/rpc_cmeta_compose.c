@@ -10,9 +10,10 @@
  *   else:    [Range B keys-only, Range T]
  *
  * moves the parts' extents to the target. A failed compare is told apart by the else
- * branch: our own value in T (a repeated Txn) is success; a changed target fails the
- * caller's condition or (no condition) is read again; else a part changed, and everything
- * is read again.
+ * branch: our own value in T (a repeated Txn) is success; an upload's compose whose
+ * upload record changed (an Abort marked it) is ZC_NO_KEY, never read again; a changed
+ * target fails the caller's condition or (no condition) is read again; else a part
+ * changed, and everything is read again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -66,6 +67,7 @@ struct compose {
 	int64_t rev;            /* the read's revision */
 	bool fence_seen;        /* up->fence existed at rev */
 	int64_t fence_mod;      /* and its mod_revision */
+	bool fence_moved;       /* a failed Txn found it changed or gone since */
 };
 
 /* Parts of an upload read per Range: ~200 bytes a record, so ~200 kB a reply. */
@@ -495,14 +497,16 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 {
 	size_t ncmp = x->up ? 4 : x->n + 2;
 	struct rpc_etcd_cmp *cmp = calloc(ncmp, sizeof(*cmp));
-	struct rpc_etcd_op els[2] = {
+	struct rpc_etcd_op els[3] = {
 		{ .type = RPC_ETCD_OP_RANGE,
 		  .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } },
 		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
+		{ .type = RPC_ETCD_OP_RANGE,
+		  .r = { .key = x->fk, .key_len = x->fkl, .keys_only = true } },
 	};
 	struct rpc_cl_object was = { 0 };
 	struct rpc_cmeta_ops then = { 0 };
-	struct rpc_etcd_txn txn = { .cmp = cmp, .els = els, .n_els = 2 };
+	struct rpc_etcd_txn txn = { .cmp = cmp, .els = els, .n_els = x->fkl ? 3 : 2 };
 	struct rpc_etcd_txn_result res = { 0 };
 	char why[RPC_CL_WHY_MAX];
 	int err = cmp ? 0 : -ENOMEM;
@@ -558,11 +562,18 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	if (err)
 		goto out;
 	*revision = res.revision;
+	x->fence_moved = false;
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
-		                    : -EIO;
+		err = res.n_op == txn.n_els
+		              ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		              : -EIO;
+	/* The upload's record changed since the read: an Abort's mark (or its delete) went
+	 * in, and the parts are that Abort's to delete from now on */
+	if (!err && x->fkl)
+		x->fence_moved =
+		        !res.op[2].kvs.n || res.op[2].kvs.kv[0].mod_revision != x->fence_mod;
 	rpc_etcd_txn_result_fini(&res);
 out:
 	rpc_cmeta_ops_fini(&then);
@@ -650,6 +661,10 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 				err = rpc_cmeta_old_from(old, &x.base, now.mod_revision);
 			else if (!now.bucket)
 				err = ZC_E(ZC_NO_BUCKET);
+			else if (x.fence_moved)
+				/* the upload was ended meanwhile: never read again and compose
+				 * what an Abort is deleting */
+				err = ZC_E(ZC_NO_KEY);
 			else if (has_cond && (now.object != x.base.object ||
 			                      now.mod_revision != x.base.mod_revision))
 				/* the target changed between the check and the write */

@@ -400,6 +400,8 @@ copy_part(struct s3_req *rq, struct copy *c)
 	if (!r)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	rc = s3_mpu_load(rq, uid, r);
+	if (rc == 0 && s3_mpu_rec_state(r) != S3_MPU_OPEN)
+		rc = S3_E(S3E_NO_SUCH_UPLOAD); /* an Abort or a Complete took the upload */
 	if (rc == 0)
 		ck = s3_mpu_rec_ck(r);
 	s3_buf_fini(&r->key);

@@ -36,18 +36,16 @@ s3_mpu_rec_info(void *arg, const struct s3_obj_info *info)
 int
 s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
 {
-	char rk[160];
 	int rc;
 
-	s3_buf_init(&r->key, S3_MAX_KEY + 1);
-	if (strlen(upload_id) != 32 || strspn(upload_id, "0123456789abcdef") != 32)
+	if (strlen(upload_id) != 32 || strspn(upload_id, "0123456789abcdef") != 32) {
+		s3_buf_init(&r->key, S3_MAX_KEY + 1);
 		return S3_E(S3E_NO_SUCH_UPLOAD);
-	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, upload_id);
-	rc = s3_backend_get(rq->be, S3_RESERVED_BUCKET, rk, 0, 0, false, s3_mpu_rec_info,
-	                    s3_mpu_rec_emit, r);
+	}
+	rc = s3_mpu_read(rq, upload_id, r);
 	if (rc < 0)
-		return s3_err_from_errno(rc) == S3E_NO_SUCH_KEY ? S3_E(S3E_NO_SUCH_UPLOAD) : rc;
-	if (!r->key.p || strcmp(r->key.p, rq->key) != 0)
+		return rc;
+	if (strcmp(r->key.p, rq->key) != 0)
 		return S3_E(S3E_NO_SUCH_UPLOAD);
 	return 0;
 }
@@ -79,7 +77,7 @@ int
 s3_op_mpu_create(struct s3_req *rq)
 {
 	uint8_t rnd[16];
-	char uid[33], rk[160], v[64];
+	char uid[33], rk[160], v[64], retag[33];
 	struct s3_buf attrs, x;
 	void *stream = NULL;
 	struct s3_obj_info *info;
@@ -121,7 +119,7 @@ s3_op_mpu_create(struct s3_req *rq)
 		         full ? "FULL_OBJECT" : "COMPOSITE", s3_ck_label(ck));
 		return s3_rq_error(rq, S3E_INVALID_REQUEST, msg);
 	}
-	if (RAND_bytes(rnd, 8) != 1)
+	if (RAND_bytes(rnd, 8) != 1 || s3_mpu_rec_etag(retag) < 0)
 		return s3_rq_error(rq, S3E_INTERNAL, NULL);
 	/* 16 random hex digits, then the target's placement hash (see s3_obj_hash) */
 	{
@@ -158,8 +156,9 @@ s3_op_mpu_create(struct s3_req *rq)
 		if (rc < 0)
 			rq->be->put_abort(stream);
 		else
-			rc = rq->be->put_commit(stream, "", attrs.p ? attrs.p : "", attrs.len, NULL,
-			                        info);
+			/* a random ETag: what the Abort's or Complete's mark fences on */
+			rc = rq->be->put_commit(stream, retag, attrs.p ? attrs.p : "", attrs.len,
+			                        NULL, info);
 	}
 	free(info);
 	s3_buf_fini(&attrs);
@@ -267,27 +266,41 @@ mpu_remove(struct s3_req *rq, const char *uid, const struct s3_list_result *part
 }
 
 /*
- * A test hook for the window between a Complete's Compose and its part deletes (an
- * outage there must leave a state a retry or Abort finishes): ZEST_S3GW_TEST_PAUSE=
- * "<point>:<path>" makes the request that reaches <point> create "<path>.reached" and wait
- * while <path> exists, at most 60 s. Unset (always, outside the tests): nothing.
+ * A test hook for the windows of a Complete and an Abort: "after-compose", between a
+ * Complete's Compose and its part deletes (an outage there must leave a state a retry or
+ * Abort finishes); "complete-marked" and "abort-marked", right after each one's mark (the
+ * other request then runs against the mark, deterministically); "complete-listed", after
+ * a Complete listed the parts (a part uploaded again there must not slip in).
+ * ZEST_S3GW_TEST_PAUSE="<point>:<path>[,<point>:<path>...]" makes the request that reaches
+ * <point> create "<path>.reached" and wait while <path> exists, at most 60 s. Unset
+ * (always, outside the tests): nothing.
  */
 static void
 test_pause(const char *point)
 {
 	const char *v = getenv("ZEST_S3GW_TEST_PAUSE");
 	size_t pl = strlen(point);
-	char reached[512];
+	char path[480], reached[512];
 	FILE *f;
 
-	if (!v || strncmp(v, point, pl) != 0 || v[pl] != ':')
+	for (; v && *v; v = strchr(v, ',') ? strchr(v, ',') + 1 : NULL) {
+		size_t n;
+
+		if (strncmp(v, point, pl) != 0 || v[pl] != ':')
+			continue;
+		n = strcspn(v + pl + 1, ",");
+		if (n >= sizeof(path))
+			return;
+		memcpy(path, v + pl + 1, n);
+		path[n] = '\0';
+		snprintf(reached, sizeof(reached), "%s.reached", path);
+		f = fopen(reached, "w");
+		if (f)
+			fclose(f);
+		for (int i = 0; i < 6000 && access(path, F_OK) == 0; i++)
+			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
 		return;
-	snprintf(reached, sizeof(reached), "%s.reached", v + pl + 1);
-	f = fopen(reached, "w");
-	if (f)
-		fclose(f);
-	for (int i = 0; i < 6000 && access(v + pl + 1, F_OK) == 0; i++)
-		nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	}
 }
 
 unsigned
@@ -442,7 +455,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 	struct s3_cond cond;
 	bool loaded = false; /* the upload record and its parts were read */
 	enum s3_err e;
-	int rc;
+	int rc, taken = 0;
 
 	if (rq->body.err)
 		return s3_rq_error(rq, S3E_MALFORMED_XML, NULL);
@@ -473,6 +486,10 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	if (e)
 		goto fail;
+	if (s3_mpu_rec_state(r) == S3_MPU_ABORTING) {
+		e = S3E_NO_SUCH_UPLOAD; /* an Abort took it first: it ends aborted */
+		goto fail;
+	}
 	hck = complete_hdr_ck(rq, hval);
 	if (hck && hck != ck) {
 		e = S3E_INVALID_REQUEST;
@@ -496,6 +513,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = s3_err_from_errno(rc);
 		goto fail;
 	}
+	test_pause("complete-listed");
 	loaded = true;
 	refs = calloc(cr.n, sizeof(*refs));
 	pkeys = calloc(cr.n, sizeof(*pkeys));
@@ -522,6 +540,9 @@ s3_mpu_complete_end(struct s3_req *rq)
 		pkeys[i] = parts.entries[j].key;
 		refs[i].bucket = S3_RESERVED_BUCKET;
 		refs[i].key = pkeys[i];
+		/* the version listed, whose size, ETag and checksum the object is built from:
+		 * a part uploaded again since fails the compose (-EAGAIN), never slips in */
+		refs[i].etag = parts.entries[j].etag;
 		s3_ptab_add(&pt, parts.entries[j].size);
 		if (!want)
 			continue;
@@ -589,6 +610,18 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = s3_err_from_errno(rc);
 		goto fail;
 	}
+	/* The mark: from here no Abort deletes a part (s3_mpu_state.c); one that marked
+	 * first makes this NoSuchUpload, and nothing was composed. */
+	taken = s3_mpu_take(rq, uid, r, S3_MPU_COMPLETING);
+	test_pause("complete-marked");
+	if (taken < 0) {
+		/* the record went: a concurrent Complete finished the upload */
+		if (s3_err_from_errno(taken) == S3E_NO_SUCH_UPLOAD &&
+		    complete_retry(rq, uid, &cr, false) == 0)
+			goto done;
+		e = s3_err_from_errno(taken);
+		goto fail;
+	}
 	info = malloc(sizeof(*info));
 	rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true, etag,
 	                            attrs.p ? attrs.p : "", attrs.len, &cond, info)
@@ -599,6 +632,13 @@ s3_mpu_complete_end(struct s3_req *rq)
 		    complete_retry(rq, uid, &cr, true) == 0)
 			goto done;
 		e = s3_err_from_errno(rc);
+		/* a listed part is gone, or was uploaded again since it was listed (the
+		 * compose's -EAGAIN: its ETag is no longer the one the client named) */
+		if (e == S3E_NO_SUCH_KEY || rc == -EAGAIN || rc == ZC_E(ZC_CHANGED))
+			e = S3E_INVALID_PART;
+		/* nothing composed: the upload is open again for a retry or an Abort */
+		if (taken == 1)
+			s3_mpu_release(rq, uid, r);
 		goto fail;
 	}
 	test_pause("after-compose");
@@ -628,6 +668,39 @@ fail:
 	return 0;
 }
 
+/* Is rq->key the object upload uid composed ("zest-upload")? */
+static bool
+mpu_composed(struct s3_req *rq, const char *uid)
+{
+	struct s3_obj_info *info = malloc(sizeof(*info));
+	const char *v;
+	bool yes;
+
+	yes = info && rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) == 0 &&
+	      s3_attr_get(info->attrs, info->attrs_len, "zest-upload", &v) == 32 &&
+	      strncmp(v, uid, 32) == 0;
+	free(info);
+	return yes;
+}
+
+/* DeleteBucket's Abort of one upload: marked, then removed; one a Complete holds is left
+ * to it (its object then keeps the bucket from going). */
+static int
+mpu_abort_one(struct s3_req *rq, const char *uid)
+{
+	struct mpu_rec *r = calloc(1, sizeof(*r));
+	int rc = r ? s3_mpu_read(rq, uid, r) : -ENOMEM;
+
+	if (rc == 0)
+		rc = s3_mpu_take(rq, uid, r, S3_MPU_ABORTING);
+	if (r)
+		s3_buf_fini(&r->key);
+	free(r);
+	if (rc >= 0)
+		return mpu_remove(rq, uid, NULL, NULL, 0);
+	return s3_err_from_errno(rc) == S3E_NO_SUCH_UPLOAD ? 0 : rc;
+}
+
 int
 s3_mpu_drop_bucket(struct s3_req *rq)
 {
@@ -642,7 +715,7 @@ s3_mpu_drop_bucket(struct s3_req *rq)
 		rc = rq->be->list(rq->be->ctx, S3_RESERVED_BUCKET, prefix, after, "", 1000, &lr);
 		for (size_t i = 0; i < lr.n && rc == 0; i++)
 			if (strlen(lr.entries[i].key) == pl + 32)
-				rc = mpu_remove(rq, lr.entries[i].key + pl, NULL, NULL, 0);
+				rc = mpu_abort_one(rq, lr.entries[i].key + pl);
 		if (rc == 0 && lr.truncated && lr.next_start_after)
 			snprintf(after, sizeof(after), "%s", lr.next_start_after);
 		else
@@ -665,6 +738,17 @@ s3_op_mpu_abort(struct s3_req *rq)
 	if (s3_rq_query(rq, "uploadId", uid, sizeof(uid)) != 1)
 		uid[0] = '\0';
 	rc = s3_mpu_load(rq, uid, r);
+	/* The mark first: from here no Complete composes (one that marked first makes this
+	 * NoSuchUpload: its object is whole, as S3 answers an Abort after a Complete) */
+	if (rc == 0)
+		rc = s3_mpu_take(rq, uid, r, S3_MPU_ABORTING);
+	/* a Complete's mark whose object exists: its Compose is done and what is left (its
+	 * record, the parts it did not list) is what that Complete could not delete; the
+	 * Abort finishes that, as a retried Complete would, and the object stays whole */
+	if (s3_err_from_errno(rc) == S3E_NO_SUCH_UPLOAD &&
+	    s3_mpu_rec_state(r) == S3_MPU_COMPLETING && mpu_composed(rq, uid))
+		rc = 0;
+	test_pause("abort-marked");
 	s3_buf_fini(&r->key);
 	free(r);
 	if (rc < 0)

@@ -460,6 +460,9 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 			        "Part number must be an integer between 1 and 10000, inclusive");
 		}
 		rc = s3_mpu_load(rq, uid, r);
+		/* an Abort or a Complete took the upload: no more parts (S3_MPU_OPEN only) */
+		if (rc == 0 && s3_mpu_rec_state(r) != S3_MPU_OPEN)
+			rc = S3_E(S3E_NO_SUCH_UPLOAD);
 		if (rc == 0) {
 			unsigned ck = s3_mpu_rec_ck(r);
 

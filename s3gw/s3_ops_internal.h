@@ -149,6 +149,21 @@ int s3_op_copy(struct s3_req *rq, bool is_part);
 /* ---- s3_mpu.c */
 
 int s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r);
+/* ---- s3_mpu_state.c: who ends an upload (the record's "zest-state" mark) */
+enum s3_mpu_state { S3_MPU_OPEN, S3_MPU_COMPLETING, S3_MPU_ABORTING };
+enum s3_mpu_state s3_mpu_rec_state(const struct mpu_rec *r);
+/* The record of upload uid of rq->bucket into r (r->key initialised here, the caller's to
+ * fini), without s3_mpu_load's key check: 0, S3_E(S3E_NO_SUCH_UPLOAD), < 0. */
+int s3_mpu_read(struct s3_req *rq, const char *uid, struct mpu_rec *r);
+/* A fresh random ETag for an upload record (32 hex digits + NUL). */
+int s3_mpu_rec_etag(char out[33]);
+/* Mark the upload r holds as want (S3_MPU_COMPLETING or S3_MPU_ABORTING), fenced on the
+ * ETag r holds: 1 marked by this call, 0 it already was (a retry), S3_E(S3E_NO_SUCH_UPLOAD)
+ * the other kind of request holds it or the record went, < 0 an error. r follows the
+ * record (reread when another request's mark went in first). */
+int s3_mpu_take(struct s3_req *rq, const char *uid, struct mpu_rec *r, enum s3_mpu_state want);
+/* A Complete that marked and failed: back to open (best effort, logged). */
+void s3_mpu_release(struct s3_req *rq, const char *uid, struct mpu_rec *r);
 unsigned s3_mpu_rec_ck(const struct mpu_rec *r);
 /* DeleteBucket's part: every upload of rq->bucket removed as Abort does; < 0 stopped. */
 int s3_mpu_drop_bucket(struct s3_req *rq);

@@ -6,7 +6,8 @@
  * rpc_cmeta_extent_record following the moved key (an unlisted part's extent not named);
  * the moved key going with an overwrite and with a delete of the target; the fences: a
  * part overwritten between the read and the Txn (the test hook), an upload record deleted
- * meanwhile (an Abort), a part not under the prefix. Skips (77) without /usr/bin/etcd.
+ * or rewritten (an Abort's mark) meanwhile, a part not under the prefix. Skips (77)
+ * without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -140,6 +141,7 @@ struct change {
 	const char *key; /* a part to overwrite, or NULL */
 	const char *del; /* a key of .zest-mpu to delete, or NULL */
 	unsigned on;
+	uint64_t ext; /* the extent id key gets (0: 0xbf00 + attempt) */
 };
 
 static void
@@ -151,7 +153,7 @@ change(void *arg, unsigned attempt)
 	if (attempt != ch->on)
 		return;
 	if (ch->key)
-		t_put1(ch->c, ".zest-mpu", ch->key, 0xbf00 + attempt, 4096);
+		t_put1(ch->c, ".zest-mpu", ch->key, ch->ext ? ch->ext : 0xbf00 + attempt, 4096);
 	if (ch->del) {
 		CHECK_EQ(rpc_cmeta_delete(ch->c, ".zest-mpu", ch->del, 0, &old, 0), 1);
 		rpc_cmeta_old_fini(&old);
@@ -199,6 +201,31 @@ test_fences(struct rpc_etcd *c)
 	t_put1(c, ".zest-mpu", "u/ub/upa", 0xb1fe, 10);
 	ch = (struct change){ .c = c, .key = "p/upa/00009", .on = 1 };
 	CHECK_EQ(compose(c, "a", "upa", pp, 2, &size, 0), 0);
+	/* an Abort's mark between the read and the Txn (the gateway's s3_mpu_state.c: the
+	 * upload's record rewritten, then its first part deleted): fenced off and not read
+	 * again, though the record still exists; nothing composed, the other part kept */
+	{
+		static struct rpc_cmeta_part pm[2];
+		static char km[2][48];
+
+		parts_put(c, "upm", 2, 0xb200, pm, km);
+		t_put1(c, ".zest-mpu", "u/ub/upm", 0xb2ff, 10);
+		ch = (struct change){
+			.c = c, .key = "u/ub/upm", .del = km[0], .on = 1, .ext = 0xb2fe
+		};
+		CHECK_EQ(compose(c, "m", "upm", pm, 2, &size, 0), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(rpc_cmeta_get(c, "ub", "m", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", km[1], false, &o, NULL, 0), 0);
+		rpc_cl_object_fini(&o);
+		CHECK(!val(c, "/zest/moved/.zest-mpu/p/upm/"));
+		CHECK(ix_is(c, 0xb201, ".zest-mpu", km[1]));
+		/* the same mark without a delete: still fenced off */
+		parts_put(c, "upn", 2, 0xb300, pm, km);
+		t_put1(c, ".zest-mpu", "u/ub/upn", 0xb3ff, 10);
+		ch = (struct change){ .c = c, .key = "u/ub/upn", .on = 1, .ext = 0xb3fe };
+		CHECK_EQ(compose(c, "n", "upn", pm, 2, &size, 0), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(rpc_cmeta_get(c, "ub", "n", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	}
 	rpc_cmeta_compose_fault(NULL, NULL);
 	CHECK_EQ(rpc_cmeta_get(c, ".zest-mpu", "p/upa/00009", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	/* deleted: the moved key goes with the record */
