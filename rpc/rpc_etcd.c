@@ -432,7 +432,10 @@ etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	else if (status == GRPC_STATUS_UNAVAILABLE)
 		ZC_WARN("etcd", "method=%s no endpoint available, last endpoint=%s: %s",
 		        method_path[m], c->ep[i].target, msg);
-	else if (status != GRPC_STATUS_UNAVAILABLE)
+	else if (err_from_status(status) == -EIO) /* a status etcd is not known to send */
+		ZC_WARN("etcd", "endpoint=%s method=%s status=%d: %s", c->ep[i].target,
+		        method_path[m], (int)status, msg);
+	else
 		ZC_DBG("etcd", "endpoint=%s method=%s status=%d: %s", c->ep[i].target,
 		       method_path[m], (int)status, msg);
 	return err_from_status(status);
