@@ -458,23 +458,21 @@ chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj
 	return 0;
 }
 
-/* Every record, in pages of PAGE (serializable Ranges). */
-static int
-scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
-          struct dn_cheal_stats *st, struct chl_acc *acc)
+int
+chl_pages(struct dn_cheal *h, const char *prefix, const char *end, chl_kv_fn fn, void *arg,
+          uint64_t *n_read)
 {
-	char start[4096] = RPC_CMETA_OBJECTS;
-	size_t start_len = strlen(start);
+	char start[4096];
+	size_t start_len = strlen(prefix);
 	bool more = true;
 	int err = 0;
 
-	atomic_fetch_add(&h->scans, 1);
-	st->scans++;
+	memcpy(start, prefix, start_len + 1);
 	while (more && !err && !chl_stopping(h)) {
 		struct rpc_etcd_range r = { .key = start,
 			                    .key_len = start_len,
-			                    .end = OBJECTS_END,
-			                    .end_len = strlen(OBJECTS_END),
+			                    .end = end,
+			                    .end_len = strlen(end),
 			                    .limit = PAGE,
 			                    .serializable = true };
 		struct rpc_etcd_kvs kvs = { 0 };
@@ -483,24 +481,10 @@ scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
 		if (err)
 			break;
 		more = kvs.more && kvs.n;
-		atomic_fetch_add(&h->records_read, kvs.n);
-		st->records += kvs.n;
-		for (size_t i = 0; i < kvs.n && !err && !chl_stopping(h); i++) {
-			struct rpc_etcd_kv *kv = &kvs.kv[i];
-			struct chl_obj o = { 0 };
-			char why[RPC_CL_WHY_MAX];
-
-			if (chl_obj_parse(&o, RPC_CMETA_OBJECTS, kv->key, kv->key_len) ||
-			    rpc_cl_object_decode(kv->value, kv->value_len, &o.rec, why,
-			                         sizeof(why))) {
-				ZC_WARN("cheal", "record key=%s left as is: does not decode",
-				        kv->key);
-				continue;
-			}
-			o.mod_revision = kv->mod_revision;
-			err = chl_process(h, v, &o, now, true, st, acc);
-			chl_obj_clear(&o);
-		}
+		if (n_read)
+			*n_read += kvs.n;
+		for (size_t i = 0; i < kvs.n && !err && !chl_stopping(h); i++)
+			err = fn(h, &kvs.kv[i], arg);
 		if (kvs.n && kvs.kv[kvs.n - 1].key_len + 1 < sizeof(start)) {
 			/* the next page starts right after the last key */
 			start_len = kvs.kv[kvs.n - 1].key_len;
@@ -512,6 +496,45 @@ scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
 		rpc_etcd_kvs_fini(&kvs);
 	}
 	return err;
+}
+
+struct scan_arg {
+	const struct rpc_members_view *v;
+	uint64_t now;
+	struct dn_cheal_stats *st;
+	struct chl_acc *acc;
+};
+
+static int
+scan_one(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
+{
+	struct scan_arg *a = arg;
+	struct chl_obj o = { 0 };
+	char why[RPC_CL_WHY_MAX];
+	int err;
+
+	atomic_fetch_add(&h->records_read, 1);
+	if (chl_obj_parse(&o, RPC_CMETA_OBJECTS, kv->key, kv->key_len) ||
+	    rpc_cl_object_decode(kv->value, kv->value_len, &o.rec, why, sizeof(why))) {
+		ZC_WARN("cheal", "record key=%s left as is: does not decode", kv->key);
+		return 0;
+	}
+	o.mod_revision = kv->mod_revision;
+	err = chl_process(h, a->v, &o, a->now, true, a->st, a->acc);
+	chl_obj_clear(&o);
+	return err;
+}
+
+/* Every record, in pages (chl_pages). */
+static int
+scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+          struct dn_cheal_stats *st, struct chl_acc *acc)
+{
+	struct scan_arg a = { v, now, st, acc };
+
+	atomic_fetch_add(&h->scans, 1);
+	st->scans++;
+	return chl_pages(h, RPC_CMETA_OBJECTS, OBJECTS_END, scan_one, &a, &st->records);
 }
 
 /* The nodes absent from the view for longer than heal_after, as one number (each absence

@@ -79,6 +79,12 @@ bool chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const
                      const char *key);
 bool chl_is_etcd_err(int err);
 bool chl_stopping(struct dn_cheal *h);
+/* Call fn on every key of [prefix, end) in pages of 256 serializable Ranges, until fn
+ * returns non-zero or the healer stops; *n_read (may be NULL) counts the keys read.
+ * Returns 0, fn's value, or an etcd error. Both passes walk etcd this way. */
+typedef int (*chl_kv_fn)(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg);
+int chl_pages(struct dn_cheal *h, const char *prefix, const char *end, chl_kv_fn fn, void *arg,
+              uint64_t *n_read);
 
 /* ---- to-do keys and the store check (dn_cheal_todo.c) ---- */
 /* Read the to-do keys (in pages) and process the records this node heals; a key whose

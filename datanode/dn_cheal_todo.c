@@ -14,7 +14,6 @@
 #include "rpc_cmeta.h"
 #include "zc.h"
 
-#define PAGE        256           /* to-do keys per Range */
 #define HEAL_END    "/zest/heal0" /* '/' + 1: the end of the to-do keys' range */
 #define MEMBERS     "/zest/members/"
 #define MEMBERS_END "/zest/members0"
@@ -281,49 +280,36 @@ todo_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 	return 0;
 }
 
+struct todo_arg {
+	const struct rpc_members_view *v;
+	uint64_t now;
+	struct dn_cheal_stats *st;
+	struct chl_acc *acc;
+};
+
+static int
+todo_kv(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
+{
+	struct todo_arg *a = arg;
+	struct chl_obj o = { 0 };
+	int err = 0;
+
+	if (chl_obj_parse(&o, RPC_CMETA_HEAL, kv->key, kv->key_len))
+		return 0;
+	/* the object's healer only: the others read no record for it */
+	if (chl_responsible(h, a->v, o.bucket, o.key))
+		err = todo_one(h, a->v, &o, kv, a->now, a->st, a->acc);
+	chl_obj_clear(&o);
+	return err;
+}
+
 int
 chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
               struct dn_cheal_stats *st, struct chl_acc *acc)
 {
-	char start[4096] = RPC_CMETA_HEAL;
-	size_t start_len = strlen(start);
-	bool more = true;
-	int err = 0;
+	struct todo_arg a = { v, now, st, acc };
 
-	while (more && !err && !chl_stopping(h)) {
-		struct rpc_etcd_range r = { .key = start,
-			                    .key_len = start_len,
-			                    .end = HEAL_END,
-			                    .end_len = strlen(HEAL_END),
-			                    .limit = PAGE,
-			                    .serializable = true };
-		struct rpc_etcd_kvs kvs = { 0 };
-
-		err = rpc_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
-		if (err)
-			break;
-		more = kvs.more && kvs.n;
-		st->todos += kvs.n;
-		for (size_t i = 0; i < kvs.n && !err && !chl_stopping(h); i++) {
-			struct chl_obj o = { 0 };
-
-			if (chl_obj_parse(&o, RPC_CMETA_HEAL, kvs.kv[i].key, kvs.kv[i].key_len))
-				continue;
-			/* the object's healer only: the others read no record for it */
-			if (chl_responsible(h, v, o.bucket, o.key))
-				err = todo_one(h, v, &o, &kvs.kv[i], now, st, acc);
-			chl_obj_clear(&o);
-		}
-		if (kvs.n && kvs.kv[kvs.n - 1].key_len + 1 < sizeof(start)) {
-			start_len = kvs.kv[kvs.n - 1].key_len;
-			memcpy(start, kvs.kv[kvs.n - 1].key, start_len);
-			start[start_len++] = '\0';
-		} else {
-			more = false;
-		}
-		rpc_etcd_kvs_fini(&kvs);
-	}
-	return err;
+	return chl_pages(h, RPC_CMETA_HEAL, HEAL_END, todo_kv, &a, &st->todos);
 }
 
 /* ---- cells the scrubber found lost ---- */
