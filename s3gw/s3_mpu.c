@@ -34,6 +34,30 @@ s3_mpu_rec_info(void *arg, const struct s3_obj_info *info)
 }
 
 int
+s3_mpu_put_record(struct s3_req *rq, const char *rk, const void *body, size_t len, const char *etag,
+                  const char *attrs, size_t attrs_len, const struct s3_cond *cond,
+                  struct s3_obj_info *info)
+{
+	void *stream = NULL;
+	struct zc_seg seg;
+	int rc;
+
+	rc = rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, len, true, &stream);
+	if (rc < 0)
+		return rc;
+	rc = s3_seg_dup(body, len, &seg);
+	if (rc == 0) {
+		rc = rq->be->put_write(stream, &seg);
+		zc_ref_put(seg.ref); /* the backend holds its own while it needs the bytes */
+	}
+	if (rc < 0) {
+		rq->be->put_abort(stream);
+		return rc;
+	}
+	return rq->be->put_commit(stream, etag, attrs, attrs_len, cond, info);
+}
+
+int
 s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r)
 {
 	int rc;
@@ -79,9 +103,7 @@ s3_op_mpu_create(struct s3_req *rq)
 	uint8_t rnd[16];
 	char uid[33], rk[160], v[64], retag[33];
 	struct s3_buf attrs, x;
-	void *stream = NULL;
 	struct s3_obj_info *info;
-	struct zc_seg seg;
 	int rc;
 	struct s3_bucket_info bi;
 	unsigned ck = 0;
@@ -143,23 +165,10 @@ s3_op_mpu_create(struct s3_req *rq)
 		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Metadata too large");
 	}
 	info = malloc(sizeof(*info));
-	rc = info ? rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, strlen(rq->key), true,
-	                             &stream)
+	/* a random ETag: what the Abort's or Complete's mark fences on */
+	rc = info ? s3_mpu_put_record(rq, rk, rq->key, strlen(rq->key), retag,
+	                              attrs.p ? attrs.p : "", attrs.len, NULL, info)
 	          : -ENOMEM;
-	if (rc == 0) {
-		rc = s3_seg_dup(rq->key, strlen(rq->key), &seg);
-		if (rc == 0) {
-			rc = rq->be->put_write(stream, &seg);
-			zc_ref_put(
-			        seg.ref); /* the backend holds its own while it needs the bytes */
-		}
-		if (rc < 0)
-			rq->be->put_abort(stream);
-		else
-			/* a random ETag: what the Abort's or Complete's mark fences on */
-			rc = rq->be->put_commit(stream, retag, attrs.p ? attrs.p : "", attrs.len,
-			                        NULL, info);
-	}
 	free(info);
 	s3_buf_fini(&attrs);
 	if (rc < 0)

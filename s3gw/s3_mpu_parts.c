@@ -221,9 +221,7 @@ int
 s3_ptab_store(struct s3_req *rq, const char *uid, struct s3_ptab *t, struct s3_buf *attrs)
 {
 	char rk[160];
-	void *stream = NULL;
 	struct s3_obj_info *info;
-	struct zc_seg seg;
 	int rc;
 
 	ptab_flush(t);
@@ -238,19 +236,7 @@ s3_ptab_store(struct s3_req *rq, const char *uid, struct s3_ptab *t, struct s3_b
 	info = malloc(sizeof(*info));
 	if (!info)
 		return -ENOMEM;
-	rc = rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, t->text.len, true, &stream);
-	if (rc == 0) {
-		rc = s3_seg_dup(t->text.p, t->text.len, &seg);
-		if (rc == 0) {
-			rc = rq->be->put_write(stream, &seg);
-			zc_ref_put(
-			        seg.ref); /* the backend holds its own while it needs the bytes */
-		}
-		if (rc < 0)
-			rq->be->put_abort(stream);
-		else
-			rc = rq->be->put_commit(stream, "", "", 0, NULL, info);
-	}
+	rc = s3_mpu_put_record(rq, rk, t->text.p, t->text.len, "", "", 0, NULL, info);
 	free(info);
 	if (rc < 0)
 		return rc;

@@ -91,8 +91,6 @@ mpu_mark(struct s3_req *rq, const char *uid, struct mpu_rec *r, enum s3_mpu_stat
 	struct s3_cond cond = { 0 };
 	struct s3_obj_info *info = NULL;
 	struct s3_buf attrs;
-	struct zc_seg seg;
-	void *stream = NULL;
 	size_t kl = r->key.len;
 	int rc;
 
@@ -119,20 +117,8 @@ mpu_mark(struct s3_req *rq, const char *uid, struct mpu_rec *r, enum s3_mpu_stat
 	info = malloc(sizeof(*info));
 	rc = attrs.err ? attrs.err : info ? 0 : -ENOMEM;
 	if (rc == 0)
-		rc = rq->be->put_open(rq->be->ctx, S3_RESERVED_BUCKET, rk, kl, true, &stream);
-	if (rc == 0) {
-		rc = s3_seg_dup(r->key.p, kl, &seg);
-		if (rc == 0) {
-			rc = rq->be->put_write(stream, &seg);
-			zc_ref_put(
-			        seg.ref); /* the backend holds its own while it needs the bytes */
-		}
-		if (rc < 0)
-			rq->be->put_abort(stream);
-		else
-			rc = rq->be->put_commit(stream, etag, attrs.p ? attrs.p : "", attrs.len,
-			                        cond.if_match[0] ? &cond : NULL, info);
-	}
+		rc = s3_mpu_put_record(rq, rk, r->key.p, kl, etag, attrs.p ? attrs.p : "",
+		                       attrs.len, cond.if_match[0] ? &cond : NULL, info);
 	if (rc == 0 && attrs.len < sizeof(r->info.attrs)) {
 		snprintf(r->info.etag, sizeof(r->info.etag), "%s", etag);
 		memcpy(r->info.attrs, attrs.p ? attrs.p : "", attrs.len);

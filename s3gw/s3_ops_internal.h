@@ -149,6 +149,12 @@ int s3_op_copy(struct s3_req *rq, bool is_part);
 /* ---- s3_mpu.c */
 
 int s3_mpu_load(struct s3_req *rq, const char *upload_id, struct mpu_rec *r);
+/* Write record rk of the reserved bucket: body (len bytes: what it holds), its etag and
+ * attrs, under cond (NULL: none); info gets the commit's (an upload's record, its
+ * marks and its part table all go this way). 0 or what the backend answered. */
+int s3_mpu_put_record(struct s3_req *rq, const char *rk, const void *body, size_t len,
+                      const char *etag, const char *attrs, size_t attrs_len,
+                      const struct s3_cond *cond, struct s3_obj_info *info);
 /* ---- s3_mpu_state.c: who ends an upload (the record's "zest-state" mark) */
 enum s3_mpu_state { S3_MPU_OPEN, S3_MPU_COMPLETING, S3_MPU_ABORTING };
 enum s3_mpu_state s3_mpu_rec_state(const struct mpu_rec *r);
