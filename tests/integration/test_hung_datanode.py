@@ -36,6 +36,20 @@ BOUND_S = STREAM_TIMEOUT_S + 25  # the 503 comes about the timeout after the sto
 BIG = 1 << 30  # the declared body: far more than every buffer on the way
 
 
+def put_after_stall(s3, key, body, timeout=10):
+    """A PUT right after the node resumed: SlowDown is the answer while its admission still
+    counts the stall as drive latency (it decays within a second of idle); S3 clients
+    retry SlowDown, and so does this."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+        except s3.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] != "SlowDown" or time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def client(endpoint):
     cfg = Config(retries={"total_max_attempts": 1}, read_timeout=BOUND_S, connect_timeout=5,
                  s3={"addressing_style": "path"})
@@ -149,7 +163,7 @@ def test_put_to_a_hung_datanode_gets_503():
         assert keys == sorted([big, live]), keys
         # PUTs to the node work again
         body = os.urandom(5 << 20)
-        s3.put_object(Bucket=BUCKET, Key=big, Body=body)
+        put_after_stall(s3, big, body)
         assert s3.get_object(Bucket=BUCKET, Key=big)["Body"].read() == body
         ok = True
     finally:
@@ -216,7 +230,7 @@ def test_put_to_a_hung_coordinator_gets_503():
         ch.wait_for("the gateway to see 3 live nodes",
                     lambda: c.gw.metrics().get("zest_cluster_live_nodes") == 3, ch.LEASE_TTL + 10)
         body = os.urandom(5 << 20)
-        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+        put_after_stall(s3, key, body)
         assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == body
 
 
