@@ -423,6 +423,8 @@ int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *
                      struct dn_obj *o);
 /* Unlink every file of an extent (best effort). */
 void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
+/* Unlink and free the n extents of v (a delete's or an overwrite's freed ones), then v. */
+void dn_extents_release(struct dn_store *s, struct dn_extent *v, size_t n);
 /*
  * Reading stripes of one extent through the drive rings: the cells a stripe needs are read
  * in parallel (one READ SQE per cell, each on its own drive), then checked chunk by chunk.
