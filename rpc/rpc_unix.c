@@ -92,7 +92,12 @@ rpc_unix_add_port(grpc_server *server, const char *path, char *err, size_t len)
 	grpc_server_credentials_release(creds);
 	if (port <= 0)
 		return rpc_tls_fail(err, len, -EADDRINUSE, "cannot listen on %s", target);
-	if (stat(path, &st) || (st.st_mode & 077))
+	if (stat(path, &st)) {
+		rc = -errno;
+		return rpc_tls_fail(err, len, rc, "cannot stat %s after binding it: %s", path,
+		                    strerror(-rc));
+	}
+	if (st.st_mode & 077)
 		return rpc_tls_fail(err, len, -EACCES, "%s is not private to its owner (mode %o)",
 		                    path, (unsigned)(st.st_mode & 0777));
 	return 0;
