@@ -23,15 +23,36 @@
  * s3_backend_rpc_internal.h: what its files share. Private to libzest_s3_rpc.
  *   s3_backend_rpc.c  errors, attributes, placement, create and destroy
  *   s3_brpc_put.c     the PUT stream over one node's Write call
- *   s3_brpc_get.c     the GET stream over one node's Read call, pulled (s3_backend_get blocks over
- * it) s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the listing
- * merged over every node, bucket calls sent to every node
+ *   s3_brpc_get.c     the GET stream over one node's Read call, pulled (s3_backend_get
+ *                     blocks over it)
+ *   s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the
+ *                     listing merged over every node, bucket calls sent to every node
  */
 #ifndef ZEST_S3_BACKEND_RPC_INTERNAL_H
 #define ZEST_S3_BACKEND_RPC_INTERNAL_H
 
 #include "rpc.h"
-#include "s3.h"
+#include "s3_place_internal.h"
+#include "s3_util_internal.h"
+
+/*
+ * The backend calls, one by one, on rpc/zest.proto:
+ *   put_open/put_write/put_commit/put_abort  one Write stream: WriteOpen{bucket,key,size,
+ *       size_known} in the first WriteChunk, each segment as data (+ its CRC32C) at the
+ *       running offset, commit with etag and attrs ("name:value\n" lines -> Attr), abort by
+ *       cancelling the call. A segment kept past put_write is held with zc_ref_get().
+ *   get -> Read (info from the first ReadChunk, then data in order); stat -> Stat;
+ *   del -> Delete; list -> List on every datanode, merged with s3_list_merge();
+ *   compose -> Compose (delete_parts = true for multipart Complete; one part kept for a
+ *       server-side copy); a condition (struct s3_cond) goes in the commit chunk's and
+ *       ComposeRequest's WriteCondition;
+ *   bucket_* -> CreateBucket/DeleteBucket/HeadBucket/ListBuckets on every datanode.
+ * Placement: s3_place() over the --datanode list, for every call including those on
+ * S3_RESERVED_BUCKET: it places multipart parts ("p/<upload-id>/...") with the TARGET
+ * object (the upload id carries its hash), so Compose finds every part on one datanode.
+ * Errors: a datanode's error comes back as the zest code it sent (ZC_E(code), zc_err.h),
+ * never parsed out of a status message; s3_err_from_errno() maps it to S3.
+ */
 
 /* Queued GET bytes that pause the datanode stream (no more RECV_MESSAGE: HTTP/2 flow
  * control then stops the datanode), and the level that resumes it. With one ~1 MiB

@@ -26,7 +26,8 @@
 #include "rpc.h"
 #include "rpc_cmeta.h"
 #include "rpc_members.h"
-#include "s3.h"
+#include "s3_place_internal.h"
+#include "s3_util_internal.h"
 
 #define BCL_TIMEOUT_MS 5000 /* etcd deadline of one backend call */
 /* Bytes of cell reads a GET stream keeps open ahead of its consumer. */

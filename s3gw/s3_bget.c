@@ -1,8 +1,8 @@
-/* s3_backend_get: a backend's blocking read over its pulled form (s3.h). */
+/* s3_backend_get: a backend's blocking read over its pulled form (s3_ops_internal.h). */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "s3.h"
+#include "s3_ops_internal.h"
 
 int
 s3_backend_get(const struct s3_backend *be, const char *bucket, const char *key, uint64_t off,

@@ -10,7 +10,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "s3.h"
+#include "s3_chunked_internal.h"
+#include "s3_sum_internal.h"
 
 enum { ST_SIZE, ST_DATA, ST_DATA_CRLF, ST_TRAILER, ST_DONE };
 

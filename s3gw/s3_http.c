@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "s3.h"
+#include "s3_http_internal.h"
 
 static bool
 tchar(unsigned char c)

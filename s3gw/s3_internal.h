@@ -14,7 +14,8 @@
 
 #include <stdatomic.h>
 
-#include "s3.h"
+#include "s3_chunked_internal.h"
+#include "s3_sum_internal.h"
 
 #define S3_PART_MAX_SIZE (5ull << 30) /* S3's largest multipart part */
 

@@ -13,6 +13,7 @@
  *   s3_mpu_parts.c  multipart object checksums from the parts' and the part table
  *   s3_copy.c    CopyObject and UploadPartCopy (server-side compose, else streamed)
  *   s3_cond.c    write conditions (If-None-Match: *, If-Match) and ETag lists
+ *   s3_bget.c    s3_backend_get: the blocking read of a backend over its pulled form
  *
  * Everything here runs on the worker that serves the request (see s3_internal.h).
  * Replies: the s3_rq_* error helpers answer the request and return 0.
@@ -24,8 +25,8 @@
  *                                "zest-ckt:COMPOSITE|FULL_OBJECT"
  *   t/<bucket>/<upload-id>       part table of a completed object, when too large for its
  *                                attrs (s3_mpu_parts.c)
- *   p/<upload-id>/<nnnnn>        a part (placed with the target object, s3.h); its
- *                                attrs carry the part checksum
+ *   p/<upload-id>/<nnnnn>        a part (placed with the target object,
+ *                                s3_place_internal.h); its attrs carry the part checksum
  * Complete asks the backend to Compose the parts into the target object. The upload
  * record goes last, once every part is gone: while it exists, a retried Complete or an
  * Abort finds the upload and removes what is left.
@@ -38,6 +39,8 @@
 #include <time.h>
 
 #include "s3_internal.h"
+#include "s3_place_internal.h"
+#include "s3_xml_internal.h"
 #include "zc_names.h"
 
 #define S3_NS    "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -127,6 +130,16 @@ int s3_op_put_begin(struct s3_req *rq, bool is_part);
 int s3_put_body(struct s3_req *rq, const uint8_t *b, size_t n);
 int s3_put_end(struct s3_req *rq);
 int s3_delete_objects_end(struct s3_req *rq);
+
+/* ---- s3_bget.c */
+
+/*
+ * The blocking read of a backend (multipart records, copies, GET's own path): the pulled
+ * form when the backend has it (get_open/get_next/get_close, each segment's ref put after
+ * emit), else be->get. Same arguments and returns as be->get.
+ */
+int s3_backend_get(const struct s3_backend *be, const char *bucket, const char *key, uint64_t off,
+                   uint64_t len, bool has_len, s3_info_fn on_info, s3_span_fn emit, void *arg);
 
 /* ---- s3_cond.c */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3.h"
+#include "s3_place_internal.h"
 #include "zc_place.h"
 
 uint64_t

@@ -39,6 +39,7 @@
 #include <openssl/ssl.h>
 
 #include "s3_internal.h"
+#include "s3_xml_internal.h"
 
 #define RBUF_SIZE   (256u * 1024u)
 #define MAX_LOOPS   16

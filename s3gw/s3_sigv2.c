@@ -25,7 +25,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "s3.h"
+#include "s3_sig_internal.h"
 
 #define SKEW_SEC (15 * 60)
 #define MAX_AMZ  64 /* x-amz-* headers at most (S3_HTTP_MAX_HEADERS) */

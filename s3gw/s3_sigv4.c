@@ -19,7 +19,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
-#include "s3.h"
+#include "s3_sig_internal.h"
 
 #define SKEW_SEC     (15 * 60)
 #define MAX_EXPIRES  604800

@@ -13,7 +13,8 @@
 #include <openssl/evp.h>
 
 #include "zc_crc.h"
-#include "s3.h"
+#include "s3_sum_internal.h"
+#include "s3_util_internal.h"
 
 /* CRC-64/NVME: reflected polynomial 0x9a6c9329ac4bc9b5, init and xorout all ones. ISA-L
  * 2.30 has ECMA, ISO and Jones only (Jones differs), so a slice-by-8 table lives here. */

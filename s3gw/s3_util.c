@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "s3.h"
+#include "s3_util_internal.h"
 
 static const struct s3_err_info err_table[S3E_COUNT] = {
 	[S3_OK] = { 200, "OK", "OK" },

@@ -13,7 +13,8 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
-#include "s3.h"
+#include "s3_sum_internal.h"
+#include "s3_xml_internal.h"
 
 #define XML_OPTS (XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOCDATA)
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3.h"
+#include "s3_sig_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "s3.h"
+#include "s3_sum_internal.h"
 #include "zc.h"
 
 static size_t span = 64u * 1024u; /* bytes per s3_sum_update: what a socket read hands over */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "s3.h"
+#include "s3_sig_internal.h"
 
 /* A gateway serving on a thread of its own (s3_server_run), on 127.0.0.1:port. */
 struct raw_gw {

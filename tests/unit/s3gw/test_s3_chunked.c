@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "s3_chunked_internal.h"
+#include "s3_sum_internal.h"
 
 #define AK    "AKIAIOSFODNN7EXAMPLE"
 #define SK    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "s3_http_internal.h"
 
 static void
 test_good(void **state)

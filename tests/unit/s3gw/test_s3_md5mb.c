@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "s3.h"
+#include "s3_sum_internal.h"
 
 struct span {
 	struct zc_ref ref;

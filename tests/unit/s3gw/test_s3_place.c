@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "s3_place_internal.h"
 
 static const char *const nodes[] = { "10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000",
 	                             "10.0.0.4:7000" };

@@ -30,6 +30,7 @@
 #include "zc_crc.h"
 #include "mem_backend.h"
 #include "raw_http.h"
+#include "s3_sum_internal.h"
 #include "zc.h"
 
 #define AK "testkey"

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "s3_sig_internal.h"
 
 #define AK    "AKIAIOSFODNN7EXAMPLE"
 #define SK    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -12,7 +12,8 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "s3.h"
+#include "s3_sum_internal.h"
+#include "s3_util_internal.h"
 #include "zc.h"
 
 /* Bitwise CRC-64/NVME, the definition. */

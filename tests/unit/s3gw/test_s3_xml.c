@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "s3.h"
+#include "s3_sum_internal.h"
+#include "s3_xml_internal.h"
 
 static int
 parse_delete(const char *x, struct s3_delete_req *d)
