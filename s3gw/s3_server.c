@@ -21,7 +21,6 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -279,16 +278,11 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 		SSL_CTX_set_min_proto_version(srv->tls, TLS1_2_VERSION);
 		SSL_CTX_set_mode(srv->tls, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	}
-	/* datanodes started at the same time may take a moment to answer (each try waits
-	 * up to 3 s in the backend): about 15 s in all */
-	for (int tries = 0;; tries++) {
-		rc = s3_ops_init_backend(be);
-		if (rc != -EAGAIN || tries >= 5)
-			break;
-		if (tries == 0)
-			ZC_INFO("s3", "backend=waiting reason=datanode_unavailable");
-		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
-	}
+	/* One call: a datanode started at the same time that is not answering yet is the
+	 * backend's to wait for, within its own deadline (the rpc backend retries an
+	 * unreachable node's unary calls, the cluster backend waits on etcd); a gateway whose
+	 * backend is still unavailable after that fails here and says so. */
+	rc = s3_ops_init_backend(be);
 	if (rc < 0) {
 		ZC_ERR("s3", "backend=unavailable err=%d", rc);
 		goto fail;
