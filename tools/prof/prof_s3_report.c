@@ -31,12 +31,6 @@ static const char *const metric_names[PROF_S3_METRICS] = {
 };
 
 const char *
-prof_s3_metric_name(enum prof_s3_metric m)
-{
-	return m < PROF_S3_METRICS ? metric_names[m] : "?";
-}
-
-const char *
 prof_s3_op_name(enum prof_s3_op op)
 {
 	return op == PROF_S3_PUT ? "put" : op == PROF_S3_GET ? "get" : "?";

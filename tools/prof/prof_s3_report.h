@@ -40,9 +40,6 @@ enum prof_s3_metric {
 	PROF_S3_METRICS
 };
 
-/* Metric key in JSON and the table ("mib_per_s", "cpu_s_per_gib_all", ...). */
-const char *prof_s3_metric_name(enum prof_s3_metric m);
-
 /* "put", "get". */
 const char *prof_s3_op_name(enum prof_s3_op op);
 
