@@ -305,6 +305,26 @@ copy_attrs(const struct s3_req *rq, const struct copy *c, bool replace, struct s
 	}
 }
 
+/* Stat the copy source into c->info and check its x-amz-copy-source-if-* conditions:
+ * true to go on, false when the request has been answered with the error. */
+static bool
+source_ready(struct s3_req *rq, struct copy *c)
+{
+	int rc = rq->be->stat(rq->be->ctx, c->bucket, c->key, &c->info);
+	enum s3_err e;
+
+	if (rc < 0) {
+		s3_rq_backend_error(rq, rc);
+		return false;
+	}
+	e = s3_preconditions(rq, "x-amz-copy-source-", &c->info, S3E_PRECONDITION_FAILED);
+	if (e) {
+		s3_rq_error(rq, e, NULL);
+		return false;
+	}
+	return true;
+}
+
 static int
 copy_object(struct s3_req *rq, struct copy *c)
 {
@@ -326,12 +346,8 @@ copy_object(struct s3_req *rq, struct copy *c)
 	e = s3_cond_parse(rq, &c->cond);
 	if (e)
 		return s3_rq_error(rq, e, NULL);
-	rc = rq->be->stat(rq->be->ctx, c->bucket, c->key, &c->info);
-	if (rc < 0)
-		return s3_rq_backend_error(rq, rc);
-	e = s3_preconditions(rq, "x-amz-copy-source-", &c->info, S3E_PRECONDITION_FAILED);
-	if (e)
-		return s3_rq_error(rq, e, NULL);
+	if (!source_ready(rq, c))
+		return 0;
 	if (!replace && strcmp(c->bucket, rq->bucket) == 0 && strcmp(c->key, rq->key) == 0)
 		return s3_rq_error(
 		        rq, S3E_INVALID_REQUEST,
@@ -388,7 +404,6 @@ copy_part(struct s3_req *rq, struct copy *c)
 	struct s3_buf attrs;
 	struct mpu_rec *r;
 	unsigned ck = 0;
-	enum s3_err e;
 	int rc;
 
 	if (s3_rq_query(rq, "partNumber", num, sizeof(num)) != 1 ||
@@ -408,12 +423,8 @@ copy_part(struct s3_req *rq, struct copy *c)
 	free(r);
 	if (rc < 0)
 		return s3_rq_backend_error(rq, rc);
-	rc = rq->be->stat(rq->be->ctx, c->bucket, c->key, &c->info);
-	if (rc < 0)
-		return s3_rq_backend_error(rq, rc);
-	e = s3_preconditions(rq, "x-amz-copy-source-", &c->info, S3E_PRECONDITION_FAILED);
-	if (e)
-		return s3_rq_error(rq, e, NULL);
+	if (!source_ready(rq, c))
+		return 0;
 	len = c->info.size;
 	if (s3_rq_hdr(rq, "x-amz-copy-source-range")) {
 		int pr = s3_rq_hdr_str(rq, "x-amz-copy-source-range", rv, sizeof(rv))

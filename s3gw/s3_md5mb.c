@@ -486,20 +486,29 @@ push(struct s3_md5mb_stream *s, const uint8_t *p, size_t nblk, struct zc_ref *re
 	}
 }
 
+/* Top up the stream's partial carry block from the front of *p: the bytes taken (copied),
+ * *p and *n moved past them. */
+static size_t
+carry_fill(struct s3_md5mb_stream *s, const uint8_t **p, size_t *n)
+{
+	size_t take = 64 - s->ncarry < *n ? 64 - s->ncarry : *n;
+
+	memcpy(s->carry + s->ncarry, *p, take);
+	s->ncarry += (unsigned)take;
+	*p += take;
+	*n -= take;
+	return take;
+}
+
 /* The owner's serial path; returns the bytes copied into the carry block. */
 static uint64_t
 hash_inline(struct s3_md5mb_stream *s, const uint8_t *p, size_t n)
 {
 	uint64_t carried = 0;
-	size_t take, whole;
+	size_t whole;
 
 	if (s->ncarry) {
-		take = 64 - s->ncarry < n ? 64 - s->ncarry : n;
-		memcpy(s->carry + s->ncarry, p, take);
-		carried += take;
-		s->ncarry += (unsigned)take;
-		p += take;
-		n -= take;
+		carried = carry_fill(s, &p, &n);
 		if (s->ncarry < 64)
 			return carried;
 		serial_blocks(s->st, s->carry, 1);
@@ -531,7 +540,7 @@ s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 {
 	struct s3_md5mb *mb = s->mb;
 	const uint8_t *p = seg->ptr;
-	size_t n = seg->len, take, whole;
+	size_t n = seg->len, whole;
 	uint64_t carried = 0;
 
 	if (!n)
@@ -553,14 +562,8 @@ s3_md5mb_update(struct s3_md5mb_stream *s, const struct zc_seg *seg)
 			s3_metric_copied(S3_COPY_MD5_CARRY, carried);
 		return 0;
 	}
-	if (s->ncarry) { /* complete the carry block first: MD5 takes bytes in order */
-		take = 64 - s->ncarry < n ? 64 - s->ncarry : n;
-		memcpy(s->carry + s->ncarry, p, take);
-		carried += take;
-		s->ncarry += (unsigned)take;
-		p += take;
-		n -= take;
-	}
+	if (s->ncarry) /* complete the carry block first: MD5 takes bytes in order */
+		carried = carry_fill(s, &p, &n);
 	whole = n / 64;
 	/* room: two entries at most, and the bytes under the bound (a span larger than the
 	 * bound is queued alone once the queue is empty) */
