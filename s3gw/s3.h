@@ -37,7 +37,7 @@
  *                  the S3 operations over a struct s3_backend      (s3_ops_internal.h says
  *                                                                    which file holds what)
  *   s3_cli.c       the zest-s3gw command line (s3_main); main.c, the program
- *   s3_backend_rpc.c, s3_brpc_put.c, s3_brpc_get.c, s3_brpc_meta.c
+ *   s3_backend_rpc.c, s3_brpc_put.c, s3_brpc_get.c, s3_brpc_segq.c, s3_brpc_meta.c
  *                  the backend over a --datanode list             (s3_backend_rpc_internal.h)
  *   s3_bcl.c, s3_bcl_plan.c, s3_bcl_cread.c, s3_bcl_get.c, s3_bcl_meta.c
  *                  the cluster backend: etcd records, coordinator PUT, cell reads and

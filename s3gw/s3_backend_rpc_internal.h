@@ -25,6 +25,8 @@
  *   s3_brpc_put.c     the PUT stream over one node's Write call
  *   s3_brpc_get.c     the GET stream over one node's Read call, pulled (s3_backend_get
  *                     blocks over it)
+ *   s3_brpc_segq.c    the queue of a read stream's received segments (the cluster
+ *                     backend's ReadCell queues with it too)
  *   s3_brpc_meta.c    the other object calls and the buckets: stat, delete, compose, the
  *                     listing merged over every node, bucket calls sent to every node
  */
@@ -89,6 +91,23 @@ int s3_brpc_put_write_crc(void *stream, const struct zc_seg *seg, uint32_t crc32
 int s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
                        const struct s3_cond *cond, struct s3_obj_info *out);
 void s3_brpc_put_abort(void *stream);
+/* ---- s3_brpc_segq.c */
+
+/* The received segments of one read stream, oldest first, each holding a reference;
+ * guarded by its stream's lock (filled on the completion-queue thread, drained by the
+ * worker). Zero-initialised is empty. */
+struct s3_segq {
+	struct zc_seg *q;
+	size_t head, n, cap;
+};
+
+/* Append segs, a reference taken on each: 0, or -ENOMEM with nothing queued. */
+int s3_segq_push(struct s3_segq *sq, const struct zc_seg *segs, size_t n);
+/* The oldest segment into *out, its reference passing to the caller; false when empty. */
+bool s3_segq_pop(struct s3_segq *sq, struct zc_seg *out);
+/* Put every queued reference and free the storage; the queue is empty again. */
+void s3_segq_fini(struct s3_segq *sq);
+
 /* ---- s3_brpc_get.c */
 void s3_brpc_get_close(void *stream);
 int s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,

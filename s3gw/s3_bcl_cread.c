@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "s3_backend_rpc_internal.h"
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
@@ -21,8 +22,8 @@ struct bcl_crd {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct rpc_cread *r;
-	struct zc_seg *q; /* queued segments, each holding a ref */
-	size_t qhead, qn, qcap, qbytes;
+	struct s3_segq q; /* queued segments, each holding a ref */
+	size_t qbytes;
 	bool paused, done, failed_alloc;
 	struct rpc_status st;
 	uint64_t want, got;
@@ -39,31 +40,11 @@ crd_on_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
 	(void)info;
 	(void)offset;
 	pthread_mutex_lock(&c->mu);
-	if (c->qhead + c->qn + n_segs > c->qcap) {
-		if (c->qn)
-			memmove(c->q, c->q + c->qhead, c->qn * sizeof(*c->q));
-		c->qhead = 0;
-		if (c->qn + n_segs > c->qcap) {
-			size_t nc = c->qcap ? c->qcap * 2 : 32;
-			void *nq;
-
-			while (nc < c->qn + n_segs)
-				nc *= 2;
-			nq = realloc(c->q, nc * sizeof(*c->q));
-			if (!nq) {
-				c->failed_alloc = true;
-				pthread_cond_broadcast(&c->cv);
-				pthread_mutex_unlock(&c->mu);
-				return 1; /* stays paused; the worker cancels */
-			}
-			c->q = nq;
-			c->qcap = nc;
-		}
-	}
-	for (size_t i = 0; i < n_segs; i++) {
-		if (segs[i].ref)
-			zc_ref_get(segs[i].ref);
-		c->q[c->qhead + c->qn++] = segs[i];
+	if (s3_segq_push(&c->q, segs, n_segs) < 0) {
+		c->failed_alloc = true;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		return 1; /* stays paused; the worker cancels */
 	}
 	c->qbytes += len;
 	c->got += len;
@@ -137,18 +118,17 @@ s3_bcl_crd_next(struct bcl_crd *c, struct zc_seg *seg)
 	pthread_mutex_lock(&c->mu);
 	/* an empty queue means a running stream (a paused one has bytes queued): the node
 	 * owes bytes, or the status, and rpc's progress timeout bounds the wait */
-	while (!c->done && !c->failed_alloc && !c->qn)
+	while (!c->done && !c->failed_alloc && !c->q.n)
 		pthread_cond_wait(&c->cv, &c->mu);
 	if (c->failed_alloc) {
 		rc = -ENOMEM;
-	} else if (!c->qn) { /* done and drained */
+	} else if (!c->q.n) { /* done and drained */
 		/* not logged here: the GET logs once per stream what it reads around */
 		rc = c->st.code == GRPC_STATUS_OK ? 0 : ZC_E(zc_err_code(c->st.err));
 		if (rc == 0 && c->got != c->want)
 			rc = -EBADMSG; /* a node that sent less than the range is as bad */
 	} else {
-		*seg = c->q[c->qhead++];
-		c->qn--;
+		s3_segq_pop(&c->q, seg);
 		c->qbytes -= seg->len;
 		rc = 1;
 		if (c->paused && c->qbytes < BCL_RESUME_BYTES && !c->done) {
@@ -184,12 +164,9 @@ s3_bcl_crd_close(struct bcl_crd *c)
 		}
 		pthread_cond_wait(&c->cv, &c->mu);
 	}
-	for (size_t i = 0; i < c->qn; i++)
-		if (c->q[c->qhead + i].ref)
-			zc_ref_put(c->q[c->qhead + i].ref);
+	s3_segq_fini(&c->q);
 	pthread_mutex_unlock(&c->mu);
 	rpc_cread_destroy(c->r);
-	free(c->q);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c);

@@ -19,8 +19,7 @@ struct get {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct rpc_cread *r;
-	struct zc_seg *q; /* queued segments, each holding a ref */
-	size_t qhead, qn, qcap;
+	struct s3_segq q; /* queued segments, each holding a ref */
 	size_t qbytes;
 	bool paused, done, failed_alloc;
 	struct rpc_status st;
@@ -44,32 +43,11 @@ get_on_chunk(void *arg, struct rpc_cread *r, const struct rpc_object_info *info,
 		s3_brpc_info_from_rpc(info, g->key, g->info);
 		g->have_info = true;
 	}
-	if (g->qhead + g->qn + n_segs > g->qcap) {
-		/* compact, then grow */
-		if (g->qn)
-			memmove(g->q, g->q + g->qhead, g->qn * sizeof(*g->q));
-		g->qhead = 0;
-		if (g->qn + n_segs > g->qcap) {
-			size_t nc = g->qcap ? g->qcap * 2 : 64;
-			void *nq;
-
-			while (nc < g->qn + n_segs)
-				nc *= 2;
-			nq = realloc(g->q, nc * sizeof(*g->q));
-			if (!nq) {
-				g->failed_alloc = true;
-				pthread_cond_broadcast(&g->cv);
-				pthread_mutex_unlock(&g->mu);
-				return 1; /* stays paused; the worker cancels */
-			}
-			g->q = nq;
-			g->qcap = nc;
-		}
-	}
-	for (size_t i = 0; i < n_segs; i++) {
-		if (segs[i].ref)
-			zc_ref_get(segs[i].ref);
-		g->q[g->qhead + g->qn++] = segs[i];
+	if (s3_segq_push(&g->q, segs, n_segs) < 0) {
+		g->failed_alloc = true;
+		pthread_cond_broadcast(&g->cv);
+		pthread_mutex_unlock(&g->mu);
+		return 1; /* stays paused; the worker cancels */
 	}
 	g->qbytes += len;
 	if (g->qbytes >= GET_PAUSE_BYTES) {
@@ -97,7 +75,7 @@ get_on_done(void *arg, struct rpc_cread *r, const struct rpc_status *st)
 static void
 get_free(struct get *g)
 {
-	free(g->q);
+	s3_segq_fini(&g->q);
 	free(g->info);
 	free(g->keycopy);
 	pthread_cond_destroy(&g->cv);
@@ -134,10 +112,7 @@ s3_brpc_get_close(void *stream)
 		}
 		pthread_cond_wait(&g->cv, &g->mu);
 	}
-	for (size_t i = 0; i < g->qn; i++)
-		if (g->q[g->qhead + i].ref)
-			zc_ref_put(g->q[g->qhead + i].ref);
-	g->qn = 0;
+	s3_segq_fini(&g->q);
 	pthread_mutex_unlock(&g->mu);
 	rpc_cread_destroy(g->r);
 	get_free(g);
@@ -218,15 +193,13 @@ s3_brpc_get_next(void *stream, struct zc_seg *seg)
 	int rc = 0;
 
 	pthread_mutex_lock(&g->mu);
-	while (!g->done && !g->failed_alloc && !g->qn)
+	while (!g->done && !g->failed_alloc && !g->q.n)
 		pthread_cond_wait(&g->cv, &g->mu);
 	if (g->failed_alloc) {
 		rc = -ENOMEM;
-	} else if (!g->qn) { /* done and drained */
+	} else if (!s3_segq_pop(&g->q, seg)) { /* done and drained */
 		rc = s3_brpc_err(&g->st);
 	} else {
-		*seg = g->q[g->qhead++];
-		g->qn--;
 		g->qbytes -= seg->len;
 		rc = 1;
 		if (g->paused && g->qbytes < GET_RESUME_BYTES && !g->done && g->r) {
