@@ -37,7 +37,7 @@ now_ms(void)
 static void
 wait_ready(struct rpc_etcd *c)
 {
-	int64_t end = now_ms() + 20000;
+	int64_t end = now_ms() + 60000;
 	int rc;
 
 	while ((rc = rpc_etcd_put(c, S("ready"), S("1"), 0, NULL, 1000)) != 0) {
