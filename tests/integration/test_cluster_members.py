@@ -270,7 +270,7 @@ def test_etcd_over_tls():
                 "--tls-key", f"{certs}/dn-1.key"] + drive_args(root, "dn-1")
         nodes.append(zh.Daemon(argv, os.path.join(root, "dn-1.log"), mport))
         wait_for("dn-1 registered over https", lambda: etcd.keys("/zest/nodes/") ==
-                 ["/zest/nodes/dn-1"], 20)
+                 ["/zest/nodes/dn-1"], 60)
         # no client certificate: etcd refuses the handshake, the node cannot register
         p = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--insecure",
                             "--ec", "2+1", "--cluster", url, "--node", "dn-2"] +

@@ -189,7 +189,7 @@ def test_cluster():
         for d in [gw] + list(nodes.values()):
             wait_for("6 live nodes in every view",
                      lambda: zh.metrics(d.metrics_port).get("zest_cluster_live_nodes") == NODES,
-                     15)
+                     60)
         s3 = client(gw)
         # buckets
         s3.create_bucket(Bucket="bk1")
