@@ -50,7 +50,7 @@ class Etcd:
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
              "--initial-cluster", f"n0=http://127.0.0.1:{self.peer}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while self.ctl("endpoint", "health", check=False).returncode != 0:
             assert self.proc.poll() is None, "etcd exited"
             assert time.time() < deadline, "etcd did not come up"

@@ -443,7 +443,7 @@ def test_background_heal_after_full():
             assert drive_states(c)[5] == 2, drive_states(c)
             healed = zh.metrics(c.dn_metrics)["zest_cells_healed_total"]
             os.unlink(ballast)  # room again: a re-probe makes drive 5 writable
-            deadline = time.time() + 30
+            deadline = time.time() + 60
             while time.time() < deadline:
                 m = zh.metrics(c.dn_metrics)
                 if m['zest_drive_state{drive="5"}'] == 0 and m["zest_cells_healed_total"] > healed:
@@ -502,7 +502,7 @@ def test_meta_replica_back_after_full():
             time.sleep(1.5)  # still full: the healer leaves it out
             assert zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 2
             os.unlink(ballast)  # room again
-            deadline = time.time() + 30
+            deadline = time.time() + 60
             while time.time() < deadline:
                 m = zh.metrics(c.dn_metrics)
                 if m["zest_meta_replicas_live"] == 3:
