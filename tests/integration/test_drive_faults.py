@@ -140,7 +140,7 @@ def mount_tmpfs(d, size="2m"):
 
 
 def umount(d):
-    for _ in range(50):
+    for _ in range(600):  # 60 s: a daemon that just exited may still hold it a moment
         if sh("umount", d).returncode == 0 or not os.path.ismount(d):
             return
         time.sleep(0.1)
