@@ -541,6 +541,8 @@ struct dn_counters {
 	uint64_t mcalls;                /* dn_mcall_submit calls run */
 	uint64_t mcall_txns;            /* metadata transactions they took (batched: fewer) */
 	uint64_t cells_healed;          /* by `heal` and the background healer */
+	uint64_t cells_swept_open;      /* cell files no entry named, removed at open */
+	uint64_t cells_swept_failed;    /* cell files of failed or abandoned writes removed */
 	unsigned meta_replicas;         /* LMDB replicas kept (m + 1) */
 	unsigned meta_replicas_live;    /* of those, taking writes (a failed write drops one) */
 	uint64_t meta_replicas_rebuilt; /* dropped ones the background healer brought back */

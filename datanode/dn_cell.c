@@ -313,8 +313,8 @@ cw_free(struct dn_cell_write *w, int err)
 
 	dn_file_close(w->file);
 	dn_file_close(w->dir);
-	if (err)
-		unlink(w->path);
+	if (err && unlink(w->path) == 0)
+		atomic_fetch_add(&s->cells_swept_failed, 1);
 	busy_del(s, w);
 	if (w->cb)
 		w->cb(w->cb_arg, err);

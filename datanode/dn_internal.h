@@ -369,6 +369,8 @@ struct dn_store {
 	atomic_uint_fast64_t objects_committed, degraded_reads;
 	atomic_uint_fast64_t adm_refused, adm_paced, adm_queued, adm_bufwaits, cells_healed;
 	atomic_uint_fast64_t mcalls, mcall_txns;
+	/* Cell files of unfinished writes removed: by the sweep at open, by a failed write */
+	atomic_uint_fast64_t cells_swept_open, cells_swept_failed;
 	atomic_uint_fast64_t align_copied; /* data_direct: payload copied into pool buffers */
 	/* Sync requests the rings ran: fdatasyncs of files, fsyncs of folders, and writes
 	 * that carried their own sync (RWF_DSYNC). */

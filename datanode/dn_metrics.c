@@ -134,6 +134,13 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	        "# TYPE zest_cells_healed_total counter\nzest_cells_healed_total %llu\n",
 	        (unsigned long long)c.cells_healed);
 	fprintf(f,
+	        "# HELP zest_cells_swept_total Cell files of unfinished writes removed: at open "
+	        "(none of its entries named them) or when their write failed or was cancelled.\n"
+	        "# TYPE zest_cells_swept_total counter\n"
+	        "zest_cells_swept_total{at=\"open\"} %llu\n"
+	        "zest_cells_swept_total{at=\"failed\"} %llu\n",
+	        (unsigned long long)c.cells_swept_open, (unsigned long long)c.cells_swept_failed);
+	fprintf(f,
 	        "# HELP zest_meta_replicas_live Metadata replicas taking writes; below "
 	        "zest_meta_replicas when a write dropped one (full drive) until the healer "
 	        "rebuilds it.\n"

@@ -263,8 +263,11 @@ collect_garbage(struct dn_store *s)
 				     dn_cell_file_named(s, d, fe->d_name) != 0))
 					continue;
 				snprintf(path, sizeof(path), "%s/%s", sub, fe->d_name);
-				if (unlink(path) == 0)
-					removed++;
+				if (unlink(path) != 0)
+					continue;
+				removed++;
+				if (dn_layout_parse(fe->d_name, &id) == 0)
+					atomic_fetch_add(&s->cells_swept_open, 1);
 			}
 			closedir(dd);
 		}
@@ -636,6 +639,8 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->objects_committed = atomic_load(&s->objects_committed);
 	c->degraded_reads = atomic_load(&s->degraded_reads);
 	c->cells_healed = atomic_load(&s->cells_healed);
+	c->cells_swept_open = atomic_load(&s->cells_swept_open);
+	c->cells_swept_failed = atomic_load(&s->cells_swept_failed);
 	c->align_copied_bytes = atomic_load(&s->align_copied);
 	c->file_syncs = atomic_load(&s->file_syncs);
 	c->dir_syncs = atomic_load(&s->dir_syncs);

@@ -61,7 +61,7 @@ ETCD = os.environ.get("ZEST_ETCD", "/usr/bin/etcd")
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 CERTS_SH = zh.CERTS_SH
 LEASE_TTL = 10  # DN_CLUSTER_TTL_S: a SIGKILLed node leaves /zest/nodes/ after this
-START_TIMEOUT = float(os.environ.get("ZEST_START_TIMEOUT", "15"))
+START_TIMEOUT = float(os.environ.get("ZEST_START_TIMEOUT", "60"))  # a hang check
 DN_CLIENT = os.environ.get("ZEST_DN_CLIENT") or os.path.join(zh.BUILD, "tests", "integration",
                                                                "dn_client")
 MEMCPY_COUNT = os.environ.get("ZEST_MEMCPY_COUNT")
@@ -417,7 +417,7 @@ class DataNode(Proc):
         self.port, mport = free_port(host), free_port(host)
         self.address = f"{host}:{self.port}"
         super().__init__(self.node, [], os.path.join(c.root, f"{self.node}.log"), host, mport,
-                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 10), env=c.node_env(i),
+                         start_timeout=max(START_TIMEOUT, LEASE_TTL + 60), env=c.node_env(i),
                          valgrind=c.valgrind)
         self.argv = self._argv(c)
 
@@ -649,7 +649,7 @@ class Cluster:
     def live_view(self, i):
         return self.nodes[i].metrics().get("zest_cluster_live_nodes")
 
-    def wait_live(self, n, timeout=LEASE_TTL + 10):
+    def wait_live(self, n, timeout=LEASE_TTL + 60):
         """Every running datanode's view counts n live nodes."""
         for node in self.running_nodes():
             wait_for(f"{node.node} to see {n} live nodes",
@@ -659,7 +659,7 @@ class Cluster:
     def registered(self):
         return [k.rpartition("/")[2] for k in self.etcd.keys("/zest/nodes/")]
 
-    def wait_registered(self, names, timeout=LEASE_TTL + 10):
+    def wait_registered(self, names, timeout=LEASE_TTL + 60):
         names = sorted(names)
         wait_for(f"/zest/nodes/ to hold exactly {names}",
                  lambda: sorted(self.registered()) == names, timeout, step=0.3)

@@ -7,8 +7,10 @@ raw SigV4 client so that the kill lands while cells are on the peers:
 - nothing becomes visible: HEAD 404, not listed, no record in etcd, before and after the
   coordinator comes back;
 - the cells the peers had already written stay pending and are collected after --gc-grace
-  (short here): no cell file is left on any node, zest_cluster_gc_cells_total{action="delete"}
-  counts them;
+  (short here): no cell file is left on any node, and each one is counted exactly once, by
+  zest_cluster_gc_cells_total{action="delete"} (the collectors) or zest_cells_swept_total
+  (the restarted coordinator's sweep at open of its half-written cells, a peer's cancelled
+  write);
 - the same key PUT again afterwards works and reads back.
 
 The coordinator is the key's first node in the gateway's ranking (cluster_harness.place_rank,
@@ -69,14 +71,21 @@ def test_coordinator_killed_mid_put():
         def peer_cells():
             return sum(len(c.cell_files(i)) for i in peers)
 
-        # stream until the peers hold cells of the object, then a little more, slowly
-        deadline = time.time() + 60
-        while sent < size // 2 or peer_cells() == 0:
-            assert sent < size - step, "all but the last bytes sent and no cell on a peer"
-            assert time.time() < deadline, "no cell reached a peer"
+        # stream half the body, slowly, then wait until the peers hold cells of the object;
+        # a trickle meanwhile keeps the gateway's idle timeout away (the rest is >= 1 h of it)
+        while sent < size // 2:
             conn.send(data[sent:sent + step])
             sent += step
             time.sleep(0.02)
+        deadline = time.time() + 120
+        last = 0.0
+        while peer_cells() == 0:
+            assert time.time() < deadline, "no cell reached a peer in 120 s"
+            if time.time() - last >= 1 and sent < size - step:
+                conn.send(data[sent:sent + 4096])
+                sent += 4096
+                last = time.time()
+            time.sleep(0.1)
         m = c.node_metrics(coord)
         fwd = ch.metric_sum(m, "zest_cluster_forwarded_bytes_total")
         print(f"     {sent >> 20} MiB sent, peers hold {peer_cells()} cell files, "
@@ -108,8 +117,29 @@ def test_coordinator_killed_mid_put():
             assert c.etcd.keys(f"/zest/objects/{BUCKET}/") == [], when
 
         invisible("coordinator dead")
-        cells_left = total_cells(c)
-        print(f"     cell files after the kill: {cells_left}", flush=True)
+
+        # Every cell file that goes from here on is counted by the node that removes it: its
+        # collector (gc delete), the sweep at open of the restarted coordinator, or a peer's
+        # write the kill cancelled (swept). The peers' counters and files are read together:
+        # once no payload is in flight there, and no removal counted while the files were
+        # listed.
+        peer_nodes = [c.nodes[i] for i in peers]
+
+        def removed(nodes):
+            return (c.sum_metric('zest_cluster_gc_cells_total{action="delete"}', nodes) +
+                    c.sum_metric("zest_cells_swept_total", nodes))
+
+        def quiet_snapshot():
+            if c.sum_metric("zest_inflight_bytes", peer_nodes) != 0:
+                return None
+            before = removed(peer_nodes)
+            files = total_cells(c)
+            return (before, files) if removed(peer_nodes) == before else None
+
+        removed_before, cells_left = ch.wait_for(
+            "the peers' cancelled writes to settle", quiet_snapshot, 120)
+        print(f"     cell files after the kill: {cells_left}, peers counted "
+              f"{removed_before:.0f} removals", flush=True)
         assert sum(cells_left.values()) > 0
 
         # the coordinator back (its own pending cells are collected too)
@@ -119,10 +149,20 @@ def test_coordinator_killed_mid_put():
 
         # the collectors: past the grace every pending cell of the extent is deleted
         ch.wait_for("every cell file collected",
-                    lambda: sum(total_cells(c).values()) == 0, GRACE * 6 + 30, step=0.5)
-        deleted = c.sum_metric('zest_cluster_gc_cells_total{action="delete"}')
-        print(f"     collected: gc deletes {deleted:.0f}", flush=True)
-        assert deleted >= sum(cells_left.values()), (deleted, cells_left)
+                    lambda: sum(total_cells(c).values()) == 0, GRACE * 6 + 120, step=0.5)
+        # each removal is counted just after its unlink: wait for the counts to catch up,
+        # then they must match the files exactly (the restarted coordinator counts from 0,
+        # which is its share: it was down at the snapshot)
+        want = sum(cells_left.values())
+        everyone = c.running_nodes()
+        ch.wait_for("every removed cell file counted",
+                    lambda: removed(everyone) - removed_before >= want, 120)
+        gc = c.sum_metric('zest_cluster_gc_cells_total{action="delete"}', everyone)
+        swept = c.sum_metric("zest_cells_swept_total", everyone)
+        print(f"     collected: gc deletes {gc:.0f}, swept {swept:.0f} (peers had counted "
+              f"{removed_before:.0f} before)", flush=True)
+        assert removed(everyone) - removed_before == want, (gc, swept, removed_before,
+                                                              cells_left)
         invisible("after collection")
 
         # the key is usable

@@ -108,7 +108,7 @@ def test_cluster_heal():
         assert c.stop_node(3) == 0
         c.restart(3, wipe=True)
         ch.wait_for(f"{wiped.name} registered again",
-                    lambda: wiped.metrics().get("zest_cluster_registered") == 1, 10)
+                    lambda: wiped.metrics().get("zest_cluster_registered") == 1, 60)
         ch.wait_for("the wiped node's cells rebuilt onto it",
                     lambda: all_healed(c, live, objs), 30 * SLOW)
         marked = metric(wiped, "zest_heal_marked_cells_total")

@@ -26,7 +26,9 @@ import cluster_harness as ch  # noqa: E402
 
 BUCKET = "healscan"
 N = 40
-HEAL_AFTER = 8  # s: a pass every 2 s; a wiped node's restart stays well below it
+# s: a pass every 6 s; a wiped node's restart stays below it however slow the machine
+# (asserted by state: no other node's healer scans while it is away)
+HEAL_AFTER = 24
 PERIOD = HEAL_AFTER / 4
 SIZES = [0, 1, 4095, 65536, 65537, 131072 + 3, 262147, 300000]
 
@@ -46,7 +48,7 @@ def pending(c):
     return {n.node: n.metrics().get("zest_heal_pending_cells") for n in c.running_nodes()}
 
 
-def wait_healed(c, what, healed_min, timeout=90, quiet=2 * PERIOD):
+def wait_healed(c, what, healed_min, timeout=180, quiet=2 * PERIOD):
     """pending 0 everywhere for `quiet` s, no to-do key, healed_min cells healed in all."""
     deadline = time.time() + timeout
     since = None
@@ -86,7 +88,7 @@ def test_healscan():
             raise ch.Skip("this zest-datanode has no healer")
         # each new store is checked once against the records, before any object exists
         ch.wait_for("every node's first pass over the records",
-                    lambda: all(s >= 1 for _, s in counters(c).values()), 30)
+                    lambda: all(s >= 1 for _, s in counters(c).values()), 120)
         s3 = c.s3()
         s3.create_bucket(Bucket=BUCKET)
         objects = {}
@@ -112,12 +114,12 @@ def test_healscan():
         assert cells_before > 0, f"dn-{w} holds no cell"
         healed0 = c.sum_metric("zest_heal_cells_total")
         others = {k: v for k, v in counters(c).items() if k != f"dn-{w}"}
-        t0 = time.time()
         c.stop_node(w)
         c.restart(w, wipe=True)
-        c.wait_live(6)
-        away = time.time() - t0
-        assert away < HEAL_AFTER - 2, f"dn-{w}'s restart took {away:.1f} s"
+        c.wait_live(6, timeout=ch.LEASE_TTL + 60)
+        back = {k: v for k, v in counters(c).items() if k != f"dn-{w}"}
+        assert all(back[k][1] == others[k][1] for k in others), \
+            f"dn-{w} was away past --heal-after (the others scanned): {others} -> {back}"
         healed = wait_healed(c, f"dn-{w} wiped", healed0 + cells_before)
         m = c.node_metrics(w)
         assert m["zest_heal_scans_total"] >= 1 and m["zest_heal_marked_cells_total"] >= 1, m
@@ -135,7 +137,7 @@ def test_healscan():
         scans0 = {n: s for n, (_, s) in counters(c).items() if n != f"dn-{k}"}
         c.kill(k)
         c.wait_registered([f"dn-{i}" for i in c.nodes if i != k])
-        healed = wait_healed(c, f"dn-{k} away", healed + 1, timeout=HEAL_AFTER + 60)
+        healed = wait_healed(c, f"dn-{k} away", healed + 1, timeout=HEAL_AFTER + 180)
         verify(c, objects, f"dn-{k} away, healed")
         st = counters(c)
         assert all(st[n][1] > scans0[n] for n in scans0), f"no pass over the records: {st}"

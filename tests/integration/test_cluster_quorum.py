@@ -138,7 +138,7 @@ def test_quorum():
         try:
             new = ch.wait_for(
                 "the PUT's cells on the live peers",
-                lambda: [x for i in others for x in set(extent_cells(c, i)) - before[i]], 20)
+                lambda: [x for i in others for x in set(extent_cells(c, i)) - before[i]], 60)
             t.join(60)
         finally:
             c.node(victim).proc.send_signal(signal.SIGCONT)
@@ -147,7 +147,7 @@ def test_quorum():
         assert absent(s3, "d")
         ch.wait_for("the refused PUT's cells to go",
                     lambda: not any(x in extent_cells(c, i) for x in new for i in (1, 2, 3)),
-                    20)
+                    60)
         print(f"peer stopped mid-PUT: refused {res['code']}, its cells ({new[0]}) deleted")
 
         # ---- quorum k asks for no node loss: two live nodes take a PUT

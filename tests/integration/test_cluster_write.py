@@ -145,7 +145,7 @@ def test_cluster_write():
         assert ext2 != ext1
         # the overwrite deleted the replaced record's cells (DeleteCells, best effort)
         ch.wait_for("the old extent's cells to go",
-                 lambda: not any(k[0] == ext1 for n in nodes for k in n.cells()), 10)
+                 lambda: not any(k[0] == ext1 for n in nodes for k in n.cells()), 60)
         print("overwrite: invisible while a peer was stopped, old cells deleted")
 
         # ---- a peer killed mid-write: committed, its cells missing

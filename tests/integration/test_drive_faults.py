@@ -140,7 +140,7 @@ def mount_tmpfs(d, size="2m"):
 
 
 def umount(d):
-    for _ in range(50):
+    for _ in range(600):  # 60 s: a daemon that just exited may still hold it a moment
         if sh("umount", d).returncode == 0 or not os.path.ismount(d):
             return
         time.sleep(0.1)
@@ -346,8 +346,11 @@ def test_full_drive_enospc():
             assert b"drive=5 " in log and b"ENOSPC: marked full" in log, log[-3000:]
             # the operator frees space: no restart, no heal
             rm(c, "full", "big")
-            time.sleep(1.2)  # a full drive is re-probed at most once a second
-            assert drive_states(c) == [0, 0, 0, 0, 0, 0], drive_states(c)  # a scrape re-probes
+            # a full drive is re-probed at most once a second; a scrape re-probes
+            deadline = time.time() + 60
+            while drive_states(c) != [0, 0, 0, 0, 0, 0]:
+                assert time.time() < deadline, drive_states(c)
+                time.sleep(0.1)
             before = cell_count(d5)
             objs["again"] = os.urandom(3 * CELL + 1)  # one stripe: a cell on every drive
             st, body = put(c, "full", "again", objs["again"])
@@ -440,18 +443,24 @@ def test_background_heal_after_full():
             assert drive_states(c)[5] == 2, drive_states(c)
             healed = zh.metrics(c.dn_metrics)["zest_cells_healed_total"]
             os.unlink(ballast)  # room again: a re-probe makes drive 5 writable
-            deadline = time.time() + 30
+            deadline = time.time() + 60
             while time.time() < deadline:
                 m = zh.metrics(c.dn_metrics)
                 if m['zest_drive_state{drive="5"}'] == 0 and m["zest_cells_healed_total"] > healed:
                     break
                 time.sleep(0.2)
             assert m["zest_cells_healed_total"] > healed, "the healer rebuilt nothing"
-            time.sleep(1.5)  # let a turn that started finish
-            base = degraded(c)
-            st, got = get(c, "bgh", "victim")
-            assert st == 200 and got == data
-            assert degraded(c) == base, "cells still missing after the background heal"
+            # a turn that started may still be healing: wait for a read that needs no
+            # rebuild (every cell back), each read checked byte for byte
+            deadline = time.time() + 60
+            while True:
+                base = degraded(c)
+                st, got = get(c, "bgh", "victim")
+                assert st == 200 and got == data
+                if degraded(c) == base:
+                    break
+                assert time.time() < deadline, "cells still missing after the background heal"
+                time.sleep(0.2)
 
 
 def test_meta_replica_back_after_full():
@@ -493,7 +502,7 @@ def test_meta_replica_back_after_full():
             time.sleep(1.5)  # still full: the healer leaves it out
             assert zh.metrics(c.dn_metrics)["zest_meta_replicas_live"] == 2
             os.unlink(ballast)  # room again
-            deadline = time.time() + 30
+            deadline = time.time() + 60
             while time.time() < deadline:
                 m = zh.metrics(c.dn_metrics)
                 if m["zest_meta_replicas_live"] == 3:

@@ -90,7 +90,7 @@ def test_restart_replaces_stale_socket():
         assert os.path.exists(c.sock)  # SIGKILL leaves the file behind
         assert zh.curl_status(f"{c.endpoint}/rst/k") == "503"
         c.start_datanode()
-        deadline = time.time() + 15
+        deadline = time.time() + 60
         while True:
             try:
                 assert cl.get_object(Bucket="rst", Key="k")["Body"].read() == body

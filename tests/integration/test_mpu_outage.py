@@ -141,7 +141,7 @@ def complete_outage_after_compose(finish):
                 got["e"] = e
         th = threading.Thread(target=run)
         th.start()
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while not os.path.exists(pause + ".reached"):
             assert time.time() < deadline and th.is_alive(), f"Complete never paused: {got}"
             time.sleep(0.01)
@@ -269,7 +269,7 @@ def test_list_uploads_across_restart():
             time.sleep(0.5)
         c.start_datanode()
         answered = 0
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while time.time() < deadline and answered < 20:
             try:
                 r = s3.list_multipart_uploads(Bucket="outage")

@@ -248,7 +248,7 @@ def test_single_node():
             deterministic(s3, pauses)
             raced(s3)
             delete_all(s3)
-            ch.wait_for("every cell file gone", lambda: cells(c.drives) == 0, 20)
+            ch.wait_for("every cell file gone", lambda: cells(c.drives) == 0, 60)
             p = subprocess.run([DN_CLIENT, "--target", f"127.0.0.1:{c.dn_port}",
                                 *c.client_args(), "ls", RESERVED, ""],
                                capture_output=True, text=True, timeout=60)

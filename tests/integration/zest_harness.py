@@ -144,7 +144,7 @@ class Daemon:
         self.log_path = log_path
         self.metrics_port = metrics_port
         self.valgrind = os.environ.get("ZEST_VALGRIND") == "memcheck"
-        start_timeout = float(os.environ.get("ZEST_START_TIMEOUT", "15"))
+        start_timeout = float(os.environ.get("ZEST_START_TIMEOUT", "60"))  # a hang check
         if self.valgrind:
             argv = VALGRIND_ARGS + argv
             start_timeout *= 4

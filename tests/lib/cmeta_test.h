@@ -31,7 +31,7 @@ static inline struct rpc_etcd *
 t_etcd_client(struct t_etcd *e)
 {
 	struct rpc_etcd *c;
-	uint64_t end = t_mono_ms() + 20000;
+	uint64_t end = t_mono_ms() + 60000;
 
 	CHECK_EQ(rpc_etcd_create(e->endpoints, NULL, &c), 0);
 	while (rpc_etcd_put(c, "ready", 5, "1", 1, 0, NULL, 1000) != 0) {

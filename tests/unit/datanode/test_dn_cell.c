@@ -226,9 +226,11 @@ test_exists(struct t_env *e)
 	struct dn_cell_spec sp = spec_of(0xe1, 0, 0, 100);
 	struct dn_cell_write *w, *w2;
 	struct dn_cell_info *v;
+	struct dn_counters k0, k1;
 	size_t n;
 	int err;
 
+	dn_counters_get(e->s, &k0);
 	CHECK_EQ(put_cell(e->s, &sp, buf, 100, 30), 0);
 	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), -EEXIST);
 	CHECK_EQ(put_cell(e->s, &sp, buf, 100, 30), -EEXIST);
@@ -239,14 +241,18 @@ test_exists(struct t_env *e)
 	/* A name being written is busy, until its abort finished. */
 	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w2), -EBUSY);
 	dn_cell_write_abort(w);
-	for (int i = 0; (err = dn_cell_write_open(e->s, &sp, &w2)) == -EBUSY && i < 5000; i++)
+	for (int i = 0; (err = dn_cell_write_open(e->s, &sp, &w2)) == -EBUSY && i < 60000; i++)
 		usleep(1000);
 	CHECK_EQ(err, 0);
 	dn_cell_write_abort(w2);
-	for (int i = 0; (err = put_cell(e->s, &sp, buf + 1, 100, 7)) == -EBUSY && i < 5000; i++)
+	for (int i = 0; (err = put_cell(e->s, &sp, buf + 1, 100, 7)) == -EBUSY && i < 60000; i++)
 		usleep(1000);
 	CHECK_EQ(err, 0);
 	CHECK_EQ(check_cell(e->s, sp.id, 0, 0, false, buf + 1, 100), 0);
+	/* each abort removed the file its open created, counted (the name was busy until) */
+	dn_counters_get(e->s, &k1);
+	CHECK_EQ(k1.cells_swept_failed - k0.cells_swept_failed, 2);
+	CHECK_EQ(k1.cells_swept_open, k0.cells_swept_open);
 	/* Bad specs. */
 	sp = spec_of(0xe2, 0, 6, 10);
 	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), -EINVAL); /* cell >= k + m */
@@ -445,6 +451,7 @@ test_crash(struct t_env *e)
 {
 	struct dn_cell_spec rec = spec_of(0xc4a5, 0, 0, 9000), half = spec_of(0xc4a6, 1, 1, 30000);
 	struct dn_cell_info info;
+	struct dn_counters k;
 	unsigned files;
 	pid_t pid;
 	int st;
@@ -472,6 +479,8 @@ test_crash(struct t_env *e)
 	CHECK_EQ(t_count_files(e), files + 2);
 	t_open(e);
 	CHECK_EQ(t_count_files(e), files + 1);
+	dn_counters_get(e->s, &k);
+	CHECK_EQ(k.cells_swept_open, 1); /* the half-written one, by the sweep at open */
 	CHECK_EQ(dn_cell_stat(e->s, half.id, &info), -ENOENT);
 	CHECK_EQ(dn_cell_stat(e->s, rec.id, &info), 0);
 	CHECK(info.pending);

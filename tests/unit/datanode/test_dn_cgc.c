@@ -365,7 +365,7 @@ main(void)
 	                                              .period_ns = 200000000ull },
 	                       &g),
 	         0);
-	for (uint64_t end = t_mono_ms() + 10000; state(env.s, b) != -1;) {
+	for (uint64_t end = t_mono_ms() + 60000; state(env.s, b) != -1;) {
 		CHECK(t_mono_ms() < end);
 		usleep(100 * 1000);
 	}

@@ -125,7 +125,7 @@ store_up(struct t_env *t)
 static void
 up(void)
 {
-	uint64_t end = zc_now_ns() + 20000000000ull;
+	uint64_t end = zc_now_ns() + 60000000000ull;
 
 	t_etcd_start(&etcd, 1);
 	CHECK_EQ(rpc_etcd_create(etcd.endpoints, NULL, &ec), 0);
@@ -262,7 +262,7 @@ cell_state(const struct rpc_cl_extent *e, uint32_t g, unsigned c)
 static void
 wait_cells(const struct rpc_cl_extent *e, int want)
 {
-	uint64_t end = zc_now_ns() + 10000000000ull;
+	uint64_t end = zc_now_ns() + 60000000000ull;
 
 	for (;;) {
 		bool all = true;
@@ -293,7 +293,7 @@ ncells(struct dn_store *s)
 static void
 wait_ncells(const size_t *want)
 {
-	uint64_t end = zc_now_ns() + 10000000000ull;
+	uint64_t end = zc_now_ns() + 60000000000ull;
 
 	while (ncells(n0.s) != want[0] || ncells(peers[0].t.s) != want[1] ||
 	       ncells(peers[1].t.s) != want[2]) {

@@ -601,7 +601,8 @@ test_stalled_reads_hold_no_reader(void)
 	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
 	CHECK_EQ(g.bytes, small);
 	CHECK(memcmp(buf, back, small) == 0);
-	CHECK(zc_now_ns() - t0 < 10ull * 1000000000u); /* normal: milliseconds */
+	/* a hang check, not speed (normal: milliseconds): a stuck reader never serves it */
+	CHECK(zc_now_ns() - t0 < 60ull * 1000000000u);
 	for (int i = 0; i < NSTALL; i++) {
 		CHECK(!s[i].done);
 		rpc_cread_cancel(r[i]);

@@ -668,21 +668,19 @@ test_down(struct t_etcd *e, struct rpc_etcd *c)
 	struct rpc_cmeta_old old;
 	struct rpc_cl_object o;
 	struct t_put t;
-	uint64_t t0;
 	int rc;
 
+	/* a refusing cluster fails in about a second per call, not at the deadline: that is
+	 * far past this test's own timeout, so only the refusals can end these calls */
 	t_etcd_stop(e);
 	t_put_init(&t, "bk2", "y", 0x7777, 100, nodes3, 3);
-	t.p.timeout_ms = 4000;
-	t0 = t_mono_ms();
+	t.p.timeout_ms = 3600000;
 	rc = rpc_cmeta_commit(c, &t.p, &old);
 	CHECK(rc == ZC_E(ZC_NO_QUORUM) || rc == ZC_E(ZC_UNAVAILABLE));
-	rc = rpc_cmeta_get(c, "bk2", "x", true, &o, NULL, 4000);
+	rc = rpc_cmeta_get(c, "bk2", "x", true, &o, NULL, 3600000);
 	CHECK(rc == ZC_E(ZC_NO_QUORUM) || rc == ZC_E(ZC_UNAVAILABLE));
-	rc = rpc_cmeta_bucket_create(c, "bk3", 1, 4000);
+	rc = rpc_cmeta_bucket_create(c, "bk3", 1, 3600000);
 	CHECK(rc == ZC_E(ZC_NO_QUORUM) || rc == ZC_E(ZC_UNAVAILABLE));
-	/* a refusing cluster fails in about a second per call, not the deadline */
-	CHECK(t_mono_ms() - t0 < 3 * 2500);
 }
 
 /* Three members, one killed: commits go on (through another member), each exactly once. */

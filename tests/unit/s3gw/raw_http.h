@@ -32,7 +32,7 @@ struct raw_resp {
 	size_t blen;
 };
 
-/* Connect to 127.0.0.1:port with a 5 s receive timeout; rcvbuf > 0 sets SO_RCVBUF before
+/* Connect to 127.0.0.1:port with a 60 s receive timeout; rcvbuf > 0 sets SO_RCVBUF before
  * connect (set after, Linux can leave a reader on a window that never reopens). */
 int raw_dial(int port, int rcvbuf);
 void raw_send_all(int fd, const void *p, size_t n);

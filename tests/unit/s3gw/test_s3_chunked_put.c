@@ -217,7 +217,7 @@ test_no_last_chunk_times_out(void **state)
 	make_bucket("/stall");
 	before = mem_backend_count(be);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	chunked_put("/stall/k", "", false, &r); /* raw_dial's 5 s receive timeout bounds it */
+	chunked_put("/stall/k", "", false, &r); /* raw_dial's 60 s receive timeout bounds it */
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	expect_status(&r, 400, "RequestTimeout");
 	assert_non_null(strcasestr(r.head, "Connection: close"));
