@@ -282,14 +282,14 @@ void dn_list_result_fini(struct dn_list_result *r);
  * ETag differs (overwritten since the caller looked) fails the compose with -EAGAIN.
  * Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing; or cond's if_match
  * on a missing target), DN_ECONDITION, -EINVAL, -EAGAIN (parts kept changing underneath).
+ * Test builds: the fault point "dn.compose" (zc_fault.h) sits between the part reads and
+ * the commit transaction, so a test can change a part exactly there.
  */
 int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
                   const char *const *part_buckets, const char *const *parts,
                   const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
                   const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
                   struct dn_write_result *res);
-/* Test builds: the fault point "dn.compose" (zc_fault.h) is between dn_compose_if's part
- * reads and its commit transaction, so a test can change a part exactly there. */
 /* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
