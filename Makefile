@@ -28,16 +28,24 @@ deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# Both are test builds: -Dtest_faults=true compiles the fault points (common/zc_fault.h)
+# the tests arm; an installed build (plain `meson setup`, or a release one) has none. A
+# build folder set up before the option existed is switched on once (meson configure).
+FAULTS_ON = grep -q '"name": "test_faults", "value": true' $(1)/meson-info/intro-buildoptions.json 2>/dev/null \
+	|| meson configure $(1) -Dtest_faults=true
+
 $(BUILD)/build.ninja:
-	meson setup $(BUILD)
+	meson setup $(BUILD) -Dtest_faults=true
 
 $(ASAN_BUILD)/build.ninja:
-	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dtest_faults=true
 
 build: deps $(BUILD)/build.ninja
+	@$(call FAULTS_ON,$(BUILD))
 	meson compile -C $(BUILD)
 
 build-asan: deps $(ASAN_BUILD)/build.ninja
+	@$(call FAULTS_ON,$(ASAN_BUILD))
 	meson compile -C $(ASAN_BUILD)
 
 run: build

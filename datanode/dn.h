@@ -282,19 +282,14 @@ void dn_list_result_fini(struct dn_list_result *r);
  * ETag differs (overwritten since the caller looked) fails the compose with -EAGAIN.
  * Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing; or cond's if_match
  * on a missing target), DN_ECONDITION, -EINVAL, -EAGAIN (parts kept changing underneath).
+ * Test builds: the fault point "dn.compose" (zc_fault.h) sits between the part reads and
+ * the commit transaction, so a test can change a part exactly there.
  */
 int dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
                   const char *const *part_buckets, const char *const *parts,
                   const char *const *part_etags, size_t nparts, bool delete_parts, const char *etag,
                   const struct dn_attr *attrs, size_t nattrs, const struct dn_cond *cond,
                   struct dn_write_result *res);
-#ifdef RPC_FAULTS
-/* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, n) runs in
- * dn_compose_if between reading the parts and the commit transaction, n counting the
- * attempts since the hook was set, so a test can change a part exactly there (NULL:
- * off). Not thread-safe: one test at a time. */
-void dn_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
-#endif
 /* dn_compose_if without a condition. */
 int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
@@ -456,13 +451,6 @@ enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
 int dn_drive_state_get(struct dn_store *s, unsigned drive);
 /* Mark a drive failed (tests, operator); its cells are then written as missing. */
 int dn_drive_fail(struct dn_store *s, unsigned drive);
-/* Test hook: every write SQE on this drive is delayed by delay_ns before submission. */
-void dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns);
-/* Test hook: admission sees at least this write latency (0: off), as if a drive were that
- * slow, without slowing one: a level held steady for as long as a test needs. */
-void dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns);
-/* Test hook: the next n completed writes on this drive report -EIO (as a dying disk). */
-void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
 /*
  * Rebuild every cell assigned to `drive` that is missing or bad (a replaced, empty folder)
  * from the other cells, make it durable, clear the missing marks, mark the drive OK.

@@ -77,7 +77,7 @@ drive_latency(struct dn_drive *d, uint64_t now)
 static uint64_t
 worst_latency(struct dn_store *s)
 {
-	uint64_t now = zc_now_ns(), worst = atomic_load(&s->adm.floor_ns);
+	uint64_t now = zc_now_ns(), worst = ZC_FAULT_LEVEL_NS(ZC_FP_ADM_LATENCY);
 
 	for (unsigned i = 0; i < s->ndrives; i++) {
 		uint64_t l;
@@ -271,9 +271,8 @@ dn_admission_release(struct dn_store *s, struct dn_claim *c)
 }
 
 void
-dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns)
+dn_admission_kick(struct dn_store *s)
 {
-	atomic_store(&s->adm.floor_ns, latency_ns);
 	pthread_mutex_lock(&s->adm.lock);
 	pthread_cond_signal(&s->adm.cond); /* the level moved without a completion */
 	pthread_mutex_unlock(&s->adm.lock);

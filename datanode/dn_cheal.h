@@ -71,8 +71,8 @@ struct dn_cheal_opts {
 	unsigned timeout_ms;         /* per remote call; 0: 5000 */
 	unsigned lock_ttl_s;         /* the lock lease; 0: 10 */
 	bool no_thread;              /* tests: passes only when called */
-#ifdef RPC_FAULTS
-	/* Test builds only (as rpc_client_fault): called on the healer's thread once an
+#ifdef ZC_FAULTS
+	/* Test builds only (ZC_FAULTS, zc_fault.h): called on the healer's thread once an
 	 * object's cells are rebuilt, just before the Txn that names them, so a test can
 	 * change the record there (a write racing the heal). */
 	void (*test_before_txn)(void *arg, const char *bucket, const char *key);

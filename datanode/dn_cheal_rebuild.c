@@ -451,7 +451,7 @@ chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl
 	}
 	/* A rebuilt cell is pending on its node: its collector deletes it after the grace
 	 * unless a record names it, so the Txn must come well before. */
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 	if (h->o.test_before_txn)
 		h->o.test_before_txn(h->o.test_arg, o->bucket, o->key);
 #endif

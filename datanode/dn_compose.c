@@ -95,20 +95,6 @@ dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part
 	return err;
 }
 
-#ifdef RPC_FAULTS
-static void (*compose_fault_fn)(void *, unsigned);
-static void *compose_fault_arg;
-static unsigned compose_fault_n;
-
-void
-dn_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
-{
-	compose_fault_fn = fn;
-	compose_fault_arg = arg;
-	compose_fault_n = 0;
-}
-#endif
-
 static int
 compose_once(struct dn_store *s, const char *bucket, const char *key,
              const char *const *part_buckets, const char *const *parts,
@@ -127,10 +113,7 @@ compose_once(struct dn_store *s, const char *bucket, const char *key,
 	err = dn_compose_parts(s, bucket, part_buckets, parts, part_etags, nparts, &o);
 	if (err)
 		return err;
-#ifdef RPC_FAULTS
-	if (compose_fault_fn)
-		compose_fault_fn(compose_fault_arg, ++compose_fault_n);
-#endif
+	(void)ZC_FAULT(ZC_FP_DN_COMPOSE, NULL, 0); /* test builds: call, pause, delay */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	o.mtime_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	o.etag = (char *)(etag ? etag : "");

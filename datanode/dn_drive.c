@@ -50,15 +50,17 @@ static void
 prep_io(struct dn_drive *d, struct dn_io *io)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
-	uint64_t delay = atomic_load(&d->delay_ns);
 
 	/* The ring has twice qd entries and we submit before exceeding qd: never NULL. */
-	if (delay && (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED)) {
-		struct timespec ts = { .tv_sec = delay / 1000000000u,
-			               .tv_nsec = delay % 1000000000u };
+#ifdef ZC_FAULTS
+	/* test builds: a delay sleeps here, on the ring thread; an error is the completion's */
+	io->fault_err = 0;
+	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
+		int f = ZC_FAULT_IDX(ZC_FP_DRIVE_WRITE, d->idx, 0);
 
-		nanosleep(&ts, NULL);
+		io->fault_err = f < 0 ? f : 0;
 	}
+#endif
 	switch (io->op) {
 	case DN_IO_WRITEV:
 		io_uring_prep_writev(sqe, io->file->slot, io->iov, io->niov, io->off);
@@ -105,13 +107,10 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 	io->res = res;
 	d->inflight--;
 	if (io->op == DN_IO_WRITEV || io->op == DN_IO_WRITE_FIXED) {
-		unsigned left = atomic_load(&d->inject_errors);
-
-		while (left > 0 &&
-		       !atomic_compare_exchange_weak(&d->inject_errors, &left, left - 1))
-			;
-		if (left > 0)
-			res = -EIO;
+#ifdef ZC_FAULTS
+		if (io->fault_err)
+			res = io->fault_err; /* "drive.write": as a dying disk */
+#endif
 		atomic_fetch_sub(&d->writes_inflight, 1);
 		if (res > 0)
 			atomic_fetch_add(&d->write_bytes, (uint64_t)res);

@@ -12,6 +12,7 @@
 #include "ec.h"
 #include "zc.h"
 #include "zc_crc.h"
+#include "zc_fault.h"
 
 #define DN_IOV_MAX      64   /* iovecs per WRITEV SQE */
 #define DN_FILE_SLOTS   4096 /* registered-file table per ring */
@@ -50,6 +51,9 @@ struct dn_io {
 	unsigned cell; /* cell index within the group */
 	bool heap;     /* malloc'd (fsync), not from the store's io pool */
 	bool dsync;    /* a write durable on completion (RWF_DSYNC): its file needs no fdatasync */
+#ifdef ZC_FAULTS
+	int fault_err; /* "drive.write" (zc_fault.h): the error its completion reports */
+#endif
 };
 
 struct dn_drive {
@@ -71,8 +75,6 @@ struct dn_drive {
 	bool fixed_ok; /* the pool is registered: parity goes out as WRITE_FIXED */
 	atomic_int state;
 	atomic_uint_fast64_t full_since_ns; /* FULL: when marked or last re-probed */
-	atomic_uint_fast64_t delay_ns;
-	atomic_uint inject_errors;
 	/* Registered parity buffers: a free stack under plock. */
 	uint8_t *pool_mem;
 	size_t buf_size;
@@ -242,9 +244,8 @@ uint64_t dn_meta_txns(struct dn_meta *m);
 /* Does drive's replica take writes? Its generation (tests, logs). */
 bool dn_meta_replica_live(struct dn_meta *m, unsigned drive);
 uint64_t dn_meta_replica_generation(struct dn_meta *m, unsigned drive);
-/* Test hook: the next write transaction on drive's replica fails with err (e.g. -ENOSPC)
- * before it commits, as a drive that filled up would make it. */
-void dn_meta_inject_error(struct dn_meta *m, unsigned drive, int err);
+/* Test builds: "meta.txn" (zc_fault.h), instance the replica's drive: an err rule fails
+ * the write transaction there before it commits, as a drive that filled up would. */
 int dn_meta_extent_exists(struct dn_meta *m, uint64_t id);
 int dn_meta_get_extent(struct dn_meta *m, uint64_t id, struct dn_extent *e);
 int dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct dn_obj *o);
@@ -307,10 +308,12 @@ struct dn_adm {
 	atomic_uint waiting;           /* queued ones; written under lock, completions read it */
 	atomic_uint parked;            /* all of them (metrics) */
 	unsigned bufwait;              /* queued ones waiting for their buffers (under lock) */
-	atomic_uint_fast64_t floor_ns; /* dn_admission_inject_latency */
 	pthread_t thread;
 	bool thread_ok, stop;
 };
+/* Wake admission's waiters to read the level again: it moved without a completion (a test
+ * build's "admission.latency" fault, zc_fault.h). Any thread. */
+void dn_admission_kick(struct dn_store *s);
 /* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED;
  * e (dn_admit_bufs set, or zeroed) gets the claim. */
 int dn_admission_enter(struct dn_store *s, struct dn_admit *e);

@@ -49,7 +49,6 @@ struct rep {
 	bool ok;
 	char dir[4096];
 	uint64_t gen;
-	int inject;    /* test hook: the next write transaction here fails with this */
 	size_t maxkey; /* mdb_env_get_maxkeysize: a key this long is a bundle's */
 	/* Its committer thread (dn-meta<i>): runs this replica's part of a write transaction
 	 * when it is not the primary, so the replicas' syncs overlap (dn_meta_rep.c). */

@@ -414,16 +414,6 @@ dn_meta_replica_generation(struct dn_meta *m, unsigned drive)
 	return gen;
 }
 
-void
-dn_meta_inject_error(struct dn_meta *m, unsigned drive, int err)
-{
-	if (drive >= m->nrep)
-		return;
-	pthread_mutex_lock(&m->wlock);
-	m->rep[drive].inject = err;
-	pthread_mutex_unlock(&m->wlock);
-}
-
 uint64_t
 dn_meta_next_id(struct dn_meta *m)
 {
@@ -486,10 +476,9 @@ rep_apply(struct dn_meta *m, struct rep *r, txn_fn fn, void *arg, bool first, MD
 		mdb_txn_abort(txn);
 		return dn_meta_mdb_err(rc);
 	}
-	if (r->inject) {
+	err = ZC_FAULT_IDX(ZC_FP_META_TXN, (unsigned)(r - m->rep), 0);
+	if (err < 0) { /* test builds: as a drive that filled up */
 		mdb_txn_abort(txn);
-		err = r->inject;
-		r->inject = 0;
 		return err;
 	}
 	*out = txn;

@@ -620,20 +620,6 @@ dn_drive_fail(struct dn_store *s, unsigned drive)
 }
 
 void
-dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns)
-{
-	if (drive < s->ndrives)
-		atomic_store(&s->drives[drive].delay_ns, delay_ns);
-}
-
-void
-dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n)
-{
-	if (drive < s->ndrives)
-		atomic_store(&s->drives[drive].inject_errors, n);
-}
-
-void
 dn_counters_get(struct dn_store *s, struct dn_counters *c)
 {
 	c->objects_committed = atomic_load(&s->objects_committed);

@@ -21,9 +21,7 @@
 #include "dn_cluster.h"
 #include "dn_coord.h"
 #include "dn_daemon.h"
-#ifdef ZEST_TEST_HOOKS
-#include "dn_test_hooks.h" /* zest-datanode-hooks only: a test build */
-#endif
+#include "zc_fault.h"
 #include "zc_net.h"
 #include "dn_rpc.h"
 #include "dn_scrub.h"
@@ -134,6 +132,13 @@ main(int argc, char **argv)
 		return 0;
 	if (rc < 0)
 		return 2;
+#ifdef ZC_FAULTS
+	if (zc_fault_env() < 0) /* a test build's fault points (zc_fault.h) */
+		return 2;
+#else
+	if (getenv("ZEST_FAULTS"))
+		ZC_WARN("datanode", "ZEST_FAULTS ignored: built without -Dtest_faults");
+#endif
 	if (cfg.metrics && zc_hostport_split(cfg.metrics, mhost, sizeof(mhost), &mport)) {
 		fprintf(stderr, "zest-datanode: bad value for --metrics: %s\n", cfg.metrics);
 		return 2;
@@ -163,11 +168,6 @@ main(int argc, char **argv)
 		dn_store_close(store);
 		return rc;
 	}
-#ifdef ZEST_TEST_HOOKS
-	rc = dn_test_hooks_apply(store, cfg.ndrives);
-	if (rc)
-		goto close_store;
-#endif
 	bo.write_workers = cfg.write_workers;
 	bo.readers = cfg.readers;
 	bo.call_cap = (size_t)cfg.call_cap;

@@ -619,24 +619,11 @@ int rpc_cwrite_progress_timeout(struct rpc_cwrite *w, unsigned timeout_ms);
 /* Free a stream after its `done` callback ran (may be called inside `done`). */
 void rpc_cwrite_destroy(struct rpc_cwrite *w);
 
-#ifdef RPC_FAULTS
-/*
- * Test builds only (RPC_FAULTS: every meson buildtype but release): faults injected into
- * this client's WriteCell streams, as a bad link to a peer would cause them, so that a
- * coordinator's handling of them can be tested with real calls. Message numbers count
- * from 1 and include the first (the open's) and the commit.
- */
-struct rpc_fault {
-	unsigned delay_ms;  /* sleep this long before each message goes to gRPC (on the thread
-	                     * that hands it over: the sender's or a client CQ thread) */
-	unsigned drop_msg;  /* this message is never sent, the stream goes on: the peer sees an
-	                     * offset gap (or, for the commit, a stream that never ends); 0 none */
-	unsigned reset_msg; /* instead of this message the call is cancelled, as a reset
-	                     * connection would end it; 0 none */
-};
-/* Apply *f (copied; NULL: none) to the WriteCell streams opened from now on. Any thread. */
-void rpc_client_fault(struct rpc_client *c, const struct rpc_fault *f);
-#endif
+/* Test builds (zc_fault.h, ZC_FAULTS) fault a WriteCell stream's messages at the point
+ * "peer.send", instance this client's target, hit = the stream's message number (the
+ * open's is 1, the commit's the last): delay (each message, as a slow link), drop (never
+ * sent; the peer sees an offset gap or a stream that never ends), reset (the call is
+ * cancelled instead, as a reset connection would end it). */
 
 /*
  * Read stream callbacks (client CQ thread).

@@ -47,9 +47,8 @@ struct rpc_cwrite {
 	grpc_status_code status;
 	grpc_slice details;
 	struct rpc_cli_timed timed; /* armed while a send is out or the reply is owed */
-#ifdef RPC_FAULTS
-	struct rpc_fault fault;
-	unsigned n_msgs; /* messages queued so far */
+#ifdef ZC_FAULTS
+	unsigned n_msgs; /* messages queued so far: "peer.send"'s hit */
 #endif
 };
 
@@ -98,10 +97,6 @@ cwrite_kick(struct rpc_cwrite *w)
 
 	if (w->sending || !q || w->failed)
 		return;
-#ifdef RPC_FAULTS
-	if (w->fault.delay_ms)
-		usleep(w->fault.delay_ms * 1000u); /* a slow link: holding the lock is the point */
-#endif
 	w->head = q->next;
 	if (!w->head)
 		w->tail = NULL;
@@ -239,13 +234,6 @@ cwrite_start(struct rpc_client *c, enum rpc_method m, const ProtobufCMessage *op
 	}
 	w->m = m;
 	w->cl = c;
-#ifdef RPC_FAULTS
-	if (m == RPC_WRITE_CELL) {
-		pthread_mutex_lock(&c->fault_mu);
-		w->fault = c->fault;
-		pthread_mutex_unlock(&c->fault_mu);
-	}
-#endif
 	w->cbs = *cbs;
 	w->arg = arg;
 	w->t_send = (struct ctag){ cwrite_on_send, w };
@@ -352,18 +340,21 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 		protobuf_c_message_free_unpacked(w->open, NULL);
 		w->open = NULL;
 	}
-#ifdef RPC_FAULTS
-	w->n_msgs++;
-	if (w->n_msgs == w->fault.reset_msg || w->n_msgs == w->fault.drop_msg) {
-		qmsg_free(q);
-		w->offset += len; /* a dropped message leaves its gap */
-		if (w->n_msgs == w->fault.reset_msg) {
-			w->failed = true; /* later sends: -ECANCELED; `done` says CANCELLED */
-			grpc_call_cancel(w->call, NULL);
+	if (w->m == RPC_WRITE_CELL) {
+		/* test builds: a delay sleeps here under w->mu (a slow link: holding the lock is
+		 * the point); drop and reset lose the message */
+		int fault = ZC_FAULT(ZC_FP_PEER_SEND, w->cl->fault_inst, ++w->n_msgs);
+
+		if (fault == ZC_FAULT_DROP || fault == ZC_FAULT_RESET) {
+			qmsg_free(q);
+			w->offset += len; /* a dropped message leaves its gap */
+			if (fault == ZC_FAULT_RESET) {
+				w->failed = true; /* later sends: -ECANCELED; `done` says CANCELLED */
+				grpc_call_cancel(w->call, NULL);
+			}
+			return 0;
 		}
-		return 0;
 	}
-#endif
 	q->len = len;
 	q->last = commit;
 	w->offset += len;
@@ -435,19 +426,6 @@ rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }
-
-#ifdef RPC_FAULTS
-void
-rpc_client_fault(struct rpc_client *c, const struct rpc_fault *f)
-{
-	pthread_mutex_lock(&c->fault_mu);
-	if (f)
-		c->fault = *f;
-	else
-		memset(&c->fault, 0, sizeof(c->fault));
-	pthread_mutex_unlock(&c->fault_mu);
-}
-#endif
 
 void
 rpc_cwrite_cancel(struct rpc_cwrite *w)

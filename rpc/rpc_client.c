@@ -97,10 +97,6 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-#ifdef RPC_FAULTS
-	pthread_mutex_init(&c->fault_mu, NULL); /* a default mutex: nothing to destroy on the
-	                                         * early error paths below */
-#endif
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
 	c->unary_deadline_ms = opts->unary_deadline_ms;
@@ -194,6 +190,9 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 		rpc_client_destroy(c);
 		return -EAGAIN;
 	}
+#ifdef ZC_FAULTS
+	c->fault_inst = strdup(opts->target); /* NULL (no memory): only instance-less rules */
+#endif
 	*out = c;
 	return 0;
 }
@@ -281,8 +280,8 @@ rpc_client_destroy(struct rpc_client *c)
 	grpc_completion_queue_destroy(c->cq);
 	rpc_cli_watch_fini(c);
 	grpc_shutdown();
-#ifdef RPC_FAULTS
-	pthread_mutex_destroy(&c->fault_mu);
+#ifdef ZC_FAULTS
+	free(c->fault_inst);
 #endif
 	free(c->threads);
 	free(c);

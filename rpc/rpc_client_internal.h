@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "rpc_internal.h"
+#include "zc_fault.h"
 
 struct ctag {
 	void (*fn)(void *obj, bool success);
@@ -64,9 +65,8 @@ struct rpc_client {
 	struct rpc_cli_timed *watched;
 	pthread_t watch_thread;
 	bool watch_running, watch_stop;
-#ifdef RPC_FAULTS
-	pthread_mutex_t fault_mu;
-	struct rpc_fault fault; /* for WriteCell streams opened next */
+#ifdef ZC_FAULTS
+	char *fault_inst; /* the target: "peer.send"'s instance (zc_fault.h) */
 #endif
 };
 

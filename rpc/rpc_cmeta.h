@@ -273,8 +273,8 @@ int rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char 
  * object key, or no '/' in its key) / -ENAMETOOLONG. */
 int rpc_cmeta_moved_key(const char *record_key, char *buf, size_t cap);
 
-#ifdef RPC_FAULTS
-/* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
+#ifdef ZC_FAULTS
+/* Test builds only (ZC_FAULTS: meson -Dtest_faults=true): fn(arg, attempt) runs
  * in every rpc_cmeta_compose (and _compose_upload) between its read and its Txn (attempt
  * from 1), so a test can change a part there. NULL: none. Not for concurrent composes. */
 void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);

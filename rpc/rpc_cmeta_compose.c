@@ -23,7 +23,7 @@
 #include "zc.h"
 #include "zc_crc.h"
 
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 static void (*fault_fn)(void *, unsigned);
 static void *fault_arg;
 
@@ -597,7 +597,7 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 	bool has_cond = cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]));
 	bool ix_old = true;
 	int n, err;
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 	unsigned attempt = 0;
 #endif
 
@@ -634,7 +634,7 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 		err = err ? err
 		          : compose_build(&x, etag, attrs, nattrs, mtime_ns, &value, &len, &ids,
 		                          &nids);
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 		if (!err && fault_fn)
 			fault_fn(fault_arg, ++attempt);
 #endif

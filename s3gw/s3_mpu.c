@@ -15,6 +15,7 @@
 
 #include "s3_ops_internal.h"
 #include "zc.h"
+#include "zc_fault.h"
 
 int
 s3_mpu_rec_emit(void *arg, const uint8_t *p, size_t n)
@@ -275,43 +276,14 @@ mpu_remove(struct s3_req *rq, const char *uid, const struct s3_list_result *part
 }
 
 /*
- * A test hook for the windows of a Complete and an Abort: "after-compose", between a
- * Complete's Compose and its part deletes (an outage there must leave a state a retry or
- * Abort finishes); "complete-marked" and "abort-marked", right after each one's mark (the
- * other request then runs against the mark, deterministically); "complete-listed", after
- * a Complete listed the parts (a part uploaded again there must not slip in).
- * ZEST_S3GW_TEST_PAUSE="<point>:<path>[,<point>:<path>...]" makes the request that reaches
- * <point> create "<path>.reached" and wait while <path> exists, at most 60 s. Unset
- * (always, outside the tests): nothing.
+ * Test builds' fault points (zc_fault.h) in the windows of a Complete and an Abort:
+ * "mpu.after-compose", between a Complete's Compose and its part deletes (an outage there
+ * must leave a state a retry or Abort finishes); "mpu.complete-marked" and
+ * "mpu.abort-marked", right after each one's mark (the other request then runs against the
+ * mark, deterministically); "mpu.complete-listed", after a Complete listed the parts (a
+ * part uploaded again there must not slip in). The tests arm pause:PATH there through
+ * ZEST_FAULTS. Without -Dtest_faults: nothing.
  */
-static void
-test_pause(const char *point)
-{
-	const char *v = getenv("ZEST_S3GW_TEST_PAUSE");
-	size_t pl = strlen(point);
-	char path[480], reached[512];
-	FILE *f;
-
-	for (; v && *v; v = strchr(v, ',') ? strchr(v, ',') + 1 : NULL) {
-		size_t n;
-
-		if (strncmp(v, point, pl) != 0 || v[pl] != ':')
-			continue;
-		n = strcspn(v + pl + 1, ",");
-		if (n >= sizeof(path))
-			return;
-		memcpy(path, v + pl + 1, n);
-		path[n] = '\0';
-		snprintf(reached, sizeof(reached), "%s.reached", path);
-		f = fopen(reached, "w");
-		if (f)
-			fclose(f);
-		for (int i = 0; i < 6000 && access(path, F_OK) == 0; i++)
-			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-		return;
-	}
-}
-
 unsigned
 s3_mpu_part_number(const char *key)
 {
@@ -522,7 +494,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = s3_err_from_errno(rc);
 		goto fail;
 	}
-	test_pause("complete-listed");
+	(void)ZC_FAULT(ZC_FP_MPU_LISTED, NULL, 0);
 	loaded = true;
 	refs = calloc(cr.n, sizeof(*refs));
 	pkeys = calloc(cr.n, sizeof(*pkeys));
@@ -622,7 +594,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 	/* The mark: from here no Abort deletes a part (s3_mpu_state.c); one that marked
 	 * first makes this NoSuchUpload, and nothing was composed. */
 	taken = s3_mpu_take(rq, uid, r, S3_MPU_COMPLETING);
-	test_pause("complete-marked");
+	(void)ZC_FAULT(ZC_FP_MPU_MARKED, NULL, 0);
 	if (taken < 0) {
 		/* the record went: a concurrent Complete finished the upload */
 		if (s3_err_from_errno(taken) == S3E_NO_SUCH_UPLOAD &&
@@ -650,7 +622,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 			s3_mpu_release(rq, uid, r);
 		goto fail;
 	}
-	test_pause("after-compose");
+	(void)ZC_FAULT(ZC_FP_MPU_COMPOSED, NULL, 0);
 	/* the parts not named in the list (Compose took the others), then the upload record;
 	 * the object is complete whatever remains, so the answer is 200 either way */
 	mpu_remove(rq, uid, &parts, pkeys, cr.n);
@@ -757,7 +729,7 @@ s3_op_mpu_abort(struct s3_req *rq)
 	if (s3_err_from_errno(rc) == S3E_NO_SUCH_UPLOAD &&
 	    s3_mpu_rec_state(r) == S3_MPU_COMPLETING && mpu_composed(rq, uid))
 		rc = 0;
-	test_pause("abort-marked");
+	(void)ZC_FAULT(ZC_FP_MPU_ABORT, NULL, 0);
 	s3_buf_fini(&r->key);
 	free(r);
 	if (rc < 0)

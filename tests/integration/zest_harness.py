@@ -28,6 +28,26 @@ DATANODE = os.environ.get("ZEST_DATANODE_BIN") or os.path.join(BUILD, "datanode"
 GATEWAY = os.path.join(BUILD, "s3gw", "zest-s3gw")
 BENCH = os.path.join(BUILD, "tools", "zest-bench")
 
+
+def faults_built(build=None):
+    """Was this build configured with -Dtest_faults=true (common/zc_fault.h), so that its
+    daemons read ZEST_FAULTS?"""
+    import json
+    path = os.path.join(build or BUILD, "meson-info", "intro-buildoptions.json")
+    try:
+        with open(path) as f:
+            return any(o["name"] == "test_faults" and o["value"] is True for o in json.load(f))
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def require_faults():
+    """Skip the whole test (exit 77) in a build without fault points."""
+    if not faults_built():
+        print("SKIP: this test arms fault points (ZEST_FAULTS): build with "
+              "-Dtest_faults=true")
+        sys.exit(77)
+
 # Set by tests/run.sh for the ASan+UBSan build, and implied under valgrind: memory figures are
 # then the tool's, not ours.
 SANITIZED = (os.environ.get("ZEST_SANITIZED") == "1"

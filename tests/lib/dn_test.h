@@ -48,6 +48,7 @@ t_fill(uint8_t *p, size_t n)
 #include "dn.h"
 #include "ec.h"
 #include "zc_crc.h"
+#include "zc_fault.h"
 
 /* Exit 77 (skip) when the kernel gives us no io_uring. */
 static inline void
@@ -157,6 +158,9 @@ t_env_fini(struct t_env *e)
 {
 	if (e->s)
 		t_close(e);
+#ifdef ZC_FAULTS
+	zc_fault_clear(); /* a fault armed for this store ends with it */
+#endif
 	t_rmrf(e->root);
 	CHECK_EQ(zc_ref_live(), 0);
 }

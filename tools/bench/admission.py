@@ -16,10 +16,10 @@ folders. Then `zest-bench admission report` prints the runs side by side and, wi
 charts the first on/off pair.
 
 Shapes: `overload` is plain overload (nothing slowed: more writers than the drives and two
-shared cores absorb). `slow` slows drive 0: the datanode is zest-datanode-hooks, a TEST
-BUILD of the daemon (datanode/dn_test_hooks.h; never installed), with
-ZEST_TEST_DRIVE_DELAY=0:DELAY, which delays each write of drive 0 by DELAY on its ring
-thread.
+shared cores absorb). `slow` slows drive 0: it needs a TEST BUILD (meson -Dtest_faults=true,
+as the Makefile's build; never installed), whose zest-datanode reads
+ZEST_FAULTS=drive.write/0=delay:DELAY (common/zc_fault.h), which delays each write of
+drive 0 by DELAY on its ring thread.
 """
 import argparse
 import json
@@ -92,18 +92,14 @@ def sampler(port, stop, samples, ndrives, pids):
 
 def one_run(zh, args, label, admission, out_dir):
     extra_dn = [] if admission else list(OFF)
-    hooks = args.shape == "slow"
-    saved = zh.DATANODE
-    if hooks:
-        zh.DATANODE = os.path.join(args.build, "datanode", "zest-datanode-hooks")
-        os.environ["ZEST_TEST_DRIVE_DELAY"] = f"0:{args.delay}"
+    if args.shape == "slow":
+        os.environ["ZEST_FAULTS"] = f"drive.write/0=delay:{args.delay}"
     try:
         root = tempfile.mkdtemp(prefix="zest-adm-", dir=args.drives) if args.drives else None
         c = zh.Cluster(extra_dn=extra_dn, extra_gw=["--workers", str(args.gw_workers)],
                        root=root)
     finally:
-        zh.DATANODE = saved
-        os.environ.pop("ZEST_TEST_DRIVE_DELAY", None)
+        os.environ.pop("ZEST_FAULTS", None)
     csv = os.path.join(out_dir, f"{label}.csv")
     samples, stop, rc = [], threading.Event(), None
     th = threading.Thread(target=sampler, args=(c.dn_metrics, stop, samples, c.k + c.m,
@@ -166,6 +162,9 @@ def main():
     os.environ["ZEST_BUILD"] = args.build
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration"))
     import zest_harness as zh  # noqa: E402 (needs ZEST_BUILD first)
+    if args.shape == "slow" and not zh.faults_built(args.build):
+        sys.exit(f"admission.py: --shape slow needs a test build: {args.build} was not "
+                 "configured with -Dtest_faults=true")
 
     out_dir = args.out or os.path.join("/tmp", f"zest-adm-{os.getpid()}")
     os.makedirs(out_dir, exist_ok=True)

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "dn_test.h"
+#include "t_fault.h"
 #include "zc.h"
 
 #define NW 50
@@ -55,7 +56,7 @@ run(bool admission, unsigned *refused)
 	}
 	t_open(&e);
 	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
-	dn_drive_inject_delay(e.s, 0, 30000000);
+	t_fault_delay_idx(ZC_FP_DRIVE_WRITE, 0, 30000000);
 	*refused = 0;
 	for (int i = 0; i < NW; i++) {
 		uint64_t next = zc_now_ns() + 10000000; /* one write every 10 ms */

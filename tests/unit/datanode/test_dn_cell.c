@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "dn_test.h"
+#include "t_fault.h"
 
 #define CELL 16384u
 #define SPG  4u
@@ -202,7 +203,7 @@ test_zero_copy(struct t_env *e)
 	struct zc_seg segs[3];
 
 	for (unsigned d = 0; d < e->n; d++)
-		dn_drive_inject_delay(e->s, d, 50 * 1000000ull);
+		t_fault_delay_idx(ZC_FP_DRIVE_WRITE, d, 50 * 1000000ull);
 	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), 0);
 	for (unsigned i = 0; i < 3; i++)
 		segs[i] = seg_of(buf + 1000 * i, 1000);
@@ -216,7 +217,7 @@ test_zero_copy(struct t_env *e)
 		zc_ref_put(segs[i].ref);
 	}
 	for (unsigned d = 0; d < e->n; d++)
-		dn_drive_inject_delay(e->s, d, 0);
+		t_fault_delay_idx(ZC_FP_DRIVE_WRITE, d, 0);
 	CHECK_EQ(check_cell(e->s, sp.id, 0, 0, false, buf, 3000), 0);
 }
 
@@ -502,12 +503,12 @@ test_failures(struct t_env *e)
 	size_t n;
 
 	for (unsigned d = 0; d < e->n; d++)
-		dn_drive_inject_errors(e->s, d, 1);
+		t_fault_err_idx(ZC_FP_DRIVE_WRITE, d, -EIO, 1);
 	CHECK_EQ(put_cell(e->s, &sp, buf, sp.length, 700), -EIO);
 	CHECK_EQ(dn_cell_stat(e->s, sp.id, &info), -ENOENT);
 	CHECK_EQ(t_count_files(e), files);
 	for (unsigned d = 0; d < e->n; d++) {
-		dn_drive_inject_errors(e->s, d, 0);
+		t_fault_err_idx(ZC_FP_DRIVE_WRITE, d, -EIO, 0);
 		if (dn_drive_state_get(e->s, d) == DN_DRIVE_FAILED) {
 			CHECK_EQ(failed, e->n);
 			failed = d;

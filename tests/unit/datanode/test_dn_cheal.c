@@ -449,6 +449,13 @@ main(void)
 	struct t_etcd etcd;
 	uint64_t t0;
 
+#ifndef ZC_FAULTS
+	/* the overwrite racing a heal needs the healer's hook (dn_cheal.h): test builds */
+	(void)race;
+	printf("test_dn_cheal: skipped: built without -Dtest_faults\n");
+	return 77;
+#endif
+
 	zc_log_init();
 	if (!t_etcd_available()) {
 		printf("SKIP: %s not found (Debian package etcd-server)\n", t_etcd_bin());
@@ -476,7 +483,10 @@ main(void)
 		                                                  .timeout_ms = 3000,
 		                                                  .lock_ttl_s = 2,
 		                                                  .no_thread = true,
-		                                                  .test_before_txn = race },
+#ifdef ZC_FAULTS
+		                                                  .test_before_txn = race,
+#endif
+		                                                  },
 		                         &nodes[i]->h),
 		         0);
 	put_object(c);

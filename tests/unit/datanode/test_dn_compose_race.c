@@ -1,7 +1,7 @@
 /*
  * A part uploaded again (and its extent's other owner deleted) between a compose's read
- * of the parts and its commit transaction, forced there by the engine's compose hook
- * (dn_compose_fault): the composed object never names a freed extent. The cases: an
+ * of the parts and its commit transaction, forced there by the engine's fault point
+ * "dn.compose" (zc_fault.h): the composed object never names a freed extent. The cases: an
  * extent shared with a copy's source that survives (the version read is composed, the new
  * one dropped with the part's name), one whose last other owner goes too (the compose reads
  * again: a pinned ETag then fails it with -EAGAIN and changes nothing, an unpinned one
@@ -9,6 +9,7 @@
  * once they are deleted no cell file is left.
  */
 #include "dn_test.h"
+#include "t_fault.h"
 
 struct hook {
 	struct dn_store *s;
@@ -37,6 +38,14 @@ hook(void *arg, unsigned attempt)
 	CHECK_EQ(put_etag(h->s, "p1", h->nb, h->nl, "new"), 0);
 	if (h->del_src)
 		CHECK_EQ(dn_delete(h->s, "b", "src"), 1);
+}
+
+/* Run fn(arg, attempt) at the point (NULL: off); attempts count from 1 since set. */
+static void
+compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
+{
+	t_fault(ZC_FP_DN_COMPOSE, NULL,
+	        fn ? &(struct zc_fault){ .kind = ZC_FAULT_CALL, .fn = fn, .arg = arg } : NULL);
 }
 
 static uint8_t *
@@ -105,7 +114,7 @@ main(void)
 	/* shared, the source survives: the version read is composed (its extent has a ref
 	 * left), the new p1 goes with the part's name; the source still reads */
 	setup(&e, true, a, AL, b, BL);
-	dn_compose_fault(hook, &h);
+	compose_fault(hook, &h);
 	CHECK_EQ(compose(e.s, pinned), 0);
 	want = cat(a, AL, b, BL);
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, want, AL + BL), 0);
@@ -118,13 +127,13 @@ main(void)
 	 * pinned, the new p1 is not the listed one: -EAGAIN, nothing composed or dropped */
 	setup(&e, true, a, AL, b, BL);
 	h.del_src = true;
-	dn_compose_fault(hook, &h);
+	compose_fault(hook, &h);
 	CHECK_EQ(compose(e.s, pinned), -EAGAIN);
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, NULL, 0), -ENOENT);
 	CHECK_EQ(t_check_read(e.s, "b", "p1", 0, 0, false, nb, NL), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "p2", 0, 0, false, b, BL), 0);
 	/* unpinned: the new version */
-	dn_compose_fault(NULL, NULL);
+	compose_fault(NULL, NULL);
 	CHECK_EQ(compose(e.s, NULL), 0);
 	want = cat(nb, NL, b, BL);
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, want, NL + BL), 0);
@@ -134,9 +143,9 @@ main(void)
 	/* unshared: the overwrite frees the extent read, the compose reads again */
 	setup(&e, false, a, AL, b, BL);
 	h.del_src = false;
-	dn_compose_fault(hook, &h);
+	compose_fault(hook, &h);
 	CHECK_EQ(compose(e.s, NULL), 0);
-	dn_compose_fault(NULL, NULL);
+	compose_fault(NULL, NULL);
 	want = cat(nb, NL, b, BL);
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, want, NL + BL), 0);
 	free(want);
@@ -145,9 +154,9 @@ main(void)
 	/* the same after a restart: what the metadata says matches the files */
 	setup(&e, true, a, AL, b, BL);
 	h.del_src = false;
-	dn_compose_fault(hook, &h);
+	compose_fault(hook, &h);
 	CHECK_EQ(compose(e.s, pinned), 0);
-	dn_compose_fault(NULL, NULL);
+	compose_fault(NULL, NULL);
 	t_close(&e);
 	t_open(&e);
 	want = cat(a, AL, b, BL);

@@ -3,7 +3,7 @@
  * (tests/lib/etcd_test.h), three nodes n0..n2, each a store over temp folders; n1 and n2
  * serve the cell calls (the binding and an rpc server on a loopback port, plaintext),
  * n0 coordinates RS(2,1) writes fed as random refcounted "receive slices". The faults are
- * the rpc client's test hook on the coordinator's peer clients (rpc_client_fault), so
+ * the rpc client's fault point "peer.send" on the links to the peers (zc_fault.h), so
  * each failure is deterministic:
  *   - the cells' lengths are the single-node layout's (dn_geom_file_len), the quorum rule;
  *   - a write commits one record naming the cells' nodes, the cells end committed on
@@ -23,6 +23,7 @@
 #include "../../../datanode/dn_coord_internal.h"
 #include "etcd_test.h"
 #include "rpc_cmeta.h"
+#include "t_fault.h"
 #include "zc_crc.h"
 
 #define K    2
@@ -180,13 +181,13 @@ store_of(const char *node)
 	return peers[node[1] - '1'].t.s;
 }
 
+/* Arm f on the coordinator's link to peer ("peer.send", instance its target; the hit is
+ * a stream's message number, the open's first); NULL: disarm. */
 static void
-fault(unsigned peer, const struct rpc_fault *f)
+fault(unsigned peer, const struct zc_fault *f)
 {
-	struct dn_coord_peer *p = dn_coord_peer(coord, peers[peer].name, peers[peer].addr);
-
-	CHECK(p);
-	rpc_client_fault(p->cli, f);
+	CHECK(dn_coord_peer(coord, peers[peer].name, peers[peer].addr));
+	t_fault(ZC_FP_PEER_SEND, peers[peer].addr, f);
 }
 
 static size_t max_slice = 5000; /* the slices put() cuts */
@@ -358,7 +359,7 @@ test_writes(void)
 
 	/* n1's streams reset at their second message: committed, n1's cells missing
 	 * and none of this extent left on n1 */
-	fault(0, &(struct rpc_fault){ .reset_msg = 2 });
+	fault(0, &(struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 2, .count = 1 });
 	CHECK_EQ(put("reset", buf, len, msg, sizeof(msg)), 0);
 	fault(0, NULL);
 	get_record("reset", &o);
@@ -368,7 +369,7 @@ test_writes(void)
 
 	/* n2 never sees its streams end (the commit message dropped): after the peer
 	 * timeout the coordinator gives up on them */
-	fault(1, &(struct rpc_fault){ .drop_msg = 3 }); /* open + data, data, commit */
+	fault(1, &(struct zc_fault){ .kind = ZC_FAULT_DROP, .from = 3, .count = 1 }); /* open + data, data, commit */
 	CHECK_EQ(put("drop", buf, 2 * K * CELL * SPG, msg, sizeof(msg)), 0);
 	fault(1, NULL);
 	get_record("drop", &o);
@@ -377,7 +378,7 @@ test_writes(void)
 	rpc_cl_object_fini(&o);
 
 	/* a slow peer behind a 64 KiB window: the write waits for it, nothing missing */
-	fault(0, &(struct rpc_fault){ .delay_ms = 30 });
+	fault(0, &(struct zc_fault){ .kind = ZC_FAULT_DELAY, .delay_ns = 30000000 });
 	CHECK_EQ(put("slow", buf, len, msg, sizeof(msg)), 0);
 	fault(0, NULL);
 	get_record("slow", &o);
@@ -389,8 +390,8 @@ test_writes(void)
 	before[0] = ncells(n0.s);
 	before[1] = ncells(peers[0].t.s);
 	before[2] = ncells(peers[1].t.s);
-	fault(0, &(struct rpc_fault){ .reset_msg = 3 });
-	fault(1, &(struct rpc_fault){ .reset_msg = 3 });
+	fault(0, &(struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 3, .count = 1 });
+	fault(1, &(struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 3, .count = 1 });
 	CHECK_EQ(put("lost", buf, len, msg, sizeof(msg)), ZC_E(ZC_NO_QUORUM));
 	CHECK(strstr(msg, "write quorum not met"));
 	fault(0, NULL);

@@ -11,6 +11,7 @@
 
 #include "dn_test.h"
 #include "dn_internal.h"
+#include "t_fault.h"
 
 #define NOBJ 8
 
@@ -234,11 +235,11 @@ pool_exhaustion(void)
 	CHECK_EQ(e.s->drives[0].pool_n, 2u);
 	t_fill(buf, len);
 	for (unsigned d = 0; d < e.n; d++)
-		atomic_store(&e.s->drives[d].delay_ns, 20000000); /* 20 ms per write */
+		t_fault_delay_idx(ZC_FP_DRIVE_WRITE, d, 20000000); /* 20 ms per write */
 	err = t_feed(e.s, "b", "big", buf, len, 5000, true, &w);
 	CHECK_EQ(err, -EAGAIN); /* t_feed aborted it */
 	for (unsigned d = 0; d < e.n; d++)
-		atomic_store(&e.s->drives[d].delay_ns, 0);
+		t_fault_delay_idx(ZC_FP_DRIVE_WRITE, d, 0);
 	t_close(&e);                 /* waits for the aborted write's ios */
 	e.o.wait_ns = 2000000000ull; /* the default: enough for any drive that keeps up */
 	t_open(&e);

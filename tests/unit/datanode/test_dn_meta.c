@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 
 #include "dn_test.h"
+#include "t_fault.h"
 #include "dn_internal.h"
 
 static void
@@ -402,7 +403,7 @@ replica_revive(void)
 	CHECK_EQ(live_replicas(&e), 3);
 	CHECK_EQ(t_put(e.s, "b", "o0", a, sizeof(a)), 0);
 	/* Replica 1's drive fills up under a write: the write commits on the other two. */
-	dn_meta_inject_error(e.s->meta, 1, -ENOSPC);
+	t_fault_err_idx(ZC_FP_META_TXN, 1, -ENOSPC, 1);
 	CHECK_EQ(t_put(e.s, "b", "o1", a, 1000), 0);
 	CHECK(!dn_meta_replica_live(e.s->meta, 1));
 	CHECK_EQ(live_replicas(&e), 2);
@@ -433,8 +434,8 @@ replica_revive(void)
 	CHECK_EQ(dn_meta_replica_generation(e.s->meta, 1), gen);
 	CHECK_EQ(dn_meta_replica_generation(e.s->meta, 2), gen);
 	/* Its content: drop the other two (an I/O error on the primary moves it to 1). */
-	dn_meta_inject_error(e.s->meta, 0, -EIO);
-	dn_meta_inject_error(e.s->meta, 2, -EIO);
+	t_fault_err_idx(ZC_FP_META_TXN, 0, -EIO, 1);
+	t_fault_err_idx(ZC_FP_META_TXN, 2, -EIO, 1);
 	CHECK_EQ(t_put(e.s, "b", "o4", a, 4000), 0);
 	CHECK(dn_meta_replica_live(e.s->meta, 1));
 	CHECK_EQ(t_check_read(e.s, "b", "o0", 0, 0, false, a, 0), -ENOENT);
@@ -449,7 +450,7 @@ replica_revive(void)
 	CHECK_EQ(revived, 3);
 	/* A replica dropped on a failed drive stays dropped: `heal` is the operator's. */
 	CHECK_EQ(dn_drive_fail(e.s, 2), 0);
-	dn_meta_inject_error(e.s->meta, 2, -ENOSPC);
+	t_fault_err_idx(ZC_FP_META_TXN, 2, -ENOSPC, 1);
 	CHECK_EQ(t_put(e.s, "b", "o5", a, 5000), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
 	usleep(100000);
@@ -462,7 +463,7 @@ replica_revive(void)
 	 * lost quorum) and nothing shows; reads go on from the last primary. The healer
 	 * reopens that one in place, then copies it over the other two. */
 	for (unsigned r = 0; r < 3; r++)
-		dn_meta_inject_error(e.s->meta, r, -EIO);
+		t_fault_err_idx(ZC_FP_META_TXN, r, -EIO, 1);
 	CHECK_EQ(t_put(e.s, "b", "lost", a, 7000), -EIO);
 	CHECK_EQ(t_check_read(e.s, "b", "lost", 0, 0, false, a, 0), -ENOENT);
 	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "dn_test.h"
+#include "t_fault.h"
 #include "dn_internal.h"
 
 #define NOBJ 4
@@ -194,7 +195,7 @@ quorum(void)
 	CHECK_EQ(t_put(e.s, "b", "q1", buf, sizeof(buf)), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "q1", 0, 0, false, buf, sizeof(buf)), 0);
 	/* Drive 4 dies during a write: 4 of 6 cells, below quorum: it fails, nothing shows. */
-	dn_drive_inject_errors(e.s, 4, 1);
+	t_fault_err_idx(ZC_FP_DRIVE_WRITE, 4, -EIO, 1);
 	err = t_feed(e.s, "b", "q2", buf, sizeof(buf), 3000, true, &w);
 	CHECK_EQ(err, 0);
 	CHECK_EQ(t_commit(w, "x", NULL), DN_ENOQUORUM);
@@ -233,7 +234,7 @@ io_error(void)
 
 	t_fill(buf, sizeof(buf));
 	t_env_open(&e, 6, 4, 2, "b");
-	dn_drive_inject_errors(e.s, 2, 1);
+	t_fault_err_idx(ZC_FP_DRIVE_WRITE, 2, -EIO, 1);
 	CHECK_EQ(t_put(e.s, "b", "k", buf, sizeof(buf)), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 2), DN_DRIVE_FAILED);
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, buf, sizeof(buf)), 0);

@@ -8,6 +8,7 @@
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc_test.h"
+#include "t_fault.h"
 #include "dn_internal.h"
 #include "dn_meta_internal.h" /* the metadata write lock, held to stall writes */
 #include "rpc_raw.h"
@@ -255,7 +256,7 @@ test_slowdown(void)
 
 	t_fill(buf, len);
 	env_up_with(&e, 0, tight_admission);
-	dn_drive_inject_delay(e.t.s, 0, 30000000);
+	t_fault_delay_idx(ZC_FP_DRIVE_WRITE, 0, 30000000);
 	for (int i = 0; i < 20 && rc == 0; i++) {
 		char key[16];
 
@@ -265,7 +266,7 @@ test_slowdown(void)
 	CHECK(rc != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
-	dn_drive_inject_delay(e.t.s, 0, 0);
+	t_fault_delay_idx(ZC_FP_DRIVE_WRITE, 0, 0);
 	t_rpc_env_fini(&e, 1000);
 	free(buf);
 }
@@ -323,6 +324,16 @@ commit_stream(struct rpc_cwrite *w, const uint8_t *buf, size_t len)
  * cancelled open leaves it at once, the others get in when the level falls, and a server
  * shutdown fails one still parked with nothing left behind.
  */
+/* Admission sees at least ns of write latency (0: off): a level held for as long as the
+ * test needs, without slowing a drive. */
+static void
+adm_latency(struct dn_store *s, uint64_t ns)
+{
+	t_fault(ZC_FP_ADM_LATENCY, NULL,
+	        ns ? &(struct zc_fault){ .kind = ZC_FAULT_DELAY, .delay_ns = ns } : NULL);
+	dn_admission_kick(s); /* the level moved without a completion */
+}
+
 static void
 test_queued_opens_hold_no_worker(void)
 {
@@ -343,7 +354,7 @@ test_queued_opens_hold_no_worker(void)
 	for (int i = 0; i < 1000 && atomic_load(&e.t.s->live_writes) == 0; i++)
 		usleep(5000);
 	CHECK_EQ(atomic_load(&e.t.s->live_writes), 1);
-	dn_admission_inject_latency(e.t.s, 1000000000ull); /* 1 s: above L2 */
+	adm_latency(e.t.s, 1000000000ull); /* 1 s: above L2 */
 	CHECK_EQ(dn_admission_level(e.t.s), DN_ADM_QUEUE);
 	for (int i = 0; i < NP; i++) {
 		snprintf(key, sizeof(key), "q%d", i);
@@ -380,7 +391,7 @@ test_queued_opens_hold_no_worker(void)
 		usleep(5000);
 	CHECK_EQ(parked_now(e.t.s), NP - 1);
 	/* The level falls: the others are let in and commit. */
-	dn_admission_inject_latency(e.t.s, 0);
+	adm_latency(e.t.s, 0);
 	for (int i = 1; i < NP; i++) {
 		commit_stream(wp[i], buf + part, part);
 		CHECK(t_wstate_wait(&p[i], 10000));
@@ -394,7 +405,7 @@ test_queued_opens_hold_no_worker(void)
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "q0", &info), -ENOENT);
 	CHECK_EQ(parked_now(e.t.s), 0);
 	/* Shutdown with an open parked: the server cancels it, nothing leaks (t_rpc_env_fini). */
-	dn_admission_inject_latency(e.t.s, 1000000000ull);
+	adm_latency(e.t.s, 1000000000ull);
 	wlast = open_stream(&e, "last", &last, buf, part, part);
 	for (int i = 0; i < 1000 && parked_now(e.t.s) != 1; i++)
 		usleep(5000);
@@ -454,7 +465,7 @@ test_error_mapping(void)
 	/* Every metadata replica fails its commit: the cells are durable, the write is not. */
 	CHECK_EQ(put(&e, "ok", buf, sizeof(buf), 16 << 10, 0, &st), 0);
 	for (unsigned r = 0; r <= e.t.o.m; r++)
-		dn_meta_inject_error(e.t.s->meta, r, -EIO);
+		t_fault_err_idx(ZC_FP_META_TXN, r, -EIO, 1);
 	CHECK(put(&e, "metaio", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
 	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
 	CHECK_EQ(zc_err_code(st.err), ZC_INTERNAL);

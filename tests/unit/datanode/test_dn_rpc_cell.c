@@ -6,7 +6,7 @@
  * receiving side copies no payload byte with the zero-copy marshaller. Bad input (a CRC
  * that lies, a second open of a cell, a bad layout, a short stream) gets its precise error
  * and leaves no file and no entry; a rotted chunk ends a ReadCell with DATA_LOSS; a test
- * build's link faults (rpc_client_fault) are refused the same way. Every case ends with no
+ * build's link faults ("peer.send", zc_fault.h) are refused the same way. Every case ends with no
  * live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc_test.h"
@@ -454,7 +454,7 @@ test_refusals(void)
 	free(buf);
 }
 
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 /* Poll until the refused cell's abort has removed its file (a dn-cell thread runs it). */
 static void
 wait_gone(struct t_rpc_env *e, struct rpc_cell_id id, unsigned files)
@@ -465,7 +465,7 @@ wait_gone(struct t_rpc_env *e, struct rpc_cell_id id, unsigned files)
 	CHECK_EQ(t_count_files(&e->t), files);
 }
 
-/* The peer link's faults (rpc_client_fault): what the receiving node makes of them. */
+/* The peer link's faults ("peer.send", zc_fault.h): what the receiving node makes of them. */
 static void
 test_link_faults(void)
 {
@@ -475,33 +475,33 @@ test_link_faults(void)
 	uint8_t *buf = malloc(len), *back = malloc(len);
 	struct rpc_cell_open op = cell_open(0x77, 3, 2, len);
 	struct rpc_status st;
-	struct rpc_fault f;
+	struct zc_fault f;
 	size_t got;
 
 	t_fill(buf, len);
 	env_up(&e, RPC_MARSHAL_ZEROCOPY, 0);
 	/* reset mid-stream: CANCELLED, and the half-written cell leaves nothing */
-	f = (struct rpc_fault){ .reset_msg = 3 };
-	rpc_client_fault(e.cl, &f);
+	f = (struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 3, .count = 1 };
+	zc_fault_arm(ZC_FP_PEER_SEND, NULL, &f);
 	CHECK_EQ(cell_put(&e, &op, buf, len, 5000, &s), -ECANCELED);
 	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
 	wait_gone(&e, op.id, 0);
 	/* reset instead of the commit: the same */
-	f = (struct rpc_fault){ .reset_msg = 1 };
-	rpc_client_fault(e.cl, &f);
+	f = (struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 1, .count = 1 };
+	zc_fault_arm(ZC_FP_PEER_SEND, NULL, &f);
 	CHECK_EQ(cell_put(&e, &op, buf, 0, 5000, &s), -ECANCELED);
 	wait_gone(&e, op.id, 0);
 	/* a lost message: the peer sees the gap and refuses the stream */
-	f = (struct rpc_fault){ .drop_msg = 2 };
-	rpc_client_fault(e.cl, &f);
+	f = (struct zc_fault){ .kind = ZC_FAULT_DROP, .from = 2, .count = 1 };
+	zc_fault_arm(ZC_FP_PEER_SEND, NULL, &f);
 	CHECK_EQ(cell_put(&e, &op, buf, len, 5000, &s), ZC_E(ZC_INVALID));
 	CHECK(strstr(s.st.msg, "(gap)") != NULL);
 	wait_gone(&e, op.id, 0);
 	/* a slow link: late, whole and right */
-	f = (struct rpc_fault){ .delay_ms = 5 };
-	rpc_client_fault(e.cl, &f);
+	f = (struct zc_fault){ .kind = ZC_FAULT_DELAY, .delay_ns = 5000000 };
+	zc_fault_arm(ZC_FP_PEER_SEND, NULL, &f);
 	put_retrying(&e, &op, buf, len);
-	rpc_client_fault(e.cl, NULL);
+	zc_fault_disarm(ZC_FP_PEER_SEND, NULL);
 	CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st), 0);
 	CHECK_EQ(got, len);
 	CHECK(memcmp(buf, back, len) == 0);
@@ -517,7 +517,7 @@ main(void)
 	test_round_trip(RPC_MARSHAL_ZEROCOPY);
 	test_round_trip(RPC_MARSHAL_COPY);
 	test_refusals();
-#ifdef RPC_FAULTS
+#ifdef ZC_FAULTS
 	test_link_faults();
 #endif
 	printf("test_dn_rpc_cell: ok\n");

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "dn_test.h"
+#include "t_fault.h"
 
 static void
 round_trip(struct t_env *e, unsigned k, size_t size, bool size_known)
@@ -242,7 +243,7 @@ inflight_cap(void)
 	e.o.inflight_cap = 32768;
 	t_open(&e);
 	CHECK_EQ(dn_bucket_create(e.s, "b", NULL), 0);
-	dn_drive_inject_delay(e.s, 1, 200000);
+	t_fault_delay_idx(ZC_FP_DRIVE_WRITE, 1, 200000);
 	atomic_store(&watching, true);
 	CHECK_EQ(pthread_create(&th, NULL, watcher, e.s), 0);
 	CHECK_EQ(t_put(e.s, "b", "k", buf, size), 0);
