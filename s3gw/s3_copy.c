@@ -284,15 +284,17 @@ copy_stream(struct s3_req *rq, struct copy *c, uint64_t off, uint64_t len, const
 
 /* ------------------------------------------------------------------ CopyObject */
 
-/* Attributes of the copy: the source's (COPY) or the request's (REPLACE) + its checksums. */
-static void
+/* Attributes of the copy: the source's (COPY) or the request's (REPLACE) + its checksums.
+ * Returns S3_OK or S3E_METADATA_TOO_LARGE (REPLACE's user metadata over the limit). */
+static enum s3_err
 copy_attrs(const struct s3_req *rq, const struct copy *c, bool replace, struct s3_buf *b)
 {
 	const char *a = c->info.attrs;
+	enum s3_err e = S3_OK;
 	size_t i = 0;
 
 	if (replace)
-		s3_attrs_collect(rq, b);
+		e = s3_attrs_collect(rq, b);
 	while (i < c->info.attrs_len) {
 		const char *eol = memchr(a + i, '\n', c->info.attrs_len - i);
 		size_t ll = eol ? (size_t)(eol - a - i) : c->info.attrs_len - i;
@@ -303,6 +305,7 @@ copy_attrs(const struct s3_req *rq, const struct copy *c, bool replace, struct s
 		}
 		i += ll + 1;
 	}
+	return e;
 }
 
 /* Stat the copy source into c->info and check its x-amz-copy-source-if-* conditions:
@@ -357,12 +360,9 @@ copy_object(struct s3_req *rq, struct copy *c)
 	if (c->info.size > COPY_MAX)
 		return s3_rq_error(rq, S3E_INVALID_REQUEST, copy_too_large);
 	s3_buf_init(&attrs, S3_ATTRS_MAX - 64);
-	copy_attrs(rq, c, replace, &attrs);
-	if (attrs.err) {
+	if (copy_attrs(rq, c, replace, &attrs) != S3_OK || attrs.err) {
 		s3_buf_fini(&attrs);
-		return s3_rq_error(
-		        rq, S3E_INVALID_ARGUMENT,
-		        "Your metadata headers exceed the maximum allowed metadata size.");
+		return s3_rq_error(rq, S3E_METADATA_TOO_LARGE, NULL);
 	}
 	snprintf(etag, sizeof(etag), "%s", c->info.etag);
 	rc = rq->be->compose(rq->be->ctx, rq->bucket, rq->key, &src, 1, false, etag,

@@ -155,7 +155,10 @@ s3_op_mpu_create(struct s3_req *rq)
 	snprintf(rk, sizeof(rk), MPU_REC "%s/%s", rq->bucket, uid);
 	/* room left for what Complete adds: checksum, its type, zest-upload, zest-parts */
 	s3_buf_init(&attrs, S3_ATTRS_MAX - 256);
-	s3_attrs_collect(rq, &attrs);
+	if (s3_attrs_collect(rq, &attrs) != S3_OK) {
+		s3_buf_fini(&attrs);
+		return s3_rq_error(rq, S3E_METADATA_TOO_LARGE, NULL);
+	}
 	if (ck) {
 		s3_attr_add(&attrs, "zest-ck", 7, s3_ck_name(ck), strlen(s3_ck_name(ck)));
 		s3_attr_add(&attrs, "zest-ckt", 8, full ? "FULL_OBJECT" : "COMPOSITE",
@@ -163,7 +166,7 @@ s3_op_mpu_create(struct s3_req *rq)
 	}
 	if (attrs.err) {
 		s3_buf_fini(&attrs);
-		return s3_rq_error(rq, S3E_INVALID_ARGUMENT, "Metadata too large");
+		return s3_rq_error(rq, S3E_METADATA_TOO_LARGE, NULL);
 	}
 	info = malloc(sizeof(*info));
 	/* a random ETag: what the Abort's or Complete's mark fences on */

@@ -480,8 +480,8 @@ s3_op_put_begin(struct s3_req *rq, bool is_part)
 		snprintf(store_key, sizeof(store_key), MPU_PART "%s/%05u", uid, p->part);
 		sbucket = S3_RESERVED_BUCKET;
 		skey = store_key;
-	} else {
-		s3_attrs_collect(rq, &p->attrs);
+	} else if (s3_attrs_collect(rq, &p->attrs) != S3_OK) {
+		return s3_rq_error(rq, S3E_METADATA_TOO_LARGE, NULL);
 	}
 	{
 		unsigned mask = S3_CK_MD5 | p->want_ck;

@@ -104,7 +104,15 @@ void s3_http_time(uint64_t ns, char *out, size_t cap);
 bool s3_http_time_parse(const char *s, time_t *out);
 enum s3_err s3_key_check(const char *k, size_t n);
 void s3_attr_add(struct s3_buf *b, const char *name, size_t nl, const char *v, size_t vl);
-void s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b);
+/*
+ * User metadata S3 takes with an object: the bytes of every x-amz-meta-* name (after the
+ * prefix) and value, summed, at most 2 KiB (AWS's limit for PutObject, CopyObject and
+ * CreateMultipartUpload).
+ */
+#define S3_USER_META_MAX 2048
+/* Append the headers S3 stores with an object to b. Returns S3_OK, or
+ * S3E_METADATA_TOO_LARGE (b then holds them all the same) over S3_USER_META_MAX. */
+enum s3_err s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b);
 int s3_attr_get(const char *attrs, size_t len, const char *name, const char **val);
 void s3_attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, bool ranged,
                          struct s3_buf *b);

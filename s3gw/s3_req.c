@@ -199,18 +199,19 @@ attr_add_content_encoding(struct s3_buf *b, const struct s3_hdr *h)
 	free(v);
 }
 
-/* Headers S3 stores with an object. */
-void
+enum s3_err
 s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
 {
 	static const char *const keep[] = { "content-type",     "content-disposition",
 		                            "content-language", "cache-control",
 		                            "expires",          "content-encoding" };
+	size_t user = 0;
 
 	for (unsigned i = 0; i < rq->http.nhdr; i++) {
 		const struct s3_hdr *h = &rq->http.hdr[i];
 
 		if (h->name_len > 11 && strncasecmp(h->name, "x-amz-meta-", 11) == 0) {
+			user += h->name_len - 11 + h->val_len;
 			s3_attr_add(b, h->name, h->name_len, h->val, h->val_len);
 			continue;
 		}
@@ -224,6 +225,7 @@ s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
 				s3_attr_add(b, h->name, h->name_len, h->val, h->val_len);
 		}
 	}
+	return user > S3_USER_META_MAX ? S3E_METADATA_TOO_LARGE : S3_OK;
 }
 
 /* Find attribute value; returns length or -1. */

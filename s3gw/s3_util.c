@@ -101,6 +101,9 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	                            "Query-string authentication requires the X-Amz-Algorithm, "
 	                            "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, "
 	                            "X-Amz-SignedHeaders, and X-Amz-Expires parameters." },
+	[S3E_METADATA_TOO_LARGE] = { 400, "MetadataTooLarge",
+	                             "Your metadata headers exceed the maximum allowed metadata "
+	                             "size." },
 };
 
 const struct s3_err_info *

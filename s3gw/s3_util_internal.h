@@ -59,6 +59,7 @@ enum s3_err {
 	S3E_ACL_NOT_SUPPORTED,  /* object ACLs other than owner-only (s3_refuse.c) */
 	S3E_INVALID_BUCKET_ACL, /* the same on CreateBucket */
 	S3E_AUTH_QUERY_PARAMS,  /* a presigned URL's X-Amz-* parameters are malformed */
+	S3E_METADATA_TOO_LARGE, /* user metadata over S3_USER_META_MAX */
 	S3E_COUNT
 };
 

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_meta_limit  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 ETCD = os.environ.get("ZEST_ETCD", "/usr/bin/etcd")
@@ -197,6 +198,7 @@ def test_cluster():
         s3.head_bucket(Bucket="bk1")
         assert "bk1" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
         assert err_code(lambda: s3.head_bucket(Bucket="nope")) in ("404", "NoSuchBucket")
+        s3_meta_limit.check(s3, "bk1")
         # objects, with their attributes
         r = random.Random(14)
         objs = {"one": b"x", "4k": r.randbytes(4096),

@@ -9,6 +9,7 @@ behind zest-s3gw, started by zest_harness), each as AWS answers it:
 - ListObjectsV2 echoes an empty continuation-token; a prefix holding a newline
   round-trips through ListObjects v1 and v2 with encoding-type=url;
 - Content-Encoding stored without aws-chunked, spacing kept;
+- user metadata at most 2 KiB, one byte more 400 MetadataTooLarge (s3_meta_limit.py);
 - a path that is not UTF-8 is 400 InvalidURI;
 - CORS preflight (OPTIONS, unsigned) without a CORS configuration: 400 / 403 as S3;
 - multipart parts are not keys of the client's bucket: with uploads open every listing
@@ -28,6 +29,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import s3_meta_limit  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 SKIPPED = []
@@ -165,6 +167,13 @@ def test_content_encoding_and_uri():
         assert st == 400 and b"<Code>InvalidURI</Code>" in body, (st, body)
         assert b"Couldn't parse the specified URI." in body or b"Couldn&apos;t" in body, body
         assert [o["Key"] for o in s3.list_objects_v2(Bucket="cenc")["Contents"]] == ["c", "k"]
+
+
+def test_user_metadata_limit():
+    with zh.cluster() as c:
+        s3 = client(c.endpoint)
+        s3.create_bucket(Bucket="meta")
+        s3_meta_limit.check(s3, "meta")
 
 
 def test_cors_preflight():
@@ -341,7 +350,7 @@ if __name__ == "__main__":
         sys.exit(77)
     tests = [test_create_bucket_again, test_list_buckets_pages,
              test_listing_tokens_and_encoding, test_content_encoding_and_uri,
-             test_cors_preflight, test_part_keys_plain, test_part_keys_plain_two_datanodes,
-             test_bucket_on_one_of_two_datanodes]
+             test_cors_preflight, test_user_metadata_limit, test_part_keys_plain,
+             test_part_keys_plain_two_datanodes, test_bucket_on_one_of_two_datanodes]
     atexit.register(lambda: SKIPPED and print("skipped clients:", ", ".join(sorted(set(SKIPPED)))))
     zh.run_tests(tests)
