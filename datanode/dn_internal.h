@@ -451,8 +451,6 @@ void dn_rctx_fini(struct dn_rctx *r);
 int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
                    uint8_t **cells, bool *degraded);
 void dn_metrics_stop(struct dn_store *s);
-/* now + wait_ns on CLOCK_REALTIME, for pthread_cond_timedwait. */
-void dn_deadline(struct timespec *ts, uint64_t wait_ns);
 /* Start / stop the background healer thread (no-op when heal_interval_ns is 0). */
 int dn_healer_start(struct dn_store *s);
 void dn_healer_stop(struct dn_store *s);
