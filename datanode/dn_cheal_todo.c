@@ -556,7 +556,7 @@ chl_check_read(struct dn_cheal *h)
 	if (h->must_check)
 		return 0;
 	rc = rpc_etcd_get(h->o.etcd, key, (size_t)n, true, &kvs, chl_timeout(h));
-	if (rc == -ENOENT ||
+	if (zc_err_is(rc, ZC_NO_KEY) ||
 	    (rc == 0 && (kvs.kv[0].value_len != strlen(h->store_id) ||
 	                 memcmp(kvs.kv[0].value, h->store_id, kvs.kv[0].value_len) != 0))) {
 		ZC_INFO("cheal",

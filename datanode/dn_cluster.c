@@ -120,7 +120,7 @@ put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
 	int rc;
 
 	rc = rpc_etcd_get(c->etcd, c->member_key, strlen(c->member_key), false, &kvs, 0);
-	if (rc < 0 && rc != -ENOENT)
+	if (rc < 0 && !zc_err_is(rc, ZC_NO_KEY))
 		return rc;
 	mi.first_seen_ns = c->started_ns;
 	if (rc == 0) {
@@ -486,7 +486,7 @@ dn_cluster_leave(struct dn_cluster *c)
 	atomic_store(&c->registered, false);
 	if (c->lease) {
 		rc = rpc_etcd_lease_revoke(c->etcd, c->lease, 2000);
-		if (rc && rc != -ENOENT)
+		if (rc && !zc_err_is(rc, ZC_NO_KEY))
 			ZC_WARN("cluster",
 			        "node=%s: lease revoke failed err=%d; the key goes with its TTL",
 			        c->o.node, rc);

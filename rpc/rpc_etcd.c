@@ -321,7 +321,7 @@ err_from_status(grpc_status_code code)
 	case GRPC_STATUS_INVALID_ARGUMENT:
 		return -EINVAL;
 	case GRPC_STATUS_NOT_FOUND:
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	case GRPC_STATUS_OUT_OF_RANGE:
 		return -ERANGE;
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:

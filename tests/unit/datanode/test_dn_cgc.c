@@ -162,7 +162,7 @@ has_key(struct rpc_etcd *c, const char *k)
 	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
 
 	rpc_etcd_kvs_fini(&kvs);
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
 
@@ -175,7 +175,7 @@ has_ix(struct rpc_etcd *c, uint64_t id)
 
 	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
 	rpc_etcd_kvs_fini(&kvs);
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
 

@@ -329,7 +329,7 @@ race(void *arg, const char *bucket, const char *key)
 	rpc_cmeta_old_fini(&old);
 }
 
-/* The to-do key of bkt/obj: its value's length, or -ENOENT. */
+/* The to-do key of bkt/obj: its value's length, or ZC_E(ZC_NO_KEY). */
 static int
 todo_value(struct rpc_etcd *c, char *buf, size_t cap)
 {
@@ -581,7 +581,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	get_record(c, &o);
 	CHECK(strcmp(cell_node(&o, 0, 1), "dn-1") == 0);
@@ -594,7 +594,7 @@ main(void)
 		/* the lock went with the heal */
 		CHECK_EQ(rpc_etcd_get(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"),
 		                      false, &kvs, 0),
-		         -ENOENT);
+		         ZC_E(ZC_NO_KEY));
 		rpc_etcd_kvs_fini(&kvs);
 	}
 
@@ -616,7 +616,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	CHECK_EQ(dn_cell_delete(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }), 1);
 	commit_missing(c, 1, 1u << 2);
@@ -633,7 +633,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 
 	/* dn_cheal_mark_missing (the scrubber's call): fenced on the revision, only the
@@ -696,7 +696,7 @@ main(void)
 		}
 		CHECK_EQ(healed, 1);
 		CHECK_EQ(scans, 0);
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj2", false, &o, NULL, 3000), 0);
 		CHECK_EQ(o.extents[0].groups[0].missing, 0);
 		CHECK(strcmp(cell_node(&o, 0, 0), holder->name) == 0);
