@@ -138,7 +138,7 @@ dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t 
 	pthread_mutex_unlock(&c->mu);
 ask:
 	rc = rpc_cmeta_bucket_head(c->o.etcd, bucket, NULL, c->o.etcd_timeout_ms);
-	if (rc == ZC_E(ZC_NO_BUCKET)) {
+	if (zc_err_is(rc, ZC_NO_BUCKET)) {
 		snprintf(msg, cap, "%s", bucket);
 		return rc;
 	}
@@ -146,7 +146,7 @@ ask:
 		snprintf(msg, cap, "cannot read bucket %s from etcd: %s", bucket,
 		         rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
 		/* etcd away: backpressure (SlowDown), not the cells' write quorum */
-		return rc == -ETIMEDOUT || rc == ZC_E(ZC_NO_QUORUM) ? ZC_E(ZC_UNAVAILABLE) : rc;
+		return rc == -ETIMEDOUT || zc_err_is(rc, ZC_NO_QUORUM) ? ZC_E(ZC_UNAVAILABLE) : rc;
 	}
 	if (strlen(bucket) < sizeof(c->buckets[0].name)) {
 		pthread_mutex_lock(&c->mu);

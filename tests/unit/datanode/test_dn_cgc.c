@@ -90,7 +90,7 @@ state(struct dn_store *s, struct dn_cell_id id)
 	int rc = dn_cell_stat(s, id, &ci);
 	bool p;
 
-	if (rc == -ENOENT)
+	if (rc == ZC_E(ZC_NO_KEY))
 		return -1;
 	CHECK_EQ(rc, 0);
 	p = ci.pending;

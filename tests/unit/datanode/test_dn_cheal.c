@@ -650,7 +650,7 @@ main(void)
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, "nobody", &id, 1, 3000), 0);
 		rev--;
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000),
-		         -EAGAIN);
+		         ZC_E(ZC_CHANGED));
 		rpc_cl_object_fini(&o);
 		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000), 1);
@@ -758,7 +758,7 @@ main(void)
 		char v[128];
 
 		CHECK_EQ(dn_cell_stat(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }, &ci),
-		         -ENOENT);
+		         ZC_E(ZC_NO_KEY));
 		/* dn-0's heal failed, so its next pass reads the records again and marks the
 		 * newer record's cells it lacks: the to-do key now names that extent */
 		pass_all(&st);
