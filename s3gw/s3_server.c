@@ -283,7 +283,7 @@ s3_server_create(const struct s3_config *cfg, const struct s3_backend *be, struc
 	 * up to 3 s in the backend): about 15 s in all */
 	for (int tries = 0;; tries++) {
 		rc = s3_ops_init_backend(be);
-		if (rc != -EAGAIN || tries >= 5)
+		if (!zc_err_is(rc, ZC_SLOW_DOWN) || tries >= 5)
 			break;
 		if (tries == 0)
 			ZC_INFO("s3", "backend=waiting reason=datanode_unavailable");
