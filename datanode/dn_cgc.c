@@ -211,7 +211,7 @@ static bool
 is_etcd_err(int err)
 {
 	return zc_err_is(err, ZC_NO_QUORUM) || zc_err_is(err, ZC_UNAVAILABLE) ||
-	       err == -ETIMEDOUT || err == -EAGAIN || err == -EIO;
+	       zc_err_is(err, ZC_SLOW_DOWN) || err == -EIO;
 }
 
 static bool

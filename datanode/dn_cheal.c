@@ -312,7 +312,7 @@ bool
 chl_is_etcd_err(int err)
 {
 	return zc_err_is(err, ZC_NO_QUORUM) || zc_err_is(err, ZC_UNAVAILABLE) ||
-	       err == -ETIMEDOUT || err == -EAGAIN || err == -EIO || err == -ENOMEM;
+	       zc_err_is(err, ZC_SLOW_DOWN) || err == -EIO;
 }
 
 bool

@@ -325,7 +325,7 @@ err_from_status(grpc_status_code code)
 	case GRPC_STATUS_OUT_OF_RANGE:
 		return -ERANGE;
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
-		return -EAGAIN;
+		return ZC_E(ZC_SLOW_DOWN);
 	case GRPC_STATUS_FAILED_PRECONDITION:
 		return ZC_E(ZC_PRECONDITION);
 	case GRPC_STATUS_PERMISSION_DENIED:

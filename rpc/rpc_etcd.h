@@ -33,7 +33,7 @@
  *   -EINVAL              a bad argument, or etcd refused the request as malformed
  *                        (for instance two ops of one txn on the same key)
  *   -ERANGE              a revision that was compacted or lies in the future
- *   -EAGAIN              etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
+ *   ZC_E(ZC_SLOW_DOWN)   etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
  *   ZC_E(ZC_PRECONDITION) etcd's FAILED_PRECONDITION (for instance a lease ID in use)
  *   -ECANCELED           the call was cancelled
  *   -EACCES              etcd's authentication refused the call (a TLS handshake that
