@@ -358,7 +358,8 @@ record_batch(struct dn_job **jobs, size_t n)
 
 		if (e)
 			ZC_WARN("cell", "id=%016" PRIx64 ".%" PRIu32 ".%u not recorded err=%s",
-			        w->id.extent, w->id.group, w->id.cell, strerror(-e));
+			        w->id.extent, w->id.group, w->id.cell,
+			        e > -ZC_ERR_BASE ? strerror(-e) : zc_code_word(zc_err_code(e)));
 		cw_free(w, e);
 	}
 }

@@ -139,7 +139,8 @@ read_end(struct rcall *rc, int err)
 			ZC_WARN("dn_rpc", "read of %s failed err=%d", rc->key, err);
 		rpc_read_finish(rc->r, err, "read of %s: %s", rc->key,
 		                err == -EBADMSG ? "a chunk failed its CRC32C or the file is short"
-		                                : strerror(-err));
+		                : err > -ZC_ERR_BASE ? strerror(-err)
+		                                     : zc_code_word(zc_err_code(err)));
 		rcall_free(rc);
 		return;
 	}
