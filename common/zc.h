@@ -62,6 +62,19 @@ zc_thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ts = now on clock + wait_ns, normalised: a deadline for pthread_cond_timedwait and friends. */
+static inline void
+zc_deadline(struct timespec *ts, clockid_t clock, uint64_t wait_ns)
+{
+	clock_gettime(clock, ts);
+	ts->tv_sec += (time_t)(wait_ns / 1000000000u);
+	ts->tv_nsec += (long)(wait_ns % 1000000000u);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 /*
  * Parse a byte size: a number with an optional unit B, KiB, MiB, GiB, TiB (binary) or
  * KB, MB, GB, TB (decimal); K/M/G/T alone are binary. Returns 0 or -EINVAL.

@@ -40,6 +40,14 @@ enum zc_code {
  * ZC_NO_KEY, -EAGAIN: ZC_SLOW_DOWN, ...), ZC_OK for err >= 0. */
 enum zc_code zc_err_code(int err);
 
+/* Whether err means code: the one way a caller tests an error's meaning
+ * (zc_err_is(err, ZC_NO_KEY), never err == -ENOENT || err == ZC_E(ZC_NO_KEY)). */
+static inline int
+zc_err_is(int err, enum zc_code code)
+{
+	return zc_err_code(err) == code;
+}
+
 /* A word for people and logs: "NoSuchBucket", "SlowDown", ...; "InternalError" if unknown. */
 const char *zc_code_word(enum zc_code code);
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "zc.h"
 #include "zc_loop.h"
 
 void
@@ -33,13 +34,7 @@ zc_loop_wait(struct zc_loop *l, uint64_t ns)
 	struct timespec ts;
 	bool stop;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ns / 1000000000u);
-	ts.tv_nsec += (long)(ns % 1000000000u);
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	zc_deadline(&ts, CLOCK_MONOTONIC, ns);
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop && pthread_cond_timedwait(&l->cond, &l->lock, &ts) != ETIMEDOUT)
 		;

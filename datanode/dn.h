@@ -9,12 +9,13 @@
  * read callbacks on the caller's thread; neither may block for long.
  *
  * Errors: >= 0 on success, -errno or ZC_E(code) (common/zc_err.h) on failure: -EINVAL
- * bad argument, ZC_E(ZC_NO_BUCKET) no such bucket, -ENOENT no such key (ZC_NO_KEY), -EEXIST
- * bucket exists, -ENOTEMPTY bucket not empty, -EAGAIN backpressure
+ * bad argument, ZC_E(ZC_NO_BUCKET) no such bucket, ZC_E(ZC_NO_KEY) no such key (or record,
+ * extent, cell), ZC_E(ZC_BUCKET_EXISTS), ZC_E(ZC_BUCKET_NOT_EMPTY), -EAGAIN backpressure
  * (pool empty, admission refused: the binding maps it to RESOURCE_EXHAUSTED / SlowDown),
- * -EBADMSG checksum mismatch that could not be repaired, DN_ENOQUORUM write quorum lost
- * because drives failed, -ENOSPC write quorum lost because drives are full (see enum
- * dn_drive_state), -EIO an I/O error (metadata, or a read beyond repair).
+ * -EBADMSG checksum mismatch that could not be repaired, ZC_E(ZC_NO_QUORUM) write quorum lost
+ * because drives failed (never -EIO, which is the metadata's), -ENOSPC write quorum lost
+ * because drives are full (see enum dn_drive_state), -EIO an I/O error (metadata, or a read
+ * beyond repair). Callers test a meaning with zc_err_is(err, code).
  */
 #ifndef ZEST_DN_H
 #define ZEST_DN_H
@@ -88,7 +89,7 @@ void dn_store_close(struct dn_store *store);
 
 /* ---- buckets ---- */
 int dn_bucket_create(struct dn_store *s, const char *name, uint64_t *ctime_ns);
-int dn_bucket_delete(struct dn_store *s, const char *name); /* -ENOTEMPTY unless empty */
+int dn_bucket_delete(struct dn_store *s, const char *name); /* ZC_BUCKET_NOT_EMPTY unless empty */
 int dn_bucket_head(struct dn_store *s, const char *name, uint64_t *ctime_ns);
 struct dn_bucket_info {
 	char *name;
@@ -130,31 +131,22 @@ struct dn_write_result {
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
 /*
- * A write that cannot reach its quorum because drives failed: its own code, never -EIO, so
- * that an I/O error of the metadata (LMDB, -EIO) is not taken for a lost quorum. The rpc
- * binding sends it as UNAVAILABLE "ServiceUnavailable: write quorum not met ...", -EIO as
- * INTERNAL "InternalError: metadata I/O error ...".
- */
-#define DN_ENOQUORUM ZC_E(ZC_NO_QUORUM)
-
-/*
  * A condition on the object a commit replaces (S3 conditional writes), checked inside the
  * metadata transaction that commits, so that two conditional writes of one key cannot both
  * pass. if_none_match: the key must not exist. if_match (NULL or "": no check): the key must
  * exist with this ETag ("*": any). A condition that does not hold fails the commit with
- * DN_ECONDITION, or ZC_E(ZC_NO_KEY) for if_match on a missing key; nothing changes.
+ * ZC_E(ZC_PRECONDITION), or ZC_E(ZC_NO_KEY) for if_match on a missing key; nothing changes.
  */
 struct dn_cond {
 	bool if_none_match;
 	const char *if_match;
 };
-#define DN_ECONDITION ZC_E(ZC_PRECONDITION)
 
 /*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
  * that take writes (a full drive whose re-probe finds space again counts, and is OK from
  * then on). Returns 0, -EINVAL (no such scheme here), -ENOSPC (too few, and some of the
- * others are full) or DN_ENOQUORUM (too few because drives failed); *writable, *ndrives and
+ * others are full) or ZC_E(ZC_NO_QUORUM) (too few because drives failed); *writable, *ndrives and
  * *quorum (each optional) get the counts for a message. Cheap: atomics, plus at most one statvfs
  * per full drive per full_probe_ns.
  */
@@ -166,8 +158,8 @@ int dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *
  * store default. Refuses at once what dn_write_quorum_check refuses, then passes admission
  * (may pace or wait on the caller's thread, also for its cell buffers, which other open
  * writes may hold until they end: a thread that feeds several writes should begin them
- * with dn_admission_try; -EAGAIN when refused). Returns 0 and *out, or -ENOENT
- * (no bucket), -EINVAL, -EAGAIN, -ENOSPC, DN_ENOQUORUM, -EIO (metadata).
+ * with dn_admission_try; -EAGAIN when refused). Returns 0 and *out, or ZC_E(ZC_NO_BUCKET)
+ * (no bucket), -EINVAL, -EAGAIN, -ENOSPC, ZC_E(ZC_NO_QUORUM), -EIO (metadata).
  */
 int dn_write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t size,
                    bool size_known, unsigned k, unsigned m, struct dn_write **out);
@@ -208,7 +200,7 @@ int dn_write_data_checked(struct dn_write *w, uint64_t offset, const struct zc_s
  * old version, whose files are then freed), then call cb. Takes ownership of w; cb is
  * always called exactly once (err < 0 on failure, nothing visible then). A block group
  * with fewer than the write quorum of durable cells fails the write with -ENOSPC when
- * some of its cells were lost to a full drive, else DN_ENOQUORUM; a metadata commit that
+ * some of its cells were lost to a full drive, else ZC_E(ZC_NO_QUORUM); a metadata commit that
  * no replica took fails it with -EIO.
  */
 void dn_write_commit(struct dn_write *w, const char *etag, const struct dn_attr *attrs,
@@ -232,7 +224,7 @@ typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
  * each chunk's CRC32C and rebuilding from any k cells where a drive is missing or a chunk
  * is bad. A stripe's cells are read in parallel through the drive rings while the caller
  * sleeps; cb runs on the caller's thread. info (optional) receives the object facts; fini
- * it. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
+ * it. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL (range), -EBADMSG / -EIO (unrecoverable).
  */
 int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t offset,
             uint64_t length, bool has_length, struct dn_object_info *info, dn_read_cb cb,
@@ -243,7 +235,7 @@ int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t of
  * the bytes is slow (dn_rpc: a reader thread reads one step, hands the bytes to gRPC and
  * serves other calls until the send completed). dn_read_open looks the object up once
  * (later steps read that version even if it is overwritten meanwhile) and fills info
- * (optional; fini it): 0, -ENOENT, -EINVAL (range). dn_read_next delivers whole stripes
+ * (optional; fini it): 0, ZC_E(ZC_NO_KEY), -EINVAL (range). dn_read_next delivers whole stripes
  * through cb until at least `want` bytes came or the range ended: returns 1 when bytes
  * remain, 0 at the end, or -errno (cb's, -EBADMSG, -EIO). Steps may run on any thread,
  * one at a time. dn_read_close(NULL) is a no-op.
@@ -279,9 +271,10 @@ void dn_list_result_fini(struct dn_list_result *r);
  * transaction; without it the parts stay (one part: a server-side copy; the target may be
  * the part itself). cond (NULL: none) is checked on the target in the commit transaction.
  * part_etags (NULL, or an entry NULL or "": any) pins the version of each part: a part whose
- * ETag differs (overwritten since the caller looked) fails the compose with -EAGAIN.
- * Returns 0, -ENOENT (the bucket, a part's bucket or a part is missing; or cond's if_match
- * on a missing target), DN_ECONDITION, -EINVAL, -EAGAIN (parts kept changing underneath).
+ * ETag differs (overwritten since the caller looked) fails the compose with
+ * ZC_E(ZC_CHANGED). Returns 0, ZC_E(ZC_NO_BUCKET) (the bucket or a part's bucket is
+ * missing), ZC_E(ZC_NO_KEY) (a part is missing; or cond's if_match on a missing target),
+ * ZC_E(ZC_PRECONDITION), -EINVAL, ZC_E(ZC_CHANGED) (parts kept changing underneath).
  * Test builds: the fault point "dn.compose" (zc_fault.h) sits between the part reads and
  * the commit transaction, so a test can change a part exactly there.
  */
@@ -336,10 +329,10 @@ void dn_cell_list_free(struct dn_cell_info *v, size_t n);
 struct dn_cell_write;
 /*
  * Start writing a cell: picks a drive (the writable one with most room; near-ties by a
- * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), -EEXIST
+ * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), ZC_E(ZC_CELL_EXISTS)
  * (the cell has an entry, or the extent id is one of this node's own objects: the
  * coordinator draws another), -EBUSY (a write of this name is still in progress, or its
- * abort still finishing: retry), -ENOSPC / DN_ENOQUORUM (no writable drive: all full /
+ * abort still finishing: retry), -ENOSPC / ZC_E(ZC_NO_QUORUM) (no writable drive: all full /
  * some failed), -errno.
  */
 int dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec,
@@ -364,14 +357,14 @@ void dn_cell_write_finish(struct dn_cell_write *w, dn_cell_cb cb, void *arg);
 /* Drop an unfinished cell write: nothing is recorded, and once its SQEs completed the file
  * is removed and the name free again (-EBUSY until then). Takes ownership. */
 void dn_cell_write_abort(struct dn_cell_write *w);
-/* The coordinator's Txn committed: clear the pending flag. 0 (also if already), -ENOENT. */
+/* The coordinator's Txn committed: clear the pending flag. 0 (also if already), ZC_E(ZC_NO_KEY). */
 int dn_cell_commit(struct dn_store *s, struct dn_cell_id id);
-/* The entry of a cell into *info (fini it): 0, -ENOENT, -errno. */
+/* The entry of a cell into *info (fini it): 0, ZC_E(ZC_NO_KEY), -errno. */
 int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info);
 /*
  * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
  * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
- * thread, which sleeps meanwhile. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG (a chunk
+ * thread, which sleeps meanwhile. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL (range), -EBADMSG (a chunk
  * failed its CRC, or the file is short), -EIO (drive failed), or cb's value.
  */
 int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
@@ -428,7 +421,7 @@ struct dn_mcall {
 };
 struct dn_mcall_result {
 	bool existed;              /* delete: the key was there */
-	uint64_t ctime_ns;         /* bucket create (of the existing one on -EEXIST) */
+	uint64_t ctime_ns;         /* bucket create (of the existing one on ZC_BUCKET_EXISTS) */
 	struct dn_write_result wr; /* compose (etag: the call's) */
 };
 /* On the commit thread, exactly once; res is borrowed for the call. Must not block. */

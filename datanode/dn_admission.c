@@ -446,7 +446,7 @@ adm_main(void *arg)
 		now = zc_now_ns();
 		if (wake <= now)
 			continue;
-		dn_deadline(&ts, wake - now);
+		zc_deadline(&ts, CLOCK_REALTIME, wake - now);
 		pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 	}
 	pthread_mutex_unlock(&a->lock);

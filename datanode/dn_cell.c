@@ -12,7 +12,7 @@
  *
  * A cell being written is in the store's busy list from open until its entry is recorded
  * (or it failed), so two writers of one name cannot both create its file: with the
- * entries, that makes -EEXIST exact.
+ * entries, that makes ZC_E(ZC_CELL_EXISTS) exact.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -128,7 +128,7 @@ dn_cell_file_named(struct dn_store *s, unsigned drive, const char *name)
 	           &tail) != 3)
 		return 0;
 	err = dn_meta_cell_get(s->meta, id, &rec);
-	if (err == -ENOENT)
+	if (zc_err_is(err, ZC_NO_KEY))
 		return 0;
 	if (err)
 		return err;
@@ -183,7 +183,7 @@ pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *
 		if (ok[d] && avail[d] + best / 64 + (64ull << 20) >= best)
 			nties++;
 	if (nties == 0)
-		return any_full ? -ENOSPC : DN_ENOQUORUM;
+		return any_full ? -ENOSPC : ZC_E(ZC_NO_QUORUM);
 	pick = (unsigned)(id_hash(id) % nties);
 	for (unsigned d = 0; d < s->ndrives; d++)
 		if (ok[d] && avail[d] + best / 64 + (64ull << 20) >= best && pick-- == 0) {
@@ -358,7 +358,8 @@ record_batch(struct dn_job **jobs, size_t n)
 
 		if (e)
 			ZC_WARN("cell", "id=%016" PRIx64 ".%" PRIu32 ".%u not recorded err=%s",
-			        w->id.extent, w->id.group, w->id.cell, strerror(-e));
+			        w->id.extent, w->id.group, w->id.cell,
+			        e > -ZC_ERR_BASE ? strerror(-e) : zc_code_word(zc_err_code(e)));
 		cw_free(w, e);
 	}
 }
@@ -421,7 +422,7 @@ dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec, struct d
 	if (err == 0)
 		err = dn_meta_extent_exists(s->meta, w->id.extent);
 	if (err == 1)
-		err = -EEXIST;
+		err = ZC_E(ZC_CELL_EXISTS);
 	if (err)
 		goto unbusy;
 	err = pick_drive(s, w->id, spec->length, &drive);

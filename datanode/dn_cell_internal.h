@@ -33,9 +33,10 @@ void dn_cell_rec_fini(struct dn_cell_rec *r);
 /* ---- dn_meta_cell.c: the cells table ---- */
 /* 1 when the cell has an entry, 0 when not, or -errno. */
 int dn_meta_cell_exists(struct dn_meta *m, struct dn_cell_id id);
-/* The entry of a cell into *rec (fini it): 0, -ENOENT, -EBADMSG, -EIO. */
+/* The entry of a cell into *rec (fini it): 0, ZC_E(ZC_NO_KEY), -EBADMSG, -EIO. */
 int dn_meta_cell_get(struct dn_meta *m, struct dn_cell_id id, struct dn_cell_rec *rec);
-/* One new entry of a batch; err is an output (-EEXIST when the cell has one already). */
+/* One new entry of a batch; err is an output (ZC_E(ZC_CELL_EXISTS) when the cell has one already).
+ */
 struct dn_meta_cell_put {
 	struct dn_cell_id id;
 	const struct dn_cell_rec *rec;
@@ -43,7 +44,7 @@ struct dn_meta_cell_put {
 };
 /* Record n new entries in one transaction per replica. 0 with each err set, or -errno. */
 int dn_meta_cell_put_batch(struct dn_meta *m, struct dn_meta_cell_put *v, size_t n);
-/* Clear the pending flag: 0 (also when already committed), -ENOENT, -errno. */
+/* Clear the pending flag: 0 (also when already committed), ZC_E(ZC_NO_KEY), -errno. */
 int dn_meta_cell_commit(struct dn_meta *m, struct dn_cell_id id);
 /* Remove the entry; its drive in *drive. 1 removed, 0 there was none, or -errno. */
 int dn_meta_cell_del(struct dn_meta *m, struct dn_cell_id id, uint32_t *drive);

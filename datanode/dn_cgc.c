@@ -78,7 +78,7 @@ fetch(struct dn_cgc *g, struct look *l, uint64_t id, bool linear)
 	l->linear = linear;
 	err = rpc_cmeta_extent_record(g->o.etcd, id, !linear, &l->obj, &l->rkey, &l->rrev,
 	                              g->o.timeout_ms);
-	l->status = err == ZC_E(ZC_NO_KEY) ? 1 : err;
+	l->status = zc_err_is(err, ZC_NO_KEY) ? 1 : err;
 	return l->status < 0 ? l->status : 0;
 }
 
@@ -133,7 +133,7 @@ delete_cell(struct dn_cgc *g, const struct dn_cell_info *ci)
 	int err = dn_cell_stat(g->o.store, ci->id, &now);
 
 	if (err)
-		return err == -ENOENT ? 0 : err;
+		return zc_err_is(err, ZC_NO_KEY) ? 0 : err;
 	if (now.created_ns != ci->created_ns || now.pending != ci->pending) {
 		dn_cell_info_fini(&now);
 		return 0;
@@ -186,7 +186,7 @@ settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct d
 			atomic_fetch_add(&g->n_commit, 1);
 			st->committed++;
 		}
-		return err == -ENOENT ? 0 : err;
+		return zc_err_is(err, ZC_NO_KEY) ? 0 : err;
 	}
 	err = delete_cell(g, ci);
 	if (!err) {
@@ -210,8 +210,8 @@ grace_ns(const struct dn_cgc *g)
 static bool
 is_etcd_err(int err)
 {
-	return err == ZC_E(ZC_NO_QUORUM) || err == ZC_E(ZC_UNAVAILABLE) || err == -ETIMEDOUT ||
-	       err == -EAGAIN || err == -EIO;
+	return zc_err_is(err, ZC_NO_QUORUM) || zc_err_is(err, ZC_UNAVAILABLE) ||
+	       zc_err_is(err, ZC_SLOW_DOWN) || err == -EIO;
 }
 
 static bool

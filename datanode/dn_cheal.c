@@ -311,8 +311,8 @@ chl_stopping(struct dn_cheal *h)
 bool
 chl_is_etcd_err(int err)
 {
-	return err == ZC_E(ZC_NO_QUORUM) || err == ZC_E(ZC_UNAVAILABLE) || err == -ETIMEDOUT ||
-	       err == -EAGAIN || err == -EIO || err == -ENOMEM;
+	return zc_err_is(err, ZC_NO_QUORUM) || zc_err_is(err, ZC_UNAVAILABLE) ||
+	       zc_err_is(err, ZC_SLOW_DOWN) || err == -EIO;
 }
 
 bool
@@ -386,7 +386,7 @@ heal_locked(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj
 	int64_t rev = 0;
 	int rc = rpc_cmeta_get(h->o.etcd, o->bucket, o->key, false, &fresh, &rev, chl_timeout(h));
 
-	if (rc == ZC_E(ZC_NO_KEY) || rc == ZC_E(ZC_NO_BUCKET))
+	if (zc_err_is(rc, ZC_NO_KEY) || zc_err_is(rc, ZC_NO_BUCKET))
 		return 0; /* deleted meanwhile */
 	if (rc)
 		return rc;
@@ -428,7 +428,7 @@ chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj
 	unsigned need;
 	int rc = own ? chl_own_check(h, o, st) : 0;
 
-	if (rc == -EAGAIN) {
+	if (zc_err_is(rc, ZC_CHANGED)) {
 		acc->fenced = true; /* the record changed: this pass leaves it */
 		return 0;
 	}

@@ -126,7 +126,7 @@ void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
  * not this caller's to mark (garbage the collector removes) and is skipped.
  *
  * Returns the cells marked (> 0, *mod_revision the record's new one), 0 when none needed
- * marking (nothing sent), -EAGAIN when the record changed since it was read (nothing
+ * marking (nothing sent), ZC_E(ZC_CHANGED) when the record changed since it was read (nothing
  * written: read it again, judge again), -EINVAL (a bad key, a record the encoder refuses),
  * or an etcd error (the Txn may have gone in: marking again is safe, a repeat fails its
  * compare or finds the bits set). rec is changed whatever the outcome. Any thread.

@@ -101,7 +101,7 @@ void chl_lost_free(struct dn_cheal *h);
 /* Note every node of /zest/members/ the view lacks as absent (chl_absent_for). */
 int chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now);
 /* The cells o names on this node that the store has no entry for, marked missing
- * (dn_cheal_mark_missing): 0, -EAGAIN (o changed meanwhile: nothing more marked), or an
+ * (dn_cheal_mark_missing): 0, ZC_E(ZC_CHANGED) (o changed meanwhile: nothing more marked), or an
  * etcd error. */
 int chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st);
 /* Read the store id and freshness (at create). */
@@ -129,7 +129,8 @@ bool chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v,
 /*
  * Rebuild what needs healing in o (the record read at o->mod_revision, under the lock) and
  * put the updated record. Returns the cells healed (>= 0), -EAGAIN when a group could not
- * be healed now (no k good cells, no target, the record changed), or an etcd error.
+ * be healed now (no k good cells, no target), ZC_E(ZC_CHANGED) when the record changed, or
+ * an etcd error.
  */
 int chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o);
 

@@ -25,13 +25,7 @@ deadline(unsigned ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	zc_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)ms * 1000000u);
 	return ts;
 }
 

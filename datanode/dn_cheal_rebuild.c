@@ -164,7 +164,7 @@ write_cell(struct dn_cheal *h, const struct rpc_members_view *v, const struct ch
 	}
 	for (int tries = 0; tries < 2; tries++) {
 		rc = local ? chl_local_write(h, &spec, buf) : chl_peer_write(h, cl, &op, buf);
-		if (rc != -EEXIST && rc != ZC_E(ZC_CELL_EXISTS))
+		if (!zc_err_is(rc, ZC_CELL_EXISTS))
 			break;
 		rc = delete_cell(h, v, node, id);
 		if (rc)
@@ -289,7 +289,7 @@ place_cell(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj 
 		        old);
 		break;
 	}
-	if (rc == ZC_E(ZC_UNAVAILABLE) && !tries)
+	if (zc_err_is(rc, ZC_UNAVAILABLE) && !tries)
 		ZC_WARN("cheal",
 		        "cell %016llx.%u.%u of bucket=%s key=%s: no live node outside "
 		        "its group to take it",
@@ -467,7 +467,7 @@ chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl
 		for (size_t i = 0; i < wk.n; i++)
 			(void)delete_cell(h, v, wk.v[i].target, wk.v[i].id);
 		work_fini(&wk);
-		return -EAGAIN;
+		return ZC_E(ZC_CHANGED);
 	}
 	if (rc < 0) {
 		/* ambiguous: the Txn may be in; the collectors settle the cells by the record */

@@ -97,7 +97,7 @@ dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_
 			*mod_revision = res.revision;
 			rc = marked;
 		} else if (rc == 0) {
-			rc = -EAGAIN;
+			rc = ZC_E(ZC_CHANGED);
 		}
 		rpc_etcd_txn_result_fini(&res);
 	}
@@ -188,7 +188,7 @@ todo_follow(struct dn_cheal *h, const char *rk, size_t rkl, const struct rpc_etc
 		size_t hvl;
 		int hkl;
 
-		if (rc == ZC_E(ZC_NO_KEY) || rc == -EBADMSG) {
+		if (zc_err_is(rc, ZC_NO_KEY) || rc == -EBADMSG) {
 			free(owner);
 			continue;
 		}
@@ -257,7 +257,7 @@ todo_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 		return 0;
 	rc = rpc_cmeta_get(h->o.etcd, o->bucket, o->key, true, &o->rec, &o->mod_revision,
 	                   chl_timeout(h));
-	if (rc == ZC_E(ZC_NO_KEY) || rc == ZC_E(ZC_NO_BUCKET))
+	if (zc_err_is(rc, ZC_NO_KEY) || zc_err_is(rc, ZC_NO_BUCKET))
 		return todo_follow(h, rk, (size_t)rkl, tkv, st);
 	if (rc == -EBADMSG) {
 		ZC_WARN("cheal", "record key=%s left as is: does not decode", rk);
@@ -348,7 +348,7 @@ lost_one(struct dn_cheal *h, struct dn_cell_id id, struct dn_cheal_stats *st)
 		int rc = rpc_cmeta_extent_record(h->o.etcd, id.extent, false, &rec, &rk, &rev,
 		                                 chl_timeout(h));
 
-		if (rc == ZC_E(ZC_NO_KEY) || rc == -EBADMSG) {
+		if (zc_err_is(rc, ZC_NO_KEY) || rc == -EBADMSG) {
 			free(rk);
 			return 0; /* no record names it: the collector's */
 		}
@@ -368,7 +368,7 @@ lost_one(struct dn_cheal *h, struct dn_cell_id id, struct dn_cheal_stats *st)
 		}
 		rpc_cl_object_fini(&rec);
 		free(rk);
-		if (rc != -EAGAIN)
+		if (!zc_err_is(rc, ZC_CHANGED))
 			return rc < 0 ? rc : 0;
 	}
 	return 0; /* changing under us: the record's writer decides, as for any cell */
@@ -459,7 +459,7 @@ own_lost(struct dn_cheal *h, const struct chl_obj *o, struct dn_cell_id *lost, s
 					dn_cell_info_fini(&ci);
 					continue;
 				}
-				if (rc != -ENOENT)
+				if (!zc_err_is(rc, ZC_NO_KEY))
 					continue; /* the store's trouble, not evidence of a loss */
 				if (n == cap) {
 					*more = true;
@@ -493,8 +493,8 @@ chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
 		 */
 		rc = dn_cheal_mark_missing(h->o.etcd, key, &o->rec, &o->mod_revision, h->node, lost,
 		                           n, chl_timeout(h));
-		if (rc <= 0) /* -EAGAIN: changed meanwhile (an overwrite, a heal), looked at again
-		              * by the next pass over the records */
+		if (rc <= 0) /* ZC_CHANGED: changed meanwhile (an overwrite, a heal), looked at
+		              * again by the next pass over the records */
 			return rc;
 		ZC_WARN("cheal", "marked %d cells of bucket=%s key=%s missing: not in this store",
 		        rc, o->bucket, o->key);
@@ -556,7 +556,7 @@ chl_check_read(struct dn_cheal *h)
 	if (h->must_check)
 		return 0;
 	rc = rpc_etcd_get(h->o.etcd, key, (size_t)n, true, &kvs, chl_timeout(h));
-	if (rc == -ENOENT ||
+	if (zc_err_is(rc, ZC_NO_KEY) ||
 	    (rc == 0 && (kvs.kv[0].value_len != strlen(h->store_id) ||
 	                 memcmp(kvs.kv[0].value, h->store_id, kvs.kv[0].value_len) != 0))) {
 		ZC_INFO("cheal",

@@ -120,7 +120,7 @@ put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
 	int rc;
 
 	rc = rpc_etcd_get(c->etcd, c->member_key, strlen(c->member_key), false, &kvs, 0);
-	if (rc < 0 && rc != -ENOENT)
+	if (rc < 0 && !zc_err_is(rc, ZC_NO_KEY))
 		return rc;
 	mi.first_seen_ns = c->started_ns;
 	if (rc == 0) {
@@ -314,13 +314,7 @@ wait_ms(struct dn_cluster *c, unsigned ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	zc_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)ms * 1000000u);
 	if (!c->stop && !c->lost)
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 	return c->stop;
@@ -492,7 +486,7 @@ dn_cluster_leave(struct dn_cluster *c)
 	atomic_store(&c->registered, false);
 	if (c->lease) {
 		rc = rpc_etcd_lease_revoke(c->etcd, c->lease, 2000);
-		if (rc && rc != -ENOENT)
+		if (rc && !zc_err_is(rc, ZC_NO_KEY))
 			ZC_WARN("cluster",
 			        "node=%s: lease revoke failed err=%d; the key goes with its TTL",
 			        c->o.node, rc);

@@ -56,7 +56,7 @@ dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writ
 		*quorum = q;
 	if (ok >= q || s->o.discard)
 		return 0;
-	return full ? -ENOSPC : DN_ENOQUORUM;
+	return full ? -ENOSPC : ZC_E(ZC_NO_QUORUM);
 }
 
 /* ---- finishing ---- */
@@ -110,7 +110,7 @@ write_free(struct dn_write *w)
 
 /*
  * Build the extent record from what was written; when a group missed quorum: -ENOSPC if
- * a full drive cost it cells (space may come back), else DN_ENOQUORUM (not -EIO: that is
+ * a full drive cost it cells (space may come back), else ZC_E(ZC_NO_QUORUM) (not -EIO: that is
  * the metadata's I/O error, reported differently).
  */
 static int
@@ -139,7 +139,7 @@ build_extent(struct dn_write *w, struct dn_extent *e)
 			ZC_ERR("write", "id=%llx group=%u missing=%#x full=%#x below quorum=%u",
 			       (unsigned long long)w->id, gi, missing, full, quorum);
 			dn_extent_free(e);
-			return full ? -ENOSPC : DN_ENOQUORUM;
+			return full ? -ENOSPC : ZC_E(ZC_NO_QUORUM);
 		}
 		memcpy(e->groups[gi].drives, g->drives, w->n);
 		e->groups[gi].missing = missing;

@@ -35,7 +35,7 @@ dn_compose_if(struct dn_store *s, const char *bucket, const char *key,
 	for (int i = 0; i < 5 && err == -ESTALE; i++)
 		err = compose_once(s, bucket, key, part_buckets, parts, part_etags, nparts,
 		                   delete_parts, etag, attrs, nattrs, cond, res);
-	return err == -ESTALE ? -EAGAIN : err;
+	return err == -ESTALE ? ZC_E(ZC_CHANGED) : err;
 }
 
 int
@@ -63,7 +63,7 @@ dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part
 		if (part_etags && part_etags[i] && part_etags[i][0] &&
 		    (!p.etag || strcmp(p.etag, part_etags[i]) != 0)) {
 			dn_obj_fini(&p);
-			err = -EAGAIN;
+			err = ZC_E(ZC_CHANGED);
 			break;
 		}
 		if (o->npieces + p.npieces > cap) {

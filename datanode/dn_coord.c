@@ -59,13 +59,7 @@ dn_coord_pbuf_get(struct dn_coord *c, uint64_t wait_ns)
 	struct timespec dl;
 	struct dn_coord_pbuf *p;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += (time_t)(wait_ns / 1000000000ull);
-	dl.tv_nsec += (long)(wait_ns % 1000000000ull);
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	zc_deadline(&dl, CLOCK_MONOTONIC, wait_ns);
 	pthread_mutex_lock(&c->mu);
 	while (!c->pfree)
 		if (pthread_cond_timedwait(&c->cond, &c->mu, &dl) == ETIMEDOUT && !c->pfree)
@@ -144,7 +138,7 @@ dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t 
 	pthread_mutex_unlock(&c->mu);
 ask:
 	rc = rpc_cmeta_bucket_head(c->o.etcd, bucket, NULL, c->o.etcd_timeout_ms);
-	if (rc == ZC_E(ZC_NO_BUCKET)) {
+	if (zc_err_is(rc, ZC_NO_BUCKET)) {
 		snprintf(msg, cap, "%s", bucket);
 		return rc;
 	}
@@ -152,7 +146,7 @@ ask:
 		snprintf(msg, cap, "cannot read bucket %s from etcd: %s", bucket,
 		         rc > -ZC_ERR_BASE ? strerror(-rc) : zc_code_word(zc_err_code(rc)));
 		/* etcd away: backpressure (SlowDown), not the cells' write quorum */
-		return rc == -ETIMEDOUT || rc == ZC_E(ZC_NO_QUORUM) ? ZC_E(ZC_UNAVAILABLE) : rc;
+		return rc == -ETIMEDOUT || zc_err_is(rc, ZC_NO_QUORUM) ? ZC_E(ZC_UNAVAILABLE) : rc;
 	}
 	if (strlen(bucket) < sizeof(c->buckets[0].name)) {
 		pthread_mutex_lock(&c->mu);
@@ -247,8 +241,7 @@ dn_coord_destroy(struct dn_coord *c)
 		return;
 	/* Follow-up calls end by their deadline at the latest (a peer that stopped answering);
 	 * a client may only go once its calls are done. */
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += DN_COORD_CALL_DEADLINE_MS / 1000 + 2;
+	zc_deadline(&dl, CLOCK_MONOTONIC, (DN_COORD_CALL_DEADLINE_MS / 1000 + 2) * 1000000000ull);
 	pthread_mutex_lock(&c->mu);
 	if (c->followups)
 		ZC_INFO("coord", "waiting for %ld follow-up calls to peers", c->followups);

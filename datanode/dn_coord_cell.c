@@ -167,15 +167,7 @@ dn_coord_cell_start(struct dn_coord_write *w, struct cgroup *g, unsigned i)
 void
 dn_coord_deadline(const struct dn_coord_write *w, struct timespec *dl)
 {
-	unsigned ms = w->c->o.peer_timeout_ms;
-
-	clock_gettime(CLOCK_MONOTONIC, dl);
-	dl->tv_sec += ms / 1000;
-	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (dl->tv_nsec >= 1000000000L) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000L;
-	}
+	zc_deadline(dl, CLOCK_MONOTONIC, (uint64_t)w->c->o.peer_timeout_ms * 1000000u);
 }
 
 static int

@@ -246,7 +246,7 @@ stripe_close(struct dn_coord_write *w)
 static void
 poison(struct dn_coord_write *w, int rc, char *msg, size_t cap)
 {
-	if (rc == ZC_E(ZC_NO_QUORUM) && !strstr(msg, "quorum")) {
+	if (zc_err_is(rc, ZC_NO_QUORUM) && !strstr(msg, "quorum")) {
 		pthread_mutex_lock(&w->mu);
 		for (uint32_t g = 0; g < w->opened; g++) {
 			uint32_t live = dn_coord_group_live(w, w->groups[g]);

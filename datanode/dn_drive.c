@@ -283,7 +283,7 @@ dn_pool_get(struct dn_drive *d, uint64_t wait_ns)
 	struct timespec until;
 	int idx = -EAGAIN;
 
-	dn_deadline(&until, wait_ns);
+	zc_deadline(&until, CLOCK_REALTIME, wait_ns);
 	pthread_mutex_lock(&d->plock);
 	if (d->pool_top == 0)
 		atomic_fetch_add(&d->pool_waits, 1); /* admission should make this rare */

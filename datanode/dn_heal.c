@@ -9,7 +9,7 @@
  * is checked) and the background healer thread (online, only cells marked missing, on
  * drives that are writable, and metadata replicas a failed write dropped there; it runs
  * beside live traffic: an object deleted or overwritten meanwhile makes the metadata
- * update -ENOENT, and the rebuilt file is swept at restart).
+ * update ZC_E(ZC_NO_KEY), and the rebuilt file is swept at restart).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -134,7 +134,7 @@ heal_extent(void *arg, struct dn_extent *e)
 		return 0;
 	err = dn_meta_update_extent(h->s->meta, e);
 	/* Deleted while we healed it: the rebuilt files go at the next restart's sweep. */
-	return err == -ENOENT ? 0 : err;
+	return zc_err_is(err, ZC_NO_KEY) ? 0 : err;
 }
 
 long
@@ -214,7 +214,7 @@ healer_main(void *arg)
 	while (!s->heal_stop) {
 		struct timespec until;
 
-		dn_deadline(&until, s->o.heal_interval_ns);
+		zc_deadline(&until, CLOCK_REALTIME, s->o.heal_interval_ns);
 		pthread_cond_timedwait(&s->heal_cond, &s->heal_lock, &until);
 		if (s->heal_stop || !atomic_exchange(&s->heal_pending, false))
 			continue;

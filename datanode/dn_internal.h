@@ -288,7 +288,7 @@ int dn_meta_del_obj(struct dn_meta *m, const char *bucket, const char *key,
                     struct dn_extent **freed, size_t *nfreed);
 int dn_meta_update_extent(struct dn_meta *m, struct dn_extent *e);
 /* Set cell's missing mark in one transaction, if it is still on drive and unmarked (the
- * scrubber found it bad): 1 marked, 0 nothing to do, -ENOENT (extent gone), -errno. */
+ * scrubber found it bad): 1 marked, 0 nothing to do, ZC_E(ZC_NO_KEY) (extent gone), -errno. */
 int dn_meta_mark_missing(struct dn_meta *m, uint64_t id, uint32_t group, unsigned cell,
                          unsigned drive);
 /* Call fn for every extent (heal). Stops on fn < 0. */
@@ -420,8 +420,8 @@ int dn_credit_wait(struct dn_store *s);
 void dn_credit_give(struct dn_store *s, uint64_t bytes);
 /*
  * A compose's new object from its parts, read outside the write transaction: pieces, size,
- * CRC32C and scheme in *o (zeroed first; free o->pieces). 0, -ENOENT / ZC_NO_BUCKET (a part
- * or its bucket), -EAGAIN (a pinned part's ETag differs), -ENOMEM.
+ * CRC32C and scheme in *o (zeroed first; free o->pieces). 0, ZC_E(ZC_NO_KEY) / ZC_E(ZC_NO_BUCKET)
+ * (a part or its bucket), ZC_E(ZC_CHANGED) (a pinned part's ETag differs), -ENOMEM.
  */
 int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part_buckets,
                      const char *const *parts, const char *const *part_etags, size_t nparts,
@@ -456,8 +456,6 @@ void dn_rctx_fini(struct dn_rctx *r);
 int dn_read_stripe(struct dn_rctx *r, uint32_t group, uint32_t stripe, uint32_t need, uint32_t skip,
                    uint8_t **cells, bool *degraded);
 void dn_metrics_stop(struct dn_store *s);
-/* now + wait_ns on CLOCK_REALTIME, for pthread_cond_timedwait. */
-void dn_deadline(struct timespec *ts, uint64_t wait_ns);
 /* Start / stop the background healer thread (no-op when heal_interval_ns is 0). */
 int dn_healer_start(struct dn_store *s);
 void dn_healer_stop(struct dn_store *s);

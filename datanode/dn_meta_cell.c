@@ -170,7 +170,7 @@ dn_meta_cell_exists(struct dn_meta *m, struct dn_cell_id id)
 {
 	int err = cell_get(m, id, NULL);
 
-	return err == -ENOENT ? 0 : err == 0 ? 1 : err;
+	return zc_err_is(err, ZC_NO_KEY) ? 0 : err == 0 ? 1 : err;
 }
 
 int
@@ -201,7 +201,7 @@ put_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 		rc = mdb_put(txn, r->cells, &k, &v, MDB_NOOVERWRITE);
 		if (rc == MDB_KEYEXIST) {
 			if (first)
-				pb->v[i].err = -EEXIST;
+				pb->v[i].err = ZC_E(ZC_CELL_EXISTS);
 			continue;
 		}
 		if (rc)

@@ -122,7 +122,7 @@ bundle_put_entry(struct wbuf *b, const void *rest, size_t rl, const MDB_val *rec
 }
 
 /* ---- object records by name (any transaction) ---- */
-/* Find name's record: 0 (rec points into LMDB's memory, valid in txn), -ENOENT, -errno. */
+/* Find name's record: 0 (rec points into LMDB's memory, valid in txn), ZC_E(ZC_NO_KEY), -errno. */
 int
 dn_meta_rec_get(struct rep *r, MDB_txn *txn, const char *name, size_t len, MDB_val *rec)
 {
@@ -147,11 +147,11 @@ dn_meta_rec_get(struct rep *r, MDB_txn *txn, const char *name, size_t len, MDB_v
 		if (c > 0)
 			break; /* sorted: it is not here */
 	}
-	return err ? err : -ENOENT;
+	return err ? err : ZC_E(ZC_NO_KEY);
 }
 
 /*
- * Store rec as name's record, or with rec NULL remove it (-ENOENT when absent). A long
+ * Store rec as name's record, or with rec NULL remove it (ZC_E(ZC_NO_KEY) when absent). A long
  * name's bundle is rewritten in this transaction; an emptied bundle is deleted.
  */
 int
@@ -171,9 +171,9 @@ dn_meta_rec_set(struct rep *r, MDB_txn *txn, const char *name, size_t len, const
 		return dn_meta_mdb_err(rec ? mdb_put(txn, r->objects, &k, (MDB_val *)rec, 0)
 		                           : mdb_del(txn, r->objects, &k, NULL));
 	err = dn_meta_mdb_err(mdb_get(txn, r->objects, &k, &v));
-	if (err == -ENOENT) {
+	if (zc_err_is(err, ZC_NO_KEY)) {
 		if (!rec)
-			return -ENOENT;
+			return ZC_E(ZC_NO_KEY);
 		v = (MDB_val){ sizeof(empty), empty };
 		err = 0;
 	}
@@ -205,7 +205,7 @@ dn_meta_rec_set(struct rep *r, MDB_txn *txn, const char *name, size_t len, const
 	}
 	err = got < 0 ? got : b.err;
 	if (!err && !rec && !found)
-		err = -ENOENT;
+		err = ZC_E(ZC_NO_KEY);
 	if (!err && n == 0) {
 		err = dn_meta_mdb_err(mdb_del(txn, r->objects, &k, NULL));
 	} else if (!err) {

@@ -24,7 +24,7 @@ bcreate_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 
 	(void)first;
 	if (dn_meta_bucket_exists_txn(r, txn, a->name))
-		return -EEXIST;
+		return ZC_E(ZC_BUCKET_EXISTS);
 	return dn_meta_mdb_err(mdb_put(txn, r->buckets, &k, &v, 0));
 }
 
@@ -40,7 +40,7 @@ dn_meta_bucket_create(struct dn_meta *m, const char *name, uint64_t *ctime)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	a.ctime = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	err = dn_meta_write(m, bcreate_fn, &a);
-	if (err == -EEXIST && ctime)
+	if (zc_err_is(err, ZC_BUCKET_EXISTS) && ctime)
 		dn_meta_bucket_head(m, name, ctime);
 	else if (!err && ctime)
 		*ctime = a.ctime;
@@ -70,7 +70,7 @@ bdelete_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 	if (got < 0)
 		return got;
 	if (got)
-		return -ENOTEMPTY;
+		return ZC_E(ZC_BUCKET_NOT_EMPTY);
 	return dn_meta_mdb_err(mdb_del(txn, r->buckets, &k, NULL));
 }
 
@@ -98,7 +98,7 @@ dn_meta_bucket_head(struct dn_meta *m, const char *name, uint64_t *ctime)
 	if (err)
 		return err;
 	err = dn_meta_mdb_err(mdb_get(txn, r->buckets, &k, &v));
-	if (err == -ENOENT)
+	if (zc_err_is(err, ZC_NO_KEY))
 		err = ZC_E(ZC_NO_BUCKET);
 	if (!err && ctime && v.mv_size == 8)
 		memcpy(ctime, v.mv_data, 8);

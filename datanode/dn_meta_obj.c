@@ -66,7 +66,7 @@ dn_meta_get_obj(struct dn_meta *m, const char *bucket, const char *key, struct d
 	err = dn_meta_rec_get(r, txn, name, len, &v);
 	if (!err)
 		err = dn_meta_obj_decode(&v, o);
-	else if (err == -ENOENT && !dn_meta_bucket_exists_txn(r, txn, bucket))
+	else if (zc_err_is(err, ZC_NO_KEY) && !dn_meta_bucket_exists_txn(r, txn, bucket))
 		err = ZC_E(ZC_NO_BUCKET); /* told apart in the same transaction */
 	dn_meta_read_end(m, txn);
 	return err;
@@ -90,7 +90,7 @@ ext_adjust(struct rep *r, MDB_txn *txn, uint64_t id, int delta, struct freelist 
 	dn_meta_ext_key(id, kb, &k);
 	err = dn_meta_mdb_err(mdb_get(txn, r->extents, &k, &v));
 	if (err) /* a part changed under a compose: the caller reads it again */
-		return err == -ENOENT ? -ESTALE : err;
+		return zc_err_is(err, ZC_NO_KEY) ? -ESTALE : err;
 	err = dn_meta_ext_decode(&v, id, &e);
 	if (err)
 		return err;
@@ -132,7 +132,7 @@ obj_drop(struct rep *r, MDB_txn *txn, const char *name, size_t len, struct freel
 	MDB_val v;
 	int err = dn_meta_rec_get(r, txn, name, len, &v);
 
-	if (err == -ENOENT)
+	if (zc_err_is(err, ZC_NO_KEY))
 		return 0;
 	if (err)
 		return err;
@@ -170,7 +170,7 @@ struct put_args {
 
 static int del_one(struct rep *r, MDB_txn *txn, struct put_args *a, bool first);
 
-/* Does the record the put replaces (name) satisfy cond? 0, DN_ECONDITION or NoSuchKey. */
+/* Does the record the put replaces (name) satisfy cond? 0, ZC_E(ZC_PRECONDITION) or NoSuchKey. */
 static int
 cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const struct dn_cond *c)
 {
@@ -178,10 +178,10 @@ cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const stru
 	MDB_val v;
 	int err = dn_meta_rec_get(r, txn, name, len, &v);
 
-	if (err && err != -ENOENT)
+	if (err && !zc_err_is(err, ZC_NO_KEY))
 		return err;
 	if (c->if_none_match && !err)
-		return DN_ECONDITION;
+		return ZC_E(ZC_PRECONDITION);
 	if (!c->if_match || !c->if_match[0])
 		return 0;
 	if (err)
@@ -191,7 +191,7 @@ cond_check(struct rep *r, MDB_txn *txn, const char *name, size_t len, const stru
 	err = dn_meta_obj_decode(&v, &cur);
 	if (err)
 		return err;
-	err = cur.etag && strcmp(cur.etag, c->if_match) == 0 ? 0 : DN_ECONDITION;
+	err = cur.etag && strcmp(cur.etag, c->if_match) == 0 ? 0 : ZC_E(ZC_PRECONDITION);
 	dn_obj_fini(&cur);
 	return err;
 }

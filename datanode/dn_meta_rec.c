@@ -319,7 +319,7 @@ dn_meta_mdb_err(int rc)
 	case 0:
 		return 0;
 	case MDB_NOTFOUND:
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	case MDB_MAP_FULL:
 		return -ENOSPC;
 	case MDB_CORRUPTED:

@@ -48,7 +48,7 @@ void dn_rpc_destroy(struct dn_rpc *b);
 /*
  * The status of a Write the engine failed with err (bucket/key, scheme k+m; k 0: the
  * store default): writes the message for people into buf and returns the error to send
- * (its zest code goes in the "zest-err" trailer): DN_ENOQUORUM "write quorum not met: N of
+ * (its zest code goes in the "zest-err" trailer): ZC_E(ZC_NO_QUORUM) "write quorum not met: N of
  * M drives (quorum Q)", -ENOSPC "No space: ...", -EIO (INTERNAL) "metadata I/O error ...",
  * ZC_NO_BUCKET the bucket, -EAGAIN busy drives, -EINVAL refused by the store.
  */

@@ -138,14 +138,14 @@ dn_rpc_on_cell_open(void *ctx, struct rpc_write *w, const struct rpc_cell_open *
 	if (rc) {
 		ccall_free(c);
 		switch (rc) {
-		case -EEXIST:
+		case ZC_E(ZC_CELL_EXISTS):
 			rpc_write_set_error(w, "%s exists on this node", name);
-			return ZC_E(ZC_CELL_EXISTS);
+			return rc;
 		case -EBUSY:
 			rpc_write_set_error(w, "a write of %s is in progress", name);
 			return -EAGAIN;
 		case -ENOSPC:
-		case DN_ENOQUORUM:
+		case ZC_E(ZC_NO_QUORUM):
 			rpc_write_set_error(w, "no drive can take %s", name);
 			return rc;
 		case -EINVAL:
@@ -307,7 +307,7 @@ cells_run(struct dn_rpc *b, enum rpc_method m, const struct rpc_cells_req *req,
 		if (rc < 0) {
 			/* The ones before stay done: both calls are idempotent, a retry is safe. */
 			dn_rpc_cell_name(id, name, sizeof(name));
-			if (rc == -ENOENT)
+			if (zc_err_is(rc, ZC_NO_KEY))
 				rpc_reply_error(reply, "%s (entry %zu of %zu; %u done)", name, i,
 				                req->n_cells, res.count);
 			else

@@ -135,11 +135,12 @@ read_end(struct rcall *rc, int err)
 {
 	if (rc->is_cell && err) {
 		/* rc->key names the cell; no bucket */
-		if (err != -ECANCELED && err != -ENOENT)
+		if (err != -ECANCELED && !zc_err_is(err, ZC_NO_KEY))
 			ZC_WARN("dn_rpc", "read of %s failed err=%d", rc->key, err);
 		rpc_read_finish(rc->r, err, "read of %s: %s", rc->key,
 		                err == -EBADMSG ? "a chunk failed its CRC32C or the file is short"
-		                                : strerror(-err));
+		                : err > -ZC_ERR_BASE ? strerror(-err)
+		                                     : zc_code_word(zc_err_code(err)));
 		rcall_free(rc);
 		return;
 	}
@@ -147,7 +148,7 @@ read_end(struct rcall *rc, int err)
 	case 0:
 		rpc_read_finish(rc->r, 0, NULL);
 		break;
-	case -ENOENT:
+	case ZC_E(ZC_NO_KEY):
 		rpc_read_finish(rc->r, err, "%s", rc->key);
 		break;
 	case ZC_E(ZC_NO_BUCKET):

@@ -161,11 +161,11 @@ compose_reply(struct ujob *j, int err, const struct dn_write_result *res)
 		rpc_reply_error(reply, "%s", msg);
 		return err;
 	}
-	if (err == ZC_E(ZC_NO_BUCKET)) {
+	if (zc_err_is(err, ZC_NO_BUCKET)) {
 		rpc_reply_error(reply, "%s, or the bucket of a part", req->bucket);
 		return err;
 	}
-	if (err == -ENOENT) {
+	if (zc_err_is(err, ZC_NO_KEY)) {
 		rpc_reply_error(reply, "a part of %s is missing", req->key);
 		return err;
 	}
@@ -173,11 +173,11 @@ compose_reply(struct ujob *j, int err, const struct dn_write_result *res)
 		rpc_reply_error(reply, "compose of %s refused", req->key);
 		return err;
 	}
-	if (err == -EAGAIN) {
-		/* its own code, not -EAGAIN's SlowDown: the caller named a part version that
-		 * is gone (the gateway's Complete answers InvalidPart) */
+	if (zc_err_is(err, ZC_CHANGED)) {
+		/* its own code, not SlowDown: the caller named a part version that is gone
+		 * (the gateway's Complete answers InvalidPart) */
 		rpc_reply_error(reply, "a part of %s changed during the compose", req->key);
-		return ZC_E(ZC_CHANGED);
+		return err;
 	}
 	if (err)
 		return err;
@@ -258,7 +258,7 @@ ujob_done(void *arg, int err, const struct dn_mcall_result *res)
 		const struct rpc_object_req *o = &j->req->object;
 		struct rpc_delete_result dr;
 
-		if (err == ZC_E(ZC_NO_BUCKET)) {
+		if (zc_err_is(err, ZC_NO_BUCKET)) {
 			rpc_reply_error(reply, "%s", o->bucket);
 		} else if (!err) {
 			dr.existed = res->existed;

@@ -43,7 +43,7 @@ job_free(struct job *j)
 }
 
 /* The quorum refusals, with the drive counts: -ENOSPC (sent as RESOURCE_EXHAUSTED) or
- * DN_ENOQUORUM (sent as UNAVAILABLE). */
+ * ZC_E(ZC_NO_QUORUM) (sent as UNAVAILABLE). */
 static int
 quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, size_t len)
 {
@@ -58,7 +58,7 @@ quorum_errmsg(struct dn_store *s, unsigned k, unsigned m, int err, char *buf, si
 		return -ENOSPC;
 	}
 	snprintf(buf, len, "write quorum not met: %u of %u drives (quorum %u)", ok, n, q);
-	return DN_ENOQUORUM;
+	return ZC_E(ZC_NO_QUORUM);
 }
 
 int
@@ -67,7 +67,7 @@ dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *buck
 {
 	switch (err) {
 	case -ENOSPC:
-	case DN_ENOQUORUM:
+	case ZC_E(ZC_NO_QUORUM):
 		return quorum_errmsg(s, k, m, err, buf, len);
 	case -EIO:
 		/* Only the quorum has its own code: an -EIO here is LMDB's (or a bug's), not
@@ -96,19 +96,19 @@ dn_rpc_write_errmsg(struct dn_store *s, unsigned k, unsigned m, const char *buck
 const char *
 dn_rpc_no_such_name(int err, const char *bucket, const char *key)
 {
-	return err == ZC_E(ZC_NO_BUCKET) ? bucket : key;
+	return zc_err_is(err, ZC_NO_BUCKET) ? bucket : key;
 }
 
 /*
- * A commit refused by its condition: DN_ECONDITION (PreconditionFailed), or NoSuchKey for an
- * If-Match on a missing key. Returns err with its message in buf, or 0 for any other err.
+ * A commit refused by its condition: ZC_E(ZC_PRECONDITION) (PreconditionFailed), or NoSuchKey for
+ * an If-Match on a missing key. Returns err with its message in buf, or 0 for any other err.
  */
 int
 dn_rpc_cond_errmsg(const char *bucket, const char *key, int err, char *buf, size_t len)
 {
-	if (err == DN_ECONDITION)
+	if (zc_err_is(err, ZC_PRECONDITION))
 		snprintf(buf, len, "the condition on %s/%s did not hold", bucket, key);
-	else if (err == ZC_E(ZC_NO_KEY))
+	else if (zc_err_is(err, ZC_NO_KEY))
 		snprintf(buf, len, "%s/%s (If-Match)", bucket, key);
 	else
 		return 0;
@@ -169,13 +169,13 @@ dn_rpc_on_write_open(void *ctx, struct rpc_write *w, const struct rpc_write_open
 	}
 	/* Too few drives take writes (failed or full): refuse before any payload moves. */
 	rc = dn_write_quorum_check(b->s, open->ec_k, open->ec_m, NULL, NULL, NULL);
-	if (rc == -ENOSPC || rc == DN_ENOQUORUM) {
+	if (rc == -ENOSPC || zc_err_is(rc, ZC_NO_QUORUM)) {
 		rc = quorum_errmsg(b->s, open->ec_k, open->ec_m, rc, msg, sizeof(msg));
 		rpc_write_set_error(w, "%s", msg);
 		return rc;
 	}
 	rc = dn_bucket_head(b->s, open->bucket, NULL);
-	if (rc == ZC_E(ZC_NO_BUCKET)) {
+	if (zc_err_is(rc, ZC_NO_BUCKET)) {
 		rpc_write_set_error(w, "%s", open->bucket);
 		return rc;
 	}
@@ -326,7 +326,8 @@ commit_done(void *arg, int err, const struct dn_write_result *res)
 	if (err) {
 		char msg[RPC_STATUS_MSG_MAX];
 
-		if (err != DN_ECONDITION) /* a condition that fails is the client's answer */
+		/* a condition that fails is the client's answer */
+		if (!zc_err_is(err, ZC_PRECONDITION))
 			ZC_WARN("dn_rpc", "commit failed bucket=%s key=%s err=%d", c->bucket,
 			        c->key, err);
 		err = write_errmsg(c, err, msg, sizeof(msg));

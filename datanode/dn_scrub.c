@@ -236,7 +236,7 @@ extent_cell_bad(struct ext_walk *w, const struct dn_extent *e, uint32_t g, unsig
 	struct dn_store *s = w->sc->o.store;
 	int rc = dn_meta_mark_missing(s->meta, e->id, g, c, drive);
 
-	if (rc == -ENOENT)
+	if (zc_err_is(rc, ZC_NO_KEY))
 		return; /* deleted while we read it: its files went with it, not rot */
 	if (rc < 0)
 		ZC_ERR("scrub", "cannot mark id=%llx group=%u cell=%u missing err=%s",
@@ -312,7 +312,7 @@ scrub_cell(struct dn_scrub *sc, struct dn_scrub_stats *st, struct dn_cell_id id)
 	char path[PATH_MAX];
 	int rc = dn_meta_cell_get(s->meta, id, &rec);
 
-	if (rc == -ENOENT)
+	if (zc_err_is(rc, ZC_NO_KEY))
 		return 0; /* deleted since the listing */
 	if (rc)
 		return rc;
@@ -335,7 +335,7 @@ scrub_cell(struct dn_scrub *sc, struct dn_scrub_stats *st, struct dn_cell_id id)
 		goto fini;
 	/* The same entry still (not deleted, or deleted and written again, meanwhile)? */
 	rc = dn_meta_cell_get(s->meta, id, &again);
-	if (rc == -ENOENT) {
+	if (zc_err_is(rc, ZC_NO_KEY)) {
 		rc = 0;
 		goto fini;
 	}

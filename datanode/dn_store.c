@@ -28,25 +28,13 @@ dn_store_opts_default(struct dn_store_opts *o)
 	o->full_probe_ns = 1000000000ull;
 }
 
-void
-dn_deadline(struct timespec *ts, uint64_t wait_ns)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += (time_t)(wait_ns / 1000000000u);
-	ts->tv_nsec += (long)(wait_ns % 1000000000u);
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
 struct dn_io *
 dn_io_get(struct dn_store *s, uint64_t wait_ns)
 {
 	struct timespec until;
 	struct dn_io *io;
 
-	dn_deadline(&until, wait_ns);
+	zc_deadline(&until, CLOCK_REALTIME, wait_ns);
 	pthread_mutex_lock(&s->io_lock);
 	while (!s->io_free)
 		if (pthread_cond_timedwait(&s->io_cond, &s->io_lock, &until) == ETIMEDOUT)
@@ -95,7 +83,7 @@ dn_credit_wait(struct dn_store *s)
 	struct timespec until;
 	int err = 0;
 
-	dn_deadline(&until, s->o.wait_ns);
+	zc_deadline(&until, CLOCK_REALTIME, s->o.wait_ns);
 	pthread_mutex_lock(&s->credit_lock);
 	while (s->inflight > s->o.inflight_cap) {
 		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {

@@ -64,12 +64,7 @@ watch_main(void *arg)
 		if (c->watched) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += WATCH_TICK_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			zc_deadline(&ts, CLOCK_MONOTONIC, WATCH_TICK_MS * 1000000ull);
 			pthread_cond_timedwait(&c->watch_cv, &c->watch_mu, &ts);
 		} else {
 			pthread_cond_wait(&c->watch_cv, &c->watch_mu);

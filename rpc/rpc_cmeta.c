@@ -663,13 +663,13 @@ rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool seri
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
 	err = rpc_etcd_get(c, ok, (size_t)okl, serializable, &kvs, timeout_ms);
-	if (err == -ENOENT) {
+	if (zc_err_is(err, ZC_NO_KEY)) {
 		/* Which 404: a second read only on the miss path. */
 		err = rpc_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
 		rpc_etcd_kvs_fini(&kvs);
-		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET)
-		       : err          ? rpc_cmeta_etcd_err(err)
-		                      : ZC_E(ZC_NO_KEY);
+		return zc_err_is(err, ZC_NO_KEY) ? ZC_E(ZC_NO_BUCKET)
+		       : err                     ? rpc_cmeta_etcd_err(err)
+		                                 : ZC_E(ZC_NO_KEY);
 	}
 	if (err)
 		return rpc_cmeta_etcd_err(err);

@@ -22,7 +22,7 @@
  *                              pending: the collector (dn_cgc.h) commits them if the
  *                              record names them, else deletes them after the grace.
  *   ZC_E(ZC_BUCKET_EXISTS), ZC_E(ZC_BUCKET_NOT_EMPTY)  bucket calls
- *   ZC_E(ZC_INVALID), ZC_E(ZC_SLOW_DOWN), -EAGAIN      compose (see there)
+ *   ZC_E(ZC_INVALID), ZC_E(ZC_SLOW_DOWN), ZC_E(ZC_CHANGED)  compose (see there)
  *   -EINVAL                    bad arguments (a record rpc_cluster.h would refuse)
  *   -EBADMSG                   a value in etcd that does not decode
  *   -ENOMEM, -EIO, ...         as rpc_etcd.h
@@ -193,7 +193,7 @@ int rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix,
 /* A part of a compose: an object record, and the ETag the caller saw (as s3_objref). */
 struct rpc_cmeta_part {
 	const char *bucket, *key;
-	const char *etag; /* NULL/"": any; else the part must still have it (-EAGAIN) */
+	const char *etag; /* NULL/"": any; else the part must still have it (ZC_CHANGED) */
 };
 
 /*
@@ -208,7 +208,7 @@ struct rpc_cmeta_part {
  *
  * Returns 0 with *size (may be NULL: the target's size) and *old (what the target's record
  * replaced, as rpc_cmeta_commit: the caller collects its cells; fini it), or:
- *   -EAGAIN               a part has another ETag than parts[i].etag (the caller looks
+ *   ZC_E(ZC_CHANGED)      a part has another ETag than parts[i].etag (the caller looks
  *                         again; a part that changes between the read and the Txn is
  *                         read again, within the deadline)
  *   ZC_E(ZC_NO_KEY)       a part does not exist (or If-Match on a missing target)

@@ -95,7 +95,7 @@ rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout
 	rev = !err ? kvs.kv[0].mod_revision : 0;
 	rpc_etcd_kvs_fini(&kvs);
 	if (err)
-		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
+		return zc_err_is(err, ZC_NO_KEY) ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
 
 	struct rpc_etcd_cmp cmp[2] = {
 		{ .key = bk, .key_len = (size_t)bkl, .target = RPC_ETCD_CMP_MOD, .num = rev },
@@ -152,7 +152,7 @@ rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_buck
 	err = rpc_etcd_get(c, bk, (size_t)bkl, false, &kvs, timeout_ms);
 	if (err) {
 		rpc_etcd_kvs_fini(&kvs);
-		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
+		return zc_err_is(err, ZC_NO_KEY) ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
 	}
 	err = rpc_cl_bucket_decode(kvs.kv[0].value, kvs.kv[0].value_len, &rec, why, sizeof(why));
 	if (!err && out)

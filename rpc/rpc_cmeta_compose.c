@@ -220,15 +220,15 @@ too_big(const struct compose *x, int err)
 	}
 	/* RESOURCE_EXHAUSTED: etcd busy or out of space (503, try later), or a message past
 	 * its gRPC limit (--max-request-bytes + 512 KiB), which only a Txn bigger than the
-	 * default limit can meet. Never -EAGAIN: that means "a part changed" to the caller. */
-	if (err == -EAGAIN && x->txn_bytes > ETCD_DEFAULT_REQUEST_BYTES) {
+	 * default limit can meet: SlowDown, not ZC_CHANGED (a part changed). */
+	if (zc_err_is(err, ZC_SLOW_DOWN) && x->txn_bytes > ETCD_DEFAULT_REQUEST_BYTES) {
 		ZC_WARN("cmeta",
 		        "compose into %s of %zu parts: etcd refused a Txn of ~%zu bytes (more "
 		        "than its --max-request-bytes)",
 		        x->tk, x->n, x->txn_bytes);
 		return ZC_E(ZC_INVALID);
 	}
-	return err == -EAGAIN ? ZC_E(ZC_SLOW_DOWN) : err;
+	return err;
 }
 
 /* Read bucket, target and parts in one snapshot. */
@@ -406,7 +406,7 @@ compose_judge(const struct compose *x, const struct rpc_cmeta_cond *cond)
 		if (!x->ps[i].exists)
 			return ZC_E(ZC_NO_KEY);
 		if (want && want[0] && strcmp(want, x->ps[i].o.etag) != 0)
-			return -EAGAIN;
+			return ZC_E(ZC_CHANGED);
 	}
 	if (cond && cond->if_none_match && x->base.object)
 		return ZC_E(ZC_PRECONDITION);

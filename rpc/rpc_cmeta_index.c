@@ -239,7 +239,7 @@ rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
 	rpc_cmeta_deadline_init(&d, timeout_ms, 0);
 	err = rpc_etcd_get(c, xk, (size_t)n, serializable, &ix, rpc_cmeta_deadline_left(&d));
 	if (err)
-		return err == -ENOENT ? ZC_E(ZC_NO_KEY) : rpc_cmeta_etcd_err(err);
+		return zc_err_is(err, ZC_NO_KEY) ? ZC_E(ZC_NO_KEY) : rpc_cmeta_etcd_err(err);
 	if (record_key) {
 		*record_key = strdup(ix.kv[0].value ? ix.kv[0].value : "");
 		if (!*record_key) {
@@ -304,7 +304,7 @@ rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
 		}
 	}
 out:
-	if (err && err != ZC_E(ZC_NO_KEY) && err != -EBADMSG && record_key) {
+	if (err && !zc_err_is(err, ZC_NO_KEY) && err != -EBADMSG && record_key) {
 		free(*record_key);
 		*record_key = NULL;
 	}

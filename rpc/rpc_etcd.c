@@ -321,11 +321,11 @@ err_from_status(grpc_status_code code)
 	case GRPC_STATUS_INVALID_ARGUMENT:
 		return -EINVAL;
 	case GRPC_STATUS_NOT_FOUND:
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	case GRPC_STATUS_OUT_OF_RANGE:
 		return -ERANGE;
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
-		return -EAGAIN;
+		return ZC_E(ZC_SLOW_DOWN);
 	case GRPC_STATUS_FAILED_PRECONDITION:
 		return ZC_E(ZC_PRECONDITION);
 	case GRPC_STATUS_PERMISSION_DENIED:

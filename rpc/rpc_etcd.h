@@ -29,11 +29,11 @@
  * Errors: >= 0 on success, else -errno or ZC_E(code) (common/zc_err.h):
  *   ZC_E(ZC_NO_QUORUM)   no endpoint answered for ~1.2 s (all down, or no leader): 503
  *   -ETIMEDOUT           the deadline passed (zc_err_code: ZC_UNAVAILABLE, also 503)
- *   -ENOENT              rpc_etcd_get: no such key; lease calls: no such lease
+ *   ZC_E(ZC_NO_KEY)      rpc_etcd_get: no such key; lease calls: no such lease
  *   -EINVAL              a bad argument, or etcd refused the request as malformed
  *                        (for instance two ops of one txn on the same key)
  *   -ERANGE              a revision that was compacted or lies in the future
- *   -EAGAIN              etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
+ *   ZC_E(ZC_SLOW_DOWN)   etcd is overloaded or out of space (RESOURCE_EXHAUSTED)
  *   ZC_E(ZC_PRECONDITION) etcd's FAILED_PRECONDITION (for instance a lease ID in use)
  *   -ECANCELED           the call was cancelled
  *   -EACCES              etcd's authentication refused the call (a TLS handshake that
@@ -41,7 +41,7 @@
  *                        with the reason in the log)
  *   -EIO                 anything else, or a reply that does not parse
  * An endpoint that does not answer is logged at warning level with etcd's or gRPC's
- * message; refusals (-EINVAL, -ENOENT, ...) only at debug level: the caller decides.
+ * message; refusals (-EINVAL, ZC_E(ZC_NO_KEY), ...) only at debug level: the caller decides.
  *
  * Ownership: every pointer argument is borrowed for the call. Results (struct
  * rpc_etcd_kvs, struct rpc_etcd_txn_result) are owned by the caller once a call returns
@@ -126,7 +126,7 @@ struct rpc_etcd_range {
 	bool keys_only;    /* leave values out */
 };
 
-/* Read one key. Returns 0 and out->kv[0] (out->n == 1), -ENOENT if it does not exist
+/* Read one key. Returns 0 and out->kv[0] (out->n == 1), ZC_E(ZC_NO_KEY) if it does not exist
  * (out->revision still set), or an error. serializable: see struct rpc_etcd_range. */
 int rpc_etcd_get(struct rpc_etcd *c, const void *key, size_t key_len, bool serializable,
                  struct rpc_etcd_kvs *out, unsigned timeout_ms);
@@ -236,12 +236,12 @@ void rpc_etcd_txn_result_fini(struct rpc_etcd_txn_result *res);
 int rpc_etcd_lease_grant(struct rpc_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
                          unsigned timeout_ms);
 
-/* Revoke a lease: its keys are deleted in the same step. -ENOENT if it is gone already. */
+/* Revoke a lease: its keys are deleted in the same step. ZC_E(ZC_NO_KEY) if it is gone already. */
 int rpc_etcd_lease_revoke(struct rpc_etcd *c, int64_t id, unsigned timeout_ms);
 
 struct rpc_etcd_keepalive;
 
-/* Called once, on the keepalive's own thread, when the lease is lost: err -ENOENT when
+/* Called once, on the keepalive's own thread, when the lease is lost: err ZC_E(ZC_NO_KEY) when
  * etcd says the lease expired or was revoked, else the error of the last renewal (no
  * renewal succeeded for a whole TTL, so etcd has let it expire or will at any moment).
  * The thread ends after the callback; the callback must not call _stop itself. */

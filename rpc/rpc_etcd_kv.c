@@ -178,7 +178,7 @@ rpc_etcd_get(struct rpc_etcd *c, const void *key, size_t key_len, bool serializa
 	if (!key_len)
 		return -EINVAL;
 	rc = rpc_etcd_range(c, &r, out, timeout_ms);
-	return rc ? rc : out->n ? 0 : -ENOENT;
+	return rc ? rc : out->n ? 0 : ZC_E(ZC_NO_KEY);
 }
 
 int

@@ -86,7 +86,7 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One renewal: 0 and *ttl_s, or an error (-ENOENT: etcd no longer knows the lease). */
+/* One renewal: 0 and *ttl_s, or an error (ZC_E(ZC_NO_KEY): etcd no longer knows the lease). */
 static int
 renew(struct rpc_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 {
@@ -103,7 +103,7 @@ renew(struct rpc_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 	*ttl_s = resp->ttl;
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 	/* an expired or revoked lease is answered with TTL <= 0, not an error status */
-	return *ttl_s > 0 ? 0 : -ENOENT;
+	return *ttl_s > 0 ? 0 : ZC_E(ZC_NO_KEY);
 }
 
 /* Sleep until `until` (monotonic ms) or stop; true if stopped. */
@@ -140,7 +140,7 @@ keepalive_thread(void *arg)
 			next = t + ka->ttl_ms / 3;
 			continue;
 		}
-		if (rc == -ENOENT || t - last_ok >= ka->ttl_ms) {
+		if (zc_err_is(rc, ZC_NO_KEY) || t - last_ok >= ka->ttl_ms) {
 			ZC_WARN("etcd", "lease=%llx lost err=%d", (unsigned long long)ka->id, rc);
 			ka->lost_cb(ka->arg, ka->id, rc);
 			break;

@@ -233,10 +233,7 @@ watch_thread(void *arg)
 			/* every member refused in turn: pause before the next round */
 			struct timespec ts;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += RETRY_MS * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
+			zc_deadline(&ts, CLOCK_MONOTONIC, RETRY_MS * 1000000ull);
 			pthread_mutex_lock(&w->mu);
 			while (!w->stop && pthread_cond_timedwait(&w->cond, &w->mu, &ts) == 0)
 				;
@@ -254,11 +251,7 @@ wait_created(struct rpc_etcd_watch *w)
 	struct timespec ts;
 	bool created;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += w->c->timeout_ms / 1000;
-	ts.tv_nsec += (long)(w->c->timeout_ms % 1000) * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
+	zc_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)w->c->timeout_ms * 1000000u);
 	pthread_mutex_lock(&w->mu);
 	while (!w->created && pthread_cond_timedwait(&w->cond, &w->mu, &ts) == 0)
 		;

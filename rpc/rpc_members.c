@@ -159,13 +159,7 @@ run(void *arg)
 		struct timespec ts;
 		int rc;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += m->refresh_ms / 1000;
-		ts.tv_nsec += (long)(m->refresh_ms % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		zc_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)m->refresh_ms * 1000000u);
 		pthread_cond_timedwait(&m->cv, &m->mu, &ts);
 		if (m->stop)
 			break;

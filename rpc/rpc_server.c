@@ -331,13 +331,7 @@ rpc_server_destroy(struct rpc_server *srv, unsigned grace_ms)
 	pthread_mutex_unlock(&srv->mu);
 	grpc_server_shutdown_and_notify(srv->server, srv->cq, &srv->t_shutdown);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += grace_ms / 1000;
-	until.tv_nsec += (long)(grace_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	zc_deadline(&until, CLOCK_REALTIME, (uint64_t)grace_ms * 1000000u);
 	pthread_mutex_lock(&srv->mu);
 	while (!srv->shutdown_done)
 		if (pthread_cond_timedwait(&srv->cond, &srv->mu, &until) == ETIMEDOUT)

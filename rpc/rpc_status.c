@@ -60,13 +60,13 @@ rpc_err_from_status(grpc_status_code code)
 	case GRPC_STATUS_DATA_LOSS:
 		return -EBADMSG;
 	case GRPC_STATUS_NOT_FOUND:
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	case GRPC_STATUS_ALREADY_EXISTS:
 		return -EEXIST;
 	case GRPC_STATUS_FAILED_PRECONDITION:
 		return ZC_E(ZC_PRECONDITION);
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
-		return -EAGAIN;
+		return ZC_E(ZC_SLOW_DOWN);
 	case GRPC_STATUS_CANCELLED:
 		return -ECANCELED;
 	case GRPC_STATUS_DEADLINE_EXCEEDED:

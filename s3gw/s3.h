@@ -115,7 +115,7 @@ struct s3_bucket_info {
 struct s3_objref {
 	const char *bucket, *key;
 	const char *etag; /* compose: NULL/"" any, else the part must still have this ETag
-	                   * (-EAGAIN otherwise: it was overwritten since the caller looked) */
+	                   * (ZC_E(ZC_CHANGED) otherwise: overwritten since the caller looked) */
 };
 
 typedef int (*s3_info_fn)(void *arg, const struct s3_obj_info *info);

@@ -109,7 +109,7 @@ is_dead(const struct cget *g, const struct rpc_client *cl)
 static void
 note_error(struct cget *g, struct rpc_client *cl, int err)
 {
-	if (zc_err_code(err) == ZC_UNAVAILABLE && cl && !is_dead(g, cl) && g->ndead < MAX_DEAD)
+	if (zc_err_is(err, ZC_UNAVAILABLE) && cl && !is_dead(g, cl) && g->ndead < MAX_DEAD)
 		g->dead[g->ndead++] = cl;
 }
 

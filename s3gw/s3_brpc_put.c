@@ -146,12 +146,7 @@ put_send(struct put *p, const struct zc_seg *seg, const uint32_t *crc)
 		while (p->writable_gen == gen && !p->done) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+			zc_deadline(&ts, CLOCK_REALTIME, 100 * 1000000ull);
 			if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT)
 				break; /* re-check: a missed wakeup costs 100 ms, never a hang */
 		}

@@ -190,7 +190,7 @@ pump_info(void *arg, const struct s3_obj_info *info)
 
 	/* overwritten since its stat: the etag and attributes in hand are not its own;
 	 * SlowDown, and the client's retry copies the new version */
-	return strcmp(info->etag, pp->want_etag) == 0 ? 0 : -EAGAIN;
+	return strcmp(info->etag, pp->want_etag) == 0 ? 0 : ZC_E(ZC_CHANGED);
 }
 
 static int
@@ -253,7 +253,7 @@ copy_stream(struct s3_req *rq, struct copy *c, uint64_t off, uint64_t len, const
 	if (rc == 0)
 		rc = pump_flush(&pp);
 	if (rc == 0 && pp.got != len)
-		rc = -EAGAIN; /* the source changed size under us */
+		rc = ZC_E(ZC_CHANGED); /* the source changed size under us */
 	if (rc < 0) {
 		if (pp.cur)
 			zc_ref_put(&pp.cur->ref);

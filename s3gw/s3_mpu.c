@@ -357,7 +357,7 @@ complete_reply(struct s3_req *rq, const char *etag, unsigned ck, const char *ckv
  * A Complete of an upload that is already complete -- a client retrying after a lost
  * reply, or the loser of two concurrent Completes -- gets the first one's reply, as in
  * S3, when the object is still the one that upload made ("zest-upload:<id>") from the
- * same parts (same ETag). Returns 0 answered, -ENOENT not that case. With leftovers (the
+ * same parts (same ETag). Returns 0 answered, ZC_E(ZC_NO_KEY) not that case. With leftovers (the
  * upload record is still there: the first Complete could not delete everything), they
  * are removed first; the object is whole, so the answer is 200 even if that fails again.
  */
@@ -371,13 +371,13 @@ complete_retry(struct s3_req *rq, const char *uid, const struct s3_complete_req 
 	int vl;
 
 	if (!info)
-		return -ENOENT;
+		return -ENOMEM;
 	if (rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info) < 0 ||
 	    (vl = s3_attr_get(info->attrs, info->attrs_len, "zest-upload", &v)) != 32 ||
 	    strncmp(v, uid, 32) != 0 || s3_mpu_etag(cr, etag) < 0 ||
 	    strcmp(etag, info->etag) != 0) {
 		free(info);
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	}
 	for (unsigned c = S3_CK_CRC32; c <= S3_CK_SHA256 && !ck; c <<= 1) {
 		char name[48];
@@ -525,7 +525,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 		refs[i].bucket = S3_RESERVED_BUCKET;
 		refs[i].key = pkeys[i];
 		/* the version listed, whose size, ETag and checksum the object is built from:
-		 * a part uploaded again since fails the compose (-EAGAIN), never slips in */
+		 * a part uploaded again since fails the compose (ZC_CHANGED), never slips in */
 		refs[i].etag = parts.entries[j].etag;
 		s3_ptab_add(&pt, parts.entries[j].size);
 		if (!want)
@@ -617,8 +617,8 @@ s3_mpu_complete_end(struct s3_req *rq)
 			goto done;
 		e = s3_err_from_errno(rc);
 		/* a listed part is gone, or was uploaded again since it was listed (the
-		 * compose's -EAGAIN: its ETag is no longer the one the client named) */
-		if (e == S3E_NO_SUCH_KEY || rc == -EAGAIN || rc == ZC_E(ZC_CHANGED))
+		 * compose's ZC_CHANGED: its ETag is no longer the one the client named) */
+		if (e == S3E_NO_SUCH_KEY || zc_err_is(rc, ZC_CHANGED))
 			e = S3E_INVALID_PART;
 		/* nothing composed: the upload is open again for a retry or an Abort */
 		if (taken == 1)

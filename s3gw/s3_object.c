@@ -96,7 +96,7 @@ get_on_info(void *arg, const struct s3_obj_info *info)
 	if (e)
 		return S3_E(e);
 	if (g->part_etag[0] && strcmp(g->part_etag, info->etag) != 0)
-		return ZC_E(ZC_SLOW_DOWN); /* replaced since the Stat: retry */
+		return ZC_E(ZC_CHANGED); /* replaced since the Stat: retry (SlowDown) */
 	g->off = 0;
 	g->len = info->size;
 	if (g->has_range) {

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "dn_rpc.h"
+#include "zc.h"
 #include "rpc.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
@@ -133,13 +134,7 @@ t_deadline(unsigned ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	zc_deadline(&ts, CLOCK_REALTIME, (uint64_t)ms * 1000000u);
 	return ts;
 }
 

@@ -233,8 +233,8 @@ test_exists(struct t_env *e)
 
 	dn_counters_get(e->s, &k0);
 	CHECK_EQ(put_cell(e->s, &sp, buf, 100, 30), 0);
-	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), -EEXIST);
-	CHECK_EQ(put_cell(e->s, &sp, buf, 100, 30), -EEXIST);
+	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), ZC_E(ZC_CELL_EXISTS));
+	CHECK_EQ(put_cell(e->s, &sp, buf, 100, 30), ZC_E(ZC_CELL_EXISTS));
 	CHECK_EQ(check_cell(e->s, sp.id, 0, 0, false, buf, 100), 0);
 	/* Another cell of the same extent and group is its own name. */
 	sp.id.cell = 1;
@@ -278,7 +278,7 @@ test_exists(struct t_env *e)
 		zc_ref_put(s2.ref);
 	}
 	CHECK_EQ(finish_wait(w), -EINVAL); /* the callback came after the file was removed */
-	CHECK_EQ(dn_cell_read(e->s, sp.id, 0, 0, false, t_read_cb, NULL), -ENOENT);
+	CHECK_EQ(dn_cell_read(e->s, sp.id, 0, 0, false, t_read_cb, NULL), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_cell_list_pending_older(e->s, now_real() + 1, 0, &v, &n), 0);
 	for (size_t i = 0; i < n; i++)
 		CHECK(v[i].id.extent != 0xe2);
@@ -362,7 +362,7 @@ test_commit_restart_orphans(struct t_env *e)
 	CHECK_EQ(dn_cell_stat(e->s, done.id, &info), 0);
 	CHECK(!info.pending);
 	dn_cell_info_fini(&info);
-	CHECK_EQ(dn_cell_commit(e->s, gone), -ENOENT);
+	CHECK_EQ(dn_cell_commit(e->s, gone), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_cell_stat(e->s, pend.id, &info), 0);
 	pend_drive = info.drive;
 	dn_cell_info_fini(&info);
@@ -405,8 +405,8 @@ test_commit_restart_orphans(struct t_env *e)
 	/* Delete: entry and file gone, a second delete finds nothing. */
 	CHECK_EQ(dn_cell_delete(e->s, pend.id), 1);
 	CHECK(!exists(path));
-	CHECK_EQ(dn_cell_stat(e->s, pend.id, &info), -ENOENT);
-	CHECK_EQ(check_cell(e->s, pend.id, 0, 0, false, NULL, 0), -ENOENT);
+	CHECK_EQ(dn_cell_stat(e->s, pend.id, &info), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(check_cell(e->s, pend.id, 0, 0, false, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_cell_delete(e->s, pend.id), 0);
 	/* The name can be written again. */
 	CHECK_EQ(put_cell(e->s, &pend, buf + 3, 500, 64), -EINVAL); /* length 20000 declared */
@@ -435,7 +435,7 @@ test_with_objects(struct t_env *e)
 	CHECK(p && fscanf(p, "%16llx", &id) == 1);
 	pclose(p);
 	sp = spec_of(id, 0, 0, 10);
-	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), -EEXIST);
+	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), ZC_E(ZC_CELL_EXISTS));
 	before = t_count_files(e);
 	t_close(e);
 	t_open(e);
@@ -482,7 +482,7 @@ test_crash(struct t_env *e)
 	CHECK_EQ(t_count_files(e), files + 1);
 	dn_counters_get(e->s, &k);
 	CHECK_EQ(k.cells_swept_open, 1); /* the half-written one, by the sweep at open */
-	CHECK_EQ(dn_cell_stat(e->s, half.id, &info), -ENOENT);
+	CHECK_EQ(dn_cell_stat(e->s, half.id, &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_cell_stat(e->s, rec.id, &info), 0);
 	CHECK(info.pending);
 	dn_cell_info_fini(&info);
@@ -492,7 +492,7 @@ test_crash(struct t_env *e)
 }
 
 /* A write error on the ring fails the cell (nothing recorded, file gone) and the drive; the
- * cells on a failed drive read as -EIO; new cells avoid it; no drive left: DN_ENOQUORUM. */
+ * cells on a failed drive read as -EIO; new cells avoid it; no drive left: ZC_E(ZC_NO_QUORUM). */
 static void
 test_failures(struct t_env *e)
 {
@@ -505,7 +505,7 @@ test_failures(struct t_env *e)
 	for (unsigned d = 0; d < e->n; d++)
 		t_fault_err_idx(ZC_FP_DRIVE_WRITE, d, -EIO, 1);
 	CHECK_EQ(put_cell(e->s, &sp, buf, sp.length, 700), -EIO);
-	CHECK_EQ(dn_cell_stat(e->s, sp.id, &info), -ENOENT);
+	CHECK_EQ(dn_cell_stat(e->s, sp.id, &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(t_count_files(e), files);
 	for (unsigned d = 0; d < e->n; d++) {
 		t_fault_err_idx(ZC_FP_DRIVE_WRITE, d, -EIO, 0);
@@ -530,7 +530,7 @@ test_failures(struct t_env *e)
 	for (unsigned d = 0; d < e->n; d++)
 		dn_drive_fail(e->s, d);
 	sp.id.group = 100;
-	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), DN_ENOQUORUM);
+	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), ZC_E(ZC_NO_QUORUM));
 }
 
 int

@@ -90,7 +90,7 @@ state(struct dn_store *s, struct dn_cell_id id)
 	int rc = dn_cell_stat(s, id, &ci);
 	bool p;
 
-	if (rc == -ENOENT)
+	if (rc == ZC_E(ZC_NO_KEY))
 		return -1;
 	CHECK_EQ(rc, 0);
 	p = ci.pending;
@@ -162,7 +162,7 @@ has_key(struct rpc_etcd *c, const char *k)
 	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
 
 	rpc_etcd_kvs_fini(&kvs);
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
 
@@ -175,7 +175,7 @@ has_ix(struct rpc_etcd *c, uint64_t id)
 
 	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
 	rpc_etcd_kvs_fini(&kvs);
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
 

@@ -329,7 +329,7 @@ race(void *arg, const char *bucket, const char *key)
 	rpc_cmeta_old_fini(&old);
 }
 
-/* The to-do key of bkt/obj: its value's length, or -ENOENT. */
+/* The to-do key of bkt/obj: its value's length, or ZC_E(ZC_NO_KEY). */
 static int
 todo_value(struct rpc_etcd *c, char *buf, size_t cap)
 {
@@ -591,7 +591,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	get_record(c, &o);
 	CHECK(strcmp(cell_node(&o, 0, 1), "dn-1") == 0);
@@ -604,7 +604,7 @@ main(void)
 		/* the lock went with the heal */
 		CHECK_EQ(rpc_etcd_get(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"),
 		                      false, &kvs, 0),
-		         -ENOENT);
+		         ZC_E(ZC_NO_KEY));
 		rpc_etcd_kvs_fini(&kvs);
 	}
 
@@ -626,7 +626,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	CHECK_EQ(dn_cell_delete(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }), 1);
 	commit_missing(c, 1, 1u << 2);
@@ -643,7 +643,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 
 	/* dn_cheal_mark_missing (the scrubber's call): fenced on the revision, only the
@@ -660,7 +660,7 @@ main(void)
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, "nobody", &id, 1, 3000), 0);
 		rev--;
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000),
-		         -EAGAIN);
+		         ZC_E(ZC_CHANGED));
 		rpc_cl_object_fini(&o);
 		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000), 1);
@@ -706,7 +706,7 @@ main(void)
 		}
 		CHECK_EQ(healed, 1);
 		CHECK_EQ(scans, 0);
-		CHECK_EQ(todo_value(c, v, sizeof(v)), -ENOENT);
+		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj2", false, &o, NULL, 3000), 0);
 		CHECK_EQ(o.extents[0].groups[0].missing, 0);
 		CHECK(strcmp(cell_node(&o, 0, 0), holder->name) == 0);
@@ -768,7 +768,7 @@ main(void)
 		char v[128];
 
 		CHECK_EQ(dn_cell_stat(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }, &ci),
-		         -ENOENT);
+		         ZC_E(ZC_NO_KEY));
 		/* dn-0's heal failed, so its next pass reads the records again and marks the
 		 * newer record's cells it lacks: the to-do key now names that extent */
 		pass_all(&st);

@@ -4,7 +4,7 @@
  * "dn.compose" (zc_fault.h): the composed object never names a freed extent. The cases: an
  * extent shared with a copy's source that survives (the version read is composed, the new
  * one dropped with the part's name), one whose last other owner goes too (the compose reads
- * again: a pinned ETag then fails it with -EAGAIN and changes nothing, an unpinned one
+ * again: a pinned ETag then fails it with ZC_E(ZC_CHANGED) and changes nothing, an unpinned one
  * composes the new version), and an unshared one. Every object reads back its bytes, and
  * once they are deleted no cell file is left.
  */
@@ -120,16 +120,17 @@ main(void)
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, want, AL + BL), 0);
 	free(want);
 	CHECK_EQ(t_check_read(e.s, "b", "src", 0, 0, false, a, AL), 0);
-	CHECK_EQ(t_check_read(e.s, "b", "p1", 0, 0, false, NULL, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "p1", 0, 0, false, NULL, 0), ZC_E(ZC_NO_KEY));
 	drain(&e);
 
 	/* shared, the source deleted too: the extent read is freed, the compose reads again;
-	 * pinned, the new p1 is not the listed one: -EAGAIN, nothing composed or dropped */
+	 * pinned, the new p1 is not the listed one: ZC_E(ZC_CHANGED), nothing composed or dropped
+	 */
 	setup(&e, true, a, AL, b, BL);
 	h.del_src = true;
 	compose_fault(hook, &h);
-	CHECK_EQ(compose(e.s, pinned), -EAGAIN);
-	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, NULL, 0), -ENOENT);
+	CHECK_EQ(compose(e.s, pinned), ZC_E(ZC_CHANGED));
+	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(t_check_read(e.s, "b", "p1", 0, 0, false, nb, NL), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "p2", 0, 0, false, b, BL), 0);
 	/* unpinned: the new version */

@@ -76,12 +76,12 @@ write_conditions(void)
 	/* If-None-Match: creates once, then refuses and keeps the first version. */
 	CHECK_EQ(put_if(e.s, "k", a, sizeof(a), "e1", &inm), 0);
 	files = t_count_files(&e);
-	CHECK_EQ(put_if(e.s, "k", b, sizeof(b), "e2", &inm), DN_ECONDITION);
+	CHECK_EQ(put_if(e.s, "k", b, sizeof(b), "e2", &inm), ZC_E(ZC_PRECONDITION));
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, a, sizeof(a)), 0);
 	etag_is(e.s, "k", "e1");
 	CHECK_EQ(t_count_files(&e), files); /* the refused write's cells are gone */
 	/* If-Match: a wrong ETag refuses, the right one replaces, "*" takes any. */
-	CHECK_EQ(put_if(e.s, "k", b, sizeof(b), "e2", &im_bad), DN_ECONDITION);
+	CHECK_EQ(put_if(e.s, "k", b, sizeof(b), "e2", &im_bad), ZC_E(ZC_PRECONDITION));
 	etag_is(e.s, "k", "e1");
 	CHECK_EQ(put_if(e.s, "k", b, sizeof(b), "e2", &im_ok), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "k", 0, 0, false, b, sizeof(b)), 0);
@@ -90,7 +90,7 @@ write_conditions(void)
 	etag_is(e.s, "k", "e3");
 	/* If-Match on a missing key: NoSuchKey; nothing made. */
 	CHECK_EQ(put_if(e.s, "none", a, sizeof(a), "x", &im_any), ZC_E(ZC_NO_KEY));
-	CHECK_EQ(dn_stat(e.s, "b", "none", &(struct dn_object_info){ 0 }), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "b", "none", &(struct dn_object_info){ 0 }), ZC_E(ZC_NO_KEY));
 	/* An empty condition is none. */
 	CHECK_EQ(put_if(e.s, "k", a, 0, "e4", &(struct dn_cond){ false, "" }), 0);
 	etag_is(e.s, "k", "e4");
@@ -121,20 +121,20 @@ compose_conditions(void)
 	etag_is(e.s, "dst", "s-etag");
 	CHECK_EQ(
 	        dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0, &inm, &res),
-	        DN_ECONDITION);
+	        ZC_E(ZC_PRECONDITION));
 	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0, &im_bad,
 	                       &res),
-	         DN_ECONDITION);
+	         ZC_E(ZC_PRECONDITION));
 	etag_is(e.s, "dst", "s-etag");
 	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, NULL, 1, false, "t", NULL, 0,
 	                       &(struct dn_cond){ false, "s-etag" }, &res),
 	         0);
 	etag_is(e.s, "dst", "t");
 	/* The source's version pinned by its ETag ("etag", as t_put stores it): another one
-	 * refuses with -EAGAIN and changes nothing. */
+	 * refuses with ZC_E(ZC_CHANGED) and changes nothing. */
 	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, (const char *[]){ "old" }, 1, false, "u",
 	                       NULL, 0, NULL, &res),
-	         -EAGAIN);
+	         ZC_E(ZC_CHANGED));
 	etag_is(e.s, "dst", "t");
 	CHECK_EQ(dn_compose_if(e.s, "b", "dst", NULL, src, (const char *[]){ "etag" }, 1, false,
 	                       "u", NULL, 0, NULL, &res),
@@ -191,7 +191,7 @@ race(void)
 				CHECK_EQ(won, -1);
 				won = i;
 			} else {
-				CHECK_EQ(err, DN_ECONDITION);
+				CHECK_EQ(err, ZC_E(ZC_PRECONDITION));
 			}
 		}
 		CHECK(won >= 0);

@@ -250,7 +250,7 @@ cell_state(const struct rpc_cl_extent *e, uint32_t g, unsigned c)
 	int rc = dn_cell_stat(store_of(e->nodes[e->groups[g].cell[c]]),
 	                      (struct dn_cell_id){ e->id, g, c }, &info);
 
-	if (rc == -ENOENT)
+	if (rc == ZC_E(ZC_NO_KEY))
 		return 0;
 	CHECK_EQ(rc, 0);
 	rc = info.pending ? 2 : 1;

@@ -245,7 +245,7 @@ pool_exhaustion(void)
 	t_open(&e);
 	check_pools(e.s);
 	CHECK_EQ(t_count_files(&e), 0);
-	CHECK_EQ(t_check_read(e.s, "b", "big", 0, 0, false, NULL, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "big", 0, 0, false, NULL, 0), ZC_E(ZC_NO_KEY));
 	/* With room again the same write goes through. */
 	CHECK_EQ(t_put(e.s, "b", "big", buf, len), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "big", 0, 0, false, buf, len), 0);

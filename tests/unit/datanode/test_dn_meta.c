@@ -23,7 +23,7 @@ buckets(void)
 	CHECK_EQ(dn_bucket_head(e.s, "zz", NULL), ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct), 0);
 	CHECK(ct > 0);
-	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct2), -EEXIST);
+	CHECK_EQ(dn_bucket_create(e.s, "zz", &ct2), ZC_E(ZC_BUCKET_EXISTS));
 	CHECK_EQ(ct2, ct);
 	CHECK_EQ(dn_bucket_create(e.s, "aa", NULL), 0);
 	CHECK_EQ(dn_bucket_create(e.s, "", NULL), -EINVAL);
@@ -37,7 +37,7 @@ buckets(void)
 	/* "a" must not see "aa"'s objects as its own. */
 	CHECK_EQ(dn_bucket_create(e.s, "a", NULL), 0);
 	CHECK_EQ(dn_bucket_delete(e.s, "a"), 0);
-	CHECK_EQ(dn_bucket_delete(e.s, "aa"), -ENOTEMPTY);
+	CHECK_EQ(dn_bucket_delete(e.s, "aa"), ZC_E(ZC_BUCKET_NOT_EMPTY));
 	CHECK_EQ(dn_delete(e.s, "aa", "k"), 1);
 	CHECK_EQ(dn_delete(e.s, "aa", "k"), 0);
 	CHECK_EQ(dn_delete(e.s, "nob", "k"), ZC_E(ZC_NO_BUCKET));
@@ -166,13 +166,14 @@ compose(void)
 	dn_object_info_fini(&info);
 	/* Compose again, dropping the parts: the data stays, shared by both composed objects. */
 	CHECK_EQ(dn_compose(e.s, "b", "whole2", NULL, parts, 3, true, "m2", NULL, 0, &res), 0);
-	CHECK_EQ(dn_stat(e.s, "b", "p1", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "b", "p1", &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK_EQ(dn_delete(e.s, "b", "whole"), 1);
 	CHECK_EQ(t_check_read(e.s, "b", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK(t_count_files(&e) > 0);
 	/* A missing part refuses the whole compose. */
-	CHECK_EQ(dn_compose(e.s, "b", "bad", NULL, parts, 3, false, "x", NULL, 0, &res), -ENOENT);
+	CHECK_EQ(dn_compose(e.s, "b", "bad", NULL, parts, 3, false, "x", NULL, 0, &res),
+	         ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_delete(e.s, "b", "whole2"), 1);
 	CHECK_EQ(t_count_files(&e), 0);
 	free(all);
@@ -207,17 +208,17 @@ compose_cross_bucket(void)
 	CHECK_EQ(t_check_read(e.s, "src", "p1", 0, 0, false, all, l1), 0);
 	CHECK_EQ(t_check_read(e.s, "other", "p3", 0, 0, false, all + l1 + l2, l3), 0);
 	/* A part's bucket that does not exist (NoSuchBucket), or a key missing there
-	 * (-ENOENT): nothing made. */
+	 * (ZC_E(ZC_NO_KEY)): nothing made. */
 	CHECK_EQ(dn_compose(e.s, "dst", "bad", nob, parts, 3, false, "x", NULL, 0, &res),
 	         ZC_E(ZC_NO_BUCKET));
 	CHECK_EQ(dn_compose(e.s, "dst", "bad", buckets + 1, parts, 2, false, "x", NULL, 0, &res),
-	         -ENOENT); /* p1 is not in dst */
-	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), -ENOENT);
+	         ZC_E(ZC_NO_KEY)); /* p1 is not in dst */
+	CHECK_EQ(dn_stat(e.s, "dst", "bad", &info), ZC_E(ZC_NO_KEY));
 	/* delete_parts drops each part from its own bucket, in the same transaction. */
 	CHECK_EQ(dn_compose(e.s, "dst", "whole2", buckets, parts, 3, true, "y", NULL, 0, &res), 0);
-	CHECK_EQ(dn_stat(e.s, "src", "p1", &info), -ENOENT);
-	CHECK_EQ(dn_stat(e.s, "dst", "p2", &info), -ENOENT);
-	CHECK_EQ(dn_stat(e.s, "other", "p3", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.s, "src", "p1", &info), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(dn_stat(e.s, "dst", "p2", &info), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(dn_stat(e.s, "other", "p3", &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_bucket_delete(e.s, "src"), 0); /* empty now */
 	CHECK_EQ(t_check_read(e.s, "dst", "whole2", 0, 0, false, all, l1 + l2 + l3), 0);
 	CHECK_EQ(dn_delete(e.s, "dst", "whole"), 1);
@@ -438,7 +439,7 @@ replica_revive(void)
 	t_fault_err_idx(ZC_FP_META_TXN, 2, -EIO, 1);
 	CHECK_EQ(t_put(e.s, "b", "o4", a, 4000), 0);
 	CHECK(dn_meta_replica_live(e.s->meta, 1));
-	CHECK_EQ(t_check_read(e.s, "b", "o0", 0, 0, false, a, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "o0", 0, 0, false, a, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(t_check_read(e.s, "b", "o1", 0, 0, false, a, 1000), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "o2", 0, 0, false, a, 2000), 0);
 	CHECK_EQ(t_check_read(e.s, "b", "o3", 0, 0, false, a, 3000), 0);
@@ -465,7 +466,7 @@ replica_revive(void)
 	for (unsigned r = 0; r < 3; r++)
 		t_fault_err_idx(ZC_FP_META_TXN, r, -EIO, 1);
 	CHECK_EQ(t_put(e.s, "b", "lost", a, 7000), -EIO);
-	CHECK_EQ(t_check_read(e.s, "b", "lost", 0, 0, false, a, 0), -ENOENT);
+	CHECK_EQ(t_check_read(e.s, "b", "lost", 0, 0, false, a, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(t_check_read(e.s, "b", "o6", 0, 0, false, a, 6000), 0);
 	wait_live(&e, 3);
 	gen = dn_meta_generation(e.s->meta);
@@ -767,7 +768,7 @@ long_keys(void)
 	CHECK_EQ(strlen(k), 1024);
 	memset(buf, 9, LK_SIZE);
 	CHECK_EQ(t_put(e.s, "c", k, buf, LK_SIZE), 0);
-	CHECK_EQ(dn_bucket_delete(e.s, "c"), -ENOTEMPTY);
+	CHECK_EQ(dn_bucket_delete(e.s, "c"), ZC_E(ZC_BUCKET_NOT_EMPTY));
 	/* Prefixes of the long keys: 508 plain, 509 and 510 bundled (rest "" and "x"). */
 	static const size_t shorts[] = { 100, 400, 508, 509, 510, 511, 600 };
 	for (size_t i = 0; i < sizeof(shorts) / sizeof(shorts[0]); i++) {
@@ -826,7 +827,7 @@ long_keys(void)
 		snprintf(k, sizeof(k), "%s", ks.keys[i]);
 		CHECK_EQ(dn_delete(e.s, "b", k), 1);
 		CHECK_EQ(dn_delete(e.s, "b", k), 0);
-		CHECK_EQ(dn_stat(e.s, "b", k, &info), -ENOENT);
+		CHECK_EQ(dn_stat(e.s, "b", k, &info), ZC_E(ZC_NO_KEY));
 		lk_remove(&ks, k);
 	}
 	CHECK_EQ(t_count_files(&e), 3 * (ks.n + 1));
@@ -858,8 +859,8 @@ long_keys(void)
 		memset(buf, fa, LK_SIZE);
 		memset(buf + LK_SIZE, fb, LK_SIZE);
 		CHECK_EQ(t_check_read(e.s, "b", k, 0, 0, false, buf, 2 * LK_SIZE), 0);
-		CHECK_EQ(dn_stat(e.s, "b", a, &info), -ENOENT);
-		CHECK_EQ(dn_stat(e.s, "b", b, &info), -ENOENT);
+		CHECK_EQ(dn_stat(e.s, "b", a, &info), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(dn_stat(e.s, "b", b, &info), ZC_E(ZC_NO_KEY));
 		parts[0] = k;
 		snprintf(k2, sizeof(k2), "%s%s", c, "copy");
 		CHECK_EQ(dn_compose(e.s, "b", k2, NULL, parts, 1, false, "c1", NULL, 0, &res), 0);
@@ -904,12 +905,12 @@ long_keys(void)
 		CHECK(strcmp(r.entries[0].key, k) == 0);
 		dn_list_result_fini(&r);
 	}
-	CHECK_EQ(dn_bucket_delete(e.s, big), -ENOTEMPTY);
+	CHECK_EQ(dn_bucket_delete(e.s, big), ZC_E(ZC_BUCKET_NOT_EMPTY));
 	CHECK_EQ(dn_delete(e.s, big, k), 1);
 	CHECK_EQ(dn_bucket_delete(e.s, big), 0);
 
 	/* Empty everything: no cell file and no bundle is left. */
-	CHECK_EQ(dn_bucket_delete(e.s, "b"), -ENOTEMPTY);
+	CHECK_EQ(dn_bucket_delete(e.s, "b"), ZC_E(ZC_BUCKET_NOT_EMPTY));
 	while (ks.n) {
 		snprintf(k, sizeof(k), "%s", ks.keys[0]);
 		CHECK_EQ(dn_delete(e.s, "b", k), 1);
@@ -1007,7 +1008,7 @@ long_keys_plain_record(void)
 	CHECK_EQ(t_put(e.s, "b", k, c, sizeof(c)), 0);
 	CHECK_EQ(t_check_read(e.s, "b", k, 0, 0, false, c, sizeof(c)), 0);
 	CHECK_EQ(t_count_files(&e), 3);
-	CHECK_EQ(dn_bucket_delete(e.s, "b"), -ENOTEMPTY);
+	CHECK_EQ(dn_bucket_delete(e.s, "b"), ZC_E(ZC_BUCKET_NOT_EMPTY));
 	CHECK_EQ(dn_delete(e.s, "b", k), 1);
 	CHECK_EQ(dn_delete(e.s, "b", k), 0);
 	CHECK_EQ(dn_bucket_delete(e.s, "b"), 0);

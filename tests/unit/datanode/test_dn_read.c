@@ -121,7 +121,7 @@ missing_drives(void)
 		struct t_read r = { NULL, 0, 0, 0 };
 		int err = dn_read(e.s, "b", "o2", 0, 0, false, NULL, t_read_cb, &r);
 
-		CHECK(err == -ENOENT || err == -EIO || err == -EBADMSG);
+		CHECK(err == ZC_E(ZC_NO_KEY) || err == -EIO || err == -EBADMSG);
 		free(r.buf);
 	}
 	before = degraded(e.s);
@@ -198,20 +198,21 @@ quorum(void)
 	t_fault_err_idx(ZC_FP_DRIVE_WRITE, 4, -EIO, 1);
 	err = t_feed(e.s, "b", "q2", buf, sizeof(buf), 3000, true, &w);
 	CHECK_EQ(err, 0);
-	CHECK_EQ(t_commit(w, "x", NULL), DN_ENOQUORUM);
+	CHECK_EQ(t_commit(w, "x", NULL), ZC_E(ZC_NO_QUORUM));
 	CHECK_EQ(dn_drive_state_get(e.s, 4), DN_DRIVE_FAILED);
 	{
 		struct dn_object_info info;
 		unsigned ok, n, q;
 
-		CHECK_EQ(dn_stat(e.s, "b", "q2", &info), -ENOENT);
+		CHECK_EQ(dn_stat(e.s, "b", "q2", &info), ZC_E(ZC_NO_KEY));
 		/* Now a new write is refused at once, with the counts for the message. */
-		CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), DN_ENOQUORUM);
+		CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, &n, &q), ZC_E(ZC_NO_QUORUM));
 		CHECK_EQ(ok, 4);
 		CHECK_EQ(n, 6);
 		CHECK_EQ(q, 5);
-		CHECK_EQ(t_feed(e.s, "b", "q3", buf, sizeof(buf), 3000, true, &w), DN_ENOQUORUM);
-		CHECK_EQ(dn_stat(e.s, "b", "q3", &info), -ENOENT);
+		CHECK_EQ(t_feed(e.s, "b", "q3", buf, sizeof(buf), 3000, true, &w),
+		         ZC_E(ZC_NO_QUORUM));
+		CHECK_EQ(dn_stat(e.s, "b", "q3", &info), ZC_E(ZC_NO_KEY));
 	}
 	/* The drives come back (replaced folders): heal fills in q1's missing cell. */
 	CHECK(dn_heal(e.s, 3) >= 1);

@@ -53,8 +53,8 @@ main(void)
 		struct dn_object_info info;
 		struct dn_list_result lr;
 
-		CHECK_EQ(dn_stat(e.s, "b", "partial", &info), -ENOENT);
-		CHECK_EQ(dn_stat(e.s, "b", "big", &info), -ENOENT);
+		CHECK_EQ(dn_stat(e.s, "b", "partial", &info), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(dn_stat(e.s, "b", "big", &info), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(dn_list(e.s, "b", "", "", 0, "", &lr), 0);
 		CHECK_EQ(lr.nentries, 1);
 		dn_list_result_fini(&lr);

@@ -111,7 +111,7 @@ test_refusal_after_accept(void)
 	/* ... and a single open+commit message (failed by the commit job). */
 	CHECK_EQ(put(&e, "bad0", buf, 0, 64 << 10, 40, &st), ZC_E(ZC_INVALID));
 	CHECK(strncmp(st.msg, "InvalidArgument:", 16) == 0);
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "bad", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "bad", &info), ZC_E(ZC_NO_KEY));
 	/* and answered at open */
 	{
 		struct rpc_write_open op = { .bucket = "nob", .key = "k" };
@@ -141,11 +141,11 @@ test_bad_crc(void)
 	raw_write(e.target, later, 2, true, &st);
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "BadDigest: CRC32C mismatch at offset 100000") != NULL);
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc", &info), ZC_E(ZC_NO_KEY));
 	raw_write(e.target, first, 1, true, &st);
 	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "at offset 0") != NULL);
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc0", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc0", &info), ZC_E(ZC_NO_KEY));
 	/* A corrupt overwrite leaves the committed version in place. */
 	CHECK_EQ(put(&e, "keep", buf, 300000, 64 << 10, 0, &st), 0);
 	raw_write(e.target, over, 1, true, &st);
@@ -200,7 +200,7 @@ test_client_cancels(void)
 	rpc_cwrite_destroy(w);
 	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
 	usleep(100000); /* the server's abort runs on a worker */
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "half", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "half", &info), ZC_E(ZC_NO_KEY));
 
 	/* a Read cancelled after its first chunk */
 	CHECK_EQ(put(&e, "big", buf, len, 1 << 20, 0, &st), 0);
@@ -239,7 +239,7 @@ test_shutdown_with_write_open(void)
 	e.cl = NULL;
 	dn_rpc_destroy(e.b);
 	e.b = NULL;
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "open", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "open", &info), ZC_E(ZC_NO_KEY));
 	t_rpc_env_fini(&e, 0);
 	free(buf);
 }
@@ -402,7 +402,7 @@ test_queued_opens_hold_no_worker(void)
 		CHECK_EQ(info.size, 2 * part);
 		dn_object_info_fini(&info);
 	}
-	CHECK_EQ(dn_stat(e.t.s, "bkt", "q0", &info), -ENOENT);
+	CHECK_EQ(dn_stat(e.t.s, "bkt", "q0", &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(parked_now(e.t.s), 0);
 	/* Shutdown with an open parked: the server cancels it, nothing leaks (t_rpc_env_fini). */
 	adm_latency(e.t.s, 1000000000ull);
@@ -435,7 +435,8 @@ test_error_mapping(void)
 		enum zc_code zc; /* what the wire's "zest-err" trailer carries */
 		const char *prefix;
 	} rows[] = {
-		{ DN_ENOQUORUM, GRPC_STATUS_UNAVAILABLE, ZC_NO_QUORUM, "write quorum not met: " },
+		{ ZC_E(ZC_NO_QUORUM), GRPC_STATUS_UNAVAILABLE, ZC_NO_QUORUM,
+		  "write quorum not met: " },
 		{ -EIO, GRPC_STATUS_INTERNAL, ZC_INTERNAL,
 		  "metadata I/O error on write of bkt/k: " },
 		{ -ENOSPC, GRPC_STATUS_RESOURCE_EXHAUSTED, ZC_NO_SPACE, "No space: " },
@@ -793,7 +794,7 @@ test_unary_writes_batched(void)
 	        (unsigned long long)(c1.mcall_txns - c0.mcall_txns));
 	CHECK(c1.mcall_txns - c0.mcall_txns <= 2);
 	for (int i = 0; i < NKEEP; i++)
-		CHECK_EQ(dn_stat(e.t.s, "bkt", keys[i], &info), -ENOENT);
+		CHECK_EQ(dn_stat(e.t.s, "bkt", keys[i], &info), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "dst", &info), 0);
 	CHECK_EQ(info.size, sizeof(buf));
 	dn_object_info_fini(&info);

@@ -181,7 +181,7 @@ has_entry(struct t_rpc_env *e, struct rpc_cell_id id, bool *pending)
 	struct dn_cell_info info;
 	int rc = dn_cell_stat(e->t.s, (struct dn_cell_id){ id.extent, id.group, id.cell }, &info);
 
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	if (rc)
 		return false;
 	if (pending)

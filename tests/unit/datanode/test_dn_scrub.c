@@ -371,7 +371,7 @@ cluster_cells(void)
 	CHECK_EQ(st.errors[DN_SCRUB_CRC], 1);
 	CHECK_EQ(st.repaired, 1);
 	/* Dropped, so the cluster healer's next pass marks it missing in its record. */
-	CHECK_EQ(dn_cell_stat(e.s, bad, &ci), -ENOENT);
+	CHECK_EQ(dn_cell_stat(e.s, bad, &ci), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(dn_cell_stat(e.s, good, &ci), 0);
 	dn_cell_info_fini(&ci);
 	CHECK_EQ(dn_cell_stat(e.s, pend, &ci), 0);

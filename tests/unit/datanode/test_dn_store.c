@@ -103,7 +103,7 @@ main(void)
 			snprintf(kb, sizeof(kb), "key%d", b);
 			err = dn_compose(e.s, "b", key, NULL, parts, 2, drop, "c", NULL, 0, &res);
 			if (!mdl[a].exists || !mdl[b].exists) {
-				CHECK_EQ(err, -ENOENT);
+				CHECK_EQ(err, ZC_E(ZC_NO_KEY));
 				continue;
 			}
 			CHECK_EQ(err, 0);
@@ -127,7 +127,7 @@ main(void)
 
 			if (!mdl[i].exists) {
 				CHECK_EQ(dn_read(e.s, "b", key, 0, 0, false, NULL, t_read_cb, &rd),
-				         -ENOENT);
+				         ZC_E(ZC_NO_KEY));
 				continue;
 			}
 			{

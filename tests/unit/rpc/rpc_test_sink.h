@@ -394,7 +394,7 @@ sink_read_start(void *ctx, struct rpc_read *r, const struct rpc_read_req *req, v
 	(void)ctx;
 	if (!strcmp(req->key, "missing")) {
 		rpc_read_set_error(r, "%s", req->key);
-		return -ENOENT;
+		return ZC_E(ZC_NO_KEY);
 	}
 	if (req->offset > size) {
 		rpc_read_set_error(r, "offset %llu", (unsigned long long)req->offset);
@@ -444,7 +444,7 @@ sink_unary(void *ctx, enum rpc_method m, const union rpc_unary_req *req, struct 
 
 		if (!strcmp(q->key, "missing")) {
 			rpc_reply_error(reply, "%s/%s", q->bucket, q->key);
-			return -ENOENT;
+			return ZC_E(ZC_NO_KEY);
 		}
 		if (!strcmp(q->key, "wrongtype")) {
 			struct rpc_bucket_info bi = { .name = "no" };

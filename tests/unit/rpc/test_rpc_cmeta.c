@@ -256,7 +256,7 @@ ix(struct rpc_etcd *c, uint64_t id)
 
 	CHECK(n > 0);
 	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
-	if (rc == -ENOENT)
+	if (rc == ZC_E(ZC_NO_KEY))
 		return NULL;
 	CHECK_EQ(rc, 0);
 	snprintf(v, sizeof(v), "%s", kvs.kv[0].value);
@@ -497,7 +497,7 @@ test_compose(struct rpc_etcd *c)
 	pp[0].etag = "\"another\"";
 	CHECK_EQ(
 	        rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        -EAGAIN);
+	        ZC_E(ZC_CHANGED));
 	pp[0].etag = "\"etag-000000000000c001\"";
 	cond.if_match = "*";
 	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, &cond, 1, 0, &size,
@@ -562,10 +562,10 @@ test_compose(struct rpc_etcd *c)
 	pp[0] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00001", NULL };
 	pp[1] = (struct rpc_cmeta_part){ ".zest-mpu", "up3/00002", "\"etag-000000000000c302\"" };
 	rpc_cmeta_compose_fault(change_part, &ch);
-	/* the ETag the caller saw is gone: -EAGAIN, nothing else changed */
+	/* the ETag the caller saw is gone: ZC_E(ZC_CHANGED), nothing else changed */
 	CHECK_EQ(rpc_cmeta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size,
 	                           &old),
-	         -EAGAIN);
+	         ZC_E(ZC_CHANGED));
 	CHECK_EQ(ch.replaced, 0xc302);
 	CHECK_EQ(rpc_cmeta_get(c, "cb", "obj3", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK(ix_is(c, 0xc301, ".zest-mpu", "up3/00001"));

@@ -47,7 +47,7 @@ test_names(void)
 	CHECK_EQ(rpc_cmeta_heal_ids("", 0, ids, 8), 0);
 }
 
-/* The to-do key of bk/<key>: 0 and its value in v, or -ENOENT. */
+/* The to-do key of bk/<key>: 0 and its value in v, or ZC_E(ZC_NO_KEY). */
 static int
 todo(struct rpc_etcd *c, const char *key, char *v, size_t cap)
 {
@@ -78,7 +78,7 @@ test_commit(struct rpc_etcd *c)
 	t_put_init(&t, "bk", "whole", 0x1111, 20000, nodes3, 3);
 	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
 	rpc_cmeta_old_fini(&old);
-	CHECK_EQ(todo(c, "whole", v, sizeof(v)), -ENOENT);
+	CHECK_EQ(todo(c, "whole", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	/* one cell short (write quorum 2): the record names itself to the healers */
 	t_put_init(&t, "bk", "short", 0x2222, 20000, nodes3, 3);
 	t.g[1].missing = 1u << 2;
@@ -91,7 +91,7 @@ test_commit(struct rpc_etcd *c)
 	t_put_init(&t, "bk", "refused", 0x3333, 20000, nodes3, 3);
 	t.g[0].missing = 3u;
 	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), ZC_E(ZC_NO_QUORUM));
-	CHECK_EQ(todo(c, "refused", v, sizeof(v)), -ENOENT);
+	CHECK_EQ(todo(c, "refused", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	/* an overwrite with every cell leaves the key to the healer that reads it */
 	t_put_init(&t, "bk", "short", 0x4444, 20000, nodes3, 3);
 	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);

@@ -24,7 +24,7 @@ val(struct rpc_etcd *c, const char *k)
 	struct rpc_etcd_kvs kvs = { 0 };
 	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
 
-	if (rc == -ENOENT)
+	if (rc == ZC_E(ZC_NO_KEY))
 		return NULL;
 	CHECK_EQ(rc, 0);
 	snprintf(v, sizeof(v), "%.*s", (int)kvs.kv[0].value_len, kvs.kv[0].value);
@@ -178,11 +178,11 @@ test_fences(struct rpc_etcd *c)
 	pp[2].key = "p/other/00003";
 	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_INVALID));
 	pp[2].key = keys[2];
-	/* a part overwritten meanwhile, its ETag given: -EAGAIN, nothing changed */
+	/* a part overwritten meanwhile, its ETag given: ZC_E(ZC_CHANGED), nothing changed */
 	ch.key = keys[1];
 	pp[1].etag = "\"etag-000000000000b001\"";
 	rpc_cmeta_compose_fault(change, &ch);
-	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), -EAGAIN);
+	CHECK_EQ(compose(c, "f", "upf", pp, 3, &size, 0), ZC_E(ZC_CHANGED));
 	CHECK_EQ(rpc_cmeta_get(c, "ub", "f", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK(ix_is(c, 0xb000, ".zest-mpu", keys[0]) && ix_is(c, 0xbf01, ".zest-mpu", keys[1]));
 	/* any ETag: read again, composed as the part is now */

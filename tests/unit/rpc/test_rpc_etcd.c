@@ -52,7 +52,7 @@ exists(struct rpc_etcd *c, const char *key)
 	struct rpc_etcd_kvs kvs;
 	int rc = rpc_etcd_get(c, S(key), false, &kvs, 0);
 
-	CHECK(rc == 0 || rc == -ENOENT);
+	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	rpc_etcd_kvs_fini(&kvs);
 	return rc == 0;
 }
@@ -94,7 +94,7 @@ test_kv(struct rpc_etcd *c)
 	CHECK_EQ(kvs.kv[0].value_len, 0);
 	rpc_etcd_kvs_fini(&kvs);
 
-	CHECK_EQ(rpc_etcd_get(c, S("nosuchkey"), false, &kvs, 0), -ENOENT);
+	CHECK_EQ(rpc_etcd_get(c, S("nosuchkey"), false, &kvs, 0), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(kvs.n, 0);
 	CHECK(kvs.revision >= rev2);
 	rpc_etcd_kvs_fini(&kvs);
@@ -319,7 +319,7 @@ test_lease(struct rpc_etcd *c)
 	while (!lost.calls && now_ms() - t0 < 3000)
 		usleep(50 * 1000);
 	CHECK_EQ(lost.calls, 1);
-	CHECK_EQ(lost.err, -ENOENT);
+	CHECK_EQ(lost.err, ZC_E(ZC_NO_KEY));
 	CHECK_EQ(lost.id, id);
 	rpc_etcd_keepalive_stop(ka);
 
@@ -329,9 +329,9 @@ test_lease(struct rpc_etcd *c)
 	CHECK_EQ(rpc_etcd_put(c, S("l/r2"), S("x"), id, NULL, 0), 0);
 	CHECK_EQ(rpc_etcd_lease_revoke(c, id, 0), 0);
 	CHECK(!exists(c, "l/r1") && !exists(c, "l/r2"));
-	CHECK_EQ(rpc_etcd_lease_revoke(c, id, 0), -ENOENT);
+	CHECK_EQ(rpc_etcd_lease_revoke(c, id, 0), ZC_E(ZC_NO_KEY));
 	/* a put onto a lease that is gone is refused */
-	CHECK_EQ(rpc_etcd_put(c, S("l/r3"), S("x"), id, NULL, 0), -ENOENT);
+	CHECK_EQ(rpc_etcd_put(c, S("l/r3"), S("x"), id, NULL, 0), ZC_E(ZC_NO_KEY));
 }
 
 /* ------------------------------------------------------------------ watches */

@@ -609,7 +609,7 @@ m_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref
 		if (rc == 0 && parts[i].etag && parts[i].etag[0] &&
 		    strcmp(p->etag, parts[i].etag)) {
 			pthread_mutex_unlock(&m->lock);
-			return -EAGAIN; /* overwritten since the caller looked */
+			return ZC_E(ZC_CHANGED); /* overwritten since the caller looked */
 		}
 		if (rc == 0)
 			total += p->size;
