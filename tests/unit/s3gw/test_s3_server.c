@@ -1056,7 +1056,8 @@ test_multipart_checksums(void **state)
 }
 
 /* Part tables too long for the object's attributes go to their own record: next to 3.8 KB
- * of user metadata, the runs of 33 parts of alternating sizes do not fit in 4 KiB. */
+ * of attributes (2 KiB of user metadata, S3's most, and a long Content-Disposition), the
+ * runs of 33 parts of alternating sizes do not fit in 4 KiB. */
 static void
 test_multipart_part_table_record(void **state)
 {
@@ -1069,8 +1070,10 @@ test_multipart_part_table_record(void **state)
 	(void)state;
 	memset(p, 'z', PS + 1);
 	strcpy(meta, "x-amz-meta-pad: ");
-	memset(meta + 16, 'm', 3800);
-	strcpy(meta + 16 + 3800, "\r\n");
+	memset(meta + 16, 'm', 2045); /* "pad" + 2045: 2 KiB, S3_USER_META_MAX */
+	strcpy(meta + 16 + 2045, "\r\nContent-Disposition: ");
+	memset(meta + strlen(meta), 'd', 1755);
+	strcpy(meta + 16 + 2045 + 23 + 1755, "\r\n");
 	request("PUT", "/cks", NULL, NULL, 0, &r);
 	raw_resp_free(&r);
 	mpu_create("many", meta, uid, &r);
