@@ -14,7 +14,7 @@
 #include "rpc.h"
 
 #include "dn_test.h"
-#include "../../../datanode/dn_coord_internal.h"
+#include "dn_coord_internal.h"
 
 #define MAX_NODES 14 /* 2^14 subsets per reference call */
 
