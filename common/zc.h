@@ -52,6 +52,20 @@ zc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* *ts = now + ns on clock: a deadline for pthread_cond_timedwait (CLOCK_REALTIME unless
+ * the condition's clock was set). */
+static inline void
+zc_deadline(struct timespec *ts, clockid_t clock, uint64_t ns)
+{
+	clock_gettime(clock, ts);
+	ts->tv_sec += (time_t)(ns / 1000000000u);
+	ts->tv_nsec += (long)(ns % 1000000000u);
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 /* Thread CPU time (user + system) in nanoseconds. */
 static inline uint64_t
 zc_thread_cpu_ns(void)

@@ -26,52 +26,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dn_cells.h"
 #include "zc_err.h"
 #include "zc_ref.h"
 
-#define DN_MAX_DRIVES 64
-
 struct dn_store;
 struct dn_write;
-
-struct dn_store_opts {
-	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
-	unsigned ndrives;
-	/* Cluster mode: only the cell store is written, so >= 1 drive will do (k, m are the
-	 * scheme of the cells the node coordinates; single-node writes need k + m drives). */
-	bool cells_only;
-	unsigned k, m;              /* default scheme: 4 + 2 */
-	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
-	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */
-	unsigned stripes_per_group; /* block-group size in stripes; default 16 */
-	unsigned write_quorum;      /* cells that must be durable per group; 0: k + 1 */
-	unsigned queue_depth;       /* SQEs in flight per drive; default 64 */
-	unsigned parity_bufs;       /* registered cell buffers per drive; default 32 */
-	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
-	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
-	bool no_direct;             /* never try O_DIRECT for parity */
-	/* Data cells: false (buffered; the engine's default, zest-datanode's is direct) writes
-	 * them WRITEV from the payload's own buffers into the page cache; true (direct) copies
-	 * them once into registered aligned pool buffers and writes those O_DIRECT. Every
-	 * drive must accept O_DIRECT, and the pool per drive is twice parity_bufs (it holds
-	 * data cells too). */
-	bool data_direct;
-	bool discard; /* accept and drop payload (benchmark of the transport) */
-	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
-	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
-	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */
-	uint64_t meta_map_size; /* LMDB map size; default 1 GiB */
-	/* A full drive's free space is re-checked (statvfs) at most this often, by the next
-	 * write that would use it; 0: at every such write. Default 1 s. */
-	uint64_t full_probe_ns;
-	/* Background healer: this often, rebuild the cells writes recorded as missing on
-	 * drives that are writable again (a full drive with room, a transient error). Only
-	 * cells marked missing; a failed drive still needs `zest-datanode heal`. 0: off. */
-	uint64_t heal_interval_ns;
-};
-
-/* Fill opts with the defaults above (drives left NULL). */
-void dn_store_opts_default(struct dn_store_opts *opts);
 
 /*
  * Open (creating folders as needed) a store over the drive folders: picks the newest
@@ -90,31 +50,10 @@ void dn_store_close(struct dn_store *store);
 int dn_bucket_create(struct dn_store *s, const char *name, uint64_t *ctime_ns);
 int dn_bucket_delete(struct dn_store *s, const char *name); /* -ENOTEMPTY unless empty */
 int dn_bucket_head(struct dn_store *s, const char *name, uint64_t *ctime_ns);
-struct dn_bucket_info {
-	char *name;
-	uint64_t ctime_ns;
-};
 /* All buckets in name order; free with dn_bucket_list_free. */
 int dn_bucket_list(struct dn_store *s, struct dn_bucket_info **out, size_t *n);
-void dn_bucket_list_free(struct dn_bucket_info *v, size_t n);
 
 /* ---- objects ---- */
-struct dn_attr {
-	char *name;
-	char *value;
-};
-
-struct dn_object_info {
-	char *key;
-	uint64_t size;
-	char *etag;
-	uint64_t mtime_ns;
-	uint32_t crc32c; /* of the whole object */
-	unsigned k, m;
-	struct dn_attr *attrs;
-	size_t nattrs;
-};
-void dn_object_info_fini(struct dn_object_info *info);
 
 struct dn_write_result {
 	uint64_t size;
@@ -129,26 +68,7 @@ struct dn_write_result {
  */
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
-/*
- * A write that cannot reach its quorum because drives failed: its own code, never -EIO, so
- * that an I/O error of the metadata (LMDB, -EIO) is not taken for a lost quorum. The rpc
- * binding sends it as UNAVAILABLE "ServiceUnavailable: write quorum not met ...", -EIO as
- * INTERNAL "InternalError: metadata I/O error ...".
- */
-#define DN_ENOQUORUM ZC_E(ZC_NO_QUORUM)
 
-/*
- * A condition on the object a commit replaces (S3 conditional writes), checked inside the
- * metadata transaction that commits, so that two conditional writes of one key cannot both
- * pass. if_none_match: the key must not exist. if_match (NULL or "": no check): the key must
- * exist with this ETag ("*": any). A condition that does not hold fails the commit with
- * DN_ECONDITION, or ZC_E(ZC_NO_KEY) for if_match on a missing key; nothing changes.
- */
-struct dn_cond {
-	bool if_none_match;
-	const char *if_match;
-};
-#define DN_ECONDITION ZC_E(ZC_PRECONDITION)
 
 /*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
@@ -220,12 +140,6 @@ void dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_at
 /* Drop an unfinished write: nothing becomes visible, files are removed. Takes ownership. */
 void dn_write_abort(struct dn_write *w);
 
-/*
- * Read data delivered in order: seg is valid for the call; to keep the bytes, take
- * zc_ref_get(seg->ref) and put it later. Return < 0 from the callback to stop (that value
- * is returned by dn_read).
- */
-typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
 
 /*
  * Read [offset, offset + length) of bucket/key (has_length false: to the end), verifying
@@ -259,18 +173,9 @@ int dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_o
 /* Returns 1 when it existed, 0 when not, or -errno. */
 int dn_delete(struct dn_store *s, const char *bucket, const char *key);
 
-struct dn_list_result {
-	struct dn_object_info *entries; /* attrs left out */
-	size_t nentries;
-	char **prefixes;
-	size_t nprefixes;
-	bool truncated;
-	char *next_start_after;
-};
 /* S3 list semantics: keys > start_after with prefix, common prefixes on delimiter. */
 int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
             unsigned limit, const char *delimiter, struct dn_list_result *out);
-void dn_list_result_fini(struct dn_list_result *r);
 
 /*
  * New object bucket/key = concatenation of parts, metadata only: part i is key parts[i] in
@@ -300,112 +205,6 @@ int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
                bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
                struct dn_write_result *res);
-
-/* ---- cells (cluster mode, docs/cluster.md "The cell store") ---- */
-/*
- * Single cells of other coordinators' extents, and the coordinator's own: one file per
- * cell, (extent id, group, cell) its name, an entry in the LMDB table "cells" its index.
- * A cell is written whole (one stream), recorded pending once durable, committed when the
- * coordinator's etcd Txn succeeded, and read, deleted or collected by its name. Threads as
- * for objects: a struct dn_cell_write belongs to one thread until finish or abort.
- */
-struct dn_cell_id {
-	uint64_t extent;
-	uint32_t group;
-	unsigned cell; /* 0 .. k + m - 1 */
-};
-
-struct dn_cell_spec {
-	struct dn_cell_id id;
-	uint64_t length;            /* bytes in the cell; <= stripes_per_group x cell_size */
-	unsigned k, m;              /* the extent's scheme */
-	uint32_t cell_size;         /* a multiple of 4096 and of the store's chunk_size */
-	uint32_t stripes_per_group; /* >= 1 */
-	/* The object the coordinator writes (borrowed): the collector asks etcd about it. */
-	const char *bucket, *key;
-};
-
-struct dn_cell_info {
-	struct dn_cell_id id;
-	unsigned drive;
-	uint64_t length;
-	uint64_t created_ns; /* CLOCK_REALTIME when recorded */
-	bool pending;
-	unsigned k, m;
-	uint32_t cell_size, stripes_per_group, chunk_size;
-	char *bucket, *key;
-};
-void dn_cell_info_fini(struct dn_cell_info *info);
-void dn_cell_list_free(struct dn_cell_info *v, size_t n);
-
-struct dn_cell_write;
-/*
- * Start writing a cell: picks a drive (the writable one with most room; near-ties by a
- * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), -EEXIST
- * (the cell has an entry, or the extent id is one of this node's own objects: the
- * coordinator draws another), -EBUSY (a write of this name is still in progress, or its
- * abort still finishing: retry), -ENOSPC / DN_ENOQUORUM (no writable drive: all full /
- * some failed), -errno.
- */
-int dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec,
-                       struct dn_cell_write **out);
-/*
- * Append segs at offset (= bytes so far), as dn_write_data does: written straight from
- * the segments through the drive's ring, each SQE holding its own zc_ref (the caller
- * keeps its own and may drop them on return); chunk CRCs computed in the same pass. May
- * block on in-flight credit or the io pool. Returns 0, -EINVAL (offset, past length),
- * -EAGAIN, -EIO; an error poisons the write (finish reports it).
- */
-int dn_cell_write_data(struct dn_cell_write *w, uint64_t offset, const struct zc_seg *segs,
-                       size_t n);
-/* Called once, on the store's commit thread, when the cell is recorded (err 0) or not. */
-typedef void (*dn_cell_cb)(void *arg, int err);
-/*
- * Finish: every byte written (else -EINVAL), fdatasync the file and fsync its folder
- * through the ring, record the entry as pending, then cb. Takes ownership of w. On any
- * error the file is removed and nothing is recorded.
- */
-void dn_cell_write_finish(struct dn_cell_write *w, dn_cell_cb cb, void *arg);
-/* Drop an unfinished cell write: nothing is recorded, and once its SQEs completed the file
- * is removed and the name free again (-EBUSY until then). Takes ownership. */
-void dn_cell_write_abort(struct dn_cell_write *w);
-/* The coordinator's Txn committed: clear the pending flag. 0 (also if already), -ENOENT. */
-int dn_cell_commit(struct dn_store *s, struct dn_cell_id id);
-/* The entry of a cell into *info (fini it): 0, -ENOENT, -errno. */
-int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info);
-/*
- * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
- * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
- * thread, which sleeps meanwhile. Returns 0, -ENOENT, -EINVAL (range), -EBADMSG (a chunk
- * failed its CRC, or the file is short), -EIO (drive failed), or cb's value.
- */
-int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
-                 bool has_length, dn_read_cb cb, void *arg);
-/*
- * A committed cell of this store is lost (the scrubber found it rotted): its name goes to
- * the hook dn_cell_lost_hook set (the cluster healer, which marks the cell missing in its
- * object's record, dn_cheal_mark_missing), on the caller's thread; with none, nothing.
- * The hook must not block (it queues). One hook per store; NULL fn removes it, and once
- * that returns the old hook is not running and never runs again.
- */
-typedef void (*dn_cell_lost_fn)(void *arg, struct dn_cell_id id);
-void dn_cell_lost_hook(struct dn_store *s, dn_cell_lost_fn fn, void *arg);
-void dn_cell_lost(struct dn_store *s, struct dn_cell_id id);
-/* Remove a cell's entry, then its file. Returns 1 when it existed, 0 when not, -errno. */
-int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
-/*
- * Pending cells recorded before than_ns (CLOCK_REALTIME), at most limit (0: all), in name
- * order: the collector's work list. Free with dn_cell_list_free.
- */
-int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
-                               struct dn_cell_info **out, size_t *n);
-/*
- * Every cell, pending or committed, after *after (NULL: from the first) in name order, at
- * most limit (0: all): the collector's scan of committed cells, in pages. Free with
- * dn_cell_list_free.
- */
-int dn_cell_list(struct dn_store *s, const struct dn_cell_id *after, size_t limit,
-                 struct dn_cell_info **out, size_t *n);
 
 /* ---- metadata calls on the commit thread ---- */
 /*
@@ -452,7 +251,7 @@ int dn_mcall_submit(struct dn_store *s, const struct dn_mcall *call, dn_mcall_cb
  * re-checks its free space (statvfs: room for one block group's cell file, that is
  * stripes_per_group x cell_size) and the drive is OK again, with no restart or heal.
  */
-enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
+/* A DN_DRIVE_* of drive/dn_drive.h, or -EINVAL. */
 int dn_drive_state_get(struct dn_store *s, unsigned drive);
 /* Mark a drive failed (tests, operator); its cells are then written as missing. */
 int dn_drive_fail(struct dn_store *s, unsigned drive);
@@ -553,7 +352,6 @@ struct dn_counters {
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 
 /* Hook that appends more series (the rpc module's payload byte counters) to /metrics. */
-typedef void (*dn_metrics_hook)(FILE *out, void *arg);
 void dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg);
 /* Write the Prometheus text exposition to out. */
 void dn_metrics_render(struct dn_store *s, FILE *out);

@@ -209,7 +209,7 @@ claim_need(struct dn_store *s, struct dn_admit *e)
 		return s->ndrives == 64 ? UINT64_MAX : (1ull << s->ndrives) - 1;
 	if (e->base == UINT_MAX)
 		e->base = atomic_fetch_add(&s->next_base, 1);
-	dn_write_place(s, e->base, n, e->claim.place, NULL, NULL);
+	dn_store_place(s, e->base, n, e->claim.place, NULL, NULL);
 	e->claim.placed = true;
 	if (s->o.data_direct)
 		ndata = e->size >= (uint64_t)k * cell ? k : (unsigned)((e->size + cell - 1) / cell);
@@ -447,7 +447,7 @@ adm_main(void *arg)
 		now = zc_now_ns();
 		if (wake <= now)
 			continue;
-		dn_deadline(&ts, wake - now);
+		zc_deadline(&ts, CLOCK_REALTIME, wake - now);
 		pthread_cond_timedwait(&a->cond, &a->lock, &ts);
 	}
 	pthread_mutex_unlock(&a->lock);

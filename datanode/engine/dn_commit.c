@@ -105,7 +105,7 @@ write_free(struct dn_write *w)
 	free(w->bucket);
 	free(w->key);
 	free(w);
-	atomic_fetch_sub(&s->live_writes, 1);
+	dn_store_live_put(s);
 }
 
 /*

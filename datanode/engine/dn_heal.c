@@ -214,7 +214,7 @@ healer_main(void *arg)
 	while (!s->heal_stop) {
 		struct timespec until;
 
-		dn_deadline(&until, s->o.heal_interval_ns);
+		zc_deadline(&until, CLOCK_REALTIME, s->o.heal_interval_ns);
 		pthread_cond_timedwait(&s->heal_cond, &s->heal_lock, &until);
 		if (s->heal_stop || !atomic_exchange(&s->heal_pending, false))
 			continue;

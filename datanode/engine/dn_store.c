@@ -8,128 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_cell_internal.h"
-
-void
-dn_store_opts_default(struct dn_store_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->k = 4;
-	o->m = 2;
-	o->cell_size = 1 << 20;
-	o->chunk_size = 64 << 10;
-	o->stripes_per_group = 16;
-	o->queue_depth = 64;
-	o->parity_bufs = 32;
-	o->inflight_cap = 1ull << 30;
-	o->wait_ns = 2000000000ull;
-	o->adm_queue = 64;
-	o->meta_map_size = 1ull << 30;
-	o->full_probe_ns = 1000000000ull;
-}
-
-void
-dn_deadline(struct timespec *ts, uint64_t wait_ns)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += (time_t)(wait_ns / 1000000000u);
-	ts->tv_nsec += (long)(wait_ns % 1000000000u);
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
-struct dn_io *
-dn_io_get(struct dn_store *s, uint64_t wait_ns)
-{
-	struct timespec until;
-	struct dn_io *io;
-
-	dn_deadline(&until, wait_ns);
-	pthread_mutex_lock(&s->io_lock);
-	while (!s->io_free)
-		if (pthread_cond_timedwait(&s->io_cond, &s->io_lock, &until) == ETIMEDOUT)
-			break;
-	io = s->io_free;
-	if (io)
-		s->io_free = io->next;
-	pthread_mutex_unlock(&s->io_lock);
-	if (io)
-		io->dsync = false;
-	return io;
-}
-
-void
-dn_io_put(struct dn_store *s, struct dn_io *io)
-{
-	pthread_mutex_lock(&s->io_lock);
-	io->next = s->io_free;
-	s->io_free = io;
-	pthread_cond_signal(&s->io_cond);
-	pthread_mutex_unlock(&s->io_lock);
-}
-
-void
-dn_credit_add(struct dn_store *s, uint64_t bytes)
-{
-	pthread_mutex_lock(&s->credit_lock);
-	s->inflight += bytes;
-	pthread_mutex_unlock(&s->credit_lock);
-}
-
-bool
-dn_credit_over(struct dn_store *s)
-{
-	bool over;
-
-	pthread_mutex_lock(&s->credit_lock);
-	over = s->inflight > s->o.inflight_cap;
-	pthread_mutex_unlock(&s->credit_lock);
-	return over;
-}
-
-int
-dn_credit_wait(struct dn_store *s)
-{
-	struct timespec until;
-	int err = 0;
-
-	dn_deadline(&until, s->o.wait_ns);
-	pthread_mutex_lock(&s->credit_lock);
-	while (s->inflight > s->o.inflight_cap) {
-		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {
-			err = -EAGAIN;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->credit_lock);
-	return err;
-}
-
-void
-dn_credit_give(struct dn_store *s, uint64_t bytes)
-{
-	pthread_mutex_lock(&s->credit_lock);
-	s->inflight -= bytes;
-	pthread_cond_broadcast(&s->credit_cond);
-	pthread_mutex_unlock(&s->credit_lock);
-}
-
-int
-dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out)
-{
-	int err = 0;
-
-	if (k == 0 || m == 0 || k + m > EC_MAX_CELLS)
-		return -EINVAL;
-	pthread_mutex_lock(&s->codec_lock);
-	if (!s->codecs[k][m])
-		err = ec_codec_create(k, m, &s->codecs[k][m]);
-	*out = s->codecs[k][m];
-	pthread_mutex_unlock(&s->codec_lock);
-	return err;
-}
+#include "dn_internal.h"
 
 void
 dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
@@ -281,75 +160,20 @@ collect_garbage(struct dn_store *s)
 		       kept);
 }
 
-void
-dn_store_defer(struct dn_store *s, struct dn_job *job)
+/* How long close waits for writes still finishing before it goes on regardless. */
+#define DN_CLOSE_WAIT_NS (30ull * 1000000000u)
+
+/* The metadata dropped a replica: the healer revives it at its next turn. */
+static void
+meta_dropped(void *arg)
 {
-	job->next = NULL;
-	pthread_mutex_lock(&s->commit_lock);
-	if (s->jtail)
-		s->jtail->next = job;
-	else
-		s->jhead = job;
-	s->jtail = job;
-	s->jobs_deferred++;
-	pthread_cond_signal(&s->commit_cond);
-	pthread_mutex_unlock(&s->commit_lock);
-}
-
-/* The batch function a run started with (the job's own for the first one). */
-static void (*batch_fn_of(struct dn_job **batch, size_t n, struct dn_job *job))(struct dn_job **,
-                                                                                size_t)
-{
-	return n ? batch[0]->batch : job->batch;
-}
-
-static void *
-commit_main(void *arg)
-{
-	struct dn_store *s = arg;
-
-	pthread_mutex_lock(&s->commit_lock);
-	for (;;) {
-		struct dn_job *job = s->jhead;
-
-		if (!job) {
-			if (s->commit_stop)
-				break;
-			pthread_cond_wait(&s->commit_cond, &s->commit_lock);
-			continue;
-		}
-		/* Take the whole queue: commits that piled up during one sync share the next. */
-		s->jhead = s->jtail = NULL;
-		pthread_mutex_unlock(&s->commit_lock);
-		while (job) {
-			struct dn_job *batch[DN_BATCH_MAX];
-			size_t n = 0;
-
-			if (!job->batch) {
-				struct dn_job *next = job->next;
-
-				job->fn(job);
-				job = next;
-				continue;
-			}
-			while (job && n < DN_BATCH_MAX &&
-			       job->batch == batch_fn_of(batch, n, job)) {
-				batch[n++] = job;
-				job = job->next;
-			}
-			batch[0]->batch(batch, n);
-		}
-		pthread_mutex_lock(&s->commit_lock);
-	}
-	pthread_mutex_unlock(&s->commit_lock);
-	return NULL;
+	dn_heal_note(arg);
 }
 
 int
 dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 {
 	struct dn_store *s;
-	size_t nio;
 	int err;
 
 	if (!opts || !opts->drives || opts->ndrives == 0 || opts->ndrives > DN_MAX_DRIVES ||
@@ -370,34 +194,30 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	s->o = *opts;
 	s->metrics_fd = -1;
 	s->metrics_pipe[0] = s->metrics_pipe[1] = -1;
-	pthread_mutex_init(&s->codec_lock, NULL);
-	pthread_mutex_init(&s->credit_lock, NULL);
-	pthread_cond_init(&s->credit_cond, NULL);
-	pthread_mutex_init(&s->io_lock, NULL);
-	pthread_cond_init(&s->io_cond, NULL);
 	pthread_mutex_init(&s->adm.lock, NULL);
 	pthread_cond_init(&s->adm.cond, NULL);
-	pthread_mutex_init(&s->commit_lock, NULL);
-	pthread_cond_init(&s->commit_cond, NULL);
 	pthread_mutex_init(&s->heal_lock, NULL);
 	pthread_cond_init(&s->heal_cond, NULL);
+	err = dn_store_base_init(s);
+	if (err)
+		goto fail;
 	err = dn_cells_init(s);
 	if (err)
 		goto fail;
-	/* Rings full twice over, plus the cells writers are still filling (k per write). */
-	nio = (size_t)opts->ndrives * opts->queue_depth * 2 + 1024;
-	s->io_mem = calloc(nio, sizeof(*s->io_mem));
-	if (!s->io_mem) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	for (size_t i = 0; i < nio; i++) {
-		s->io_mem[i].next = s->io_free;
-		s->io_free = &s->io_mem[i];
-	}
 	for (unsigned d = 0; d < opts->ndrives; d++) {
+		struct dn_drive_opts dop = {
+			.owner = s,
+			.queue_depth = opts->queue_depth,
+			.no_direct = opts->no_direct,
+			.cell_size = (uint32_t)opts->cell_size,
+			.pool_bufs = opts->parity_bufs * (opts->data_direct ? 2 : 1),
+			.full_need = (uint64_t)opts->stripes_per_group * opts->cell_size,
+			.full_probe_ns = opts->full_probe_ns,
+			.on_write_done = dn_admission_note,
+		};
+
 		s->ndrives = d + 1;
-		err = dn_drive_init(&s->drives[d], s, d, opts->drives[d]);
+		err = dn_drive_init(&s->drives[d], &dop, d, opts->drives[d]);
 		if (err) {
 			ZC_ERR("store", "drive=%s init failed err=%s", opts->drives[d],
 			       strerror(-err));
@@ -417,15 +237,19 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	err = check_identity(s);
 	if (err)
 		goto fail;
-	err = dn_meta_open(s, &s->meta);
+	err = dn_meta_open(&(struct dn_meta_opts){ .drives = s->drives,
+	                                           .ndrives = s->ndrives,
+	                                           .replicas = opts->m + 1,
+	                                           .map_size = opts->meta_map_size,
+	                                           .on_drop = meta_dropped,
+	                                           .arg = s },
+	                   &s->meta);
 	if (err)
 		goto fail;
 	collect_garbage(s);
-	err = -pthread_create(&s->commit_thread, NULL, commit_main, s);
+	err = dn_store_commit_start(s);
 	if (err)
 		goto fail;
-	pthread_setname_np(s->commit_thread, "dn-commit");
-	s->commit_ok = true;
 	err = dn_admission_start(s);
 	if (err)
 		goto fail;
@@ -450,39 +274,19 @@ dn_store_close(struct dn_store *s)
 	dn_healer_stop(s); /* it reads through the rings and commits metadata: first */
 	dn_metrics_stop(s);
 	/* An aborted write still finishing (its last completions) must end before the rings go. */
-	for (int i = 0; atomic_load(&s->live_writes) > 0; i++) {
-		if (i == 10000)
-			ZC_ERR("store", "close: %u writes still live",
-			       atomic_load(&s->live_writes));
-		usleep(1000);
-	}
+	dn_store_live_wait(s, DN_CLOSE_WAIT_NS);
 	/* Drives first: their last completions may still hand jobs to the commit thread. */
 	for (unsigned d = 0; d < s->ndrives; d++)
 		dn_drive_fini(&s->drives[d]);
-	if (s->commit_ok) {
-		pthread_mutex_lock(&s->commit_lock);
-		s->commit_stop = true;
-		pthread_cond_signal(&s->commit_cond);
-		pthread_mutex_unlock(&s->commit_lock);
-		pthread_join(s->commit_thread, NULL);
-	}
+	dn_store_commit_stop(s);
 	dn_meta_close(s->meta);
 	dn_cells_fini(s);
-	for (unsigned k = 0; k <= EC_MAX_CELLS; k++)
-		for (unsigned m = 0; m <= EC_MAX_CELLS; m++)
-			ec_codec_destroy(s->codecs[k][m]);
-	free(s->io_mem);
-	pthread_mutex_destroy(&s->codec_lock);
-	pthread_mutex_destroy(&s->credit_lock);
-	pthread_cond_destroy(&s->credit_cond);
-	pthread_mutex_destroy(&s->io_lock);
-	pthread_cond_destroy(&s->io_cond);
+	dn_store_base_fini(s);
 	pthread_mutex_destroy(&s->adm.lock);
 	pthread_cond_destroy(&s->adm.cond);
-	pthread_mutex_destroy(&s->commit_lock);
-	pthread_cond_destroy(&s->commit_cond);
 	pthread_mutex_destroy(&s->heal_lock);
 	pthread_cond_destroy(&s->heal_cond);
+
 	free(s);
 }
 
@@ -514,39 +318,6 @@ dn_bucket_list(struct dn_store *s, struct dn_bucket_info **out, size_t *n)
 }
 
 /* ---- objects ---- */
-void
-dn_object_info_fini(struct dn_object_info *info)
-{
-	if (!info)
-		return;
-	free(info->key);
-	free(info->etag);
-	for (size_t i = 0; i < info->nattrs; i++) {
-		free(info->attrs[i].name);
-		free(info->attrs[i].value);
-	}
-	free(info->attrs);
-	memset(info, 0, sizeof(*info));
-}
-
-void
-dn_obj_take_info(struct dn_obj *o, const char *key, struct dn_object_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->key = dn_strdup(key);
-	info->size = o->size;
-	info->etag = o->etag;
-	info->mtime_ns = o->mtime_ns;
-	info->crc32c = o->crc32c;
-	info->k = o->k;
-	info->m = o->m;
-	info->attrs = o->attrs;
-	info->nattrs = o->nattrs;
-	o->etag = NULL;
-	o->attrs = NULL;
-	o->nattrs = 0;
-}
-
 int
 dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_object_info *info)
 {
@@ -637,9 +408,12 @@ dn_counters_get(struct dn_store *s, struct dn_counters *c)
 	c->degraded_reads = atomic_load(&s->degraded_reads);
 	c->cells_healed = atomic_load(&s->cells_healed);
 	c->align_copied_bytes = atomic_load(&s->align_copied);
-	c->file_syncs = atomic_load(&s->file_syncs);
-	c->dir_syncs = atomic_load(&s->dir_syncs);
-	c->dsync_writes = atomic_load(&s->dsync_writes);
+	c->file_syncs = c->dir_syncs = c->dsync_writes = 0;
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		c->file_syncs += atomic_load(&s->drives[d].file_syncs);
+		c->dir_syncs += atomic_load(&s->drives[d].dir_syncs);
+		c->dsync_writes += atomic_load(&s->drives[d].dsync_writes);
+	}
 	c->meta_txns = dn_meta_txns(s->meta);
 	pthread_mutex_lock(&s->credit_lock);
 	c->inflight_bytes = s->inflight;

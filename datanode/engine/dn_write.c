@@ -82,34 +82,6 @@ dn_write_release_group(struct dn_write *w)
 /* ---- group setup ---- */
 _Static_assert(EC_MAX_CELLS <= sizeof(((struct dn_claim *)0)->place), "dn_claim.place");
 
-void
-dn_write_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives, uint32_t *missing,
-               uint32_t *full)
-{
-	bool used[DN_MAX_DRIVES] = { false };
-	unsigned got = 0;
-
-	/*
-	 * Rotate the first drive per group; prefer writable drives, fill up with failed or
-	 * full ones, whose cells are missing from the start (no I/O is tried on them).
-	 */
-	for (unsigned pass = 0; pass < 2 && got < n; pass++)
-		for (unsigned i = 0; i < s->ndrives && got < n; i++) {
-			unsigned d = (base + i) % s->ndrives;
-			bool writable = used[d] ? false : dn_drive_writable(&s->drives[d]);
-
-			if (used[d] || (pass == 0 && !writable))
-				continue;
-			used[d] = true;
-			if (!writable && missing) {
-				*missing |= 1u << got;
-				if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-					*full |= 1u << got;
-			}
-			drives[got++] = (uint8_t)d;
-		}
-}
-
 static int
 group_start(struct dn_write *w)
 {
@@ -147,7 +119,7 @@ group_start(struct dn_write *w)
 				full |= 1u << c;
 		}
 	} else {
-		dn_write_place(s, atomic_fetch_add(&s->next_base, 1), w->n, g->drives, &missing,
+		dn_store_place(s, atomic_fetch_add(&s->next_base, 1), w->n, g->drives, &missing,
 		               &full);
 	}
 	atomic_store(&g->missing, missing);
@@ -618,10 +590,10 @@ write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t si
 	for (unsigned c = 0; c < EC_MAX_CELLS; c++)
 		w->dbuf[c] = -1;
 	atomic_init(&w->outstanding, 1);
-	atomic_fetch_add(&s->live_writes, 1);
+	dn_store_live_get(s);
 	err = dn_store_codec(s, k, m, &w->codec);
 	if (err || !w->bucket || !w->key) {
-		atomic_fetch_sub(&s->live_writes, 1);
+		dn_store_live_put(s);
 		dn_write_unclaim(w);
 		free(w->bucket);
 		free(w->key);
