@@ -101,8 +101,6 @@ int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
 int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
                                struct dn_cell_info **out, size_t *n);
 
-
-
 /*
  * Every cell, pending or committed, after *after (NULL: from the first) in name order, at
  * most limit (0: all): the collector's scan of committed cells, in pages. Free with

@@ -34,10 +34,10 @@ enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
 struct dn_drive_opts {
 	struct dn_store *owner; /* stored in dn_drive.store for the owner's callbacks */
 	unsigned queue_depth;
-	bool no_direct;       /* never O_DIRECT */
-	uint32_t cell_size;   /* bytes per registered buffer */
-	unsigned pool_bufs;   /* registered buffers */
-	uint64_t full_need;   /* bytes a FULL drive needs free again to be OK (a block group) */
+	bool no_direct;     /* never O_DIRECT */
+	uint32_t cell_size; /* bytes per registered buffer */
+	unsigned pool_bufs; /* registered buffers */
+	uint64_t full_need; /* bytes a FULL drive needs free again to be OK (a block group) */
 	uint64_t full_probe_ns;
 	/* Called on the drive thread when a write completes, with its time in the queue and
 	 * on the device (admission's latency note). NULL: none. */
@@ -207,6 +207,5 @@ int dn_layout_path(const char *root, uint64_t id, uint32_t group, unsigned cell,
 int dn_layout_mkdirs(const char *root, uint64_t id);
 /* Parse a cell file name back to its extent id; -EINVAL when it is not one. */
 int dn_layout_parse(const char *name, uint64_t *id);
-
 
 #endif

@@ -68,8 +68,6 @@ struct dn_write_result {
  */
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
 
-
-
 /*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
  * that take writes (a full drive whose re-probe finds space again counts, and is OK from
@@ -139,7 +137,6 @@ void dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_at
 
 /* Drop an unfinished write: nothing becomes visible, files are removed. Takes ownership. */
 void dn_write_abort(struct dn_write *w);
-
 
 /*
  * Read [offset, offset + length) of bucket/key (has_length false: to the end), verifying
@@ -257,9 +254,6 @@ int dn_drive_state_get(struct dn_store *s, unsigned drive);
 int dn_drive_fail(struct dn_store *s, unsigned drive);
 /* Test hook: every write SQE on this drive is delayed by delay_ns before submission. */
 void dn_drive_inject_delay(struct dn_store *s, unsigned drive, uint64_t delay_ns);
-/* Test hook: admission sees at least this write latency (0: off), as if a drive were that
- * slow, without slowing one: a level held steady for as long as a test needs. */
-void dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns);
 /* Test hook: the next n completed writes on this drive report -EIO (as a dying disk). */
 void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
 /*
@@ -269,63 +263,7 @@ void dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n);
  */
 long dn_heal(struct dn_store *s, unsigned drive);
 
-/* ---- admission, counters, metrics ---- */
-enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
-int dn_admission_level(struct dn_store *s);
-
-/*
- * Admission without holding a thread (the rpc binding: a Write waiting at L1 or L2 must not
- * occupy a write worker). A parked Write is a struct dn_admit in the caller's storage; the
- * store's admission thread (dn-admit) calls cb(arg, err) exactly once when it is let in
- * (err 0), its queue wait ran out (-EAGAIN) or the store closes (-ECANCELED). cb runs on
- * that thread and must not block; once it is called the store no longer touches *a.
- */
-typedef void (*dn_admit_cb)(void *arg, int err);
-/* Cell buffers reserved for one Write: one on each drive of `drives` (bit d: drive d). */
-struct dn_claim {
-	uint64_t drives;
-	uint8_t place[32]; /* placed: the drives of the Write's only block group, cell order */
-	bool placed;
-};
-struct dn_admit {
-	/* private to dn_admission.c, under the store's admission lock */
-	struct dn_admit *prev, *next;
-	uint64_t due_ns;   /* paced: let in at */
-	uint64_t until_ns; /* queued: refused at (set when first parked) */
-	bool queued;       /* waits for the level to fall below L2, or for its buffers */
-	bool bufwait;      /* its buffers were not free: waits for them, first come first in */
-	bool parked;
-	int err;
-	dn_admit_cb cb;
-	void *arg;
-	/* set by dn_admit_bufs before dn_admission_try; claim is taken when let in */
-	bool bufs;
-	unsigned k, m, base;
-	uint64_t size;
-	bool size_known;
-	struct dn_claim claim;
-};
-/*
- * The Write *a asks for will write through this store's drive pools (not --cluster): let it
- * in only together with a reservation of the cell buffers it can hold at once (one per
- * drive of its block group: its parity cells' and, with data_direct, the data cells its
- * size reaches; every drive when it spans more groups or its size is unknown). A Write
- * whose buffers are reserved by others waits in the admission queue, first come first in,
- * holding no thread and no buffer. dn_write_begin_admitted takes the reservation over.
- */
-void dn_admit_bufs(struct dn_admit *a, unsigned k, unsigned m, uint64_t size, bool size_known);
-/*
- * Ask to start a Write now: 0 admitted, -EAGAIN refused (above L3, or the L2 queue holds
- * adm_queue Writes), 1 parked (paced above L1, queued above L2): cb follows. Any thread;
- * cheap (atomics and one short lock), never waits.
- */
-int dn_admission_try(struct dn_store *s, struct dn_admit *a, dn_admit_cb cb, void *arg);
-/*
- * Take a parked Write out (its call was cancelled): true when it was parked (cb will not
- * run), false when cb has run or is running. Any thread.
- */
-bool dn_admission_cancel(struct dn_store *s, struct dn_admit *a);
-
+/* ---- counters, metrics ---- */
 struct dn_counters {
 	uint64_t objects_committed;
 	uint64_t degraded_reads;

@@ -15,17 +15,6 @@
 #include "zc.h"
 #include "zc_crc.h"
 
-/* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED;
- * e (dn_admit_bufs set, or zeroed) gets the claim. */
-int dn_admission_enter(struct dn_store *s, struct dn_admit *e);
-/* Give back a Write's reserved buffers (zeroes *c); lets waiting Writes in. Any thread. */
-void dn_admission_release(struct dn_store *s, struct dn_claim *c);
-/* Start / stop dn-admit; stop fails what is still parked with -ECANCELED. */
-int dn_admission_start(struct dn_store *s);
-void dn_admission_stop(struct dn_store *s);
-void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
-
-
 /* ---- the commit thread's batch ---- */
 /* The commit thread's batch: Write commits and metadata calls in one transaction. */
 void dn_commit_batch(struct dn_job **jobs, size_t n);
@@ -46,6 +35,10 @@ void dn_mcall_finish(struct dn_job *job, struct dn_meta_put *p);
 int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *part_buckets,
                      const char *const *parts, const char *const *part_etags, size_t nparts,
                      struct dn_obj *o);
+/* At open (dn_collect.c): refuse drive folders of another store or index (-EINVAL), name
+ * new ones; then remove the files no committed extent and no cell entry owns. */
+int dn_store_check_identity(struct dn_store *s);
+void dn_store_collect(struct dn_store *s);
 /* Unlink every file of an extent (best effort). */
 void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
 /* Unlink and free the n extents of v (a delete's or an overwrite's freed ones), then v. */
@@ -87,4 +80,3 @@ dn_heal_note(struct dn_store *s)
 }
 
 #endif
-

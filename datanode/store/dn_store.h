@@ -2,11 +2,13 @@
  * dn_store: the store object the engine (engine/, dn.h) and the cell store (cells/) both run
  * on, and what they share (datanode/store/, its one public header): the options, the
  * drives and the metadata, the pool of io requests, the in-flight payload credit, the
- * codec cache and the commit thread that runs their jobs (metadata commits, unlinks,
- * callbacks) off the drive threads. It calls the layers below only (drive/, meta/).
+ * codec cache, the commit thread that runs their jobs (metadata commits, unlinks,
+ * callbacks) off the drive threads, the placement of a block group, and admission
+ * (dn_admission.c), which lets Writes in by the drives' latency and reserves their
+ * buffers. It calls the layers below only (drive/, meta/).
  *
- * The engine's own state (admission, healer, metrics) lives in the object too, written
- * only by engine/ files; the cell store's is behind s->cells (cells/).
+ * The engine's own state (healer, metrics) lives in the object too, written only by
+ * engine/ files; the cell store's is behind s->cells (cells/).
  */
 #ifndef ZEST_DN_STORE_H
 #define ZEST_DN_STORE_H
@@ -63,8 +65,79 @@ struct dn_store_opts {
 /* Fill opts with the defaults above (drives left NULL). */
 void dn_store_opts_default(struct dn_store_opts *opts);
 
+/* ---- admission (dn_admission.c): Writes let in by the drives' latency and buffers ---- */
+enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
+int dn_admission_level(struct dn_store *s);
+
+/*
+ * Admission without holding a thread (the rpc binding: a Write waiting at L1 or L2 must not
+ * occupy a write worker). A parked Write is a struct dn_admit in the caller's storage; the
+ * store's admission thread (dn-admit) calls cb(arg, err) exactly once when it is let in
+ * (err 0), its queue wait ran out (-EAGAIN) or the store closes (-ECANCELED). cb runs on
+ * that thread and must not block; once it is called the store no longer touches *a.
+ */
+typedef void (*dn_admit_cb)(void *arg, int err);
+/* Cell buffers reserved for one Write: one on each drive of `drives` (bit d: drive d). */
+struct dn_claim {
+	uint64_t drives;
+	uint8_t place[32]; /* placed: the drives of the Write's only block group, cell order */
+	bool placed;
+};
+struct dn_admit {
+	/* private to dn_admission.c, under the store's admission lock */
+	struct dn_admit *prev, *next;
+	uint64_t due_ns;   /* paced: let in at */
+	uint64_t until_ns; /* queued: refused at (set when first parked) */
+	bool queued;       /* waits for the level to fall below L2, or for its buffers */
+	bool bufwait;      /* its buffers were not free: waits for them, first come first in */
+	bool parked;
+	int err;
+	dn_admit_cb cb;
+	void *arg;
+	/* set by dn_admit_bufs before dn_admission_try; claim is taken when let in */
+	bool bufs;
+	unsigned k, m, base;
+	uint64_t size;
+	bool size_known;
+	struct dn_claim claim;
+};
+/*
+ * The Write *a asks for will write through this store's drive pools (not --cluster): let it
+ * in only together with a reservation of the cell buffers it can hold at once (one per
+ * drive of its block group: its parity cells' and, with data_direct, the data cells its
+ * size reaches; every drive when it spans more groups or its size is unknown). A Write
+ * whose buffers are reserved by others waits in the admission queue, first come first in,
+ * holding no thread and no buffer. dn_write_begin_admitted takes the reservation over.
+ */
+void dn_admit_bufs(struct dn_admit *a, unsigned k, unsigned m, uint64_t size, bool size_known);
+/*
+ * Ask to start a Write now: 0 admitted, -EAGAIN refused (above L3, or the L2 queue holds
+ * adm_queue Writes), 1 parked (paced above L1, queued above L2): cb follows. Any thread;
+ * cheap (atomics and one short lock), never waits.
+ */
+int dn_admission_try(struct dn_store *s, struct dn_admit *a, dn_admit_cb cb, void *arg);
+/*
+ * Take a parked Write out (its call was cancelled): true when it was parked (cb will not
+ * run), false when cb has run or is running. Any thread.
+ */
+bool dn_admission_cancel(struct dn_store *s, struct dn_admit *a);
+
+/* Test hook: admission sees at least this write latency (0: off), as if a drive were that
+ * slow, without slowing one: a level held steady for as long as a test needs. */
+void dn_admission_inject_latency(struct dn_store *s, uint64_t latency_ns);
+
+/* Blocking admission on the caller's thread (dn_write_begin): 0, -EAGAIN, -ECANCELED;
+ * e (dn_admit_bufs set, or zeroed) gets the claim. */
+int dn_admission_enter(struct dn_store *s, struct dn_admit *e);
+/* Give back a Write's reserved buffers (zeroes *c); lets waiting Writes in. Any thread. */
+void dn_admission_release(struct dn_store *s, struct dn_claim *c);
+/* Start / stop dn-admit; stop fails what is still parked with -ECANCELED. */
+int dn_admission_start(struct dn_store *s);
+void dn_admission_stop(struct dn_store *s);
+/* A write completed on d (the drives' on_write_done hook). */
+void dn_admission_note(struct dn_drive *d, uint64_t latency_ns);
+
 /* ---- the store object ---- */
-struct dn_admit;
 struct dn_cells;
 typedef void (*dn_metrics_hook)(FILE *out, void *arg);
 
@@ -114,7 +187,7 @@ struct dn_store {
 	pthread_mutex_t commit_lock;
 	pthread_cond_t commit_cond;
 	struct dn_job *jhead, *jtail;
-	uint64_t jobs_deferred;  /* under commit_lock: jobs ever queued (tests wait on it) */
+	uint64_t jobs_deferred; /* under commit_lock: jobs ever queued (tests wait on it) */
 	/* Writes (objects and cells) begun and not yet freed: close waits for zero. */
 	atomic_uint live_writes;
 	pthread_mutex_t live_lock;
@@ -173,8 +246,9 @@ void dn_store_live_put(struct dn_store *s);
  * -ETIMEDOUT (close goes on). */
 int dn_store_live_wait(struct dn_store *s, uint64_t wait_ns);
 
-/* The store layer's part of open and close (dn_store_base.c): locks, the io pool and the
- * commit thread; close after the drives stopped (their last completions queue jobs). */
+/* The store layer's part of open and close: locks and the io pool (dn_store_base.c), the
+ * commit thread (dn_jobs.c). Stop the thread after the drives (their last completions
+ * queue jobs). */
 int dn_store_base_init(struct dn_store *s);
 int dn_store_commit_start(struct dn_store *s);
 void dn_store_commit_stop(struct dn_store *s);

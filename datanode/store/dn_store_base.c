@@ -1,6 +1,8 @@
 /*
- * The store layer: option defaults, the pool of io requests, the in-flight payload credit,
- * the codec cache and the commit thread, shared by the engine and the cell store.
+ * The store layer's object: option defaults, its init and fini, the codec cache, the
+ * placement of a block group and the count of live writes close waits for. The io pool
+ * and credit are in dn_iopool.c, the commit thread in dn_jobs.c, admission in
+ * dn_admission.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,82 +31,6 @@ dn_store_opts_default(struct dn_store_opts *o)
 	o->full_probe_ns = 1000000000ull;
 }
 
-struct dn_io *
-dn_io_get(struct dn_store *s, uint64_t wait_ns)
-{
-	struct timespec until;
-	struct dn_io *io;
-
-	zc_deadline(&until, CLOCK_REALTIME, wait_ns);
-	pthread_mutex_lock(&s->io_lock);
-	while (!s->io_free)
-		if (pthread_cond_timedwait(&s->io_cond, &s->io_lock, &until) == ETIMEDOUT)
-			break;
-	io = s->io_free;
-	if (io)
-		s->io_free = io->next;
-	pthread_mutex_unlock(&s->io_lock);
-	if (io)
-		io->dsync = false;
-	return io;
-}
-
-void
-dn_io_put(struct dn_store *s, struct dn_io *io)
-{
-	pthread_mutex_lock(&s->io_lock);
-	io->next = s->io_free;
-	s->io_free = io;
-	pthread_cond_signal(&s->io_cond);
-	pthread_mutex_unlock(&s->io_lock);
-}
-
-void
-dn_credit_add(struct dn_store *s, uint64_t bytes)
-{
-	pthread_mutex_lock(&s->credit_lock);
-	s->inflight += bytes;
-	pthread_mutex_unlock(&s->credit_lock);
-}
-
-bool
-dn_credit_over(struct dn_store *s)
-{
-	bool over;
-
-	pthread_mutex_lock(&s->credit_lock);
-	over = s->inflight > s->o.inflight_cap;
-	pthread_mutex_unlock(&s->credit_lock);
-	return over;
-}
-
-int
-dn_credit_wait(struct dn_store *s)
-{
-	struct timespec until;
-	int err = 0;
-
-	zc_deadline(&until, CLOCK_REALTIME, s->o.wait_ns);
-	pthread_mutex_lock(&s->credit_lock);
-	while (s->inflight > s->o.inflight_cap) {
-		if (pthread_cond_timedwait(&s->credit_cond, &s->credit_lock, &until) == ETIMEDOUT) {
-			err = -EAGAIN;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->credit_lock);
-	return err;
-}
-
-void
-dn_credit_give(struct dn_store *s, uint64_t bytes)
-{
-	pthread_mutex_lock(&s->credit_lock);
-	s->inflight -= bytes;
-	pthread_cond_broadcast(&s->credit_cond);
-	pthread_mutex_unlock(&s->credit_lock);
-}
-
 int
 dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out)
 {
@@ -118,70 +44,6 @@ dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out
 	*out = s->codecs[k][m];
 	pthread_mutex_unlock(&s->codec_lock);
 	return err;
-}
-
-void
-dn_store_defer(struct dn_store *s, struct dn_job *job)
-{
-	job->next = NULL;
-	pthread_mutex_lock(&s->commit_lock);
-	if (s->jtail)
-		s->jtail->next = job;
-	else
-		s->jhead = job;
-	s->jtail = job;
-	s->jobs_deferred++;
-	pthread_cond_signal(&s->commit_cond);
-	pthread_mutex_unlock(&s->commit_lock);
-}
-
-/* The batch function a run started with (the job's own for the first one). */
-static void (*batch_fn_of(struct dn_job **batch, size_t n, struct dn_job *job))(struct dn_job **,
-                                                                                size_t)
-{
-	return n ? batch[0]->batch : job->batch;
-}
-
-static void *
-commit_main(void *arg)
-{
-	struct dn_store *s = arg;
-
-	pthread_mutex_lock(&s->commit_lock);
-	for (;;) {
-		struct dn_job *job = s->jhead;
-
-		if (!job) {
-			if (s->commit_stop)
-				break;
-			pthread_cond_wait(&s->commit_cond, &s->commit_lock);
-			continue;
-		}
-		/* Take the whole queue: commits that piled up during one sync share the next. */
-		s->jhead = s->jtail = NULL;
-		pthread_mutex_unlock(&s->commit_lock);
-		while (job) {
-			struct dn_job *batch[DN_BATCH_MAX];
-			size_t n = 0;
-
-			if (!job->batch) {
-				struct dn_job *next = job->next;
-
-				job->fn(job);
-				job = next;
-				continue;
-			}
-			while (job && n < DN_BATCH_MAX &&
-			       job->batch == batch_fn_of(batch, n, job)) {
-				batch[n++] = job;
-				job = job->next;
-			}
-			batch[0]->batch(batch, n);
-		}
-		pthread_mutex_lock(&s->commit_lock);
-	}
-	pthread_mutex_unlock(&s->commit_lock);
-	return NULL;
 }
 
 /* ---- placement ---- */
@@ -236,31 +98,6 @@ dn_store_base_init(struct dn_store *s)
 		s->io_free = &s->io_mem[i];
 	}
 	return 0;
-}
-
-int
-dn_store_commit_start(struct dn_store *s)
-{
-	int err = -pthread_create(&s->commit_thread, NULL, commit_main, s);
-
-	if (err)
-		return err;
-	pthread_setname_np(s->commit_thread, "dn-commit");
-	s->commit_ok = true;
-	return 0;
-}
-
-void
-dn_store_commit_stop(struct dn_store *s)
-{
-	if (!s->commit_ok)
-		return;
-	pthread_mutex_lock(&s->commit_lock);
-	s->commit_stop = true;
-	pthread_cond_signal(&s->commit_cond);
-	pthread_mutex_unlock(&s->commit_lock);
-	pthread_join(s->commit_thread, NULL);
-	s->commit_ok = false;
 }
 
 void

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dn_internal.h"
+#include "dn_store.h"
 
 #define DECAY_NS 100000000ull
 #define PACE_MAX 50000000ull
