@@ -59,8 +59,6 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	s->o = *opts;
 	s->metrics_fd = -1;
 	s->metrics_pipe[0] = s->metrics_pipe[1] = -1;
-	pthread_mutex_init(&s->adm.lock, NULL);
-	pthread_cond_init(&s->adm.cond, NULL);
 	pthread_mutex_init(&s->heal_lock, NULL);
 	pthread_cond_init(&s->heal_cond, NULL);
 	err = dn_store_base_init(s);
@@ -147,8 +145,6 @@ dn_store_close(struct dn_store *s)
 	dn_meta_close(s->meta);
 	dn_cells_fini(s);
 	dn_store_base_fini(s);
-	pthread_mutex_destroy(&s->adm.lock);
-	pthread_cond_destroy(&s->adm.cond);
 	pthread_mutex_destroy(&s->heal_lock);
 	pthread_cond_destroy(&s->heal_cond);
 
@@ -264,37 +260,4 @@ dn_drive_inject_errors(struct dn_store *s, unsigned drive, unsigned n)
 {
 	if (drive < s->ndrives)
 		atomic_store(&s->drives[drive].inject_errors, n);
-}
-
-void
-dn_counters_get(struct dn_store *s, struct dn_counters *c)
-{
-	c->objects_committed = atomic_load(&s->objects_committed);
-	c->degraded_reads = atomic_load(&s->degraded_reads);
-	c->cells_healed = atomic_load(&s->cells_healed);
-	c->align_copied_bytes = atomic_load(&s->align_copied);
-	c->file_syncs = c->dir_syncs = c->dsync_writes = 0;
-	for (unsigned d = 0; d < s->ndrives; d++) {
-		c->file_syncs += atomic_load(&s->drives[d].file_syncs);
-		c->dir_syncs += atomic_load(&s->drives[d].dir_syncs);
-		c->dsync_writes += atomic_load(&s->drives[d].dsync_writes);
-	}
-	c->meta_txns = dn_meta_txns(s->meta);
-	pthread_mutex_lock(&s->credit_lock);
-	c->inflight_bytes = s->inflight;
-	pthread_mutex_unlock(&s->credit_lock);
-	c->admission_refused = atomic_load(&s->adm_refused);
-	c->admission_paced = atomic_load(&s->adm_paced);
-	c->admission_queued = atomic_load(&s->adm_queued);
-	c->admission_parked = atomic_load(&s->adm.parked);
-	c->admission_bufwaits = atomic_load(&s->adm_bufwaits);
-	c->pool_waits = c->pool_timeouts = 0;
-	for (unsigned d = 0; d < s->ndrives; d++) {
-		c->pool_waits += atomic_load(&s->drives[d].pool_waits);
-		c->pool_timeouts += atomic_load(&s->drives[d].pool_timeouts);
-	}
-	c->mcalls = atomic_load(&s->mcalls);
-	c->mcall_txns = atomic_load(&s->mcall_txns);
-	c->meta_replicas =
-	        dn_meta_replicas(s->meta, &c->meta_replicas_live, &c->meta_replicas_rebuilt);
 }

@@ -82,6 +82,37 @@ dn_write_release_group(struct dn_write *w)
 /* ---- group setup ---- */
 _Static_assert(EC_MAX_CELLS <= sizeof(((struct dn_claim *)0)->place), "dn_claim.place");
 
+/* ---- the write quorum ---- */
+int
+dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
+                      unsigned *ndrives, unsigned *quorum)
+{
+	unsigned ok = 0, full = 0, q;
+
+	if (k == 0) {
+		k = s->o.k;
+		m = s->o.m;
+	}
+	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
+		return -EINVAL;
+	q = dn_store_quorum(s, k, k + m);
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		if (dn_drive_writable(&s->drives[d]))
+			ok++;
+		else if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+			full++;
+	}
+	if (writable)
+		*writable = ok;
+	if (ndrives)
+		*ndrives = s->ndrives;
+	if (quorum)
+		*quorum = q;
+	if (ok >= q || s->o.discard)
+		return 0;
+	return full ? -ENOSPC : DN_ENOQUORUM;
+}
+
 static int
 group_start(struct dn_write *w)
 {

@@ -230,6 +230,9 @@ bool dn_credit_over(struct dn_store *s);
 int dn_credit_wait(struct dn_store *s);
 void dn_credit_give(struct dn_store *s, uint64_t bytes);
 
+/* Durable cells a group of a k+m write (n = k + m cells) needs to commit: the store's
+ * write_quorum, else k + 1, within [k, n]. */
+unsigned dn_store_quorum(const struct dn_store *s, unsigned k, unsigned n);
 /*
  * Place a block group of n cells from rotation base: writable drives first, then failed or
  * full ones (their cells are missing from the start). drives[c]: cell c's drive; bit c of

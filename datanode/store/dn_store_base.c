@@ -1,7 +1,7 @@
 /*
- * The store layer's object: option defaults, its init and fini, the codec cache, the
- * placement of a block group and the count of live writes close waits for. The io pool
- * and credit are in dn_iopool.c, the commit thread in dn_jobs.c, admission in
+ * The store layer's object: option defaults, its init and fini, the codec cache, a block
+ * group's write quorum and placement, and the count of live writes close waits for. The io
+ * pool and credit are in dn_iopool.c, the commit thread in dn_jobs.c, admission in
  * dn_admission.c.
  */
 #include <errno.h>
@@ -46,7 +46,19 @@ dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out
 	return err;
 }
 
-/* ---- placement ---- */
+/* ---- quorum and placement of a block group ---- */
+unsigned
+dn_store_quorum(const struct dn_store *s, unsigned k, unsigned n)
+{
+	unsigned quorum = s->o.write_quorum ? s->o.write_quorum : k + 1;
+
+	if (quorum > n)
+		quorum = n;
+	if (quorum < k)
+		quorum = k;
+	return quorum;
+}
+
 void
 dn_store_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives, uint32_t *missing,
                uint32_t *full)
@@ -90,6 +102,8 @@ dn_store_base_init(struct dn_store *s)
 	pthread_cond_init(&s->commit_cond, NULL);
 	pthread_mutex_init(&s->live_lock, NULL);
 	pthread_cond_init(&s->live_cond, NULL);
+	pthread_mutex_init(&s->adm.lock, NULL);
+	pthread_cond_init(&s->adm.cond, NULL);
 	s->io_mem = calloc(nio, sizeof(*s->io_mem));
 	if (!s->io_mem)
 		return -ENOMEM;
@@ -117,6 +131,8 @@ dn_store_base_fini(struct dn_store *s)
 	pthread_cond_destroy(&s->commit_cond);
 	pthread_mutex_destroy(&s->live_lock);
 	pthread_cond_destroy(&s->live_cond);
+	pthread_mutex_destroy(&s->adm.lock);
+	pthread_cond_destroy(&s->adm.cond);
 }
 
 void
