@@ -15,7 +15,6 @@
 #include "zc.h"
 #include "zc_crc.h"
 
-/* ---- the commit thread's batch ---- */
 /* The commit thread's batch: Write commits and metadata calls in one transaction. */
 void dn_commit_batch(struct dn_job **jobs, size_t n);
 /*
@@ -36,7 +35,7 @@ int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *
                      const char *const *parts, const char *const *part_etags, size_t nparts,
                      struct dn_obj *o);
 /* At open (dn_collect.c): refuse drive folders of another store or index (-EINVAL), name
- * new ones; then remove the files no committed extent and no cell entry owns. */
+ * new ones (or -errno); then remove the files no committed extent and no cell entry owns. */
 int dn_store_check_identity(struct dn_store *s);
 void dn_store_collect(struct dn_store *s);
 /* Unlink every file of an extent (best effort). */
