@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "dn_daemon.h"
-#include "dn_internal.h"
+#include "dn.h"
 #include "dn_scrub.h"
 
 enum {

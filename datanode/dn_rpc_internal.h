@@ -31,7 +31,7 @@
 #include <stddef.h>
 
 #include "dn_coord.h"
-#include "dn_internal.h"
+#include "dn.h"
 #include "dn_rpc.h"
 
 #define READ_BATCH (1u << 20) /* payload bytes per ReadChunk */

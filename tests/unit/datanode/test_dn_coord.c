@@ -20,7 +20,7 @@
 #include "rpc.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
-#include "../../../datanode/dn_coord_internal.h"
+#include "dn_coord_internal.h"
 #include "etcd_test.h"
 #include "rpc_cmeta.h"
 #include "t_fault.h"

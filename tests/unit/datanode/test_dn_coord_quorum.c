@@ -1,5 +1,5 @@
 /*
- * The cluster write quorum's measure (datanode/dn_coord_place.c, docs/cluster.md "The
+ * The cluster write quorum's measure (datanode/cluster/dn_coord_place.c, docs/cluster.md "The
  * write quorum"): dn_coord_tolerance, the nodes a block group survives losing, checked
  * against a brute-force reference that loses every subset of the live nodes:
  *   - over zc_place_group's placements on 1..k+m+3 nodes (with and without a coordinator),
@@ -14,7 +14,7 @@
 #include "rpc.h"
 
 #include "dn_test.h"
-#include "../../../datanode/dn_coord_internal.h"
+#include "dn_coord_internal.h"
 
 #define MAX_NODES 14 /* 2^14 subsets per reference call */
 

@@ -1,5 +1,5 @@
 /* Geometry of block groups and cell-file names (no bucket or key ever reaches a path). */
-#include "../../../datanode/dn_internal.h"
+#include "dn_internal.h"
 #include "dn_test.h"
 
 static uint8_t *

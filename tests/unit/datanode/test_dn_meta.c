@@ -420,7 +420,8 @@ replica_revive(void)
 	 * primary over the replica and puts it back, while traffic goes on. */
 	CHECK_EQ(pthread_create(&th, NULL, traffic_main, &t), 0);
 	usleep(50000);
-	e.s->o.full_probe_ns = 0;
+	for (unsigned d = 0; d < e.s->ndrives; d++) /* each drive re-probes at once */
+		e.s->drives[d].o.full_probe_ns = 0;
 	wait_live(&e, 3);
 	usleep(50000);
 	atomic_store(&t.stop, true);

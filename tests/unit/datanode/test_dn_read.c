@@ -317,7 +317,8 @@ full_drive(void)
 	CHECK(dn_heal(e.s, 0) >= 0);
 	/* Space is back (the temp folder has plenty): the next write re-probes, both full
 	 * drives are OK again and a new object has every cell, no heal needed. */
-	e.s->o.full_probe_ns = 0;
+	for (unsigned d = 0; d < e.s->ndrives; d++) /* each drive re-probes at once */
+		e.s->drives[d].o.full_probe_ns = 0;
 	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, &ok, NULL, NULL), 0);
 	CHECK_EQ(ok, 6);
 	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_OK);
@@ -358,7 +359,8 @@ background_heal(void)
 	usleep(100000);
 	CHECK(missing_cells(e.s, "missed") > 0);
 	/* Room again: the next probe makes it writable, the healer does the rest. */
-	e.s->o.full_probe_ns = 0;
+	for (unsigned d = 0; d < e.s->ndrives; d++) /* each drive re-probes at once */
+		e.s->drives[d].o.full_probe_ns = 0;
 	CHECK_EQ(dn_write_quorum_check(e.s, 0, 0, NULL, NULL, NULL), 0);
 	CHECK_EQ(dn_drive_state_get(e.s, 5), DN_DRIVE_OK);
 	/* A bound, not a timing claim: 30 s, for a machine busy compiling an ASan build. */

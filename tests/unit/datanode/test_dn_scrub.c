@@ -1,5 +1,5 @@
 /*
- * The scrubber (datanode/dn_scrub.c) on a real store: rotted, cut and removed cell files
+ * The scrubber (datanode/engine/dn_scrub.c) on a real store: rotted, cut and removed cell files
  * of single-node objects found by one pass, marked missing and rebuilt by the background
  * healer to their original bytes, nothing else touched; a rotted cluster cell dropped
  * from the cell store for the cluster healer, a pending one left alone; the thread's

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 
 #include "dn_coord.h"
-#include "dn_internal.h"
+#include "dn.h"
 #include "ec.h"
 #include "rpc_cmeta.h"
 #include "rpc_members.h"

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dn_internal.h"
+#include "dn_store.h"
 
 #define DECAY_NS 100000000ull
 #define PACE_MAX 50000000ull
@@ -209,7 +209,7 @@ claim_need(struct dn_store *s, struct dn_admit *e)
 		return s->ndrives == 64 ? UINT64_MAX : (1ull << s->ndrives) - 1;
 	if (e->base == UINT_MAX)
 		e->base = atomic_fetch_add(&s->next_base, 1);
-	dn_write_place(s, e->base, n, e->claim.place, NULL, NULL);
+	dn_store_place(s, e->base, n, e->claim.place, NULL, NULL);
 	e->claim.placed = true;
 	if (s->o.data_direct)
 		ndata = e->size >= (uint64_t)k * cell ? k : (unsigned)((e->size + cell - 1) / cell);

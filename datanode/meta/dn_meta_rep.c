@@ -45,7 +45,7 @@ rep_open(struct dn_meta *m, struct rep *r)
 	if (rc)
 		return dn_meta_mdb_err(rc);
 	mdb_env_set_maxdbs(r->env, 8);
-	mdb_env_set_mapsize(r->env, m->s->o.meta_map_size);
+	mdb_env_set_mapsize(r->env, m->o.map_size);
 	rc = mdb_env_open(r->env, r->dir, MDB_NOTLS, 0644);
 	if (rc)
 		goto close_env;
@@ -148,7 +148,7 @@ rep_resync(struct dn_meta *m, struct rep *r)
 static int committers_start(struct dn_meta *m);
 
 int
-dn_meta_open(struct dn_store *s, struct dn_meta **out)
+dn_meta_open(const struct dn_meta_opts *o, struct dn_meta **out)
 {
 	struct dn_meta *m = calloc(1, sizeof(*m));
 	uint64_t best = 0;
@@ -157,7 +157,7 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 
 	if (!m)
 		return -ENOMEM;
-	m->s = s;
+	m->o = *o;
 	pthread_mutex_init(&m->wlock, NULL);
 	pthread_mutex_init(&m->tlock, NULL);
 	pthread_cond_init(&m->tdone, NULL);
@@ -173,11 +173,11 @@ dn_meta_open(struct dn_store *s, struct dn_meta **out)
 		pthread_rwlock_init(&m->envlock, &a);
 		pthread_rwlockattr_destroy(&a);
 	}
-	m->nrep = s->o.m + 1 < s->ndrives ? s->o.m + 1 : s->ndrives;
+	m->nrep = o->replicas < o->ndrives ? o->replicas : o->ndrives;
 	for (unsigned i = 0; i < m->nrep; i++) {
 		struct rep *r = &m->rep[i];
 
-		snprintf(r->dir, sizeof(r->dir), "%s/meta", s->drives[i].root);
+		snprintf(r->dir, sizeof(r->dir), "%s/meta", o->drives[i].root);
 		err = rep_open(m, r);
 		if (err) {
 			ZC_WARN("meta", "replica=%s unusable err=%s", r->dir, strerror(-err));
@@ -355,7 +355,7 @@ dn_meta_revive_replica(struct dn_meta *m, unsigned drive)
 			r->gen = m->rep[m->primary].gen;
 	}
 	if (err == -ENOSPC)
-		dn_drive_mark_full(&m->s->drives[drive]); /* not yet room for the copy: wait */
+		dn_drive_mark_full(&m->o.drives[drive]); /* not yet room for the copy: wait */
 	gen = r->gen;
 	meta_count_live(m);
 	live = atomic_load(&m->nlive);
@@ -574,8 +574,9 @@ rep_drop(struct dn_meta *m, unsigned i, int err)
 	       strerror(-err));
 	r->ok = false;
 	if (err == -ENOSPC)
-		dn_drive_mark_full(&m->s->drives[i]);
-	dn_heal_note(m->s);
+		dn_drive_mark_full(&m->o.drives[i]);
+	if (m->o.on_drop)
+		m->o.on_drop(m->o.arg);
 }
 
 /* Under wlock: make the next live replica after the primary the primary; false if none. */

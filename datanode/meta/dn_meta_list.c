@@ -153,6 +153,40 @@ dn_meta_bucket_list(struct dn_meta *m, struct dn_bucket_info **out, size_t *n)
 	return 0;
 }
 
+/* ---- objects' info ---- */
+void
+dn_object_info_fini(struct dn_object_info *info)
+{
+	if (!info)
+		return;
+	free(info->key);
+	free(info->etag);
+	for (size_t i = 0; i < info->nattrs; i++) {
+		free(info->attrs[i].name);
+		free(info->attrs[i].value);
+	}
+	free(info->attrs);
+	memset(info, 0, sizeof(*info));
+}
+
+void
+dn_obj_take_info(struct dn_obj *o, const char *key, struct dn_object_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->key = dn_strdup(key);
+	info->size = o->size;
+	info->etag = o->etag;
+	info->mtime_ns = o->mtime_ns;
+	info->crc32c = o->crc32c;
+	info->k = o->k;
+	info->m = o->m;
+	info->attrs = o->attrs;
+	info->nattrs = o->nattrs;
+	o->etag = NULL;
+	o->attrs = NULL;
+	o->nattrs = 0;
+}
+
 void
 dn_bucket_list_free(struct dn_bucket_info *v, size_t n)
 {

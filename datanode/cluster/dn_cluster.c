@@ -320,6 +320,22 @@ wait_ms(struct dn_cluster *c, unsigned ms)
 	return c->stop;
 }
 
+/* Wait ms for stop alone (a lost lease does not cut it short); true when stopping. */
+static bool
+wait_stop(struct dn_cluster *c, unsigned ms)
+{
+	struct timespec ts;
+	bool stop;
+
+	zc_deadline(&ts, CLOCK_MONOTONIC, (uint64_t)ms * 1000000u);
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
+		;
+	stop = c->stop;
+	pthread_mutex_unlock(&c->mu);
+	return stop;
+}
+
 /* The keeper: after a lost lease, register again every RETRY_MS until it works (a loss
  * reported while it registers, even by the new lease, sets `lost` again: never missed);
  * otherwise refresh NodeInfo every REFRESH_MS. */
@@ -439,7 +455,10 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	       zc_now_ns() < deadline) {
 		ZC_INFO("cluster", "node=%s is held by %s; waiting for its lease to expire",
 		        o->node, holder);
-		usleep(RETRY_MS * 1000);
+		if (wait_stop(c, RETRY_MS)) {
+			rc = -ECANCELED;
+			break;
+		}
 	}
 	if (rc) {
 		if (rc == -EEXIST)

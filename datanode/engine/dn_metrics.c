@@ -1,6 +1,7 @@
 /*
- * Prometheus text exposition on GET /metrics, from one small thread with a blocking
- * accept loop (poll on the socket and a stop pipe). One request per connection.
+ * The store's counters (dn_counters_get) and their Prometheus text exposition on GET
+ * /metrics, from one small thread with a blocking accept loop (poll on the socket and a
+ * stop pipe). One request per connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -163,6 +164,41 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 	for (unsigned d = 0; d < s->ndrives; d++)
 		fprintf(f, "zest_checksum_mismatches_total{drive=\"%u\"} %llu\n", d,
 		        (unsigned long long)atomic_load(&s->drives[d].crc_mismatches));
+}
+
+void
+dn_counters_get(struct dn_store *s, struct dn_counters *c)
+{
+	c->objects_committed = atomic_load(&s->objects_committed);
+	c->degraded_reads = atomic_load(&s->degraded_reads);
+	c->cells_healed = atomic_load(&s->cells_healed);
+	c->cells_swept_open = atomic_load(&s->cells_swept_open);
+	c->cells_swept_failed = atomic_load(&s->cells_swept_failed);
+	c->align_copied_bytes = atomic_load(&s->align_copied);
+	c->file_syncs = c->dir_syncs = c->dsync_writes = 0;
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		c->file_syncs += atomic_load(&s->drives[d].file_syncs);
+		c->dir_syncs += atomic_load(&s->drives[d].dir_syncs);
+		c->dsync_writes += atomic_load(&s->drives[d].dsync_writes);
+	}
+	c->meta_txns = dn_meta_txns(s->meta);
+	pthread_mutex_lock(&s->credit_lock);
+	c->inflight_bytes = s->inflight;
+	pthread_mutex_unlock(&s->credit_lock);
+	c->admission_refused = atomic_load(&s->adm_refused);
+	c->admission_paced = atomic_load(&s->adm_paced);
+	c->admission_queued = atomic_load(&s->adm_queued);
+	c->admission_parked = atomic_load(&s->adm.parked);
+	c->admission_bufwaits = atomic_load(&s->adm_bufwaits);
+	c->pool_waits = c->pool_timeouts = 0;
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		c->pool_waits += atomic_load(&s->drives[d].pool_waits);
+		c->pool_timeouts += atomic_load(&s->drives[d].pool_timeouts);
+	}
+	c->mcalls = atomic_load(&s->mcalls);
+	c->mcall_txns = atomic_load(&s->mcall_txns);
+	c->meta_replicas =
+	        dn_meta_replicas(s->meta, &c->meta_replicas_live, &c->meta_replicas_rebuilt);
 }
 
 static void

@@ -24,7 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_cell_internal.h"
+#include "dn_cells.h"
+#include "zc.h"
+#include "zc_crc.h"
 
 struct dn_cells {
 	pthread_mutex_t lock;
@@ -320,7 +322,7 @@ cw_free(struct dn_cell_write *w, int err)
 		w->cb(w->cb_arg, err);
 	dn_cell_rec_fini(&w->rec);
 	free(w);
-	atomic_fetch_sub(&s->live_writes, 1);
+	dn_store_live_put(s);
 }
 
 static void
@@ -463,7 +465,7 @@ dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec, struct d
 			dn_drive_mark_full(w->d);
 		goto close_dir;
 	}
-	atomic_fetch_add(&s->live_writes, 1);
+	dn_store_live_get(s);
 	*out = w;
 	return 0;
 close_dir:
@@ -580,19 +582,7 @@ dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info
 
 	if (err)
 		return err;
-	*info = (struct dn_cell_info){ .id = id,
-		                       .drive = rec.drive,
-		                       .length = rec.length,
-		                       .created_ns = rec.created_ns,
-		                       .pending = rec.pending,
-		                       .k = rec.k,
-		                       .m = rec.m,
-		                       .cell_size = rec.cell_size,
-		                       .stripes_per_group = rec.spg,
-		                       .chunk_size = rec.chunk,
-		                       .bucket = rec.bucket,
-		                       .key = rec.key };
-	free(rec.crcs);
+	dn_cell_rec_take_info(&rec, id, info);
 	return 0;
 }
 

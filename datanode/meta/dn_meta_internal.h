@@ -29,7 +29,9 @@
 #include <lmdb.h>
 #include <pthread.h>
 
-#include "dn_internal.h"
+#include "dn_meta.h"
+#include "zc.h"
+#include "zc_crc.h"
 
 #define MAX_REPS   EC_MAX_CELLS
 #define OBJ_VER    1
@@ -60,7 +62,7 @@ struct rep {
 };
 
 struct dn_meta {
-	struct dn_store *s;
+	struct dn_meta_opts o;
 	struct rep rep[MAX_REPS];
 	unsigned nrep;
 	unsigned primary;

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn_cell_internal.h"
+#include "dn_cells.h"
+#include "zc.h"
+#include "zc_crc.h"
 
 /* Bytes per READ SQE: a few chunks, so a long cell streams instead of arriving at once. */
 #define WINDOW_MAX (1u << 20)

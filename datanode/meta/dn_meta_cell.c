@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn_cell_internal.h"
 #include "dn_meta_internal.h"
 
 #define FLAG_PENDING 1u
@@ -23,6 +22,25 @@ dn_cell_rec_fini(struct dn_cell_rec *r)
 	free(r->key);
 	free(r->crcs);
 	memset(r, 0, sizeof(*r));
+}
+
+void
+dn_cell_rec_take_info(struct dn_cell_rec *r, struct dn_cell_id id, struct dn_cell_info *info)
+{
+	*info = (struct dn_cell_info){ .id = id,
+		                       .drive = r->drive,
+		                       .length = r->length,
+		                       .created_ns = r->created_ns,
+		                       .pending = r->pending,
+		                       .k = r->k,
+		                       .m = r->m,
+		                       .cell_size = r->cell_size,
+		                       .stripes_per_group = r->spg,
+		                       .chunk_size = r->chunk,
+		                       .bucket = r->bucket,
+		                       .key = r->key };
+	free(r->crcs);
+	*r = (struct dn_cell_rec){ 0 };
 }
 
 static void
@@ -399,19 +417,7 @@ dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pendin
 			}
 			v = nvv;
 		}
-		v[nv++] = (struct dn_cell_info){ .id = cell_id_of(&k),
-			                         .drive = rec.drive,
-			                         .length = rec.length,
-			                         .created_ns = rec.created_ns,
-			                         .pending = rec.pending,
-			                         .k = rec.k,
-			                         .m = rec.m,
-			                         .cell_size = rec.cell_size,
-			                         .stripes_per_group = rec.spg,
-			                         .chunk_size = rec.chunk,
-			                         .bucket = rec.bucket,
-			                         .key = rec.key };
-		free(rec.crcs);
+		dn_cell_rec_take_info(&rec, cell_id_of(&k), &v[nv++]);
 	}
 	if (!err && rc && rc != MDB_NOTFOUND)
 		err = dn_meta_mdb_err(rc);

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dn_internal.h"
+#include "dn_drive.h"
 
 uint32_t
 dn_geom_ngroups(const struct dn_geom *g)

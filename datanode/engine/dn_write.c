@@ -82,32 +82,35 @@ dn_write_release_group(struct dn_write *w)
 /* ---- group setup ---- */
 _Static_assert(EC_MAX_CELLS <= sizeof(((struct dn_claim *)0)->place), "dn_claim.place");
 
-void
-dn_write_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives, uint32_t *missing,
-               uint32_t *full)
+/* ---- the write quorum ---- */
+int
+dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
+                      unsigned *ndrives, unsigned *quorum)
 {
-	bool used[DN_MAX_DRIVES] = { false };
-	unsigned got = 0;
+	unsigned ok = 0, full = 0, q;
 
-	/*
-	 * Rotate the first drive per group; prefer writable drives, fill up with failed or
-	 * full ones, whose cells are missing from the start (no I/O is tried on them).
-	 */
-	for (unsigned pass = 0; pass < 2 && got < n; pass++)
-		for (unsigned i = 0; i < s->ndrives && got < n; i++) {
-			unsigned d = (base + i) % s->ndrives;
-			bool writable = used[d] ? false : dn_drive_writable(&s->drives[d]);
-
-			if (used[d] || (pass == 0 && !writable))
-				continue;
-			used[d] = true;
-			if (!writable && missing) {
-				*missing |= 1u << got;
-				if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-					*full |= 1u << got;
-			}
-			drives[got++] = (uint8_t)d;
-		}
+	if (k == 0) {
+		k = s->o.k;
+		m = s->o.m;
+	}
+	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
+		return -EINVAL;
+	q = dn_store_quorum(s, k, k + m);
+	for (unsigned d = 0; d < s->ndrives; d++) {
+		if (dn_drive_writable(&s->drives[d]))
+			ok++;
+		else if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
+			full++;
+	}
+	if (writable)
+		*writable = ok;
+	if (ndrives)
+		*ndrives = s->ndrives;
+	if (quorum)
+		*quorum = q;
+	if (ok >= q || s->o.discard)
+		return 0;
+	return full ? -ENOSPC : ZC_E(ZC_NO_QUORUM);
 }
 
 static int
@@ -147,7 +150,7 @@ group_start(struct dn_write *w)
 				full |= 1u << c;
 		}
 	} else {
-		dn_write_place(s, atomic_fetch_add(&s->next_base, 1), w->n, g->drives, &missing,
+		dn_store_place(s, atomic_fetch_add(&s->next_base, 1), w->n, g->drives, &missing,
 		               &full);
 	}
 	atomic_store(&g->missing, missing);
@@ -618,10 +621,10 @@ write_begin(struct dn_store *s, const char *bucket, const char *key, uint64_t si
 	for (unsigned c = 0; c < EC_MAX_CELLS; c++)
 		w->dbuf[c] = -1;
 	atomic_init(&w->outstanding, 1);
-	atomic_fetch_add(&s->live_writes, 1);
+	dn_store_live_get(s);
 	err = dn_store_codec(s, k, m, &w->codec);
 	if (err || !w->bucket || !w->key) {
-		atomic_fetch_sub(&s->live_writes, 1);
+		dn_store_live_put(s);
 		dn_write_unclaim(w);
 		free(w->bucket);
 		free(w->key);

@@ -381,22 +381,31 @@ dn_meta_put_batch(struct dn_meta *m, struct dn_meta_put *v, size_t n)
 	return err < 0 ? err : 0;
 }
 
-/* A delete in a batch: as del_fn. */
+/* Delete bucket/key in txn (alone or in a batch): the primary's run (first) collects the
+ * freed extents in *fl and whether it existed in *existed. */
 static int
-del_one(struct rep *r, MDB_txn *txn, struct put_args *a, bool first)
+obj_delete(struct rep *r, MDB_txn *txn, const char *bucket, const char *key, bool first,
+           struct freelist *fl, int *existed)
 {
 	char name[NAME_MAX_LEN];
 	size_t len;
 	int err;
 
-	if (!dn_meta_bucket_exists_txn(r, txn, a->bucket))
+	if (!dn_meta_bucket_exists_txn(r, txn, bucket))
 		return ZC_E(ZC_NO_BUCKET);
-	err = dn_meta_obj_name(a->bucket, a->key, name, &len);
+	err = dn_meta_obj_name(bucket, key, name, &len);
 	if (!err)
-		err = obj_drop(r, txn, name, len, first ? &a->fl : NULL);
+		err = obj_drop(r, txn, name, len, first ? fl : NULL);
 	if (err >= 0 && first)
-		a->existed = err;
+		*existed = err;
 	return err;
+}
+
+/* A delete in a batch. */
+static int
+del_one(struct rep *r, MDB_txn *txn, struct put_args *a, bool first)
+{
+	return obj_delete(r, txn, a->bucket, a->key, first, &a->fl, &a->existed);
 }
 
 struct del_args {
@@ -409,18 +418,8 @@ static int
 del_fn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 {
 	struct del_args *a = arg;
-	char name[NAME_MAX_LEN];
-	size_t len;
-	int err;
 
-	if (!dn_meta_bucket_exists_txn(r, txn, a->bucket))
-		return ZC_E(ZC_NO_BUCKET);
-	err = dn_meta_obj_name(a->bucket, a->key, name, &len);
-	if (!err)
-		err = obj_drop(r, txn, name, len, first ? &a->fl : NULL);
-	if (err >= 0 && first)
-		a->existed = err;
-	return err;
+	return obj_delete(r, txn, a->bucket, a->key, first, &a->fl, &a->existed);
 }
 
 int

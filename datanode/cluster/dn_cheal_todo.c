@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dn_cheal_internal.h"
-#include "dn_internal.h" /* the store's drives and metadata generation */
+#include "dn.h" /* the store's drives and metadata generation (dn_store.h) */
 #include "rpc_cmeta.h"
 #include "zc.h"
 

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_cell_internal.h"
+#include "dn_internal.h"
 #include "dn_scrub.h"
 #include "zc_loop.h"
 

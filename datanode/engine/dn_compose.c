@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dn_cell_internal.h"
+#include "dn_internal.h"
 
 static int compose_once(struct dn_store *s, const char *bucket, const char *key,
                         const char *const *part_buckets, const char *const *parts,

@@ -1,8 +1,7 @@
 /*
- * Finishing a write: the write quorum, the fsyncs of its folders once every cell is
- * durable, the metadata commit (batched across writes on the commit thread, with the
- * caller's condition checked in the transaction), and abort: a write that will not commit
- * drops its cells and files.
+ * Finishing a write: the fsyncs of its folders once every cell is durable, the metadata
+ * commit (batched across writes on the commit thread, with the caller's condition checked
+ * in the transaction), and abort: a write that will not commit drops its cells and files.
  */
 #include <assert.h>
 #include <errno.h>
@@ -15,49 +14,6 @@
 #include <unistd.h>
 
 #include "dn_write_internal.h"
-
-/* Durable cells a group of a k+m write needs to commit: --write-quorum, else k + 1. */
-static unsigned
-write_quorum(const struct dn_store *s, unsigned k, unsigned n)
-{
-	unsigned quorum = s->o.write_quorum ? s->o.write_quorum : k + 1;
-
-	if (quorum > n)
-		quorum = n;
-	if (quorum < k)
-		quorum = k;
-	return quorum;
-}
-
-int
-dn_write_quorum_check(struct dn_store *s, unsigned k, unsigned m, unsigned *writable,
-                      unsigned *ndrives, unsigned *quorum)
-{
-	unsigned ok = 0, full = 0, q;
-
-	if (k == 0) {
-		k = s->o.k;
-		m = s->o.m;
-	}
-	if (m == 0 || k + m > s->ndrives || k + m > EC_MAX_CELLS)
-		return -EINVAL;
-	q = write_quorum(s, k, k + m);
-	for (unsigned d = 0; d < s->ndrives; d++) {
-		if (dn_drive_writable(&s->drives[d]))
-			ok++;
-		else if (atomic_load(&s->drives[d].state) == DN_DRIVE_FULL)
-			full++;
-	}
-	if (writable)
-		*writable = ok;
-	if (ndrives)
-		*ndrives = s->ndrives;
-	if (quorum)
-		*quorum = q;
-	if (ok >= q || s->o.discard)
-		return 0;
-	return full ? -ENOSPC : ZC_E(ZC_NO_QUORUM);
-}
 
 /* ---- finishing ---- */
 static void
@@ -105,7 +61,7 @@ write_free(struct dn_write *w)
 	free(w->bucket);
 	free(w->key);
 	free(w);
-	atomic_fetch_sub(&s->live_writes, 1);
+	dn_store_live_put(s);
 }
 
 /*
@@ -116,7 +72,7 @@ write_free(struct dn_write *w)
 static int
 build_extent(struct dn_write *w, struct dn_extent *e)
 {
-	unsigned quorum = write_quorum(w->s, w->k, w->n);
+	unsigned quorum = dn_store_quorum(w->s, w->k, w->n);
 	int err;
 
 	memset(e, 0, sizeof(*e));

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dn_internal.h"
+#include "dn_drive.h"
 
 const double dn_hist_bounds_s[DN_HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 	                                           0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
@@ -88,11 +88,11 @@ prep_io(struct dn_drive *d, struct dn_io *io)
 		/* The file's one and only write: durable when it completes, as write + fdatasync
 		 * would make it, in one request. */
 		sqe->rw_flags |= RWF_DSYNC;
-		atomic_fetch_add_explicit(&d->store->dsync_writes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&d->dsync_writes, 1, memory_order_relaxed);
 	} else if (io->op == DN_IO_FSYNC) {
-		atomic_fetch_add_explicit(&d->store->file_syncs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&d->file_syncs, 1, memory_order_relaxed);
 	} else if (io->op == DN_IO_FSYNC_DIR) {
-		atomic_fetch_add_explicit(&d->store->dir_syncs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&d->dir_syncs, 1, memory_order_relaxed);
 	}
 	sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data(sqe, io);
@@ -117,7 +117,8 @@ complete_io(struct dn_drive *d, struct dn_io *io, int res)
 		io->res = res;
 		if (res >= 0 && (size_t)res != io->len)
 			io->res = -ENOSPC; /* a short write to a regular file: the fs is full */
-		dn_admission_note(d, zc_now_ns() - io->t_enq);
+		if (d->o.on_write_done)
+			d->o.on_write_done(d, zc_now_ns() - io->t_enq);
 	}
 	if (io->op == DN_IO_READ && res > 0)
 		ZC_MEM_DEFINED(io->iov[0].iov_base, (size_t)res);
@@ -149,9 +150,9 @@ dn_drive_mark_full(struct dn_drive *d)
 bool
 dn_drive_reprobe(struct dn_drive *d)
 {
-	const struct dn_store_opts *o = &d->store->o;
+	const struct dn_drive_opts *o = &d->o;
 	uint64_t now = zc_now_ns(), since = atomic_load(&d->full_since_ns);
-	uint64_t need = (uint64_t)o->stripes_per_group * o->cell_size, avail;
+	uint64_t need = o->full_need, avail;
 	int full = DN_DRIVE_FULL;
 	struct statvfs sv;
 
@@ -392,22 +393,23 @@ dn_file_close(struct dn_file *f)
 }
 
 int
-dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *root)
+dn_drive_init(struct dn_drive *d, const struct dn_drive_opts *o, unsigned idx, const char *root)
 {
 	struct iovec *iov = NULL;
 	char path[PATH_MAX], name[16];
 	int err;
 
 	memset(d, 0, sizeof(*d));
-	d->store = s;
+	d->o = *o;
+	d->store = o->owner;
 	d->idx = idx;
 	d->efd = -1;
-	d->qd = s->o.queue_depth;
+	d->qd = o->queue_depth;
 	pthread_mutex_init(&d->qlock, NULL);
 	pthread_mutex_init(&d->plock, NULL);
 	pthread_cond_init(&d->pcond, NULL);
 	pthread_mutex_init(&d->slock, NULL);
-	d->root = dn_strdup(root);
+	d->root = strdup(root);
 	if (!d->root)
 		return -ENOMEM;
 	if (mkdir(root, 0755) < 0 && errno != EEXIST)
@@ -415,8 +417,8 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 	snprintf(path, sizeof(path), "%s/data", root);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	d->direct_ok = !s->o.no_direct && probe_direct(root);
-	if (!s->o.no_direct && !d->direct_ok)
+	d->direct_ok = !o->no_direct && probe_direct(root);
+	if (!o->no_direct && !d->direct_ok)
 		ZC_INFO("drive", "drive=%u root=%s O_DIRECT unsupported: parity written buffered",
 		        idx, root);
 	d->efd = eventfd(0, EFD_CLOEXEC);
@@ -432,8 +434,8 @@ dn_drive_init(struct dn_drive *d, struct dn_store *s, unsigned idx, const char *
 
 	/* The cell pool: cell-sized, 4096-aligned, registered with this ring once. Parity
 	 * only, or data cells too in data_direct mode (a stripe then holds k + m of them). */
-	d->buf_size = s->o.cell_size;
-	d->pool_n = s->o.parity_bufs * (s->o.data_direct ? 2 : 1);
+	d->buf_size = o->cell_size;
+	d->pool_n = o->pool_bufs;
 	if (posix_memalign((void **)&d->pool_mem, 4096, d->buf_size * d->pool_n))
 		return -ENOMEM;
 	d->pool_free = calloc(d->pool_n, sizeof(int));

@@ -27,52 +27,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dn_cells.h"
 #include "zc_err.h"
 #include "zc_ref.h"
 
-#define DN_MAX_DRIVES 64
-
 struct dn_store;
 struct dn_write;
-
-struct dn_store_opts {
-	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
-	unsigned ndrives;
-	/* Cluster mode: only the cell store is written, so >= 1 drive will do (k, m are the
-	 * scheme of the cells the node coordinates; single-node writes need k + m drives). */
-	bool cells_only;
-	unsigned k, m;              /* default scheme: 4 + 2 */
-	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
-	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */
-	unsigned stripes_per_group; /* block-group size in stripes; default 16 */
-	unsigned write_quorum;      /* cells that must be durable per group; 0: k + 1 */
-	unsigned queue_depth;       /* SQEs in flight per drive; default 64 */
-	unsigned parity_bufs;       /* registered cell buffers per drive; default 32 */
-	uint64_t inflight_cap;      /* payload bytes writes hold refs on; default 1 GiB */
-	uint64_t wait_ns;           /* longest wait for a pool buffer / credit; default 2 s */
-	bool no_direct;             /* never try O_DIRECT for parity */
-	/* Data cells: false (buffered; the engine's default, zest-datanode's is direct) writes
-	 * them WRITEV from the payload's own buffers into the page cache; true (direct) copies
-	 * them once into registered aligned pool buffers and writes those O_DIRECT. Every
-	 * drive must accept O_DIRECT, and the pool per drive is twice parity_bufs (it holds
-	 * data cells too). */
-	bool data_direct;
-	bool discard; /* accept and drop payload (benchmark of the transport) */
-	/* Admission (item 7): write-latency EWMA limits, 0 disables a level. */
-	uint64_t adm_l1_ns, adm_l2_ns, adm_l3_ns;
-	unsigned adm_queue;     /* Write calls allowed to wait at L2; default 64 */
-	uint64_t meta_map_size; /* LMDB map size; default 1 GiB */
-	/* A full drive's free space is re-checked (statvfs) at most this often, by the next
-	 * write that would use it; 0: at every such write. Default 1 s. */
-	uint64_t full_probe_ns;
-	/* Background healer: this often, rebuild the cells writes recorded as missing on
-	 * drives that are writable again (a full drive with room, a transient error). Only
-	 * cells marked missing; a failed drive still needs `zest-datanode heal`. 0: off. */
-	uint64_t heal_interval_ns;
-};
-
-/* Fill opts with the defaults above (drives left NULL). */
-void dn_store_opts_default(struct dn_store_opts *opts);
 
 /*
  * Open (creating folders as needed) a store over the drive folders: picks the newest
@@ -91,31 +51,10 @@ void dn_store_close(struct dn_store *store);
 int dn_bucket_create(struct dn_store *s, const char *name, uint64_t *ctime_ns);
 int dn_bucket_delete(struct dn_store *s, const char *name); /* ZC_BUCKET_NOT_EMPTY unless empty */
 int dn_bucket_head(struct dn_store *s, const char *name, uint64_t *ctime_ns);
-struct dn_bucket_info {
-	char *name;
-	uint64_t ctime_ns;
-};
 /* All buckets in name order; free with dn_bucket_list_free. */
 int dn_bucket_list(struct dn_store *s, struct dn_bucket_info **out, size_t *n);
-void dn_bucket_list_free(struct dn_bucket_info *v, size_t n);
 
 /* ---- objects ---- */
-struct dn_attr {
-	char *name;
-	char *value;
-};
-
-struct dn_object_info {
-	char *key;
-	uint64_t size;
-	char *etag;
-	uint64_t mtime_ns;
-	uint32_t crc32c; /* of the whole object */
-	unsigned k, m;
-	struct dn_attr *attrs;
-	size_t nattrs;
-};
-void dn_object_info_fini(struct dn_object_info *info);
 
 struct dn_write_result {
 	uint64_t size;
@@ -129,18 +68,6 @@ struct dn_write_result {
  * fsynced) and the metadata is committed.
  */
 typedef void (*dn_commit_cb)(void *arg, int err, const struct dn_write_result *res);
-
-/*
- * A condition on the object a commit replaces (S3 conditional writes), checked inside the
- * metadata transaction that commits, so that two conditional writes of one key cannot both
- * pass. if_none_match: the key must not exist. if_match (NULL or "": no check): the key must
- * exist with this ETag ("*": any). A condition that does not hold fails the commit with
- * ZC_E(ZC_PRECONDITION), or ZC_E(ZC_NO_KEY) for if_match on a missing key; nothing changes.
- */
-struct dn_cond {
-	bool if_none_match;
-	const char *if_match;
-};
 
 /*
  * Can a k+m write (k = 0: the store default) reach its write quorum now? Counts the drives
@@ -213,13 +140,6 @@ void dn_write_commit_if(struct dn_write *w, const char *etag, const struct dn_at
 void dn_write_abort(struct dn_write *w);
 
 /*
- * Read data delivered in order: seg is valid for the call; to keep the bytes, take
- * zc_ref_get(seg->ref) and put it later. Return < 0 from the callback to stop (that value
- * is returned by dn_read).
- */
-typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
-
-/*
  * Read [offset, offset + length) of bucket/key (has_length false: to the end), verifying
  * each chunk's CRC32C and rebuilding from any k cells where a drive is missing or a chunk
  * is bad. A stripe's cells are read in parallel through the drive rings while the caller
@@ -251,18 +171,9 @@ int dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_o
 /* Returns 1 when it existed, 0 when not, or -errno. */
 int dn_delete(struct dn_store *s, const char *bucket, const char *key);
 
-struct dn_list_result {
-	struct dn_object_info *entries; /* attrs left out */
-	size_t nentries;
-	char **prefixes;
-	size_t nprefixes;
-	bool truncated;
-	char *next_start_after;
-};
 /* S3 list semantics: keys > start_after with prefix, common prefixes on delimiter. */
 int dn_list(struct dn_store *s, const char *bucket, const char *prefix, const char *start_after,
             unsigned limit, const char *delimiter, struct dn_list_result *out);
-void dn_list_result_fini(struct dn_list_result *r);
 
 /*
  * New object bucket/key = concatenation of parts, metadata only: part i is key parts[i] in
@@ -288,112 +199,6 @@ int dn_compose(struct dn_store *s, const char *bucket, const char *key,
                const char *const *part_buckets, const char *const *parts, size_t nparts,
                bool delete_parts, const char *etag, const struct dn_attr *attrs, size_t nattrs,
                struct dn_write_result *res);
-
-/* ---- cells (cluster mode, docs/cluster.md "The cell store") ---- */
-/*
- * Single cells of other coordinators' extents, and the coordinator's own: one file per
- * cell, (extent id, group, cell) its name, an entry in the LMDB table "cells" its index.
- * A cell is written whole (one stream), recorded pending once durable, committed when the
- * coordinator's etcd Txn succeeded, and read, deleted or collected by its name. Threads as
- * for objects: a struct dn_cell_write belongs to one thread until finish or abort.
- */
-struct dn_cell_id {
-	uint64_t extent;
-	uint32_t group;
-	unsigned cell; /* 0 .. k + m - 1 */
-};
-
-struct dn_cell_spec {
-	struct dn_cell_id id;
-	uint64_t length;            /* bytes in the cell; <= stripes_per_group x cell_size */
-	unsigned k, m;              /* the extent's scheme */
-	uint32_t cell_size;         /* a multiple of 4096 and of the store's chunk_size */
-	uint32_t stripes_per_group; /* >= 1 */
-	/* The object the coordinator writes (borrowed): the collector asks etcd about it. */
-	const char *bucket, *key;
-};
-
-struct dn_cell_info {
-	struct dn_cell_id id;
-	unsigned drive;
-	uint64_t length;
-	uint64_t created_ns; /* CLOCK_REALTIME when recorded */
-	bool pending;
-	unsigned k, m;
-	uint32_t cell_size, stripes_per_group, chunk_size;
-	char *bucket, *key;
-};
-void dn_cell_info_fini(struct dn_cell_info *info);
-void dn_cell_list_free(struct dn_cell_info *v, size_t n);
-
-struct dn_cell_write;
-/*
- * Start writing a cell: picks a drive (the writable one with most room; near-ties by a
- * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), ZC_E(ZC_CELL_EXISTS)
- * (the cell has an entry, or the extent id is one of this node's own objects: the
- * coordinator draws another), -EBUSY (a write of this name is still in progress, or its
- * abort still finishing: retry), -ENOSPC / ZC_E(ZC_NO_QUORUM) (no writable drive: all full /
- * some failed), -errno.
- */
-int dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec,
-                       struct dn_cell_write **out);
-/*
- * Append segs at offset (= bytes so far), as dn_write_data does: written straight from
- * the segments through the drive's ring, each SQE holding its own zc_ref (the caller
- * keeps its own and may drop them on return); chunk CRCs computed in the same pass. May
- * block on in-flight credit or the io pool. Returns 0, -EINVAL (offset, past length),
- * -EAGAIN, -EIO; an error poisons the write (finish reports it).
- */
-int dn_cell_write_data(struct dn_cell_write *w, uint64_t offset, const struct zc_seg *segs,
-                       size_t n);
-/* Called once, on the store's commit thread, when the cell is recorded (err 0) or not. */
-typedef void (*dn_cell_cb)(void *arg, int err);
-/*
- * Finish: every byte written (else -EINVAL), fdatasync the file and fsync its folder
- * through the ring, record the entry as pending, then cb. Takes ownership of w. On any
- * error the file is removed and nothing is recorded.
- */
-void dn_cell_write_finish(struct dn_cell_write *w, dn_cell_cb cb, void *arg);
-/* Drop an unfinished cell write: nothing is recorded, and once its SQEs completed the file
- * is removed and the name free again (-EBUSY until then). Takes ownership. */
-void dn_cell_write_abort(struct dn_cell_write *w);
-/* The coordinator's Txn committed: clear the pending flag. 0 (also if already), ZC_E(ZC_NO_KEY). */
-int dn_cell_commit(struct dn_store *s, struct dn_cell_id id);
-/* The entry of a cell into *info (fini it): 0, ZC_E(ZC_NO_KEY), -errno. */
-int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *info);
-/*
- * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
- * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
- * thread, which sleeps meanwhile. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL (range), -EBADMSG (a chunk
- * failed its CRC, or the file is short), -EIO (drive failed), or cb's value.
- */
-int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
-                 bool has_length, dn_read_cb cb, void *arg);
-/*
- * A committed cell of this store is lost (the scrubber found it rotted): its name goes to
- * the hook dn_cell_lost_hook set (the cluster healer, which marks the cell missing in its
- * object's record, dn_cheal_mark_missing), on the caller's thread; with none, nothing.
- * The hook must not block (it queues). One hook per store; NULL fn removes it, and once
- * that returns the old hook is not running and never runs again.
- */
-typedef void (*dn_cell_lost_fn)(void *arg, struct dn_cell_id id);
-void dn_cell_lost_hook(struct dn_store *s, dn_cell_lost_fn fn, void *arg);
-void dn_cell_lost(struct dn_store *s, struct dn_cell_id id);
-/* Remove a cell's entry, then its file. Returns 1 when it existed, 0 when not, -errno. */
-int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
-/*
- * Pending cells recorded before than_ns (CLOCK_REALTIME), at most limit (0: all), in name
- * order: the collector's work list. Free with dn_cell_list_free.
- */
-int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
-                               struct dn_cell_info **out, size_t *n);
-/*
- * Every cell, pending or committed, after *after (NULL: from the first) in name order, at
- * most limit (0: all): the collector's scan of committed cells, in pages. Free with
- * dn_cell_list_free.
- */
-int dn_cell_list(struct dn_store *s, const struct dn_cell_id *after, size_t limit,
-                 struct dn_cell_info **out, size_t *n);
 
 /* ---- metadata calls on the commit thread ---- */
 /*
@@ -440,7 +245,7 @@ int dn_mcall_submit(struct dn_store *s, const struct dn_mcall *call, dn_mcall_cb
  * re-checks its free space (statvfs: room for one block group's cell file, that is
  * stripes_per_group x cell_size) and the drive is OK again, with no restart or heal.
  */
-enum dn_drive_state { DN_DRIVE_OK = 0, DN_DRIVE_FAILED = 1, DN_DRIVE_FULL = 2 };
+/* A DN_DRIVE_* of drive/dn_drive.h, or -EINVAL. */
 int dn_drive_state_get(struct dn_store *s, unsigned drive);
 /* Mark a drive failed (tests, operator); its cells are then written as missing. */
 int dn_drive_fail(struct dn_store *s, unsigned drive);
@@ -451,63 +256,7 @@ int dn_drive_fail(struct dn_store *s, unsigned drive);
  */
 long dn_heal(struct dn_store *s, unsigned drive);
 
-/* ---- admission, counters, metrics ---- */
-enum dn_adm_level { DN_ADM_OK = 0, DN_ADM_PACE = 1, DN_ADM_QUEUE = 2, DN_ADM_REFUSE = 3 };
-int dn_admission_level(struct dn_store *s);
-
-/*
- * Admission without holding a thread (the rpc binding: a Write waiting at L1 or L2 must not
- * occupy a write worker). A parked Write is a struct dn_admit in the caller's storage; the
- * store's admission thread (dn-admit) calls cb(arg, err) exactly once when it is let in
- * (err 0), its queue wait ran out (-EAGAIN) or the store closes (-ECANCELED). cb runs on
- * that thread and must not block; once it is called the store no longer touches *a.
- */
-typedef void (*dn_admit_cb)(void *arg, int err);
-/* Cell buffers reserved for one Write: one on each drive of `drives` (bit d: drive d). */
-struct dn_claim {
-	uint64_t drives;
-	uint8_t place[32]; /* placed: the drives of the Write's only block group, cell order */
-	bool placed;
-};
-struct dn_admit {
-	/* private to dn_admission.c, under the store's admission lock */
-	struct dn_admit *prev, *next;
-	uint64_t due_ns;   /* paced: let in at */
-	uint64_t until_ns; /* queued: refused at (set when first parked) */
-	bool queued;       /* waits for the level to fall below L2, or for its buffers */
-	bool bufwait;      /* its buffers were not free: waits for them, first come first in */
-	bool parked;
-	int err;
-	dn_admit_cb cb;
-	void *arg;
-	/* set by dn_admit_bufs before dn_admission_try; claim is taken when let in */
-	bool bufs;
-	unsigned k, m, base;
-	uint64_t size;
-	bool size_known;
-	struct dn_claim claim;
-};
-/*
- * The Write *a asks for will write through this store's drive pools (not --cluster): let it
- * in only together with a reservation of the cell buffers it can hold at once (one per
- * drive of its block group: its parity cells' and, with data_direct, the data cells its
- * size reaches; every drive when it spans more groups or its size is unknown). A Write
- * whose buffers are reserved by others waits in the admission queue, first come first in,
- * holding no thread and no buffer. dn_write_begin_admitted takes the reservation over.
- */
-void dn_admit_bufs(struct dn_admit *a, unsigned k, unsigned m, uint64_t size, bool size_known);
-/*
- * Ask to start a Write now: 0 admitted, -EAGAIN refused (above L3, or the L2 queue holds
- * adm_queue Writes), 1 parked (paced above L1, queued above L2): cb follows. Any thread;
- * cheap (atomics and one short lock), never waits.
- */
-int dn_admission_try(struct dn_store *s, struct dn_admit *a, dn_admit_cb cb, void *arg);
-/*
- * Take a parked Write out (its call was cancelled): true when it was parked (cb will not
- * run), false when cb has run or is running. Any thread.
- */
-bool dn_admission_cancel(struct dn_store *s, struct dn_admit *a);
-
+/* ---- counters, metrics ---- */
 struct dn_counters {
 	uint64_t objects_committed;
 	uint64_t degraded_reads;
@@ -536,7 +285,6 @@ struct dn_counters {
 void dn_counters_get(struct dn_store *s, struct dn_counters *c);
 
 /* Hook that appends more series (the rpc module's payload byte counters) to /metrics. */
-typedef void (*dn_metrics_hook)(FILE *out, void *arg);
 void dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg);
 /* Write the Prometheus text exposition to out. */
 void dn_metrics_render(struct dn_store *s, FILE *out);
