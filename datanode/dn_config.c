@@ -129,7 +129,9 @@ usage(FILE *out)
 	      "  --unix-socket PATH         also serve on this Unix socket, for a gateway on this\n"
 	      "                             host (--datanode unix:PATH): no TLS, the socket file\n"
 	      "                             is private to this user (mode 0700) (default: none)\n"
-	      "  --cluster HOST:PORT[,...]  cluster mode: register in etcd at these endpoints\n"
+	      "  --cluster URL[,...]        cluster mode: register in etcd at these endpoints,\n"
+	      "                             https://HOST:PORT (TLS with the --tls-* files);\n"
+	      "                             plaintext HOST:PORT only with --insecure\n"
 	      "                             (docs/cluster.md; default off: single-node)\n"
 	      "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
 	      "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
@@ -244,6 +246,33 @@ check_tls(const struct dn_config *c, FILE *err)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* etcd holds every object's record and the membership: plaintext etcd is asked for with
+ * --insecure, like plaintext gRPC. Every endpoint must say https:// otherwise (the etcd
+ * client presents the --tls-* files to it). */
+static int
+check_etcd_tls(const struct dn_config *c, FILE *err)
+{
+	const char *p = c->cluster;
+
+	if (!p || c->tls.insecure)
+		return 0;
+	for (;;) {
+		if (strncmp(p, "https://", 8)) {
+			fprintf(err,
+			        "zest-datanode: etcd endpoint in --cluster %s is plaintext: anyone "
+			        "reaching it can read and rewrite every record; give https:// "
+			        "endpoints (etcd with TLS and client certificates, "
+			        "docs/operations.md), or --insecure for plaintext etcd and gRPC\n",
+			        c->cluster);
+			return -EINVAL;
+		}
+		p = strchr(p, ',');
+		if (!p)
+			return 0;
+		p++;
+	}
 }
 
 int
@@ -469,7 +498,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		        c->k + c->m);
 		return -EINVAL;
 	}
-	if (check_tls(c, err))
+	if (check_tls(c, err) || check_etcd_tls(c, err))
 		return -EINVAL;
 	if (!c->cluster != !c->node || (c->advertise && !c->cluster)) {
 		fprintf(err, "zest-datanode: --cluster and --node go together (--advertise "

@@ -38,7 +38,8 @@ usage(FILE *f)
 	        "                          --unix-socket (no TLS: the kernel checks the user)\n"
 	        "  --cluster E1[,E2...]    cluster mode, instead of --datanode: buckets, records\n"
 	        "                          and membership in etcd at these endpoints (https://\n"
-	        "                          for TLS with the --cluster-* files), objects erasure-\n"
+	        "                          for TLS with the --cluster-* files; plaintext only\n"
+	        "                          with --insecure), objects erasure-\n"
 	        "                          coded over the live datanodes (default: off)\n"
 	        "  --local-node NAME=unix:PATH  with --cluster: datanode NAME runs on this host\n"
 	        "                          with --unix-socket PATH: it coordinates this gateway's\n"
@@ -64,7 +65,8 @@ usage(FILE *f)
 	        "                          https:// endpoints, etcd's too)\n"
 	        "  --cluster-cert FILE     PEM client certificate the gateway shows datanodes\n"
 	        "  --cluster-key FILE      PEM private key of --cluster-cert\n"
-	        "  --insecure              plaintext gRPC to the datanodes, warned at start\n"
+	        "  --insecure              plaintext gRPC to the datanodes (and plaintext etcd\n"
+	        "                          with --cluster), warned at start\n"
 	        "                          (the three --cluster-* flags or --insecure are "
 	        "required)\n"
 	        "  --metrics HOST:PORT     serve Prometheus /metrics there (default: off)\n"
@@ -98,6 +100,19 @@ local_node_ok(const char *spec)
 	       strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
 	               len &&
 	       rpc_unix_is_target(eq + 1) && eq[1 + strlen("unix:")] != '\0';
+}
+
+/* Every etcd endpoint of --cluster says https:// (etcd over TLS). */
+static bool
+endpoints_all_https(const char *list)
+{
+	for (const char *p = list;; p++) {
+		if (strncmp(p, "https://", 8))
+			return false;
+		p = strchr(p, ',');
+		if (!p)
+			return true;
+	}
 }
 
 static void
@@ -360,6 +375,16 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			if (tls.insecure)
 				ZC_WARN("s3", "datanode_tls=off reason=--insecure: plaintext gRPC "
 				              "to the datanodes");
+		}
+		/* etcd holds every record: plaintext etcd is asked for with --insecure too */
+		if (cluster && !tls.insecure && !endpoints_all_https(cluster)) {
+			fprintf(stderr,
+			        "zest-s3gw: etcd endpoint in --cluster %s is plaintext: anyone "
+			        "reaching it can read and rewrite every record; give https:// "
+			        "endpoints (etcd with TLS and client certificates, "
+			        "docs/operations.md), or --insecure for plaintext etcd and gRPC\n",
+			        cluster);
+			return 2;
 		}
 		if (cluster) {
 			rc = s3_backend_cluster_create(cluster, &tls, local_node, stream_ms, &own);

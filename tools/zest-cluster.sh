@@ -9,7 +9,8 @@
 #
 #   ETCD_MEMBERS=1|3   etcd members (default 1)
 #   ZEST_NO_GATEWAY=1  do not start the gateway
-#   ZEST_INSECURE=1    plaintext internal gRPC instead of mutual TLS (var/cluster/certs/)
+#   ZEST_INSECURE=1    plaintext etcd and internal gRPC instead of TLS with client
+#                      certificates (var/cluster/certs/)
 #   ZEST_CLUSTER_DIR   where everything lives instead of var/cluster (the tests' own folder)
 set -eu
 build=${1:-build}
@@ -40,17 +41,24 @@ export ZEST_ACCESS_KEY ZEST_SECRET_KEY
 root=${ZEST_CLUSTER_DIR:-var/cluster}
 mkdir -p "$root/log"
 
-# Internal gRPC over mutual TLS: a throwaway CA under $root/certs (tools/zest-certs.sh), one
-# certificate per datanode naming its own address (a client checks it against the address it
-# dials), usable as server and client (the datanodes will dial each other), and a client
-# certificate for the gateway. ZEST_INSECURE=1 keeps plaintext.
+# Internal gRPC and etcd over TLS with client certificates: a throwaway CA under $root/certs
+# (tools/zest-certs.sh), one certificate per datanode naming its own address (a client checks
+# it against the address it dials), usable as server and client (the datanodes dial each
+# other and etcd), one per etcd member naming its address (serverAuth and clientAuth: the
+# members are each other's peers), and client certificates for the gateway and etcdctl.
+# Whoever reaches etcd without one is refused in the handshake. ZEST_INSECURE=1 keeps
+# plaintext.
 certs=$root/certs
+scheme=https
 if [ "${ZEST_INSECURE:-0}" = 1 ]; then
+	scheme=http
 	gw_tls=(--insecure)
 	tls_msg="plaintext (ZEST_INSECURE=1)"
+	etcd_msg="plaintext, no client authentication (ZEST_INSECURE=1)"
 else
 	# kept across runs; delete $root/certs for new ones (they last 30 days)
-	for f in "$certs"/dn-{1,2,3,4,5,6}.pem "$certs/gateway.pem"; do
+	for f in "$certs"/dn-{1,2,3,4,5,6}.pem "$certs/gateway.pem" "$certs/etcdctl.pem" \
+		"$certs"/etcd-{1,2,3}.pem; do
 		if ! openssl x509 -checkend 86400 -noout -in "$f" >/dev/null 2>&1; then
 			rm -rf "$certs"
 			break
@@ -61,11 +69,30 @@ else
 		[ -s "$certs/dn-$n.pem" ] ||
 			tools/zest-certs.sh server "$certs" "dn-$n" "IP:127.0.0.1$n,DNS:localhost"
 	done
+	for i in 1 2 3; do
+		[ -s "$certs/etcd-$i.pem" ] ||
+			tools/zest-certs.sh server "$certs" "etcd-$i" "IP:127.0.1.$i,DNS:localhost"
+	done
 	[ -s "$certs/gateway.pem" ] || tools/zest-certs.sh client "$certs" gateway
+	[ -s "$certs/etcdctl.pem" ] || tools/zest-certs.sh client "$certs" etcdctl
 	gw_tls=(--cluster-ca "$certs/ca.pem" --cluster-cert "$certs/gateway.pem"
 		--cluster-key "$certs/gateway.key")
 	tls_msg="mutual TLS, CA and certificates in $certs/ (dn-N.pem/.key, gateway.pem/.key)"
+	etcd_msg="TLS, client certificates of the CA required (etcd-N.pem/.key, etcdctl.pem/.key)"
 fi
+
+# a member's data dir remembers its peer URLs (scheme included): one made over the other
+# scheme would not rejoin its peers, so say so rather than start half a cluster
+for i in $(seq 1 "$members"); do
+	was=http # the data dirs before there was TLS have no mark
+	[ -f "$root/etcd$i.scheme" ] && was=$(cat "$root/etcd$i.scheme")
+	if [ -d "$root/etcd$i/member" ] && [ "$was" != $scheme ]; then
+		echo "zest-cluster: $root/etcd$i was made with $was etcd, this run is $scheme" \
+			"(ZEST_INSECURE): delete $root for a new cluster" >&2
+		exit 1
+	fi
+	echo $scheme >"$root/etcd$i.scheme"
+done
 
 pids=()
 etcd_pids=()
@@ -85,28 +112,41 @@ trap stop INT TERM EXIT
 initial=""
 endpoints=""
 for i in $(seq 1 "$members"); do
-	initial+="${initial:+,}e$i=http://127.0.1.$i:2380"
-	endpoints+="${endpoints:+,}127.0.1.$i:2379"
+	initial+="${initial:+,}e$i=$scheme://127.0.1.$i:2380"
+	endpoints+="${endpoints:+,}$scheme://127.0.1.$i:2379"
 done
 for i in $(seq 1 "$members"); do
 	a=127.0.1.$i
+	etcd_tls=()
+	if [ $scheme = https ]; then
+		etcd_tls=(--cert-file "$certs/etcd-$i.pem" --key-file "$certs/etcd-$i.key"
+			--trusted-ca-file "$certs/ca.pem" --client-cert-auth
+			--peer-cert-file "$certs/etcd-$i.pem" --peer-key-file "$certs/etcd-$i.key"
+			--peer-trusted-ca-file "$certs/ca.pem" --peer-client-cert-auth)
+	fi
 	# its own session: Ctrl-C reaches the datanodes, and etcd stays until they deregistered
 	setsid "$etcd" --name "e$i" --data-dir "$root/etcd$i" \
-		--listen-client-urls "http://$a:2379" --advertise-client-urls "http://$a:2379" \
-		--listen-peer-urls "http://$a:2380" --initial-advertise-peer-urls "http://$a:2380" \
-		--initial-cluster "$initial" --initial-cluster-token zest-cluster \
+		--listen-client-urls "$scheme://$a:2379" --advertise-client-urls "$scheme://$a:2379" \
+		--listen-peer-urls "$scheme://$a:2380" --initial-advertise-peer-urls "$scheme://$a:2380" \
+		--initial-cluster "$initial" --initial-cluster-token zest-cluster "${etcd_tls[@]}" \
 		>>"$root/log/etcd$i.log" 2>&1 &
 	etcd_pids+=($!)
 done
 
 etcdctl_ok=0
 if command -v etcdctl >/dev/null; then etcdctl_ok=1; fi
-ctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" "$@"; }
+ctl_tls=()
+curl_tls=()
+if [ $scheme = https ]; then
+	ctl_tls=(--cacert "$certs/ca.pem" --cert "$certs/etcdctl.pem" --key "$certs/etcdctl.key")
+	curl_tls=(--cacert "$certs/ca.pem" --cert "$certs/etcdctl.pem" --key "$certs/etcdctl.key")
+fi
+ctl() { ETCDCTL_API=3 etcdctl --endpoints "$endpoints" "${ctl_tls[@]}" "$@"; }
 # the datanodes refuse to start without etcd (docs/cluster.md): wait for a leader first
 for _ in $(seq 1 100); do
 	if [ $etcdctl_ok = 1 ]; then
 		ctl endpoint health >/dev/null 2>&1 && break
-	elif curl -sf "http://127.0.1.1:2379/health" >/dev/null 2>&1; then
+	elif curl -sf "${curl_tls[@]}" "$scheme://127.0.1.1:2379/health" >/dev/null 2>&1; then
 		break
 	fi
 	sleep 0.2
@@ -144,6 +184,7 @@ cat <<MSG
 
 zest cluster is running (docs/cluster.md, Status: what works today)
   etcd          $endpoints ($members member(s)), data $root/etcd*
+                $etcd_msg
   datanodes     dn-1..dn-6 on 127.0.0.11..16: gRPC :7480, metrics :7481
                 drives $root/dn-N/drive0..1 (cell stores; Writes coordinated as 4+2)
   internal gRPC $tls_msg
@@ -151,7 +192,7 @@ zest cluster is running (docs/cluster.md, Status: what works today)
   access key    $ZEST_ACCESS_KEY / $ZEST_SECRET_KEY
   logs          $root/log/ (etcdN.log, dn-N.log, s3gw.log)
 
-  try: ETCDCTL_API=3 etcdctl --endpoints $endpoints get --prefix /zest/nodes/ --keys-only
+  try: ETCDCTL_API=3 etcdctl --endpoints $endpoints ${ctl_tls[*]:+${ctl_tls[*]} }get --prefix /zest/nodes/ --keys-only
        curl -s http://127.0.0.11:7481/metrics | grep zest_cluster_
 
 Ctrl-C stops everything.

@@ -37,8 +37,9 @@
 - Skip (exit 77, raised as Skip): etcd or etcdctl or openssl missing, fixed addresses taken,
   the gateway without --cluster (the branch does not have it yet).
 
-ZEST_INSECURE=1 (or Cluster(tls=False)) runs the internal gRPC in plaintext. etcd is always
-plain http here: its TLS is test_cluster_members.py's concern.
+ZEST_INSECURE=1 (or Cluster(tls=False)) runs the internal gRPC and etcd in plaintext (the
+daemons with --insecure). With TLS, etcd serves https and demands client certificates of the
+cluster CA (--client-cert-auth, peers too), as `make cluster` does.
 """
 import base64
 import contextlib
@@ -265,9 +266,12 @@ class Etcd:
     """1 or 3 etcd members, member i on 127.0.1.(i+1). fixed: client :2379, peer :2380
     (as `make cluster`; Skip when taken), else free ports on those addresses."""
 
-    def __init__(self, root, members=1, fixed=False):
+    def __init__(self, root, members=1, fixed=False, certs=None):
+        """certs: a zest-certs.sh folder with the CA: https with client certificates."""
         assert members in (1, 3)
         self.root = root
+        self.certs = certs
+        self.scheme = "https" if certs else "http"
         self.hosts = [f"127.0.1.{i + 1}" for i in range(members)]
         if fixed:
             busy = [(h, p) for h in self.hosts for p in (2379, 2380) if not addr_free(h, p)]
@@ -276,15 +280,29 @@ class Etcd:
             self.ports = [(2379, 2380) for _ in self.hosts]
         else:
             self.ports = [(free_port(h), free_port(h)) for h in self.hosts]
-        initial = ",".join(f"e{i}=http://{h}:{p[1]}"
+        s = self.scheme
+        initial = ",".join(f"e{i}={s}://{h}:{p[1]}"
                            for i, (h, p) in enumerate(zip(self.hosts, self.ports)))
+        self.ctl_tls = []
+        if certs:
+            subprocess.run([CERTS_SH, "client", certs, "etcdctl"], check=True, timeout=60)
+            self.ctl_tls = ["--cacert", f"{certs}/ca.pem", "--cert", f"{certs}/etcdctl.pem",
+                            "--key", f"{certs}/etcdctl.key"]
         self.procs = []
         for i, (h, (cp, pp)) in enumerate(zip(self.hosts, self.ports)):
+            tls = []
+            if certs:
+                subprocess.run([CERTS_SH, "server", certs, f"etcd{i}", f"IP:{h},DNS:localhost"],
+                               check=True, timeout=60)
+                pem, key, ca = f"{certs}/etcd{i}.pem", f"{certs}/etcd{i}.key", f"{certs}/ca.pem"
+                tls = ["--cert-file", pem, "--key-file", key, "--trusted-ca-file", ca,
+                       "--client-cert-auth", "--peer-cert-file", pem, "--peer-key-file", key,
+                       "--peer-trusted-ca-file", ca, "--peer-client-cert-auth"]
             argv = [ETCD, "--name", f"e{i}", "--data-dir", os.path.join(root, f"etcd{i}"),
-                    "--listen-client-urls", f"http://{h}:{cp}",
-                    "--advertise-client-urls", f"http://{h}:{cp}",
-                    "--listen-peer-urls", f"http://{h}:{pp}",
-                    "--initial-advertise-peer-urls", f"http://{h}:{pp}",
+                    "--listen-client-urls", f"{s}://{h}:{cp}",
+                    "--advertise-client-urls", f"{s}://{h}:{cp}",
+                    "--listen-peer-urls", f"{s}://{h}:{pp}",
+                    "--initial-advertise-peer-urls", f"{s}://{h}:{pp}", *tls,
                     "--initial-cluster", initial,
                     "--initial-cluster-token", f"zest-test-{os.getpid()}",
                     # a member's loss is noticed in ~1 s, not 5
@@ -300,14 +318,16 @@ class Etcd:
         return ",".join(self.member_endpoint(i) for i in range(len(self.procs)))
 
     def member_endpoint(self, i):
-        return f"{self.hosts[i]}:{self.ports[i][0]}"
+        """https://HOST:PORT with TLS, HOST:PORT in plaintext."""
+        a = f"{self.hosts[i]}:{self.ports[i][0]}"
+        return f"https://{a}" if self.certs else a
 
     def live_endpoints(self):
         return ",".join(self.member_endpoint(i) for i, p in enumerate(self.procs) if p.running)
 
     def ctl(self, *args, check=True, endpoints=None, timeout=20):
         return subprocess.run([ETCDCTL, "--endpoints", endpoints or self.live_endpoints(),
-                               "--command-timeout", "5s", *args],
+                               *self.ctl_tls, "--command-timeout", "5s", *args],
                               env=dict(os.environ, ETCDCTL_API="3"), capture_output=True,
                               check=check, timeout=timeout)
 
@@ -506,7 +526,8 @@ class Cluster:
                 subprocess.run([CERTS_SH, "client", d, "gateway"], check=True, timeout=60)
                 self.certs = {"dir": d, "ca": f"{d}/ca.pem", "gw_cert": f"{d}/gateway.pem",
                               "gw_key": f"{d}/gateway.key"}
-            self.etcd = Etcd(self.root, etcd_members, fixed_etcd)
+            self.etcd = Etcd(self.root, etcd_members, fixed_etcd,
+                             self.certs["dir"] if self.tls else None)
             self.add_nodes(range(1, nodes + 1))
             self.wait_live(nodes)
             if gateway:

@@ -4,6 +4,9 @@
 - The datanode refuses to start without --tls-ca/--tls-cert/--tls-key or --insecure, and
   with a key that is not its certificate's; the gateway likewise without --cluster-* or
   --insecure.
+- Plaintext etcd only with --insecure: zest-datanode --cluster and zest-s3gw --cluster given
+  a plaintext (scheme-less or http://) etcd endpoint with their TLS files refuse to start
+  (exit 2, the endpoint and --insecure named), before dialling anything.
 - A datanode over mTLS refuses, and stores nothing for: plaintext (dn_client --insecure),
   a client certificate from another CA, and a TLS client without a certificate (Python's
   ssl: the handshake ends with the server's alert).
@@ -60,6 +63,26 @@ def test_datanode_needs_security_flags():
                         "--cluster-cert", c["cl_cert"], "--cluster-key", c["cl_key"]],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 2 and "/nonexistent.pem" in p.stderr, p.stderr
+
+
+def test_plaintext_etcd_needs_insecure():
+    root = tempfile.mkdtemp(prefix="zest-it-", dir=zh.certs()["dir"])  # removed with the certs
+    c = zh.certs()
+    dn_tls = ["--tls-ca", c["ca"], "--tls-cert", c["dn_cert"], "--tls-key", c["dn_key"]]
+    gw_tls = ["--cluster-ca", c["ca"], "--cluster-cert", c["cl_cert"],
+              "--cluster-key", c["cl_key"]]
+    for eps in ("127.0.0.1:1", "http://127.0.0.1:1", "https://127.0.0.1:1,127.0.0.1:2"):
+        p = subprocess.run([zh.DATANODE, "--drive", os.path.join(root, "d0"), *dn_tls,
+                            "--cluster", eps, "--node", "dn-1"],
+                           capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2, (eps, p.returncode, p.stderr)
+        assert f"etcd endpoint in --cluster {eps} is plaintext" in p.stderr, p.stderr
+        assert "--insecure for plaintext etcd" in p.stderr, p.stderr
+        p = subprocess.run([zh.GATEWAY, "--listen", "127.0.0.1:0", "--anonymous", *gw_tls,
+                            "--cluster", eps], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2, (eps, p.returncode, p.stderr)
+        assert f"etcd endpoint in --cluster {eps} is plaintext" in p.stderr, p.stderr
+        assert "--insecure for plaintext etcd" in p.stderr, p.stderr
 
 
 def test_datanode_refuses_unauthenticated_clients():
@@ -162,6 +185,7 @@ if __name__ == "__main__":
         print(f"SKIP: {zh.DATANODE} or {zh.GATEWAY} is not built")
         sys.exit(77)
     zh.run_tests([test_datanode_needs_security_flags,
+                  test_plaintext_etcd_needs_insecure,
                   test_datanode_refuses_unauthenticated_clients,
                   test_gateway_refuses_foreign_datanode,
                   test_good_path_over_mtls])

@@ -3,14 +3,16 @@
 (ZEST_CLUSTER_DIR): etcd, six datanodes on 127.0.0.11-16 and the gateway come up over
 mutual TLS with the script's own CA; each datanode's certificate names its address and
 localhost and is good for server and client use, the gateway's for client use; the six
-register in etcd; boto3 puts and gets an object through the gateway (the gateway reaches
+register in etcd; etcd serves only TLS and refuses in the handshake a client without a
+certificate of the CA (curl, etcdctl), and answers one with the script's etcdctl certificate;
+boto3 puts and gets an object through the gateway (the gateway reaches
 the datanodes only over mTLS; a gateway built without --cluster is not started, since the
 datanodes coordinate every Write, and the round trip is left out); SIGTERM stops every
 daemon and the script exits 0.
 
 The script binds fixed addresses (etcd 127.0.1.1:2379/2380, datanodes 127.0.0.1N:7480/7481,
 gateway metrics 127.0.0.1:9001): when any is taken (someone's `make cluster` or `make run`)
-the test is skipped (77) rather than fight over it. Exits 77 without etcd too.
+the test is skipped (77) rather than fight over it. Exits 77 without etcd, openssl or curl.
 """
 import os
 import shutil
@@ -50,6 +52,45 @@ def ext(pem, name):
                           capture_output=True, text=True, check=True, timeout=10).stdout
 
 
+def etcd_locked(certs, text):
+    """etcd serves TLS only and refuses a client without a certificate of the CA, in the
+    handshake; with the etcdctl certificate the script made, it answers."""
+    ca = os.path.join(certs, "ca.pem")
+    pem = os.path.join(certs, "etcd-1.pem")
+    san = ext(pem, "subjectAltName")
+    assert "IP Address:127.0.1.1" in san, san
+    eku = ext(pem, "extendedKeyUsage")
+    assert "Server Authentication" in eku and "Client Authentication" in eku, eku
+    assert "etcd          https://127.0.1.1:2379 (1 member(s))" in text, text
+    assert "client certificates of the CA required" in text, text
+    mine = ["--cert", os.path.join(certs, "etcdctl.pem"),
+            "--key", os.path.join(certs, "etcdctl.key")]
+    assert f"--cacert {ca} {' '.join(mine)}" in text, text  # the etcdctl hint
+
+    def curl(url, *args):
+        return subprocess.run(["curl", "-sS", "-f", "-m", "10", *args, url],
+                              capture_output=True, text=True, timeout=30)
+    plain = curl("http://127.0.1.1:2379/health")
+    assert plain.returncode != 0, plain
+    # refused in or right after the TLS handshake (35, 55, 56 as curl sees the alert), not
+    # unreachable (7) nor answered with an HTTP error (22)
+    nocert = curl("https://127.0.1.1:2379/health", "--cacert", ca)
+    assert nocert.returncode not in (0, 7, 22, 28), nocert
+    good = curl("https://127.0.1.1:2379/health", "--cacert", ca, *mine)
+    assert good.returncode == 0 and '"health":"true"' in good.stdout, good
+    if shutil.which("etcdctl"):
+        def ctl(*tls):
+            return subprocess.run(["etcdctl", "--endpoints", "https://127.0.1.1:2379",
+                                   "--dial-timeout", "5s", "--command-timeout", "5s", *tls,
+                                   "get", "--prefix", "/zest/nodes/", "--keys-only"],
+                                  env=dict(os.environ, ETCDCTL_API="3"), capture_output=True,
+                                  text=True, timeout=60)
+        refused = ctl("--cacert", ca)
+        assert refused.returncode != 0 and "/zest/nodes/" not in refused.stdout, refused
+        keys = [k for k in ctl("--cacert", ca, *mine).stdout.splitlines() if k]
+        assert keys == [f"/zest/nodes/dn-{n}" for n in range(1, 7)], keys
+
+
 def s3_round_trip(root, gw_port):
     """boto3 through the gateway: a bucket, six 1 MiB objects, read back."""
     with open(os.path.join(root, "log", "s3gw.log"), errors="replace") as f:
@@ -68,8 +109,9 @@ def s3_round_trip(root, gw_port):
 
 
 def main():
-    if not shutil.which(os.environ.get("ZEST_ETCD", "etcd")) or not shutil.which("openssl"):
-        print("skip: etcd or openssl not installed")
+    if not shutil.which(os.environ.get("ZEST_ETCD", "etcd")) or not shutil.which("openssl") \
+            or not shutil.which("curl"):
+        print("skip: etcd, openssl or curl not installed")
         sys.exit(77)
     busy = [a for a in FIXED if not free(a)]
     if busy:
@@ -106,6 +148,7 @@ def main():
                            check=True, capture_output=True, timeout=10)
         eku = ext(os.path.join(certs, "gateway.pem"), "extendedKeyUsage")
         assert "Client Authentication" in eku and "Server" not in eku, eku
+        etcd_locked(certs, text)
         if "this zest-s3gw has no --cluster" in text:
             # the datanodes coordinate every Write: a single-node gateway cannot serve
             print("no S3 round trip: the gateway has no --cluster on this build")

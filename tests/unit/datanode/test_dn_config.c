@@ -153,6 +153,17 @@ main(void)
 	dn_config_to_opts(&c, &o);
 	CHECK(o.cells_only && o.ndrives == 1 && o.k == 4 && o.m == 2);
 	CHECK_EQ(parse(&c, "--insecure --cluster e:1 --node n"), -EINVAL); /* none */
+	/* plaintext etcd only with --insecure: with the --tls-* files every endpoint is https */
+	const char *tls = "--drive a --tls-ca ca --tls-cert crt --tls-key key --node n";
+	snprintf(line, sizeof(line), "%s --cluster e:1", tls);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster http://e:1", tls);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster https://e:1,e:2", tls);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster https://e:1,https://e:2", tls);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(parse(&c, "--drive a --insecure --cluster http://e:1 --node n"), 0);
 	snprintf(line, sizeof(line), "%s --ec 4", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --ec 30+3", six);
