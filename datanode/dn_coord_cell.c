@@ -100,7 +100,7 @@ dn_coord_cell_start(struct dn_coord_write *w, struct cgroup *g, unsigned i)
 {
 	static const struct rpc_cwrite_cbs cbs = { on_writable, on_done };
 	struct ccell *cc = &g->cells[i];
-	const struct rpc_cl_node *nd = &w->view->nodes[cc->node];
+	const struct cl_rec_node *nd = &w->view->nodes[cc->node];
 	int rc;
 
 	pthread_mutex_lock(&w->mu);

@@ -199,7 +199,7 @@ void
 s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t group,
                    struct s3_bcl_cread *r, size_t n, unsigned timeout_ms)
 {
-	struct bcl_crd *c[RPC_CL_MAX_CELLS] = { 0 };
+	struct bcl_crd *c[CL_REC_MAX_CELLS] = { 0 };
 
 	/* every call first, so the nodes read in parallel; then drain them in turn */
 	for (size_t i = 0; i < n; i++) {

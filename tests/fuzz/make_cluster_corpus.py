@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Write the seed corpus of fuzz_rpc_cluster into tests/fuzz/corpus/rpc_cluster/: byte 0 is
+"""Write the seed corpus of fuzz_cl_rec into tests/fuzz/corpus/cl_rec/: byte 0 is
 the record type (0 NodeInfo, 1 MemberInfo, 2 BucketRecord, 3 ObjectRecord, 4 UploadRecord),
-the rest a value in rpc/cluster.proto's wire format, valid ones and a few refused ones."""
+the rest a value in cluster/cluster.proto's wire format, valid ones and a few refused ones."""
 import os
 import struct
 
 here = os.path.dirname(os.path.abspath(__file__))
-out = os.path.join(here, 'corpus', 'rpc_cluster')
+out = os.path.join(here, 'corpus', 'cl_rec')
 
 
 def varint(v):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check rpc/etcd.proto + rpc/etcd_kv.proto against the etcd binary itself.
+"""Check cluster/etcd.proto + cluster/etcd_kv.proto against the etcd binary itself.
 
 etcd (Go, gogoproto) embeds its own gzipped FileDescriptorProtos for rpc.proto and
 kv.proto. Every message, field (number, label, type, type name, oneof), enum value and

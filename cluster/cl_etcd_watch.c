@@ -1,5 +1,5 @@
 /*
- * rpc_etcd: watches. Each watch is a thread of its own holding one Watch stream (one
+ * cl_etcd: watches. Each watch is a thread of its own holding one Watch stream (one
  * watcher on it) to the client's current endpoint. When the stream ends for any reason
  * but a stop, the thread opens a new one on the next endpoint, asking for events from the
  * revision after the last one delivered, so callers see each event once and in order.
@@ -16,17 +16,17 @@
 
 #include <grpc/support/time.h>
 
-#include "rpc_etcd_internal.h"
+#include "cl_etcd_internal.h"
 #include "zc.h"
 
 #define RETRY_MS 500 /* between attempts while no endpoint keeps a stream open */
 
-struct rpc_etcd_watch {
-	struct rpc_etcd *c;
+struct cl_etcd_watch {
+	struct cl_etcd *c;
 	void *key, *end; /* copies; end NULL: key alone */
 	size_t key_len, end_len;
 	int64_t next_rev; /* the first revision not yet delivered; 0: from now */
-	rpc_etcd_watch_cb cb;
+	cl_etcd_watch_cb cb;
 	void *arg;
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -37,7 +37,7 @@ struct rpc_etcd_watch {
 };
 
 static bool
-stopped(struct rpc_etcd_watch *w)
+stopped(struct cl_etcd_watch *w)
 {
 	bool s;
 
@@ -49,11 +49,11 @@ stopped(struct rpc_etcd_watch *w)
 
 /* Hand one response's events to the callback; the kvs are borrowed for the call. */
 static int
-deliver(struct rpc_etcd_watch *w, const Etcdserverpb__WatchResponse *r)
+deliver(struct cl_etcd_watch *w, const Etcdserverpb__WatchResponse *r)
 {
 	Mvccpb__KeyValue **kv;
-	struct rpc_etcd_event *ev;
-	struct rpc_etcd_kvs kvs;
+	struct cl_etcd_event *ev;
+	struct cl_etcd_kvs kvs;
 	int rc;
 
 	if (!r->n_events)
@@ -74,13 +74,13 @@ deliver(struct rpc_etcd_watch *w, const Etcdserverpb__WatchResponse *r)
 	if (!rc) {
 		for (size_t i = 0; i < r->n_events; i++) {
 			ev[i].type = r->events[i]->type == MVCCPB__EVENT__EVENT_TYPE__DELETE
-			                     ? RPC_ETCD_EVENT_DELETE
-			                     : RPC_ETCD_EVENT_PUT;
+			                     ? CL_ETCD_EVENT_DELETE
+			                     : CL_ETCD_EVENT_PUT;
 			ev[i].kv = kvs.kv[i];
 		}
 		w->cb(w->arg, ev, r->n_events, 0);
 		w->next_rev = kv[r->n_events - 1]->mod_revision + 1;
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 	}
 	free(kv);
 	free(ev);
@@ -93,7 +93,7 @@ deliver(struct rpc_etcd_watch *w, const Etcdserverpb__WatchResponse *r)
  * (try elsewhere). *opened: the stream delivered its "created" answer.
  */
 static int
-stream(struct rpc_etcd_watch *w, struct etcd_endpoint *ep, bool *opened)
+stream(struct cl_etcd_watch *w, struct etcd_endpoint *ep, bool *opened)
 {
 	Etcdserverpb__WatchCreateRequest create = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
 	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
@@ -213,8 +213,8 @@ status:
 static void *
 watch_thread(void *arg)
 {
-	struct rpc_etcd_watch *w = arg;
-	struct rpc_etcd *c = w->c;
+	struct cl_etcd_watch *w = arg;
+	struct cl_etcd *c = w->c;
 	unsigned i = atomic_load_explicit(&c->cur, memory_order_relaxed) % c->n_ep, failed = 0;
 
 	while (!stopped(w)) {
@@ -249,7 +249,7 @@ watch_thread(void *arg)
 
 /* Wait for the first "created", up to the client's default deadline. */
 static bool
-wait_created(struct rpc_etcd_watch *w)
+wait_created(struct cl_etcd_watch *w)
 {
 	struct timespec ts;
 	bool created;
@@ -268,10 +268,10 @@ wait_created(struct rpc_etcd_watch *w)
 }
 
 int
-rpc_etcd_watch_start(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t start_revision,
-                     rpc_etcd_watch_cb cb, void *arg, struct rpc_etcd_watch **out)
+cl_etcd_watch_start(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t start_revision,
+                     cl_etcd_watch_cb cb, void *arg, struct cl_etcd_watch **out)
 {
-	struct rpc_etcd_watch *w;
+	struct cl_etcd_watch *w;
 	ProtobufCBinaryData key, end;
 	pthread_condattr_t ca;
 	uint8_t *owned = NULL;
@@ -317,7 +317,7 @@ rpc_etcd_watch_start(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t
 	pthread_setname_np(w->thread, "etcd-watch");
 	/* return once etcd has the watch, so every change after the return is seen */
 	if (!wait_created(w)) {
-		rpc_etcd_watch_stop(w);
+		cl_etcd_watch_stop(w);
 		return ZC_E(ZC_NO_QUORUM);
 	}
 	*out = w;
@@ -333,7 +333,7 @@ nomem:
 }
 
 void
-rpc_etcd_watch_stop(struct rpc_etcd_watch *w)
+cl_etcd_watch_stop(struct cl_etcd_watch *w)
 {
 	if (!w)
 		return;

@@ -1,4 +1,4 @@
-/* rpc_members: the membership view, refreshed by a Range of /zest/nodes/ (rpc_members.h). */
+/* cl_members: the membership view, refreshed by a Range of /zest/nodes/ (cl_members.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,18 +8,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpc_members.h"
+#include "cl_members.h"
 #include "zc.h"
 
 struct view {
-	struct rpc_members_view pub; /* first: the public pointer is the view's */
+	struct cl_members_view pub; /* first: the public pointer is the view's */
 	atomic_long refs;
-	struct rpc_cl_node *nodes;
+	struct cl_rec_node *nodes;
 	const char **names;
 };
 
-struct rpc_members {
-	struct rpc_etcd *c;
+struct cl_members {
+	struct cl_etcd *c;
 	unsigned refresh_ms;
 	pthread_mutex_t mu; /* cur, stop; refresh_mu orders whole refreshes */
 	pthread_mutex_t refresh_mu;
@@ -52,21 +52,21 @@ view_new(size_t n)
 }
 
 void
-rpc_members_view_put(const struct rpc_members_view *pub)
+cl_members_view_put(const struct cl_members_view *pub)
 {
 	struct view *v = (struct view *)pub;
 
 	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
 		return;
 	for (size_t i = 0; i < v->pub.n; i++)
-		rpc_cl_node_fini(&v->nodes[i]);
+		cl_rec_node_fini(&v->nodes[i]);
 	free(v->nodes);
 	free(v->names);
 	free(v);
 }
 
-const struct rpc_members_view *
-rpc_members_get(struct rpc_members *m)
+const struct cl_members_view *
+cl_members_get(struct cl_members *m)
 {
 	struct view *v;
 
@@ -78,7 +78,7 @@ rpc_members_get(struct rpc_members *m)
 }
 
 static void
-publish(struct rpc_members *m, struct view *v)
+publish(struct cl_members *m, struct view *v)
 {
 	struct view *old;
 
@@ -86,21 +86,21 @@ publish(struct rpc_members *m, struct view *v)
 	old = m->cur;
 	m->cur = v;
 	pthread_mutex_unlock(&m->mu);
-	rpc_members_view_put(old ? &old->pub : NULL);
+	cl_members_view_put(old ? &old->pub : NULL);
 }
 
 int
-rpc_members_refresh(struct rpc_members *m)
+cl_members_refresh(struct cl_members *m)
 {
-	static const char prefix[] = RPC_MEMBERS_NODES_PREFIX;
-	struct rpc_etcd_range r = { .key = prefix, .key_len = sizeof(prefix) - 1, .prefix = true };
-	struct rpc_etcd_kvs kvs = { 0 };
+	static const char prefix[] = CL_MEMBERS_NODES_PREFIX;
+	struct cl_etcd_range r = { .key = prefix, .key_len = sizeof(prefix) - 1, .prefix = true };
+	struct cl_etcd_kvs kvs = { 0 };
 	int64_t bad_rev = 0;
 	struct view *v;
 	int rc;
 
 	pthread_mutex_lock(&m->refresh_mu);
-	rc = rpc_etcd_range(m->c, &r, &kvs, 0);
+	rc = cl_etcd_range(m->c, &r, &kvs, 0);
 	if (rc < 0)
 		goto out;
 	v = view_new(kvs.n);
@@ -109,21 +109,21 @@ rpc_members_refresh(struct rpc_members *m)
 		goto out;
 	}
 	for (size_t i = 0; i < kvs.n; i++) {
-		const struct rpc_etcd_kv *kv = &kvs.kv[i];
+		const struct cl_etcd_kv *kv = &kvs.kv[i];
 		const char *name = kv->key + sizeof(prefix) - 1;
-		struct rpc_cl_node *nd = &v->nodes[v->pub.n];
-		char why[RPC_CL_WHY_MAX] = "";
-		int drc = rpc_cl_node_decode(kv->value, kv->value_len, nd, why, sizeof(why));
+		struct cl_rec_node *nd = &v->nodes[v->pub.n];
+		char why[CL_REC_WHY_MAX] = "";
+		int drc = cl_rec_node_decode(kv->value, kv->value_len, nd, why, sizeof(why));
 
 		if (drc == 0 && strcmp(nd->name, name) != 0) {
 			snprintf(why, sizeof(why),
 			         "NodeInfo.name \"%.64s\" under another name's key", nd->name);
-			rpc_cl_node_fini(nd);
+			cl_rec_node_fini(nd);
 			drc = -EBADMSG;
 		}
 		if (drc == -ENOMEM) {
 			rc = drc;
-			rpc_members_view_put(&v->pub);
+			cl_members_view_put(&v->pub);
 			goto out;
 		}
 		if (drc) {
@@ -144,14 +144,14 @@ rpc_members_refresh(struct rpc_members *m)
 	publish(m, v);
 out:
 	pthread_mutex_unlock(&m->refresh_mu);
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return rc;
 }
 
 static void *
 run(void *arg)
 {
-	struct rpc_members *m = arg;
+	struct cl_members *m = arg;
 	int last = 0;
 
 	pthread_mutex_lock(&m->mu);
@@ -170,7 +170,7 @@ run(void *arg)
 		if (m->stop)
 			break;
 		pthread_mutex_unlock(&m->mu);
-		rc = rpc_members_refresh(m);
+		rc = cl_members_refresh(m);
 		/* the etcd client logs each failure; say only when the view starts or stops
 		 * going stale */
 		if (rc < 0 && last >= 0)
@@ -186,16 +186,16 @@ run(void *arg)
 }
 
 int
-rpc_members_create(struct rpc_etcd *c, unsigned refresh_ms, struct rpc_members **out)
+cl_members_create(struct cl_etcd *c, unsigned refresh_ms, struct cl_members **out)
 {
-	struct rpc_members *m = calloc(1, sizeof(*m));
+	struct cl_members *m = calloc(1, sizeof(*m));
 	pthread_condattr_t ca;
 	int rc;
 
 	if (!m)
 		return -ENOMEM;
 	m->c = c;
-	m->refresh_ms = refresh_ms ? refresh_ms : RPC_MEMBERS_DEFAULT_REFRESH_MS;
+	m->refresh_ms = refresh_ms ? refresh_ms : CL_MEMBERS_DEFAULT_REFRESH_MS;
 	m->cur = view_new(0);
 	if (!m->cur) {
 		free(m);
@@ -207,13 +207,13 @@ rpc_members_create(struct rpc_etcd *c, unsigned refresh_ms, struct rpc_members *
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	rc = rpc_members_refresh(m);
+	rc = cl_members_refresh(m);
 	if (rc < 0 && rc != -ENOMEM)
 		ZC_WARN("members", "cannot read membership at start err=%d; retrying", rc);
 	rc = pthread_create(&m->thread, NULL, run, m);
 	if (rc) {
 		m->thread = 0;
-		rpc_members_destroy(m);
+		cl_members_destroy(m);
 		return -EAGAIN;
 	}
 	pthread_setname_np(m->thread, "rpc-members");
@@ -222,7 +222,7 @@ rpc_members_create(struct rpc_etcd *c, unsigned refresh_ms, struct rpc_members *
 }
 
 void
-rpc_members_destroy(struct rpc_members *m)
+cl_members_destroy(struct cl_members *m)
 {
 	if (!m)
 		return;
@@ -232,7 +232,7 @@ rpc_members_destroy(struct rpc_members *m)
 	pthread_mutex_unlock(&m->mu);
 	if (m->thread)
 		pthread_join(m->thread, NULL);
-	rpc_members_view_put(&m->cur->pub);
+	cl_members_view_put(&m->cur->pub);
 	pthread_cond_destroy(&m->cv);
 	pthread_mutex_destroy(&m->refresh_mu);
 	pthread_mutex_destroy(&m->mu);

@@ -1,5 +1,5 @@
 /*
- * Buckets in etcd (rpc_cmeta.h): /zest/buckets/<bucket> holds a BucketRecord. Create and
+ * Buckets in etcd (cl_meta.h): /zest/buckets/<bucket> holds a BucketRecord. Create and
  * delete are Txns fenced like the object writes, so a repeated Txn reports what the first
  * did rather than a spurious "exists" or "no such bucket".
  */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc_cmeta.h"
+#include "cl_meta.h"
 #include "zc.h"
 
 #define KEY_CAP 128
@@ -25,16 +25,16 @@ bucket_key(const char *bucket, char *buf, size_t cap)
 
 	if (!bucket || !bucket[0] || strchr(bucket, '/'))
 		return -EINVAL;
-	n = snprintf(buf, cap, RPC_CMETA_BUCKETS "%s", bucket);
+	n = snprintf(buf, cap, CL_META_BUCKETS "%s", bucket);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
 int
-rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
+cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns,
                         unsigned timeout_ms)
 {
-	struct rpc_cl_bucket rec = { .ctime_ns = ctime_ns };
-	struct rpc_etcd_txn_result res = { 0 };
+	struct cl_rec_bucket rec = { .ctime_ns = ctime_ns };
+	struct cl_etcd_txn_result res = { 0 };
 	char bk[KEY_CAP];
 	uint8_t *value = NULL;
 	size_t len = 0;
@@ -42,24 +42,24 @@ rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_n
 
 	if (bkl < 0)
 		return bkl;
-	err = rpc_cl_bucket_encode(&rec, &value, &len, NULL, 0);
+	err = cl_rec_bucket_encode(&rec, &value, &len, NULL, 0);
 	if (err)
 		return err;
-	struct rpc_etcd_cmp cmp = { .key = bk,
+	struct cl_etcd_cmp cmp = { .key = bk,
 		                    .key_len = (size_t)bkl,
-		                    .target = RPC_ETCD_CMP_VERSION,
-		                    .op = RPC_ETCD_EQUAL };
-	struct rpc_etcd_op then = { .type = RPC_ETCD_OP_PUT,
+		                    .target = CL_ETCD_CMP_VERSION,
+		                    .op = CL_ETCD_EQUAL };
+	struct cl_etcd_op then = { .type = CL_ETCD_OP_PUT,
 		                    .r = { .key = bk, .key_len = (size_t)bkl },
 		                    .value = value,
 		                    .value_len = len };
-	struct rpc_etcd_op els = { .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op els = { .type = CL_ETCD_OP_RANGE,
 		                   .r = { .key = bk, .key_len = (size_t)bkl } };
-	struct rpc_etcd_txn txn = { &cmp, 1, &then, 1, &els, 1 };
+	struct cl_etcd_txn txn = { &cmp, 1, &then, 1, &els, 1 };
 
-	err = etcd_err(rpc_etcd_txn(c, &txn, &res, timeout_ms));
+	err = etcd_err(cl_etcd_txn(c, &txn, &res, timeout_ms));
 	if (!err && !res.succeeded) {
-		const struct rpc_etcd_kvs *k = res.n_op == 1 ? &res.op[0].kvs : NULL;
+		const struct cl_etcd_kvs *k = res.n_op == 1 ? &res.op[0].kvs : NULL;
 
 		/* The same value is our own repeated Txn (ctime in ns: no one else's). */
 		err = k && k->n == 1 && k->kv[0].value_len == len &&
@@ -67,23 +67,23 @@ rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_n
 		              ? 0
 		              : ZC_E(ZC_BUCKET_EXISTS);
 	}
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	free(value);
 	return err;
 }
 
 int
-rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms)
+cl_meta_bucket_delete(struct cl_etcd *c, const char *bucket, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ob[KEY_CAP], oe[KEY_CAP];
-	struct rpc_etcd_kvs kvs = { 0 };
-	struct rpc_etcd_txn_result res = { 0 };
+	struct cl_etcd_kvs kvs = { 0 };
+	struct cl_etcd_txn_result res = { 0 };
 	int bkl = bucket_key(bucket, bk, sizeof(bk)), obl, err;
 	int64_t rev;
 
 	if (bkl < 0)
 		return bkl;
-	obl = snprintf(ob, sizeof(ob), RPC_CMETA_OBJECTS "%s/", bucket);
+	obl = snprintf(ob, sizeof(ob), CL_META_OBJECTS "%s/", bucket);
 	if (obl < 0 || (size_t)obl >= sizeof(ob))
 		return -ENAMETOOLONG;
 	memcpy(oe, ob, (size_t)obl);
@@ -91,28 +91,28 @@ rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout
 
 	/* Read the bucket for the fence, and refuse a non-empty bucket before asking etcd to
 	 * compare over the whole range (which reads every key in it). */
-	err = rpc_etcd_get(c, bk, (size_t)bkl, false, &kvs, timeout_ms);
+	err = cl_etcd_get(c, bk, (size_t)bkl, false, &kvs, timeout_ms);
 	rev = !err ? kvs.kv[0].mod_revision : 0;
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	if (err)
 		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
 
-	struct rpc_etcd_cmp cmp[2] = {
-		{ .key = bk, .key_len = (size_t)bkl, .target = RPC_ETCD_CMP_MOD, .num = rev },
+	struct cl_etcd_cmp cmp[2] = {
+		{ .key = bk, .key_len = (size_t)bkl, .target = CL_ETCD_CMP_MOD, .num = rev },
 		/* no key in the range: version == 0 over [ob, oe) */
 		{ .key = ob,
 		  .key_len = (size_t)obl,
-		  .target = RPC_ETCD_CMP_VERSION,
-		  .op = RPC_ETCD_EQUAL,
+		  .target = CL_ETCD_CMP_VERSION,
+		  .op = CL_ETCD_EQUAL,
 		  .end = oe,
 		  .end_len = (size_t)obl },
 	};
-	struct rpc_etcd_op then = { .type = RPC_ETCD_OP_DELETE,
+	struct cl_etcd_op then = { .type = CL_ETCD_OP_DELETE,
 		                    .r = { .key = bk, .key_len = (size_t)bkl } };
-	struct rpc_etcd_op els[2] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op els[2] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = bk, .key_len = (size_t)bkl, .keys_only = true } },
-		{ .type = RPC_ETCD_OP_RANGE,
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = ob,
 		         .key_len = (size_t)obl,
 		         .end = oe,
@@ -120,9 +120,9 @@ rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout
 		         .limit = 1,
 		         .keys_only = true } },
 	};
-	struct rpc_etcd_txn txn = { cmp, 2, &then, 1, els, 2 };
+	struct cl_etcd_txn txn = { cmp, 2, &then, 1, els, 2 };
 
-	err = etcd_err(rpc_etcd_txn(c, &txn, &res, timeout_ms));
+	err = etcd_err(cl_etcd_txn(c, &txn, &res, timeout_ms));
 	if (!err && !res.succeeded) {
 		if (res.n_op != 2)
 			err = -EIO;
@@ -134,35 +134,35 @@ rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout
 			err = ZC_E(
 			        ZC_PRECONDITION); /* re-created meanwhile: let the caller retry */
 	}
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	return err;
 }
 
 int
-rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
+cl_meta_bucket_head(struct cl_etcd *c, const char *bucket, struct cl_rec_bucket *out,
                       unsigned timeout_ms)
 {
-	struct rpc_etcd_kvs kvs = { 0 };
-	struct rpc_cl_bucket rec;
-	char bk[KEY_CAP], why[RPC_CL_WHY_MAX];
+	struct cl_etcd_kvs kvs = { 0 };
+	struct cl_rec_bucket rec;
+	char bk[KEY_CAP], why[CL_REC_WHY_MAX];
 	int bkl = bucket_key(bucket, bk, sizeof(bk)), err;
 
 	if (bkl < 0)
 		return bkl;
-	err = rpc_etcd_get(c, bk, (size_t)bkl, false, &kvs, timeout_ms);
+	err = cl_etcd_get(c, bk, (size_t)bkl, false, &kvs, timeout_ms);
 	if (err) {
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET) : etcd_err(err);
 	}
-	err = rpc_cl_bucket_decode(kvs.kv[0].value, kvs.kv[0].value_len, &rec, why, sizeof(why));
+	err = cl_rec_bucket_decode(kvs.kv[0].value, kvs.kv[0].value_len, &rec, why, sizeof(why));
 	if (!err && out)
 		*out = rec;
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return err;
 }
 
 void
-rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n)
+cl_meta_bucket_list_free(struct cl_meta_bucket_entry *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++)
 		free(v[i].name);
@@ -170,16 +170,16 @@ rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n)
 }
 
 int
-rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
+cl_meta_bucket_list(struct cl_etcd *c, struct cl_meta_bucket_entry **out, size_t *n,
                       unsigned timeout_ms)
 {
-	struct rpc_etcd_range r = { .key = RPC_CMETA_BUCKETS,
-		                    .key_len = strlen(RPC_CMETA_BUCKETS),
+	struct cl_etcd_range r = { .key = CL_META_BUCKETS,
+		                    .key_len = strlen(CL_META_BUCKETS),
 		                    .prefix = true };
-	struct rpc_etcd_kvs kvs = { 0 };
-	struct rpc_cmeta_bucket_entry *v;
+	struct cl_etcd_kvs kvs = { 0 };
+	struct cl_meta_bucket_entry *v;
 	size_t nv = 0;
-	int err = etcd_err(rpc_etcd_range(c, &r, &kvs, timeout_ms));
+	int err = etcd_err(cl_etcd_range(c, &r, &kvs, timeout_ms));
 
 	*out = NULL;
 	*n = 0;
@@ -187,15 +187,15 @@ rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, s
 		return err;
 	v = calloc(kvs.n ? kvs.n : 1, sizeof(*v));
 	if (!v) {
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < kvs.n; i++) {
-		struct rpc_cl_bucket rec;
-		char why[RPC_CL_WHY_MAX];
+		struct cl_rec_bucket rec;
+		char why[CL_REC_WHY_MAX];
 		const char *name = kvs.kv[i].key + r.key_len;
 
-		if (rpc_cl_bucket_decode(kvs.kv[i].value, kvs.kv[i].value_len, &rec, why,
+		if (cl_rec_bucket_decode(kvs.kv[i].value, kvs.kv[i].value_len, &rec, why,
 		                         sizeof(why))) {
 			ZC_WARN("cmeta", "bucket key=%s does not decode why=\"%s\": left out",
 			        kvs.kv[i].key, why);
@@ -203,13 +203,13 @@ rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, s
 		}
 		v[nv].name = strdup(name);
 		if (!v[nv].name) {
-			rpc_cmeta_bucket_list_free(v, nv);
-			rpc_etcd_kvs_fini(&kvs);
+			cl_meta_bucket_list_free(v, nv);
+			cl_etcd_kvs_fini(&kvs);
 			return -ENOMEM;
 		}
 		v[nv++].ctime_ns = rec.ctime_ns;
 	}
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	*out = v;
 	*n = nv;
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * rpc_etcd: endpoints, one channel each, and the blocking call every request goes
+ * cl_etcd: endpoints, one channel each, and the blocking call every request goes
  * through: the deadline on the call, failover to the next endpoint on UNAVAILABLE.
  *
  * Calls complete on the client's one completion queue, served by one thread that wakes
@@ -18,7 +18,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
-#include "rpc_etcd_internal.h"
+#include "cl_etcd_internal.h"
 #include "zc.h"
 
 #define RECONNECT_BACKOFF_MAX_MS 1000 /* a restarted member is used again within this */
@@ -51,7 +51,7 @@ struct waiter {
 static void *
 cq_thread(void *arg)
 {
-	struct rpc_etcd *c = arg;
+	struct cl_etcd *c = arg;
 
 	for (;;) {
 		grpc_event ev =
@@ -75,7 +75,7 @@ cq_thread(void *arg)
 
 /* Split "a:1,http://b:2" into targets; all endpoints must share one scheme. */
 static int
-parse_endpoints(struct rpc_etcd *c, const char *list, bool *tls)
+parse_endpoints(struct cl_etcd *c, const char *list, bool *tls)
 {
 	int scheme = -1; /* 0 plain, 1 TLS */
 	const char *p = list;
@@ -100,7 +100,7 @@ parse_endpoints(struct rpc_etcd *c, const char *list, bool *tls)
 		for (const char *d = colon + 1; d < p + len; d++)
 			if (*d < '0' || *d > '9')
 				return -EINVAL;
-		if ((scheme >= 0 && s != scheme) || c->n_ep == RPC_ETCD_MAX_ENDPOINTS)
+		if ((scheme >= 0 && s != scheme) || c->n_ep == CL_ETCD_MAX_ENDPOINTS)
 			return -EINVAL;
 		scheme = s;
 		c->ep[c->n_ep].target = strndup(p, len);
@@ -116,11 +116,11 @@ parse_endpoints(struct rpc_etcd *c, const char *list, bool *tls)
 }
 
 int
-rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct rpc_etcd **out)
+cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl_etcd **out)
 {
-	static const struct rpc_etcd_opts defaults;
+	static const struct cl_etcd_opts defaults;
 	grpc_channel_credentials *creds = NULL;
-	struct rpc_etcd *c;
+	struct cl_etcd *c;
 	grpc_channel_args args;
 	grpc_arg arg[5];
 	bool tls = false;
@@ -134,7 +134,7 @@ rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct 
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : RPC_ETCD_DEFAULT_TIMEOUT_MS;
+	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : CL_ETCD_DEFAULT_TIMEOUT_MS;
 	grpc_init();
 	rc = parse_endpoints(c, endpoints, &tls);
 	if (rc)
@@ -187,12 +187,12 @@ rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct 
 	*out = c;
 	return 0;
 fail:
-	rpc_etcd_destroy(c);
+	cl_etcd_destroy(c);
 	return rc;
 }
 
 void
-rpc_etcd_destroy(struct rpc_etcd *c)
+cl_etcd_destroy(struct cl_etcd *c)
 {
 	if (!c)
 		return;
@@ -239,7 +239,7 @@ etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 }
 
 int
-etcd_batch(struct rpc_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
+etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
 {
 	struct waiter w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
 
@@ -257,7 +257,7 @@ etcd_batch(struct rpc_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
 
 /* One attempt on one endpoint; the call's own deadline bounds the wait. */
 static grpc_status_code
-attempt(struct rpc_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_slice req,
+attempt(struct cl_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_slice req,
         gpr_timespec deadline, grpc_byte_buffer **resp, char *msg, size_t msg_len)
 {
 	/* a new buffer each attempt: sending empties it (gRPC takes its slices) */
@@ -339,7 +339,7 @@ err_from_status(grpc_status_code code)
 }
 
 int
-etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
+etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
           const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, unsigned timeout_ms)
 {
 	int64_t timeout = timeout_ms ? timeout_ms : c->timeout_ms;

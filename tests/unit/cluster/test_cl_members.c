@@ -1,5 +1,5 @@
 /*
- * rpc_members against a real etcd 3.4 (tests/lib/etcd_test.h): the view lists the
+ * cl_members against a real etcd 3.4 (tests/lib/etcd_test.h): the view lists the
  * NodeInfo values under /zest/nodes/ in name order, leaves out values that do not decode
  * or sit under another name's key, follows deletes and expiring leases, keeps old views
  * valid while held, and keeps the last view when etcd goes away.
@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rpc_cluster.h"
-#include "rpc_etcd.h"
-#include "rpc_members.h"
+#include "cl_rec.h"
+#include "cl_etcd.h"
+#include "cl_members.h"
 #include "zc.h"
 #include "etcd_test.h"
 #include "t_check.h"
@@ -22,26 +22,26 @@
 #define S(x) x, strlen(x)
 
 static void
-put_node(struct rpc_etcd *c, const char *key, const char *name, const char *addr, int64_t lease)
+put_node(struct cl_etcd *c, const char *key, const char *name, const char *addr, int64_t lease)
 {
-	struct rpc_cl_node n = { .name = (char *)name,
+	struct cl_rec_node n = { .name = (char *)name,
 		                 .address = (char *)addr,
 		                 .incarnation = 7,
-		                 .state = RPC_CL_NODE_UP };
+		                 .state = CL_REC_NODE_UP };
 	uint8_t *buf;
 	size_t len;
 
-	CHECK_EQ(rpc_cl_node_encode(&n, &buf, &len, NULL, 0), 0);
-	CHECK_EQ(rpc_etcd_put(c, S(key), buf, len, lease, NULL, 0), 0);
+	CHECK_EQ(cl_rec_node_encode(&n, &buf, &len, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_put(c, S(key), buf, len, lease, NULL, 0), 0);
 	free(buf);
 }
 
 static void
-wait_ready(struct rpc_etcd *c)
+wait_ready(struct cl_etcd *c)
 {
 	uint64_t end = zc_now_ns() + 20000000000ull;
 
-	while (rpc_etcd_put(c, S("ready"), S("1"), 0, NULL, 1000) != 0) {
+	while (cl_etcd_put(c, S("ready"), S("1"), 0, NULL, 1000) != 0) {
 		CHECK(zc_now_ns() < end);
 		usleep(100 * 1000);
 	}
@@ -50,12 +50,12 @@ wait_ready(struct rpc_etcd *c)
 int
 main(void)
 {
-	const struct rpc_members_view *v, *old;
-	struct rpc_members *m;
-	struct rpc_etcd *c;
+	const struct cl_members_view *v, *old;
+	struct cl_members *m;
+	struct cl_etcd *c;
 	struct t_etcd e;
 	int64_t lease;
-	struct rpc_etcd_range del = { .key = "/zest/nodes/dn-a", .key_len = 16 };
+	struct cl_etcd_range del = { .key = "/zest/nodes/dn-a", .key_len = 16 };
 	uint64_t end;
 
 	zc_log_init();
@@ -64,67 +64,67 @@ main(void)
 		return 77;
 	}
 	t_etcd_start(&e, 1);
-	CHECK_EQ(rpc_etcd_create(e.endpoints, NULL, &c), 0);
+	CHECK_EQ(cl_etcd_create(e.endpoints, NULL, &c), 0);
 	wait_ready(c);
 
 	/* nobody yet: an empty view that has read etcd */
-	CHECK_EQ(rpc_members_create(c, 200, &m), 0);
-	v = rpc_members_get(m);
+	CHECK_EQ(cl_members_create(c, 200, &m), 0);
+	v = cl_members_get(m);
 	CHECK_EQ(v->n, 0);
 	CHECK(v->revision > 0);
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 
 	put_node(c, "/zest/nodes/dn-c", "dn-c", "127.0.0.3:7000", 0);
 	put_node(c, "/zest/nodes/dn-a", "dn-a", "127.0.0.1:7000", 0);
 	put_node(c, "/zest/nodes/dn-x", "dn-b", "127.0.0.2:7000", 0); /* wrong key */
-	CHECK_EQ(rpc_etcd_put(c, S("/zest/nodes/dn-z"), S("\x0a\x50garbage"), 0, NULL, 0), 0);
-	CHECK_EQ(rpc_etcd_put(c, S("/zest/nodesX"), S("not a node key"), 0, NULL, 0), 0);
-	CHECK_EQ(rpc_members_refresh(m), 2);
-	old = rpc_members_get(m);
+	CHECK_EQ(cl_etcd_put(c, S("/zest/nodes/dn-z"), S("\x0a\x50garbage"), 0, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_put(c, S("/zest/nodesX"), S("not a node key"), 0, NULL, 0), 0);
+	CHECK_EQ(cl_members_refresh(m), 2);
+	old = cl_members_get(m);
 	CHECK_EQ(old->n, 2);
 	CHECK(!strcmp(old->names[0], "dn-a") && !strcmp(old->names[1], "dn-c"));
 	CHECK(!strcmp(old->nodes[1].address, "127.0.0.3:7000"));
 	CHECK(old->names[0] == old->nodes[0].name);
 
 	/* a delete, and a leased node whose lease expires: the thread notices both */
-	CHECK_EQ(rpc_etcd_delete(c, &del, NULL, NULL, 0), 0);
-	CHECK_EQ(rpc_etcd_lease_grant(c, 1, &lease, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_delete(c, &del, NULL, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_lease_grant(c, 1, &lease, NULL, 0), 0);
 	put_node(c, "/zest/nodes/dn-d", "dn-d", "127.0.0.4:7000", lease);
 	end = zc_now_ns() + 5000000000ull;
 	for (;;) {
-		v = rpc_members_get(m);
+		v = cl_members_get(m);
 		if (v->n == 2 && !strcmp(v->names[0], "dn-c") && !strcmp(v->names[1], "dn-d"))
 			break;
-		rpc_members_view_put(v);
+		cl_members_view_put(v);
 		CHECK(zc_now_ns() < end);
 		usleep(50 * 1000);
 	}
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	end = zc_now_ns() + 10000000000ull; /* TTL 1 s, raised to etcd's minimum */
 	for (;;) {
-		v = rpc_members_get(m);
+		v = cl_members_get(m);
 		if (v->n == 1)
 			break;
-		rpc_members_view_put(v);
+		cl_members_view_put(v);
 		CHECK(zc_now_ns() < end);
 		usleep(100 * 1000);
 	}
 	CHECK(!strcmp(v->names[0], "dn-c"));
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	/* the view taken before all this is unchanged */
 	CHECK_EQ(old->n, 2);
 	CHECK(!strcmp(old->names[0], "dn-a"));
 
 	/* etcd gone: refresh fails, the last view stays */
 	t_etcd_stop(&e);
-	CHECK(rpc_members_refresh(m) < 0);
-	v = rpc_members_get(m);
+	CHECK(cl_members_refresh(m) < 0);
+	v = cl_members_get(m);
 	CHECK_EQ(v->n, 1);
-	rpc_members_destroy(m); /* views still held stay valid */
+	cl_members_destroy(m); /* views still held stay valid */
 	CHECK(!strcmp(v->names[0], "dn-c"));
-	rpc_members_view_put(v);
-	rpc_members_view_put(old);
-	rpc_etcd_destroy(c);
+	cl_members_view_put(v);
+	cl_members_view_put(old);
+	cl_etcd_destroy(c);
 	printf("ok\n");
 	return 0;
 }

@@ -1,12 +1,12 @@
 /*
- * rpc_etcd: get, range, put, delete and txn, each a translation between zest's structs
- * (rpc_etcd.h) and etcdserverpb messages around one etcd_call.
+ * cl_etcd: get, range, put, delete and txn, each a translation between zest's structs
+ * (cl_etcd.h) and etcdserverpb messages around one etcd_call.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc_etcd_internal.h"
+#include "cl_etcd_internal.h"
 
 #define CAST(p) ((uint8_t *)(uintptr_t)(p)) /* protobuf-c's bytes are not const */
 
@@ -19,7 +19,7 @@
  * "\0" for the empty prefix: every key). *owned (free it) holds a computed end.
  */
 int
-etcd_range_bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key,
+etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
                   ProtobufCBinaryData *end, uint8_t **owned)
 {
 	static const uint8_t zero[1] = { 0 };
@@ -57,7 +57,7 @@ etcd_range_bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key,
 
 /* Copy etcd's kvs into one allocation: the array, then each key and value + NUL. */
 int
-etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
+etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out)
 {
 	size_t bytes = n * sizeof(*out->kv);
 	char *p;
@@ -73,7 +73,7 @@ etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
 		return -ENOMEM;
 	p = (char *)(out->kv + n);
 	for (size_t i = 0; i < n; i++) {
-		struct rpc_etcd_kv *kv = &out->kv[i];
+		struct cl_etcd_kv *kv = &out->kv[i];
 
 		kv->key = p;
 		kv->key_len = in[i]->key.len;
@@ -97,7 +97,7 @@ etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out)
 }
 
 static int
-range_result(const Etcdserverpb__RangeResponse *rr, bool keys_only, struct rpc_etcd_kvs *out)
+range_result(const Etcdserverpb__RangeResponse *rr, bool keys_only, struct cl_etcd_kvs *out)
 {
 	int rc = etcd_kvs_copy(rr->kvs, rr->n_kvs, out);
 
@@ -112,7 +112,7 @@ range_result(const Etcdserverpb__RangeResponse *rr, bool keys_only, struct rpc_e
 }
 
 void
-rpc_etcd_kvs_fini(struct rpc_etcd_kvs *kvs)
+cl_etcd_kvs_fini(struct cl_etcd_kvs *kvs)
 {
 	if (!kvs)
 		return;
@@ -122,7 +122,7 @@ rpc_etcd_kvs_fini(struct rpc_etcd_kvs *kvs)
 
 /* A RangeRequest for r; *owned as for bounds(). */
 static int
-range_request(const struct rpc_etcd_range *r, Etcdserverpb__RangeRequest *req, uint8_t **owned)
+range_request(const struct cl_etcd_range *r, Etcdserverpb__RangeRequest *req, uint8_t **owned)
 {
 	etcdserverpb__range_request__init(req);
 	if (r->limit < 0 || r->revision < 0)
@@ -135,7 +135,7 @@ range_request(const struct rpc_etcd_range *r, Etcdserverpb__RangeRequest *req, u
 }
 
 static int
-delete_request(const struct rpc_etcd_range *r, Etcdserverpb__DeleteRangeRequest *req,
+delete_request(const struct cl_etcd_range *r, Etcdserverpb__DeleteRangeRequest *req,
                uint8_t **owned)
 {
 	etcdserverpb__delete_range_request__init(req);
@@ -145,7 +145,7 @@ delete_request(const struct rpc_etcd_range *r, Etcdserverpb__DeleteRangeRequest 
 }
 
 int
-rpc_etcd_range(struct rpc_etcd *c, const struct rpc_etcd_range *r, struct rpc_etcd_kvs *out,
+cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_kvs *out,
                unsigned timeout_ms)
 {
 	Etcdserverpb__RangeRequest req;
@@ -168,21 +168,21 @@ rpc_etcd_range(struct rpc_etcd *c, const struct rpc_etcd_range *r, struct rpc_et
 }
 
 int
-rpc_etcd_get(struct rpc_etcd *c, const void *key, size_t key_len, bool serializable,
-             struct rpc_etcd_kvs *out, unsigned timeout_ms)
+cl_etcd_get(struct cl_etcd *c, const void *key, size_t key_len, bool serializable,
+             struct cl_etcd_kvs *out, unsigned timeout_ms)
 {
-	struct rpc_etcd_range r = { .key = key, .key_len = key_len, .serializable = serializable };
+	struct cl_etcd_range r = { .key = key, .key_len = key_len, .serializable = serializable };
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (!key_len)
 		return -EINVAL;
-	rc = rpc_etcd_range(c, &r, out, timeout_ms);
+	rc = cl_etcd_range(c, &r, out, timeout_ms);
 	return rc ? rc : out->n ? 0 : -ENOENT;
 }
 
 int
-rpc_etcd_put(struct rpc_etcd *c, const void *key, size_t key_len, const void *value,
+cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *value,
              size_t value_len, int64_t lease, int64_t *revision, unsigned timeout_ms)
 {
 	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
@@ -205,7 +205,7 @@ rpc_etcd_put(struct rpc_etcd *c, const void *key, size_t key_len, const void *va
 }
 
 int
-rpc_etcd_delete(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t *deleted,
+cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *deleted,
                 int64_t *revision, unsigned timeout_ms)
 {
 	Etcdserverpb__DeleteRangeRequest req;
@@ -244,12 +244,12 @@ struct op_msg {
 };
 
 static int
-op_request(const struct rpc_etcd_op *in, struct op_msg *m)
+op_request(const struct cl_etcd_op *in, struct op_msg *m)
 {
 	etcdserverpb__request_op__init(&m->op);
 	m->owned = NULL;
 	switch (in->type) {
-	case RPC_ETCD_OP_PUT:
+	case CL_ETCD_OP_PUT:
 		if (!in->r.key || !in->r.key_len || in->r.end || in->r.prefix ||
 		    (!in->value && in->value_len) || in->lease < 0)
 			return -EINVAL;
@@ -260,11 +260,11 @@ op_request(const struct rpc_etcd_op *in, struct op_msg *m)
 		m->op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
 		m->op.request_put = &m->u.put;
 		return 0;
-	case RPC_ETCD_OP_DELETE:
+	case CL_ETCD_OP_DELETE:
 		m->op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
 		m->op.request_delete_range = &m->u.del;
 		return delete_request(&in->r, &m->u.del, &m->owned);
-	case RPC_ETCD_OP_RANGE:
+	case CL_ETCD_OP_RANGE:
 		m->op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
 		m->op.request_range = &m->u.range;
 		return range_request(&in->r, &m->u.range, &m->owned);
@@ -273,10 +273,10 @@ op_request(const struct rpc_etcd_op *in, struct op_msg *m)
 }
 
 static int
-cmp_request(const struct rpc_etcd_cmp *in, Etcdserverpb__Compare *m)
+cmp_request(const struct cl_etcd_cmp *in, Etcdserverpb__Compare *m)
 {
 	etcdserverpb__compare__init(m);
-	if (!in->key || !in->key_len || (unsigned)in->op > RPC_ETCD_NOT_EQUAL)
+	if (!in->key || !in->key_len || (unsigned)in->op > CL_ETCD_NOT_EQUAL)
 		return -EINVAL;
 	m->key = (ProtobufCBinaryData){ in->key_len, CAST(in->key) };
 	if (in->end && in->end_len)
@@ -285,19 +285,19 @@ cmp_request(const struct rpc_etcd_cmp *in, Etcdserverpb__Compare *m)
 	m->result = (Etcdserverpb__Compare__CompareResult)in->op;
 	m->target = (Etcdserverpb__Compare__CompareTarget)in->target;
 	switch (in->target) {
-	case RPC_ETCD_CMP_VERSION:
+	case CL_ETCD_CMP_VERSION:
 		m->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION;
 		m->version = in->num;
 		return 0;
-	case RPC_ETCD_CMP_CREATE:
+	case CL_ETCD_CMP_CREATE:
 		m->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
 		m->create_revision = in->num;
 		return 0;
-	case RPC_ETCD_CMP_MOD:
+	case CL_ETCD_CMP_MOD:
 		m->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
 		m->mod_revision = in->num;
 		return 0;
-	case RPC_ETCD_CMP_VALUE:
+	case CL_ETCD_CMP_VALUE:
 		if (!in->value && in->value_len)
 			return -EINVAL;
 		m->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE;
@@ -309,7 +309,7 @@ cmp_request(const struct rpc_etcd_cmp *in, Etcdserverpb__Compare *m)
 }
 
 static int
-txn_result(const Etcdserverpb__TxnResponse *resp, struct rpc_etcd_txn_result *res)
+txn_result(const Etcdserverpb__TxnResponse *resp, struct cl_etcd_txn_result *res)
 {
 	res->succeeded = resp->succeeded;
 	res->revision = resp->header ? resp->header->revision : 0;
@@ -321,22 +321,22 @@ txn_result(const Etcdserverpb__TxnResponse *resp, struct rpc_etcd_txn_result *re
 	res->n_op = resp->n_responses;
 	for (size_t i = 0; i < resp->n_responses; i++) {
 		const Etcdserverpb__ResponseOp *r = resp->responses[i];
-		struct rpc_etcd_op_result *o = &res->op[i];
+		struct cl_etcd_op_result *o = &res->op[i];
 		int rc;
 
 		switch (r->response_case) {
 		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE:
-			o->type = RPC_ETCD_OP_RANGE;
+			o->type = CL_ETCD_OP_RANGE;
 			rc = range_result(r->response_range, false, &o->kvs);
 			if (rc)
 				return rc;
 			break;
 		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE:
-			o->type = RPC_ETCD_OP_DELETE;
+			o->type = CL_ETCD_OP_DELETE;
 			o->deleted = r->response_delete_range->deleted;
 			break;
 		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT:
-			o->type = RPC_ETCD_OP_PUT;
+			o->type = CL_ETCD_OP_PUT;
 			break;
 		default:
 			return -EIO; /* we never send a nested txn */
@@ -346,18 +346,18 @@ txn_result(const Etcdserverpb__TxnResponse *resp, struct rpc_etcd_txn_result *re
 }
 
 void
-rpc_etcd_txn_result_fini(struct rpc_etcd_txn_result *res)
+cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res)
 {
 	if (!res)
 		return;
 	for (size_t i = 0; i < res->n_op; i++)
-		rpc_etcd_kvs_fini(&res->op[i].kvs);
+		cl_etcd_kvs_fini(&res->op[i].kvs);
 	free(res->op);
 	memset(res, 0, sizeof(*res));
 }
 
 int
-rpc_etcd_txn(struct rpc_etcd *c, const struct rpc_etcd_txn *txn, struct rpc_etcd_txn_result *res,
+cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn, struct cl_etcd_txn_result *res,
              unsigned timeout_ms)
 {
 	Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
@@ -385,7 +385,7 @@ rpc_etcd_txn(struct rpc_etcd *c, const struct rpc_etcd_txn *txn, struct rpc_etcd
 		cmpp[i] = &cmp[i];
 	}
 	for (; n_done < n_ops; n_done++) {
-		const struct rpc_etcd_op *in =
+		const struct cl_etcd_op *in =
 		        n_done < txn->n_then ? &txn->then[n_done] : &txn->els[n_done - txn->n_then];
 
 		rc = op_request(in, &ops[n_done]);
@@ -408,7 +408,7 @@ rpc_etcd_txn(struct rpc_etcd *c, const struct rpc_etcd_txn *txn, struct rpc_etcd
 	if (res) {
 		rc = txn_result(resp, res);
 		if (rc)
-			rpc_etcd_txn_result_fini(res);
+			cl_etcd_txn_result_fini(res);
 	}
 	protobuf_c_message_free_unpacked(&resp->base, NULL);
 out:

@@ -1,5 +1,5 @@
 /*
- * rpc_etcd: leases. Grant and revoke are plain calls; a keepalive is a thread of its own
+ * cl_etcd: leases. Grant and revoke are plain calls; a keepalive is a thread of its own
  * that renews one lease every TTL/3 and says when the lease is lost.
  *
  * Each renewal is a LeaseKeepAlive stream carrying one request (etcd_call): etcd answers
@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "rpc_etcd_internal.h"
+#include "cl_etcd_internal.h"
 #include "zc.h"
 
 int
-rpc_etcd_lease_grant(struct rpc_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
+cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
                      unsigned timeout_ms)
 {
 	Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
@@ -45,7 +45,7 @@ rpc_etcd_lease_grant(struct rpc_etcd *c, int64_t ttl_s, int64_t *id, int64_t *gr
 }
 
 int
-rpc_etcd_lease_revoke(struct rpc_etcd *c, int64_t id, unsigned timeout_ms)
+cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms)
 {
 	Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
 	ProtobufCMessage *resp;
@@ -65,11 +65,11 @@ rpc_etcd_lease_revoke(struct rpc_etcd *c, int64_t id, unsigned timeout_ms)
 
 #define RETRY_MS 500 /* between renewals while they fail */
 
-struct rpc_etcd_keepalive {
-	struct rpc_etcd *c;
+struct cl_etcd_keepalive {
+	struct cl_etcd *c;
 	int64_t id;
 	int64_t ttl_ms;
-	rpc_etcd_lease_lost_cb lost_cb;
+	cl_etcd_lease_lost_cb lost_cb;
 	void *arg;
 	pthread_t thread;
 	pthread_mutex_t mu;
@@ -88,7 +88,7 @@ now_ms(void)
 
 /* One renewal: 0 and *ttl_s, or an error (-ENOENT: etcd no longer knows the lease). */
 static int
-renew(struct rpc_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
+renew(struct cl_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 {
 	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	Etcdserverpb__LeaseKeepAliveResponse *resp;
@@ -108,7 +108,7 @@ renew(struct rpc_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 
 /* Sleep until `until` (monotonic ms) or stop; true if stopped. */
 static bool
-nap(struct rpc_etcd_keepalive *ka, int64_t until)
+nap(struct cl_etcd_keepalive *ka, int64_t until)
 {
 	struct timespec ts = { until / 1000, (until % 1000) * 1000000 };
 	bool stop;
@@ -124,7 +124,7 @@ nap(struct rpc_etcd_keepalive *ka, int64_t until)
 static void *
 keepalive_thread(void *arg)
 {
-	struct rpc_etcd_keepalive *ka = arg;
+	struct cl_etcd_keepalive *ka = arg;
 	int64_t last_ok = now_ms(), next = last_ok + ka->ttl_ms / 3;
 
 	while (!nap(ka, next)) {
@@ -151,10 +151,10 @@ keepalive_thread(void *arg)
 }
 
 int
-rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
-                         rpc_etcd_lease_lost_cb lost_cb, void *arg, struct rpc_etcd_keepalive **out)
+cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s,
+                         cl_etcd_lease_lost_cb lost_cb, void *arg, struct cl_etcd_keepalive **out)
 {
-	struct rpc_etcd_keepalive *ka;
+	struct cl_etcd_keepalive *ka;
 	pthread_condattr_t ca;
 	int rc;
 
@@ -187,7 +187,7 @@ rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
 }
 
 void
-rpc_etcd_keepalive_stop(struct rpc_etcd_keepalive *ka)
+cl_etcd_keepalive_stop(struct cl_etcd_keepalive *ka)
 {
 	if (!ka)
 		return;

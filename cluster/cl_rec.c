@@ -1,4 +1,4 @@
-/* rpc_cluster: cluster records between zest's structs and rpc/cluster.proto (rpc_cluster.h).
+/* cl_rec: cluster records between zest's structs and cluster/cluster.proto (cl_rec.h).
  * Encoding builds a protobuf-c tree that borrows the caller's strings (its arrays come from
  * an arena freed after packing); decoding unpacks, copies into zest's structs and checks
  * the record's rules on the copy. */
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "cluster.pb-c.h"
-#include "rpc_cluster.h"
-#include "rpc_cluster_internal.h"
+#include "cl_rec.h"
+#include "cl_rec_internal.h"
 
 /* ---------------------------------------------------------------- arena (encoding) */
 
@@ -74,7 +74,7 @@ pack(const ProtobufCMessage *m, uint8_t **buf, size_t *len)
 }
 
 static Zest__Cluster__Attr **
-enc_attrs(struct arena *a, const struct rpc_cl_attr *v, size_t n)
+enc_attrs(struct arena *a, const struct cl_rec_attr *v, size_t n)
 {
 	Zest__Cluster__Attr *pa = aalloc(a, n, sizeof(*pa));
 	Zest__Cluster__Attr **pp = aalloc(a, n, sizeof(*pp));
@@ -91,7 +91,7 @@ enc_attrs(struct arena *a, const struct rpc_cl_attr *v, size_t n)
 }
 
 static Zest__Cluster__Extent *
-enc_extent(struct arena *a, const struct rpc_cl_extent *e)
+enc_extent(struct arena *a, const struct cl_rec_extent *e)
 {
 	Zest__Cluster__Extent *pe = aalloc(a, 1, sizeof(*pe));
 	Zest__Cluster__Group *pg = aalloc(a, e->ngroups, sizeof(*pg));
@@ -158,7 +158,7 @@ free_strv(char **v, size_t n)
 }
 
 static void
-attrs_fini(struct rpc_cl_attr *a, size_t n)
+attrs_fini(struct cl_rec_attr *a, size_t n)
 {
 	for (size_t i = 0; a && i < n; i++) {
 		free(a[i].name);
@@ -168,17 +168,17 @@ attrs_fini(struct rpc_cl_attr *a, size_t n)
 }
 
 static void
-extent_fini(struct rpc_cl_extent *e)
+extent_fini(struct cl_rec_extent *e)
 {
 	free_strv(e->nodes, e->nnodes);
 	free(e->groups);
 	memset(e, 0, sizeof(*e));
 }
 
-static struct rpc_cl_attr *
+static struct cl_rec_attr *
 dec_attrs(Zest__Cluster__Attr **pa, size_t n, bool *oom)
 {
-	struct rpc_cl_attr *a = zalloc(n, sizeof(*a), oom);
+	struct cl_rec_attr *a = zalloc(n, sizeof(*a), oom);
 
 	for (size_t i = 0; a && i < n; i++) {
 		a[i].name = dup(pa[i]->name, oom);
@@ -190,21 +190,21 @@ dec_attrs(Zest__Cluster__Attr **pa, size_t n, bool *oom)
 /* Checks what the struct cannot hold (k + m cells per group, 16-bit indices) before the
  * rules see the copy. Returns 0, -1 (why set) or sets *oom. */
 static int
-dec_extent(const char *what, const Zest__Cluster__Extent *pe, struct rpc_cl_extent *e, bool *oom,
+dec_extent(const char *what, const Zest__Cluster__Extent *pe, struct cl_rec_extent *e, bool *oom,
            char *why, size_t cap)
 {
 	uint64_t w;
 
 	memset(e, 0, sizeof(*e));
 	if (!pe)
-		return rpc_cl_why(why, cap, "%s is missing", what);
+		return cl_rec_why(why, cap, "%s is missing", what);
 	w = (uint64_t)pe->k + pe->m;
-	if (pe->k == 0 || w > RPC_CL_MAX_CELLS)
-		return rpc_cl_why(why, cap, "%s: scheme %u+%u is not 1 <= k, k+m <= %d", what,
-		                  pe->k, pe->m, RPC_CL_MAX_CELLS);
-	if (pe->n_nodes > RPC_CL_MAX_EXTENT_NODES)
-		return rpc_cl_why(why, cap, "%s names %zu nodes, more than %d", what, pe->n_nodes,
-		                  RPC_CL_MAX_EXTENT_NODES);
+	if (pe->k == 0 || w > CL_REC_MAX_CELLS)
+		return cl_rec_why(why, cap, "%s: scheme %u+%u is not 1 <= k, k+m <= %d", what,
+		                  pe->k, pe->m, CL_REC_MAX_CELLS);
+	if (pe->n_nodes > CL_REC_MAX_EXTENT_NODES)
+		return cl_rec_why(why, cap, "%s names %zu nodes, more than %d", what, pe->n_nodes,
+		                  CL_REC_MAX_EXTENT_NODES);
 	e->id = pe->id;
 	e->size = pe->size;
 	e->k = pe->k;
@@ -223,11 +223,11 @@ dec_extent(const char *what, const Zest__Cluster__Extent *pe, struct rpc_cl_exte
 		const Zest__Cluster__Group *pg = pe->groups[g];
 
 		if (pg->n_cells != w)
-			return rpc_cl_why(why, cap, "%s.groups[%zu] has %zu cells, not k+m = %u",
+			return cl_rec_why(why, cap, "%s.groups[%zu] has %zu cells, not k+m = %u",
 			                  what, g, pg->n_cells, (unsigned)w);
 		for (size_t c = 0; c < w; c++) {
 			if (pg->cells[c] >= pe->n_nodes)
-				return rpc_cl_why(
+				return cl_rec_why(
 				        why, cap,
 				        "%s.groups[%zu].cells[%zu] = %u, past its %zu nodes", what,
 				        g, c, pg->cells[c], pe->n_nodes);
@@ -250,14 +250,14 @@ dec_end(int rule, bool oom)
 static int
 not_a(const char *type, char *why, size_t cap)
 {
-	rpc_cl_why(why, cap, "%s: not protobuf wire format", type);
+	cl_rec_why(why, cap, "%s: not protobuf wire format", type);
 	return -EBADMSG;
 }
 
 /* ---------------------------------------------------------------- NodeInfo */
 
 int
-rpc_cl_node_encode(const struct rpc_cl_node *v, uint8_t **buf, size_t *len, char *why, size_t cap)
+cl_rec_node_encode(const struct cl_rec_node *v, uint8_t **buf, size_t *len, char *why, size_t cap)
 {
 	Zest__Cluster__NodeInfo pb = ZEST__CLUSTER__NODE_INFO__INIT;
 	struct arena a = { 0 };
@@ -265,7 +265,7 @@ rpc_cl_node_encode(const struct rpc_cl_node *v, uint8_t **buf, size_t *len, char
 	Zest__Cluster__Drive **pp;
 	int rc;
 
-	if (rpc_cl_check_node(v, why, cap))
+	if (cl_rec_check_node(v, why, cap))
 		return -EINVAL;
 	pd = aalloc(&a, v->ndrives, sizeof(*pd));
 	pp = aalloc(&a, v->ndrives, sizeof(*pp));
@@ -298,7 +298,7 @@ rpc_cl_node_encode(const struct rpc_cl_node *v, uint8_t **buf, size_t *len, char
 }
 
 int
-rpc_cl_node_decode(const void *buf, size_t len, struct rpc_cl_node *out, char *why, size_t cap)
+cl_rec_node_decode(const void *buf, size_t len, struct cl_rec_node *out, char *why, size_t cap)
 {
 	Zest__Cluster__NodeInfo *pb;
 	bool oom = false;
@@ -311,7 +311,7 @@ rpc_cl_node_decode(const void *buf, size_t len, struct rpc_cl_node *out, char *w
 	out->name = dup(pb->name, &oom);
 	out->address = dup(pb->address, &oom);
 	out->incarnation = pb->incarnation;
-	out->state = (enum rpc_cl_node_state)pb->state;
+	out->state = (enum cl_rec_node_state)pb->state;
 	out->capacity_bytes = pb->capacity_bytes;
 	out->free_bytes = pb->free_bytes;
 	out->started_ns = pb->started_ns;
@@ -329,15 +329,15 @@ rpc_cl_node_decode(const void *buf, size_t len, struct rpc_cl_node *out, char *w
 	}
 	zest__cluster__node_info__free_unpacked(pb, NULL);
 	if (!oom)
-		rule = rpc_cl_check_node(out, why, cap);
+		rule = cl_rec_check_node(out, why, cap);
 	rc = dec_end(rule, oom);
 	if (rc)
-		rpc_cl_node_fini(out);
+		cl_rec_node_fini(out);
 	return rc;
 }
 
 void
-rpc_cl_node_fini(struct rpc_cl_node *v)
+cl_rec_node_fini(struct cl_rec_node *v)
 {
 	free(v->name);
 	free(v->address);
@@ -351,7 +351,7 @@ rpc_cl_node_fini(struct rpc_cl_node *v)
 /* ---------------------------------------------------------------- MemberInfo */
 
 int
-rpc_cl_member_encode(const struct rpc_cl_member *v, uint8_t **buf, size_t *len, char *why,
+cl_rec_member_encode(const struct cl_rec_member *v, uint8_t **buf, size_t *len, char *why,
                      size_t cap)
 {
 	Zest__Cluster__MemberInfo pb = ZEST__CLUSTER__MEMBER_INFO__INIT;
@@ -359,7 +359,7 @@ rpc_cl_member_encode(const struct rpc_cl_member *v, uint8_t **buf, size_t *len, 
 	char **ids;
 	int rc;
 
-	if (rpc_cl_check_member(v, why, cap))
+	if (cl_rec_check_member(v, why, cap))
 		return -EINVAL;
 	ids = aalloc(&a, v->ndrive_ids, sizeof(*ids));
 	if (!ids) {
@@ -381,7 +381,7 @@ rpc_cl_member_encode(const struct rpc_cl_member *v, uint8_t **buf, size_t *len, 
 }
 
 int
-rpc_cl_member_decode(const void *buf, size_t len, struct rpc_cl_member *out, char *why, size_t cap)
+cl_rec_member_decode(const void *buf, size_t len, struct cl_rec_member *out, char *why, size_t cap)
 {
 	Zest__Cluster__MemberInfo *pb;
 	bool oom = false;
@@ -404,15 +404,15 @@ rpc_cl_member_decode(const void *buf, size_t len, struct rpc_cl_member *out, cha
 	}
 	zest__cluster__member_info__free_unpacked(pb, NULL);
 	if (!oom)
-		rule = rpc_cl_check_member(out, why, cap);
+		rule = cl_rec_check_member(out, why, cap);
 	rc = dec_end(rule, oom);
 	if (rc)
-		rpc_cl_member_fini(out);
+		cl_rec_member_fini(out);
 	return rc;
 }
 
 void
-rpc_cl_member_fini(struct rpc_cl_member *v)
+cl_rec_member_fini(struct cl_rec_member *v)
 {
 	free(v->name);
 	free(v->address);
@@ -423,7 +423,7 @@ rpc_cl_member_fini(struct rpc_cl_member *v)
 /* ---------------------------------------------------------------- BucketRecord */
 
 int
-rpc_cl_bucket_encode(const struct rpc_cl_bucket *v, uint8_t **buf, size_t *len, char *why,
+cl_rec_bucket_encode(const struct cl_rec_bucket *v, uint8_t **buf, size_t *len, char *why,
                      size_t cap)
 {
 	Zest__Cluster__BucketRecord pb = ZEST__CLUSTER__BUCKET_RECORD__INIT;
@@ -435,7 +435,7 @@ rpc_cl_bucket_encode(const struct rpc_cl_bucket *v, uint8_t **buf, size_t *len, 
 }
 
 int
-rpc_cl_bucket_decode(const void *buf, size_t len, struct rpc_cl_bucket *out, char *why, size_t cap)
+cl_rec_bucket_decode(const void *buf, size_t len, struct cl_rec_bucket *out, char *why, size_t cap)
 {
 	Zest__Cluster__BucketRecord *pb;
 
@@ -451,7 +451,7 @@ rpc_cl_bucket_decode(const void *buf, size_t len, struct rpc_cl_bucket *out, cha
 /* ---------------------------------------------------------------- ObjectRecord */
 
 int
-rpc_cl_object_encode(const struct rpc_cl_object *v, uint8_t **buf, size_t *len, char *why,
+cl_rec_object_encode(const struct cl_rec_object *v, uint8_t **buf, size_t *len, char *why,
                      size_t cap)
 {
 	Zest__Cluster__ObjectRecord pb = ZEST__CLUSTER__OBJECT_RECORD__INIT;
@@ -459,7 +459,7 @@ rpc_cl_object_encode(const struct rpc_cl_object *v, uint8_t **buf, size_t *len, 
 	Zest__Cluster__Extent **ep;
 	int rc = -ENOMEM;
 
-	if (rpc_cl_check_object(v, why, cap))
+	if (cl_rec_check_object(v, why, cap))
 		return -EINVAL;
 	pb.size = v->size;
 	pb.etag = s(v->etag);
@@ -480,7 +480,7 @@ rpc_cl_object_encode(const struct rpc_cl_object *v, uint8_t **buf, size_t *len, 
 }
 
 int
-rpc_cl_object_decode(const void *buf, size_t len, struct rpc_cl_object *out, char *why, size_t cap)
+cl_rec_object_decode(const void *buf, size_t len, struct cl_rec_object *out, char *why, size_t cap)
 {
 	Zest__Cluster__ObjectRecord *pb;
 	bool oom = false;
@@ -509,15 +509,15 @@ rpc_cl_object_decode(const void *buf, size_t len, struct rpc_cl_object *out, cha
 		out->moved = dup(pb->moved, &oom);
 	zest__cluster__object_record__free_unpacked(pb, NULL);
 	if (!oom && !rule)
-		rule = rpc_cl_check_object(out, why, cap);
+		rule = cl_rec_check_object(out, why, cap);
 	rc = dec_end(rule, oom);
 	if (rc)
-		rpc_cl_object_fini(out);
+		cl_rec_object_fini(out);
 	return rc;
 }
 
 void
-rpc_cl_object_fini(struct rpc_cl_object *v)
+cl_rec_object_fini(struct cl_rec_object *v)
 {
 	free(v->etag);
 	attrs_fini(v->attrs, v->nattrs);
@@ -531,7 +531,7 @@ rpc_cl_object_fini(struct rpc_cl_object *v)
 /* ---------------------------------------------------------------- UploadRecord */
 
 int
-rpc_cl_upload_encode(const struct rpc_cl_upload *v, uint8_t **buf, size_t *len, char *why,
+cl_rec_upload_encode(const struct cl_rec_upload *v, uint8_t **buf, size_t *len, char *why,
                      size_t cap)
 {
 	Zest__Cluster__UploadRecord pb = ZEST__CLUSTER__UPLOAD_RECORD__INIT;
@@ -540,7 +540,7 @@ rpc_cl_upload_encode(const struct rpc_cl_upload *v, uint8_t **buf, size_t *len, 
 	Zest__Cluster__UploadPart **ppp;
 	int rc = -ENOMEM;
 
-	if (rpc_cl_check_upload(v, why, cap))
+	if (cl_rec_check_upload(v, why, cap))
 		return -EINVAL;
 	pb.key = s(v->key);
 	pb.initiated_ns = v->initiated_ns;
@@ -569,7 +569,7 @@ rpc_cl_upload_encode(const struct rpc_cl_upload *v, uint8_t **buf, size_t *len, 
 }
 
 int
-rpc_cl_upload_decode(const void *buf, size_t len, struct rpc_cl_upload *out, char *why, size_t cap)
+cl_rec_upload_decode(const void *buf, size_t len, struct cl_rec_upload *out, char *why, size_t cap)
 {
 	Zest__Cluster__UploadRecord *pb;
 	bool oom = false;
@@ -587,9 +587,9 @@ rpc_cl_upload_decode(const void *buf, size_t len, struct rpc_cl_upload *out, cha
 		out->nattrs = pb->n_attrs;
 	out->checksum_algorithm = dup(pb->checksum_algorithm, &oom);
 	out->checksum_type = dup(pb->checksum_type, &oom);
-	if (pb->n_parts > RPC_CL_MAX_PARTS)
-		rule = rpc_cl_why(why, cap, "UploadRecord has %zu parts, more than %d", pb->n_parts,
-		                  RPC_CL_MAX_PARTS);
+	if (pb->n_parts > CL_REC_MAX_PARTS)
+		rule = cl_rec_why(why, cap, "UploadRecord has %zu parts, more than %d", pb->n_parts,
+		                  CL_REC_MAX_PARTS);
 	else
 		out->parts = zalloc(pb->n_parts, sizeof(*out->parts), &oom);
 	if (out->parts)
@@ -607,15 +607,15 @@ rpc_cl_upload_decode(const void *buf, size_t len, struct rpc_cl_upload *out, cha
 	}
 	zest__cluster__upload_record__free_unpacked(pb, NULL);
 	if (!oom && !rule)
-		rule = rpc_cl_check_upload(out, why, cap);
+		rule = cl_rec_check_upload(out, why, cap);
 	rc = dec_end(rule, oom);
 	if (rc)
-		rpc_cl_upload_fini(out);
+		cl_rec_upload_fini(out);
 	return rc;
 }
 
 void
-rpc_cl_upload_fini(struct rpc_cl_upload *v)
+cl_rec_upload_fini(struct cl_rec_upload *v)
 {
 	free(v->key);
 	attrs_fini(v->attrs, v->nattrs);

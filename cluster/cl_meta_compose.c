@@ -1,5 +1,5 @@
 /*
- * Compose (rpc_cmeta.h): a multipart Complete as one etcd Txn. The bucket, the target and
+ * Compose (cl_meta.h): a multipart Complete as one etcd Txn. The bucket, the target and
  * every part are read in one read-only Txn (one snapshot); the new record is built from
  * the parts' extents; then one Txn
  *
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc_cmeta_internal.h"
+#include "cl_meta_internal.h"
 #include "zc.h"
 #include "zc_crc.h"
 
@@ -28,7 +28,7 @@ static void (*fault_fn)(void *, unsigned);
 static void *fault_arg;
 
 void
-rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
+cl_meta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
 {
 	fault_fn = fn;
 	fault_arg = arg;
@@ -38,7 +38,7 @@ rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
 struct part_seen {
 	bool exists;
 	int64_t mod_revision;
-	struct rpc_cl_object o;
+	struct cl_rec_object o;
 };
 
 struct part_key {
@@ -47,21 +47,21 @@ struct part_key {
 };
 
 struct compose {
-	struct rpc_etcd *c;
+	struct cl_etcd *c;
 	const char *bucket, *key;
-	const struct rpc_cmeta_part *parts;
+	const struct cl_meta_part *parts;
 	size_t n;
-	char bk[RPC_CMETA_KEY_CAP], tk[RPC_CMETA_KEY_CAP];
+	char bk[CL_META_KEY_CAP], tk[CL_META_KEY_CAP];
 	size_t bkl, tkl;
 	char **pk; /* the parts' etcd keys */
 	size_t *pkl;
-	struct rpc_cmeta_seen base; /* bucket and target as read */
+	struct cl_meta_seen base; /* bucket and target as read */
 	struct part_seen *ps;
 	size_t txn_bytes; /* about what the last Txn sent weighs */
-	/* an upload's compose (rpc_cmeta_compose_upload): */
-	const struct rpc_cmeta_upload *up;
-	char lo[RPC_CMETA_KEY_CAP], hi[RPC_CMETA_KEY_CAP]; /* the parts: [lo, hi) */
-	char fk[RPC_CMETA_KEY_CAP], mk[RPC_CMETA_KEY_CAP]; /* fence, moved key */
+	/* an upload's compose (cl_meta_compose_upload): */
+	const struct cl_meta_upload *up;
+	char lo[CL_META_KEY_CAP], hi[CL_META_KEY_CAP]; /* the parts: [lo, hi) */
+	char fk[CL_META_KEY_CAP], mk[CL_META_KEY_CAP]; /* fence, moved key */
 	size_t lol, hil, fkl, mkl;
 	struct part_key *order; /* the parts in key order */
 	int64_t rev;            /* the read's revision */
@@ -80,10 +80,10 @@ static void
 parts_clear(struct compose *x)
 {
 	for (size_t i = 0; x->ps && i < x->n; i++) {
-		rpc_cl_object_fini(&x->ps[i].o);
+		cl_rec_object_fini(&x->ps[i].o);
 		memset(&x->ps[i], 0, sizeof(x->ps[i]));
 	}
-	rpc_cmeta_seen_fini(&x->base);
+	cl_meta_seen_fini(&x->base);
 }
 
 static void
@@ -115,7 +115,7 @@ cmp_order(const void *a, const void *b)
 static int
 upload_keys(struct compose *x)
 {
-	const struct rpc_cmeta_upload *up = x->up;
+	const struct cl_meta_upload *up = x->up;
 	size_t pl = up->prefix ? strlen(up->prefix) : 0;
 	int n;
 
@@ -131,7 +131,7 @@ upload_keys(struct compose *x)
 			return ZC_E(ZC_INVALID);
 		}
 	}
-	n = rpc_cmeta_object_key(up->bucket, up->prefix, x->lo, sizeof(x->lo));
+	n = cl_meta_object_key(up->bucket, up->prefix, x->lo, sizeof(x->lo));
 	if (n < 0)
 		return n;
 	x->lol = (size_t)n;
@@ -142,14 +142,14 @@ upload_keys(struct compose *x)
 		ZC_WARN("cmeta", "compose into %s: the target is under the parts' prefix", x->tk);
 		return ZC_E(ZC_INVALID);
 	}
-	n = rpc_cmeta_moved_key(x->pk[0], x->mk, sizeof(x->mk));
+	n = cl_meta_moved_key(x->pk[0], x->mk, sizeof(x->mk));
 	if (n < 0)
 		return n;
 	x->mkl = (size_t)n;
 	if (up->fence) {
 		if (strncmp(up->fence, up->prefix, pl) == 0)
 			return -EINVAL;
-		n = rpc_cmeta_object_key(up->bucket, up->fence, x->fk, sizeof(x->fk));
+		n = cl_meta_object_key(up->bucket, up->fence, x->fk, sizeof(x->fk));
 		if (n < 0)
 			return n;
 		x->fkl = (size_t)n;
@@ -167,7 +167,7 @@ upload_keys(struct compose *x)
 static int
 compose_keys(struct compose *x)
 {
-	char buf[RPC_CMETA_KEY_CAP];
+	char buf[CL_META_KEY_CAP];
 	char **sorted;
 	int n, err = 0;
 
@@ -180,7 +180,7 @@ compose_keys(struct compose *x)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < x->n; i++) {
-		n = rpc_cmeta_object_key(x->parts[i].bucket, x->parts[i].key, buf, sizeof(buf));
+		n = cl_meta_object_key(x->parts[i].bucket, x->parts[i].key, buf, sizeof(buf));
 		if (n < 0) {
 			free(sorted);
 			return n;
@@ -235,26 +235,26 @@ too_big(const struct compose *x, int err)
 static int
 compose_read(struct compose *x, unsigned timeout_ms)
 {
-	struct rpc_etcd_op *ops = calloc(x->n + 2, sizeof(*ops));
-	struct rpc_etcd_txn txn = { .then = ops, .n_then = x->n + 2 };
-	struct rpc_etcd_txn_result res = { 0 };
+	struct cl_etcd_op *ops = calloc(x->n + 2, sizeof(*ops));
+	struct cl_etcd_txn txn = { .then = ops, .n_then = x->n + 2 };
+	struct cl_etcd_txn_result res = { 0 };
 	int err;
 
 	if (!ops)
 		return -ENOMEM;
 	parts_clear(x);
 	ops[0] =
-	        (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
+	        (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
 		                      .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } };
-	ops[1] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
+	ops[1] = (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
 		                       .r = { .key = x->tk, .key_len = x->tkl } };
 	x->txn_bytes = x->bkl + x->tkl;
 	for (size_t i = 0; i < x->n; i++) {
-		ops[2 + i] = (struct rpc_etcd_op){ .type = RPC_ETCD_OP_RANGE,
+		ops[2 + i] = (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
 			                           .r = { .key = x->pk[i], .key_len = x->pkl[i] } };
 		x->txn_bytes += x->pkl[i] + 8;
 	}
-	err = too_big(x, rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, timeout_ms)));
+	err = too_big(x, cl_meta_etcd_err(cl_etcd_txn(x->c, &txn, &res, timeout_ms)));
 	free(ops);
 	if (err)
 		return err;
@@ -262,34 +262,34 @@ compose_read(struct compose *x, unsigned timeout_ms)
 		err = -EIO;
 		goto out;
 	}
-	err = rpc_cmeta_seen_take(&x->base, &res.op[0].kvs, &res.op[1].kvs);
+	err = cl_meta_seen_take(&x->base, &res.op[0].kvs, &res.op[1].kvs);
 	for (size_t i = 0; !err && i < x->n; i++) {
-		const struct rpc_etcd_kvs *k = &res.op[2 + i].kvs;
-		char why[RPC_CL_WHY_MAX];
+		const struct cl_etcd_kvs *k = &res.op[2 + i].kvs;
+		char why[CL_REC_WHY_MAX];
 
 		if (!k->n)
 			continue;
 		x->ps[i].exists = true;
 		x->ps[i].mod_revision = k->kv[0].mod_revision;
-		err = rpc_cl_object_decode(k->kv[0].value, k->kv[0].value_len, &x->ps[i].o, why,
+		err = cl_rec_object_decode(k->kv[0].value, k->kv[0].value_len, &x->ps[i].o, why,
 		                           sizeof(why));
 		if (err)
 			ZC_WARN("cmeta", "part %s does not decode why=\"%s\"", x->pk[i], why);
 	}
 out:
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	return err;
 }
 
 /* The records of a page of the upload's range that are listed parts: decoded into ps. */
 static int
-upload_take(struct compose *x, const struct rpc_etcd_kvs *k)
+upload_take(struct compose *x, const struct cl_etcd_kvs *k)
 {
-	char why[RPC_CL_WHY_MAX], key[RPC_CMETA_KEY_CAP];
+	char why[CL_REC_WHY_MAX], key[CL_META_KEY_CAP];
 	int err = 0;
 
 	for (size_t j = 0; !err && j < k->n; j++) {
-		const struct rpc_etcd_kv *kv = &k->kv[j];
+		const struct cl_etcd_kv *kv = &k->kv[j];
 		struct part_key want = { key, 0 }, *hit;
 
 		if (kv->key_len >= sizeof(key))
@@ -301,7 +301,7 @@ upload_take(struct compose *x, const struct rpc_etcd_kvs *k)
 			continue; /* a part the Complete does not list: deleted with the rest */
 		x->ps[hit->i].exists = true;
 		x->ps[hit->i].mod_revision = kv->mod_revision;
-		err = rpc_cl_object_decode(kv->value, kv->value_len, &x->ps[hit->i].o, why,
+		err = cl_rec_object_decode(kv->value, kv->value_len, &x->ps[hit->i].o, why,
 		                           sizeof(why));
 		if (err)
 			ZC_WARN("cmeta", "part %s does not decode why=\"%s\"", key, why);
@@ -312,27 +312,27 @@ upload_take(struct compose *x, const struct rpc_etcd_kvs *k)
 /* An upload's read: bucket, target, fence and the first page of the parts in one Txn
  * (its revision is the snapshot), the other pages by Ranges pinned to it. */
 static int
-upload_read(struct compose *x, const struct rpc_cmeta_deadline *d)
+upload_read(struct compose *x, const struct cl_meta_deadline *d)
 {
-	struct rpc_etcd_op ops[4] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op ops[4] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } },
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
-		{ .type = RPC_ETCD_OP_RANGE,
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = x->lo,
 		         .key_len = x->lol,
 		         .end = x->hi,
 		         .end_len = x->hil,
 		         .limit = UPLOAD_PAGE } },
-		{ .type = RPC_ETCD_OP_RANGE,
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = x->fk, .key_len = x->fkl, .keys_only = true } },
 	};
-	struct rpc_etcd_txn txn = { .then = ops, .n_then = x->fkl ? 4 : 3 };
-	struct rpc_etcd_txn_result res = { 0 };
-	char after[RPC_CMETA_KEY_CAP + 1];
+	struct cl_etcd_txn txn = { .then = ops, .n_then = x->fkl ? 4 : 3 };
+	struct cl_etcd_txn_result res = { 0 };
+	char after[CL_META_KEY_CAP + 1];
 	size_t afl = 0;
 	bool more;
-	unsigned left = rpc_cmeta_deadline_left(d);
+	unsigned left = cl_meta_deadline_left(d);
 	int err;
 
 	parts_clear(x);
@@ -340,7 +340,7 @@ upload_read(struct compose *x, const struct rpc_cmeta_deadline *d)
 	x->txn_bytes = x->bkl + x->tkl + x->lol + x->hil + x->fkl;
 	if (!left)
 		return ZC_E(ZC_UNAVAILABLE);
-	err = too_big(x, rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, left)));
+	err = too_big(x, cl_meta_etcd_err(cl_etcd_txn(x->c, &txn, &res, left)));
 	if (err)
 		return err;
 	if (res.n_op != txn.n_then) {
@@ -352,47 +352,47 @@ upload_read(struct compose *x, const struct rpc_cmeta_deadline *d)
 		x->fence_seen = true;
 		x->fence_mod = res.op[3].kvs.kv[0].mod_revision;
 	}
-	err = rpc_cmeta_seen_take(&x->base, &res.op[0].kvs, &res.op[1].kvs);
+	err = cl_meta_seen_take(&x->base, &res.op[0].kvs, &res.op[1].kvs);
 	err = err ? err : upload_take(x, &res.op[2].kvs);
 	more = res.op[2].kvs.more && res.op[2].kvs.n;
 	if (more) {
-		const struct rpc_etcd_kv *last = &res.op[2].kvs.kv[res.op[2].kvs.n - 1];
+		const struct cl_etcd_kv *last = &res.op[2].kvs.kv[res.op[2].kvs.n - 1];
 
-		afl = last->key_len < RPC_CMETA_KEY_CAP ? last->key_len : RPC_CMETA_KEY_CAP;
+		afl = last->key_len < CL_META_KEY_CAP ? last->key_len : CL_META_KEY_CAP;
 		memcpy(after, last->key, afl);
 		after[afl++] = 0; /* the first key after it */
 	}
 	while (!err && more) {
-		struct rpc_etcd_kvs k = { 0 };
-		struct rpc_etcd_range r = { .key = after,
+		struct cl_etcd_kvs k = { 0 };
+		struct cl_etcd_range r = { .key = after,
 			                    .key_len = afl,
 			                    .end = x->hi,
 			                    .end_len = x->hil,
 			                    .limit = UPLOAD_PAGE,
 			                    .revision = x->rev };
 
-		left = rpc_cmeta_deadline_left(d);
-		err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(x->c, &r, &k, left))
+		left = cl_meta_deadline_left(d);
+		err = left ? cl_meta_etcd_err(cl_etcd_range(x->c, &r, &k, left))
 		           : ZC_E(ZC_UNAVAILABLE);
 		err = err ? err : upload_take(x, &k);
 		more = !err && k.more && k.n;
 		if (more) {
-			const struct rpc_etcd_kv *last = &k.kv[k.n - 1];
+			const struct cl_etcd_kv *last = &k.kv[k.n - 1];
 
-			afl = last->key_len < RPC_CMETA_KEY_CAP ? last->key_len : RPC_CMETA_KEY_CAP;
+			afl = last->key_len < CL_META_KEY_CAP ? last->key_len : CL_META_KEY_CAP;
 			memcpy(after, last->key, afl);
 			after[afl++] = 0;
 		}
-		rpc_etcd_kvs_fini(&k);
+		cl_etcd_kvs_fini(&k);
 	}
 out:
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	return err;
 }
 
 /* What the read says of the call before any write: 0 to go on, else the answer. */
 static int
-compose_judge(const struct compose *x, const struct rpc_cmeta_cond *cond)
+compose_judge(const struct compose *x, const struct cl_meta_cond *cond)
 {
 	bool if_match = cond && cond->if_match && cond->if_match[0];
 
@@ -412,23 +412,23 @@ compose_judge(const struct compose *x, const struct rpc_cmeta_cond *cond)
 		return ZC_E(ZC_PRECONDITION);
 	if (if_match && !x->base.object)
 		return ZC_E(ZC_NO_KEY);
-	if (if_match && !rpc_cmeta_etag_matches(&x->base, cond->if_match))
+	if (if_match && !cl_meta_etag_matches(&x->base, cond->if_match))
 		return ZC_E(ZC_PRECONDITION);
 	return 0;
 }
 
 /* The target's record: the parts' extents in order (borrowed from x->ps), encoded. */
 static int
-compose_build(const struct compose *x, const char *etag, const struct rpc_cl_attr *attrs,
+compose_build(const struct compose *x, const char *etag, const struct cl_rec_attr *attrs,
               size_t nattrs, uint64_t mtime_ns, uint8_t **value, size_t *len, uint64_t **ids,
               size_t *nids)
 {
-	struct rpc_cl_object rec = { .etag = (char *)etag,
+	struct cl_rec_object rec = { .etag = (char *)etag,
 		                     .mtime_ns = mtime_ns,
-		                     .attrs = (struct rpc_cl_attr *)attrs,
+		                     .attrs = (struct cl_rec_attr *)attrs,
 		                     .nattrs = nattrs,
 		                     .moved = x->up ? (char *)x->mk : NULL };
-	char why[RPC_CL_WHY_MAX];
+	char why[CL_REC_WHY_MAX];
 	size_t ne = 0, j = 0;
 	int err;
 
@@ -441,7 +441,7 @@ compose_build(const struct compose *x, const char *etag, const struct rpc_cl_att
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < x->n; i++) {
-		const struct rpc_cl_object *o = &x->ps[i].o;
+		const struct cl_rec_object *o = &x->ps[i].o;
 
 		rec.crc32c = i ? zc_crc32c_combine(rec.crc32c, o->crc32c, o->size) : o->crc32c;
 		rec.size += o->size;
@@ -452,12 +452,12 @@ compose_build(const struct compose *x, const char *etag, const struct rpc_cl_att
 	}
 	rec.nextents = ne;
 	*nids = ne;
-	if (!rpc_cmeta_ids_distinct(*ids, ne)) {
+	if (!cl_meta_ids_distinct(*ids, ne)) {
 		/* Two records never share an extent: a part copied by hand into etcd. */
 		ZC_WARN("cmeta", "compose into %s: two parts name one extent", x->tk);
 		err = ZC_E(ZC_INVALID);
 	} else {
-		err = rpc_cl_object_encode(&rec, value, len, why, sizeof(why));
+		err = cl_rec_object_encode(&rec, value, len, why, sizeof(why));
 		if (err)
 			ZC_WARN("cmeta", "compose into %s refused why=\"%s\"", x->tk, why);
 	}
@@ -465,90 +465,90 @@ compose_build(const struct compose *x, const char *etag, const struct rpc_cl_att
 	return err;
 }
 
-/* The compares and ops of an upload's Txn (see rpc_cmeta_compose_upload): the parts'
+/* The compares and ops of an upload's Txn (see cl_meta_compose_upload): the parts'
  * range fenced by one compare and deleted by one op, the moved key put. */
 static void
-upload_txn(struct compose *x, struct rpc_etcd_cmp *cmp, size_t *ncmp, struct rpc_cmeta_ops *then)
+upload_txn(struct compose *x, struct cl_etcd_cmp *cmp, size_t *ncmp, struct cl_meta_ops *then)
 {
-	cmp[(*ncmp)++] = (struct rpc_etcd_cmp){ .key = x->lo,
+	cmp[(*ncmp)++] = (struct cl_etcd_cmp){ .key = x->lo,
 		                                .key_len = x->lol,
-		                                .target = RPC_ETCD_CMP_MOD,
-		                                .op = RPC_ETCD_LESS,
+		                                .target = CL_ETCD_CMP_MOD,
+		                                .op = CL_ETCD_LESS,
 		                                .num = x->rev + 1,
 		                                .end = x->hi,
 		                                .end_len = x->hil };
 	if (x->fkl)
-		cmp[(*ncmp)++] = (struct rpc_etcd_cmp){ .key = x->fk,
+		cmp[(*ncmp)++] = (struct cl_etcd_cmp){ .key = x->fk,
 			                                .key_len = x->fkl,
-			                                .target = RPC_ETCD_CMP_MOD,
-			                                .op = RPC_ETCD_EQUAL,
+			                                .target = CL_ETCD_CMP_MOD,
+			                                .op = CL_ETCD_EQUAL,
 			                                .num = x->fence_mod };
-	then->v[then->n++] = (struct rpc_etcd_op){
-		.type = RPC_ETCD_OP_DELETE,
+	then->v[then->n++] = (struct cl_etcd_op){
+		.type = CL_ETCD_OP_DELETE,
 		.r = { .key = x->lo, .key_len = x->lol, .end = x->hi, .end_len = x->hil }
 	};
-	rpc_cmeta_ops_add(then, RPC_ETCD_OP_PUT, x->mk, x->mkl, x->tk, x->tkl);
+	cl_meta_ops_add(then, CL_ETCD_OP_PUT, x->mk, x->mkl, x->tk, x->tkl);
 }
 
 /* The write: 1 in, 0 a compare failed (*now: the else branch), or an error. */
 static int
 compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t *ids, size_t nids,
-            bool ix_old, struct rpc_cmeta_seen *now, int64_t *revision, unsigned timeout_ms)
+            bool ix_old, struct cl_meta_seen *now, int64_t *revision, unsigned timeout_ms)
 {
 	size_t ncmp = x->up ? 4 : x->n + 2;
-	struct rpc_etcd_cmp *cmp = calloc(ncmp, sizeof(*cmp));
-	struct rpc_etcd_op els[3] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_cmp *cmp = calloc(ncmp, sizeof(*cmp));
+	struct cl_etcd_op els[3] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } },
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
-		{ .type = RPC_ETCD_OP_RANGE,
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = x->tk, .key_len = x->tkl } },
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = x->fk, .key_len = x->fkl, .keys_only = true } },
 	};
-	struct rpc_cl_object was = { 0 };
-	struct rpc_cmeta_ops then = { 0 };
-	struct rpc_etcd_txn txn = { .cmp = cmp, .els = els, .n_els = x->fkl ? 3 : 2 };
-	struct rpc_etcd_txn_result res = { 0 };
-	char why[RPC_CL_WHY_MAX];
+	struct cl_rec_object was = { 0 };
+	struct cl_meta_ops then = { 0 };
+	struct cl_etcd_txn txn = { .cmp = cmp, .els = els, .n_els = x->fkl ? 3 : 2 };
+	struct cl_etcd_txn_result res = { 0 };
+	char why[CL_REC_WHY_MAX];
 	int err = cmp ? 0 : -ENOMEM;
 
 	if (x->base.object &&
-	    rpc_cl_object_decode(x->base.value, x->base.value_len, &was, why, sizeof(why)))
+	    cl_rec_object_decode(x->base.value, x->base.value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
 	/* the ops: Put T, then per part or per upload, then the replaced record's index
 	 * keys and its moved key */
 	if (!err)
-		err = rpc_cmeta_ops_init(&then, 1 + (x->up ? 2 : x->n + nids) + was.nextents + 1);
+		err = cl_meta_ops_init(&then, 1 + (x->up ? 2 : x->n + nids) + was.nextents + 1);
 	if (err)
 		goto out;
-	cmp[0] = (struct rpc_etcd_cmp){ .key = x->bk,
+	cmp[0] = (struct cl_etcd_cmp){ .key = x->bk,
 		                        .key_len = x->bkl,
-		                        .target = RPC_ETCD_CMP_VERSION,
-		                        .op = RPC_ETCD_GREATER };
-	cmp[1] = (struct rpc_etcd_cmp){ .key = x->tk,
+		                        .target = CL_ETCD_CMP_VERSION,
+		                        .op = CL_ETCD_GREATER };
+	cmp[1] = (struct cl_etcd_cmp){ .key = x->tk,
 		                        .key_len = x->tkl,
-		                        .target = x->base.object ? RPC_ETCD_CMP_MOD
-		                                                 : RPC_ETCD_CMP_VERSION,
-		                        .op = RPC_ETCD_EQUAL,
+		                        .target = x->base.object ? CL_ETCD_CMP_MOD
+		                                                 : CL_ETCD_CMP_VERSION,
+		                        .op = CL_ETCD_EQUAL,
 		                        .num = x->base.object ? x->base.mod_revision : 0 };
 	ncmp = 2;
-	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, x->tk, x->tkl, value, len);
+	cl_meta_ops_add(&then, CL_ETCD_OP_PUT, x->tk, x->tkl, value, len);
 	if (x->up) {
 		upload_txn(x, cmp, &ncmp, &then);
 	} else {
 		for (size_t i = 0; i < x->n; i++) {
-			cmp[ncmp++] = (struct rpc_etcd_cmp){ .key = x->pk[i],
+			cmp[ncmp++] = (struct cl_etcd_cmp){ .key = x->pk[i],
 				                             .key_len = x->pkl[i],
-				                             .target = RPC_ETCD_CMP_MOD,
-				                             .op = RPC_ETCD_EQUAL,
+				                             .target = CL_ETCD_CMP_MOD,
+				                             .op = CL_ETCD_EQUAL,
 				                             .num = x->ps[i].mod_revision };
-			rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
+			cl_meta_ops_add(&then, CL_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
 		}
 		for (size_t i = 0; i < nids; i++)
-			rpc_cmeta_ops_ix_put(&then, ids[i], x->tk, x->tkl);
+			cl_meta_ops_ix_put(&then, ids[i], x->tk, x->tkl);
 	}
 	if (ix_old)
-		rpc_cmeta_ops_ix_del(&then, &was, ids, nids);
-	rpc_cmeta_ops_moved_del(&then, &was);
+		cl_meta_ops_ix_del(&then, &was, ids, nids);
+	cl_meta_ops_moved_del(&then, &was);
 	txn.n_cmp = ncmp;
 	txn.then = then.v;
 	txn.n_then = then.n;
@@ -558,7 +558,7 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 		x->txn_bytes += cmp[i].key_len + cmp[i].end_len + 8;
 	for (size_t i = 0; i < then.n; i++)
 		x->txn_bytes += then.v[i].r.key_len + then.v[i].value_len + 8;
-	err = rpc_cmeta_etcd_err(rpc_etcd_txn(x->c, &txn, &res, timeout_ms));
+	err = cl_meta_etcd_err(cl_etcd_txn(x->c, &txn, &res, timeout_ms));
 	if (err)
 		goto out;
 	*revision = res.revision;
@@ -567,33 +567,33 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 		err = 1;
 	else
 		err = res.n_op == txn.n_els
-		              ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		              ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
 		              : -EIO;
 	/* The upload's record changed since the read: an Abort's mark (or its delete) went
 	 * in, and the parts are that Abort's to delete from now on */
 	if (!err && x->fkl)
 		x->fence_moved =
 		        !res.op[2].kvs.n || res.op[2].kvs.kv[0].mod_revision != x->fence_mod;
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 out:
-	rpc_cmeta_ops_fini(&then);
-	rpc_cl_object_fini(&was);
+	cl_meta_ops_fini(&then);
+	cl_rec_object_fini(&was);
 	free(cmp);
 	return err;
 }
 
 static int
-compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
-            const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts, size_t nparts,
-            const char *etag, const struct rpc_cl_attr *attrs, size_t nattrs,
-            const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
-            uint64_t *size, struct rpc_cmeta_old *old)
+compose_run(struct cl_etcd *c, const char *bucket, const char *key,
+            const struct cl_meta_upload *up, const struct cl_meta_part *parts, size_t nparts,
+            const char *etag, const struct cl_rec_attr *attrs, size_t nattrs,
+            const struct cl_meta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
+            uint64_t *size, struct cl_meta_old *old)
 {
 	struct compose x = {
 		.c = c, .bucket = bucket, .key = key, .parts = parts, .n = nparts, .up = up
 	};
-	struct rpc_cmeta_seen now = { 0 };
-	struct rpc_cmeta_deadline d;
+	struct cl_meta_seen now = { 0 };
+	struct cl_meta_deadline d;
 	bool has_cond = cond && (cond->if_none_match || (cond->if_match && cond->if_match[0]));
 	bool ix_old = true;
 	int n, err;
@@ -607,24 +607,24 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 		*size = 0;
 	if (!c || !old || !etag || !etag[0])
 		return -EINVAL;
-	if (!parts || !nparts || nparts > RPC_CL_MAX_PARTS)
+	if (!parts || !nparts || nparts > CL_REC_MAX_PARTS)
 		return ZC_E(ZC_INVALID);
-	n = rpc_cmeta_bucket_key(bucket, x.bk, sizeof(x.bk));
+	n = cl_meta_bucket_key(bucket, x.bk, sizeof(x.bk));
 	if (n < 0)
 		return n;
 	x.bkl = (size_t)n;
-	n = rpc_cmeta_object_key(bucket, key, x.tk, sizeof(x.tk));
+	n = cl_meta_object_key(bucket, key, x.tk, sizeof(x.tk));
 	if (n < 0)
 		return n;
 	x.tkl = (size_t)n;
-	rpc_cmeta_deadline_init(&d, timeout_ms, 0);
+	cl_meta_deadline_init(&d, timeout_ms, 0);
 	err = compose_keys(&x);
 	while (!err) {
 		uint8_t *value = NULL;
 		uint64_t *ids = NULL;
 		size_t len = 0, nids = 0;
 		int64_t revision = 0;
-		unsigned left = rpc_cmeta_deadline_left(&d);
+		unsigned left = cl_meta_deadline_left(&d);
 
 		if (up)
 			err = upload_read(&x, &d);
@@ -639,7 +639,7 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 			fault_fn(fault_arg, ++attempt);
 #endif
 		for (; !err;) {
-			left = rpc_cmeta_deadline_left(&d);
+			left = cl_meta_deadline_left(&d);
 			err = left ? compose_txn(&x, value, len, ids, nids, ix_old, &now, &revision,
 			                         left)
 			           : ZC_E(ZC_UNAVAILABLE);
@@ -653,12 +653,12 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 			err = 0;
 		}
 		if (err == 1) {
-			err = rpc_cmeta_old_from(old, &x.base, revision);
+			err = cl_meta_old_from(old, &x.base, revision);
 		} else if (!err) {
 			if (now.object && now.value_len == len &&
 			    memcmp(now.value, value, len) == 0)
 				/* our own Txn, applied by an attempt whose reply was lost */
-				err = rpc_cmeta_old_from(old, &x.base, now.mod_revision);
+				err = cl_meta_old_from(old, &x.base, now.mod_revision);
 			else if (!now.bucket)
 				err = ZC_E(ZC_NO_BUCKET);
 			else if (x.fence_moved)
@@ -679,7 +679,7 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 			for (size_t i = 0; i < x.n; i++)
 				*size += x.ps[i].o.size;
 		}
-		rpc_cmeta_seen_fini(&now);
+		cl_meta_seen_fini(&now);
 		free(value);
 		free(ids);
 		if (err == -EINPROGRESS)
@@ -695,21 +695,21 @@ compose_run(struct rpc_etcd *c, const char *bucket, const char *key,
 }
 
 int
-rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
-                  const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
-                  const struct rpc_cl_attr *attrs, size_t nattrs, const struct rpc_cmeta_cond *cond,
-                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
+cl_meta_compose(struct cl_etcd *c, const char *bucket, const char *key,
+                  const struct cl_meta_part *parts, size_t nparts, const char *etag,
+                  const struct cl_rec_attr *attrs, size_t nattrs, const struct cl_meta_cond *cond,
+                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
 {
 	return compose_run(c, bucket, key, NULL, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
 	                   timeout_ms, size, old);
 }
 
 int
-rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key,
-                         const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts,
-                         size_t nparts, const char *etag, const struct rpc_cl_attr *attrs,
-                         size_t nattrs, const struct rpc_cmeta_cond *cond, uint64_t mtime_ns,
-                         unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old)
+cl_meta_compose_upload(struct cl_etcd *c, const char *bucket, const char *key,
+                         const struct cl_meta_upload *up, const struct cl_meta_part *parts,
+                         size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
+                         size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
+                         unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
 {
 	if (!up || !up->bucket || !up->prefix) {
 		if (old)

@@ -1,7 +1,7 @@
 /*
- * rpc_etcd: a client of etcd's v3 gRPC API (etcd 3.4) over the gRPC core C API, for the
+ * cl_etcd: a client of etcd's v3 gRPC API (etcd 3.4) over the gRPC core C API, for the
  * cluster's shared state: membership, metadata, leases. etcd does the consensus; this is
- * only a careful caller. Wire contract: rpc/etcd.proto + rpc/etcd_kv.proto (etcd's own
+ * only a careful caller. Wire contract: cluster/etcd.proto + cluster/etcd_kv.proto (etcd's own
  * packages and field numbers). No protobuf-c type appears here: requests and results are
  * zest's own structs.
  *
@@ -29,7 +29,7 @@
  * Errors: >= 0 on success, else -errno or ZC_E(code) (common/zc_err.h):
  *   ZC_E(ZC_NO_QUORUM)   no endpoint answered for ~1.2 s (all down, or no leader): 503
  *   -ETIMEDOUT           the deadline passed (zc_err_code: ZC_UNAVAILABLE, also 503)
- *   -ENOENT              rpc_etcd_get: no such key; lease calls: no such lease
+ *   -ENOENT              cl_etcd_get: no such key; lease calls: no such lease
  *   -EINVAL              a bad argument, or etcd refused the request as malformed
  *                        (for instance two ops of one txn on the same key)
  *   -ERANGE              a revision that was compacted or lies in the future
@@ -44,13 +44,13 @@
  * message; refusals (-EINVAL, -ENOENT, ...) only at debug level: the caller decides.
  *
  * Ownership: every pointer argument is borrowed for the call. Results (struct
- * rpc_etcd_kvs, struct rpc_etcd_txn_result) are owned by the caller once a call returns
+ * cl_etcd_kvs, struct cl_etcd_txn_result) are owned by the caller once a call returns
  * 0 and are released with their _fini; on failure they are left empty (fini is still
  * safe). Keys and values in results are NUL-terminated copies (the NUL is not counted in
  * the lengths), so text keys can be used as strings.
  */
-#ifndef ZEST_RPC_ETCD_H
-#define ZEST_RPC_ETCD_H
+#ifndef ZEST_CL_ETCD_H
+#define ZEST_CL_ETCD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,12 +58,12 @@
 
 #include "zc_err.h"
 
-#define RPC_ETCD_DEFAULT_TIMEOUT_MS 5000
-#define RPC_ETCD_MAX_ENDPOINTS      16
+#define CL_ETCD_DEFAULT_TIMEOUT_MS 5000
+#define CL_ETCD_MAX_ENDPOINTS      16
 
-struct rpc_etcd;
+struct cl_etcd;
 
-struct rpc_etcd_opts {
+struct cl_etcd_opts {
 	unsigned timeout_ms; /* the deadline of a call given timeout_ms 0; 0: 5000 */
 	/* TLS, used when the endpoints are https:// (all or none of them must be) */
 	const char *ca_file;   /* PEM file of the CAs to trust; NULL: the system's */
@@ -75,18 +75,18 @@ struct rpc_etcd_opts {
  * Connect to etcd at endpoints, a comma-separated list of host:port, each optionally
  * prefixed by http:// or https:// ("127.0.0.1:2379,127.0.0.1:22379"). opts may be NULL.
  * Channels connect lazily: create succeeds with every member down. Returns 0 and *out, or
- * -EINVAL (empty or malformed list, mixed schemes, more than RPC_ETCD_MAX_ENDPOINTS,
+ * -EINVAL (empty or malformed list, mixed schemes, more than CL_ETCD_MAX_ENDPOINTS,
  * unreadable TLS files), -ENOMEM.
  */
-int rpc_etcd_create(const char *endpoints, const struct rpc_etcd_opts *opts, struct rpc_etcd **out);
+int cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl_etcd **out);
 
 /* Close the channels. Every call on c must have returned and every keepalive been
  * stopped. NULL is a no-op. */
-void rpc_etcd_destroy(struct rpc_etcd *c);
+void cl_etcd_destroy(struct cl_etcd *c);
 
 /* ------------------------------------------------------------------ keys */
 
-struct rpc_etcd_kv {
+struct cl_etcd_kv {
 	char *key;
 	size_t key_len;
 	char *value; /* NULL with keys_only */
@@ -97,23 +97,23 @@ struct rpc_etcd_kv {
 	int64_t lease;           /* the lease it belongs to, 0 for none */
 };
 
-/* Keys read by a range or get. One allocation: release with rpc_etcd_kvs_fini. */
-struct rpc_etcd_kvs {
-	struct rpc_etcd_kv *kv;
+/* Keys read by a range or get. One allocation: release with cl_etcd_kvs_fini. */
+struct cl_etcd_kvs {
+	struct cl_etcd_kv *kv;
 	size_t n;
 	bool more;        /* more keys lie in the range than the limit let through */
 	int64_t count;    /* keys in the range (all of them, not only the n returned) */
 	int64_t revision; /* the store's revision the read saw */
 };
 
-void rpc_etcd_kvs_fini(struct rpc_etcd_kvs *kvs);
+void cl_etcd_kvs_fini(struct cl_etcd_kvs *kvs);
 
 /*
  * Which keys: key alone; or [key, end) when end is set; or every key starting with key
  * when prefix is set (end ignored; an empty key with prefix: every key). The other
  * fields apply to reads only.
  */
-struct rpc_etcd_range {
+struct cl_etcd_range {
 	const void *key;
 	size_t key_len;
 	const void *end;
@@ -127,53 +127,53 @@ struct rpc_etcd_range {
 };
 
 /* Read one key. Returns 0 and out->kv[0] (out->n == 1), -ENOENT if it does not exist
- * (out->revision still set), or an error. serializable: see struct rpc_etcd_range. */
-int rpc_etcd_get(struct rpc_etcd *c, const void *key, size_t key_len, bool serializable,
-                 struct rpc_etcd_kvs *out, unsigned timeout_ms);
+ * (out->revision still set), or an error. serializable: see struct cl_etcd_range. */
+int cl_etcd_get(struct cl_etcd *c, const void *key, size_t key_len, bool serializable,
+                 struct cl_etcd_kvs *out, unsigned timeout_ms);
 
 /* Read the keys r names, in key order. Returns 0 (possibly with out->n == 0) or an error. */
-int rpc_etcd_range(struct rpc_etcd *c, const struct rpc_etcd_range *r, struct rpc_etcd_kvs *out,
+int cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_kvs *out,
                    unsigned timeout_ms);
 
 /* Set key to value, attached to lease (0: none; the key goes when the lease does).
  * *revision (if not NULL) gets the store's revision after the put, which is the key's
  * new mod_revision. */
-int rpc_etcd_put(struct rpc_etcd *c, const void *key, size_t key_len, const void *value,
+int cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *value,
                  size_t value_len, int64_t lease, int64_t *revision, unsigned timeout_ms);
 
 /* Delete the keys r names (limit, revision, serializable and keys_only must be 0/false).
  * *deleted: how many went; *revision: the store's revision after. Either may be NULL.
  * Deleting nothing is a success with *deleted == 0. */
-int rpc_etcd_delete(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t *deleted,
+int cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *deleted,
                     int64_t *revision, unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ transactions */
 
 /* The field of a key a compare looks at; a missing key has version, create_revision and
  * mod_revision 0 and no value (so "version == 0" means "does not exist"). */
-enum rpc_etcd_cmp_target {
-	RPC_ETCD_CMP_VERSION, /* same values as etcd's Compare.CompareTarget */
-	RPC_ETCD_CMP_CREATE,
-	RPC_ETCD_CMP_MOD,
-	RPC_ETCD_CMP_VALUE,
+enum cl_etcd_cmp_target {
+	CL_ETCD_CMP_VERSION, /* same values as etcd's Compare.CompareTarget */
+	CL_ETCD_CMP_CREATE,
+	CL_ETCD_CMP_MOD,
+	CL_ETCD_CMP_VALUE,
 };
 
-enum rpc_etcd_cmp_op {
-	RPC_ETCD_EQUAL, /* same values as etcd's Compare.CompareResult */
-	RPC_ETCD_GREATER,
-	RPC_ETCD_LESS,
-	RPC_ETCD_NOT_EQUAL,
+enum cl_etcd_cmp_op {
+	CL_ETCD_EQUAL, /* same values as etcd's Compare.CompareResult */
+	CL_ETCD_GREATER,
+	CL_ETCD_LESS,
+	CL_ETCD_NOT_EQUAL,
 };
 
 /* "target(key) op operand": operand is num for VERSION/CREATE/MOD, value for VALUE. With
  * end set, the compare holds when it holds for every key in [key, end) (an empty range
  * compares as one missing key, so "version == 0" over a range means "no key in it"; etcd
  * reads the whole range to decide). */
-struct rpc_etcd_cmp {
+struct cl_etcd_cmp {
 	const void *key;
 	size_t key_len;
-	enum rpc_etcd_cmp_target target;
-	enum rpc_etcd_cmp_op op;
+	enum cl_etcd_cmp_target target;
+	enum cl_etcd_cmp_op op;
 	int64_t num;
 	const void *value;
 	size_t value_len;
@@ -181,71 +181,71 @@ struct rpc_etcd_cmp {
 	size_t end_len;
 };
 
-enum rpc_etcd_op_type {
-	RPC_ETCD_OP_PUT,
-	RPC_ETCD_OP_DELETE,
-	RPC_ETCD_OP_RANGE,
+enum cl_etcd_op_type {
+	CL_ETCD_OP_PUT,
+	CL_ETCD_OP_DELETE,
+	CL_ETCD_OP_RANGE,
 };
 
 /* One op of a txn branch: PUT r.key = value (lease), DELETE r, RANGE r. etcd refuses a
  * txn whose branch writes one key twice (-EINVAL). */
-struct rpc_etcd_op {
-	enum rpc_etcd_op_type type;
-	struct rpc_etcd_range r;
+struct cl_etcd_op {
+	enum cl_etcd_op_type type;
+	struct cl_etcd_range r;
 	const void *value;
 	size_t value_len;
 	int64_t lease;
 };
 
-struct rpc_etcd_txn {
-	const struct rpc_etcd_cmp *cmp; /* all must hold for `then` to run, else `els` */
+struct cl_etcd_txn {
+	const struct cl_etcd_cmp *cmp; /* all must hold for `then` to run, else `els` */
 	size_t n_cmp;
-	const struct rpc_etcd_op *then;
+	const struct cl_etcd_op *then;
 	size_t n_then;
-	const struct rpc_etcd_op *els;
+	const struct cl_etcd_op *els;
 	size_t n_els;
 };
 
-struct rpc_etcd_op_result {
-	enum rpc_etcd_op_type type;
+struct cl_etcd_op_result {
+	enum cl_etcd_op_type type;
 	int64_t deleted;         /* DELETE: keys deleted */
-	struct rpc_etcd_kvs kvs; /* RANGE: the keys read */
+	struct cl_etcd_kvs kvs; /* RANGE: the keys read */
 };
 
-struct rpc_etcd_txn_result {
+struct cl_etcd_txn_result {
 	bool succeeded;                /* the compares held and `then` ran; else `els` ran */
 	int64_t revision;              /* the store's revision after the txn */
-	struct rpc_etcd_op_result *op; /* one per op of the branch that ran, in order */
+	struct cl_etcd_op_result *op; /* one per op of the branch that ran, in order */
 	size_t n_op;
 };
 
 /*
  * Run a transaction: the compares, then one branch, atomically. A failed compare is not
  * an error: 0 with res->succeeded false. res may be NULL when no result is needed.
- * Release res with rpc_etcd_txn_result_fini.
+ * Release res with cl_etcd_txn_result_fini.
  */
-int rpc_etcd_txn(struct rpc_etcd *c, const struct rpc_etcd_txn *txn,
-                 struct rpc_etcd_txn_result *res, unsigned timeout_ms);
+int cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn,
+                 struct cl_etcd_txn_result *res, unsigned timeout_ms);
 
-void rpc_etcd_txn_result_fini(struct rpc_etcd_txn_result *res);
+void cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res);
 
 /* ------------------------------------------------------------------ leases */
 
 /* Grant a lease of ttl_s seconds (etcd raises tiny TTLs to its minimum, about 1.5 times
  * its election timeout). *id gets its ID, *granted_ttl_s (may be NULL) the TTL granted. */
-int rpc_etcd_lease_grant(struct rpc_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
+int cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
                          unsigned timeout_ms);
 
 /* Revoke a lease: its keys are deleted in the same step. -ENOENT if it is gone already. */
-int rpc_etcd_lease_revoke(struct rpc_etcd *c, int64_t id, unsigned timeout_ms);
+int cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms);
 
-struct rpc_etcd_keepalive;
+struct cl_etcd_keepalive;
 
 /* Called once, on the keepalive's own thread, when the lease is lost: err -ENOENT when
  * etcd says the lease expired or was revoked, else the error of the last renewal (no
  * renewal succeeded for a whole TTL, so etcd has let it expire or will at any moment).
  * The thread ends after the callback; the callback must not call _stop itself. */
-typedef void (*rpc_etcd_lease_lost_cb)(void *arg, int64_t id, int err);
+typedef void (*cl_etcd_lease_lost_cb)(void *arg, int64_t id, int err);
 
 /*
  * Keep lease id (granted with ttl_s) alive from a thread of its own, renewing every
@@ -253,27 +253,27 @@ typedef void (*rpc_etcd_lease_lost_cb)(void *arg, int64_t id, int err);
  * turn) until _stop or until the lease is lost (lost_cb). Returns 0 and *out, or -EINVAL,
  * -ENOMEM, -EAGAIN (no thread).
  */
-int rpc_etcd_keepalive_start(struct rpc_etcd *c, int64_t id, int64_t ttl_s,
-                             rpc_etcd_lease_lost_cb lost_cb, void *arg,
-                             struct rpc_etcd_keepalive **out);
+int cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s,
+                             cl_etcd_lease_lost_cb lost_cb, void *arg,
+                             struct cl_etcd_keepalive **out);
 
 /* Stop renewing (the lease itself stays until it expires or is revoked) and free ka;
  * returns after the thread has ended, so no callback runs after it. NULL: no-op. */
-void rpc_etcd_keepalive_stop(struct rpc_etcd_keepalive *ka);
+void cl_etcd_keepalive_stop(struct cl_etcd_keepalive *ka);
 
 /* ------------------------------------------------------------------ watches */
 
-enum rpc_etcd_event_type {
-	RPC_ETCD_EVENT_PUT,
-	RPC_ETCD_EVENT_DELETE, /* kv: the key, mod_revision = the deletion's revision */
+enum cl_etcd_event_type {
+	CL_ETCD_EVENT_PUT,
+	CL_ETCD_EVENT_DELETE, /* kv: the key, mod_revision = the deletion's revision */
 };
 
-struct rpc_etcd_event {
-	enum rpc_etcd_event_type type;
-	struct rpc_etcd_kv kv;
+struct cl_etcd_event {
+	enum cl_etcd_event_type type;
+	struct cl_etcd_kv kv;
 };
 
-struct rpc_etcd_watch;
+struct cl_etcd_watch;
 
 /*
  * Called on the watch's own thread with the events of one revision or more, in revision
@@ -282,7 +282,7 @@ struct rpc_etcd_watch;
  * not delivered yet (read the current state with a range, then watch again from its
  * revision + 1), -ENOMEM. The callback must not call _stop itself.
  */
-typedef void (*rpc_etcd_watch_cb)(void *arg, const struct rpc_etcd_event *ev, size_t n, int err);
+typedef void (*cl_etcd_watch_cb)(void *arg, const struct cl_etcd_event *ev, size_t n, int err);
 
 /*
  * Watch the keys r names (key, end, prefix only) from start_revision (0: from now) on a
@@ -293,11 +293,11 @@ typedef void (*rpc_etcd_watch_cb)(void *arg, const struct rpc_etcd_event *ev, si
  * made after the return is seen: 0 and *out; ZC_E(ZC_NO_QUORUM) if no member created it
  * within the client's default deadline; -EINVAL, -ENOMEM, -EAGAIN.
  */
-int rpc_etcd_watch_start(struct rpc_etcd *c, const struct rpc_etcd_range *r, int64_t start_revision,
-                         rpc_etcd_watch_cb cb, void *arg, struct rpc_etcd_watch **out);
+int cl_etcd_watch_start(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t start_revision,
+                         cl_etcd_watch_cb cb, void *arg, struct cl_etcd_watch **out);
 
 /* Stop and free w; returns after its thread has ended, so no callback runs after it.
  * NULL: no-op. */
-void rpc_etcd_watch_stop(struct rpc_etcd_watch *w);
+void cl_etcd_watch_stop(struct cl_etcd_watch *w);
 
 #endif

@@ -1,13 +1,13 @@
 /*
- * rpc_etcd internals, shared by the client's files. Private to rpc/.
- *   rpc_etcd.c        endpoints, channels, the blocking call with failover, errors
- *   rpc_etcd_tls.c    channel credentials for https:// endpoints
- *   rpc_etcd_kv.c     get, range, put, delete, txn: zest structs <-> etcdserverpb
- *   rpc_etcd_lease.c  lease grant and revoke, the keepalive thread
- *   rpc_etcd_watch.c  watches: a Watch stream per watch on a thread of its own
+ * cl_etcd internals, shared by the client's files. Private to rpc/.
+ *   cl_etcd.c        endpoints, channels, the blocking call with failover, errors
+ *   cl_etcd_tls.c    channel credentials for https:// endpoints
+ *   cl_etcd_kv.c     get, range, put, delete, txn: zest structs <-> etcdserverpb
+ *   cl_etcd_lease.c  lease grant and revoke, the keepalive thread
+ *   cl_etcd_watch.c  watches: a Watch stream per watch on a thread of its own
  */
-#ifndef ZEST_RPC_ETCD_INTERNAL_H
-#define ZEST_RPC_ETCD_INTERNAL_H
+#ifndef ZEST_CL_ETCD_INTERNAL_H
+#define ZEST_CL_ETCD_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,7 +15,7 @@
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
 
-#include "rpc_etcd.h"
+#include "cl_etcd.h"
 #include "etcd.pb-c.h"
 
 enum etcd_method {
@@ -36,8 +36,8 @@ struct etcd_endpoint {
 	void *method[ETCD_METHOD_COUNT]; /* grpc_channel_register_call handles */
 };
 
-struct rpc_etcd {
-	struct etcd_endpoint ep[RPC_ETCD_MAX_ENDPOINTS];
+struct cl_etcd {
+	struct etcd_endpoint ep[CL_ETCD_MAX_ENDPOINTS];
 	unsigned n_ep;
 	atomic_uint cur; /* the endpoint calls go to first */
 	unsigned timeout_ms;
@@ -48,18 +48,18 @@ struct rpc_etcd {
 
 /*
  * One blocking call of method m: pack req, send it to the current endpoint, fail over on
- * UNAVAILABLE (rpc_etcd.h), unpack the reply as resp_desc into *resp (the caller frees it
+ * UNAVAILABLE (cl_etcd.h), unpack the reply as resp_desc into *resp (the caller frees it
  * with protobuf_c_message_free_unpacked). LeaseKeepAlive, a bidi stream, goes through here
  * too as a stream of one request: etcd answers each request it reads, and a stream per
  * renewal gets each renewal its own deadline and failover. Returns 0 or the error.
  */
-int etcd_call(struct rpc_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
+int etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
               unsigned timeout_ms);
 
 /* Start a batch on a call made on c->cq and wait until it completes: 1 if it succeeded,
  * 0 if it completed without success, -EIO if it could not be started. */
-int etcd_batch(struct rpc_etcd *c, grpc_call *call, const grpc_op *ops, size_t n);
+int etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n);
 
 /* msg packed into a new slice (unref it). */
 grpc_slice etcd_pack(const ProtobufCMessage *msg);
@@ -69,19 +69,19 @@ ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_
 
 const char *etcd_method_path(enum etcd_method m);
 
-/* ---- rpc_etcd_kv.c */
+/* ---- cl_etcd_kv.c */
 /* The [key, end) etcd wants for r (prefix ends computed); *owned (free it) holds a computed
  * end. 0, -EINVAL or -ENOMEM. */
-int etcd_range_bounds(const struct rpc_etcd_range *r, ProtobufCBinaryData *key,
+int etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
                       ProtobufCBinaryData *end, uint8_t **owned);
 
-/* Copy etcd's kvs into out (one allocation, rpc_etcd_kvs_fini). 0 or -ENOMEM. */
-int etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct rpc_etcd_kvs *out);
+/* Copy etcd's kvs into out (one allocation, cl_etcd_kvs_fini). 0 or -ENOMEM. */
+int etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out);
 
-/* ---- rpc_etcd_tls.c */
+/* ---- cl_etcd_tls.c */
 /* Credentials for https:// endpoints from opts' PEM files; NULL files: system roots, no
  * client certificate. Returns 0 and *out (release with grpc_channel_credentials_release)
  * or -EINVAL (unreadable file, cert without key), -ENOMEM. */
-int etcd_tls_credentials(const struct rpc_etcd_opts *opts, grpc_channel_credentials **out);
+int etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * The commit Txn and its neighbours (rpc_cmeta.h). Every write here has the same shape:
+ * The commit Txn and its neighbours (cl_meta.h). Every write here has the same shape:
  * read the key (or guess it absent), then one Txn whose compares are the bucket, the
  * caller's condition and a fence on what was read (mod_revision, or version 0), and whose
  * failure branch reads back the bucket and the key, so a failed compare says why without
@@ -11,17 +11,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpc_cmeta_internal.h"
+#include "cl_meta_internal.h"
 #include "zc.h"
 
-#define KEY_CAP RPC_CMETA_KEY_CAP
+#define KEY_CAP CL_META_KEY_CAP
 
 void
-rpc_cmeta_deadline_init(struct rpc_cmeta_deadline *d, unsigned timeout_ms,
+cl_meta_deadline_init(struct cl_meta_deadline *d, unsigned timeout_ms,
                         uint64_t not_after_real_ns)
 {
 	d->end_ns = zc_now_ns() +
-	            (uint64_t)(timeout_ms ? timeout_ms : RPC_ETCD_DEFAULT_TIMEOUT_MS) * 1000000u;
+	            (uint64_t)(timeout_ms ? timeout_ms : CL_ETCD_DEFAULT_TIMEOUT_MS) * 1000000u;
 	d->not_after_real_ns = not_after_real_ns;
 }
 
@@ -35,7 +35,7 @@ real_ns(void)
 }
 
 unsigned
-rpc_cmeta_deadline_left(const struct rpc_cmeta_deadline *d)
+cl_meta_deadline_left(const struct cl_meta_deadline *d)
 {
 	uint64_t now = zc_now_ns();
 
@@ -47,59 +47,59 @@ rpc_cmeta_deadline_left(const struct rpc_cmeta_deadline *d)
 }
 
 int
-rpc_cmeta_etcd_err(int err)
+cl_meta_etcd_err(int err)
 {
 	return err == -ETIMEDOUT ? ZC_E(ZC_UNAVAILABLE) : err;
 }
 
 bool
-rpc_cmeta_bucket_ok(const char *b)
+cl_meta_bucket_ok(const char *b)
 {
 	return b && b[0] && !strchr(b, '/');
 }
 
 int
-rpc_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap)
+cl_meta_object_key(const char *bucket, const char *key, char *buf, size_t cap)
 {
 	int n;
 
-	if (!rpc_cmeta_bucket_ok(bucket) || !key || !key[0])
+	if (!cl_meta_bucket_ok(bucket) || !key || !key[0])
 		return -EINVAL;
-	n = snprintf(buf, cap, RPC_CMETA_OBJECTS "%s/%s", bucket, key);
+	n = snprintf(buf, cap, CL_META_OBJECTS "%s/%s", bucket, key);
 	return n < 0 ? -EINVAL : (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
 int
-rpc_cmeta_bucket_key(const char *bucket, char *buf, size_t cap)
+cl_meta_bucket_key(const char *bucket, char *buf, size_t cap)
 {
 	int n;
 
-	if (!rpc_cmeta_bucket_ok(bucket))
+	if (!cl_meta_bucket_ok(bucket))
 		return -EINVAL;
-	n = snprintf(buf, cap, RPC_CMETA_BUCKETS "%s", bucket);
+	n = snprintf(buf, cap, CL_META_BUCKETS "%s", bucket);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
 void
-rpc_cmeta_old_fini(struct rpc_cmeta_old *old)
+cl_meta_old_fini(struct cl_meta_old *old)
 {
 	if (!old)
 		return;
-	rpc_cl_object_fini(&old->o);
+	cl_rec_object_fini(&old->o);
 	memset(old, 0, sizeof(*old));
 }
 
 /* ------------------------------------------------------------------ building the record */
 
 static void
-extent_fini(struct rpc_cl_extent *e)
+extent_fini(struct cl_rec_extent *e)
 {
 	free(e->nodes); /* the names are borrowed from the put */
 	free(e->groups);
 }
 
 static void
-built_fini(struct rpc_cl_object *o)
+built_fini(struct cl_rec_object *o)
 {
 	for (size_t i = 0; o->extents && i < o->nextents; i++)
 		extent_fini(&o->extents[i]);
@@ -108,7 +108,7 @@ built_fini(struct rpc_cl_object *o)
 }
 
 static int
-node_index(struct rpc_cl_extent *e, const char *name, size_t cap)
+node_index(struct cl_rec_extent *e, const char *name, size_t cap)
 {
 	for (size_t i = 0; i < e->nnodes; i++)
 		if (strcmp(e->nodes[i], name) == 0)
@@ -120,25 +120,25 @@ node_index(struct rpc_cl_extent *e, const char *name, size_t cap)
 }
 
 static int
-build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, struct rpc_cl_extent *e,
+build_extent(const struct cl_meta_extent *in, unsigned quorum, size_t xi, struct cl_rec_extent *e,
              char *why, size_t cap)
 {
 	unsigned cells = in->k + in->m;
 	size_t ncap;
 
-	*e = (struct rpc_cl_extent){ .id = in->id,
+	*e = (struct cl_rec_extent){ .id = in->id,
 		                     .size = in->size,
 		                     .k = in->k,
 		                     .m = in->m,
 		                     .cell_size = in->cell_size,
 		                     .stripes_per_group = in->stripes_per_group };
 	/* an empty object's one extent has no groups (and no cells) */
-	if (!in->k || cells > RPC_CL_MAX_CELLS || (in->size && (!in->groups || !in->ngroups))) {
+	if (!in->k || cells > CL_REC_MAX_CELLS || (in->size && (!in->groups || !in->ngroups))) {
 		snprintf(why, cap, "extents[%zu]: scheme %u+%u or no groups", xi, in->k, in->m);
 		return -EINVAL;
 	}
-	ncap = in->ngroups * cells < RPC_CL_MAX_EXTENT_NODES ? in->ngroups * cells
-	                                                     : RPC_CL_MAX_EXTENT_NODES;
+	ncap = in->ngroups * cells < CL_REC_MAX_EXTENT_NODES ? in->ngroups * cells
+	                                                     : CL_REC_MAX_EXTENT_NODES;
 	e->nodes = calloc(ncap, sizeof(*e->nodes));
 	e->groups = calloc(in->ngroups, sizeof(*e->groups));
 	if (!e->nodes || !e->groups)
@@ -149,7 +149,7 @@ build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, stru
 	if (quorum > cells)
 		quorum = cells;
 	for (size_t g = 0; g < in->ngroups; g++) {
-		const struct rpc_cmeta_group *gi = &in->groups[g];
+		const struct cl_meta_group *gi = &in->groups[g];
 		unsigned durable = 0;
 
 		if (gi->missing >> cells) {
@@ -160,7 +160,7 @@ build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, stru
 		for (unsigned i = 0; i < cells; i++) {
 			int ni;
 
-			if (!gi->node[i] || !rpc_cl_node_name_ok(gi->node[i])) {
+			if (!gi->node[i] || !cl_rec_node_name_ok(gi->node[i])) {
 				snprintf(why, cap,
 				         "extents[%zu].groups[%zu].node[%u]: bad node name", xi, g,
 				         i);
@@ -188,7 +188,7 @@ build_extent(const struct rpc_cmeta_extent *in, unsigned quorum, size_t xi, stru
 
 /* The record, not yet checked by the encoder; its strings and node names are p's. */
 static int
-build_record(const struct rpc_cmeta_put *p, struct rpc_cl_object *out, char *why, size_t cap)
+build_record(const struct cl_meta_put *p, struct cl_rec_object *out, char *why, size_t cap)
 {
 	int err = 0;
 
@@ -197,11 +197,11 @@ build_record(const struct rpc_cmeta_put *p, struct rpc_cl_object *out, char *why
 		snprintf(why, cap, "no etag or no extents");
 		return -EINVAL;
 	}
-	*out = (struct rpc_cl_object){ .size = p->size,
+	*out = (struct cl_rec_object){ .size = p->size,
 		                       .etag = (char *)p->etag,
 		                       .crc32c = p->crc32c,
 		                       .mtime_ns = p->mtime_ns,
-		                       .attrs = (struct rpc_cl_attr *)p->attrs,
+		                       .attrs = (struct cl_rec_attr *)p->attrs,
 		                       .nattrs = p->nattrs };
 	out->extents = calloc(p->nextents, sizeof(*out->extents));
 	if (!out->extents)
@@ -218,15 +218,15 @@ build_record(const struct rpc_cmeta_put *p, struct rpc_cl_object *out, char *why
 }
 
 int
-rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char *why, size_t cap)
+cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why, size_t cap)
 {
-	struct rpc_cl_object rec;
+	struct cl_rec_object rec;
 	int err = build_record(p, &rec, why, cap);
 
 	if (err)
 		return err;
 	/* The encoder checks every rule a reader relies on (sizes, group counts, names). */
-	err = rpc_cl_object_encode(&rec, buf, len, why, cap);
+	err = cl_rec_object_encode(&rec, buf, len, why, cap);
 	built_fini(&rec);
 	return err;
 }
@@ -234,17 +234,17 @@ rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char
 /* ------------------------------------------------------------------ commit */
 
 void
-rpc_cmeta_seen_fini(struct rpc_cmeta_seen *s)
+cl_meta_seen_fini(struct cl_meta_seen *s)
 {
 	free(s->value);
 	memset(s, 0, sizeof(*s));
 }
 
 int
-rpc_cmeta_seen_take(struct rpc_cmeta_seen *s, const struct rpc_etcd_kvs *b,
-                    const struct rpc_etcd_kvs *o)
+cl_meta_seen_take(struct cl_meta_seen *s, const struct cl_etcd_kvs *b,
+                    const struct cl_etcd_kvs *o)
 {
-	rpc_cmeta_seen_fini(s);
+	cl_meta_seen_fini(s);
 	s->bucket = b->n > 0;
 	if (o->n) {
 		s->object = true;
@@ -259,16 +259,16 @@ rpc_cmeta_seen_take(struct rpc_cmeta_seen *s, const struct rpc_etcd_kvs *b,
 }
 
 int
-rpc_cmeta_old_from(struct rpc_cmeta_old *old, const struct rpc_cmeta_seen *base, int64_t revision)
+cl_meta_old_from(struct cl_meta_old *old, const struct cl_meta_seen *base, int64_t revision)
 {
-	char why[RPC_CL_WHY_MAX];
+	char why[CL_REC_WHY_MAX];
 	int err;
 
 	memset(old, 0, sizeof(*old));
 	old->revision = revision;
 	if (!base->object)
 		return 0;
-	err = rpc_cl_object_decode(base->value, base->value_len, &old->o, why, sizeof(why));
+	err = cl_rec_object_decode(base->value, base->value_len, &old->o, why, sizeof(why));
 	if (err) {
 		/* The new record is in; only the old cells' collection is left to the scan. */
 		ZC_WARN("cmeta", "replaced record does not decode err=%d why=\"%s\"", err, why);
@@ -280,45 +280,45 @@ rpc_cmeta_old_from(struct rpc_cmeta_old *old, const struct rpc_cmeta_seen *base,
 }
 
 bool
-rpc_cmeta_etag_matches(const struct rpc_cmeta_seen *s, const char *want)
+cl_meta_etag_matches(const struct cl_meta_seen *s, const char *want)
 {
-	struct rpc_cl_object o;
-	char why[RPC_CL_WHY_MAX];
+	struct cl_rec_object o;
+	char why[CL_REC_WHY_MAX];
 	bool ok;
 
 	if (strcmp(want, "*") == 0)
 		return true;
-	if (rpc_cl_object_decode(s->value, s->value_len, &o, why, sizeof(why)))
+	if (cl_rec_object_decode(s->value, s->value_len, &o, why, sizeof(why)))
 		return false;
 	ok = strcmp(o.etag, want) == 0;
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	return ok;
 }
 
 /* Read bucket and object in one Txn (no compares): one snapshot. */
 static int
-read_both(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
-          struct rpc_cmeta_seen *s, unsigned timeout_ms)
+read_both(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
+          struct cl_meta_seen *s, unsigned timeout_ms)
 {
-	struct rpc_etcd_op ops[2] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op ops[2] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
-	struct rpc_etcd_txn txn = { .then = ops, .n_then = 2 };
-	struct rpc_etcd_txn_result res = { 0 };
-	int err = rpc_etcd_txn(c, &txn, &res, timeout_ms);
+	struct cl_etcd_txn txn = { .then = ops, .n_then = 2 };
+	struct cl_etcd_txn_result res = { 0 };
+	int err = cl_etcd_txn(c, &txn, &res, timeout_ms);
 
 	if (err)
-		return rpc_cmeta_etcd_err(err);
-	err = res.n_op == 2 ? rpc_cmeta_seen_take(s, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
-	rpc_etcd_txn_result_fini(&res);
+		return cl_meta_etcd_err(err);
+	err = res.n_op == 2 ? cl_meta_seen_take(s, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
+	cl_etcd_txn_result_fini(&res);
 	return err;
 }
 
 /* The extent ids of p, for the index keys the commit keeps. */
 static uint64_t *
-put_ids(const struct rpc_cmeta_put *p)
+put_ids(const struct cl_meta_put *p)
 {
 	uint64_t *ids = calloc(p->nextents, sizeof(*ids));
 
@@ -334,32 +334,32 @@ put_ids(const struct rpc_cmeta_put *p)
  * (*now holds what the failure branch read), or an error.
  */
 static int
-fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
-           const struct rpc_cmeta_seen *base, const struct rpc_cmeta_put *p, const uint64_t *ids,
-           bool ix_old, const uint8_t *value, size_t value_len, struct rpc_cmeta_seen *now,
+fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t okl,
+           const struct cl_meta_seen *base, const struct cl_meta_put *p, const uint64_t *ids,
+           bool ix_old, const uint8_t *value, size_t value_len, struct cl_meta_seen *now,
            int64_t *revision, unsigned timeout_ms)
 {
-	struct rpc_etcd_cmp cmp[2] = {
+	struct cl_etcd_cmp cmp[2] = {
 		{ .key = bk,
 		  .key_len = bkl,
-		  .target = RPC_ETCD_CMP_VERSION,
-		  .op = RPC_ETCD_GREATER },
+		  .target = CL_ETCD_CMP_VERSION,
+		  .op = CL_ETCD_GREATER },
 		{ .key = ok,
 		  .key_len = okl,
-		  .target = base->object ? RPC_ETCD_CMP_MOD : RPC_ETCD_CMP_VERSION,
-		  .op = RPC_ETCD_EQUAL,
+		  .target = base->object ? CL_ETCD_CMP_MOD : CL_ETCD_CMP_VERSION,
+		  .op = CL_ETCD_EQUAL,
 		  .num = base->object ? base->mod_revision : 0 },
 	};
-	struct rpc_etcd_op els[2] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op els[2] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
-		{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
-	struct rpc_cl_object was = { 0 };
-	struct rpc_cmeta_ops then = { 0 };
-	struct rpc_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .els = els, .n_els = 2 };
-	struct rpc_etcd_txn_result res = { 0 };
-	char why[RPC_CL_WHY_MAX], hk[KEY_CAP], hv[RPC_CMETA_HEAL_VALUE_CAP];
+	struct cl_rec_object was = { 0 };
+	struct cl_meta_ops then = { 0 };
+	struct cl_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .els = els, .n_els = 2 };
+	struct cl_etcd_txn_result res = { 0 };
+	char why[CL_REC_WHY_MAX], hk[KEY_CAP], hv[CL_META_HEAL_VALUE_CAP];
 	size_t hvl = 0;
 	int err, hkl;
 
@@ -367,57 +367,57 @@ fenced_put(struct rpc_etcd *c, const char *bk, size_t bkl, const char *ok, size_
 	 * whose new record does not name their extents, so the collector judges their cells
 	 * garbage all the same (and removes the keys). */
 	if (base->object &&
-	    rpc_cl_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
+	    cl_rec_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
-	err = rpc_cmeta_ops_init(&then, 1 + p->nextents + was.nextents + 1 + 1);
+	err = cl_meta_ops_init(&then, 1 + p->nextents + was.nextents + 1 + 1);
 	if (err)
 		goto out;
-	rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, ok, okl, value, value_len);
-	/* A record short of some cells names itself to the healers (rpc_cmeta_heal_key), so
+	cl_meta_ops_add(&then, CL_ETCD_OP_PUT, ok, okl, value, value_len);
+	/* A record short of some cells names itself to the healers (cl_meta_heal_key), so
 	 * they need not read every record to find it. */
 	for (size_t i = 0; i < p->nextents; i++)
 		for (size_t g = 0; g < p->extents[i].ngroups; g++)
 			if (p->extents[i].groups[g].missing) {
-				hvl = rpc_cmeta_heal_value_add(hv, hvl, p->extents[i].id);
+				hvl = cl_meta_heal_value_add(hv, hvl, p->extents[i].id);
 				break;
 			}
 	if (hvl) {
-		hkl = rpc_cmeta_heal_key(ok, okl, hk, sizeof(hk));
+		hkl = cl_meta_heal_key(ok, okl, hk, sizeof(hk));
 		if (hkl < 0) {
 			err = hkl;
 			goto out;
 		}
-		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_PUT, hk, (size_t)hkl, hv, hvl);
+		cl_meta_ops_add(&then, CL_ETCD_OP_PUT, hk, (size_t)hkl, hv, hvl);
 	}
 	for (size_t i = 0; i < p->nextents; i++)
-		rpc_cmeta_ops_ix_put(&then, ids[i], ok, okl);
+		cl_meta_ops_ix_put(&then, ids[i], ok, okl);
 	if (ix_old)
-		rpc_cmeta_ops_ix_del(&then, &was, ids, p->nextents);
-	rpc_cmeta_ops_moved_del(&then, &was); /* even without them: one op */
+		cl_meta_ops_ix_del(&then, &was, ids, p->nextents);
+	cl_meta_ops_moved_del(&then, &was); /* even without them: one op */
 	txn.then = then.v;
 	txn.n_then = then.n;
-	err = rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, timeout_ms));
+	err = cl_meta_etcd_err(cl_etcd_txn(c, &txn, &res, timeout_ms));
 	if (err)
 		goto out;
 	*revision = res.revision;
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		err = res.n_op == 2 ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
 		                    : -EIO;
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 out:
-	rpc_cmeta_ops_fini(&then);
-	rpc_cl_object_fini(&was);
+	cl_meta_ops_fini(&then);
+	cl_rec_object_fini(&was);
 	return err;
 }
 
 int
-rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old)
+cl_meta_commit(struct cl_etcd *c, const struct cl_meta_put *p, struct cl_meta_old *old)
 {
-	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX] = "";
-	struct rpc_cmeta_seen base = { 0 }, now = { 0 };
-	struct rpc_cmeta_deadline d;
+	char bk[KEY_CAP], ok[KEY_CAP], why[CL_REC_WHY_MAX] = "";
+	struct cl_meta_seen base = { 0 }, now = { 0 };
+	struct cl_meta_deadline d;
 	uint8_t *value = NULL;
 	uint64_t *ids = NULL;
 	size_t value_len = 0;
@@ -429,12 +429,12 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		memset(old, 0, sizeof(*old));
 	if (!c || !p || !old)
 		return -EINVAL;
-	rpc_cmeta_deadline_init(&d, p->timeout_ms, p->not_after_ns);
-	bkl = rpc_cmeta_bucket_key(p->bucket, bk, sizeof(bk));
-	okl = rpc_cmeta_object_key(p->bucket, p->key, ok, sizeof(ok));
+	cl_meta_deadline_init(&d, p->timeout_ms, p->not_after_ns);
+	bkl = cl_meta_bucket_key(p->bucket, bk, sizeof(bk));
+	okl = cl_meta_object_key(p->bucket, p->key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
-	err = rpc_cmeta_encode(p, &value, &value_len, why, sizeof(why));
+	err = cl_meta_encode(p, &value, &value_len, why, sizeof(why));
 	if (err) {
 		ZC_WARN("cmeta", "record of bucket=%s key=%s refused err=%d why=\"%s\"", p->bucket,
 		        p->key, err, why);
@@ -445,7 +445,7 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		err = -ENOMEM;
 		goto out;
 	}
-	if (!rpc_cmeta_ids_distinct(ids, p->nextents)) {
+	if (!cl_meta_ids_distinct(ids, p->nextents)) {
 		ZC_WARN("cmeta", "record of bucket=%s key=%s names an extent twice", p->bucket,
 		        p->key);
 		err = -EINVAL;
@@ -454,7 +454,7 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 	/* If-Match must see the record it compares; the others guess "absent" (a new key,
 	 * the common case: one Txn) and learn the truth from a failed fence. */
 	if (if_match) {
-		unsigned left = rpc_cmeta_deadline_left(&d);
+		unsigned left = cl_meta_deadline_left(&d);
 
 		err = left ? read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, left)
 		           : ZC_E(ZC_UNAVAILABLE);
@@ -468,13 +468,13 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 			err = ZC_E(ZC_NO_KEY);
 			goto out;
 		}
-		if (!rpc_cmeta_etag_matches(&base, p->cond.if_match)) {
+		if (!cl_meta_etag_matches(&base, p->cond.if_match)) {
 			err = ZC_E(ZC_PRECONDITION);
 			goto out;
 		}
 	}
 	for (;;) {
-		unsigned left = rpc_cmeta_deadline_left(&d);
+		unsigned left = cl_meta_deadline_left(&d);
 
 		if (!left) {
 			err = ZC_E(ZC_UNAVAILABLE);
@@ -494,7 +494,7 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 			continue;
 		}
 		if (err == 1) {
-			err = rpc_cmeta_old_from(old, &base, revision);
+			err = cl_meta_old_from(old, &base, revision);
 			break;
 		}
 		if (err)
@@ -503,7 +503,7 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		    memcmp(now.value, value, value_len) == 0) {
 			/* Our own Txn, applied by an attempt whose reply was lost: the record
 			 * holds a fresh random extent id, so no other writer has this value. */
-			err = rpc_cmeta_old_from(old, &base, now.mod_revision);
+			err = cl_meta_old_from(old, &base, now.mod_revision);
 			break;
 		}
 		if (!now.bucket) {
@@ -522,15 +522,15 @@ rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_c
 		}
 		/* No condition (or If-None-Match on a key that went): fence on what is there
 		 * now. Last writer wins. */
-		rpc_cmeta_seen_fini(&base);
+		cl_meta_seen_fini(&base);
 		base = now;
 		memset(&now, 0, sizeof(now));
 	}
 out:
 	if (err < 0)
 		ZC_DBG("cmeta", "commit bucket=%s key=%s err=%d", p->bucket, p->key, err);
-	rpc_cmeta_seen_fini(&base);
-	rpc_cmeta_seen_fini(&now);
+	cl_meta_seen_fini(&base);
+	cl_meta_seen_fini(&now);
 	free(value);
 	free(ids);
 	return err;
@@ -539,12 +539,12 @@ out:
 /* ------------------------------------------------------------------ delete */
 
 int
-rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
-                 struct rpc_cmeta_old *old, unsigned timeout_ms)
+cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
+                 struct cl_meta_old *old, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP];
-	struct rpc_cmeta_seen base = { 0 }, now = { 0 };
-	struct rpc_cmeta_deadline d;
+	struct cl_meta_seen base = { 0 }, now = { 0 };
+	struct cl_meta_deadline d;
 	int bkl, okl, err;
 	bool ix_old = true;
 
@@ -552,30 +552,30 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 		memset(old, 0, sizeof(*old));
 	if (!c || !old || if_mod_revision < 0)
 		return -EINVAL;
-	bkl = rpc_cmeta_bucket_key(bucket, bk, sizeof(bk));
-	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
+	bkl = cl_meta_bucket_key(bucket, bk, sizeof(bk));
+	okl = cl_meta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
-	rpc_cmeta_deadline_init(&d, timeout_ms, 0);
+	cl_meta_deadline_init(&d, timeout_ms, 0);
 	/* Read first so that the Txn is fenced and the old record comes back exactly once
 	 * even when the client repeats the Txn. */
-	err = read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, rpc_cmeta_deadline_left(&d));
+	err = read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, cl_meta_deadline_left(&d));
 	for (; !err;) {
-		struct rpc_etcd_cmp cmp = { .key = ok,
+		struct cl_etcd_cmp cmp = { .key = ok,
 			                    .key_len = (size_t)okl,
-			                    .target = RPC_ETCD_CMP_MOD,
-			                    .op = RPC_ETCD_EQUAL,
+			                    .target = CL_ETCD_CMP_MOD,
+			                    .op = CL_ETCD_EQUAL,
 			                    .num = base.mod_revision };
-		struct rpc_etcd_op els[2] = {
-			{ .type = RPC_ETCD_OP_RANGE,
+		struct cl_etcd_op els[2] = {
+			{ .type = CL_ETCD_OP_RANGE,
 			  .r = { .key = bk, .key_len = (size_t)bkl, .keys_only = true } },
-			{ .type = RPC_ETCD_OP_RANGE, .r = { .key = ok, .key_len = (size_t)okl } },
+			{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = (size_t)okl } },
 		};
-		struct rpc_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .els = els, .n_els = 2 };
-		struct rpc_etcd_txn_result res = { 0 };
-		struct rpc_cmeta_ops then = { 0 };
-		struct rpc_cl_object was = { 0 };
-		char why[RPC_CL_WHY_MAX];
+		struct cl_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .els = els, .n_els = 2 };
+		struct cl_etcd_txn_result res = { 0 };
+		struct cl_meta_ops then = { 0 };
+		struct cl_rec_object was = { 0 };
+		char why[CL_REC_WHY_MAX];
 		unsigned left;
 
 		if (!base.bucket) {
@@ -592,24 +592,24 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 		}
 		/* The record's index keys go with it (an undecodable record's stay: see
 		 * fenced_put). */
-		if (rpc_cl_object_decode(base.value, base.value_len, &was, why, sizeof(why)))
+		if (cl_rec_object_decode(base.value, base.value_len, &was, why, sizeof(why)))
 			memset(&was, 0, sizeof(was));
-		err = rpc_cmeta_ops_init(&then, 1 + was.nextents + 1);
+		err = cl_meta_ops_init(&then, 1 + was.nextents + 1);
 		if (err) {
-			rpc_cl_object_fini(&was);
+			cl_rec_object_fini(&was);
 			break;
 		}
-		rpc_cmeta_ops_add(&then, RPC_ETCD_OP_DELETE, ok, (size_t)okl, NULL, 0);
+		cl_meta_ops_add(&then, CL_ETCD_OP_DELETE, ok, (size_t)okl, NULL, 0);
 		if (ix_old)
-			rpc_cmeta_ops_ix_del(&then, &was, NULL, 0);
-		rpc_cmeta_ops_moved_del(&then, &was); /* its op points into was */
+			cl_meta_ops_ix_del(&then, &was, NULL, 0);
+		cl_meta_ops_moved_del(&then, &was); /* its op points into was */
 		txn.then = then.v;
 		txn.n_then = then.n;
-		left = rpc_cmeta_deadline_left(&d);
-		err = left ? rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, left))
+		left = cl_meta_deadline_left(&d);
+		err = left ? cl_meta_etcd_err(cl_etcd_txn(c, &txn, &res, left))
 		           : ZC_E(ZC_UNAVAILABLE);
-		rpc_cmeta_ops_fini(&then);
-		rpc_cl_object_fini(&was);
+		cl_meta_ops_fini(&then);
+		cl_rec_object_fini(&was);
 		if (err == -EINVAL && ix_old) {
 			ZC_WARN("cmeta",
 			        "delete bucket=%s key=%s: etcd refused the Txn with the record's "
@@ -622,63 +622,63 @@ rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key, int64_
 		if (err)
 			break;
 		if (res.succeeded) {
-			err = rpc_cmeta_old_from(old, &base, res.revision);
-			rpc_etcd_txn_result_fini(&res);
+			err = cl_meta_old_from(old, &base, res.revision);
+			cl_etcd_txn_result_fini(&res);
 			err = err ? err : 1;
 			break;
 		}
-		err = res.n_op == 2 ? rpc_cmeta_seen_take(&now, &res.op[0].kvs, &res.op[1].kvs)
+		err = res.n_op == 2 ? cl_meta_seen_take(&now, &res.op[0].kvs, &res.op[1].kvs)
 		                    : -EIO;
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 		if (err)
 			break;
 		if (!now.object) {
 			/* Gone since the read: our own repeated Txn or another deleter. Either way
 			 * base was the last record; a second collection of its cells is harmless.
 			 */
-			err = rpc_cmeta_old_from(old, &base, res.revision);
+			err = cl_meta_old_from(old, &base, res.revision);
 			err = err ? err : 1;
 			break;
 		}
-		rpc_cmeta_seen_fini(&base);
+		cl_meta_seen_fini(&base);
 		base = now;
 		memset(&now, 0, sizeof(now));
 	}
-	rpc_cmeta_seen_fini(&base);
-	rpc_cmeta_seen_fini(&now);
+	cl_meta_seen_fini(&base);
+	cl_meta_seen_fini(&now);
 	return err;
 }
 
 int
-rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
-              struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms)
+cl_meta_get(struct cl_etcd *c, const char *bucket, const char *key, bool serializable,
+              struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms)
 {
-	char bk[KEY_CAP], ok[KEY_CAP], why[RPC_CL_WHY_MAX];
-	struct rpc_etcd_kvs kvs = { 0 };
+	char bk[KEY_CAP], ok[KEY_CAP], why[CL_REC_WHY_MAX];
+	struct cl_etcd_kvs kvs = { 0 };
 	int bkl, okl, err;
 
 	memset(out, 0, sizeof(*out));
-	bkl = rpc_cmeta_bucket_key(bucket, bk, sizeof(bk));
-	okl = rpc_cmeta_object_key(bucket, key, ok, sizeof(ok));
+	bkl = cl_meta_bucket_key(bucket, bk, sizeof(bk));
+	okl = cl_meta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
-	err = rpc_etcd_get(c, ok, (size_t)okl, serializable, &kvs, timeout_ms);
+	err = cl_etcd_get(c, ok, (size_t)okl, serializable, &kvs, timeout_ms);
 	if (err == -ENOENT) {
 		/* Which 404: a second read only on the miss path. */
-		err = rpc_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
-		rpc_etcd_kvs_fini(&kvs);
+		err = cl_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
+		cl_etcd_kvs_fini(&kvs);
 		return err == -ENOENT ? ZC_E(ZC_NO_BUCKET)
-		       : err          ? rpc_cmeta_etcd_err(err)
+		       : err          ? cl_meta_etcd_err(err)
 		                      : ZC_E(ZC_NO_KEY);
 	}
 	if (err)
-		return rpc_cmeta_etcd_err(err);
-	err = rpc_cl_object_decode(kvs.kv[0].value, kvs.kv[0].value_len, out, why, sizeof(why));
+		return cl_meta_etcd_err(err);
+	err = cl_rec_object_decode(kvs.kv[0].value, kvs.kv[0].value_len, out, why, sizeof(why));
 	if (err)
 		ZC_WARN("cmeta", "record bucket=%s key=%s does not decode why=\"%s\"", bucket, key,
 		        why);
 	else if (mod_revision)
 		*mod_revision = kvs.kv[0].mod_revision;
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return err;
 }

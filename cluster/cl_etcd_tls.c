@@ -1,5 +1,5 @@
 /*
- * rpc_etcd: channel credentials for https:// endpoints. The files are read by rpc_tls's
+ * cl_etcd: channel credentials for https:// endpoints. The files are read by rpc_tls's
  * reader; unlike the internal gRPC's mutual TLS, each is optional (no CA: the system's;
  * no certificate: an etcd that does not ask for one).
  */
@@ -10,7 +10,7 @@
 
 #include <grpc/grpc_security.h>
 
-#include "rpc_etcd_internal.h"
+#include "cl_etcd_internal.h"
 #include "rpc_tls.h"
 #include "zc.h"
 
@@ -27,7 +27,7 @@ read_pem(const char *what, const char *path, int *err)
 }
 
 int
-etcd_tls_credentials(const struct rpc_etcd_opts *opts, grpc_channel_credentials **out)
+etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out)
 {
 	grpc_ssl_pem_key_cert_pair pair = { NULL, NULL };
 	char *ca = NULL, *cert = NULL, *key = NULL;

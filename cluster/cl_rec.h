@@ -1,5 +1,5 @@
 /*
- * rpc_cluster: the values zest keeps in etcd in cluster mode (rpc/cluster.proto,
+ * cl_rec: the values zest keeps in etcd in cluster mode (cluster/cluster.proto,
  * docs/cluster.md "Keys in etcd"), as zest's own structs, with their encoders and strict
  * decoders. No protobuf-c type crosses this header.
  *
@@ -12,25 +12,25 @@
  * (which also accepts a zeroed struct, and leaves one). Encoders allocate *buf (free()).
  * Structs filled by the caller for encoding are only read. Pure functions, any thread.
  */
-#ifndef ZEST_RPC_CLUSTER_H
-#define ZEST_RPC_CLUSTER_H
+#ifndef ZEST_CL_REC_H
+#define ZEST_CL_REC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define RPC_CL_MAX_CELLS        32    /* k + m, as EC_MAX_CELLS */
-#define RPC_CL_MAX_NAME         128   /* bytes of a node name, without the NUL */
-#define RPC_CL_MAX_PARTS        10000 /* S3's multipart limit */
-#define RPC_CL_WHY_MAX          160   /* room for a decoder's message */
-#define RPC_CL_MAX_EXTENT_NODES 1024  /* distinct nodes one extent's groups use */
+#define CL_REC_MAX_CELLS        32    /* k + m, as EC_MAX_CELLS */
+#define CL_REC_MAX_NAME         128   /* bytes of a node name, without the NUL */
+#define CL_REC_MAX_PARTS        10000 /* S3's multipart limit */
+#define CL_REC_WHY_MAX          160   /* room for a decoder's message */
+#define CL_REC_MAX_EXTENT_NODES 1024  /* distinct nodes one extent's groups use */
 
-enum rpc_cl_node_state {
-	RPC_CL_NODE_UP = 1,
-	RPC_CL_NODE_DRAINING = 2,
+enum cl_rec_node_state {
+	CL_REC_NODE_UP = 1,
+	CL_REC_NODE_DRAINING = 2,
 };
 
-struct rpc_cl_drive {
+struct cl_rec_drive {
 	unsigned index;
 	char *id; /* "<store>/<index>" */
 	uint64_t capacity_bytes, free_bytes;
@@ -38,12 +38,12 @@ struct rpc_cl_drive {
 };
 
 /* /zest/nodes/<name> */
-struct rpc_cl_node {
-	char *name;           /* 1..RPC_CL_MAX_NAME bytes of [A-Za-z0-9._-] */
+struct cl_rec_node {
+	char *name;           /* 1..CL_REC_MAX_NAME bytes of [A-Za-z0-9._-] */
 	char *address;        /* host:port */
 	uint64_t incarnation; /* non-zero */
-	enum rpc_cl_node_state state;
-	struct rpc_cl_drive *drives;
+	enum cl_rec_node_state state;
+	struct cl_rec_drive *drives;
 	size_t ndrives;
 	uint64_t capacity_bytes, free_bytes;
 	uint64_t started_ns;
@@ -51,7 +51,7 @@ struct rpc_cl_node {
 };
 
 /* /zest/members/<name> */
-struct rpc_cl_member {
+struct cl_rec_member {
 	char *name;
 	char *address;
 	uint64_t first_seen_ns, last_seen_ns;
@@ -61,71 +61,71 @@ struct rpc_cl_member {
 };
 
 /* /zest/buckets/<bucket> */
-struct rpc_cl_bucket {
+struct cl_rec_bucket {
 	uint64_t ctime_ns;
 };
 
-struct rpc_cl_attr {
+struct cl_rec_attr {
 	char *name; /* non-empty */
 	char *value;
 };
 
-struct rpc_cl_group {
-	uint16_t cell[RPC_CL_MAX_CELLS]; /* cell i -> index into the extent's nodes */
+struct cl_rec_group {
+	uint16_t cell[CL_REC_MAX_CELLS]; /* cell i -> index into the extent's nodes */
 	uint32_t missing;                /* bit i: cell i is not on its node */
 };
 
-struct rpc_cl_extent {
+struct cl_rec_extent {
 	uint64_t id; /* non-zero */
 	uint64_t size;
-	unsigned k, m;              /* k >= 1, k + m <= RPC_CL_MAX_CELLS */
+	unsigned k, m;              /* k >= 1, k + m <= CL_REC_MAX_CELLS */
 	uint64_t cell_size;         /* > 0, a multiple of 4096 */
 	unsigned stripes_per_group; /* >= 1 */
-	char **nodes;               /* distinct node names, at most RPC_CL_MAX_EXTENT_NODES */
+	char **nodes;               /* distinct node names, at most CL_REC_MAX_EXTENT_NODES */
 	size_t nnodes;
-	struct rpc_cl_group *groups; /* exactly rpc_cl_extent_groups() of them */
+	struct cl_rec_group *groups; /* exactly cl_rec_extent_groups() of them */
 	size_t ngroups;
 };
 
 /* /zest/objects/<bucket>/<key> */
-struct rpc_cl_object {
+struct cl_rec_object {
 	uint64_t size; /* the sum of the extents' sizes */
 	char *etag;    /* non-empty */
 	uint32_t crc32c;
 	uint64_t mtime_ns;
-	struct rpc_cl_attr *attrs;
+	struct cl_rec_attr *attrs;
 	size_t nattrs;
-	struct rpc_cl_extent *extents;
+	struct cl_rec_extent *extents;
 	size_t nextents;
 	char *moved; /* NULL/"": none; else the moved key a Complete wrote naming this record */
 };
 
-struct rpc_cl_part {
-	unsigned number; /* 1..RPC_CL_MAX_PARTS */
+struct cl_rec_part {
+	unsigned number; /* 1..CL_REC_MAX_PARTS */
 	uint64_t size;   /* equals extent.size */
 	char *etag;      /* non-empty */
 	char *checksum;
 	uint64_t mtime_ns;
-	struct rpc_cl_extent extent;
+	struct cl_rec_extent extent;
 };
 
 /* /zest/uploads/<bucket>/<upload-id> */
-struct rpc_cl_upload {
+struct cl_rec_upload {
 	char *key; /* non-empty */
 	uint64_t initiated_ns;
-	struct rpc_cl_attr *attrs;
+	struct cl_rec_attr *attrs;
 	size_t nattrs;
 	char *checksum_algorithm;  /* "" or CRC32, CRC32C, SHA1, SHA256, CRC64NVME */
 	char *checksum_type;       /* "", COMPOSITE or FULL_OBJECT */
-	struct rpc_cl_part *parts; /* by number, strictly increasing */
+	struct cl_rec_part *parts; /* by number, strictly increasing */
 	size_t nparts;
 };
 
 /* The groups an extent of e->size bytes has: ceil(size / (k * cell_size * stripes)). */
-size_t rpc_cl_extent_groups(const struct rpc_cl_extent *e);
+size_t cl_rec_extent_groups(const struct cl_rec_extent *e);
 
 /* Is name a valid node name (the rule above)? */
-bool rpc_cl_node_name_ok(const char *name);
+bool cl_rec_node_name_ok(const char *name);
 
 /*
  * Encoders: 0 with *buf (malloc'ed, free() it) and *len, -EINVAL when the struct breaks a
@@ -133,32 +133,32 @@ bool rpc_cl_node_name_ok(const char *name);
  * Decoders: 0 with *out filled (fini it), -EBADMSG for a value that is not a valid record
  * of that type (why says what is wrong), or -ENOMEM; *out is zeroed on failure.
  */
-int rpc_cl_node_encode(const struct rpc_cl_node *v, uint8_t **buf, size_t *len, char *why,
+int cl_rec_node_encode(const struct cl_rec_node *v, uint8_t **buf, size_t *len, char *why,
                        size_t cap);
-int rpc_cl_node_decode(const void *buf, size_t len, struct rpc_cl_node *out, char *why, size_t cap);
-void rpc_cl_node_fini(struct rpc_cl_node *v);
+int cl_rec_node_decode(const void *buf, size_t len, struct cl_rec_node *out, char *why, size_t cap);
+void cl_rec_node_fini(struct cl_rec_node *v);
 
-int rpc_cl_member_encode(const struct rpc_cl_member *v, uint8_t **buf, size_t *len, char *why,
+int cl_rec_member_encode(const struct cl_rec_member *v, uint8_t **buf, size_t *len, char *why,
                          size_t cap);
-int rpc_cl_member_decode(const void *buf, size_t len, struct rpc_cl_member *out, char *why,
+int cl_rec_member_decode(const void *buf, size_t len, struct cl_rec_member *out, char *why,
                          size_t cap);
-void rpc_cl_member_fini(struct rpc_cl_member *v);
+void cl_rec_member_fini(struct cl_rec_member *v);
 
-int rpc_cl_bucket_encode(const struct rpc_cl_bucket *v, uint8_t **buf, size_t *len, char *why,
+int cl_rec_bucket_encode(const struct cl_rec_bucket *v, uint8_t **buf, size_t *len, char *why,
                          size_t cap);
-int rpc_cl_bucket_decode(const void *buf, size_t len, struct rpc_cl_bucket *out, char *why,
+int cl_rec_bucket_decode(const void *buf, size_t len, struct cl_rec_bucket *out, char *why,
                          size_t cap);
 
-int rpc_cl_object_encode(const struct rpc_cl_object *v, uint8_t **buf, size_t *len, char *why,
+int cl_rec_object_encode(const struct cl_rec_object *v, uint8_t **buf, size_t *len, char *why,
                          size_t cap);
-int rpc_cl_object_decode(const void *buf, size_t len, struct rpc_cl_object *out, char *why,
+int cl_rec_object_decode(const void *buf, size_t len, struct cl_rec_object *out, char *why,
                          size_t cap);
-void rpc_cl_object_fini(struct rpc_cl_object *v);
+void cl_rec_object_fini(struct cl_rec_object *v);
 
-int rpc_cl_upload_encode(const struct rpc_cl_upload *v, uint8_t **buf, size_t *len, char *why,
+int cl_rec_upload_encode(const struct cl_rec_upload *v, uint8_t **buf, size_t *len, char *why,
                          size_t cap);
-int rpc_cl_upload_decode(const void *buf, size_t len, struct rpc_cl_upload *out, char *why,
+int cl_rec_upload_decode(const void *buf, size_t len, struct cl_rec_upload *out, char *why,
                          size_t cap);
-void rpc_cl_upload_fini(struct rpc_cl_upload *v);
+void cl_rec_upload_fini(struct cl_rec_upload *v);
 
 #endif

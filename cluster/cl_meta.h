@@ -1,5 +1,5 @@
 /*
- * rpc_cmeta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
+ * cl_meta: cluster mode's metadata in etcd (docs/cluster.md, "Write and commit"): the
  * coordinator's commit of an object record, the deletion of a record, listings, compose
  * (a multipart Complete), the extent index, and buckets. The datanode (the coordinator, the
  * collector) and the gateway (reads, deletes, lists, composes, buckets) link it. Each
@@ -7,7 +7,7 @@
  * the record's mod_revision, so a call the etcd client repeats on another member, or a
  * concurrent writer, can never make a commit land twice or undo a newer one.
  *
- * Every call has a deadline (timeout_ms, 0: RPC_ETCD_DEFAULT_TIMEOUT_MS) for all of its
+ * Every call has a deadline (timeout_ms, 0: CL_ETCD_DEFAULT_TIMEOUT_MS) for all of its
  * etcd round trips together.
  *
  * Errors (>= 0 on success):
@@ -23,67 +23,67 @@
  *                              record names them, else deletes them after the grace.
  *   ZC_E(ZC_BUCKET_EXISTS), ZC_E(ZC_BUCKET_NOT_EMPTY)  bucket calls
  *   ZC_E(ZC_INVALID), ZC_E(ZC_SLOW_DOWN), -EAGAIN      compose (see there)
- *   -EINVAL                    bad arguments (a record rpc_cluster.h would refuse)
+ *   -EINVAL                    bad arguments (a record cl_rec.h would refuse)
  *   -EBADMSG                   a value in etcd that does not decode
- *   -ENOMEM, -EIO, ...         as rpc_etcd.h
+ *   -ENOMEM, -EIO, ...         as cl_etcd.h
  *
  * Threads: any, any number at once; the etcd client is borrowed for the call.
  */
-#ifndef ZEST_RPC_CMETA_H
-#define ZEST_RPC_CMETA_H
+#ifndef ZEST_CL_META_H
+#define ZEST_CL_META_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc_cluster.h"
-#include "rpc_etcd.h"
+#include "cl_rec.h"
+#include "cl_etcd.h"
 
-#define RPC_CMETA_BUCKETS "/zest/buckets/"
-#define RPC_CMETA_OBJECTS "/zest/objects/"
-#define RPC_CMETA_UPLOADS "/zest/uploads/"
-#define RPC_CMETA_EXTENTS "/zest/extents/"
-#define RPC_CMETA_MOVED   "/zest/moved/"
-#define RPC_CMETA_HEAL    "/zest/heal/"
+#define CL_META_BUCKETS "/zest/buckets/"
+#define CL_META_OBJECTS "/zest/objects/"
+#define CL_META_UPLOADS "/zest/uploads/"
+#define CL_META_EXTENTS "/zest/extents/"
+#define CL_META_MOVED   "/zest/moved/"
+#define CL_META_HEAL    "/zest/heal/"
 
 /* "/zest/extents/" + 16 hex digits + NUL */
-#define RPC_CMETA_EXTENT_KEY_CAP (sizeof(RPC_CMETA_EXTENTS) + 16)
+#define CL_META_EXTENT_KEY_CAP (sizeof(CL_META_EXTENTS) + 16)
 
 /* One block group: the node of each of its k + m cells, and the cells that are not durable
  * on their node (bit i: cell i). */
-struct rpc_cmeta_group {
-	const char *node[RPC_CL_MAX_CELLS];
+struct cl_meta_group {
+	const char *node[CL_REC_MAX_CELLS];
 	uint32_t missing;
 };
 
-struct rpc_cmeta_extent {
+struct cl_meta_extent {
 	uint64_t id; /* non-zero */
 	uint64_t size;
 	unsigned k, m;
 	uint64_t cell_size;
 	unsigned stripes_per_group;
-	const struct rpc_cmeta_group *groups; /* rpc_cl_extent_groups() of them */
+	const struct cl_meta_group *groups; /* cl_rec_extent_groups() of them */
 	size_t ngroups;
 };
 
 /* A condition on the record a commit replaces (S3 conditional writes). */
-struct rpc_cmeta_cond {
+struct cl_meta_cond {
 	bool if_none_match;   /* the key must not exist */
 	const char *if_match; /* NULL/"": none; else the record's ETag, or "*": any record */
 };
 
-struct rpc_cmeta_put {
+struct cl_meta_put {
 	const char *bucket, *key;
 	uint64_t size; /* the sum of the extents' sizes */
 	const char *etag;
 	uint32_t crc32c;
 	uint64_t mtime_ns;
-	const struct rpc_cl_attr *attrs;
+	const struct cl_rec_attr *attrs;
 	size_t nattrs;
-	const struct rpc_cmeta_extent *extents;
+	const struct cl_meta_extent *extents;
 	size_t nextents;
 	unsigned write_quorum; /* durable cells each group needs; 0: k + 1 (capped at k + m) */
-	struct rpc_cmeta_cond cond;
+	struct cl_meta_cond cond;
 	/* CLOCK_REALTIME after which no Txn is sent (0: none): the coordinator passes the time
 	 * of its first cell + gc_grace / 2, so the collector never deletes the cells of a
 	 * commit still in flight. */
@@ -91,19 +91,19 @@ struct rpc_cmeta_put {
 	unsigned timeout_ms;
 };
 
-/* What a commit or delete replaced. Owned: release with rpc_cmeta_old_fini. */
-struct rpc_cmeta_old {
+/* What a commit or delete replaced. Owned: release with cl_meta_old_fini. */
+struct cl_meta_old {
 	bool had;               /* a record was replaced (or deleted) */
-	struct rpc_cl_object o; /* it, decoded (zeroed when !had) */
+	struct cl_rec_object o; /* it, decoded (zeroed when !had) */
 	int64_t mod_revision;   /* its mod_revision */
 	int64_t revision;       /* the store's revision after the write: the new record's
 	                         * mod_revision after a commit */
 };
-void rpc_cmeta_old_fini(struct rpc_cmeta_old *old);
+void cl_meta_old_fini(struct cl_meta_old *old);
 
-/* The record a put describes, checked (quorum, the rules of rpc_cluster.h) and encoded: 0
+/* The record a put describes, checked (quorum, the rules of cl_rec.h) and encoded: 0
  * with *buf (free() it) and *len, or -EINVAL / ZC_E(ZC_NO_QUORUM) with why (cap bytes). */
-int rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, char *why,
+int cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why,
                      size_t cap);
 
 /*
@@ -114,9 +114,9 @@ int rpc_cmeta_encode(const struct rpc_cmeta_put *p, uint8_t **buf, size_t *len, 
  * and p has no condition (last writer wins), bounded by the deadline. A replaced record
  * with more extents than etcd takes ops in one Txn (a big multipart object, etcd's
  * --max-txn-ops) is replaced without deleting its index keys: they are left to the
- * collector (rpc_cmeta_extent_unlink), so the overwrite still goes in.
+ * collector (cl_meta_extent_unlink), so the overwrite still goes in.
  */
-int rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct rpc_cmeta_old *old);
+int cl_meta_commit(struct cl_etcd *c, const struct cl_meta_put *p, struct cl_meta_old *old);
 
 /*
  * Delete the record of bucket/key and its extents' index keys. if_mod_revision (0: none)
@@ -124,58 +124,58 @@ int rpc_cmeta_commit(struct rpc_etcd *c, const struct rpc_cmeta_put *p, struct r
  * it) when a record went, 0 when there was none (S3 answers 204 either way),
  * ZC_E(ZC_NO_BUCKET), ZC_E(ZC_PRECONDITION) (the fence failed), or an error above.
  */
-int rpc_cmeta_delete(struct rpc_etcd *c, const char *bucket, const char *key,
-                     int64_t if_mod_revision, struct rpc_cmeta_old *old, unsigned timeout_ms);
+int cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key,
+                     int64_t if_mod_revision, struct cl_meta_old *old, unsigned timeout_ms);
 
 /* Read the record of bucket/key: 0 with *out (fini it) and *mod_revision (may be NULL),
  * ZC_E(ZC_NO_KEY) or ZC_E(ZC_NO_BUCKET) when absent, or an error. */
-int rpc_cmeta_get(struct rpc_etcd *c, const char *bucket, const char *key, bool serializable,
-                  struct rpc_cl_object *out, int64_t *mod_revision, unsigned timeout_ms);
+int cl_meta_get(struct cl_etcd *c, const char *bucket, const char *key, bool serializable,
+                  struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms);
 
 /* Create bucket if absent: 0, ZC_E(ZC_BUCKET_EXISTS), -EINVAL (a name with '/'). */
-int rpc_cmeta_bucket_create(struct rpc_etcd *c, const char *bucket, uint64_t ctime_ns,
+int cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns,
                             unsigned timeout_ms);
 /* Delete bucket if no object key exists under it, in one Txn: 0, ZC_E(ZC_NO_BUCKET),
  * ZC_E(ZC_BUCKET_NOT_EMPTY). */
-int rpc_cmeta_bucket_delete(struct rpc_etcd *c, const char *bucket, unsigned timeout_ms);
+int cl_meta_bucket_delete(struct cl_etcd *c, const char *bucket, unsigned timeout_ms);
 /* 0 with *out (may be NULL), ZC_E(ZC_NO_BUCKET). Linearizable. */
-int rpc_cmeta_bucket_head(struct rpc_etcd *c, const char *bucket, struct rpc_cl_bucket *out,
+int cl_meta_bucket_head(struct cl_etcd *c, const char *bucket, struct cl_rec_bucket *out,
                           unsigned timeout_ms);
 
-struct rpc_cmeta_bucket_entry {
+struct cl_meta_bucket_entry {
 	char *name;
 	uint64_t ctime_ns;
 };
-/* Every bucket in name order: 0 with *out (free with rpc_cmeta_bucket_list_free) and *n. */
-int rpc_cmeta_bucket_list(struct rpc_etcd *c, struct rpc_cmeta_bucket_entry **out, size_t *n,
+/* Every bucket in name order: 0 with *out (free with cl_meta_bucket_list_free) and *n. */
+int cl_meta_bucket_list(struct cl_etcd *c, struct cl_meta_bucket_entry **out, size_t *n,
                           unsigned timeout_ms);
-void rpc_cmeta_bucket_list_free(struct rpc_cmeta_bucket_entry *v, size_t n);
+void cl_meta_bucket_list_free(struct cl_meta_bucket_entry *v, size_t n);
 
 /* ------------------------------------------------------------------ listing */
 
 /* One record of a listing, decoded. */
-struct rpc_cmeta_entry {
+struct cl_meta_entry {
 	char *key; /* the object key (without /zest/objects/<bucket>/), NUL-terminated */
 	uint64_t size;
 	char *etag;
 	uint64_t mtime_ns;
 };
 
-/* Owned by the caller: release with rpc_cmeta_listing_fini. */
-struct rpc_cmeta_listing {
-	struct rpc_cmeta_entry *v; /* in key order */
+/* Owned by the caller: release with cl_meta_listing_fini. */
+struct cl_meta_listing {
+	struct cl_meta_entry *v; /* in key order */
 	size_t n;
 	bool more;        /* more records lie under the prefix after v[n - 1] */
 	int64_t revision; /* the store's revision the listing saw (one snapshot) */
 };
-void rpc_cmeta_listing_fini(struct rpc_cmeta_listing *l);
+void cl_meta_listing_fini(struct cl_meta_listing *l);
 
-#define RPC_CMETA_LIST_MAX 1000 /* records per call, as S3's max-keys */
+#define CL_META_LIST_MAX 1000 /* records per call, as S3's max-keys */
 
 /*
  * The records of bucket whose keys start with prefix (NULL/"": all) and sort after
  * start_after (NULL/"": from the first), in key order (bytewise, as S3), at most limit
- * (0 or more than RPC_CMETA_LIST_MAX: RPC_CMETA_LIST_MAX) of them, out->more set when more
+ * (0 or more than CL_META_LIST_MAX: CL_META_LIST_MAX) of them, out->more set when more
  * follow. One snapshot: the bucket's existence and every record are read at one revision
  * (records are fetched in pages of a few dozen, the later pages pinned to the first's
  * revision, so a listing of big records never makes one huge reply). serializable: the
@@ -184,14 +184,14 @@ void rpc_cmeta_listing_fini(struct rpc_cmeta_listing *l);
  * 0 with *out (fini it, also after an error), ZC_E(ZC_NO_BUCKET), -EINVAL (bucket name),
  * -EBADMSG (a record that does not decode: its key is logged), or an etcd error.
  */
-int rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix,
+int cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix,
                    const char *start_after, unsigned limit, bool serializable,
-                   struct rpc_cmeta_listing *out, unsigned timeout_ms);
+                   struct cl_meta_listing *out, unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ compose */
 
 /* A part of a compose: an object record, and the ETag the caller saw (as s3_objref). */
-struct rpc_cmeta_part {
+struct cl_meta_part {
 	const char *bucket, *key;
 	const char *etag; /* NULL/"": any; else the part must still have it (-EAGAIN) */
 };
@@ -203,11 +203,11 @@ struct rpc_cmeta_part {
  * deleted and their extents' index keys point at the target, so their cells now belong to
  * it. The parts are read first (one snapshot, with the bucket and the target), then one
  * Txn compares version(bucket) > 0, every part's mod_revision as read and the target's
- * fence (the caller's cond as rpc_cmeta_commit takes it: If-None-Match, If-Match an ETag
+ * fence (the caller's cond as cl_meta_commit takes it: If-None-Match, If-Match an ETag
  * or "*"); a concurrent change of a part fails the Txn and nothing changes.
  *
  * Returns 0 with *size (may be NULL: the target's size) and *old (what the target's record
- * replaced, as rpc_cmeta_commit: the caller collects its cells; fini it), or:
+ * replaced, as cl_meta_commit: the caller collects its cells; fini it), or:
  *   -EAGAIN               a part has another ETag than parts[i].etag (the caller looks
  *                         again; a part that changes between the read and the Txn is
  *                         read again, within the deadline)
@@ -226,17 +226,17 @@ struct rpc_cmeta_part {
  *   ZC_E(ZC_UNAVAILABLE), ZC_E(ZC_NO_QUORUM), -EBADMSG, -ENOMEM as above
  * Server-side copy (S3's delete_parts = false) is not this call: two records never share
  * an extent, so the caller copies the bytes. The parts of one multipart upload are better
- * composed by rpc_cmeta_compose_upload, whose cost in etcd ops does not grow with them.
+ * composed by cl_meta_compose_upload, whose cost in etcd ops does not grow with them.
  */
-int rpc_cmeta_compose(struct rpc_etcd *c, const char *bucket, const char *key,
-                      const struct rpc_cmeta_part *parts, size_t nparts, const char *etag,
-                      const struct rpc_cl_attr *attrs, size_t nattrs,
-                      const struct rpc_cmeta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
-                      uint64_t *size, struct rpc_cmeta_old *old);
+int cl_meta_compose(struct cl_etcd *c, const char *bucket, const char *key,
+                      const struct cl_meta_part *parts, size_t nparts, const char *etag,
+                      const struct cl_rec_attr *attrs, size_t nattrs,
+                      const struct cl_meta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
+                      uint64_t *size, struct cl_meta_old *old);
 
 /* The parts of one multipart upload: the records of bucket whose keys are prefix + a name
  * without '/' (the gateway's "p/<upload-id>/<nnnnn>" of .zest-mpu). */
-struct rpc_cmeta_upload {
+struct cl_meta_upload {
 	const char *bucket;
 	const char *prefix; /* non-empty, ends in '/' */
 	const char *fence;  /* NULL, or a key of bucket outside prefix (the upload's own
@@ -244,7 +244,7 @@ struct rpc_cmeta_upload {
 };
 
 /*
- * rpc_cmeta_compose of an upload's parts at a cost in etcd ops that does not grow with
+ * cl_meta_compose of an upload's parts at a cost in etcd ops that does not grow with
  * their number (S3's 10000 parts through an etcd with default limits): the parts are read
  * by Ranges of the prefix (pages, one snapshot at revision R), and the Txn fences them all
  * with one compare (mod_revision of every key under the prefix < R + 1: no part written
@@ -253,31 +253,31 @@ struct rpc_cmeta_upload {
  * under the prefix with one DeleteRange (S3 discards the parts a Complete does not list),
  * and puts one moved key, /zest/moved/<bucket>/<prefix> = the target's etcd key, instead
  * of re-pointing each extent's index key: those keep naming the part records, and the
- * collector (rpc_cmeta_extent_record) follows the moved key when the part record is
- * gone. The target record names its moved key (rpc_cl_object.moved), so the Txn that
+ * collector (cl_meta_extent_record) follows the moved key when the part record is
+ * gone. The target record names its moved key (cl_rec_object.moved), so the Txn that
  * replaces or deletes it deletes the moved key too. Every part must be in up->bucket
- * under up->prefix (else ZC_INVALID). Returns as rpc_cmeta_compose, plus ZC_E(ZC_NO_KEY)
+ * under up->prefix (else ZC_INVALID). Returns as cl_meta_compose, plus ZC_E(ZC_NO_KEY)
  * when up->fence is absent, or changed between the read and the Txn (rewritten by an
  * Abort's mark, or deleted: never read again then, the parts are no longer this call's).
  * The record itself must fit etcd's --max-request-bytes (1.5 MiB by default; 10000
  * one-group parts are ~720 kB).
  */
-int rpc_cmeta_compose_upload(struct rpc_etcd *c, const char *bucket, const char *key,
-                             const struct rpc_cmeta_upload *up, const struct rpc_cmeta_part *parts,
-                             size_t nparts, const char *etag, const struct rpc_cl_attr *attrs,
-                             size_t nattrs, const struct rpc_cmeta_cond *cond, uint64_t mtime_ns,
-                             unsigned timeout_ms, uint64_t *size, struct rpc_cmeta_old *old);
+int cl_meta_compose_upload(struct cl_etcd *c, const char *bucket, const char *key,
+                             const struct cl_meta_upload *up, const struct cl_meta_part *parts,
+                             size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
+                             size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
+                             unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old);
 
 /* The moved key of a part record's etcd key (/zest/objects/<bucket>/<prefix><name>):
  * /zest/moved/<bucket>/<prefix>, into buf (cap bytes): its length, or -EINVAL (not an
  * object key, or no '/' in its key) / -ENAMETOOLONG. */
-int rpc_cmeta_moved_key(const char *record_key, char *buf, size_t cap);
+int cl_meta_moved_key(const char *record_key, char *buf, size_t cap);
 
 #ifdef RPC_FAULTS
 /* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
- * in every rpc_cmeta_compose (and _compose_upload) between its read and its Txn (attempt
+ * in every cl_meta_compose (and _compose_upload) between its read and its Txn (attempt
  * from 1), so a test can change a part there. NULL: none. Not for concurrent composes. */
-void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
+void cl_meta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
 #endif
 
 /* ------------------------------------------------------------------ the extent index */
@@ -291,24 +291,24 @@ void rpc_cmeta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg)
  * finds a cell's record through it.
  */
 
-/* The index key of extent id into buf (RPC_CMETA_EXTENT_KEY_CAP bytes): its length. */
-int rpc_cmeta_extent_key(uint64_t id, char *buf, size_t cap);
+/* The index key of extent id into buf (CL_META_EXTENT_KEY_CAP bytes): its length. */
+int cl_meta_extent_key(uint64_t id, char *buf, size_t cap);
 
 /*
  * The record that names extent id, as the index says: 0 with *out (fini it), *record_key
  * (the etcd key the index holds; free() it; may be NULL) and *mod_revision (the record's;
  * may be NULL). When that record is gone or lacks the extent and its moved key
- * (rpc_cmeta_moved_key: a completed upload's part) names a record that has the extent,
+ * (cl_meta_moved_key: a completed upload's part) names a record that has the extent,
  * that record is the answer (*record_key its key), read at the same revision.
  * ZC_E(ZC_NO_KEY) when the index has no key for id (*record_key NULL), or when the key it
  * names holds no record (*record_key set, *mod_revision 0: a dangling index key). The
  * record is read at the index read's revision (one snapshot). The caller checks that *out
- * has the extent: an index key left by a Txn etcd refused in full (see rpc_cmeta_commit)
+ * has the extent: an index key left by a Txn etcd refused in full (see cl_meta_commit)
  * names a record that no longer does. -EBADMSG when the record does not decode
  * (*record_key set), or an etcd error.
  */
-int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
-                            struct rpc_cl_object *out, char **record_key, int64_t *mod_revision,
+int cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable,
+                            struct cl_rec_object *out, char **record_key, int64_t *mod_revision,
                             unsigned timeout_ms);
 
 /*
@@ -316,7 +316,7 @@ int rpc_cmeta_extent_record(struct rpc_etcd *c, uint64_t id, bool serializable,
  * mod_revision is still record_mod_revision (0: absent), which the caller found not to
  * name the extent. 1 deleted, 0 something changed (nothing deleted), or an etcd error.
  */
-int rpc_cmeta_extent_unlink(struct rpc_etcd *c, uint64_t id, const char *record_key,
+int cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key,
                             int64_t record_mod_revision, unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ heal to-do keys */
@@ -329,26 +329,26 @@ int rpc_cmeta_extent_unlink(struct rpc_etcd *c, uint64_t id, const char *record_
  * Txn that clears the last one; a key whose record no longer has a missing bit (an
  * overwrite, a delete) is deleted by the healer that reads it. The value lists the
  * extents with missing bits (16 hex digits each, comma-separated, at most
- * RPC_CMETA_HEAL_IDS_MAX), so a healer finds them again through the extent index when a
+ * CL_META_HEAL_IDS_MAX), so a healer finds them again through the extent index when a
  * compose moved them into another record.
  */
-#define RPC_CMETA_HEAL_IDS_MAX   64
-#define RPC_CMETA_HEAL_VALUE_CAP (RPC_CMETA_HEAL_IDS_MAX * 17)
+#define CL_META_HEAL_IDS_MAX   64
+#define CL_META_HEAL_VALUE_CAP (CL_META_HEAL_IDS_MAX * 17)
 
 /* The to-do key of the record key /zest/objects/<bucket>/<key> (record_len bytes) into buf
  * (cap bytes): its length, or -EINVAL (not a record key) / -ENAMETOOLONG. */
-int rpc_cmeta_heal_key(const char *record_key, size_t record_len, char *buf, size_t cap);
+int cl_meta_heal_key(const char *record_key, size_t record_len, char *buf, size_t cap);
 
-/* The to-do value of rec into buf (RPC_CMETA_HEAL_VALUE_CAP bytes): its length, 0 when no
+/* The to-do value of rec into buf (CL_META_HEAL_VALUE_CAP bytes): its length, 0 when no
  * cell of rec is marked missing (the record needs no to-do key). */
-size_t rpc_cmeta_heal_value(const struct rpc_cl_object *rec, char *buf);
+size_t cl_meta_heal_value(const struct cl_rec_object *rec, char *buf);
 
 /* The extent ids of a to-do value: how many went into ids[0..cap) (malformed ones are
  * skipped). */
-size_t rpc_cmeta_heal_ids(const void *value, size_t len, uint64_t *ids, size_t cap);
+size_t cl_meta_heal_ids(const void *value, size_t len, uint64_t *ids, size_t cap);
 
 /* The etcd key of an object record into buf (cap bytes): its length, or -EINVAL (a bucket
  * name empty or with '/', an empty key) / -ENAMETOOLONG. */
-int rpc_cmeta_object_key(const char *bucket, const char *key, char *buf, size_t cap);
+int cl_meta_object_key(const char *bucket, const char *key, char *buf, size_t cap);
 
 #endif

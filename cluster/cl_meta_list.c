@@ -1,5 +1,5 @@
 /*
- * Listings (rpc_cmeta.h): a bucket's records are the etcd range
+ * Listings (cl_meta.h): a bucket's records are the etcd range
  * [/zest/objects/<bucket>/<prefix>, the prefix's end), read from just after start_after.
  * The first page is read in one Txn with the bucket key (one snapshot says "no bucket" or
  * the records); later pages are pinned to its revision. Pages are small because a record
@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc_cmeta_internal.h"
+#include "cl_meta_internal.h"
 #include "zc.h"
 
 #define PAGE 64 /* records per etcd read */
 
 void
-rpc_cmeta_listing_fini(struct rpc_cmeta_listing *l)
+cl_meta_listing_fini(struct cl_meta_listing *l)
 {
 	if (!l)
 		return;
@@ -49,18 +49,18 @@ bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 
 /* Append the records of kvs (keys under the bucket's prefix of pl bytes) to out. */
 static int
-take(struct rpc_cmeta_listing *out, const struct rpc_etcd_kvs *kvs, size_t pl)
+take(struct cl_meta_listing *out, const struct cl_etcd_kvs *kvs, size_t pl)
 {
 	for (size_t i = 0; i < kvs->n; i++) {
-		const struct rpc_etcd_kv *kv = &kvs->kv[i];
-		struct rpc_cmeta_entry *e = &out->v[out->n];
-		struct rpc_cl_object o;
-		char why[RPC_CL_WHY_MAX];
+		const struct cl_etcd_kv *kv = &kvs->kv[i];
+		struct cl_meta_entry *e = &out->v[out->n];
+		struct cl_rec_object o;
+		char why[CL_REC_WHY_MAX];
 		int err;
 
 		if (kv->key_len <= pl)
 			return -EIO; /* etcd answered outside the range */
-		err = rpc_cl_object_decode(kv->value, kv->value_len, &o, why, sizeof(why));
+		err = cl_rec_object_decode(kv->value, kv->value_len, &o, why, sizeof(why));
 		if (err) {
 			ZC_WARN("cmeta", "record key=%s does not decode why=\"%s\"", kv->key, why);
 			return err;
@@ -70,7 +70,7 @@ take(struct rpc_cmeta_listing *out, const struct rpc_etcd_kvs *kvs, size_t pl)
 		o.etag = NULL;
 		e->size = o.size;
 		e->mtime_ns = o.mtime_ns;
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		if (!e->key) {
 			free(e->etag);
 			return -ENOMEM;
@@ -81,13 +81,13 @@ take(struct rpc_cmeta_listing *out, const struct rpc_etcd_kvs *kvs, size_t pl)
 }
 
 int
-rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const char *start_after,
-               unsigned limit, bool serializable, struct rpc_cmeta_listing *out,
+cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const char *start_after,
+               unsigned limit, bool serializable, struct cl_meta_listing *out,
                unsigned timeout_ms)
 {
-	char bk[RPC_CMETA_KEY_CAP], start[RPC_CMETA_KEY_CAP + 1], end[RPC_CMETA_KEY_CAP];
-	struct rpc_etcd_txn_result res = { 0 };
-	struct rpc_cmeta_deadline d;
+	char bk[CL_META_KEY_CAP], start[CL_META_KEY_CAP + 1], end[CL_META_KEY_CAP];
+	struct cl_etcd_txn_result res = { 0 };
+	struct cl_meta_deadline d;
 	size_t pl, sl, el, want;
 	int bkl, n, err;
 	unsigned left;
@@ -96,15 +96,15 @@ rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const
 		memset(out, 0, sizeof(*out));
 	if (!c || !out)
 		return -EINVAL;
-	bkl = rpc_cmeta_bucket_key(bucket, bk, sizeof(bk));
+	bkl = cl_meta_bucket_key(bucket, bk, sizeof(bk));
 	if (bkl < 0)
 		return bkl;
 	prefix = prefix ? prefix : "";
 	start_after = start_after ? start_after : "";
-	want = !limit || limit > RPC_CMETA_LIST_MAX ? RPC_CMETA_LIST_MAX : limit;
+	want = !limit || limit > CL_META_LIST_MAX ? CL_META_LIST_MAX : limit;
 	/* start: the bucket's prefix + the client's prefix, or just past start_after when
 	 * that sorts later ("\0" appended: the first key after it) */
-	n = snprintf(end, sizeof(end), RPC_CMETA_OBJECTS "%s/", bucket);
+	n = snprintf(end, sizeof(end), CL_META_OBJECTS "%s/", bucket);
 	if (n < 0 || (size_t)n >= sizeof(end))
 		return -ENAMETOOLONG;
 	pl = (size_t)n;
@@ -125,17 +125,17 @@ rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const
 	out->v = calloc(want, sizeof(*out->v));
 	if (!out->v)
 		return -ENOMEM;
-	rpc_cmeta_deadline_init(&d, timeout_ms, 0);
+	cl_meta_deadline_init(&d, timeout_ms, 0);
 	/* start_after past the prefix's every key: nothing to list, but the bucket's
 	 * existence is still read */
 	bool empty = el && bytes_cmp(start, sl, end, el) >= 0;
-	struct rpc_etcd_op ops[2] = {
-		{ .type = RPC_ETCD_OP_RANGE,
+	struct cl_etcd_op ops[2] = {
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = bk,
 		         .key_len = (size_t)bkl,
 		         .keys_only = true,
 		         .serializable = serializable } },
-		{ .type = RPC_ETCD_OP_RANGE,
+		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = start,
 		         .key_len = sl,
 		         .end = el ? end : "\0",
@@ -143,10 +143,10 @@ rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const
 		         .limit = (int64_t)(want < PAGE ? want : PAGE),
 		         .serializable = serializable } },
 	};
-	struct rpc_etcd_txn txn = { .then = ops, .n_then = empty ? 1 : 2 };
+	struct cl_etcd_txn txn = { .then = ops, .n_then = empty ? 1 : 2 };
 
-	left = rpc_cmeta_deadline_left(&d);
-	err = left ? rpc_cmeta_etcd_err(rpc_etcd_txn(c, &txn, &res, left)) : ZC_E(ZC_UNAVAILABLE);
+	left = cl_meta_deadline_left(&d);
+	err = left ? cl_meta_etcd_err(cl_etcd_txn(c, &txn, &res, left)) : ZC_E(ZC_UNAVAILABLE);
 	if (err)
 		goto fail;
 	if (res.n_op != txn.n_then) {
@@ -159,16 +159,16 @@ rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const
 	}
 	out->revision = res.revision;
 	if (empty) {
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 		return 0;
 	}
 	err = take(out, &res.op[1].kvs, pl);
 	out->more = res.op[1].kvs.more;
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	while (!err && out->more && out->n < want) {
-		const struct rpc_cmeta_entry *last = &out->v[out->n - 1];
-		struct rpc_etcd_kvs kvs = { 0 };
-		struct rpc_etcd_range r = { .key = start,
+		const struct cl_meta_entry *last = &out->v[out->n - 1];
+		struct cl_etcd_kvs kvs = { 0 };
+		struct cl_etcd_range r = { .key = start,
 			                    .end = ops[1].r.end,
 			                    .end_len = ops[1].r.end_len,
 			                    .revision = out->revision,
@@ -183,19 +183,19 @@ rpc_cmeta_list(struct rpc_etcd *c, const char *bucket, const char *prefix, const
 		start[pl + kl] = '\0';
 		r.key_len = pl + kl + 1;
 		r.limit = (int64_t)(rem < PAGE ? rem : PAGE);
-		left = rpc_cmeta_deadline_left(&d);
-		err = left ? rpc_cmeta_etcd_err(rpc_etcd_range(c, &r, &kvs, left))
+		left = cl_meta_deadline_left(&d);
+		err = left ? cl_meta_etcd_err(cl_etcd_range(c, &r, &kvs, left))
 		           : ZC_E(ZC_UNAVAILABLE);
 		if (err)
 			break;
 		err = take(out, &kvs, pl);
 		out->more = kvs.more;
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 	}
 	if (!err)
 		return 0;
 fail:
-	rpc_etcd_txn_result_fini(&res);
-	rpc_cmeta_listing_fini(out);
+	cl_etcd_txn_result_fini(&res);
+	cl_meta_listing_fini(out);
 	return err;
 }
