@@ -32,14 +32,7 @@ static const char *const method_path[ETCD_METHOD_COUNT] = {
 	[ETCD_LEASE_GRANT] = "/etcdserverpb.Lease/LeaseGrant",
 	[ETCD_LEASE_REVOKE] = "/etcdserverpb.Lease/LeaseRevoke",
 	[ETCD_LEASE_KEEPALIVE] = "/etcdserverpb.Lease/LeaseKeepAlive",
-	[ETCD_WATCH] = "/etcdserverpb.Watch/Watch",
 };
-
-const char *
-etcd_method_path(enum etcd_method m)
-{
-	return method_path[m];
-}
 
 /* A caller waiting for its call's batch. */
 struct waiter {

@@ -7,9 +7,8 @@
  *
  * Threads: every call blocks the calling thread until etcd answers or its deadline passes
  * (timeout_ms; 0 takes the client's default). Any number of threads may call at once on
- * one client. The client has one thread of its own ("etcd-cq", its completion queue),
- * each keepalive one more ("etcd-keepalive", where its lost callback runs) and each
- * watch one ("etcd-watch", where its event callback runs).
+ * one client. The client has one thread of its own ("etcd-cq", its completion queue)
+ * and each keepalive one more ("etcd-keepalive", where its lost callback runs).
  *
  * Endpoints and failover: a client holds one channel per endpoint and sends each call to
  * its current endpoint. When that answers UNAVAILABLE (member down, or up without a
@@ -260,44 +259,5 @@ int cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s,
 /* Stop renewing (the lease itself stays until it expires or is revoked) and free ka;
  * returns after the thread has ended, so no callback runs after it. NULL: no-op. */
 void cl_etcd_keepalive_stop(struct cl_etcd_keepalive *ka);
-
-/* ------------------------------------------------------------------ watches */
-
-enum cl_etcd_event_type {
-	CL_ETCD_EVENT_PUT,
-	CL_ETCD_EVENT_DELETE, /* kv: the key, mod_revision = the deletion's revision */
-};
-
-struct cl_etcd_event {
-	enum cl_etcd_event_type type;
-	struct cl_etcd_kv kv;
-};
-
-struct cl_etcd_watch;
-
-/*
- * Called on the watch's own thread with the events of one revision or more, in revision
- * order; ev and the keys and values they point to are borrowed for the call. err != 0
- * (ev NULL, n 0) ends the watch: -ERANGE when etcd has compacted revisions the watch had
- * not delivered yet (read the current state with a range, then watch again from its
- * revision + 1), -ENOMEM. The callback must not call _stop itself.
- */
-typedef void (*cl_etcd_watch_cb)(void *arg, const struct cl_etcd_event *ev, size_t n, int err);
-
-/*
- * Watch the keys r names (key, end, prefix only) from start_revision (0: from now) on a
- * thread of its own. A stream that breaks (member down, member without a leader) is
- * reopened on the next endpoint from the revision after the last event delivered, so each
- * event arrives once and in order; while no member can serve, the watch retries every
- * half second and stays silent. Returns once etcd has created the watch, so every change
- * made after the return is seen: 0 and *out; ZC_E(ZC_NO_QUORUM) if no member created it
- * within the client's default deadline; -EINVAL, -ENOMEM, -EAGAIN.
- */
-int cl_etcd_watch_start(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t start_revision,
-                         cl_etcd_watch_cb cb, void *arg, struct cl_etcd_watch **out);
-
-/* Stop and free w; returns after its thread has ended, so no callback runs after it.
- * NULL: no-op. */
-void cl_etcd_watch_stop(struct cl_etcd_watch *w);
 
 #endif

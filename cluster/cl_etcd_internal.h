@@ -1,10 +1,9 @@
 /*
- * cl_etcd internals, shared by the client's files. Private to rpc/.
+ * cl_etcd internals, shared by the client's files. Private to cluster/.
  *   cl_etcd.c        endpoints, channels, the blocking call with failover, errors
  *   cl_etcd_tls.c    channel credentials for https:// endpoints
  *   cl_etcd_kv.c     get, range, put, delete, txn: zest structs <-> etcdserverpb
  *   cl_etcd_lease.c  lease grant and revoke, the keepalive thread
- *   cl_etcd_watch.c  watches: a Watch stream per watch on a thread of its own
  */
 #ifndef ZEST_CL_ETCD_INTERNAL_H
 #define ZEST_CL_ETCD_INTERNAL_H
@@ -26,7 +25,6 @@ enum etcd_method {
 	ETCD_LEASE_GRANT,
 	ETCD_LEASE_REVOKE,
 	ETCD_LEASE_KEEPALIVE,
-	ETCD_WATCH,
 	ETCD_METHOD_COUNT
 };
 
@@ -66,8 +64,6 @@ grpc_slice etcd_pack(const ProtobufCMessage *msg);
 
 /* A received message as desc (NULL when missing or malformed); bb stays the caller's. */
 ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
-
-const char *etcd_method_path(enum etcd_method m);
 
 /* ---- cl_etcd_kv.c */
 /* The [key, end) etcd wants for r (prefix ends computed); *owned (free it) holds a computed

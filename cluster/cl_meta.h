@@ -41,7 +41,6 @@
 
 #define CL_META_BUCKETS "/zest/buckets/"
 #define CL_META_OBJECTS "/zest/objects/"
-#define CL_META_UPLOADS "/zest/uploads/"
 #define CL_META_EXTENTS "/zest/extents/"
 #define CL_META_MOVED   "/zest/moved/"
 #define CL_META_HEAL    "/zest/heal/"

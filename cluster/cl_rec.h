@@ -100,27 +100,6 @@ struct cl_rec_object {
 	char *moved; /* NULL/"": none; else the moved key a Complete wrote naming this record */
 };
 
-struct cl_rec_part {
-	unsigned number; /* 1..CL_REC_MAX_PARTS */
-	uint64_t size;   /* equals extent.size */
-	char *etag;      /* non-empty */
-	char *checksum;
-	uint64_t mtime_ns;
-	struct cl_rec_extent extent;
-};
-
-/* /zest/uploads/<bucket>/<upload-id> */
-struct cl_rec_upload {
-	char *key; /* non-empty */
-	uint64_t initiated_ns;
-	struct cl_rec_attr *attrs;
-	size_t nattrs;
-	char *checksum_algorithm;  /* "" or CRC32, CRC32C, SHA1, SHA256, CRC64NVME */
-	char *checksum_type;       /* "", COMPOSITE or FULL_OBJECT */
-	struct cl_rec_part *parts; /* by number, strictly increasing */
-	size_t nparts;
-};
-
 /* The groups an extent of e->size bytes has: ceil(size / (k * cell_size * stripes)). */
 size_t cl_rec_extent_groups(const struct cl_rec_extent *e);
 
@@ -154,11 +133,5 @@ int cl_rec_object_encode(const struct cl_rec_object *v, uint8_t **buf, size_t *l
 int cl_rec_object_decode(const void *buf, size_t len, struct cl_rec_object *out, char *why,
                          size_t cap);
 void cl_rec_object_fini(struct cl_rec_object *v);
-
-int cl_rec_upload_encode(const struct cl_rec_upload *v, uint8_t **buf, size_t *len, char *why,
-                         size_t cap);
-int cl_rec_upload_decode(const void *buf, size_t len, struct cl_rec_upload *out, char *why,
-                         size_t cap);
-void cl_rec_upload_fini(struct cl_rec_upload *v);
 
 #endif

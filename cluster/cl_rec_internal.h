@@ -11,6 +11,5 @@ int cl_rec_why(char *why, size_t cap, const char *fmt, ...) __attribute__((forma
 int cl_rec_check_node(const struct cl_rec_node *v, char *why, size_t cap);
 int cl_rec_check_member(const struct cl_rec_member *v, char *why, size_t cap);
 int cl_rec_check_object(const struct cl_rec_object *v, char *why, size_t cap);
-int cl_rec_check_upload(const struct cl_rec_upload *v, char *why, size_t cap);
 
 #endif

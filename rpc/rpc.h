@@ -397,8 +397,6 @@ void rpc_write_finish_cell(struct rpc_write *w, const struct rpc_cell_result *re
  * Any thread. After finish or fail the handler must not touch w again. */
 void rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-/* The peer address ("ipv4:127.0.0.1:5555"), for logs; valid for the call's life. */
-const char *rpc_write_peer(const struct rpc_write *w);
 
 /*
  * Read handler (server streaming).

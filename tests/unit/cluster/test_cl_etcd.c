@@ -2,9 +2,8 @@
  * cl_etcd against a real etcd 3.4 started by the test on loopback (tests/lib/etcd_test.h):
  * keys (put/get/range with limit and more, prefix, delete), txn compares that hold and
  * that fail, leases (keepalive past the TTL, revoke, expiry once renewals stop, the lost
- * callback), watches (from now and from a past revision), bad arguments, a fast clear error with
- * etcd down, https with mTLS, and a 3-member cluster that loses one member (calls, keepalives and
- * watches fail over) and then its quorum. Skips (77) without /usr/bin/etcd.
+ * callback), bad arguments, a fast clear error with etcd down, https with mTLS, and a 3-member
+ * cluster that loses one member (calls and keepalives fail over) and then its quorum. Skips (77) without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -334,87 +333,6 @@ test_lease(struct cl_etcd *c)
 	CHECK_EQ(cl_etcd_put(c, S("l/r3"), S("x"), id, NULL, 0), -ENOENT);
 }
 
-/* ------------------------------------------------------------------ watches */
-
-#define MAX_SEEN 64
-
-struct seen {
-	pthread_mutex_t mu;
-	unsigned n;
-	int err;
-	enum cl_etcd_event_type type[MAX_SEEN];
-	char key[MAX_SEEN][16], value[MAX_SEEN][16];
-	int64_t rev[MAX_SEEN];
-};
-
-static void
-on_events(void *arg, const struct cl_etcd_event *ev, size_t n, int err)
-{
-	struct seen *s = arg;
-
-	pthread_mutex_lock(&s->mu);
-	if (err)
-		s->err = err;
-	for (size_t i = 0; i < n && s->n < MAX_SEEN; i++, s->n++) {
-		s->type[s->n] = ev[i].type;
-		snprintf(s->key[s->n], sizeof(s->key[0]), "%s", ev[i].kv.key);
-		snprintf(s->value[s->n], sizeof(s->value[0]), "%s", ev[i].kv.value);
-		s->rev[s->n] = ev[i].kv.mod_revision;
-	}
-	pthread_mutex_unlock(&s->mu);
-}
-
-static unsigned
-wait_seen(struct seen *s, unsigned n, int64_t limit_ms)
-{
-	int64_t t0 = now_ms();
-	unsigned got;
-
-	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		got = s->n;
-		pthread_mutex_unlock(&s->mu);
-		if (got >= n || now_ms() - t0 > limit_ms)
-			return got;
-		usleep(20 * 1000);
-	}
-}
-
-static void
-test_watch(struct cl_etcd *c)
-{
-	struct seen s = { .mu = PTHREAD_MUTEX_INITIALIZER },
-	            h = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	struct cl_etcd_range r = { S("w/"), .prefix = true };
-	struct cl_etcd_watch *w, *hw;
-	int64_t r1, r2, r3;
-
-	CHECK_EQ(cl_etcd_watch_start(c, &r, 0, on_events, &s, &w), 0);
-	CHECK_EQ(cl_etcd_put(c, S("w/1"), S("a"), 0, &r1, 0), 0);
-	CHECK_EQ(cl_etcd_put(c, S("x/1"), S("outside"), 0, NULL, 0), 0);
-	CHECK_EQ(cl_etcd_put(c, S("w/2"), S("b"), 0, &r2, 0), 0);
-	CHECK_EQ(cl_etcd_delete(c, &(struct cl_etcd_range){ S("w/1") }, NULL, &r3, 0), 0);
-	CHECK_EQ(wait_seen(&s, 3, 3000), 3);
-	usleep(100 * 1000);
-	CHECK_EQ(s.n, 3);
-	CHECK(s.type[0] == CL_ETCD_EVENT_PUT && !strcmp(s.key[0], "w/1") &&
-	      !strcmp(s.value[0], "a") && s.rev[0] == r1);
-	CHECK(s.type[1] == CL_ETCD_EVENT_PUT && !strcmp(s.key[1], "w/2") && s.rev[1] == r2);
-	CHECK(s.type[2] == CL_ETCD_EVENT_DELETE && !strcmp(s.key[2], "w/1") && s.rev[2] == r3);
-	cl_etcd_watch_stop(w);
-
-	/* from a past revision: the history since, then nothing twice */
-	CHECK_EQ(cl_etcd_watch_start(c, &r, r2, on_events, &h, &hw), 0);
-	CHECK_EQ(wait_seen(&h, 2, 3000), 2);
-	CHECK(!strcmp(h.key[0], "w/2") && h.rev[0] == r2 && h.rev[1] == r3);
-	CHECK_EQ(h.err, 0);
-	cl_etcd_watch_stop(hw);
-	cl_etcd_watch_stop(NULL);
-	CHECK_EQ(cl_etcd_watch_start(c, &(struct cl_etcd_range){ S("w/"), .limit = 1 }, 0,
-	                              on_events, &h, &hw),
-	         -EINVAL);
-}
-
 /* ------------------------------------------------------------------ errors */
 
 static void
@@ -490,17 +408,6 @@ test_down(void)
 	CHECK_EQ(zc_err_code(ZC_E(ZC_NO_QUORUM)), ZC_NO_QUORUM);
 	cl_etcd_kvs_fini(&kvs);
 	cl_etcd_destroy(c);
-
-	/* a watch nobody can create fails after the client's deadline */
-	struct cl_etcd_watch *w = NULL;
-	o.timeout_ms = 600;
-	CHECK_EQ(cl_etcd_create(eps, &o, &c), 0);
-	t0 = now_ms();
-	CHECK_EQ(
-	        cl_etcd_watch_start(c, &(struct cl_etcd_range){ S("k") }, 0, on_events, NULL, &w),
-	        ZC_E(ZC_NO_QUORUM));
-	CHECK(w == NULL && now_ms() - t0 < 2000);
-	cl_etcd_destroy(c);
 }
 
 /* ------------------------------------------------------------------ TLS */
@@ -561,9 +468,7 @@ static void
 test_cluster(void)
 {
 	struct cl_etcd_opts o = { .timeout_ms = 3000 };
-	struct seen s = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	struct cl_etcd_keepalive *ka;
-	struct cl_etcd_watch *w;
 	struct lost lost = { 0 };
 	struct cl_etcd_kvs kvs;
 	struct cl_etcd *c;
@@ -578,9 +483,6 @@ test_cluster(void)
 	CHECK_EQ(cl_etcd_lease_grant(c, 2, &id, &ttl, 0), 0);
 	CHECK_EQ(cl_etcd_put(c, S("c/leased"), S("x"), id, NULL, 0), 0);
 	CHECK_EQ(cl_etcd_keepalive_start(c, id, ttl, on_lost, &lost, &ka), 0);
-	CHECK_EQ(
-	        cl_etcd_watch_start(c, &(struct cl_etcd_range){ S("c/k") }, 0, on_events, &s, &w),
-	        0);
 
 	/* the member the client talks to (the first) dies: the next call moves on */
 	t_etcd_kill(&e, 0);
@@ -590,16 +492,11 @@ test_cluster(void)
 	CHECK_EQ(cl_etcd_get(c, S("c/k"), false, &kvs, 0), 0);
 	CHECK(!strcmp(kvs.kv[0].value, "v2"));
 	cl_etcd_kvs_fini(&kvs);
-	/* so did the watch: the put made after the kill arrives, once */
-	CHECK_EQ(wait_seen(&s, 1, 5000), 1);
-	CHECK(!strcmp(s.value[0], "v2"));
 	/* the keepalive failed over too: the key outlives its TTL */
 	sleep(3);
 	CHECK(exists(c, "c/leased"));
 	CHECK_EQ(lost.calls, 0);
 	cl_etcd_keepalive_stop(ka);
-	CHECK_EQ(s.n, 1);
-	cl_etcd_watch_stop(w);
 
 	/* a second member dies: no quorum. Writes and linearizable reads fail within the
 	 * deadline with a 503 code; the survivor still serves serializable reads. */
@@ -643,7 +540,6 @@ main(void)
 	test_kv(c);
 	test_range(c);
 	test_txn(c);
-	test_watch(c);
 	test_bad_args(c);
 	test_lease(c);
 	cl_etcd_destroy(c);

@@ -324,74 +324,6 @@ test_object_decode_refuses(void **state)
 }
 
 static void
-test_upload_roundtrip(void **state)
-{
-	static struct cl_rec_group g[4][2];
-	struct cl_rec_part parts[3];
-	struct cl_rec_attr attrs[] = { { "content-type", "a/b" } };
-	struct cl_rec_upload u = { .key = "big/file",
-		                   .initiated_ns = 9,
-		                   .attrs = attrs,
-		                   .nattrs = 1,
-		                   .checksum_algorithm = "CRC32C",
-		                   .checksum_type = "FULL_OBJECT",
-		                   .parts = parts,
-		                   .nparts = 3 },
-	                     d;
-	char why[CL_REC_WHY_MAX];
-	uint8_t *buf;
-	size_t len;
-
-	(void)state;
-	for (unsigned i = 0; i < 3; i++) {
-		memset(&parts[i], 0, sizeof(parts[i]));
-		parts[i].number = 1 + 2 * i;
-		parts[i].size = (5ull << 20) * (i + 1);
-		parts[i].etag = "0123456789abcdef0123456789abcdef";
-		parts[i].checksum = i == 1 ? "AAAAAA==" : "";
-		make_extent(&parts[i].extent, 100 + i, parts[i].size, g[i]);
-	}
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), 0);
-	assert_int_equal(cl_rec_upload_decode(buf, len, &d, why, sizeof(why)), 0);
-	free(buf);
-	assert_string_equal(d.key, "big/file");
-	assert_string_equal(d.checksum_type, "FULL_OBJECT");
-	assert_int_equal(d.nparts, 3);
-	assert_int_equal(d.parts[2].number, 5);
-	assert_string_equal(d.parts[1].checksum, "AAAAAA==");
-	assert_true(d.parts[2].extent.id == 102);
-	assert_true(d.parts[2].size == 15ull << 20);
-	cl_rec_upload_fini(&d);
-
-	parts[2].number = 3;
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "UploadRecord.parts[2].number 3 after 3");
-	parts[2].number = 10001;
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "UploadRecord.parts[2].number 10001 is not in 1..10000");
-	parts[2].number = 5;
-	parts[1].size++;
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "UploadRecord.parts[1].size 10485761, its extent 10485760");
-	parts[1].size--;
-	u.checksum_type = "SOMETIMES";
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "UploadRecord.checksum_type \"SOMETIMES\" is unknown");
-	u.checksum_type = "";
-	u.key = NULL;
-	assert_int_equal(cl_rec_upload_encode(&u, &buf, &len, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "UploadRecord.key is empty");
-	/* a part without its extent */
-	{
-		static const uint8_t v[] = { 0x0a, 1, 'k', 0x32, 5, 0x08, 1, 0x1a, 1, 'e' };
-
-		assert_int_equal(cl_rec_upload_decode(v, sizeof(v), &d, why, sizeof(why)),
-		                 -EBADMSG);
-		assert_string_equal(why, "UploadRecord.parts[0].extent is missing");
-	}
-}
-
-static void
 test_node_names(void **state)
 {
 	char long_name[CL_REC_MAX_NAME + 2];
@@ -419,7 +351,6 @@ main(void)
 		cmocka_unit_test(test_member_and_bucket),
 		cmocka_unit_test(test_object_roundtrip),
 		cmocka_unit_test(test_object_decode_refuses),
-		cmocka_unit_test(test_upload_roundtrip),
 		cmocka_unit_test(test_node_names),
 	};
 
