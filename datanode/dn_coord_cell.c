@@ -54,16 +54,15 @@ on_done(void *arg, struct rpc_cwrite *rw, const struct rpc_status *st,
 {
 	struct ccell *cc = arg;
 	struct dn_coord_write *w = cc->w;
-	bool ok = st->code == GRPC_STATUS_OK && res && res->size == cc->length;
+	bool ok = !st->err && res && res->size == cc->length;
 
 	(void)rw;
 	if (ok)
 		dn_coord_hist_add(&w->c->peer_hist, zc_now_ns() - cc->t0);
 	else
 		ZC_WARN("coord",
-		        "peer=%s cell %016" PRIx64 ".%" PRIu32 ".%u failed: grpc=%d err=%d %s",
-		        cc->peer->name, w->id, cc->group, cc->cell, (int)st->code, st->err,
-		        st->msg);
+		        "peer=%s cell %016" PRIx64 ".%" PRIu32 ".%u failed: err=%d %s", cc->peer->name,
+		        w->id, cc->group, cc->cell, st->err, st->msg);
 	pthread_mutex_lock(&w->mu);
 	cc->done = true;
 	cc->ok = ok;

@@ -80,10 +80,10 @@ followup_done(void *arg, const struct rpc_status *st, const struct rpc_unary_res
 	struct followup *f = arg;
 
 	(void)resp;
-	if (st->code != GRPC_STATUS_OK)
-		ZC_WARN("coord", "%s to peer=%s failed: grpc=%d %s (the collector settles them)",
-		        f->m == RPC_COMMIT_CELLS ? "CommitCells" : "DeleteCells", f->peer,
-		        (int)st->code, st->msg);
+	if (st->err)
+		ZC_WARN("coord", "%s to peer=%s failed: err=%d %s (the collector settles them)",
+		        f->m == RPC_COMMIT_CELLS ? "CommitCells" : "DeleteCells", f->peer, st->err,
+		        st->msg);
 	dn_coord_followup_add(f->c, -1);
 	free(f);
 }

@@ -42,8 +42,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <grpc/status.h>
-
 #include "rpc_tls.h"
 #include "zc_err.h"
 #include "zc_ref.h"
@@ -54,30 +52,25 @@
 
 /* ------------------------------------------------------------------ status, errors */
 
+/* A finished call's outcome. Sent: the server turns err into the gRPC status the wire
+ * carries and puts its zest code in the "zest-err" trailer. Received: err is ZC_E(code) from
+ * that trailer when the peer sent one (a zest datanode always does), else the error the
+ * gRPC status stands for (-ETIMEDOUT for a deadline, -ECANCELED, -EACCES, ZC_E(ZC_UNAVAILABLE)
+ * for a peer that cannot be reached, -EIO for anything else). gRPC's codes never leave rpc/. */
 struct rpc_status {
-	grpc_status_code code; /* GRPC_STATUS_OK on success */
-	int err;               /* 0, or the error: ZC_E(code) from the "zest-err" trailer,
-	                        * else rpc_err_from_status(code) (zc_err.h) */
+	int err; /* 0 on success, else -errno or ZC_E(code) (zc_err.h) */
 	char msg[RPC_STATUS_MSG_MAX];
 };
 
 /* The trailing metadata key that carries a failed call's zest error code (decimal). */
 #define RPC_ERR_KEY "zest-err"
 
-/*
- * Map an error (zc_err.h: -errno or ZC_E(code)) to the gRPC status the wire carries:
- * NoSuchBucket/NoSuchKey NOT_FOUND, BucketAlreadyOwnedByYou ALREADY_EXISTS,
- * BucketNotEmpty/PreconditionFailed FAILED_PRECONDITION, InvalidArgument INVALID_ARGUMENT,
- * BadDigest DATA_LOSS, SlowDown/no space/changed RESOURCE_EXHAUSTED, no quorum/unreachable
- * UNAVAILABLE, canceled CANCELLED, NotImplemented UNIMPLEMENTED, anything else INTERNAL.
- */
-grpc_status_code rpc_status_from_err(int err);
+/* A caller's one translation of a failed call: 0 when st is OK, else ZC_E(code) of its
+ * error, so -EAGAIN and ZC_E(ZC_SLOW_DOWN) compare alike. An unreachable or failing peer
+ * (ZC_UNAVAILABLE, ZC_INTERNAL) is logged at warning level with its message, once, here. */
+int rpc_status_err(const struct rpc_status *st);
 
-/* For a status that came without a "zest-err" trailer (transport, deadline, a peer of
- * another kind): the error it stands for (OK -> 0). */
-int rpc_err_from_status(grpc_status_code code);
-
-/* Fill st with rpc_status_from_err(err) and the message (the message rule above; fmt NULL:
+/* Fill st with err and the message (the message rule above; fmt NULL:
  * strerror; err 0: OK, ""). */
 void rpc_status_set(struct rpc_status *st, int err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -676,8 +669,8 @@ int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union r
 /*
  * Blocking unary call (never from a client callback). On OK *resp is the response,
  * owned by the caller until rpc_unary_resp_fini(resp); otherwise *resp is zeroed
- * (fini is still safe). Returns 0 when the status is OK, else rpc_err_from_status()'s
- * error (st, optional, has the details).
+ * (fini is still safe). Returns 0 when the status is OK, else its error
+ * (struct rpc_status) (st, optional, has the details).
  */
 int rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
                     struct rpc_unary_resp *resp, struct rpc_status *st);

@@ -42,8 +42,8 @@ ucall_done(void *obj, bool success)
 
 	(void)success;
 	memset(&resp, 0, sizeof(resp));
-	rpc_client_fill_status(&st, u->status, u->details, &u->md_trailing);
-	if (st.code == GRPC_STATUS_OK) {
+	rpc_status_from_wire(&st, u->status, u->details, &u->md_trailing);
+	if (!st.err) {
 		rc = rpc_msg_unpack_resp(u->m, u->resp, &resp);
 		have = rc == 0;
 		if (rc == -ENOMEM)
@@ -200,9 +200,9 @@ rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_r
 	waiter_fini(&wt);
 	if (st)
 		*st = wt.st;
-	if (wt.st.code != GRPC_STATUS_OK)
+	if (wt.st.err)
 		rpc_unary_resp_fini(resp);
-	return wt.st.code == GRPC_STATUS_OK ? 0 : wt.st.err;
+	return wt.st.err;
 }
 
 /* ------------------------------------------------------------------ blocking put */
@@ -307,7 +307,7 @@ rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const vo
 	waiter_wait(&p.wt);
 	rpc_cwrite_destroy(w);
 	/* the call's own status says more than a local -ECANCELED from a dead stream */
-	if (p.wt.st.code != GRPC_STATUS_OK)
+	if (p.wt.st.err)
 		rc = p.wt.st.err;
 	if (st)
 		*st = p.wt.st;
@@ -318,7 +318,7 @@ out:
 	while (!p.released)
 		pthread_cond_wait(&p.wt.cond, &p.wt.mu);
 	pthread_mutex_unlock(&p.wt.mu);
-	if (rc && st && st->code == GRPC_STATUS_OK)
+	if (rc && st && !st->err)
 		rpc_status_set(st, rc, "write not started");
 	waiter_fini(&p.wt);
 	return rc;

@@ -175,8 +175,8 @@ cwrite_on_recv(void *obj, bool success)
 	struct rpc_status st;
 
 	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
-	rpc_client_fill_status(&st, w->status, w->details, &w->md_trailing);
-	if (st.code == GRPC_STATUS_OK) {
+	rpc_status_from_wire(&st, w->status, w->details, &w->md_trailing);
+	if (!st.err) {
 		res = rpc_unpack_message(desc, w->resp);
 		if (!res)
 			rpc_status_set(&st, -EIO, "missing or malformed %s", desc->short_name);

@@ -57,29 +57,6 @@ rpc_client_new_call(struct rpc_client *c, enum rpc_method m)
 	                                           c->methods[i][m], dl, NULL);
 }
 
-/* The status of a finished call; its error from the RPC_ERR_KEY trailer when the peer sent
- * one (a zest datanode always does), else what the gRPC code stands for. */
-void
-rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
-                       const grpc_metadata_array *trailing)
-{
-	st->code = code;
-	st->err = rpc_err_from_status(code);
-	rpc_slice_to_str(details, st->msg, sizeof(st->msg));
-	for (size_t i = 0; code != GRPC_STATUS_OK && i < trailing->count; i++) {
-		const grpc_metadata *md = &trailing->metadata[i];
-		char v[12];
-		long c;
-
-		if (!grpc_slice_str_cmp(md->key, RPC_ERR_KEY)) {
-			rpc_slice_to_str(md->value, v, sizeof(v));
-			c = strtol(v, NULL, 10);
-			if (c > 0 && c < ZC_CODE_COUNT)
-				st->err = ZC_E((enum zc_code)c);
-		}
-	}
-}
-
 int
 rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 {

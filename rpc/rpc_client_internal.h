@@ -72,8 +72,6 @@ struct rpc_client {
 
 /* ---- rpc_client.c */
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
-void rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
-                            const grpc_metadata_array *trailing);
 
 /* ---- rpc_cli_watch.c */
 void rpc_cli_watch_init(struct rpc_client *c);

@@ -9,6 +9,8 @@
 #include <grpc/byte_buffer.h>
 
 #include "rpc_msg.h"
+#include "rpc_status_internal.h"
+#include "rpc_tls_internal.h"
 
 extern atomic_ullong rpc_stat_received;
 extern atomic_ullong rpc_stat_copied[RPC_STAGE_COUNT];

@@ -13,20 +13,6 @@
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
-int
-s3_bcl_err(const struct rpc_status *st)
-{
-	enum zc_code code;
-
-	if (st->code == GRPC_STATUS_OK)
-		return 0;
-	code = zc_err_code(st->err);
-	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
-		ZC_WARN("s3cl", "datanode error code=%s grpc=%d msg=\"%s\"", zc_code_word(code),
-		        st->code, st->msg);
-	return ZC_E(code);
-}
-
 /* ------------------------------------------------------------------ nodes */
 
 struct rpc_client *
@@ -193,8 +179,8 @@ dcell_done(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *
 	struct dcell_wait *w = arg;
 
 	(void)resp;
-	if (st->code != GRPC_STATUS_OK)
-		ZC_DBG("s3cl", "DeleteCells failed grpc=%d msg=\"%s\"", st->code, st->msg);
+	if (st->err)
+		ZC_DBG("s3cl", "DeleteCells failed err=%d msg=\"%s\"", st->err, st->msg);
 	pthread_mutex_lock(&w->mu);
 	w->left--;
 	pthread_cond_broadcast(&w->cv);

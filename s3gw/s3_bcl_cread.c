@@ -143,7 +143,7 @@ s3_bcl_crd_next(struct bcl_crd *c, struct zc_seg *seg)
 		rc = -ENOMEM;
 	} else if (!c->qn) { /* done and drained */
 		/* not logged here: the GET logs once per stream what it reads around */
-		rc = c->st.code == GRPC_STATUS_OK ? 0 : ZC_E(zc_err_code(c->st.err));
+		rc = c->st.err ? ZC_E(zc_err_code(c->st.err)) : 0;
 		if (rc == 0 && c->got != c->want)
 			rc = -EBADMSG; /* a node that sent less than the range is as bad */
 	} else {

@@ -68,7 +68,6 @@ struct bcl {
 };
 
 /* ---- s3_bcl.c */
-int s3_bcl_err(const struct rpc_status *st);
 /* The client of node address addr (made on first use). NULL: -ENOMEM. */
 struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
 /* The client of node `name` in the view v, NULL when the node is not live. */

@@ -27,11 +27,11 @@ call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
 		rc = rpc_client_call(c, m, req, resp, &st); /* on failure resp holds nothing */
 		if (rc == 0)
 			return 0;
-		if (st.code != GRPC_STATUS_UNAVAILABLE || tries == 30)
+		if (st.err != ZC_E(ZC_UNAVAILABLE) || tries == 30)
 			break;
 		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
 	}
-	return s3_brpc_err(&st);
+	return rpc_status_err(&st);
 }
 
 int

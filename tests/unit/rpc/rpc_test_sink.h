@@ -23,6 +23,7 @@
 
 #include "zc_crc.h"
 #include "rpc.h"
+#include "rpc_status_internal.h" /* what the wire carries */
 
 #define SINK_CALL_CAP (8u << 20)
 
@@ -83,7 +84,7 @@ sink_put_sizes(struct rpc_client *cl, const char *prefix, const size_t *sizes, s
 		      res.crc32c != zc_crc32c(0, buf, sizes[i]);
 		free(buf);
 		if (bad) {
-			fprintf(stderr, "put %s: status %d '%s'\n", key, st.code, st.msg);
+			fprintf(stderr, "put %s: status %d '%s'\n", key, rpc_status_from_err(st.err), st.msg);
 			return -1;
 		}
 	}

@@ -216,7 +216,7 @@ test_backpressure_and_writable(void **state)
 	e.sink.pause_always = true;
 	stream_start(&e, &s, "bp", own, len, 256u << 10);
 	stream_wait(&s);
-	assert_int_equal(s.st.code, GRPC_STATUS_OK);
+	assert_int_equal(rpc_status_from_err(s.st.err), GRPC_STATUS_OK);
 	assert_int_equal(s.size, len);
 	assert_int_equal(s.crc, zc_crc32c(0, own->buf, len));
 	assert_string_equal(s.etag, "\"etag\"");
@@ -244,7 +244,7 @@ test_many_streams_one_thread(void **state)
 	}
 	for (int i = 0; i < 16; i++) {
 		stream_wait(&s[i]);
-		assert_int_equal(s[i].st.code, GRPC_STATUS_OK);
+		assert_int_equal(rpc_status_from_err(s[i].st.err), GRPC_STATUS_OK);
 		assert_int_equal(s[i].crc, zc_crc32c(0, own[i]->buf, len));
 		owner_drop(own[i]);
 	}
@@ -276,7 +276,7 @@ test_send_refusals(void **state)
 	assert_int_equal(rpc_cwrite_send(s.w, &small, 1), -ECANCELED); /* after commit */
 	assert_int_equal(rpc_cwrite_commit(s.w, &small, 1, NULL), -ECANCELED);
 	stream_wait(&s);
-	assert_int_equal(s.st.code, GRPC_STATUS_OK);
+	assert_int_equal(rpc_status_from_err(s.st.err), GRPC_STATUS_OK);
 	assert_int_equal(s.size, 100);
 	owner_drop(own);
 	env_down(&e);
@@ -300,7 +300,7 @@ unary_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *re
 		assert_int_equal(resp->method, RPC_STAT);
 		snprintf(u->key, sizeof(u->key), "%s", resp->info.key);
 	}
-	u->codes[u->calls < 2 ? u->calls : 1] = st->code;
+	u->codes[u->calls < 2 ? u->calls : 1] = rpc_status_from_err(st->err);
 	u->calls++;
 	pthread_cond_signal(&u->cond);
 	pthread_mutex_unlock(&u->mu);
@@ -352,7 +352,7 @@ test_no_server(void **state)
 	assert_int_equal(rpc_client_create(&co, &cl), 0);
 	assert_int_equal(rpc_client_put(cl, &open, buf, sizeof(buf), 1u << 20, NULL, &st),
 	                 ZC_E(ZC_UNAVAILABLE));
-	assert_int_equal(st.code, GRPC_STATUS_UNAVAILABLE);
+	assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_UNAVAILABLE);
 	assert_int_equal(rpc_client_call(cl, RPC_HEAD_BUCKET, &q, &resp, &st),
 	                 ZC_E(ZC_UNAVAILABLE));
 	assert_null(resp.mem);
