@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 
 #include "dn_cheal.h"
-#include "rpc.h"
+#include "rpc_client.h"
 #include "cl_rec.h"
 #include "zc_loop.h"
 

@@ -15,6 +15,7 @@
 #include "dn_coord.h"
 #include "dn_internal.h"
 #include "ec.h"
+#include "rpc_client.h"
 #include "cl_meta.h"
 #include "cl_members.h"
 #include "zc_place.h"

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "rpc_client.h"
 #include "rpc_internal.h"
 
 struct ctag {

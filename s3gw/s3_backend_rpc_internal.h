@@ -30,7 +30,7 @@
 #ifndef ZEST_S3_BACKEND_RPC_INTERNAL_H
 #define ZEST_S3_BACKEND_RPC_INTERNAL_H
 
-#include "rpc.h"
+#include "rpc_client.h"
 #include "s3.h"
 
 /* Queued GET bytes that pause the datanode stream (no more RECV_MESSAGE: HTTP/2 flow

@@ -23,7 +23,7 @@
 #include <stdatomic.h>
 
 #include "ec.h"
-#include "rpc.h"
+#include "rpc_client.h"
 #include "cl_meta.h"
 #include "cl_members.h"
 #include "s3.h"

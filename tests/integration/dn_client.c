@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rpc.h"
+#include "rpc_client.h"
 #include "rpc_raw.h"
 #include "rpc_tls_internal.h"
 

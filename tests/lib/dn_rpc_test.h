@@ -11,7 +11,8 @@
 #include <time.h>
 
 #include "dn_rpc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 

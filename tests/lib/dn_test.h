@@ -325,7 +325,7 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 }
 #endif /* DN_TEST_RPC_ONLY */
 
-#ifdef ZEST_RPC_H
+#ifdef ZEST_RPC_CLIENT_H
 /* ---- the client side of zest.Datanode (rpc_client_*) ---- */
 
 /* Put len bytes of buf as bucket/key in chunk-sized WriteChunks (k 0: the default
@@ -426,6 +426,6 @@ t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t o
 	pthread_cond_destroy(&g->cond);
 	return err;
 }
-#endif /* ZEST_RPC_H */
+#endif /* ZEST_RPC_CLIENT_H */
 
 #endif

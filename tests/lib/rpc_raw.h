@@ -17,7 +17,7 @@
 #include <grpc/grpc_security.h>
 
 #include "zc_crc.h"
-#include "rpc.h"
+#include "rpc_client.h"
 #include "rpc_status_internal.h"
 #include "t_check.h"
 

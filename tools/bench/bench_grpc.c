@@ -18,7 +18,7 @@
 
 #include "bench.h"
 #include "bench_report.h"
-#include "rpc.h"
+#include "rpc_client.h"
 #include "zc.h"
 
 struct bench;

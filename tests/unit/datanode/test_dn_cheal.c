@@ -24,7 +24,7 @@
  * - etcd down: the pass fails fast and changes nothing.
  * Skips (77) without /usr/bin/etcd.
  */
-#include "rpc.h"
+#include "rpc_server.h"
 #include "dn_rpc.h"
 
 /* gcc 12 misjudges t_env_init's snprintf when several t_envs are set up from one loop

@@ -17,7 +17,8 @@
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "../../../datanode/dn_coord_internal.h"

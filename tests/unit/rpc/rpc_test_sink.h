@@ -22,7 +22,8 @@
 #include <unistd.h>
 
 #include "zc_crc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 #include "rpc_status_internal.h" /* what the wire carries */
 
 #define SINK_CALL_CAP (8u << 20)

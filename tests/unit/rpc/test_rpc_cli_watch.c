@@ -23,7 +23,8 @@
 
 #include <cmocka.h>
 
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 #include "rpc_status_internal.h" /* what the wire carries */
 #include "zc.h"
 #include "zc_crc.h"
