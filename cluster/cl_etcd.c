@@ -19,6 +19,7 @@
 #include <grpc/support/time.h>
 
 #include "cl_etcd_internal.h"
+#include "rpc_chan.h"
 #include "zc.h"
 
 #define RECONNECT_BACKOFF_MAX_MS 1000 /* a restarted member is used again within this */
@@ -114,8 +115,7 @@ cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl
 	static const struct cl_etcd_opts defaults;
 	grpc_channel_credentials *creds = NULL;
 	struct cl_etcd *c;
-	grpc_channel_args args;
-	grpc_arg arg[5];
+	struct rpc_chan_args args;
 	bool tls = false;
 	int rc;
 
@@ -137,34 +137,21 @@ cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl
 		goto fail;
 	if (!tls)
 		creds = grpc_insecure_credentials_create();
-	/* A range can be large; etcd itself caps a request at 1.5 MiB by default. */
-	arg[0].type = GRPC_ARG_INTEGER;
-	arg[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	arg[0].value.integer = 64 << 20;
-	/* Failover is ours; gRPC's retry filter would only hold sent messages. */
-	arg[1].type = GRPC_ARG_INTEGER;
-	arg[1].key = GRPC_ARG_ENABLE_RETRIES;
-	arg[1].value.integer = 0;
-	/* A restarted member is used again within a second (gRPC's backoff grows to 120 s,
-	 * and calls to a channel waiting to reconnect fail at once). */
-	arg[2].type = GRPC_ARG_INTEGER;
-	arg[2].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-	arg[2].value.integer = 200;
-	arg[3].type = GRPC_ARG_INTEGER;
-	arg[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-	arg[3].value.integer = RECONNECT_BACKOFF_MAX_MS;
-	/* Despite its name, gRPC core uses this as the connect timeout: at 200 ms a busy
-	 * machine failed handshakes to a live member ("timed out before receiving SETTINGS
-	 * frame"). A dead member refuses at once; a hung one costs a call its deadline slice. */
-	arg[4].type = GRPC_ARG_INTEGER;
-	arg[4].key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-	arg[4].value.integer = 5000;
-	args.num_args = 5;
-	args.args = arg;
+	/* A range can be large (etcd itself caps a request at 1.5 MiB by default). Failover
+	 * is ours. A restarted member is used again within a second (gRPC's backoff grows to
+	 * 120 s, and calls to a channel waiting to reconnect fail at once). connect_ms: at
+	 * 200 ms a busy machine failed handshakes to a live member ("timed out before
+	 * receiving SETTINGS frame"); a dead member refuses at once, a hung one costs a call
+	 * its deadline slice. */
+	rpc_chan_args_init(&args,
+	                   &(struct rpc_chan_opts){ .max_recv = 64 << 20,
+	                                            .reconnect_first_ms = 200,
+	                                            .reconnect_max_ms = RECONNECT_BACKOFF_MAX_MS,
+	                                            .connect_ms = 5000 });
 	for (unsigned i = 0; i < c->n_ep; i++) {
 		struct etcd_endpoint *ep = &c->ep[i];
 
-		ep->ch = grpc_channel_create(ep->target, creds, &args);
+		ep->ch = grpc_channel_create(ep->target, creds, &args.args);
 		for (int m = 0; m < ETCD_METHOD_COUNT; m++)
 			ep->method[m] =
 			        grpc_channel_register_call(ep->ch, method_path[m], NULL, NULL);
