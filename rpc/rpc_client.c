@@ -57,6 +57,17 @@ rpc_client_new_call(struct rpc_client *c, enum rpc_method m)
 	                                           c->methods[i][m], dl, NULL);
 }
 
+grpc_call *
+rpc_client_new_unary(struct rpc_client *c, enum rpc_method m, gpr_timespec dl, bool *ready)
+{
+	unsigned i = atomic_fetch_add_explicit(&c->next_channel, 1, memory_order_relaxed) %
+	             c->n_channels;
+
+	*ready = grpc_channel_check_connectivity_state(c->ch[i], 0) == GRPC_CHANNEL_READY;
+	return grpc_channel_create_registered_call(c->ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+	                                           c->methods[i][m], dl, NULL);
+}
+
 int
 rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 {
@@ -79,6 +90,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
 	c->unary_deadline_ms = opts->unary_deadline_ms;
+	c->unary_retry_ms = opts->unary_retry_ms ? opts->unary_retry_ms : RPC_UNARY_RETRY_MS;
 	c->progress_timeout_ms = opts->progress_timeout_ms;
 	n = opts->cq_threads ? opts->cq_threads : 1;
 	c->threads = calloc(n, sizeof(*c->threads));

@@ -19,6 +19,8 @@ struct rpc_client;
 struct rpc_cwrite; /* a client Write stream */
 struct rpc_cread;  /* a client Read stream */
 
+#define RPC_UNARY_RETRY_MS 3000
+
 struct rpc_client_opts {
 	const char *target;  /* "127.0.0.1:7481" */
 	unsigned cq_threads; /* 0: 1 */
@@ -35,6 +37,16 @@ struct rpc_client_opts {
 	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
 	 * Streams never get one: a long Write or Read (a slow client's) is not stuck. */
 	unsigned unary_deadline_ms;
+	/* Unary retry policy (the client's only one; callers do not loop). A call that fails
+	 * because the peer could not be reached (UNAVAILABLE without a zest error: the
+	 * channel is connecting, e.g. in its reconnect backoff after the datanode started
+	 * late or restarted) is sent again, waiting for the channel to be ready (inside gRPC,
+	 * on the completion queue: no sleeping), until the call's deadline, or without one
+	 * this many ms after it started (0: RPC_UNARY_RETRY_MS). Retried: the read-only
+	 * methods (Stat, List, HeadBucket, ListBuckets) on any such failure; the others only
+	 * when their channel was not connected when the call was made, so the request was
+	 * not sent. A retry that runs out of time reports the first failure. */
+	unsigned unary_retry_ms;
 	/* Streams time out on progress instead: a Write or Read whose peer owes it something
 	 * (to take a queued message, i.e. reopen its flow-control window; a message; the
 	 * reply or status) and gives nothing for this long is cancelled, and its `done` gets

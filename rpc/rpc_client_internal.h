@@ -58,6 +58,7 @@ struct rpc_client {
 	unsigned n_threads;
 	size_t max_message, max_inflight;
 	unsigned unary_deadline_ms;   /* every unary call's; 0: none */
+	unsigned unary_retry_ms;      /* unary retries' budget without a deadline */
 	unsigned progress_timeout_ms; /* the streams' default; 0: none */
 	/* the watchdog: its list of watched streams, its thread (started by the first) */
 	pthread_mutex_t watch_mu;
@@ -73,6 +74,10 @@ struct rpc_client {
 
 /* ---- rpc_client.c */
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
+/* A unary call with deadline dl on the next channel; *ready: that channel was connected
+ * when the call was made (rpc_cli_unary.c's retry policy). */
+grpc_call *rpc_client_new_unary(struct rpc_client *c, enum rpc_method m, gpr_timespec dl,
+                                bool *ready);
 
 /* ---- rpc_cli_watch.c */
 void rpc_cli_watch_init(struct rpc_client *c);

@@ -361,6 +361,54 @@ test_no_server(void **state)
 	assert_int_equal(zc_ref_live(), 0);
 }
 
+/* The unary retry policy (rpc_client.h): a datanode that comes up after the client's
+ * channel was refused is reached by the same call, which waits for the channel inside
+ * gRPC; without one a call reports the first failure, not the budget's deadline. */
+static void
+test_unary_retry(void **state)
+{
+	union rpc_unary_req q = { .object = { .bucket = "b", .key = "late-key" } };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0", .tls.insecure = true };
+	struct rpc_client_opts co = { .tls.insecure = true, .unary_retry_ms = 60000 };
+	struct rpc_server_handlers h;
+	struct rpc_unary_resp resp;
+	struct rpc_server *srv;
+	struct rpc_client *cl;
+	struct rpc_status st;
+	struct sink sink;
+	char target[64];
+
+	(void)state;
+	sink_init(&sink, true, false);
+	sink_handlers(&sink, &h);
+	/* a port that was just served and is closed now */
+	assert_int_equal(rpc_server_create(&so, &h, &srv), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", rpc_server_port(srv));
+	rpc_server_destroy(srv, 1000);
+	co.target = target;
+	assert_int_equal(rpc_client_create(&co, &cl), 0);
+	/* refused: the channel now waits in its reconnect backoff, where a call fails at once */
+	assert_int_equal(rpc_client_connect(cl, 5000), ZC_E(ZC_UNAVAILABLE));
+	so.listen = target;
+	assert_int_equal(rpc_server_create(&so, &h, &srv), 0);
+	assert_int_equal(rpc_client_call(cl, RPC_STAT, &q, &resp, &st), 0);
+	assert_int_equal(st.err, 0);
+	assert_string_equal(resp.info.key, "late-key");
+	rpc_unary_resp_fini(&resp);
+	rpc_client_destroy(cl);
+	rpc_server_destroy(srv, 1000);
+	sink_fini(&sink);
+
+	/* nobody serves: the budget runs out and the call reports why it was retried */
+	co.unary_retry_ms = 300;
+	assert_int_equal(rpc_client_create(&co, &cl), 0);
+	assert_int_equal(rpc_client_call(cl, RPC_STAT, &q, &resp, &st), ZC_E(ZC_UNAVAILABLE));
+	assert_null(resp.mem);
+	rpc_unary_resp_fini(&resp);
+	rpc_client_destroy(cl);
+	assert_int_equal(zc_ref_live(), 0);
+}
+
 /* rpc_client_connect: two channels up at once; a closed port refused within the wait, and
  * at once afterwards (the channel waits in its reconnect backoff). */
 static void
@@ -393,6 +441,7 @@ main(void)
 		cmocka_unit_test(test_send_refusals),
 		cmocka_unit_test(test_unary_async),
 		cmocka_unit_test(test_no_server),
+		cmocka_unit_test(test_unary_retry),
 		cmocka_unit_test(test_connect),
 	};
 
