@@ -132,7 +132,7 @@ cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl
 	rc = parse_endpoints(c, endpoints, &tls);
 	if (rc)
 		goto fail;
-	rc = tls ? etcd_tls_credentials(opts, &creds) : 0;
+	rc = tls ? cl_etcd_tls_credentials(opts, &creds) : 0;
 	if (rc)
 		goto fail;
 	if (!tls)
@@ -194,7 +194,7 @@ cl_etcd_destroy(struct cl_etcd *c)
 /* ------------------------------------------------------------------ the call */
 
 grpc_slice
-etcd_pack(const ProtobufCMessage *msg)
+cl_etcd_pack(const ProtobufCMessage *msg)
 {
 	grpc_slice s = grpc_slice_malloc(protobuf_c_message_get_packed_size(msg));
 
@@ -203,7 +203,7 @@ etcd_pack(const ProtobufCMessage *msg)
 }
 
 ProtobufCMessage *
-etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
+cl_etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 {
 	grpc_byte_buffer_reader r;
 	ProtobufCMessage *msg;
@@ -219,7 +219,7 @@ etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
 }
 
 int
-etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
+cl_etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n)
 {
 	struct waiter w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
 
@@ -267,7 +267,7 @@ attempt(struct cl_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_sl
 	ops[5].data.recv_status_on_client.status = &status;
 	ops[5].data.recv_status_on_client.status_details = &details;
 	/* the call's deadline bounds the wait; the batch completes even when the call fails */
-	if (etcd_batch(c, call, ops, 6) < 0) {
+	if (cl_etcd_batch(c, call, ops, 6) < 0) {
 		status = GRPC_STATUS_INTERNAL;
 		details = grpc_slice_from_static_string("cannot start the call");
 	}
@@ -319,7 +319,7 @@ err_from_status(grpc_status_code code)
 }
 
 int
-etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
+cl_etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
           const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, unsigned timeout_ms)
 {
 	int64_t timeout = timeout_ms ? timeout_ms : c->timeout_ms;
@@ -327,7 +327,7 @@ etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	gpr_timespec deadline = gpr_time_add(start, gpr_time_from_millis(timeout, GPR_TIMESPAN));
 	unsigned first = atomic_load_explicit(&c->cur, memory_order_relaxed) % c->n_ep;
 	grpc_status_code status = GRPC_STATUS_UNAVAILABLE;
-	grpc_slice out = etcd_pack(req);
+	grpc_slice out = cl_etcd_pack(req);
 	grpc_byte_buffer *in = NULL;
 	unsigned i = first, unavailable = 0;
 	char msg[256] = "";
@@ -396,7 +396,7 @@ etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
 	}
 	grpc_slice_unref(out);
 	if (status == GRPC_STATUS_OK) {
-		*resp = etcd_unpack(resp_desc, in);
+		*resp = cl_etcd_unpack(resp_desc, in);
 		if (in)
 			grpc_byte_buffer_destroy(in);
 		if (!*resp) {

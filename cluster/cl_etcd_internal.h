@@ -51,33 +51,33 @@ struct cl_etcd {
  * too as a stream of one request: etcd answers each request it reads, and a stream per
  * renewal gets each renewal its own deadline and failover. Returns 0 or the error.
  */
-int etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
+int cl_etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
               unsigned timeout_ms);
 
 /* Start a batch on a call made on c->cq and wait until it completes: 1 if it succeeded,
  * 0 if it completed without success, -EIO if it could not be started. */
-int etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n);
+int cl_etcd_batch(struct cl_etcd *c, grpc_call *call, const grpc_op *ops, size_t n);
 
 /* msg packed into a new slice (unref it). */
-grpc_slice etcd_pack(const ProtobufCMessage *msg);
+grpc_slice cl_etcd_pack(const ProtobufCMessage *msg);
 
 /* A received message as desc (NULL when missing or malformed); bb stays the caller's. */
-ProtobufCMessage *etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
+ProtobufCMessage *cl_etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
 
 /* ---- cl_etcd_kv.c */
 /* The [key, end) etcd wants for r (prefix ends computed); *owned (free it) holds a computed
  * end. 0, -EINVAL or -ENOMEM. */
-int etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
+int cl_etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
                       ProtobufCBinaryData *end, uint8_t **owned);
 
 /* Copy etcd's kvs into out (one allocation, cl_etcd_kvs_fini). 0 or -ENOMEM. */
-int etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out);
+int cl_etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out);
 
 /* ---- cl_etcd_tls.c */
 /* Credentials for https:// endpoints from opts' PEM files; NULL files: system roots, no
  * client certificate. Returns 0 and *out (release with grpc_channel_credentials_release)
  * or -EINVAL (unreadable file, cert without key), -ENOMEM. */
-int etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out);
+int cl_etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * cl_etcd: get, range, put, delete and txn, each a translation between zest's structs
- * (cl_etcd.h) and etcdserverpb messages around one etcd_call.
+ * (cl_etcd.h) and etcdserverpb messages around one cl_etcd_call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
  * "\0" for the empty prefix: every key). *owned (free it) holds a computed end.
  */
 int
-etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
+cl_etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
                   ProtobufCBinaryData *end, uint8_t **owned)
 {
 	static const uint8_t zero[1] = { 0 };
@@ -57,7 +57,7 @@ etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
 
 /* Copy etcd's kvs into one allocation: the array, then each key and value + NUL. */
 int
-etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out)
+cl_etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out)
 {
 	size_t bytes = n * sizeof(*out->kv);
 	char *p;
@@ -99,7 +99,7 @@ etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out)
 static int
 range_result(const Etcdserverpb__RangeResponse *rr, bool keys_only, struct cl_etcd_kvs *out)
 {
-	int rc = etcd_kvs_copy(rr->kvs, rr->n_kvs, out);
+	int rc = cl_etcd_kvs_copy(rr->kvs, rr->n_kvs, out);
 
 	if (rc)
 		return rc;
@@ -131,7 +131,7 @@ range_request(const struct cl_etcd_range *r, Etcdserverpb__RangeRequest *req, ui
 	req->revision = r->revision;
 	req->serializable = r->serializable;
 	req->keys_only = r->keys_only;
-	return etcd_range_bounds(r, &req->key, &req->range_end, owned);
+	return cl_etcd_range_bounds(r, &req->key, &req->range_end, owned);
 }
 
 static int
@@ -141,7 +141,7 @@ delete_request(const struct cl_etcd_range *r, Etcdserverpb__DeleteRangeRequest *
 	etcdserverpb__delete_range_request__init(req);
 	if (r->limit || r->revision || r->serializable || r->keys_only)
 		return -EINVAL;
-	return etcd_range_bounds(r, &req->key, &req->range_end, owned);
+	return cl_etcd_range_bounds(r, &req->key, &req->range_end, owned);
 }
 
 int
@@ -157,7 +157,7 @@ cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_k
 	rc = range_request(r, &req, &owned);
 	if (rc)
 		return rc;
-	rc = etcd_call(c, ETCD_RANGE, &req.base, &etcdserverpb__range_response__descriptor,
+	rc = cl_etcd_call(c, ETCD_RANGE, &req.base, &etcdserverpb__range_response__descriptor,
 	               (ProtobufCMessage **)&resp, timeout_ms);
 	free(owned);
 	if (rc)
@@ -194,7 +194,7 @@ cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *valu
 	req.key = (ProtobufCBinaryData){ key_len, CAST(key) };
 	req.value = (ProtobufCBinaryData){ value_len, CAST(value) };
 	req.lease = lease;
-	rc = etcd_call(c, ETCD_PUT, &req.base, &etcdserverpb__put_response__descriptor,
+	rc = cl_etcd_call(c, ETCD_PUT, &req.base, &etcdserverpb__put_response__descriptor,
 	               (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		return rc;
@@ -216,7 +216,7 @@ cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *delete
 	rc = delete_request(r, &req, &owned);
 	if (rc)
 		return rc;
-	rc = etcd_call(c, ETCD_DELETE_RANGE, &req.base,
+	rc = cl_etcd_call(c, ETCD_DELETE_RANGE, &req.base,
 	               &etcdserverpb__delete_range_response__descriptor, (ProtobufCMessage **)&resp,
 	               timeout_ms);
 	free(owned);
@@ -401,7 +401,7 @@ cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn, struct cl_etcd_txn
 	req.success = opp;
 	req.n_failure = txn->n_els;
 	req.failure = opp + txn->n_then;
-	rc = etcd_call(c, ETCD_TXN, &req.base, &etcdserverpb__txn_response__descriptor,
+	rc = cl_etcd_call(c, ETCD_TXN, &req.base, &etcdserverpb__txn_response__descriptor,
 	               (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		goto out;

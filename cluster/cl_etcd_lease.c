@@ -2,7 +2,7 @@
  * cl_etcd: leases. Grant and revoke are plain calls; a keepalive is a thread of its own
  * that renews one lease every TTL/3 and says when the lease is lost.
  *
- * Each renewal is a LeaseKeepAlive stream carrying one request (etcd_call): etcd answers
+ * Each renewal is a LeaseKeepAlive stream carrying one request (cl_etcd_call): etcd answers
  * every request it reads, so this costs an HTTP/2 stream per renewal (a few a second at
  * most) and buys each renewal its own deadline and the same failover as every other call,
  * with no long-lived stream to watch and reopen.
@@ -26,7 +26,7 @@ cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *gran
 	if (ttl_s <= 0 || !id)
 		return -EINVAL;
 	req.ttl = ttl_s;
-	rc = etcd_call(c, ETCD_LEASE_GRANT, &req.base,
+	rc = cl_etcd_call(c, ETCD_LEASE_GRANT, &req.base,
 	               &etcdserverpb__lease_grant_response__descriptor, (ProtobufCMessage **)&resp,
 	               timeout_ms);
 	if (rc)
@@ -54,7 +54,7 @@ cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms)
 	if (id <= 0)
 		return -EINVAL;
 	req.id = id;
-	rc = etcd_call(c, ETCD_LEASE_REVOKE, &req.base,
+	rc = cl_etcd_call(c, ETCD_LEASE_REVOKE, &req.base,
 	               &etcdserverpb__lease_revoke_response__descriptor, &resp, timeout_ms);
 	if (!rc)
 		protobuf_c_message_free_unpacked(resp, NULL);
@@ -95,7 +95,7 @@ renew(struct cl_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 	int rc;
 
 	req.id = ka->id;
-	rc = etcd_call(ka->c, ETCD_LEASE_KEEPALIVE, &req.base,
+	rc = cl_etcd_call(ka->c, ETCD_LEASE_KEEPALIVE, &req.base,
 	               &etcdserverpb__lease_keep_alive_response__descriptor,
 	               (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)

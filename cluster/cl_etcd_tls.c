@@ -27,7 +27,7 @@ read_pem(const char *what, const char *path, int *err)
 }
 
 int
-etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out)
+cl_etcd_tls_credentials(const struct cl_etcd_opts *opts, grpc_channel_credentials **out)
 {
 	grpc_ssl_pem_key_cert_pair pair = { NULL, NULL };
 	char *ca = NULL, *cert = NULL, *key = NULL;

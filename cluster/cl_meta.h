@@ -100,11 +100,6 @@ struct cl_meta_old {
 };
 void cl_meta_old_fini(struct cl_meta_old *old);
 
-/* The record a put describes, checked (quorum, the rules of cl_rec.h) and encoded: 0
- * with *buf (free() it) and *len, or -EINVAL / ZC_E(ZC_NO_QUORUM) with why (cap bytes). */
-int cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why,
-                     size_t cap);
-
 /*
  * Commit p's record as /zest/objects/<bucket>/<key> with one Txn (docs/cluster.md has the
  * compares and ops), with the index keys of its extents, deleting those of the record it
@@ -267,11 +262,6 @@ int cl_meta_compose_upload(struct cl_etcd *c, const char *bucket, const char *ke
                              size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
                              unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old);
 
-/* The moved key of a part record's etcd key (/zest/objects/<bucket>/<prefix><name>):
- * /zest/moved/<bucket>/<prefix>, into buf (cap bytes): its length, or -EINVAL (not an
- * object key, or no '/' in its key) / -ENAMETOOLONG. */
-int cl_meta_moved_key(const char *record_key, char *buf, size_t cap);
-
 #ifdef RPC_FAULTS
 /* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
  * in every cl_meta_compose (and _compose_upload) between its read and its Txn (attempt
@@ -289,9 +279,6 @@ void cl_meta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
  * writes one moved key instead), delete removes the record's. The collector (dn_cgc.h)
  * finds a cell's record through it.
  */
-
-/* The index key of extent id into buf (CL_META_EXTENT_KEY_CAP bytes): its length. */
-int cl_meta_extent_key(uint64_t id, char *buf, size_t cap);
 
 /*
  * The record that names extent id, as the index says: 0 with *out (fini it), *record_key

@@ -9,6 +9,20 @@
 
 #include "cl_meta.h"
 
+/* ---- helpers of the record files, also for tests (tests/lib/cmeta_test.h) */
+/* The record a put describes, checked (quorum, the rules of cl_rec.h) and encoded: 0
+ * with *buf (free() it) and *len, or -EINVAL / ZC_E(ZC_NO_QUORUM) with why (cap bytes). */
+int cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why,
+                     size_t cap);
+
+/* The moved key of a part record's etcd key (/zest/objects/<bucket>/<prefix><name>):
+ * /zest/moved/<bucket>/<prefix>, into buf (cap bytes): its length, or -EINVAL (not an
+ * object key, or no '/' in its key) / -ENAMETOOLONG. */
+int cl_meta_moved_key(const char *record_key, char *buf, size_t cap);
+
+/* The index key of extent id into buf (CL_META_EXTENT_KEY_CAP bytes): its length. */
+int cl_meta_extent_key(uint64_t id, char *buf, size_t cap);
+
 #define CL_META_KEY_CAP 1400 /* "/zest/objects/" + a 63-byte bucket + "/" + a 1024-byte key */
 
 /* One deadline for all the round trips of a call. */

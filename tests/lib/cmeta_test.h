@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cl_meta.h"
+#include "cl_meta_internal.h" /* cl_meta_encode, cl_meta_extent_key */
 #include "etcd_test.h"
 #include "t_check.h"
 
