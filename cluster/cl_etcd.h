@@ -128,23 +128,23 @@ struct cl_etcd_range {
 /* Read one key. Returns 0 and out->kv[0] (out->n == 1), -ENOENT if it does not exist
  * (out->revision still set), or an error. serializable: see struct cl_etcd_range. */
 int cl_etcd_get(struct cl_etcd *c, const void *key, size_t key_len, bool serializable,
-                 struct cl_etcd_kvs *out, unsigned timeout_ms);
+                struct cl_etcd_kvs *out, unsigned timeout_ms);
 
 /* Read the keys r names, in key order. Returns 0 (possibly with out->n == 0) or an error. */
 int cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_kvs *out,
-                   unsigned timeout_ms);
+                  unsigned timeout_ms);
 
 /* Set key to value, attached to lease (0: none; the key goes when the lease does).
  * *revision (if not NULL) gets the store's revision after the put, which is the key's
  * new mod_revision. */
 int cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *value,
-                 size_t value_len, int64_t lease, int64_t *revision, unsigned timeout_ms);
+                size_t value_len, int64_t lease, int64_t *revision, unsigned timeout_ms);
 
 /* Delete the keys r names (limit, revision, serializable and keys_only must be 0/false).
  * *deleted: how many went; *revision: the store's revision after. Either may be NULL.
  * Deleting nothing is a success with *deleted == 0. */
 int cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *deleted,
-                    int64_t *revision, unsigned timeout_ms);
+                   int64_t *revision, unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ transactions */
 
@@ -207,13 +207,13 @@ struct cl_etcd_txn {
 
 struct cl_etcd_op_result {
 	enum cl_etcd_op_type type;
-	int64_t deleted;         /* DELETE: keys deleted */
+	int64_t deleted;        /* DELETE: keys deleted */
 	struct cl_etcd_kvs kvs; /* RANGE: the keys read */
 };
 
 struct cl_etcd_txn_result {
-	bool succeeded;                /* the compares held and `then` ran; else `els` ran */
-	int64_t revision;              /* the store's revision after the txn */
+	bool succeeded;               /* the compares held and `then` ran; else `els` ran */
+	int64_t revision;             /* the store's revision after the txn */
 	struct cl_etcd_op_result *op; /* one per op of the branch that ran, in order */
 	size_t n_op;
 };
@@ -223,8 +223,8 @@ struct cl_etcd_txn_result {
  * an error: 0 with res->succeeded false. res may be NULL when no result is needed.
  * Release res with cl_etcd_txn_result_fini.
  */
-int cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn,
-                 struct cl_etcd_txn_result *res, unsigned timeout_ms);
+int cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn, struct cl_etcd_txn_result *res,
+                unsigned timeout_ms);
 
 void cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res);
 
@@ -233,7 +233,7 @@ void cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res);
 /* Grant a lease of ttl_s seconds (etcd raises tiny TTLs to its minimum, about 1.5 times
  * its election timeout). *id gets its ID, *granted_ttl_s (may be NULL) the TTL granted. */
 int cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
-                         unsigned timeout_ms);
+                        unsigned timeout_ms);
 
 /* Revoke a lease: its keys are deleted in the same step. -ENOENT if it is gone already. */
 int cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms);
@@ -253,8 +253,8 @@ typedef void (*cl_etcd_lease_lost_cb)(void *arg, int64_t id, int err);
  * -ENOMEM, -EAGAIN (no thread).
  */
 int cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s,
-                             cl_etcd_lease_lost_cb lost_cb, void *arg,
-                             struct cl_etcd_keepalive **out);
+                            cl_etcd_lease_lost_cb lost_cb, void *arg,
+                            struct cl_etcd_keepalive **out);
 
 /* Stop renewing (the lease itself stays until it expires or is revoked) and free ka;
  * returns after the thread has ended, so no callback runs after it. NULL: no-op. */

@@ -52,8 +52,8 @@ struct cl_etcd {
  * renewal gets each renewal its own deadline and failover. Returns 0 or the error.
  */
 int cl_etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
-              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-              unsigned timeout_ms);
+                 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                 unsigned timeout_ms);
 
 /* Start a batch on a call made on c->cq and wait until it completes: 1 if it succeeded,
  * 0 if it completed without success, -EIO if it could not be started. */
@@ -69,7 +69,7 @@ ProtobufCMessage *cl_etcd_unpack(const ProtobufCMessageDescriptor *desc, grpc_by
 /* The [key, end) etcd wants for r (prefix ends computed); *owned (free it) holds a computed
  * end. 0, -EINVAL or -ENOMEM. */
 int cl_etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
-                      ProtobufCBinaryData *end, uint8_t **owned);
+                         ProtobufCBinaryData *end, uint8_t **owned);
 
 /* Copy etcd's kvs into out (one allocation, cl_etcd_kvs_fini). 0 or -ENOMEM. */
 int cl_etcd_kvs_copy(Mvccpb__KeyValue **in, size_t n, struct cl_etcd_kvs *out);

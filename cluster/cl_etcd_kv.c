@@ -20,7 +20,7 @@
  */
 int
 cl_etcd_range_bounds(const struct cl_etcd_range *r, ProtobufCBinaryData *key,
-                  ProtobufCBinaryData *end, uint8_t **owned)
+                     ProtobufCBinaryData *end, uint8_t **owned)
 {
 	static const uint8_t zero[1] = { 0 };
 	size_t n;
@@ -146,7 +146,7 @@ delete_request(const struct cl_etcd_range *r, Etcdserverpb__DeleteRangeRequest *
 
 int
 cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_kvs *out,
-               unsigned timeout_ms)
+              unsigned timeout_ms)
 {
 	Etcdserverpb__RangeRequest req;
 	Etcdserverpb__RangeResponse *resp;
@@ -158,7 +158,7 @@ cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_k
 	if (rc)
 		return rc;
 	rc = cl_etcd_call(c, ETCD_RANGE, &req.base, &etcdserverpb__range_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	free(owned);
 	if (rc)
 		return rc;
@@ -169,7 +169,7 @@ cl_etcd_range(struct cl_etcd *c, const struct cl_etcd_range *r, struct cl_etcd_k
 
 int
 cl_etcd_get(struct cl_etcd *c, const void *key, size_t key_len, bool serializable,
-             struct cl_etcd_kvs *out, unsigned timeout_ms)
+            struct cl_etcd_kvs *out, unsigned timeout_ms)
 {
 	struct cl_etcd_range r = { .key = key, .key_len = key_len, .serializable = serializable };
 	int rc;
@@ -182,8 +182,8 @@ cl_etcd_get(struct cl_etcd *c, const void *key, size_t key_len, bool serializabl
 }
 
 int
-cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *value,
-             size_t value_len, int64_t lease, int64_t *revision, unsigned timeout_ms)
+cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *value, size_t value_len,
+            int64_t lease, int64_t *revision, unsigned timeout_ms)
 {
 	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
 	Etcdserverpb__PutResponse *resp;
@@ -195,7 +195,7 @@ cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *valu
 	req.value = (ProtobufCBinaryData){ value_len, CAST(value) };
 	req.lease = lease;
 	rc = cl_etcd_call(c, ETCD_PUT, &req.base, &etcdserverpb__put_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		return rc;
 	if (revision)
@@ -206,7 +206,7 @@ cl_etcd_put(struct cl_etcd *c, const void *key, size_t key_len, const void *valu
 
 int
 cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *deleted,
-                int64_t *revision, unsigned timeout_ms)
+               int64_t *revision, unsigned timeout_ms)
 {
 	Etcdserverpb__DeleteRangeRequest req;
 	Etcdserverpb__DeleteRangeResponse *resp;
@@ -217,8 +217,8 @@ cl_etcd_delete(struct cl_etcd *c, const struct cl_etcd_range *r, int64_t *delete
 	if (rc)
 		return rc;
 	rc = cl_etcd_call(c, ETCD_DELETE_RANGE, &req.base,
-	               &etcdserverpb__delete_range_response__descriptor, (ProtobufCMessage **)&resp,
-	               timeout_ms);
+	                  &etcdserverpb__delete_range_response__descriptor,
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	free(owned);
 	if (rc)
 		return rc;
@@ -358,7 +358,7 @@ cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res)
 
 int
 cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn, struct cl_etcd_txn_result *res,
-             unsigned timeout_ms)
+            unsigned timeout_ms)
 {
 	Etcdserverpb__TxnRequest req = ETCDSERVERPB__TXN_REQUEST__INIT;
 	size_t n_ops = txn->n_then + txn->n_els, n_done = 0;
@@ -402,7 +402,7 @@ cl_etcd_txn(struct cl_etcd *c, const struct cl_etcd_txn *txn, struct cl_etcd_txn
 	req.n_failure = txn->n_els;
 	req.failure = opp + txn->n_then;
 	rc = cl_etcd_call(c, ETCD_TXN, &req.base, &etcdserverpb__txn_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		goto out;
 	if (res) {

@@ -17,7 +17,7 @@
 
 int
 cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
-                     unsigned timeout_ms)
+                    unsigned timeout_ms)
 {
 	Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
 	Etcdserverpb__LeaseGrantResponse *resp;
@@ -27,8 +27,8 @@ cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *gran
 		return -EINVAL;
 	req.ttl = ttl_s;
 	rc = cl_etcd_call(c, ETCD_LEASE_GRANT, &req.base,
-	               &etcdserverpb__lease_grant_response__descriptor, (ProtobufCMessage **)&resp,
-	               timeout_ms);
+	                  &etcdserverpb__lease_grant_response__descriptor,
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		return rc;
 	/* etcd 3.4 reports refusals as a gRPC status; `error` is a leftover it leaves empty */
@@ -55,7 +55,7 @@ cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms)
 		return -EINVAL;
 	req.id = id;
 	rc = cl_etcd_call(c, ETCD_LEASE_REVOKE, &req.base,
-	               &etcdserverpb__lease_revoke_response__descriptor, &resp, timeout_ms);
+	                  &etcdserverpb__lease_revoke_response__descriptor, &resp, timeout_ms);
 	if (!rc)
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return rc;
@@ -96,8 +96,8 @@ renew(struct cl_etcd_keepalive *ka, unsigned timeout_ms, int64_t *ttl_s)
 
 	req.id = ka->id;
 	rc = cl_etcd_call(ka->c, ETCD_LEASE_KEEPALIVE, &req.base,
-	               &etcdserverpb__lease_keep_alive_response__descriptor,
-	               (ProtobufCMessage **)&resp, timeout_ms);
+	                  &etcdserverpb__lease_keep_alive_response__descriptor,
+	                  (ProtobufCMessage **)&resp, timeout_ms);
 	if (rc)
 		return rc;
 	*ttl_s = resp->ttl;
@@ -151,8 +151,8 @@ keepalive_thread(void *arg)
 }
 
 int
-cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s,
-                         cl_etcd_lease_lost_cb lost_cb, void *arg, struct cl_etcd_keepalive **out)
+cl_etcd_keepalive_start(struct cl_etcd *c, int64_t id, int64_t ttl_s, cl_etcd_lease_lost_cb lost_cb,
+                        void *arg, struct cl_etcd_keepalive **out)
 {
 	struct cl_etcd_keepalive *ka;
 	pthread_condattr_t ca;

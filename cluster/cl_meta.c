@@ -17,8 +17,7 @@
 #define KEY_CAP CL_META_KEY_CAP
 
 void
-cl_meta_deadline_init(struct cl_meta_deadline *d, unsigned timeout_ms,
-                        uint64_t not_after_real_ns)
+cl_meta_deadline_init(struct cl_meta_deadline *d, unsigned timeout_ms, uint64_t not_after_real_ns)
 {
 	d->end_ns = zc_now_ns() +
 	            (uint64_t)(timeout_ms ? timeout_ms : CL_ETCD_DEFAULT_TIMEOUT_MS) * 1000000u;
@@ -241,8 +240,7 @@ cl_meta_seen_fini(struct cl_meta_seen *s)
 }
 
 int
-cl_meta_seen_take(struct cl_meta_seen *s, const struct cl_etcd_kvs *b,
-                    const struct cl_etcd_kvs *o)
+cl_meta_seen_take(struct cl_meta_seen *s, const struct cl_etcd_kvs *b, const struct cl_etcd_kvs *o)
 {
 	cl_meta_seen_fini(s);
 	s->bucket = b->n > 0;
@@ -301,8 +299,7 @@ read_both(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t 
           struct cl_meta_seen *s, unsigned timeout_ms)
 {
 	struct cl_etcd_op ops[2] = {
-		{ .type = CL_ETCD_OP_RANGE,
-		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
 	struct cl_etcd_txn txn = { .then = ops, .n_then = 2 };
@@ -340,10 +337,7 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
            int64_t *revision, unsigned timeout_ms)
 {
 	struct cl_etcd_cmp cmp[2] = {
-		{ .key = bk,
-		  .key_len = bkl,
-		  .target = CL_ETCD_CMP_VERSION,
-		  .op = CL_ETCD_GREATER },
+		{ .key = bk, .key_len = bkl, .target = CL_ETCD_CMP_VERSION, .op = CL_ETCD_GREATER },
 		{ .key = ok,
 		  .key_len = okl,
 		  .target = base->object ? CL_ETCD_CMP_MOD : CL_ETCD_CMP_VERSION,
@@ -351,8 +345,7 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 		  .num = base->object ? base->mod_revision : 0 },
 	};
 	struct cl_etcd_op els[2] = {
-		{ .type = CL_ETCD_OP_RANGE,
-		  .r = { .key = bk, .key_len = bkl, .keys_only = true } },
+		{ .type = CL_ETCD_OP_RANGE, .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
 	struct cl_rec_object was = { 0 };
@@ -403,8 +396,7 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == 2 ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
-		                    : -EIO;
+		err = res.n_op == 2 ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs) : -EIO;
 	cl_etcd_txn_result_fini(&res);
 out:
 	cl_meta_ops_fini(&then);
@@ -540,7 +532,7 @@ out:
 
 int
 cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
-                 struct cl_meta_old *old, unsigned timeout_ms)
+               struct cl_meta_old *old, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP];
 	struct cl_meta_seen base = { 0 }, now = { 0 };
@@ -562,10 +554,10 @@ cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key, int64_t i
 	err = read_both(c, bk, (size_t)bkl, ok, (size_t)okl, &base, cl_meta_deadline_left(&d));
 	for (; !err;) {
 		struct cl_etcd_cmp cmp = { .key = ok,
-			                    .key_len = (size_t)okl,
-			                    .target = CL_ETCD_CMP_MOD,
-			                    .op = CL_ETCD_EQUAL,
-			                    .num = base.mod_revision };
+			                   .key_len = (size_t)okl,
+			                   .target = CL_ETCD_CMP_MOD,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = base.mod_revision };
 		struct cl_etcd_op els[2] = {
 			{ .type = CL_ETCD_OP_RANGE,
 			  .r = { .key = bk, .key_len = (size_t)bkl, .keys_only = true } },
@@ -651,7 +643,7 @@ cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key, int64_t i
 
 int
 cl_meta_get(struct cl_etcd *c, const char *bucket, const char *key, bool serializable,
-              struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms)
+            struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms)
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[CL_REC_WHY_MAX];
 	struct cl_etcd_kvs kvs = { 0 };

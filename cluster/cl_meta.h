@@ -118,23 +118,23 @@ int cl_meta_commit(struct cl_etcd *c, const struct cl_meta_put *p, struct cl_met
  * it) when a record went, 0 when there was none (S3 answers 204 either way),
  * ZC_E(ZC_NO_BUCKET), ZC_E(ZC_PRECONDITION) (the fence failed), or an error above.
  */
-int cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key,
-                     int64_t if_mod_revision, struct cl_meta_old *old, unsigned timeout_ms);
+int cl_meta_delete(struct cl_etcd *c, const char *bucket, const char *key, int64_t if_mod_revision,
+                   struct cl_meta_old *old, unsigned timeout_ms);
 
 /* Read the record of bucket/key: 0 with *out (fini it) and *mod_revision (may be NULL),
  * ZC_E(ZC_NO_KEY) or ZC_E(ZC_NO_BUCKET) when absent, or an error. */
 int cl_meta_get(struct cl_etcd *c, const char *bucket, const char *key, bool serializable,
-                  struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms);
+                struct cl_rec_object *out, int64_t *mod_revision, unsigned timeout_ms);
 
 /* Create bucket if absent: 0, ZC_E(ZC_BUCKET_EXISTS), -EINVAL (a name with '/'). */
 int cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns,
-                            unsigned timeout_ms);
+                          unsigned timeout_ms);
 /* Delete bucket if no object key exists under it, in one Txn: 0, ZC_E(ZC_NO_BUCKET),
  * ZC_E(ZC_BUCKET_NOT_EMPTY). */
 int cl_meta_bucket_delete(struct cl_etcd *c, const char *bucket, unsigned timeout_ms);
 /* 0 with *out (may be NULL), ZC_E(ZC_NO_BUCKET). Linearizable. */
 int cl_meta_bucket_head(struct cl_etcd *c, const char *bucket, struct cl_rec_bucket *out,
-                          unsigned timeout_ms);
+                        unsigned timeout_ms);
 
 struct cl_meta_bucket_entry {
 	char *name;
@@ -142,7 +142,7 @@ struct cl_meta_bucket_entry {
 };
 /* Every bucket in name order: 0 with *out (free with cl_meta_bucket_list_free) and *n. */
 int cl_meta_bucket_list(struct cl_etcd *c, struct cl_meta_bucket_entry **out, size_t *n,
-                          unsigned timeout_ms);
+                        unsigned timeout_ms);
 void cl_meta_bucket_list_free(struct cl_meta_bucket_entry *v, size_t n);
 
 /* ------------------------------------------------------------------ listing */
@@ -178,9 +178,9 @@ void cl_meta_listing_fini(struct cl_meta_listing *l);
  * 0 with *out (fini it, also after an error), ZC_E(ZC_NO_BUCKET), -EINVAL (bucket name),
  * -EBADMSG (a record that does not decode: its key is logged), or an etcd error.
  */
-int cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix,
-                   const char *start_after, unsigned limit, bool serializable,
-                   struct cl_meta_listing *out, unsigned timeout_ms);
+int cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const char *start_after,
+                 unsigned limit, bool serializable, struct cl_meta_listing *out,
+                 unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ compose */
 
@@ -223,10 +223,10 @@ struct cl_meta_part {
  * composed by cl_meta_compose_upload, whose cost in etcd ops does not grow with them.
  */
 int cl_meta_compose(struct cl_etcd *c, const char *bucket, const char *key,
-                      const struct cl_meta_part *parts, size_t nparts, const char *etag,
-                      const struct cl_rec_attr *attrs, size_t nattrs,
-                      const struct cl_meta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
-                      uint64_t *size, struct cl_meta_old *old);
+                    const struct cl_meta_part *parts, size_t nparts, const char *etag,
+                    const struct cl_rec_attr *attrs, size_t nattrs, const struct cl_meta_cond *cond,
+                    uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size,
+                    struct cl_meta_old *old);
 
 /* The parts of one multipart upload: the records of bucket whose keys are prefix + a name
  * without '/' (the gateway's "p/<upload-id>/<nnnnn>" of .zest-mpu). */
@@ -257,10 +257,10 @@ struct cl_meta_upload {
  * one-group parts are ~720 kB).
  */
 int cl_meta_compose_upload(struct cl_etcd *c, const char *bucket, const char *key,
-                             const struct cl_meta_upload *up, const struct cl_meta_part *parts,
-                             size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
-                             size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
-                             unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old);
+                           const struct cl_meta_upload *up, const struct cl_meta_part *parts,
+                           size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
+                           size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
+                           unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old);
 
 #ifdef RPC_FAULTS
 /* Test builds only (RPC_FAULTS: every meson buildtype but release): fn(arg, attempt) runs
@@ -294,8 +294,8 @@ void cl_meta_compose_fault(void (*fn)(void *arg, unsigned attempt), void *arg);
  * (*record_key set), or an etcd error.
  */
 int cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable,
-                            struct cl_rec_object *out, char **record_key, int64_t *mod_revision,
-                            unsigned timeout_ms);
+                          struct cl_rec_object *out, char **record_key, int64_t *mod_revision,
+                          unsigned timeout_ms);
 
 /*
  * Delete the dangling index key of id: only if it still holds record_key and that record's
@@ -303,7 +303,7 @@ int cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable,
  * name the extent. 1 deleted, 0 something changed (nothing deleted), or an etcd error.
  */
 int cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key,
-                            int64_t record_mod_revision, unsigned timeout_ms);
+                          int64_t record_mod_revision, unsigned timeout_ms);
 
 /* ------------------------------------------------------------------ heal to-do keys */
 

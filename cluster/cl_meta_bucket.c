@@ -30,8 +30,7 @@ bucket_key(const char *bucket, char *buf, size_t cap)
 }
 
 int
-cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns,
-                        unsigned timeout_ms)
+cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns, unsigned timeout_ms)
 {
 	struct cl_rec_bucket rec = { .ctime_ns = ctime_ns };
 	struct cl_etcd_txn_result res = { 0 };
@@ -46,15 +45,15 @@ cl_meta_bucket_create(struct cl_etcd *c, const char *bucket, uint64_t ctime_ns,
 	if (err)
 		return err;
 	struct cl_etcd_cmp cmp = { .key = bk,
-		                    .key_len = (size_t)bkl,
-		                    .target = CL_ETCD_CMP_VERSION,
-		                    .op = CL_ETCD_EQUAL };
+		                   .key_len = (size_t)bkl,
+		                   .target = CL_ETCD_CMP_VERSION,
+		                   .op = CL_ETCD_EQUAL };
 	struct cl_etcd_op then = { .type = CL_ETCD_OP_PUT,
-		                    .r = { .key = bk, .key_len = (size_t)bkl },
-		                    .value = value,
-		                    .value_len = len };
+		                   .r = { .key = bk, .key_len = (size_t)bkl },
+		                   .value = value,
+		                   .value_len = len };
 	struct cl_etcd_op els = { .type = CL_ETCD_OP_RANGE,
-		                   .r = { .key = bk, .key_len = (size_t)bkl } };
+		                  .r = { .key = bk, .key_len = (size_t)bkl } };
 	struct cl_etcd_txn txn = { &cmp, 1, &then, 1, &els, 1 };
 
 	err = etcd_err(cl_etcd_txn(c, &txn, &res, timeout_ms));
@@ -108,7 +107,7 @@ cl_meta_bucket_delete(struct cl_etcd *c, const char *bucket, unsigned timeout_ms
 		  .end_len = (size_t)obl },
 	};
 	struct cl_etcd_op then = { .type = CL_ETCD_OP_DELETE,
-		                    .r = { .key = bk, .key_len = (size_t)bkl } };
+		                   .r = { .key = bk, .key_len = (size_t)bkl } };
 	struct cl_etcd_op els[2] = {
 		{ .type = CL_ETCD_OP_RANGE,
 		  .r = { .key = bk, .key_len = (size_t)bkl, .keys_only = true } },
@@ -140,7 +139,7 @@ cl_meta_bucket_delete(struct cl_etcd *c, const char *bucket, unsigned timeout_ms
 
 int
 cl_meta_bucket_head(struct cl_etcd *c, const char *bucket, struct cl_rec_bucket *out,
-                      unsigned timeout_ms)
+                    unsigned timeout_ms)
 {
 	struct cl_etcd_kvs kvs = { 0 };
 	struct cl_rec_bucket rec;
@@ -171,11 +170,11 @@ cl_meta_bucket_list_free(struct cl_meta_bucket_entry *v, size_t n)
 
 int
 cl_meta_bucket_list(struct cl_etcd *c, struct cl_meta_bucket_entry **out, size_t *n,
-                      unsigned timeout_ms)
+                    unsigned timeout_ms)
 {
 	struct cl_etcd_range r = { .key = CL_META_BUCKETS,
-		                    .key_len = strlen(CL_META_BUCKETS),
-		                    .prefix = true };
+		                   .key_len = strlen(CL_META_BUCKETS),
+		                   .prefix = true };
 	struct cl_etcd_kvs kvs = { 0 };
 	struct cl_meta_bucket_entry *v;
 	size_t nv = 0;

@@ -243,15 +243,14 @@ compose_read(struct compose *x, unsigned timeout_ms)
 	if (!ops)
 		return -ENOMEM;
 	parts_clear(x);
-	ops[0] =
-	        (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
+	ops[0] = (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
 		                      .r = { .key = x->bk, .key_len = x->bkl, .keys_only = true } };
 	ops[1] = (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
-		                       .r = { .key = x->tk, .key_len = x->tkl } };
+		                      .r = { .key = x->tk, .key_len = x->tkl } };
 	x->txn_bytes = x->bkl + x->tkl;
 	for (size_t i = 0; i < x->n; i++) {
 		ops[2 + i] = (struct cl_etcd_op){ .type = CL_ETCD_OP_RANGE,
-			                           .r = { .key = x->pk[i], .key_len = x->pkl[i] } };
+			                          .r = { .key = x->pk[i], .key_len = x->pkl[i] } };
 		x->txn_bytes += x->pkl[i] + 8;
 	}
 	err = too_big(x, cl_meta_etcd_err(cl_etcd_txn(x->c, &txn, &res, timeout_ms)));
@@ -365,11 +364,11 @@ upload_read(struct compose *x, const struct cl_meta_deadline *d)
 	while (!err && more) {
 		struct cl_etcd_kvs k = { 0 };
 		struct cl_etcd_range r = { .key = after,
-			                    .key_len = afl,
-			                    .end = x->hi,
-			                    .end_len = x->hil,
-			                    .limit = UPLOAD_PAGE,
-			                    .revision = x->rev };
+			                   .key_len = afl,
+			                   .end = x->hi,
+			                   .end_len = x->hil,
+			                   .limit = UPLOAD_PAGE,
+			                   .revision = x->rev };
 
 		left = cl_meta_deadline_left(d);
 		err = left ? cl_meta_etcd_err(cl_etcd_range(x->c, &r, &k, left))
@@ -471,18 +470,18 @@ static void
 upload_txn(struct compose *x, struct cl_etcd_cmp *cmp, size_t *ncmp, struct cl_meta_ops *then)
 {
 	cmp[(*ncmp)++] = (struct cl_etcd_cmp){ .key = x->lo,
-		                                .key_len = x->lol,
-		                                .target = CL_ETCD_CMP_MOD,
-		                                .op = CL_ETCD_LESS,
-		                                .num = x->rev + 1,
-		                                .end = x->hi,
-		                                .end_len = x->hil };
+		                               .key_len = x->lol,
+		                               .target = CL_ETCD_CMP_MOD,
+		                               .op = CL_ETCD_LESS,
+		                               .num = x->rev + 1,
+		                               .end = x->hi,
+		                               .end_len = x->hil };
 	if (x->fkl)
 		cmp[(*ncmp)++] = (struct cl_etcd_cmp){ .key = x->fk,
-			                                .key_len = x->fkl,
-			                                .target = CL_ETCD_CMP_MOD,
-			                                .op = CL_ETCD_EQUAL,
-			                                .num = x->fence_mod };
+			                               .key_len = x->fkl,
+			                               .target = CL_ETCD_CMP_MOD,
+			                               .op = CL_ETCD_EQUAL,
+			                               .num = x->fence_mod };
 	then->v[then->n++] = (struct cl_etcd_op){
 		.type = CL_ETCD_OP_DELETE,
 		.r = { .key = x->lo, .key_len = x->lol, .end = x->hi, .end_len = x->hil }
@@ -521,15 +520,15 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	if (err)
 		goto out;
 	cmp[0] = (struct cl_etcd_cmp){ .key = x->bk,
-		                        .key_len = x->bkl,
-		                        .target = CL_ETCD_CMP_VERSION,
-		                        .op = CL_ETCD_GREATER };
+		                       .key_len = x->bkl,
+		                       .target = CL_ETCD_CMP_VERSION,
+		                       .op = CL_ETCD_GREATER };
 	cmp[1] = (struct cl_etcd_cmp){ .key = x->tk,
-		                        .key_len = x->tkl,
-		                        .target = x->base.object ? CL_ETCD_CMP_MOD
-		                                                 : CL_ETCD_CMP_VERSION,
-		                        .op = CL_ETCD_EQUAL,
-		                        .num = x->base.object ? x->base.mod_revision : 0 };
+		                       .key_len = x->tkl,
+		                       .target = x->base.object ? CL_ETCD_CMP_MOD
+		                                                : CL_ETCD_CMP_VERSION,
+		                       .op = CL_ETCD_EQUAL,
+		                       .num = x->base.object ? x->base.mod_revision : 0 };
 	ncmp = 2;
 	cl_meta_ops_add(&then, CL_ETCD_OP_PUT, x->tk, x->tkl, value, len);
 	if (x->up) {
@@ -537,10 +536,10 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	} else {
 		for (size_t i = 0; i < x->n; i++) {
 			cmp[ncmp++] = (struct cl_etcd_cmp){ .key = x->pk[i],
-				                             .key_len = x->pkl[i],
-				                             .target = CL_ETCD_CMP_MOD,
-				                             .op = CL_ETCD_EQUAL,
-				                             .num = x->ps[i].mod_revision };
+				                            .key_len = x->pkl[i],
+				                            .target = CL_ETCD_CMP_MOD,
+				                            .op = CL_ETCD_EQUAL,
+				                            .num = x->ps[i].mod_revision };
 			cl_meta_ops_add(&then, CL_ETCD_OP_DELETE, x->pk[i], x->pkl[i], NULL, 0);
 		}
 		for (size_t i = 0; i < nids; i++)
@@ -566,9 +565,8 @@ compose_txn(struct compose *x, const uint8_t *value, size_t len, const uint64_t 
 	if (res.succeeded)
 		err = 1;
 	else
-		err = res.n_op == txn.n_els
-		              ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
-		              : -EIO;
+		err = res.n_op == txn.n_els ? cl_meta_seen_take(now, &res.op[0].kvs, &res.op[1].kvs)
+		                            : -EIO;
 	/* The upload's record changed since the read: an Abort's mark (or its delete) went
 	 * in, and the parts are that Abort's to delete from now on */
 	if (!err && x->fkl)
@@ -583,11 +581,10 @@ out:
 }
 
 static int
-compose_run(struct cl_etcd *c, const char *bucket, const char *key,
-            const struct cl_meta_upload *up, const struct cl_meta_part *parts, size_t nparts,
-            const char *etag, const struct cl_rec_attr *attrs, size_t nattrs,
-            const struct cl_meta_cond *cond, uint64_t mtime_ns, unsigned timeout_ms,
-            uint64_t *size, struct cl_meta_old *old)
+compose_run(struct cl_etcd *c, const char *bucket, const char *key, const struct cl_meta_upload *up,
+            const struct cl_meta_part *parts, size_t nparts, const char *etag,
+            const struct cl_rec_attr *attrs, size_t nattrs, const struct cl_meta_cond *cond,
+            uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
 {
 	struct compose x = {
 		.c = c, .bucket = bucket, .key = key, .parts = parts, .n = nparts, .up = up
@@ -696,9 +693,9 @@ compose_run(struct cl_etcd *c, const char *bucket, const char *key,
 
 int
 cl_meta_compose(struct cl_etcd *c, const char *bucket, const char *key,
-                  const struct cl_meta_part *parts, size_t nparts, const char *etag,
-                  const struct cl_rec_attr *attrs, size_t nattrs, const struct cl_meta_cond *cond,
-                  uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
+                const struct cl_meta_part *parts, size_t nparts, const char *etag,
+                const struct cl_rec_attr *attrs, size_t nattrs, const struct cl_meta_cond *cond,
+                uint64_t mtime_ns, unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
 {
 	return compose_run(c, bucket, key, NULL, parts, nparts, etag, attrs, nattrs, cond, mtime_ns,
 	                   timeout_ms, size, old);
@@ -706,10 +703,10 @@ cl_meta_compose(struct cl_etcd *c, const char *bucket, const char *key,
 
 int
 cl_meta_compose_upload(struct cl_etcd *c, const char *bucket, const char *key,
-                         const struct cl_meta_upload *up, const struct cl_meta_part *parts,
-                         size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
-                         size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
-                         unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
+                       const struct cl_meta_upload *up, const struct cl_meta_part *parts,
+                       size_t nparts, const char *etag, const struct cl_rec_attr *attrs,
+                       size_t nattrs, const struct cl_meta_cond *cond, uint64_t mtime_ns,
+                       unsigned timeout_ms, uint64_t *size, struct cl_meta_old *old)
 {
 	if (!up || !up->bucket || !up->prefix) {
 		if (old)

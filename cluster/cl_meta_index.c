@@ -43,15 +43,15 @@ cl_meta_ops_fini(struct cl_meta_ops *o)
 }
 
 void
-cl_meta_ops_add(struct cl_meta_ops *o, enum cl_etcd_op_type type, const char *key,
-                  size_t key_len, const void *value, size_t value_len)
+cl_meta_ops_add(struct cl_meta_ops *o, enum cl_etcd_op_type type, const char *key, size_t key_len,
+                const void *value, size_t value_len)
 {
 	if (o->n >= o->cap)
 		return; /* sized by the caller; never reached */
 	o->v[o->n++] = (struct cl_etcd_op){ .type = type,
-		                             .r = { .key = key, .key_len = key_len },
-		                             .value = value,
-		                             .value_len = value_len };
+		                            .r = { .key = key, .key_len = key_len },
+		                            .value = value,
+		                            .value_len = value_len };
 }
 
 static void
@@ -68,7 +68,7 @@ ix_add(struct cl_meta_ops *o, enum cl_etcd_op_type type, uint64_t id, const char
 
 void
 cl_meta_ops_ix_put(struct cl_meta_ops *o, uint64_t id, const char *record_key,
-                     size_t record_key_len)
+                   size_t record_key_len)
 {
 	ix_add(o, CL_ETCD_OP_PUT, id, record_key, record_key_len);
 }
@@ -83,7 +83,7 @@ cmp_u64(const void *a, const void *b)
 
 void
 cl_meta_ops_ix_del(struct cl_meta_ops *o, const struct cl_rec_object *old, const uint64_t *keep,
-                     size_t nkeep)
+                   size_t nkeep)
 {
 	uint64_t *sorted = NULL;
 
@@ -218,9 +218,8 @@ out:
 }
 
 int
-cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable,
-                        struct cl_rec_object *out, char **record_key, int64_t *mod_revision,
-                        unsigned timeout_ms)
+cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable, struct cl_rec_object *out,
+                      char **record_key, int64_t *mod_revision, unsigned timeout_ms)
 {
 	char xk[CL_META_EXTENT_KEY_CAP], why[CL_REC_WHY_MAX];
 	struct cl_etcd_kvs ix = { 0 }, rec = { 0 };
@@ -315,7 +314,7 @@ out:
 
 int
 cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key,
-                        int64_t record_mod_revision, unsigned timeout_ms)
+                      int64_t record_mod_revision, unsigned timeout_ms)
 {
 	char xk[CL_META_EXTENT_KEY_CAP];
 	int n = cl_meta_extent_key(id, xk, sizeof(xk));
@@ -334,7 +333,7 @@ cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key,
 		  .num = record_mod_revision },
 	};
 	struct cl_etcd_op del = { .type = CL_ETCD_OP_DELETE,
-		                   .r = { .key = xk, .key_len = (size_t)n } };
+		                  .r = { .key = xk, .key_len = (size_t)n } };
 	struct cl_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .then = &del, .n_then = 1 };
 	struct cl_etcd_txn_result res = { 0 };
 	int err;

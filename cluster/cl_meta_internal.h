@@ -12,8 +12,7 @@
 /* ---- helpers of the record files, also for tests (tests/lib/cmeta_test.h) */
 /* The record a put describes, checked (quorum, the rules of cl_rec.h) and encoded: 0
  * with *buf (free() it) and *len, or -EINVAL / ZC_E(ZC_NO_QUORUM) with why (cap bytes). */
-int cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why,
-                     size_t cap);
+int cl_meta_encode(const struct cl_meta_put *p, uint8_t **buf, size_t *len, char *why, size_t cap);
 
 /* The moved key of a part record's etcd key (/zest/objects/<bucket>/<prefix><name>):
  * /zest/moved/<bucket>/<prefix>, into buf (cap bytes): its length, or -EINVAL (not an
@@ -32,7 +31,7 @@ struct cl_meta_deadline {
 };
 
 void cl_meta_deadline_init(struct cl_meta_deadline *d, unsigned timeout_ms,
-                             uint64_t not_after_real_ns);
+                           uint64_t not_after_real_ns);
 /* Milliseconds left for the next call, or 0 when none are. */
 unsigned cl_meta_deadline_left(const struct cl_meta_deadline *d);
 
@@ -52,10 +51,9 @@ struct cl_meta_seen {
 
 void cl_meta_seen_fini(struct cl_meta_seen *s);
 int cl_meta_seen_take(struct cl_meta_seen *s, const struct cl_etcd_kvs *b,
-                        const struct cl_etcd_kvs *o);
+                      const struct cl_etcd_kvs *o);
 /* *old from the record base saw (decoded again) and the write's revision. */
-int cl_meta_old_from(struct cl_meta_old *old, const struct cl_meta_seen *base,
-                       int64_t revision);
+int cl_meta_old_from(struct cl_meta_old *old, const struct cl_meta_seen *base, int64_t revision);
 
 /*
  * The ops of one Txn branch, with room for the index keys they name (an op's key points
@@ -71,13 +69,13 @@ int cl_meta_ops_init(struct cl_meta_ops *o, size_t cap);
 void cl_meta_ops_fini(struct cl_meta_ops *o);
 /* An op on a key the caller keeps alive. */
 void cl_meta_ops_add(struct cl_meta_ops *o, enum cl_etcd_op_type type, const char *key,
-                       size_t key_len, const void *value, size_t value_len);
+                     size_t key_len, const void *value, size_t value_len);
 /* Put /zest/extents/<id> = record_key. */
 void cl_meta_ops_ix_put(struct cl_meta_ops *o, uint64_t id, const char *record_key,
-                          size_t record_key_len);
+                        size_t record_key_len);
 /* Delete /zest/extents/<id> for every extent of old that is not among keep[0..nkeep). */
 void cl_meta_ops_ix_del(struct cl_meta_ops *o, const struct cl_rec_object *old,
-                          const uint64_t *keep, size_t nkeep);
+                        const uint64_t *keep, size_t nkeep);
 
 /* Delete the moved key old names (a completed upload's: cl_meta_compose_upload), if
  * any; the op points into old, which must outlive the Txn. One op of capacity. */

@@ -82,8 +82,7 @@ take(struct cl_meta_listing *out, const struct cl_etcd_kvs *kvs, size_t pl)
 
 int
 cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const char *start_after,
-               unsigned limit, bool serializable, struct cl_meta_listing *out,
-               unsigned timeout_ms)
+             unsigned limit, bool serializable, struct cl_meta_listing *out, unsigned timeout_ms)
 {
 	char bk[CL_META_KEY_CAP], start[CL_META_KEY_CAP + 1], end[CL_META_KEY_CAP];
 	struct cl_etcd_txn_result res = { 0 };
@@ -169,10 +168,10 @@ cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const ch
 		const struct cl_meta_entry *last = &out->v[out->n - 1];
 		struct cl_etcd_kvs kvs = { 0 };
 		struct cl_etcd_range r = { .key = start,
-			                    .end = ops[1].r.end,
-			                    .end_len = ops[1].r.end_len,
-			                    .revision = out->revision,
-			                    .serializable = serializable };
+			                   .end = ops[1].r.end,
+			                   .end_len = ops[1].r.end_len,
+			                   .revision = out->revision,
+			                   .serializable = serializable };
 		size_t kl = strlen(last->key), rem = want - out->n;
 
 		if (pl + kl + 1 > sizeof(start)) {

@@ -55,9 +55,10 @@ struct rpc_client_opts {
 	 * cut; time the caller spends (between its sends, a Read paused by its chunk callback)
 	 * never counts. After a Write's commit is taken the reply is the next progress: the
 	 * timeout must cover what the peer needs to drain the bytes its windows let us send
-	 * ahead (up to MiBs) and to commit. The default of every stream of the client (rpc_cwrite_progress_timeout
-	 * and rpc_cread_progress_timeout set one stream's); 0: none. A stream is cut between
-	 * its timeout and about 100 ms later (one watchdog thread per client). */
+	 * ahead (up to MiBs) and to commit. The default of every stream of the client
+	 * (rpc_cwrite_progress_timeout and rpc_cread_progress_timeout set one stream's); 0: none. A
+	 * stream is cut between its timeout and about 100 ms later (one watchdog thread per
+	 * client). */
 	unsigned progress_timeout_ms;
 };
 

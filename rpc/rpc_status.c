@@ -90,7 +90,7 @@ rpc_err_from_status(grpc_status_code code)
  * one (a zest datanode always does), else what the gRPC code stands for. */
 void
 rpc_status_from_wire(struct rpc_status *st, grpc_status_code code, grpc_slice details,
-                       const grpc_metadata_array *trailing)
+                     const grpc_metadata_array *trailing)
 {
 	st->err = rpc_err_from_status(code);
 	rpc_slice_to_str(details, st->msg, sizeof(st->msg));
@@ -284,7 +284,7 @@ rpc_status_err(const struct rpc_status *st)
 		return 0;
 	code = zc_err_code(st->err);
 	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
-		ZC_WARN("rpc", "datanode error code=%s err=%d msg=\"%s\"", zc_code_word(code), st->err,
-		        st->msg);
+		ZC_WARN("rpc", "datanode error code=%s err=%d msg=\"%s\"", zc_code_word(code),
+		        st->err, st->msg);
 	return ZC_E(code);
 }

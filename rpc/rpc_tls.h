@@ -22,7 +22,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-
 struct rpc_tls {
 	const char *ca_file;   /* PEM: the cluster CA (one or more certificates) */
 	const char *cert_file; /* PEM: this process's certificate, then any intermediates */

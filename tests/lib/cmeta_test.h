@@ -62,22 +62,22 @@ t_put_init(struct t_put *t, const char *bucket, const char *key, uint64_t extent
 		for (unsigned i = 0; i < 3; i++)
 			t->g[g].node[i] = nodes[(g + i) % nnodes];
 	t->x = (struct cl_meta_extent){ .id = extent,
-		                          .size = size,
-		                          .k = 2,
-		                          .m = 1,
-		                          .cell_size = 4096,
-		                          .stripes_per_group = 1,
-		                          .groups = t->g,
-		                          .ngroups = ng };
+		                        .size = size,
+		                        .k = 2,
+		                        .m = 1,
+		                        .cell_size = 4096,
+		                        .stripes_per_group = 1,
+		                        .groups = t->g,
+		                        .ngroups = ng };
 	t->p = (struct cl_meta_put){ .bucket = bucket,
-		                       .key = key,
-		                       .size = size,
-		                       .etag = t->etag,
-		                       .crc32c = (uint32_t)extent,
-		                       .mtime_ns = 1700000000000000000ull,
-		                       .extents = &t->x,
-		                       .nextents = 1,
-		                       .timeout_ms = 3000 };
+		                     .key = key,
+		                     .size = size,
+		                     .etag = t->etag,
+		                     .crc32c = (uint32_t)extent,
+		                     .mtime_ns = 1700000000000000000ull,
+		                     .extents = &t->x,
+		                     .nextents = 1,
+		                     .timeout_ms = 3000 };
 }
 
 /* Commits bucket/key as one extent of size bytes on dn-1, dn-2, dn-3 (the record it replaced
@@ -130,15 +130,15 @@ t_parts_put_batched(struct cl_etcd *c, const char *uid, unsigned n, uint64_t bas
 			xl = cl_meta_extent_key(base + i, xkeys[j], sizeof(xkeys[j]));
 			CHECK(kl > 0 && xl > 0);
 			ops[2 * j] = (struct cl_etcd_op){ .type = CL_ETCD_OP_PUT,
-				                           .r = { .key = okeys[j],
-				                                  .key_len = (size_t)kl },
-				                           .value = val[j],
-				                           .value_len = len };
+				                          .r = { .key = okeys[j],
+				                                 .key_len = (size_t)kl },
+				                          .value = val[j],
+				                          .value_len = len };
 			ops[2 * j + 1] = (struct cl_etcd_op){ .type = CL_ETCD_OP_PUT,
-				                               .r = { .key = xkeys[j],
-				                                      .key_len = (size_t)xl },
-				                               .value = okeys[j],
-				                               .value_len = (size_t)kl };
+				                              .r = { .key = xkeys[j],
+				                                     .key_len = (size_t)xl },
+				                              .value = okeys[j],
+				                              .value_len = (size_t)kl };
 		}
 		CHECK_EQ(cl_etcd_txn(c, &txn, NULL, 0), 0);
 		for (unsigned j = 0; j < m; j++)

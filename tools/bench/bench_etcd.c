@@ -52,13 +52,13 @@ caller_run(void *arg)
 		int kl =
 		        snprintf(key, sizeof(key), "%s%u/%u/%zu", w->prefix, w->trial, w->id, w->n);
 		struct cl_etcd_cmp cmp = { .key = key,
-			                    .key_len = (size_t)kl,
-			                    .target = CL_ETCD_CMP_VERSION,
-			                    .op = CL_ETCD_EQUAL };
+			                   .key_len = (size_t)kl,
+			                   .target = CL_ETCD_CMP_VERSION,
+			                   .op = CL_ETCD_EQUAL };
 		struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT,
-			                   .r = { .key = key, .key_len = (size_t)kl },
-			                   .value = value,
-			                   .value_len = w->value_len };
+			                  .r = { .key = key, .key_len = (size_t)kl },
+			                  .value = value,
+			                  .value_len = w->value_len };
 		struct cl_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .then = &put, .n_then = 1 };
 		struct cl_etcd_txn_result res;
 		double t0 = now_s();
@@ -184,8 +184,8 @@ bench_etcd_main(int argc, char **argv)
 		all = malloc((size_t)trials * n * 4096 * sizeof(*all));
 		for (int t = -1; t < trials; t++) { /* trial -1 warms up */
 			struct cl_etcd_range r = { .key = prefix,
-				                    .key_len = strlen(prefix),
-				                    .prefix = true };
+				                   .key_len = strlen(prefix),
+				                   .prefix = true };
 			double t0 = now_s(), el;
 			size_t ops = 0;
 

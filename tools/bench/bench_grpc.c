@@ -167,7 +167,8 @@ ensure_bucket(struct rpc_client *cl, const char *bucket)
 
 	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &req, &resp, &st);
 	rpc_unary_resp_fini(&resp);
-	if (rc == 0 || zc_err_code(rc) == ZC_BUCKET_EXISTS || zc_err_code(st.err) == ZC_NOT_IMPLEMENTED)
+	if (rc == 0 || zc_err_code(rc) == ZC_BUCKET_EXISTS ||
+	    zc_err_code(st.err) == ZC_NOT_IMPLEMENTED)
 		return 0; /* UNIMPLEMENTED: a sink server has no buckets */
 	fprintf(stderr, "zest-bench grpc: cannot create bucket %s: %s\n", bucket, st.msg);
 	return rc;

@@ -3,7 +3,8 @@
  * keys (put/get/range with limit and more, prefix, delete), txn compares that hold and
  * that fail, leases (keepalive past the TTL, revoke, expiry once renewals stop, the lost
  * callback), bad arguments, a fast clear error with etcd down, https with mTLS, and a 3-member
- * cluster that loses one member (calls and keepalives fail over) and then its quorum. Skips (77) without /usr/bin/etcd.
+ * cluster that loses one member (calls and keepalives fail over) and then its quorum. Skips (77)
+ * without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -148,9 +149,9 @@ test_range(struct cl_etcd *c)
 
 	/* a prefix ending in 0xff: its end is computed past the 0xff */
 	CHECK_EQ(cl_etcd_put(c,
-	                      "x\xff"
-	                      "1",
-	                      3, S("a"), 0, NULL, 0),
+	                     "x\xff"
+	                     "1",
+	                     3, S("a"), 0, NULL, 0),
 	         0);
 	CHECK_EQ(cl_etcd_put(c, S("y"), S("b"), 0, NULL, 0), 0);
 	r = (struct cl_etcd_range){ "x\xff", 2, .prefix = true };

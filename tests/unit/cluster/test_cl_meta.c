@@ -475,38 +475,32 @@ test_compose(struct cl_etcd *c)
 	CHECK(ix_is(c, 0xc001, ".zest-mpu", "up1/00001"));
 
 	/* refusals first: nothing may change */
-	CHECK_EQ(
-	        cl_meta_compose(c, "cb", "obj", pp, 0, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        ZC_E(ZC_INVALID));
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 0, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	         ZC_E(ZC_INVALID));
 	pp[2] = pp[0];
-	CHECK_EQ(
-	        cl_meta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        ZC_E(ZC_INVALID)); /* a part twice */
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	         ZC_E(ZC_INVALID)); /* a part twice */
 	CHECK_EQ(cl_meta_compose(c, ".zest-mpu", "up1/00002", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0,
-	                           &size, &old),
+	                         &size, &old),
 	         ZC_E(ZC_INVALID)); /* the target among the parts */
-	CHECK_EQ(cl_meta_compose(c, "nob", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size,
-	                           &old),
+	CHECK_EQ(cl_meta_compose(c, "nob", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
 	         ZC_E(ZC_NO_BUCKET));
 	pp[2] = (struct cl_meta_part){ ".zest-mpu", "up1/00003", NULL };
-	CHECK_EQ(
-	        cl_meta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        ZC_E(ZC_NO_KEY));
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 3, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	         ZC_E(ZC_NO_KEY));
 	pp[0].etag = "\"another\"";
-	CHECK_EQ(
-	        cl_meta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        -EAGAIN);
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, NULL, 1, 0, &size, &old),
+	         -EAGAIN);
 	pp[0].etag = "\"etag-000000000000c001\"";
 	cond.if_match = "*";
-	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, &cond, 1, 0, &size,
-	                           &old),
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 2, "\"e\"", NULL, 0, &cond, 1, 0, &size, &old),
 	         ZC_E(ZC_NO_KEY));
 	CHECK(ix_is(c, 0xc001, ".zest-mpu", "up1/00001"));
 
 	/* the object: the parts' extents in order, the sum, the combined CRC */
 	cond = (struct cl_meta_cond){ .if_none_match = true };
 	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 2, "\"mpu-2\"", &at, 1, &cond, 77, 0, &size,
-	                           &old),
+	                         &old),
 	         0);
 	CHECK(!old.had);
 	cl_meta_old_fini(&old);
@@ -525,24 +519,24 @@ test_compose(struct cl_etcd *c)
 	CHECK(ix_is(c, 0xc001, "cb", "obj") && ix_is(c, 0xc002, "cb", "obj"));
 	/* a repeat: the parts are gone */
 	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 2, "\"mpu-2\"", &at, 1, NULL, 77, 0, &size,
-	                           &old),
+	                         &old),
 	         ZC_E(ZC_NO_KEY));
 
 	/* conditions on the target */
 	t_put1(c, ".zest-mpu", "up2/00001", 0xc101, 4096);
 	pp[0] = (struct cl_meta_part){ ".zest-mpu", "up2/00001", NULL };
 	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
-	                           &old),
+	                         &old),
 	         ZC_E(ZC_PRECONDITION));
 	cond = (struct cl_meta_cond){ .if_match = "\"stale\"" };
 	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
-	                           &old),
+	                         &old),
 	         ZC_E(ZC_PRECONDITION));
 	CHECK(ix_is(c, 0xc101, ".zest-mpu", "up2/00001"));
 	/* replacing obj: its record comes back as old, its extents leave the index */
 	cond.if_match = "\"mpu-2\"";
 	CHECK_EQ(cl_meta_compose(c, "cb", "obj", pp, 1, "\"mpu-1\"", NULL, 0, &cond, 1, 0, &size,
-	                           &old),
+	                         &old),
 	         0);
 	CHECK(old.had && old.o.nextents == 2 && old.o.extents[1].id == 0xc002);
 	CHECK(old.revision > old.mod_revision);
@@ -560,8 +554,7 @@ test_compose(struct cl_etcd *c)
 	pp[1] = (struct cl_meta_part){ ".zest-mpu", "up3/00002", "\"etag-000000000000c302\"" };
 	cl_meta_compose_fault(change_part, &ch);
 	/* the ETag the caller saw is gone: -EAGAIN, nothing else changed */
-	CHECK_EQ(cl_meta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size,
-	                           &old),
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
 	         -EAGAIN);
 	CHECK_EQ(ch.replaced, 0xc302);
 	CHECK_EQ(cl_meta_get(c, "cb", "obj3", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
@@ -571,8 +564,7 @@ test_compose(struct cl_etcd *c)
 	 * the overwrite replaced (whose cells its writer deletes) */
 	pp[1].etag = NULL;
 	ch = (struct change){ .c = c, .key = "up3/00002", .on = 1, .extent = 0xc3f3 };
-	CHECK_EQ(cl_meta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size,
-	                           &old),
+	CHECK_EQ(cl_meta_compose(c, "cb", "obj3", pp, 2, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
 	         0);
 	cl_meta_old_fini(&old);
 	cl_meta_compose_fault(NULL, NULL);
@@ -599,13 +591,11 @@ test_compose_limits(struct cl_etcd *c)
 		t_put1(c, ".zest-mpu", keys[i], 0xd000 + i, 4096);
 		pp[i] = (struct cl_meta_part){ ".zest-mpu", keys[i], NULL };
 	}
-	CHECK_EQ(
-	        cl_meta_compose(c, "cb", "big", pp, N, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
-	        ZC_E(ZC_INVALID));
+	CHECK_EQ(cl_meta_compose(c, "cb", "big", pp, N, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
+	         ZC_E(ZC_INVALID));
 	CHECK_EQ(cl_meta_get(c, "cb", "big", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	CHECK(ix_is(c, 0xd000, ".zest-mpu", keys[0]));
-	CHECK_EQ(cl_meta_compose(c, "cb", "big", pp, 60, "\"m\"", NULL, 0, NULL, 1, 0, &size,
-	                           &old),
+	CHECK_EQ(cl_meta_compose(c, "cb", "big", pp, 60, "\"m\"", NULL, 0, NULL, 1, 0, &size, &old),
 	         0);
 	cl_meta_old_fini(&old);
 	CHECK_EQ(size, 60 * 4096);
@@ -643,7 +633,7 @@ test_compose_10000(void)
 	t_parts_put_batched(c, "0123456789abcdef0123456789abcdef", N, 0x100000, BATCH, pp, keys);
 	t0 = t_mono_ms();
 	CHECK_EQ(cl_meta_compose(c, "bk", "a/big/object", pp, N, "\"m-10000\"", NULL, 0, NULL, 1,
-	                           30000, &size, &old),
+	                         30000, &size, &old),
 	         0);
 	printf("compose of %u parts: %llu ms\n", N, (unsigned long long)(t_mono_ms() - t0));
 	cl_meta_old_fini(&old);

@@ -90,8 +90,8 @@ compose(struct cl_etcd *c, const char *key, const char *uid, struct cl_meta_part
 
 	snprintf(prefix, sizeof(prefix), "p/%s/", uid);
 	snprintf(fence, sizeof(fence), "u/ub/%s", uid);
-	rc = cl_meta_compose_upload(c, "ub", key, &up, pp, n, "\"m\"", NULL, 0, NULL, 1,
-	                              timeout_ms, size, &old);
+	rc = cl_meta_compose_upload(c, "ub", key, &up, pp, n, "\"m\"", NULL, 0, NULL, 1, timeout_ms,
+	                            size, &old);
 	cl_meta_old_fini(&old);
 	return rc;
 }

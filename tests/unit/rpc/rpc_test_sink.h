@@ -85,7 +85,8 @@ sink_put_sizes(struct rpc_client *cl, const char *prefix, const size_t *sizes, s
 		      res.crc32c != zc_crc32c(0, buf, sizes[i]);
 		free(buf);
 		if (bad) {
-			fprintf(stderr, "put %s: status %d '%s'\n", key, rpc_status_from_err(st.err), st.msg);
+			fprintf(stderr, "put %s: status %d '%s'\n", key,
+			        rpc_status_from_err(st.err), st.msg);
 			return -1;
 		}
 	}

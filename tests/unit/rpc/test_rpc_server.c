@@ -98,7 +98,8 @@ put_ok(struct env *e, const char *key, size_t len, size_t chunk)
 	open.size_known = len & 1;
 	rc = rpc_client_put(e->cl, &open, buf, len, chunk, &res, &st);
 	if (rc)
-		fail_msg("put %s: rc %d status %d '%s'", key, rc, rpc_status_from_err(st.err), st.msg);
+		fail_msg("put %s: rc %d status %d '%s'", key, rc, rpc_status_from_err(st.err),
+		         st.msg);
 	assert_int_equal(res.size, len);
 	assert_int_equal(res.crc32c, zc_crc32c(0, buf, len));
 	free(buf);
@@ -249,8 +250,8 @@ test_bad_input_over_the_wire(void **state)
 
 		raw_write(e.target, cases[i].msgs, cases[i].n, true, &st);
 		if (rpc_status_from_err(st.err) != cases[i].code || !strstr(st.msg, cases[i].want))
-			fail_msg("case '%s': status %d '%s', want %d '%s'", cases[i].name, rpc_status_from_err(st.err),
-			         st.msg, cases[i].code, cases[i].want);
+			fail_msg("case '%s': status %d '%s', want %d '%s'", cases[i].name,
+			         rpc_status_from_err(st.err), st.msg, cases[i].code, cases[i].want);
 		for (size_t k = 0; k < cases[i].n; k++)
 			if (cases[i].msgs[k].bytes != garbage)
 				free(cases[i].msgs[k].bytes);

@@ -9,7 +9,7 @@
 
 #include "rpc.h"
 #include "rpc_status_internal.h" /* what the wire carries */
-#include "rpc_msg.h" /* the descriptors: rpc-internal */
+#include "rpc_msg.h"             /* the descriptors: rpc-internal */
 
 static void
 test_status_mapping(void **state)
