@@ -273,6 +273,12 @@ attempt(struct cl_etcd *c, struct etcd_endpoint *ep, enum etcd_method m, grpc_sl
 	}
 	snprintf(msg, msg_len, "%.*s", (int)GRPC_SLICE_LENGTH(details),
 	         (const char *)GRPC_SLICE_START_PTR(details));
+	/* The deadline we sent passed inside etcd first (a proposal that waits for a quorum):
+	 * etcd answers with Go's bare context error, which gRPC-Go sends as UNKNOWN. It is the
+	 * call's deadline all the same, whichever side noticed it first. */
+	if (status == GRPC_STATUS_UNKNOWN &&
+	    !grpc_slice_str_cmp(details, "context deadline exceeded"))
+		status = GRPC_STATUS_DEADLINE_EXCEEDED;
 	grpc_slice_unref(details);
 	grpc_metadata_array_destroy(&md_initial);
 	grpc_metadata_array_destroy(&md_trailing);
@@ -320,7 +326,8 @@ err_from_status(grpc_status_code code)
 
 int
 cl_etcd_call(struct cl_etcd *c, enum etcd_method m, const ProtobufCMessage *req,
-          const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, unsigned timeout_ms)
+             const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+             unsigned timeout_ms)
 {
 	int64_t timeout = timeout_ms ? timeout_ms : c->timeout_ms;
 	gpr_timespec start = gpr_now(GPR_CLOCK_MONOTONIC);
