@@ -329,7 +329,4 @@ void rpc_unary_resp_fini(struct rpc_unary_resp *resp);
 
 enum rpc_marshaller { RPC_MARSHAL_ZEROCOPY, RPC_MARSHAL_COPY };
 
-/* "zerocopy" / "copy" -> enum; returns 0 or -EINVAL. */
-int rpc_marshaller_parse(const char *name, enum rpc_marshaller *out);
-
 #endif

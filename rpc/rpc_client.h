@@ -6,7 +6,7 @@
  * (rpc_client_opts.cq_threads); with cq_threads > 1 a Write stream's `writable` may
  * overlap its `done`, with the default single thread nothing overlaps. Functions
  * documented "any thread" may be called from anywhere, including callbacks; the blocking
- * calls (rpc_client_call, rpc_client_put) never from a client callback.
+ * rpc_client_call never from a client callback.
  */
 #ifndef ZEST_RPC_CLIENT_H
 #define ZEST_RPC_CLIENT_H
@@ -131,8 +131,6 @@ int rpc_cwrite_commit(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_
                       const struct rpc_commit *commit);
 /* Cancel the call; `done` follows with CANCELLED (unless already done). Any thread. */
 void rpc_cwrite_cancel(struct rpc_cwrite *w);
-/* Bytes queued and not yet handed to the transport. */
-size_t rpc_cwrite_inflight(const struct rpc_cwrite *w);
 /* Set this stream's progress timeout (rpc_client_opts.progress_timeout_ms; 0: none), in
  * place of the client's default, from now on. Returns 0 or -EAGAIN (no thread for the
  * watchdog: the stream is then not watched). Any thread, before rpc_cwrite_destroy. */
@@ -204,14 +202,5 @@ int rpc_client_call_async(struct rpc_client *c, enum rpc_method m, const union r
  */
 int rpc_client_call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
                     struct rpc_unary_resp *resp, struct rpc_status *st);
-
-/*
- * Blocking Write of one buffer (tools, tests): open, chunks of `chunk` bytes, commit.
- * buf is borrowed until return (it waits until gRPC released every slice). res
- * (optional) receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0
- * or the -errno of the status (st has the details).
- */
-int rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf,
-                   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
 
 #endif

@@ -72,6 +72,18 @@ struct rpc_client {
 #endif
 };
 
+/* ---- for tests and test tools (through the rpc include directory) */
+/* Bytes queued and not yet handed to the transport. */
+size_t rpc_cwrite_inflight(const struct rpc_cwrite *w);
+/*
+ * Blocking Write of one buffer (tests and their stand-in servers): open, chunks of `chunk` bytes,
+ * commit. buf is borrowed until return (it waits until gRPC released every slice). res (optional)
+ * receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0 or the
+ * -errno of the status (st has the details).
+ */
+int rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf,
+                   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
+
 /* ---- rpc_client.c */
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
 /* A unary call with deadline dl on the next channel; *ready: that channel was connected

@@ -327,6 +327,7 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 
 #ifdef ZEST_RPC_CLIENT_H
 /* ---- the client side of zest.Datanode (rpc_client_*) ---- */
+#include "rpc_client_internal.h" /* rpc_client_put */
 
 /* Put len bytes of buf as bucket/key in chunk-sized WriteChunks (k 0: the default
  * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */

@@ -24,6 +24,7 @@
 #include "zc_crc.h"
 #include "rpc_server.h"
 #include "rpc_client.h"
+#include "rpc_client_internal.h" /* rpc_client_put, rpc_marshaller_parse */
 #include "rpc_status_internal.h" /* what the wire carries */
 
 #define SINK_CALL_CAP (8u << 20)

@@ -9,6 +9,7 @@
 
 #include "rpc.h"
 #include "rpc_status_internal.h" /* what the wire carries */
+#include "rpc_internal.h"        /* rpc_marshaller_parse */
 #include "rpc_msg.h"             /* the descriptors: rpc-internal */
 
 static void
