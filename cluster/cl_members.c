@@ -216,7 +216,7 @@ cl_members_create(struct cl_etcd *c, unsigned refresh_ms, struct cl_members **ou
 		cl_members_destroy(m);
 		return -EAGAIN;
 	}
-	pthread_setname_np(m->thread, "rpc-members");
+	pthread_setname_np(m->thread, "cl-members");
 	*out = m;
 	return 0;
 }
