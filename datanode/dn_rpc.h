@@ -18,7 +18,7 @@
 #define ZEST_DN_RPC_H
 
 #include "dn.h"
-#include "rpc.h"
+#include "rpc_server.h"
 
 struct dn_rpc;
 

@@ -25,7 +25,8 @@
 #include "zc_net.h"
 #include "dn_rpc.h"
 #include "dn_scrub.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 #include "zc.h"
 
 /* Heal one drive (only >= 0) or all of them, in index order. */

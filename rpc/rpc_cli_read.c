@@ -86,7 +86,7 @@ cread_maybe_done(struct rpc_cread *r)
 		if (r->bad)
 			st = r->bad_st;
 		else
-			rpc_client_fill_status(&st, r->status, r->details, &r->md_trailing);
+			rpc_status_from_wire(&st, r->status, r->details, &r->md_trailing);
 		r->refs++;
 		pthread_mutex_unlock(&r->mu);
 		r->cbs.done(r->arg, r, &st);

@@ -170,8 +170,8 @@ cwrite_on_recv(void *obj, bool success)
 	struct rpc_status st;
 
 	(void)success; /* RECV_STATUS_ON_CLIENT always succeeds */
-	rpc_client_fill_status(&st, w->status, w->details, &w->md_trailing);
-	if (st.code == GRPC_STATUS_OK) {
+	rpc_status_from_wire(&st, w->status, w->details, &w->md_trailing);
+	if (!st.err) {
 		res = rpc_unpack_message(desc, w->resp);
 		if (!res)
 			rpc_status_set(&st, -EIO, "missing or malformed %s", desc->short_name);
@@ -349,7 +349,8 @@ cwrite_queue(struct rpc_cwrite *w, const struct zc_seg *segs, size_t n_segs, siz
 			qmsg_free(q);
 			w->offset += len; /* a dropped message leaves its gap */
 			if (fault == ZC_FAULT_RESET) {
-				w->failed = true; /* later sends: -ECANCELED; `done` says CANCELLED */
+				w->failed =
+				        true; /* later sends: -ECANCELED; `done` says CANCELLED */
 				grpc_call_cancel(w->call, NULL);
 			}
 			return 0;

@@ -57,27 +57,15 @@ rpc_client_new_call(struct rpc_client *c, enum rpc_method m)
 	                                           c->methods[i][m], dl, NULL);
 }
 
-/* The status of a finished call; its error from the RPC_ERR_KEY trailer when the peer sent
- * one (a zest datanode always does), else what the gRPC code stands for. */
-void
-rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
-                       const grpc_metadata_array *trailing)
+grpc_call *
+rpc_client_new_unary(struct rpc_client *c, enum rpc_method m, gpr_timespec dl, bool *ready)
 {
-	st->code = code;
-	st->err = rpc_err_from_status(code);
-	rpc_slice_to_str(details, st->msg, sizeof(st->msg));
-	for (size_t i = 0; code != GRPC_STATUS_OK && i < trailing->count; i++) {
-		const grpc_metadata *md = &trailing->metadata[i];
-		char v[12];
-		long c;
+	unsigned i = atomic_fetch_add_explicit(&c->next_channel, 1, memory_order_relaxed) %
+	             c->n_channels;
 
-		if (!grpc_slice_str_cmp(md->key, RPC_ERR_KEY)) {
-			rpc_slice_to_str(md->value, v, sizeof(v));
-			c = strtol(v, NULL, 10);
-			if (c > 0 && c < ZC_CODE_COUNT)
-				st->err = ZC_E((enum zc_code)c);
-		}
-	}
+	*ready = grpc_channel_check_connectivity_state(c->ch[i], 0) == GRPC_CHANNEL_READY;
+	return grpc_channel_create_registered_call(c->ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+	                                           c->methods[i][m], dl, NULL);
 }
 
 int
@@ -86,9 +74,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	grpc_channel_credentials *creds;
 	char tls_err[RPC_TLS_ERR_MAX];
 	struct rpc_client *c;
-	grpc_channel_args args;
-	grpc_arg arg[9];
-	size_t limit;
+	struct rpc_chan_args args;
 	unsigned n;
 	int rc;
 
@@ -100,6 +86,7 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	c->max_message = opts->max_message ? opts->max_message : RPC_DEFAULT_MAX_MESSAGE;
 	c->max_inflight = opts->max_inflight ? opts->max_inflight : 4u << 20;
 	c->unary_deadline_ms = opts->unary_deadline_ms;
+	c->unary_retry_ms = opts->unary_retry_ms ? opts->unary_retry_ms : RPC_UNARY_RETRY_MS;
 	c->progress_timeout_ms = opts->progress_timeout_ms;
 	n = opts->cq_threads ? opts->cq_threads : 1;
 	c->threads = calloc(n, sizeof(*c->threads));
@@ -121,58 +108,28 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 		free(c);
 		return rc;
 	}
-	limit = 2 * (c->max_message + RPC_MAX_META);
-	if (limit > INT32_MAX)
-		limit = INT32_MAX;
-	arg[0].type = GRPC_ARG_INTEGER;
-	arg[0].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-	arg[0].value.integer = (int)limit;
-	arg[1].type = GRPC_ARG_INTEGER;
-	arg[1].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	arg[1].value.integer = (int)limit;
-	/* No retry policy is used; without this the retry filter would hold sent messages. */
-	arg[2].type = GRPC_ARG_INTEGER;
-	arg[2].key = GRPC_ARG_ENABLE_RETRIES;
-	arg[2].value.integer = 0;
-	/* A channel-local subchannel pool: each channel gets its own connection. */
-	arg[3].type = GRPC_ARG_INTEGER;
-	arg[3].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
-	arg[3].value.integer = 1;
 	/* A restarted datanode is found within a second: gRPC's default backoff grows to
 	 * 120 s, and every call fails at once while the channel waits to reconnect. Calls stay
 	 * fail-fast (no GRPC_INITIAL_METADATA_WAIT_FOR_READY): they carry no deadline, so a
 	 * wait-for-ready call to a datanode that is down or shows a certificate we refuse waits
 	 * for ever (tried: test_internal_tls hung, the gateway ignored SIGTERM), and a deadline
-	 * would bound the whole call, a long Write or Read stream included. */
-	arg[4].type = GRPC_ARG_INTEGER;
-	arg[4].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-	arg[4].value.integer = RPC_RECONNECT_MS / 5;
-	arg[5].type = GRPC_ARG_INTEGER;
-	arg[5].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-	arg[5].value.integer = RPC_RECONNECT_MS;
-	/* gRPC takes this as the floor of one connection attempt's deadline, TLS handshake
-	 * included: at 200 ms, handshakes on a loaded 2-core host under ASan timed out
-	 * ("tcp handshaker shutdown"). A refused connection still fails at once. */
-	arg[6].type = GRPC_ARG_INTEGER;
-	arg[6].key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS;
-	arg[6].value.integer = RPC_CONNECT_MS;
-	args.num_args = 7;
-	if (opts->stream_window) {
-		arg[7].type = GRPC_ARG_INTEGER;
-		arg[7].key = GRPC_ARG_HTTP2_BDP_PROBE;
-		arg[7].value.integer = 0;
-		arg[8].type = GRPC_ARG_INTEGER;
-		arg[8].key = GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
-		arg[8].value.integer =
-		        opts->stream_window > INT32_MAX ? INT32_MAX : (int)opts->stream_window;
-		args.num_args = 9;
-	}
-	args.args = arg;
+	 * would bound the whole call, a long Write or Read stream included.
+	 * connect_ms: gRPC takes it as the floor of one connection attempt's deadline, TLS
+	 * handshake included: at 200 ms, handshakes on a loaded 2-core host under ASan timed
+	 * out ("tcp handshaker shutdown"). A refused connection still fails at once. */
+	rpc_chan_args_init(&args, &(struct rpc_chan_opts){
+	                                  .max_message = 2 * (c->max_message + RPC_MAX_META),
+	                                  .own_connection = true, /* each channel its own */
+	                                  .reconnect_first_ms = RPC_RECONNECT_MS / 5,
+	                                  .reconnect_max_ms = RPC_RECONNECT_MS,
+	                                  .connect_ms = RPC_CONNECT_MS,
+	                                  .stream_window = opts->stream_window,
+	                          });
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)
 		c->n_channels = MAX_CHANNELS;
 	for (unsigned i = 0; i < c->n_channels; i++) {
-		c->ch[i] = grpc_channel_create(opts->target, creds, &args);
+		c->ch[i] = grpc_channel_create(opts->target, creds, &args.args);
 		for (int m = 0; m < RPC_METHOD_COUNT; m++)
 			c->methods[i][m] = grpc_channel_register_call(c->ch[i], rpc_method_path(m),
 			                                              NULL, NULL);

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "rpc_client.h"
 #include "rpc_internal.h"
 #include "zc_fault.h"
 
@@ -58,6 +59,7 @@ struct rpc_client {
 	unsigned n_threads;
 	size_t max_message, max_inflight;
 	unsigned unary_deadline_ms;   /* every unary call's; 0: none */
+	unsigned unary_retry_ms;      /* unary retries' budget without a deadline */
 	unsigned progress_timeout_ms; /* the streams' default; 0: none */
 	/* the watchdog: its list of watched streams, its thread (started by the first) */
 	pthread_mutex_t watch_mu;
@@ -70,10 +72,24 @@ struct rpc_client {
 #endif
 };
 
+/* ---- for tests and test tools (through the rpc include directory) */
+/* Bytes queued and not yet handed to the transport. */
+size_t rpc_cwrite_inflight(const struct rpc_cwrite *w);
+/*
+ * Blocking Write of one buffer (tests and their stand-in servers): open, chunks of `chunk` bytes,
+ * commit. buf is borrowed until return (it waits until gRPC released every slice). res (optional)
+ * receives size, crc32c and mtime_ns (etag NULL: nothing outlives the call). Returns 0 or the
+ * -errno of the status (st has the details).
+ */
+int rpc_client_put(struct rpc_client *c, const struct rpc_write_open *open, const void *buf,
+                   size_t len, size_t chunk, struct rpc_write_result *res, struct rpc_status *st);
+
 /* ---- rpc_client.c */
 grpc_call *rpc_client_new_call(struct rpc_client *c, enum rpc_method m);
-void rpc_client_fill_status(struct rpc_status *st, grpc_status_code code, grpc_slice details,
-                            const grpc_metadata_array *trailing);
+/* A unary call with deadline dl on the next channel; *ready: that channel was connected
+ * when the call was made (rpc_cli_unary.c's retry policy). */
+grpc_call *rpc_client_new_unary(struct rpc_client *c, enum rpc_method m, gpr_timespec dl,
+                                bool *ready);
 
 /* ---- rpc_cli_watch.c */
 void rpc_cli_watch_init(struct rpc_client *c);

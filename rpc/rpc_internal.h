@@ -8,7 +8,10 @@
 #include <grpc/grpc.h>
 #include <grpc/byte_buffer.h>
 
+#include "rpc_chan.h"
 #include "rpc_msg.h"
+#include "rpc_status_internal.h"
+#include "rpc_tls_internal.h"
 
 extern atomic_ullong rpc_stat_received;
 extern atomic_ullong rpc_stat_copied[RPC_STAGE_COUNT];
@@ -70,6 +73,9 @@ void rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
 void rpc_format_status_str(char *out, size_t cap, int err, const char *text);
 
 /* Read the peer / status detail slice into a C string. */
+/* "zerocopy" / "copy" -> enum; returns 0 or -EINVAL (the sink server's flag). */
+int rpc_marshaller_parse(const char *name, enum rpc_marshaller *out);
+
 void rpc_slice_to_str(grpc_slice s, char *out, size_t cap);
 
 #endif

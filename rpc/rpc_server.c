@@ -179,9 +179,7 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	struct rpc_server *srv;
 	grpc_server_credentials *creds;
 	char tls_err[RPC_TLS_ERR_MAX];
-	grpc_channel_args args;
-	grpc_arg arg[3];
-	size_t grpc_limit;
+	struct rpc_chan_args args;
 	int rc = -ENOMEM;
 
 	if (!opts || !opts->listen || !h)
@@ -219,22 +217,13 @@ rpc_server_create(const struct rpc_server_opts *opts, const struct rpc_server_ha
 	 * ours and check ourselves first: a message over our limit gets INVALID_ARGUMENT with
 	 * a precise message instead of gRPC's RESOURCE_EXHAUSTED.
 	 */
-	grpc_limit = 2 * (srv->opts.max_message + RPC_MAX_META);
-	if (grpc_limit > INT32_MAX)
-		grpc_limit = INT32_MAX;
-	arg[0].type = GRPC_ARG_INTEGER;
-	arg[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	arg[0].value.integer = (int)grpc_limit;
-	arg[1].type = GRPC_ARG_INTEGER;
-	arg[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-	arg[1].value.integer = (int)grpc_limit;
-	/* A second datanode on the same port must fail, not share it. */
-	arg[2].type = GRPC_ARG_INTEGER;
-	arg[2].key = GRPC_ARG_ALLOW_REUSEPORT;
-	arg[2].value.integer = 0;
-	args.num_args = 3;
-	args.args = arg;
-	srv->server = grpc_server_create(&args, NULL);
+	/* no_reuseport: a second datanode on the same port must fail, not share it. */
+	rpc_chan_args_init(&args, &(struct rpc_chan_opts){
+	                                  .server = true,
+	                                  .max_message = 2 * (srv->opts.max_message + RPC_MAX_META),
+	                                  .no_reuseport = true,
+	                          });
+	srv->server = grpc_server_create(&args.args, NULL);
 	srv->cq = grpc_completion_queue_create_for_next(NULL);
 	grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
 	for (int m = 0; m < RPC_METHOD_COUNT; m++)
@@ -297,8 +286,7 @@ destroy_server:
 		/* a port is bound (the Unix socket failed after it): gRPC destroys a server
 		 * with listeners only after its shutdown */
 		grpc_server_shutdown_and_notify(srv->server, srv->cq, &srv->t_shutdown);
-		(void)grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-		                                 NULL);
+		(void)grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	}
 	grpc_server_destroy(srv->server);
 	grpc_completion_queue_shutdown(srv->cq);

@@ -22,6 +22,7 @@
 #include <pthread.h>
 
 #include "rpc_internal.h"
+#include "rpc_server.h"
 
 enum tag_kind {
 	TAG_REQUEST,

@@ -433,9 +433,3 @@ rpc_write_fail(struct rpc_write *w, int err, const char *fmt, ...)
 	rpc_call_send_status(&w->c, err, msg, NULL, true);
 	rpc_write_settle(w);
 }
-
-const char *
-rpc_write_peer(const struct rpc_write *w)
-{
-	return w->c.peer;
-}

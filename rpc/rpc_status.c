@@ -4,9 +4,12 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rpc_internal.h"
+#include "rpc_status_internal.h"
+#include "zc.h"
 
 atomic_ullong rpc_stat_received;
 atomic_ullong rpc_stat_copied[RPC_STAGE_COUNT];
@@ -83,6 +86,28 @@ rpc_err_from_status(grpc_status_code code)
 	}
 }
 
+/* The status of a finished call; its error from the RPC_ERR_KEY trailer when the peer sent
+ * one (a zest datanode always does), else what the gRPC code stands for. */
+void
+rpc_status_from_wire(struct rpc_status *st, grpc_status_code code, grpc_slice details,
+                     const grpc_metadata_array *trailing)
+{
+	st->err = rpc_err_from_status(code);
+	rpc_slice_to_str(details, st->msg, sizeof(st->msg));
+	for (size_t i = 0; code != GRPC_STATUS_OK && i < trailing->count; i++) {
+		const grpc_metadata *md = &trailing->metadata[i];
+		char v[12];
+		long c;
+
+		if (!grpc_slice_str_cmp(md->key, RPC_ERR_KEY)) {
+			rpc_slice_to_str(md->value, v, sizeof(v));
+			c = strtol(v, NULL, 10);
+			if (c > 0 && c < ZC_CODE_COUNT)
+				st->err = ZC_E((enum zc_code)c);
+		}
+	}
+}
+
 void
 rpc_format_status(char *out, size_t cap, int err, const char *fmt, va_list ap)
 {
@@ -121,7 +146,6 @@ rpc_format_status_l(char *out, size_t cap, int err, const char *fmt, ...)
 static void
 status_vset(struct rpc_status *st, int err, const char *fmt, va_list ap)
 {
-	st->code = rpc_status_from_err(err);
 	st->err = err;
 	rpc_format_status(st->msg, sizeof(st->msg), err, fmt, ap);
 }
@@ -249,4 +273,18 @@ rpc_tune_malloc(void)
 	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, 1 << 30))
 		return -EINVAL;
 	return 0;
+}
+
+int
+rpc_status_err(const struct rpc_status *st)
+{
+	enum zc_code code;
+
+	if (!st->err)
+		return 0;
+	code = zc_err_code(st->err);
+	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
+		ZC_WARN("rpc", "datanode error code=%s err=%d msg=\"%s\"", zc_code_word(code),
+		        st->err, st->msg);
+	return ZC_E(code);
 }

@@ -22,8 +22,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <grpc/grpc_security.h>
-
 struct rpc_tls {
 	const char *ca_file;   /* PEM: the cluster CA (one or more certificates) */
 	const char *cert_file; /* PEM: this process's certificate, then any intermediates */
@@ -56,18 +54,6 @@ int rpc_tls_read_pem(const char *what, const char *path, char **out, char *err, 
 int rpc_tls_check(const struct rpc_tls *t, char *err, size_t err_len);
 
 /*
- * gRPC credentials for t (insecure: the insecure ones). Client: the CA verifies the
- * server, the certificate and key are ours. Server: the CA verifies clients, and a client
- * without a certificate it signed is refused at the handshake. The caller releases them
- * (grpc_channel_credentials_release / grpc_server_credentials_release); gRPC copies the
- * PEM texts. Call after grpc_init(). Returns 0 and *out, or what rpc_tls_pem_load returns.
- */
-int rpc_tls_channel_creds(const struct rpc_tls *t, grpc_channel_credentials **out, char *err,
-                          size_t err_len);
-int rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out, char *err,
-                         size_t err_len);
-
-/*
  * The local link (rpc_unix.c): gRPC over a Unix socket, for a gateway on the datanode's
  * host. The kernel authenticates instead of TLS: the socket file is private to the
  * server's user (mode 0700, made under umask 077), so only that user and root connect,
@@ -75,14 +61,4 @@ int rpc_tls_server_creds(const struct rpc_tls *t, grpc_server_credentials **out,
  */
 /* addr is a "unix:PATH" target (PATH relative or absolute). */
 bool rpc_unix_is_target(const char *addr);
-/* Local credentials for a unix: target; the caller releases them. 0 or -ENOMEM. */
-int rpc_unix_channel_creds(grpc_channel_credentials **out);
-/*
- * Make server also listen on the socket path (before grpc_server_start, at start-up: it
- * sets the process's umask for a moment). A stale socket file nobody serves is replaced;
- * a live one is -EADDRINUSE. Returns 0, or -EINVAL / -ENAMETOOLONG (over 107 bytes) /
- * -EEXIST (not a socket) / -EADDRINUSE / -EACCES / -ENOMEM with the reason in err.
- */
-int rpc_unix_add_port(grpc_server *server, const char *path, char *err, size_t err_len);
-
 #endif

@@ -13,22 +13,6 @@
 #include "s3_backend_rpc_internal.h"
 #include "zc.h"
 
-/* ------------------------------------------------------------------ errors */
-
-int
-s3_brpc_err(const struct rpc_status *st)
-{
-	enum zc_code code;
-
-	if (st->code == GRPC_STATUS_OK)
-		return 0;
-	code = zc_err_code(st->err);
-	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
-		ZC_WARN("s3rpc", "datanode error code=%s grpc=%d msg=\"%s\"", zc_code_word(code),
-		        st->code, st->msg);
-	return ZC_E(code);
-}
-
 struct rpc_client *
 s3_brpc_place(struct rbe *b, const char *bucket, const char *key)
 {

@@ -33,7 +33,7 @@
 #ifndef ZEST_S3_BACKEND_RPC_INTERNAL_H
 #define ZEST_S3_BACKEND_RPC_INTERNAL_H
 
-#include "rpc.h"
+#include "rpc_client.h"
 #include "s3_place_internal.h"
 #include "s3_util_internal.h"
 
@@ -126,7 +126,6 @@ int s3_brpc_bucket_delete(void *ctx, const char *bucket);
 int s3_brpc_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out);
 int s3_brpc_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap);
 /* ---- s3_backend_rpc.c */
-int s3_brpc_err(const struct rpc_status *st);
 struct rpc_client *s3_brpc_place(struct rbe *b, const char *bucket, const char *key);
 int s3_brpc_attrs_parse(struct attrs *at, const char *s, size_t len);
 void s3_brpc_info_from_rpc(const struct rpc_object_info *in, const char *key,

@@ -13,20 +13,6 @@
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
-int
-s3_bcl_err(const struct rpc_status *st)
-{
-	enum zc_code code;
-
-	if (st->code == GRPC_STATUS_OK)
-		return 0;
-	code = zc_err_code(st->err);
-	if (code == ZC_UNAVAILABLE || code == ZC_INTERNAL)
-		ZC_WARN("s3cl", "datanode error code=%s grpc=%d msg=\"%s\"", zc_code_word(code),
-		        st->code, st->msg);
-	return ZC_E(code);
-}
-
 /* ------------------------------------------------------------------ nodes */
 
 struct rpc_client *
@@ -75,7 +61,7 @@ out:
 }
 
 struct rpc_client *
-s3_bcl_live_client(struct bcl *b, const struct rpc_cl_node *n)
+s3_bcl_live_client(struct bcl *b, const struct cl_rec_node *n)
 {
 	if (b->local_name && strcmp(n->name, b->local_name) == 0)
 		return s3_bcl_client(b, b->local_target);
@@ -83,7 +69,7 @@ s3_bcl_live_client(struct bcl *b, const struct rpc_cl_node *n)
 }
 
 struct rpc_client *
-s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v, const char *name)
+s3_bcl_node_client(struct bcl *b, const struct cl_members_view *v, const char *name)
 {
 	for (size_t i = 0; i < v->n; i++)
 		if (strcmp(v->nodes[i].name, name) == 0)
@@ -109,7 +95,7 @@ s3_bcl_codec(struct bcl *b, unsigned k, unsigned m)
 {
 	struct ec_codec *c;
 
-	if (k < 1 || m < 1 || k + m > RPC_CL_MAX_CELLS)
+	if (k < 1 || m < 1 || k + m > CL_REC_MAX_CELLS)
 		return NULL;
 	pthread_mutex_lock(&b->mu);
 	c = b->codecs[k][m];
@@ -123,10 +109,10 @@ s3_bcl_codec(struct bcl *b, unsigned k, unsigned m)
 /* ------------------------------------------------------------------ attrs */
 
 int
-s3_bcl_attrs_to(const char *s, size_t len, struct rpc_cl_attr **out, size_t *n, char **buf)
+s3_bcl_attrs_to(const char *s, size_t len, struct cl_rec_attr **out, size_t *n, char **buf)
 {
 	struct attrs at;
-	struct rpc_cl_attr *v;
+	struct cl_rec_attr *v;
 	int rc;
 
 	*out = NULL;
@@ -152,7 +138,7 @@ s3_bcl_attrs_to(const char *s, size_t len, struct rpc_cl_attr **out, size_t *n, 
 }
 
 void
-s3_bcl_info_from(const struct rpc_cl_object *o, const char *key, struct s3_obj_info *out)
+s3_bcl_info_from(const struct cl_rec_object *o, const char *key, struct s3_obj_info *out)
 {
 	size_t at = 0;
 
@@ -193,8 +179,8 @@ dcell_done(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *
 	struct dcell_wait *w = arg;
 
 	(void)resp;
-	if (st->code != GRPC_STATUS_OK)
-		ZC_DBG("s3cl", "DeleteCells failed grpc=%d msg=\"%s\"", st->code, st->msg);
+	if (st->err)
+		ZC_DBG("s3cl", "DeleteCells failed err=%d msg=\"%s\"", st->err, st->msg);
 	pthread_mutex_lock(&w->mu);
 	w->left--;
 	pthread_cond_broadcast(&w->cv);
@@ -202,16 +188,16 @@ dcell_done(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *
 }
 
 void
-s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o)
+s3_bcl_delete_cells(struct bcl *b, const struct cl_rec_object *o)
 {
 	struct dcell_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	struct dcell_node *dn = NULL;
 	size_t ndn = 0, capdn = 0;
 
 	/* the cells each node holds, named as the record names them */
 	for (size_t x = 0; x < o->nextents; x++) {
-		const struct rpc_cl_extent *e = &o->extents[x];
+		const struct cl_rec_extent *e = &o->extents[x];
 
 		for (size_t g = 0; g < e->ngroups; g++)
 			for (unsigned c = 0; c < e->k + e->m; c++) {
@@ -249,7 +235,7 @@ s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o)
 			}
 	}
 	/* a node that is not live now gets nothing: its collector removes the cells */
-	v = rpc_members_get(b->mem);
+	v = cl_members_get(b->mem);
 	for (size_t i = 0; i < ndn; i++) {
 		struct rpc_client *cl = s3_bcl_node_client(b, v, dn[i].name);
 		union rpc_unary_req req = { .cells = { .cells = dn[i].ids, .n_cells = dn[i].n } };
@@ -265,7 +251,7 @@ s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o)
 			pthread_mutex_unlock(&w.mu);
 		}
 	}
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	/* wait: the callbacks use w, and the clients must be idle when destroyed */
 	pthread_mutex_lock(&w.mu);
 	while (w.left)
@@ -285,7 +271,7 @@ void
 s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 {
 	struct bcl *b = ctx;
-	const struct rpc_members_view *v = rpc_members_get(b->mem);
+	const struct cl_members_view *v = cl_members_get(b->mem);
 
 	s3_buf_printf(buf,
 	              "# HELP zest_degraded_reads_total GET streams that read around a missing, "
@@ -296,7 +282,7 @@ s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 	              "# TYPE zest_cluster_live_nodes gauge\n"
 	              "zest_cluster_live_nodes %zu\n",
 	              atomic_load(&b->degraded_reads), v->n);
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 }
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -309,8 +295,8 @@ s3_backend_cluster_destroy(struct s3_backend *be)
 	if (!be)
 		return;
 	b = be->ctx;
-	rpc_members_destroy(b->mem);
-	rpc_etcd_destroy(b->etcd);
+	cl_members_destroy(b->mem);
+	cl_etcd_destroy(b->etcd);
 	for (size_t i = 0; i < b->nnodes; i++) {
 		rpc_client_destroy(b->nodes[i].cl);
 		free(b->nodes[i].addr);
@@ -318,8 +304,8 @@ s3_backend_cluster_destroy(struct s3_backend *be)
 	free(b->nodes);
 	free(b->local_name);
 	free(b->local_target);
-	for (unsigned k = 0; k <= RPC_CL_MAX_CELLS; k++)
-		for (unsigned m = 0; m <= RPC_CL_MAX_CELLS; m++)
+	for (unsigned k = 0; k <= CL_REC_MAX_CELLS; k++)
+		for (unsigned m = 0; m <= CL_REC_MAX_CELLS; m++)
 			ec_codec_destroy(b->codecs[k][m]);
 	pthread_mutex_destroy(&b->mu);
 	free(b);
@@ -329,7 +315,7 @@ int
 s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, const char *local_node,
                           unsigned stream_timeout_ms, struct s3_backend **out)
 {
-	struct rpc_etcd_opts eo = { 0 };
+	struct cl_etcd_opts eo = { 0 };
 	struct timespec ts;
 	struct bcl *b;
 	int rc;
@@ -370,7 +356,7 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 	eo.ca_file = tls->ca_file;
 	eo.cert_file = tls->cert_file;
 	eo.key_file = tls->key_file;
-	rc = rpc_etcd_create(endpoints, &eo, &b->etcd);
+	rc = cl_etcd_create(endpoints, &eo, &b->etcd);
 	if (rc < 0) {
 		ZC_ERR("s3cl", "bad --cluster \"%s\": %s", endpoints,
 		       zc_code_word(zc_err_code(rc)));
@@ -379,9 +365,9 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 	/* the multipart records' bucket; one that exists is fine. This is also the start's
 	 * check that etcd answers: a wrong --cluster shows at once, as on the datanode */
 	clock_gettime(CLOCK_REALTIME, &ts);
-	rc = rpc_cmeta_bucket_create(b->etcd, S3_RESERVED_BUCKET,
-	                             (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-	                             BCL_TIMEOUT_MS);
+	rc = cl_meta_bucket_create(b->etcd, S3_RESERVED_BUCKET,
+	                           (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+	                           BCL_TIMEOUT_MS);
 	if (rc == ZC_E(ZC_BUCKET_EXISTS))
 		rc = 0;
 	if (rc < 0) {
@@ -389,7 +375,7 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 		       zc_code_word(zc_err_code(rc)));
 		goto fail;
 	}
-	rc = rpc_members_create(b->etcd, 0, &b->mem);
+	rc = cl_members_create(b->etcd, 0, &b->mem);
 	if (rc < 0)
 		goto fail;
 	*out = &b->be;

@@ -124,7 +124,7 @@ s3_bcl_crd_next(struct bcl_crd *c, struct zc_seg *seg)
 		rc = -ENOMEM;
 	} else if (!c->q.n) { /* done and drained */
 		/* not logged here: the GET logs once per stream what it reads around */
-		rc = c->st.code == GRPC_STATUS_OK ? 0 : ZC_E(zc_err_code(c->st.err));
+		rc = c->st.err ? ZC_E(zc_err_code(c->st.err)) : 0;
 		if (rc == 0 && c->got != c->want)
 			rc = -EBADMSG; /* a node that sent less than the range is as bad */
 	} else {
@@ -176,7 +176,7 @@ void
 s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t group,
                    struct s3_bcl_cread *r, size_t n, unsigned timeout_ms)
 {
-	struct bcl_crd *c[RPC_CL_MAX_CELLS] = { 0 };
+	struct bcl_crd *c[CL_REC_MAX_CELLS] = { 0 };
 
 	/* every call first, so the nodes read in parallel; then drain them in turn */
 	for (size_t i = 0; i < n; i++) {

@@ -22,7 +22,7 @@
 
 #define RING      16               /* pieces open at once */
 #define MAX_FAILS 64               /* cells a stream remembers as unreadable */
-#define MAX_DEAD  RPC_CL_MAX_CELLS /* nodes a stream remembers as unreachable */
+#define MAX_DEAD  CL_REC_MAX_CELLS /* nodes a stream remembers as unreachable */
 #define OBUF_KEEP 4                /* rebuilt-window buffers a stream keeps for reuse */
 
 struct obuf_pool;
@@ -42,7 +42,7 @@ struct failed {
 
 struct cget {
 	struct bcl *b;
-	struct rpc_cl_object rec;
+	struct cl_rec_object rec;
 	uint64_t next, end;      /* object offsets: the first byte not yet in a piece; the end */
 	size_t ext;              /* the extent holding `next` */
 	uint64_t ext_base;       /* its first object offset */
@@ -63,16 +63,16 @@ int
 s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out)
 {
 	struct bcl *b = ctx;
-	struct rpc_cl_object o;
+	struct cl_rec_object o;
 	int rc;
 
 	/* linearizable (a quorum read): S3 is read-after-write consistent for PUT, overwrite
 	 * and DELETE, and a member's local state may lag the commit (docs/cluster.md) */
-	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
+	rc = cl_meta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
 	if (rc < 0)
 		return rc;
 	s3_bcl_info_from(&o, key, out);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	return 0;
 }
 
@@ -80,18 +80,18 @@ s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *
 static struct rpc_client **
 ext_clients(struct cget *g, size_t x)
 {
-	const struct rpc_cl_extent *e = &g->rec.extents[x];
-	const struct rpc_members_view *v;
+	const struct cl_rec_extent *e = &g->rec.extents[x];
+	const struct cl_members_view *v;
 
 	if (g->cl[x])
 		return g->cl[x];
 	g->cl[x] = calloc(e->nnodes ? e->nnodes : 1, sizeof(**g->cl));
 	if (!g->cl[x])
 		return NULL;
-	v = rpc_members_get(g->b->mem);
+	v = cl_members_get(g->b->mem);
 	for (size_t i = 0; i < e->nnodes; i++)
 		g->cl[x][i] = s3_bcl_node_client(g->b, v, e->nodes[i]);
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	return g->cl[x];
 }
 
@@ -117,7 +117,7 @@ note_error(struct cget *g, struct rpc_client *cl, int err)
 static uint32_t
 unavail_of(struct cget *g, size_t x, uint32_t group)
 {
-	const struct rpc_cl_extent *e = &g->rec.extents[x];
+	const struct cl_rec_extent *e = &g->rec.extents[x];
 	struct rpc_client **cl = ext_clients(g, x);
 	uint32_t u = e->groups[group].missing;
 
@@ -160,7 +160,7 @@ static void
 fill(struct cget *g)
 {
 	while (g->rn < RING && g->next < g->end) {
-		const struct rpc_cl_extent *e;
+		const struct cl_rec_extent *e;
 		struct s3_bcl_geom geom;
 		struct piece *p;
 		struct rpc_client **cl;
@@ -200,9 +200,9 @@ static void
 rebuild_read(void *arg, struct s3_bcl_cread *r, size_t n)
 {
 	struct rd_arg *a = arg;
-	const struct rpc_cl_extent *e = &a->g->rec.extents[a->ext];
+	const struct cl_rec_extent *e = &a->g->rec.extents[a->ext];
 	struct rpc_client **ecl = ext_clients(a->g, a->ext);
-	struct rpc_client *cl[RPC_CL_MAX_CELLS];
+	struct rpc_client *cl[CL_REC_MAX_CELLS];
 
 	for (size_t i = 0; i < n; i++)
 		cl[i] = ecl ? ecl[e->groups[a->group].cell[r[i].cell]] : NULL;
@@ -322,7 +322,7 @@ obuf_pool_close(struct obuf_pool *pl)
 static int
 rebuild_step(struct cget *g, struct piece *p, struct zc_seg *seg)
 {
-	const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+	const struct cl_rec_extent *e = &g->rec.extents[p->ext];
 	struct rd_arg arg = { g, p->ext, p->p.group };
 	struct s3_bcl_geom geom;
 	struct ec_codec *codec = s3_bcl_codec(g->b, e->k, e->m);
@@ -375,7 +375,7 @@ rebuild_step(struct cget *g, struct piece *p, struct zc_seg *seg)
 static bool
 piece_node_dead(struct cget *g, const struct piece *p)
 {
-	const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+	const struct cl_rec_extent *e = &g->rec.extents[p->ext];
 	struct rpc_client **ecl = ext_clients(g, p->ext);
 
 	return ecl && is_dead(g, ecl[e->groups[p->p.group].cell[p->p.cell]]);
@@ -414,7 +414,7 @@ s3_bcl_get_next(void *stream, struct zc_seg *seg)
 			s3_bcl_crd_close(p->crd);
 			p->crd = NULL;
 			if (rc < 0) {
-				const struct rpc_cl_extent *e = &g->rec.extents[p->ext];
+				const struct cl_rec_extent *e = &g->rec.extents[p->ext];
 
 				struct rpc_client **ecl = ext_clients(g, p->ext);
 
@@ -456,7 +456,7 @@ s3_bcl_get_close(void *stream)
 	free(g->cl);
 	free(g->scratch);
 	obuf_pool_close(g->obufs);
-	rpc_cl_object_fini(&g->rec);
+	cl_rec_object_fini(&g->rec);
 	free(g);
 }
 
@@ -474,7 +474,7 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 		return -ENOMEM;
 	g->b = b;
 	/* linearizable, as stat */
-	rc = rpc_cmeta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
+	rc = cl_meta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
 	if (rc < 0) {
 		free(g);
 		return rc;

@@ -1,6 +1,6 @@
 /*
  * s3_bcl: struct s3_backend in cluster mode (docs/cluster.md): records, buckets and
- * listings in etcd (rpc_cmeta.h), membership from rpc_members.h, PUT streamed to a
+ * listings in etcd (cl_meta.h), membership from cl_members.h, PUT streamed to a
  * coordinator datanode, GET read cell by cell (ReadCell) from the nodes the record names,
  * rebuilt from any k cells with ec/ when a cell is missing, bad or unreachable.
  *
@@ -23,9 +23,9 @@
 #include <stdatomic.h>
 
 #include "ec.h"
-#include "rpc.h"
-#include "rpc_cmeta.h"
-#include "rpc_members.h"
+#include "rpc_client.h"
+#include "cl_meta.h"
+#include "cl_members.h"
 #include "s3_place_internal.h"
 #include "s3_util_internal.h"
 
@@ -53,13 +53,13 @@ struct bcl_node {
 
 struct bcl {
 	struct s3_backend be;
-	struct rpc_etcd *etcd;
-	struct rpc_members *mem;
+	struct cl_etcd *etcd;
+	struct cl_members *mem;
 	struct rpc_tls tls;
 	pthread_mutex_t mu; /* nodes, codecs */
 	struct bcl_node *nodes;
 	size_t nnodes, capnodes;
-	struct ec_codec *codecs[RPC_CL_MAX_CELLS + 1][RPC_CL_MAX_CELLS + 1]; /* [k][m] */
+	struct ec_codec *codecs[CL_REC_MAX_CELLS + 1][CL_REC_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
 	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
 	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
@@ -69,21 +69,20 @@ struct bcl {
 };
 
 /* ---- s3_bcl.c */
-int s3_bcl_err(const struct rpc_status *st);
 /* The client of node address addr (made on first use). NULL: -ENOMEM. */
 struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
 /* The client of node `name` in the view v, NULL when the node is not live. */
-struct rpc_client *s3_bcl_node_client(struct bcl *b, const struct rpc_members_view *v,
+struct rpc_client *s3_bcl_node_client(struct bcl *b, const struct cl_members_view *v,
                                       const char *name);
 /* The client of live node n: over the local link when n is the local node. */
-struct rpc_client *s3_bcl_live_client(struct bcl *b, const struct rpc_cl_node *n);
+struct rpc_client *s3_bcl_live_client(struct bcl *b, const struct cl_rec_node *n);
 struct ec_codec *s3_bcl_codec(struct bcl *b, unsigned k, unsigned m);
 /* "name:value\n" text <-> record attrs. to: *out (free() it, pointing into *buf, free() it
  * too). from: the text into info->attrs. */
-int s3_bcl_attrs_to(const char *s, size_t len, struct rpc_cl_attr **out, size_t *n, char **buf);
-void s3_bcl_info_from(const struct rpc_cl_object *o, const char *key, struct s3_obj_info *out);
+int s3_bcl_attrs_to(const char *s, size_t len, struct cl_rec_attr **out, size_t *n, char **buf);
+void s3_bcl_info_from(const struct cl_rec_object *o, const char *key, struct s3_obj_info *out);
 /* DeleteCells of every cell o names, to the live nodes holding them; best effort. */
-void s3_bcl_delete_cells(struct bcl *b, const struct rpc_cl_object *o);
+void s3_bcl_delete_cells(struct bcl *b, const struct cl_rec_object *o);
 void s3_bcl_metrics(void *ctx, struct s3_buf *buf);
 
 /* ---- s3_bcl_plan.c: the layout of one extent (as the datanode's dn_geom) */
@@ -103,7 +102,7 @@ struct s3_bcl_piece {
 	uint64_t len;  /* bytes, within the cell */
 };
 
-void s3_bcl_geom_of(const struct rpc_cl_extent *e, struct s3_bcl_geom *g);
+void s3_bcl_geom_of(const struct cl_rec_extent *e, struct s3_bcl_geom *g);
 /* Bytes of cell c (data or parity) in stripe s of group (0 past the end). A parity cell
  * counts as long as the stripe's longest (first) data cell: past it the parity is zero,
  * and a datanode stores at least that much of it. */

@@ -31,7 +31,7 @@ realtime_ns(void)
  * stream stays on the host (the local link, no TLS), and only the cells of other nodes
  * cross the network, once. The rest keep zc_place_rank's order for the fallback. */
 static void
-local_first(const struct bcl *b, const struct rpc_members_view *v, unsigned *order)
+local_first(const struct bcl *b, const struct cl_members_view *v, unsigned *order)
 {
 	size_t at = 0;
 	unsigned first;
@@ -52,7 +52,7 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
                 void **stream)
 {
 	struct bcl *b = ctx;
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	unsigned *order = NULL;
 	int rc = ZC_E(ZC_UNAVAILABLE);
 
@@ -63,7 +63,7 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
 	 * of the body is read (docs/s3-compatibility.md). */
 	if (!size_known)
 		return S3_E(S3E_NOT_IMPLEMENTED);
-	v = rpc_members_get(b->mem);
+	v = cl_members_get(b->mem);
 	if (!v->n) {
 		ZC_WARN("s3cl", "no live datanode in the membership view: PUT refused (503)");
 		goto out;
@@ -81,7 +81,7 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
 	/* any live node can coordinate: one that does not connect is passed over before a
 	 * byte of the body is sent, so the client never sees it */
 	for (size_t i = 0; i < v->n; i++) {
-		const struct rpc_cl_node *n = &v->nodes[order[i]];
+		const struct cl_rec_node *n = &v->nodes[order[i]];
 		struct rpc_client *cl = s3_bcl_live_client(b, n);
 
 		if (!cl) {
@@ -100,7 +100,7 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
 	}
 out:
 	free(order);
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	return rc;
 }
 
@@ -110,11 +110,11 @@ int
 s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed)
 {
 	struct bcl *b = ctx;
-	struct rpc_cmeta_old old = { 0 };
+	struct cl_meta_old old = { 0 };
 	int rc;
 
 	*existed = false;
-	rc = rpc_cmeta_delete(b->etcd, bucket, key, 0, &old, BCL_TIMEOUT_MS);
+	rc = cl_meta_delete(b->etcd, bucket, key, 0, &old, BCL_TIMEOUT_MS);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -122,7 +122,7 @@ s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed)
 		/* the record is gone: its cells are garbage, the nodes' collector is the net */
 		s3_bcl_delete_cells(b, &old.o);
 	}
-	rpc_cmeta_old_fini(&old);
+	cl_meta_old_fini(&old);
 	return 0;
 }
 
@@ -162,18 +162,18 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 	/* as a datanode lists (dn_meta_list.c): keys and common prefixes strictly after
 	 * start_after, limit counting both, the last item given back to go on from */
 	while (!stop && rc == 0) {
-		struct rpc_cmeta_listing l = { 0 };
+		struct cl_meta_listing l = { 0 };
 		char *next_sa = NULL;
 
 		/* linearizable, as GET: a listing right after a PUT or DELETE shows it */
-		rc = rpc_cmeta_list(b->etcd, bucket, prefix, sa, RPC_CMETA_LIST_MAX, false, &l,
-		                    BCL_TIMEOUT_MS);
+		rc = cl_meta_list(b->etcd, bucket, prefix, sa, CL_META_LIST_MAX, false, &l,
+		                  BCL_TIMEOUT_MS);
 		if (rc < 0) {
-			rpc_cmeta_listing_fini(&l);
+			cl_meta_listing_fini(&l);
 			break;
 		}
 		for (size_t i = 0; i < l.n && !stop && rc == 0; i++) {
-			const struct rpc_cmeta_entry *e = &l.v[i];
+			const struct cl_meta_entry *e = &l.v[i];
 			size_t kl = strlen(e->key);
 			const char *d =
 			        dl && kl >= pl ? memmem(e->key + pl, kl - pl, delimiter, dl) : NULL;
@@ -234,7 +234,7 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 			free(sa);
 			sa = next_sa;
 		}
-		rpc_cmeta_listing_fini(&l);
+		cl_meta_listing_fini(&l);
 	}
 	if (rc == 0 && out->truncated && last) {
 		out->next_start_after = last;
@@ -251,10 +251,10 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 
 /* A multipart Complete's parts are "p/<upload-id>/<nnnnn>" of S3_RESERVED_BUCKET and its
  * record "u/<bucket>/<upload-id>" (s3_mpu.c): then the compose costs O(1) etcd ops
- * (rpc_cmeta_compose_upload). 1 with *up filled, 0 for other parts. */
+ * (cl_meta_compose_upload). 1 with *up filled, 0 for other parts. */
 static int
 upload_of(const char *bucket, const struct s3_objref *parts, size_t nparts, char *prefix,
-          size_t pcap, char *fence, size_t fcap, struct rpc_cmeta_upload *up)
+          size_t pcap, char *fence, size_t fcap, struct cl_meta_upload *up)
 {
 	const char *k, *slash;
 	size_t pl;
@@ -275,7 +275,7 @@ upload_of(const char *bucket, const struct s3_objref *parts, size_t nparts, char
 	prefix[pl] = 0;
 	if ((size_t)snprintf(fence, fcap, "u/%s/%.*s", bucket, (int)(pl - 3), k + 2) >= fcap)
 		return 0;
-	*up = (struct rpc_cmeta_upload){ S3_RESERVED_BUCKET, prefix, fence };
+	*up = (struct cl_meta_upload){ S3_RESERVED_BUCKET, prefix, fence };
 	return 1;
 }
 
@@ -285,11 +285,11 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
                size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	struct bcl *b = ctx;
-	struct rpc_cmeta_part *pv;
-	struct rpc_cmeta_cond cc = { 0 };
-	struct rpc_cmeta_old old = { 0 };
-	struct rpc_cmeta_upload up;
-	struct rpc_cl_attr *av = NULL;
+	struct cl_meta_part *pv;
+	struct cl_meta_cond cc = { 0 };
+	struct cl_meta_old old = { 0 };
+	struct cl_meta_upload up;
+	struct cl_rec_attr *av = NULL;
 	size_t nav = 0;
 	char *abuf = NULL, prefix[128], fence[160];
 	uint64_t size = 0, mtime = realtime_ns();
@@ -302,7 +302,7 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 	if (!pv)
 		return -ENOMEM;
 	for (size_t i = 0; i < nparts; i++)
-		pv[i] = (struct rpc_cmeta_part){ parts[i].bucket, parts[i].key, parts[i].etag };
+		pv[i] = (struct cl_meta_part){ parts[i].bucket, parts[i].key, parts[i].etag };
 	rc = s3_bcl_attrs_to(attrs, attrs_len, &av, &nav, &abuf);
 	if (rc < 0)
 		goto out;
@@ -311,16 +311,16 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 		cc.if_match = cond->if_match[0] ? cond->if_match : NULL;
 	}
 	if (upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence, sizeof(fence), &up))
-		rc = rpc_cmeta_compose_upload(b->etcd, bucket, key, &up, pv, nparts, etag, av, nav,
-		                              &cc, mtime, BCL_TIMEOUT_MS, &size, &old);
+		rc = cl_meta_compose_upload(b->etcd, bucket, key, &up, pv, nparts, etag, av, nav,
+		                            &cc, mtime, BCL_TIMEOUT_MS, &size, &old);
 	else
-		rc = rpc_cmeta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
-		                       BCL_TIMEOUT_MS, &size, &old);
+		rc = cl_meta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
+		                     BCL_TIMEOUT_MS, &size, &old);
 	if (rc < 0)
 		goto out;
 	if (old.had)
 		s3_bcl_delete_cells(b, &old.o);
-	rpc_cmeta_old_fini(&old);
+	cl_meta_old_fini(&old);
 	if (out) {
 		memset(out, 0, offsetof(struct s3_obj_info, attrs));
 		snprintf(out->key, sizeof(out->key), "%s", key);
@@ -342,7 +342,7 @@ s3_bcl_bucket_create(void *ctx, const char *bucket)
 {
 	struct bcl *b = ctx;
 
-	return rpc_cmeta_bucket_create(b->etcd, bucket, realtime_ns(), BCL_TIMEOUT_MS);
+	return cl_meta_bucket_create(b->etcd, bucket, realtime_ns(), BCL_TIMEOUT_MS);
 }
 
 int
@@ -350,17 +350,17 @@ s3_bcl_bucket_delete(void *ctx, const char *bucket)
 {
 	struct bcl *b = ctx;
 
-	return rpc_cmeta_bucket_delete(b->etcd, bucket, BCL_TIMEOUT_MS);
+	return cl_meta_bucket_delete(b->etcd, bucket, BCL_TIMEOUT_MS);
 }
 
 int
 s3_bcl_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 {
 	struct bcl *b = ctx;
-	struct rpc_cl_bucket cb = { 0 };
+	struct cl_rec_bucket cb = { 0 };
 	int rc;
 
-	rc = rpc_cmeta_bucket_head(b->etcd, bucket, &cb, BCL_TIMEOUT_MS);
+	rc = cl_meta_bucket_head(b->etcd, bucket, &cb, BCL_TIMEOUT_MS);
 	if (rc < 0)
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", bucket);
@@ -372,11 +372,11 @@ int
 s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
 {
 	struct bcl *b = ctx;
-	struct rpc_cmeta_bucket_entry *v = NULL;
+	struct cl_meta_bucket_entry *v = NULL;
 	size_t n = 0, got = 0;
 	int rc;
 
-	rc = rpc_cmeta_bucket_list(b->etcd, &v, &n, BCL_TIMEOUT_MS);
+	rc = cl_meta_bucket_list(b->etcd, &v, &n, BCL_TIMEOUT_MS);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n && got < cap; i++) {
@@ -384,6 +384,6 @@ s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
 		out[got].ctime_ns = v[i].ctime_ns;
 		got++;
 	}
-	rpc_cmeta_bucket_list_free(v, n);
+	cl_meta_bucket_list_free(v, n);
 	return (int)got;
 }

@@ -11,7 +11,7 @@
 #include "s3_bcl_internal.h"
 
 void
-s3_bcl_geom_of(const struct rpc_cl_extent *e, struct s3_bcl_geom *g)
+s3_bcl_geom_of(const struct cl_rec_extent *e, struct s3_bcl_geom *g)
 {
 	g->size = e->size;
 	g->k = e->k;
@@ -93,8 +93,8 @@ s3_bcl_rebuild(struct ec_codec *codec, const struct s3_bcl_geom *g, uint32_t gro
 
 	/* each failed read removes a cell, so this ends after at most m rounds */
 	for (;;) {
-		struct s3_bcl_cread rq[RPC_CL_MAX_CELLS];
-		uint8_t *cells[RPC_CL_MAX_CELLS];
+		struct s3_bcl_cread rq[CL_REC_MAX_CELLS];
+		uint8_t *cells[CL_REC_MAX_CELLS];
 		uint32_t src, failed = 0;
 		size_t nr = 0;
 		int rc;

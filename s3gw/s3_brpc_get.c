@@ -170,7 +170,7 @@ s3_brpc_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, u
 	if (g->failed_alloc)
 		rc = -ENOMEM;
 	else if (!g->have_info)
-		rc = s3_brpc_err(&g->st);
+		rc = rpc_status_err(&g->st);
 	pthread_mutex_unlock(&g->mu);
 	if (rc == 0 && !g->have_info) /* ended without info: ask for it */
 		rc = s3_brpc_stat(ctx, bucket, key, g->info);
@@ -198,7 +198,7 @@ s3_brpc_get_next(void *stream, struct zc_seg *seg)
 	if (g->failed_alloc) {
 		rc = -ENOMEM;
 	} else if (!s3_segq_pop(&g->q, seg)) { /* done and drained */
-		rc = s3_brpc_err(&g->st);
+		rc = rpc_status_err(&g->st);
 	} else {
 		g->qbytes -= seg->len;
 		rc = 1;

@@ -19,19 +19,12 @@ call(struct rpc_client *c, enum rpc_method m, const union rpc_unary_req *req,
      struct rpc_unary_resp *resp)
 {
 	struct rpc_status st;
-	int rc;
 
-	/* UNAVAILABLE: the channel is (re)connecting, e.g. in gRPC's reconnect backoff after
-	 * the datanode started late or restarted; the call was not delivered, so retry 3 s */
-	for (int tries = 0;; tries++) {
-		rc = rpc_client_call(c, m, req, resp, &st); /* on failure resp holds nothing */
-		if (rc == 0)
-			return 0;
-		if (st.code != GRPC_STATUS_UNAVAILABLE || tries == 30)
-			break;
-		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000000 }, NULL);
-	}
-	return s3_brpc_err(&st);
+	/* a datanode that cannot be reached yet (started late, restarted) is the rpc client's
+	 * retry policy's business (rpc_client.h); on failure resp holds nothing */
+	if (rpc_client_call(c, m, req, resp, &st) == 0)
+		return 0;
+	return rpc_status_err(&st);
 }
 
 int

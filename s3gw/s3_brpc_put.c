@@ -48,7 +48,7 @@ put_on_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 	(void)w;
 	pthread_mutex_lock(&p->mu);
 	p->st = *st;
-	if (st->code == GRPC_STATUS_OK && res) {
+	if (!st->err && res) {
 		p->have_res = true;
 		p->size = res->size;
 		p->mtime_ns = res->mtime_ns;
@@ -126,7 +126,7 @@ put_send(struct put *p, const struct zc_seg *seg, const uint32_t *crc)
 
 		pthread_mutex_lock(&p->mu);
 		if (p->done) {
-			rc = p->st.code == GRPC_STATUS_OK ? -EPROTO : s3_brpc_err(&p->st);
+			rc = !p->st.err ? -EPROTO : rpc_status_err(&p->st);
 			pthread_mutex_unlock(&p->mu);
 			return rc;
 		}
@@ -196,7 +196,7 @@ s3_brpc_put_commit(void *stream, const char *etag, const char *attrs, size_t att
 		goto cancel;
 finish:
 	put_wait_done(p);
-	rc = s3_brpc_err(&p->st);
+	rc = rpc_status_err(&p->st);
 	if (rc == 0 && out) {
 		memset(out, 0, offsetof(struct s3_obj_info, attrs));
 		snprintf(out->key, sizeof(out->key), "%s", p->key);

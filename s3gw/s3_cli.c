@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc.h"
+#include "rpc_client.h"
 #include "rpc_tls.h"
 #include "s3.h"
 #include "zc.h"

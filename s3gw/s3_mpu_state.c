@@ -8,7 +8,7 @@
  * and the other reads the record again and finds the winner's. Only the winner touches
  * the parts: an Abort deletes nothing before its mark is in, and a Complete composes
  * nothing before its own. In cluster mode the Complete's Txn is fenced on the record's
- * mod_revision as well (rpc_cmeta_compose_upload), so a record changed after the mark (a
+ * mod_revision as well (cl_meta_compose_upload), so a record changed after the mark (a
  * stale mark taken over, below) fences the compose off.
  *
  * A mark is not forever: a Complete that fails after its mark (a part changed, the target's

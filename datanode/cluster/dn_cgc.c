@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "dn_cgc.h"
-#include "rpc_cmeta.h"
+#include "cl_meta.h"
 #include "zc.h"
 #include "zc_loop.h"
 
@@ -32,7 +32,7 @@ struct look {
 	char *rkey;    /* the record's etcd key, as the index names it (NULL: no index key) */
 	int64_t rrev;  /* its mod_revision (0: absent) */
 	bool unlinked; /* a dangling index key was dealt with */
-	struct rpc_cl_object obj;
+	struct cl_rec_object obj;
 };
 
 static uint64_t
@@ -48,14 +48,14 @@ static void
 look_clear(struct look *l)
 {
 	free(l->rkey);
-	rpc_cl_object_fini(&l->obj);
+	cl_rec_object_fini(&l->obj);
 	memset(l, 0, sizeof(*l));
 }
 
 static bool
-extent_names(const struct rpc_cl_extent *e, const struct dn_cell_info *ci, const char *node)
+extent_names(const struct cl_rec_extent *e, const struct dn_cell_info *ci, const char *node)
 {
-	const struct rpc_cl_group *gr;
+	const struct cl_rec_group *gr;
 
 	if (e->id != ci->id.extent || ci->id.group >= e->ngroups || ci->id.cell >= e->k + e->m)
 		return false;
@@ -76,8 +76,8 @@ fetch(struct dn_cgc *g, struct look *l, uint64_t id, bool linear)
 	l->valid = true;
 	l->id = id;
 	l->linear = linear;
-	err = rpc_cmeta_extent_record(g->o.etcd, id, !linear, &l->obj, &l->rkey, &l->rrev,
-	                              g->o.timeout_ms);
+	err = cl_meta_extent_record(g->o.etcd, id, !linear, &l->obj, &l->rkey, &l->rrev,
+	                            g->o.timeout_ms);
 	l->status = zc_err_is(err, ZC_NO_KEY) ? 1 : err;
 	return l->status < 0 ? l->status : 0;
 }
@@ -96,7 +96,7 @@ judge(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci)
 
 /*
  * An index key naming a record that lacks the extent (absent, or another extent): left by
- * a write etcd refused with every index op (rpc_cmeta_commit). Judged on a linearizable
+ * a write etcd refused with every index op (cl_meta_commit). Judged on a linearizable
  * read; removed by a Txn fenced on both keys, so any node may do it, and once.
  */
 static void
@@ -110,7 +110,7 @@ unlink_dangling(struct dn_cgc *g, struct look *l)
 	for (size_t i = 0; l->status == 0 && i < l->obj.nextents; i++)
 		if (l->obj.extents[i].id == l->id)
 			return; /* the record has the extent: the index is right */
-	err = rpc_cmeta_extent_unlink(g->o.etcd, l->id, l->rkey, l->rrev, g->o.timeout_ms);
+	err = cl_meta_extent_unlink(g->o.etcd, l->id, l->rkey, l->rrev, g->o.timeout_ms);
 	if (err < 0)
 		ZC_WARN("cgc", "index key of extent=%016llx left err=%d", (unsigned long long)l->id,
 		        err);

@@ -10,7 +10,7 @@
  *   heal that moved it) -> dn_cell_delete.
  *
  * The record that owns an extent is found through the extent index (/zest/extents/<id>,
- * rpc_cmeta.h), not through the bucket/key of the cell's entry: a multipart part's cells
+ * cl_meta.h), not through the bucket/key of the cell's entry: a multipart part's cells
  * name the part's key, which Complete deletes when it moves the part's extent into the
  * object's record. A record is read serializable (the member's copy, no quorum round
  * trip); a decision to delete is confirmed by a linearizable read first, because a
@@ -31,7 +31,7 @@
 #include <stdio.h>
 
 #include "dn.h"
-#include "rpc_etcd.h"
+#include "cl_etcd.h"
 
 #define DN_CGC_DEFAULT_GRACE_S 600 /* --gc-grace */
 
@@ -39,7 +39,7 @@ struct dn_cgc;
 
 struct dn_cgc_opts {
 	struct dn_store *store;  /* borrowed, outlives the collector */
-	struct rpc_etcd *etcd;   /* borrowed, outlives the collector */
+	struct cl_etcd *etcd;    /* borrowed, outlives the collector */
 	const char *node;        /* this node's name, as records name it (copied) */
 	uint64_t grace_ns;       /* 0: DN_CGC_DEFAULT_GRACE_S */
 	uint64_t period_ns;      /* between pending passes; 0: grace / 4, at most 60 s */

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "dn_cheal_internal.h"
-#include "rpc_cmeta.h"
+#include "cl_meta.h"
 #include "zc.h"
 #include "zc_place.h"
 
@@ -21,7 +21,7 @@
 /* ---- absence ---- */
 
 int
-chl_view_find(const struct rpc_members_view *v, const char *name)
+chl_view_find(const struct cl_members_view *v, const char *name)
 {
 	for (size_t i = 0; i < v->n; i++)
 		if (strcmp(v->names[i], name) == 0)
@@ -58,14 +58,14 @@ absent_entry(struct dn_cheal *h, const char *name)
 }
 
 static bool
-view_fresh(const struct rpc_members_view *v, uint64_t now)
+view_fresh(const struct cl_members_view *v, uint64_t now)
 {
 	return v->revision > 0 && now - v->read_ns < VIEW_STALE_NS;
 }
 
 /* Live nodes start (or stay) live; a known node the view lacks is absent from now. */
 static void
-observe(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
+observe(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now)
 {
 	if (!view_fresh(v, now))
 		return;
@@ -85,16 +85,15 @@ observe(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
 void
 dn_cheal_observe(struct dn_cheal *h)
 {
-	const struct rpc_members_view *v = rpc_members_get(h->o.members);
+	const struct cl_members_view *v = cl_members_get(h->o.members);
 
 	observe(h, v, zc_now_ns());
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 }
 
 /* A node a record names and the view lacks: absent from the first time we see it so. */
 void
-chl_note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name,
-                uint64_t now)
+chl_note_absent(struct dn_cheal *h, const struct cl_members_view *v, const char *name, uint64_t now)
 {
 	struct chl_absent *a;
 
@@ -128,8 +127,8 @@ heal_after(const struct dn_cheal *h)
 }
 
 bool
-chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct rpc_cl_extent *e,
-               const struct rpc_cl_group *gr, unsigned c, uint64_t now)
+chl_cell_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct cl_rec_extent *e,
+               const struct cl_rec_group *gr, unsigned c, uint64_t now)
 {
 	const char *n = e->nodes[gr->cell[c]];
 
@@ -143,48 +142,48 @@ chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struc
 int
 chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 {
-	char key[4096], why[RPC_CL_WHY_MAX];
+	char key[4096], why[CL_REC_WHY_MAX];
 	uint8_t *buf;
 	size_t len;
-	int n = rpc_cmeta_object_key(o->bucket, o->key, key, sizeof(key)), rc;
+	int n = cl_meta_object_key(o->bucket, o->key, key, sizeof(key)), rc;
 
 	if (n < 0)
 		return n;
-	rc = rpc_cl_object_encode(&o->rec, &buf, &len, why, sizeof(why));
+	rc = cl_rec_object_encode(&o->rec, &buf, &len, why, sizeof(why));
 	if (rc) {
 		ZC_ERR("cheal", "cannot encode the record bucket=%s key=%s: %s", o->bucket, o->key,
 		       why);
 		return rc;
 	}
 	{
-		char hk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP];
-		int hkl = rpc_cmeta_heal_key(key, (size_t)n, hk, sizeof(hk));
-		struct rpc_etcd_cmp cmp = { .key = key,
-			                    .key_len = (size_t)n,
-			                    .target = RPC_ETCD_CMP_MOD,
-			                    .op = RPC_ETCD_EQUAL,
-			                    .num = o->mod_revision };
-		struct rpc_etcd_op ops[2] = {
-			{ .type = RPC_ETCD_OP_PUT,
+		char hk[4096], hv[CL_META_HEAL_VALUE_CAP];
+		int hkl = cl_meta_heal_key(key, (size_t)n, hk, sizeof(hk));
+		struct cl_etcd_cmp cmp = { .key = key,
+			                   .key_len = (size_t)n,
+			                   .target = CL_ETCD_CMP_MOD,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = o->mod_revision };
+		struct cl_etcd_op ops[2] = {
+			{ .type = CL_ETCD_OP_PUT,
 			  .r = { .key = key, .key_len = (size_t)n },
 			  .value = buf,
 			  .value_len = len },
-			{ .type = RPC_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
+			{ .type = CL_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
 		};
-		struct rpc_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
-		struct rpc_etcd_txn_result res = { 0 };
+		struct cl_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
+		struct cl_etcd_txn_result res = { 0 };
 
 		/* The last missing bit cleared: the record's to-do key goes in the same Txn (one
 		 * still naming other cells stays, and so does the key). */
-		if (hkl < 0 || rpc_cmeta_heal_value(&o->rec, hv) > 0)
+		if (hkl < 0 || cl_meta_heal_value(&o->rec, hv) > 0)
 			txn.n_then = 1;
 
-		rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+		rc = cl_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
 		if (rc == 0 && res.succeeded) {
 			o->mod_revision = res.revision;
 			rc = 1;
 		}
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 	}
 	free(buf);
 	return rc;
@@ -209,16 +208,16 @@ ensure_lease(struct dn_cheal *h)
 
 	if (h->lease && !atomic_load(&h->lease_lost))
 		return 0;
-	rpc_etcd_keepalive_stop(h->ka);
+	cl_etcd_keepalive_stop(h->ka);
 	h->ka = NULL;
 	h->lease = 0;
 	atomic_store(&h->lease_lost, false);
-	rc = rpc_etcd_lease_grant(h->o.etcd, ttl, &h->lease, &got, chl_timeout(h));
+	rc = cl_etcd_lease_grant(h->o.etcd, ttl, &h->lease, &got, chl_timeout(h));
 	if (rc)
 		return rc;
-	rc = rpc_etcd_keepalive_start(h->o.etcd, h->lease, got, lease_lost, h, &h->ka);
+	rc = cl_etcd_keepalive_start(h->o.etcd, h->lease, got, lease_lost, h, &h->ka);
 	if (rc) {
-		rpc_etcd_lease_revoke(h->o.etcd, h->lease, chl_timeout(h));
+		cl_etcd_lease_revoke(h->o.etcd, h->lease, chl_timeout(h));
 		h->lease = 0;
 	}
 	return rc;
@@ -247,26 +246,26 @@ lock_take(struct dn_cheal *h, const struct chl_obj *o, int64_t *rev)
 		return rc;
 	{
 		size_t nl = strlen(h->node);
-		struct rpc_etcd_cmp cmp = { .key = key,
-			                    .key_len = (size_t)n,
-			                    .target = RPC_ETCD_CMP_VERSION,
-			                    .op = RPC_ETCD_EQUAL,
-			                    .num = 0 };
-		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
-			                   .r = { .key = key, .key_len = (size_t)n },
-			                   .value = h->node,
-			                   .value_len = nl,
-			                   .lease = h->lease };
-		struct rpc_etcd_op get = { .type = RPC_ETCD_OP_RANGE,
-			                   .r = { .key = key, .key_len = (size_t)n } };
-		struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
-		struct rpc_etcd_txn_result res = { 0 };
+		struct cl_etcd_cmp cmp = { .key = key,
+			                   .key_len = (size_t)n,
+			                   .target = CL_ETCD_CMP_VERSION,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = 0 };
+		struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT,
+			                  .r = { .key = key, .key_len = (size_t)n },
+			                  .value = h->node,
+			                  .value_len = nl,
+			                  .lease = h->lease };
+		struct cl_etcd_op get = { .type = CL_ETCD_OP_RANGE,
+			                  .r = { .key = key, .key_len = (size_t)n } };
+		struct cl_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
+		struct cl_etcd_txn_result res = { 0 };
 
-		rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+		rc = cl_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
 		if (rc == 0 && res.succeeded) {
 			*rev = res.revision;
 		} else if (rc == 0) {
-			const struct rpc_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
+			const struct cl_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
 
 			/* ours already: the client repeated a Txn etcd had applied */
 			if (k && k->n && k->kv[0].lease == h->lease && k->kv[0].value_len == nl &&
@@ -275,7 +274,7 @@ lock_take(struct dn_cheal *h, const struct chl_obj *o, int64_t *rev)
 			else
 				rc = -EBUSY;
 		}
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 	}
 	return rc;
 }
@@ -285,19 +284,19 @@ lock_drop(struct dn_cheal *h, const struct chl_obj *o, int64_t rev)
 {
 	char key[4096];
 	int n = lock_key(o, key, sizeof(key));
-	struct rpc_etcd_cmp cmp = { .key = key,
-		                    .key_len = (size_t)n,
-		                    .target = RPC_ETCD_CMP_MOD,
-		                    .op = RPC_ETCD_EQUAL,
-		                    .num = rev };
-	struct rpc_etcd_op del = { .type = RPC_ETCD_OP_DELETE,
-		                   .r = { .key = key, .key_len = (size_t)n } };
-	struct rpc_etcd_txn txn = { &cmp, 1, &del, 1, NULL, 0 };
+	struct cl_etcd_cmp cmp = { .key = key,
+		                   .key_len = (size_t)n,
+		                   .target = CL_ETCD_CMP_MOD,
+		                   .op = CL_ETCD_EQUAL,
+		                   .num = rev };
+	struct cl_etcd_op del = { .type = CL_ETCD_OP_DELETE,
+		                  .r = { .key = key, .key_len = (size_t)n } };
+	struct cl_etcd_txn txn = { &cmp, 1, &del, 1, NULL, 0 };
 
 	if (n < 0)
 		return;
 	/* a failure leaves the key to its lease */
-	(void)rpc_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
+	(void)cl_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
 }
 
 /* ---- the pass ---- */
@@ -316,7 +315,7 @@ chl_is_etcd_err(int err)
 }
 
 bool
-chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const char *bucket,
+chl_responsible(struct dn_cheal *h, const struct cl_members_view *v, const char *bucket,
                 const char *key)
 {
 	uint64_t hk = zc_place_hash(ZC_PLACE_SEED, bucket, strlen(bucket) + 1);
@@ -327,18 +326,18 @@ chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const char
 
 /* Cells of o that need healing now; *degraded: some cell is missing or its node absent. */
 static unsigned
-count_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o,
+count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_obj *o,
             uint64_t now, bool *degraded)
 {
 	unsigned n = 0;
 
 	*degraded = false;
 	for (size_t x = 0; x < o->rec.nextents; x++) {
-		const struct rpc_cl_extent *e = &o->rec.extents[x];
+		const struct cl_rec_extent *e = &o->rec.extents[x];
 
 		for (size_t g = 0; g < e->ngroups; g++)
 			for (unsigned c = 0; c < e->k + e->m; c++) {
-				const struct rpc_cl_group *gr = &e->groups[g];
+				const struct cl_rec_group *gr = &e->groups[g];
 				const char *nn = e->nodes[gr->cell[c]];
 
 				chl_note_absent(h, v, nn, now);
@@ -354,7 +353,7 @@ count_needs(struct dn_cheal *h, const struct rpc_members_view *v, const struct c
 void
 chl_obj_clear(struct chl_obj *o)
 {
-	rpc_cl_object_fini(&o->rec);
+	cl_rec_object_fini(&o->rec);
 	o->bucket = o->key = NULL;
 }
 
@@ -380,25 +379,25 @@ chl_obj_parse(struct chl_obj *o, const char *prefix, const char *k, size_t klen)
 
 /* Read o again (linearizable, under the lock) and heal it: the cells healed or an error. */
 static int
-heal_locked(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o)
+heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o)
 {
-	struct rpc_cl_object fresh = { 0 };
+	struct cl_rec_object fresh = { 0 };
 	int64_t rev = 0;
-	int rc = rpc_cmeta_get(h->o.etcd, o->bucket, o->key, false, &fresh, &rev, chl_timeout(h));
+	int rc = cl_meta_get(h->o.etcd, o->bucket, o->key, false, &fresh, &rev, chl_timeout(h));
 
 	if (zc_err_is(rc, ZC_NO_KEY) || zc_err_is(rc, ZC_NO_BUCKET))
 		return 0; /* deleted meanwhile */
 	if (rc)
 		return rc;
 	atomic_fetch_add(&h->records_read, 1);
-	rpc_cl_object_fini(&o->rec);
+	cl_rec_object_fini(&o->rec);
 	o->rec = fresh;
 	o->mod_revision = rev;
 	return chl_heal_object(h, v, o);
 }
 
 static int
-heal_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+heal_one(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
          struct dn_cheal_stats *st)
 {
 	int64_t lrev = 0;
@@ -421,7 +420,7 @@ heal_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 }
 
 int
-chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o, uint64_t now,
+chl_process(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o, uint64_t now,
             bool own, struct dn_cheal_stats *st, struct chl_acc *acc)
 {
 	bool deg;
@@ -469,15 +468,15 @@ chl_pages(struct dn_cheal *h, const char *prefix, const char *end, chl_kv_fn fn,
 
 	memcpy(start, prefix, start_len + 1);
 	while (more && !err && !chl_stopping(h)) {
-		struct rpc_etcd_range r = { .key = start,
-			                    .key_len = start_len,
-			                    .end = end,
-			                    .end_len = strlen(end),
-			                    .limit = PAGE,
-			                    .serializable = true };
-		struct rpc_etcd_kvs kvs = { 0 };
+		struct cl_etcd_range r = { .key = start,
+			                   .key_len = start_len,
+			                   .end = end,
+			                   .end_len = strlen(end),
+			                   .limit = PAGE,
+			                   .serializable = true };
+		struct cl_etcd_kvs kvs = { 0 };
 
-		err = rpc_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
+		err = cl_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
 		if (err)
 			break;
 		more = kvs.more && kvs.n;
@@ -493,29 +492,29 @@ chl_pages(struct dn_cheal *h, const char *prefix, const char *end, chl_kv_fn fn,
 		} else {
 			more = false;
 		}
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 	}
 	return err;
 }
 
 struct scan_arg {
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	uint64_t now;
 	struct dn_cheal_stats *st;
 	struct chl_acc *acc;
 };
 
 static int
-scan_one(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
+scan_one(struct dn_cheal *h, struct cl_etcd_kv *kv, void *arg)
 {
 	struct scan_arg *a = arg;
 	struct chl_obj o = { 0 };
-	char why[RPC_CL_WHY_MAX];
+	char why[CL_REC_WHY_MAX];
 	int err;
 
 	atomic_fetch_add(&h->records_read, 1);
-	if (chl_obj_parse(&o, RPC_CMETA_OBJECTS, kv->key, kv->key_len) ||
-	    rpc_cl_object_decode(kv->value, kv->value_len, &o.rec, why, sizeof(why))) {
+	if (chl_obj_parse(&o, CL_META_OBJECTS, kv->key, kv->key_len) ||
+	    cl_rec_object_decode(kv->value, kv->value_len, &o.rec, why, sizeof(why))) {
 		ZC_WARN("cheal", "record key=%s left as is: does not decode", kv->key);
 		return 0;
 	}
@@ -527,21 +526,21 @@ scan_one(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
 
 /* Every record, in pages (chl_pages). */
 static int
-scan_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+scan_pass(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now,
           struct dn_cheal_stats *st, struct chl_acc *acc)
 {
 	struct scan_arg a = { v, now, st, acc };
 
 	atomic_fetch_add(&h->scans, 1);
 	st->scans++;
-	return chl_pages(h, RPC_CMETA_OBJECTS, OBJECTS_END, scan_one, &a, &st->records);
+	return chl_pages(h, CL_META_OBJECTS, OBJECTS_END, scan_one, &a, &st->records);
 }
 
 /* The nodes absent from the view for longer than heal_after, as one number (each absence
  * by name and since when, so a node that comes back and leaves again counts anew): a pass
  * over every record that left nothing to heal need not run again while it stays. */
 static uint64_t
-expired_fp(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now, unsigned *n)
+expired_fp(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now, unsigned *n)
 {
 	uint64_t fp = 0;
 
@@ -565,7 +564,7 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 {
 	struct dn_cheal_stats local = { 0 };
 	struct chl_acc todo = { 0 }, scan = { 0 };
-	const struct rpc_members_view *v = rpc_members_get(h->o.members);
+	const struct cl_members_view *v = cl_members_get(h->o.members);
 	uint64_t now = zc_now_ns(), fp = 0;
 	unsigned nexpired = 0;
 	bool self_live, want_scan = false;
@@ -574,7 +573,7 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 	if (!st)
 		st = &local;
 	if (!view_fresh(v, now)) {
-		rpc_members_view_put(v);
+		cl_members_view_put(v);
 		return ZC_E(ZC_UNAVAILABLE); /* the view no longer moves: etcd is away */
 	}
 	observe(h, v, now);
@@ -610,7 +609,7 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 		st->pending += acc->pending;
 		st->degraded += acc->degraded;
 	}
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	return err;
 }
 
@@ -707,9 +706,9 @@ dn_cheal_destroy(struct dn_cheal *h)
 	if (!h)
 		return;
 	dn_cheal_stop(h);
-	rpc_etcd_keepalive_stop(h->ka);
+	cl_etcd_keepalive_stop(h->ka);
 	if (h->lease)
-		(void)rpc_etcd_lease_revoke(h->o.etcd, h->lease, 2000);
+		(void)cl_etcd_lease_revoke(h->o.etcd, h->lease, 2000);
 	chl_peers_free(h);
 	for (size_t i = 0; i < h->nabsent; i++)
 		free(h->absent[i].name);

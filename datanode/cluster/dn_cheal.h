@@ -4,7 +4,7 @@
  *
  * A pass reads records only when there is something to heal (docs/cluster.md, "Heal, as
  * built"): the to-do keys /zest/heal/<bucket>/<key> of the records with cells marked
- * missing (rpc_cmeta.h), and every record (/zest/objects/, serializable, in pages) only
+ * missing (cl_meta.h), and every record (/zest/objects/, serializable, in pages) only
  * when a node has been absent longer than heal_after and no complete pass since has left
  * nothing to do, or when this node's store has not been checked against the records yet
  * (a new store, or drives wiped: /zest/cellcheck/<node> does not name it). With every
@@ -45,9 +45,9 @@
 #include <stdio.h>
 
 #include "dn.h"
-#include "rpc_cluster.h"
-#include "rpc_etcd.h"
-#include "rpc_members.h"
+#include "cl_rec.h"
+#include "cl_etcd.h"
+#include "cl_members.h"
 #include "rpc_tls.h"
 
 #define DN_CHEAL_DEFAULT_AFTER_S 600 /* --heal-after */
@@ -59,18 +59,18 @@
 struct dn_cheal;
 
 struct dn_cheal_opts {
-	struct dn_store *store;      /* borrowed, outlives the healer */
-	struct rpc_etcd *etcd;       /* borrowed, outlives the healer */
-	struct rpc_members *members; /* the live view (borrowed, outlives the healer) */
-	const char *node;            /* this node's name, as records name it (copied) */
-	struct rpc_tls tls;          /* for the peers' gRPC ports (the files are read at create) */
-	uint64_t heal_after_ns;      /* 0: DN_CHEAL_DEFAULT_AFTER_S */
-	uint64_t period_ns;          /* between passes; 0: heal_after / 4 in [1 s, 60 s] */
-	uint64_t gc_grace_ns;        /* the collectors' --gc-grace; 0: 10 min. A rebuilt cell
-	                              * not named by a record within half of it is given up */
-	unsigned timeout_ms;         /* per remote call; 0: 5000 */
-	unsigned lock_ttl_s;         /* the lock lease; 0: 10 */
-	bool no_thread;              /* tests: passes only when called */
+	struct dn_store *store;     /* borrowed, outlives the healer */
+	struct cl_etcd *etcd;       /* borrowed, outlives the healer */
+	struct cl_members *members; /* the live view (borrowed, outlives the healer) */
+	const char *node;           /* this node's name, as records name it (copied) */
+	struct rpc_tls tls;         /* for the peers' gRPC ports (the files are read at create) */
+	uint64_t heal_after_ns;     /* 0: DN_CHEAL_DEFAULT_AFTER_S */
+	uint64_t period_ns;         /* between passes; 0: heal_after / 4 in [1 s, 60 s] */
+	uint64_t gc_grace_ns;       /* the collectors' --gc-grace; 0: 10 min. A rebuilt cell
+	                             * not named by a record within half of it is given up */
+	unsigned timeout_ms;        /* per remote call; 0: 5000 */
+	unsigned lock_ttl_s;        /* the lock lease; 0: 10 */
+	bool no_thread;             /* tests: passes only when called */
 #ifdef ZC_FAULTS
 	/* Test builds only (ZC_FAULTS, zc_fault.h): called on the healer's thread once an
 	 * object's cells are rebuilt, just before the Txn that names them, so a test can
@@ -118,11 +118,11 @@ void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
  * reading every record.
  *
  * rec is the record at record_key (/zest/objects/<bucket>/<key>) as read at
- * *mod_revision (rpc_cmeta_get, or rpc_cmeta_extent_record for a cell found by its name).
+ * *mod_revision (cl_meta_get, or cl_meta_extent_record for a cell found by its name).
  * Each of cells[0..n) whose slot in rec names node (NULL: any node) and is not missing
  * yet gets its missing bit set in rec; then one Txn: compare mod_revision(record_key) ==
  * *mod_revision; then [Put record_key = rec, Put /zest/heal/<bucket>/<key>]
- * (rpc_cmeta_heal_key; value rpc_cmeta_heal_value). A cell rec does not name on node is
+ * (cl_meta_heal_key; value cl_meta_heal_value). A cell rec does not name on node is
  * not this caller's to mark (garbage the collector removes) and is skipped.
  *
  * Returns the cells marked (> 0, *mod_revision the record's new one), 0 when none needed
@@ -131,7 +131,7 @@ void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
  * or an etcd error (the Txn may have gone in: marking again is safe, a repeat fails its
  * compare or finds the bits set). rec is changed whatever the outcome. Any thread.
  */
-int dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_cl_object *rec,
+int dn_cheal_mark_missing(struct cl_etcd *etcd, const char *record_key, struct cl_rec_object *rec,
                           int64_t *mod_revision, const char *node, const struct dn_cell_id *cells,
                           size_t n, unsigned timeout_ms);
 

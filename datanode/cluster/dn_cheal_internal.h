@@ -6,8 +6,8 @@
 #include <stdatomic.h>
 
 #include "dn_cheal.h"
-#include "rpc.h"
-#include "rpc_cluster.h"
+#include "rpc_client.h"
+#include "cl_rec.h"
 #include "zc_loop.h"
 
 /* A node named by records and not in the view: since when (zc_now_ns) this healer knows. */
@@ -38,7 +38,7 @@ struct dn_cheal {
 	struct chl_peer *peers;
 	size_t npeers;
 	int64_t lease; /* the lock lease; 0: none yet */
-	struct rpc_etcd_keepalive *ka;
+	struct cl_etcd_keepalive *ka;
 	atomic_bool lease_lost;
 	/* the healer thread's (or the test's): what the passes over every record found */
 	char store_id[40]; /* the drives' zest-drive store=, "unknown" when unreadable */
@@ -61,7 +61,7 @@ struct chl_acc {
 struct chl_obj {
 	char *bucket, *key; /* point into `okey` */
 	char okey[2048];    /* "bucket\0key\0" */
-	struct rpc_cl_object rec;
+	struct cl_rec_object rec;
 	int64_t mod_revision;
 };
 
@@ -72,24 +72,24 @@ void chl_obj_clear(struct chl_obj *o);
 /* The per-record work of a pass on o (read at o->mod_revision): with own, this node's
  * cells checked against its store; if this node heals o, its cells needing heal rebuilt.
  * Adds to *st and *acc. Returns 0, or an etcd error that ends the pass. */
-int chl_process(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
+int chl_process(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
                 uint64_t now, bool own, struct dn_cheal_stats *st, struct chl_acc *acc);
 /* Does this node heal bucket/key (the first live node of its ranking)? */
-bool chl_responsible(struct dn_cheal *h, const struct rpc_members_view *v, const char *bucket,
+bool chl_responsible(struct dn_cheal *h, const struct cl_members_view *v, const char *bucket,
                      const char *key);
 bool chl_is_etcd_err(int err);
 bool chl_stopping(struct dn_cheal *h);
 /* Call fn on every key of [prefix, end) in pages of 256 serializable Ranges, until fn
  * returns non-zero or the healer stops; *n_read (may be NULL) counts the keys read.
  * Returns 0, fn's value, or an etcd error. Both passes walk etcd this way. */
-typedef int (*chl_kv_fn)(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg);
+typedef int (*chl_kv_fn)(struct dn_cheal *h, struct cl_etcd_kv *kv, void *arg);
 int chl_pages(struct dn_cheal *h, const char *prefix, const char *end, chl_kv_fn fn, void *arg,
               uint64_t *n_read);
 
 /* ---- to-do keys and the store check (dn_cheal_todo.c) ---- */
 /* Read the to-do keys (in pages) and process the records this node heals; a key whose
  * record has no cell marked missing any more is deleted (or moved after its extents). */
-int chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+int chl_todo_pass(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now,
                   struct dn_cheal_stats *st, struct chl_acc *acc);
 /* o (read at o->mod_revision) has cells marked missing: put its to-do key if the record
  * is unchanged. 0, or an etcd error. */
@@ -99,7 +99,7 @@ int chl_todo_ensure(struct dn_cheal *h, const struct chl_obj *o);
 int chl_lost_pass(struct dn_cheal *h, struct dn_cheal_stats *st);
 void chl_lost_free(struct dn_cheal *h);
 /* Note every node of /zest/members/ the view lacks as absent (chl_absent_for). */
-int chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now);
+int chl_members_note(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now);
 /* The cells o names on this node that the store has no entry for, marked missing
  * (dn_cheal_mark_missing): 0, ZC_E(ZC_CHANGED) (o changed meanwhile: nothing more marked), or an
  * etcd error. */
@@ -113,17 +113,17 @@ int chl_check_done(struct dn_cheal *h);
 
 /* name (a node some record or /zest/members/ names) absent from the first time it is
  * seen missing from v. */
-void chl_note_absent(struct dn_cheal *h, const struct rpc_members_view *v, const char *name,
+void chl_note_absent(struct dn_cheal *h, const struct cl_members_view *v, const char *name,
                      uint64_t now);
 /* Is name in the view? Its index, or -1. */
-int chl_view_find(const struct rpc_members_view *v, const char *name);
+int chl_view_find(const struct cl_members_view *v, const char *name);
 /* Nanoseconds name has been absent as this healer saw it (0: live or never seen absent). */
 uint64_t chl_absent_for(struct dn_cheal *h, const char *name, uint64_t now);
 
 /* Does cell c of group gr need healing now (marked missing, or its node absent longer
  * than heal_after)? */
-bool chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v,
-                    const struct rpc_cl_extent *e, const struct rpc_cl_group *gr, unsigned c,
+bool chl_cell_needs(struct dn_cheal *h, const struct cl_members_view *v,
+                    const struct cl_rec_extent *e, const struct cl_rec_group *gr, unsigned c,
                     uint64_t now);
 
 /*
@@ -132,7 +132,7 @@ bool chl_cell_needs(struct dn_cheal *h, const struct rpc_members_view *v,
  * be healed now (no k good cells, no target), ZC_E(ZC_CHANGED) when the record changed, or
  * an etcd error.
  */
-int chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o);
+int chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o);
 
 /* Put o's record (changed by the caller) if etcd still has it at o->mod_revision: 1 (and
  * o->mod_revision moves on), 0 when it changed meanwhile, or an etcd error. */

@@ -36,7 +36,7 @@ struct work {
 };
 
 static uint32_t
-group_stripes(const struct rpc_cl_extent *e, size_t g)
+group_stripes(const struct cl_rec_extent *e, size_t g)
 {
 	uint64_t sb = (uint64_t)e->k * e->cell_size, gb = sb * e->stripes_per_group;
 	uint64_t start = (uint64_t)g * gb, gl;
@@ -49,7 +49,7 @@ group_stripes(const struct rpc_cl_extent *e, size_t g)
 
 /* Bytes of data cell j (j < k) in the group's last stripe ns - 1. */
 static uint64_t
-last_len(const struct rpc_cl_extent *e, size_t g, uint32_t ns, unsigned j)
+last_len(const struct cl_rec_extent *e, size_t g, uint32_t ns, unsigned j)
 {
 	uint64_t sb = (uint64_t)e->k * e->cell_size, gb = sb * e->stripes_per_group;
 	uint64_t off = (uint64_t)g * gb + (uint64_t)(ns - 1) * sb + (uint64_t)j * e->cell_size;
@@ -61,13 +61,13 @@ last_len(const struct rpc_cl_extent *e, size_t g, uint32_t ns, unsigned j)
 
 /* The length of data cell j's file; a parity cell's is data cell 0's (short parity). */
 static uint64_t
-file_len(const struct rpc_cl_extent *e, size_t g, uint32_t ns, unsigned j)
+file_len(const struct cl_rec_extent *e, size_t g, uint32_t ns, unsigned j)
 {
 	return (uint64_t)(ns - 1) * e->cell_size + last_len(e, g, ns, j < e->k ? j : 0);
 }
 
 static const char *
-view_address(const struct rpc_members_view *v, const char *name)
+view_address(const struct cl_members_view *v, const char *name)
 {
 	int i = chl_view_find(v, name);
 
@@ -76,7 +76,7 @@ view_address(const struct rpc_members_view *v, const char *name)
 
 /* Read cell c of the group into buf: 0 and *len, or an error (the caller tries another). */
 static int
-read_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+read_cell(struct dn_cheal *h, const struct cl_members_view *v, const char *node,
           struct dn_cell_id id, uint8_t *buf, size_t cap, size_t *len)
 {
 	const char *addr;
@@ -92,7 +92,7 @@ read_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node
 }
 
 static int
-delete_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+delete_cell(struct dn_cheal *h, const struct cl_members_view *v, const char *node,
             struct dn_cell_id id)
 {
 	const char *addr;
@@ -111,7 +111,7 @@ delete_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *no
 }
 
 static int
-commit_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *node,
+commit_cell(struct dn_cheal *h, const struct cl_members_view *v, const char *node,
             struct dn_cell_id id)
 {
 	const char *addr;
@@ -129,8 +129,8 @@ commit_cell(struct dn_cheal *h, const struct rpc_members_view *v, const char *no
 /* Write the rebuilt cell to node; a stale cell of that name there (the record does not
  * name it: an earlier heal fenced off, or the lost cell itself) is deleted first. */
 static int
-write_cell(struct dn_cheal *h, const struct rpc_members_view *v, const struct chl_obj *o,
-           const struct rpc_cl_extent *e, struct dn_cell_id id, const char *node,
+write_cell(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_obj *o,
+           const struct cl_rec_extent *e, struct dn_cell_id id, const char *node,
            const uint8_t *buf, uint64_t len)
 {
 	struct dn_cell_spec spec = { .id = id,
@@ -174,7 +174,7 @@ write_cell(struct dn_cheal *h, const struct rpc_members_view *v, const struct ch
 }
 
 static bool
-group_has(const struct rpc_cl_extent *e, const struct rpc_cl_group *gr, unsigned skip,
+group_has(const struct cl_rec_extent *e, const struct cl_rec_group *gr, unsigned skip,
           const char *node)
 {
 	for (unsigned c = 0; c < e->k + e->m; c++)
@@ -185,14 +185,14 @@ group_has(const struct rpc_cl_extent *e, const struct rpc_cl_group *gr, unsigned
 
 /* The node table index of name, appended when new; -1 without memory or room. */
 static int
-node_index(struct rpc_cl_extent *e, const char *name)
+node_index(struct cl_rec_extent *e, const char *name)
 {
 	char **nn;
 
 	for (size_t i = 0; i < e->nnodes; i++)
 		if (strcmp(e->nodes[i], name) == 0)
 			return (int)i;
-	if (e->nnodes >= RPC_CL_MAX_EXTENT_NODES)
+	if (e->nnodes >= CL_REC_MAX_EXTENT_NODES)
 		return -1;
 	nn = realloc(e->nodes, (e->nnodes + 1) * sizeof(*nn));
 	if (!nn)
@@ -240,11 +240,11 @@ work_add(struct work *wk, struct dn_cell_id id, const char *target, const char *
  * was written and the record copy names it (the missing bit cleared), else an error.
  */
 static int
-place_cell(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
-           struct rpc_cl_extent *e, size_t g, unsigned c, const uint8_t *buf, uint64_t len,
+place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
+           struct cl_rec_extent *e, size_t g, unsigned c, const uint8_t *buf, uint64_t len,
            struct work *wk)
 {
-	struct rpc_cl_group *gr = &e->groups[g];
+	struct cl_rec_group *gr = &e->groups[g];
 	struct dn_cell_id id = { e->id, (uint32_t)g, c };
 	char *old = strdup(e->nodes[gr->cell[c]]);
 	bool old_live = old && chl_view_find(v, old) >= 0;
@@ -301,8 +301,8 @@ place_cell(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj 
 
 /* Has some cell of `need` a node to go to? (Else reading the group is wasted work.) */
 static bool
-has_target(const struct rpc_members_view *v, const struct rpc_cl_extent *e,
-           const struct rpc_cl_group *gr, uint32_t need)
+has_target(const struct cl_members_view *v, const struct cl_rec_extent *e,
+           const struct cl_rec_group *gr, uint32_t need)
 {
 	for (unsigned c = 0; c < e->k + e->m; c++) {
 		const char *old = e->nodes[gr->cell[c]];
@@ -320,16 +320,16 @@ has_target(const struct rpc_members_view *v, const struct rpc_cl_extent *e,
 
 /* Heal the cells `need` of group g: how many were placed, or an error when none could. */
 static int
-heal_group(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
-           struct rpc_cl_extent *e, size_t g, uint32_t need, struct ec_codec *codec,
+heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
+           struct cl_rec_extent *e, size_t g, uint32_t need, struct ec_codec *codec,
            struct work *wk)
 {
-	struct rpc_cl_group *gr = &e->groups[g];
+	struct cl_rec_group *gr = &e->groups[g];
 	unsigned w = e->k + e->m, got = 0, placed = 0;
 	uint32_t ns = group_stripes(e, g), have = 0;
 	uint64_t per, parity_len = 0;
-	uint8_t *bufs, *ptr[RPC_CL_MAX_CELLS];
-	size_t lens[RPC_CL_MAX_CELLS] = { 0 };
+	uint8_t *bufs, *ptr[CL_REC_MAX_CELLS];
+	size_t lens[CL_REC_MAX_CELLS] = { 0 };
 	int rc = 0;
 
 	if (!ns)
@@ -416,7 +416,7 @@ work_fini(struct work *wk)
 }
 
 int
-chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o)
+chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o)
 {
 	uint64_t now = zc_now_ns(), grace = h->o.gc_grace_ns ? h->o.gc_grace_ns : 600000000000ull;
 	struct work wk = { 0 };
@@ -424,7 +424,7 @@ chl_heal_object(struct dn_cheal *h, const struct rpc_members_view *v, struct chl
 	int rc = 0;
 
 	for (size_t x = 0; x < o->rec.nextents && rc != -ENOMEM; x++) {
-		struct rpc_cl_extent *e = &o->rec.extents[x];
+		struct cl_rec_extent *e = &o->rec.extents[x];
 		struct ec_codec *codec = NULL;
 
 		for (size_t g = 0; g < e->ngroups; g++) {

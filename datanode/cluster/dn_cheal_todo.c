@@ -11,7 +11,7 @@
 
 #include "dn_cheal_internal.h"
 #include "dn.h" /* the store's drives and metadata generation (dn_store.h) */
-#include "rpc_cmeta.h"
+#include "cl_meta.h"
 #include "zc.h"
 
 #define HEAL_END    "/zest/heal0" /* '/' + 1: the end of the to-do keys' range */
@@ -21,11 +21,11 @@
 /* ---- marking ---- */
 
 /* The slot of cell id in rec: its extent and group, or NULL. */
-static struct rpc_cl_group *
-find_cell(struct rpc_cl_object *rec, struct dn_cell_id id, struct rpc_cl_extent **ep)
+static struct cl_rec_group *
+find_cell(struct cl_rec_object *rec, struct dn_cell_id id, struct cl_rec_extent **ep)
 {
 	for (size_t x = 0; x < rec->nextents; x++) {
-		struct rpc_cl_extent *e = &rec->extents[x];
+		struct cl_rec_extent *e = &rec->extents[x];
 
 		if (e->id != id.extent)
 			continue;
@@ -38,11 +38,11 @@ find_cell(struct rpc_cl_object *rec, struct dn_cell_id id, struct rpc_cl_extent 
 }
 
 int
-dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_cl_object *rec,
+dn_cheal_mark_missing(struct cl_etcd *etcd, const char *record_key, struct cl_rec_object *rec,
                       int64_t *mod_revision, const char *node, const struct dn_cell_id *cells,
                       size_t n, unsigned timeout_ms)
 {
-	char hk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP], why[RPC_CL_WHY_MAX];
+	char hk[4096], hv[CL_META_HEAL_VALUE_CAP], why[CL_REC_WHY_MAX];
 	size_t rl, hvl;
 	uint8_t *buf;
 	size_t len;
@@ -51,12 +51,12 @@ dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_
 	if (!etcd || !record_key || !rec || !mod_revision || (n && !cells))
 		return -EINVAL;
 	rl = strlen(record_key);
-	hkl = rpc_cmeta_heal_key(record_key, rl, hk, sizeof(hk));
+	hkl = cl_meta_heal_key(record_key, rl, hk, sizeof(hk));
 	if (hkl < 0)
 		return hkl;
 	for (size_t i = 0; i < n; i++) {
-		struct rpc_cl_extent *e = NULL;
-		struct rpc_cl_group *gr = find_cell(rec, cells[i], &e);
+		struct cl_rec_extent *e = NULL;
+		struct cl_rec_group *gr = find_cell(rec, cells[i], &e);
 		uint32_t bit = 1u << cells[i].cell;
 
 		if (!gr || (gr->missing & bit) ||
@@ -67,39 +67,39 @@ dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_
 	}
 	if (!marked)
 		return 0;
-	rc = rpc_cl_object_encode(rec, &buf, &len, why, sizeof(why));
+	rc = cl_rec_object_encode(rec, &buf, &len, why, sizeof(why));
 	if (rc) {
 		ZC_ERR("cheal", "cannot encode the record key=%s: %s", record_key, why);
 		return rc;
 	}
-	hvl = rpc_cmeta_heal_value(rec, hv);
+	hvl = cl_meta_heal_value(rec, hv);
 	{
-		struct rpc_etcd_cmp cmp = { .key = record_key,
-			                    .key_len = rl,
-			                    .target = RPC_ETCD_CMP_MOD,
-			                    .op = RPC_ETCD_EQUAL,
-			                    .num = *mod_revision };
-		struct rpc_etcd_op ops[2] = {
-			{ .type = RPC_ETCD_OP_PUT,
+		struct cl_etcd_cmp cmp = { .key = record_key,
+			                   .key_len = rl,
+			                   .target = CL_ETCD_CMP_MOD,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = *mod_revision };
+		struct cl_etcd_op ops[2] = {
+			{ .type = CL_ETCD_OP_PUT,
 			  .r = { .key = record_key, .key_len = rl },
 			  .value = buf,
 			  .value_len = len },
-			{ .type = RPC_ETCD_OP_PUT,
+			{ .type = CL_ETCD_OP_PUT,
 			  .r = { .key = hk, .key_len = (size_t)hkl },
 			  .value = hv,
 			  .value_len = hvl },
 		};
-		struct rpc_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
-		struct rpc_etcd_txn_result res = { 0 };
+		struct cl_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
+		struct cl_etcd_txn_result res = { 0 };
 
-		rc = rpc_etcd_txn(etcd, &txn, &res, timeout_ms);
+		rc = cl_etcd_txn(etcd, &txn, &res, timeout_ms);
 		if (rc == 0 && res.succeeded) {
 			*mod_revision = res.revision;
 			rc = marked;
 		} else if (rc == 0) {
 			rc = ZC_E(ZC_CHANGED);
 		}
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 	}
 	free(buf);
 	return rc;
@@ -110,29 +110,29 @@ dn_cheal_mark_missing(struct rpc_etcd *etcd, const char *record_key, struct rpc_
 int
 chl_todo_ensure(struct dn_cheal *h, const struct chl_obj *o)
 {
-	char rk[4096], hk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP];
-	size_t hvl = rpc_cmeta_heal_value(&o->rec, hv);
-	int rkl = rpc_cmeta_object_key(o->bucket, o->key, rk, sizeof(rk)), hkl, rc;
+	char rk[4096], hk[4096], hv[CL_META_HEAL_VALUE_CAP];
+	size_t hvl = cl_meta_heal_value(&o->rec, hv);
+	int rkl = cl_meta_object_key(o->bucket, o->key, rk, sizeof(rk)), hkl, rc;
 
 	if (!hvl || rkl < 0)
 		return 0;
-	hkl = rpc_cmeta_heal_key(rk, (size_t)rkl, hk, sizeof(hk));
+	hkl = cl_meta_heal_key(rk, (size_t)rkl, hk, sizeof(hk));
 	if (hkl < 0)
 		return 0;
 	{
-		struct rpc_etcd_cmp cmp = { .key = rk,
-			                    .key_len = (size_t)rkl,
-			                    .target = RPC_ETCD_CMP_MOD,
-			                    .op = RPC_ETCD_EQUAL,
-			                    .num = o->mod_revision };
-		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
-			                   .r = { .key = hk, .key_len = (size_t)hkl },
-			                   .value = hv,
-			                   .value_len = hvl };
-		struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
+		struct cl_etcd_cmp cmp = { .key = rk,
+			                   .key_len = (size_t)rkl,
+			                   .target = CL_ETCD_CMP_MOD,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = o->mod_revision };
+		struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT,
+			                  .r = { .key = hk, .key_len = (size_t)hkl },
+			                  .value = hv,
+			                  .value_len = hvl };
+		struct cl_etcd_txn txn = { &cmp, 1, &put, 1, NULL, 0 };
 
 		/* a failed compare: the record changed, and whoever changed it wrote its key */
-		rc = rpc_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
+		rc = cl_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
 	}
 	return rc;
 }
@@ -143,26 +143,26 @@ static int
 todo_drop(struct dn_cheal *h, const char *rk, size_t rkl, int64_t rrev, const char *tk, size_t tkl,
           int64_t trev)
 {
-	struct rpc_etcd_cmp cmp[2] = {
+	struct cl_etcd_cmp cmp[2] = {
 		{ .key = rk,
 		  .key_len = rkl,
-		  .target = RPC_ETCD_CMP_MOD,
-		  .op = RPC_ETCD_EQUAL,
+		  .target = CL_ETCD_CMP_MOD,
+		  .op = CL_ETCD_EQUAL,
 		  .num = rrev },
 		{ .key = tk,
 		  .key_len = tkl,
-		  .target = RPC_ETCD_CMP_MOD,
-		  .op = RPC_ETCD_EQUAL,
+		  .target = CL_ETCD_CMP_MOD,
+		  .op = CL_ETCD_EQUAL,
 		  .num = trev },
 	};
-	struct rpc_etcd_op del = { .type = RPC_ETCD_OP_DELETE, .r = { .key = tk, .key_len = tkl } };
-	struct rpc_etcd_txn txn = { cmp, 2, &del, 1, NULL, 0 };
-	struct rpc_etcd_txn_result res = { 0 };
-	int rc = rpc_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+	struct cl_etcd_op del = { .type = CL_ETCD_OP_DELETE, .r = { .key = tk, .key_len = tkl } };
+	struct cl_etcd_txn txn = { cmp, 2, &del, 1, NULL, 0 };
+	struct cl_etcd_txn_result res = { 0 };
+	int rc = cl_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
 
 	if (rc == 0)
 		rc = res.succeeded ? 1 : 0;
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	return rc;
 }
 
@@ -173,18 +173,18 @@ todo_drop(struct dn_cheal *h, const char *rk, size_t rkl, int64_t rrev, const ch
  * records); else the key goes.
  */
 static int
-todo_follow(struct dn_cheal *h, const char *rk, size_t rkl, const struct rpc_etcd_kv *tkv,
+todo_follow(struct dn_cheal *h, const char *rk, size_t rkl, const struct cl_etcd_kv *tkv,
             struct dn_cheal_stats *st)
 {
-	uint64_t ids[RPC_CMETA_HEAL_IDS_MAX];
-	size_t nid = rpc_cmeta_heal_ids(tkv->value, tkv->value_len, ids, RPC_CMETA_HEAL_IDS_MAX);
+	uint64_t ids[CL_META_HEAL_IDS_MAX];
+	size_t nid = cl_meta_heal_ids(tkv->value, tkv->value_len, ids, CL_META_HEAL_IDS_MAX);
 
 	for (size_t i = 0; i < nid; i++) {
-		struct rpc_cl_object rec = { 0 };
-		char *owner = NULL, hk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP];
+		struct cl_rec_object rec = { 0 };
+		char *owner = NULL, hk[4096], hv[CL_META_HEAL_VALUE_CAP];
 		int64_t orev = 0;
-		int rc = rpc_cmeta_extent_record(h->o.etcd, ids[i], true, &rec, &owner, &orev,
-		                                 chl_timeout(h));
+		int rc = cl_meta_extent_record(h->o.etcd, ids[i], true, &rec, &owner, &orev,
+		                               chl_timeout(h));
 		size_t hvl;
 		int hkl;
 
@@ -198,37 +198,37 @@ todo_follow(struct dn_cheal *h, const char *rk, size_t rkl, const struct rpc_etc
 		}
 		atomic_fetch_add(&h->records_read, 1);
 		st->records++;
-		hvl = rpc_cmeta_heal_value(&rec, hv);
-		hkl = owner ? rpc_cmeta_heal_key(owner, strlen(owner), hk, sizeof(hk)) : -EINVAL;
-		rpc_cl_object_fini(&rec);
+		hvl = cl_meta_heal_value(&rec, hv);
+		hkl = owner ? cl_meta_heal_key(owner, strlen(owner), hk, sizeof(hk)) : -EINVAL;
+		cl_rec_object_fini(&rec);
 		if (hvl && hkl > 0 && strcmp(owner, rk) != 0) {
-			struct rpc_etcd_cmp cmp[3] = {
+			struct cl_etcd_cmp cmp[3] = {
 				{ .key = rk,
 				  .key_len = rkl,
-				  .target = RPC_ETCD_CMP_MOD,
-				  .op = RPC_ETCD_EQUAL },
+				  .target = CL_ETCD_CMP_MOD,
+				  .op = CL_ETCD_EQUAL },
 				{ .key = owner,
 				  .key_len = strlen(owner),
-				  .target = RPC_ETCD_CMP_MOD,
-				  .op = RPC_ETCD_EQUAL,
+				  .target = CL_ETCD_CMP_MOD,
+				  .op = CL_ETCD_EQUAL,
 				  .num = orev },
 				{ .key = tkv->key,
 				  .key_len = tkv->key_len,
-				  .target = RPC_ETCD_CMP_MOD,
-				  .op = RPC_ETCD_EQUAL,
+				  .target = CL_ETCD_CMP_MOD,
+				  .op = CL_ETCD_EQUAL,
 				  .num = tkv->mod_revision },
 			};
-			struct rpc_etcd_op ops[2] = {
-				{ .type = RPC_ETCD_OP_PUT,
+			struct cl_etcd_op ops[2] = {
+				{ .type = CL_ETCD_OP_PUT,
 				  .r = { .key = hk, .key_len = (size_t)hkl },
 				  .value = hv,
 				  .value_len = hvl },
-				{ .type = RPC_ETCD_OP_DELETE,
+				{ .type = CL_ETCD_OP_DELETE,
 				  .r = { .key = tkv->key, .key_len = tkv->key_len } },
 			};
-			struct rpc_etcd_txn txn = { cmp, 3, ops, 2, NULL, 0 };
+			struct cl_etcd_txn txn = { cmp, 3, ops, 2, NULL, 0 };
 
-			rc = rpc_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
+			rc = cl_etcd_txn(h->o.etcd, &txn, NULL, chl_timeout(h));
 			if (rc == 0)
 				ZC_INFO("cheal", "to-do key=%s follows its extents to key=%s",
 				        tkv->key, owner);
@@ -245,18 +245,17 @@ todo_follow(struct dn_cheal *h, const char *rk, size_t rkl, const struct rpc_etc
 }
 
 static int
-todo_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o,
-         const struct rpc_etcd_kv *tkv, uint64_t now, struct dn_cheal_stats *st,
-         struct chl_acc *acc)
+todo_one(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
+         const struct cl_etcd_kv *tkv, uint64_t now, struct dn_cheal_stats *st, struct chl_acc *acc)
 {
-	char rk[4096], hv[RPC_CMETA_HEAL_VALUE_CAP];
-	int rkl = rpc_cmeta_object_key(o->bucket, o->key, rk, sizeof(rk)), rc;
+	char rk[4096], hv[CL_META_HEAL_VALUE_CAP];
+	int rkl = cl_meta_object_key(o->bucket, o->key, rk, sizeof(rk)), rc;
 	uint64_t healed = st->healed;
 
 	if (rkl < 0)
 		return 0;
-	rc = rpc_cmeta_get(h->o.etcd, o->bucket, o->key, true, &o->rec, &o->mod_revision,
-	                   chl_timeout(h));
+	rc = cl_meta_get(h->o.etcd, o->bucket, o->key, true, &o->rec, &o->mod_revision,
+	                 chl_timeout(h));
 	if (zc_err_is(rc, ZC_NO_KEY) || zc_err_is(rc, ZC_NO_BUCKET))
 		return todo_follow(h, rk, (size_t)rkl, tkv, st);
 	if (rc == -EBADMSG) {
@@ -272,7 +271,7 @@ todo_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 		return rc;
 	/* Nothing marked any more (an overwrite, a heal elsewhere): the key goes. A heal of
 	 * the last marked cell deleted it in its own Txn already. */
-	if (rpc_cmeta_heal_value(&o->rec, hv) == 0 && st->healed == healed) {
+	if (cl_meta_heal_value(&o->rec, hv) == 0 && st->healed == healed) {
 		rc = todo_drop(h, rk, (size_t)rkl, o->mod_revision, tkv->key, tkv->key_len,
 		               tkv->mod_revision);
 		return rc < 0 ? rc : 0;
@@ -281,20 +280,20 @@ todo_one(struct dn_cheal *h, const struct rpc_members_view *v, struct chl_obj *o
 }
 
 struct todo_arg {
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	uint64_t now;
 	struct dn_cheal_stats *st;
 	struct chl_acc *acc;
 };
 
 static int
-todo_kv(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
+todo_kv(struct dn_cheal *h, struct cl_etcd_kv *kv, void *arg)
 {
 	struct todo_arg *a = arg;
 	struct chl_obj o = { 0 };
 	int err = 0;
 
-	if (chl_obj_parse(&o, RPC_CMETA_HEAL, kv->key, kv->key_len))
+	if (chl_obj_parse(&o, CL_META_HEAL, kv->key, kv->key_len))
 		return 0;
 	/* the object's healer only: the others read no record for it */
 	if (chl_responsible(h, a->v, o.bucket, o.key))
@@ -304,12 +303,12 @@ todo_kv(struct dn_cheal *h, struct rpc_etcd_kv *kv, void *arg)
 }
 
 int
-chl_todo_pass(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now,
+chl_todo_pass(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now,
               struct dn_cheal_stats *st, struct chl_acc *acc)
 {
 	struct todo_arg a = { v, now, st, acc };
 
-	return chl_pages(h, RPC_CMETA_HEAL, HEAL_END, todo_kv, &a, &st->todos);
+	return chl_pages(h, CL_META_HEAL, HEAL_END, todo_kv, &a, &st->todos);
 }
 
 /* ---- cells the scrubber found lost ---- */
@@ -342,11 +341,11 @@ static int
 lost_one(struct dn_cheal *h, struct dn_cell_id id, struct dn_cheal_stats *st)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
-		struct rpc_cl_object rec = { 0 };
+		struct cl_rec_object rec = { 0 };
 		char *rk = NULL;
 		int64_t rev = 0;
-		int rc = rpc_cmeta_extent_record(h->o.etcd, id.extent, false, &rec, &rk, &rev,
-		                                 chl_timeout(h));
+		int rc = cl_meta_extent_record(h->o.etcd, id.extent, false, &rec, &rk, &rev,
+		                               chl_timeout(h));
 
 		if (zc_err_is(rc, ZC_NO_KEY) || rc == -EBADMSG) {
 			free(rk);
@@ -366,7 +365,7 @@ lost_one(struct dn_cheal *h, struct dn_cell_id id, struct dn_cheal_stats *st)
 			atomic_fetch_add(&h->marked, 1);
 			st->marked++;
 		}
-		rpc_cl_object_fini(&rec);
+		cl_rec_object_fini(&rec);
 		free(rk);
 		if (!zc_err_is(rc, ZC_CHANGED))
 			return rc < 0 ? rc : 0;
@@ -405,16 +404,16 @@ chl_lost_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 /* ---- members ---- */
 
 int
-chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t now)
+chl_members_note(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now)
 {
-	struct rpc_etcd_range r = { .key = MEMBERS,
-		                    .key_len = strlen(MEMBERS),
-		                    .end = MEMBERS_END,
-		                    .end_len = strlen(MEMBERS_END),
-		                    .serializable = true,
-		                    .keys_only = true };
-	struct rpc_etcd_kvs kvs = { 0 };
-	int err = rpc_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
+	struct cl_etcd_range r = { .key = MEMBERS,
+		                   .key_len = strlen(MEMBERS),
+		                   .end = MEMBERS_END,
+		                   .end_len = strlen(MEMBERS_END),
+		                   .serializable = true,
+		                   .keys_only = true };
+	struct cl_etcd_kvs kvs = { 0 };
+	int err = cl_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
 
 	for (size_t i = 0; !err && i < kvs.n; i++) {
 		size_t pl = strlen(MEMBERS), nl = kvs.kv[i].key_len - pl;
@@ -426,7 +425,7 @@ chl_members_note(struct dn_cheal *h, const struct rpc_members_view *v, uint64_t 
 		name[nl] = '\0';
 		chl_note_absent(h, v, name, now);
 	}
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return err;
 }
 
@@ -441,10 +440,10 @@ own_lost(struct dn_cheal *h, const struct chl_obj *o, struct dn_cell_id *lost, s
 
 	*more = false;
 	for (size_t x = 0; x < o->rec.nextents; x++) {
-		const struct rpc_cl_extent *e = &o->rec.extents[x];
+		const struct cl_rec_extent *e = &o->rec.extents[x];
 
 		for (size_t g = 0; g < e->ngroups; g++) {
-			const struct rpc_cl_group *gr = &e->groups[g];
+			const struct cl_rec_group *gr = &e->groups[g];
 
 			for (unsigned c = 0; c < e->k + e->m; c++) {
 				struct dn_cell_id id = { e->id, (uint32_t)g, c };
@@ -480,7 +479,7 @@ chl_own_check(struct dn_cheal *h, struct chl_obj *o, struct dn_cheal_stats *st)
 	struct dn_cell_id lost[64];
 	char key[4096];
 	bool more = true;
-	int rc = rpc_cmeta_object_key(o->bucket, o->key, key, sizeof(key));
+	int rc = cl_meta_object_key(o->bucket, o->key, key, sizeof(key));
 
 	if (rc < 0)
 		return rc;
@@ -538,16 +537,16 @@ int
 chl_check_read(struct dn_cheal *h)
 {
 	char key[512];
-	struct rpc_etcd_kvs kvs = { 0 };
+	struct cl_etcd_kvs kvs = { 0 };
 	int n = check_key(h, key, sizeof(key)), rc;
 
 	if (n < 0)
 		return n;
 	if (h->store_fresh) {
-		struct rpc_etcd_range r = { .key = key, .key_len = (size_t)n };
+		struct cl_etcd_range r = { .key = key, .key_len = (size_t)n };
 
 		/* gone before any check starts: a crash in the middle checks again */
-		rc = rpc_etcd_delete(h->o.etcd, &r, NULL, NULL, chl_timeout(h));
+		rc = cl_etcd_delete(h->o.etcd, &r, NULL, NULL, chl_timeout(h));
 		if (rc)
 			return rc;
 		h->store_fresh = false;
@@ -555,7 +554,7 @@ chl_check_read(struct dn_cheal *h)
 	}
 	if (h->must_check)
 		return 0;
-	rc = rpc_etcd_get(h->o.etcd, key, (size_t)n, true, &kvs, chl_timeout(h));
+	rc = cl_etcd_get(h->o.etcd, key, (size_t)n, true, &kvs, chl_timeout(h));
 	if (zc_err_is(rc, ZC_NO_KEY) ||
 	    (rc == 0 && (kvs.kv[0].value_len != strlen(h->store_id) ||
 	                 memcmp(kvs.kv[0].value, h->store_id, kvs.kv[0].value_len) != 0))) {
@@ -565,7 +564,7 @@ chl_check_read(struct dn_cheal *h)
 		h->must_check = true;
 		rc = 0;
 	}
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return rc;
 }
 
@@ -577,8 +576,8 @@ chl_check_done(struct dn_cheal *h)
 
 	if (n < 0)
 		return n;
-	rc = rpc_etcd_put(h->o.etcd, key, (size_t)n, h->store_id, strlen(h->store_id), 0, NULL,
-	                  chl_timeout(h));
+	rc = cl_etcd_put(h->o.etcd, key, (size_t)n, h->store_id, strlen(h->store_id), 0, NULL,
+	                 chl_timeout(h));
 	if (rc == 0) {
 		ZC_INFO("cheal", "node=%s store=%s checked against every record", h->node,
 		        h->store_id);

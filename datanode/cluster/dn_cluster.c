@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "dn_cluster.h"
-#include "rpc_cluster.h"
-#include "rpc_etcd.h"
-#include "rpc_members.h"
+#include "cl_rec.h"
+#include "cl_etcd.h"
+#include "cl_members.h"
 #include "zc.h"
 
 #define MEMBERS_PREFIX "/zest/members/"
@@ -22,19 +22,19 @@
 
 struct dn_cluster {
 	struct dn_cluster_opts o; /* its strings point at the copies below */
-	char node[RPC_CL_MAX_NAME + 1];
+	char node[CL_REC_MAX_NAME + 1];
 	char address[300];
-	char node_key[sizeof(RPC_MEMBERS_NODES_PREFIX) + RPC_CL_MAX_NAME];
-	char member_key[sizeof(MEMBERS_PREFIX) + RPC_CL_MAX_NAME];
+	char node_key[sizeof(CL_MEMBERS_NODES_PREFIX) + CL_REC_MAX_NAME];
+	char member_key[sizeof(MEMBERS_PREFIX) + CL_REC_MAX_NAME];
 	uint64_t incarnation;
 	uint64_t started_ns; /* wall clock */
-	struct rpc_etcd *etcd;
-	struct rpc_members *members;
+	struct cl_etcd *etcd;
+	struct cl_members *members;
 
 	pthread_mutex_t mu; /* lease, ka, lost, stop */
 	pthread_cond_t cv;
 	int64_t lease;
-	struct rpc_etcd_keepalive *ka;
+	struct cl_etcd_keepalive *ka;
 	bool lost, stop;
 	bool left; /* dn_cluster_leave ran (main thread only) */
 	pthread_t thread;
@@ -73,7 +73,7 @@ drive_id(const char *root, unsigned index)
 }
 
 static void
-free_drives(struct rpc_cl_drive *d, unsigned n)
+free_drives(struct cl_rec_drive *d, unsigned n)
 {
 	for (unsigned i = 0; d && i < n; i++)
 		free(d[i].id);
@@ -81,10 +81,10 @@ free_drives(struct rpc_cl_drive *d, unsigned n)
 }
 
 /* The drives as NodeInfo lists them; NULL on a missing identity file or no memory. */
-static struct rpc_cl_drive *
+static struct cl_rec_drive *
 read_drives(const struct dn_cluster *c, uint64_t *cap, uint64_t *avail)
 {
-	struct rpc_cl_drive *d = calloc(c->o.ndrives ? c->o.ndrives : 1, sizeof(*d));
+	struct cl_rec_drive *d = calloc(c->o.ndrives ? c->o.ndrives : 1, sizeof(*d));
 
 	*cap = *avail = 0;
 	for (unsigned i = 0; d && i < c->o.ndrives; i++) {
@@ -110,28 +110,28 @@ read_drives(const struct dn_cluster *c, uint64_t *cap, uint64_t *avail)
 
 /* Put /zest/members/<name>: first_seen kept from the record there, if any. */
 static int
-put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
+put_member(struct dn_cluster *c, const struct cl_rec_drive *drives)
 {
-	struct rpc_cl_member mi = { 0 }, old = { 0 };
-	struct rpc_etcd_kvs kvs = { 0 };
-	char why[RPC_CL_WHY_MAX], *ids[64];
+	struct cl_rec_member mi = { 0 }, old = { 0 };
+	struct cl_etcd_kvs kvs = { 0 };
+	char why[CL_REC_WHY_MAX], *ids[64];
 	uint8_t *buf;
 	size_t len;
 	int rc;
 
-	rc = rpc_etcd_get(c->etcd, c->member_key, strlen(c->member_key), false, &kvs, 0);
+	rc = cl_etcd_get(c->etcd, c->member_key, strlen(c->member_key), false, &kvs, 0);
 	if (rc < 0 && !zc_err_is(rc, ZC_NO_KEY))
 		return rc;
 	mi.first_seen_ns = c->started_ns;
 	if (rc == 0) {
-		if (rpc_cl_member_decode(kvs.kv[0].value, kvs.kv[0].value_len, &old, why,
+		if (cl_rec_member_decode(kvs.kv[0].value, kvs.kv[0].value_len, &old, why,
 		                         sizeof(why)) == 0)
 			mi.first_seen_ns = old.first_seen_ns;
 		else
 			ZC_WARN("cluster", "key=%s: replacing a value that does not decode: %s",
 			        c->member_key, why);
 	}
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	mi.name = (char *)c->o.node;
 	mi.address = (char *)c->o.address;
 	mi.last_seen_ns = c->started_ns;
@@ -140,36 +140,36 @@ put_member(struct dn_cluster *c, const struct rpc_cl_drive *drives)
 		ids[i] = drives[i].id;
 	mi.drive_ids = ids;
 	mi.ndrive_ids = c->o.ndrives < 64 ? c->o.ndrives : 64;
-	rc = rpc_cl_member_encode(&mi, &buf, &len, why, sizeof(why));
-	rpc_cl_member_fini(&old);
+	rc = cl_rec_member_encode(&mi, &buf, &len, why, sizeof(why));
+	cl_rec_member_fini(&old);
 	if (rc == -EINVAL)
 		ZC_ERR("cluster", "cannot encode MemberInfo: %s", why);
 	if (rc)
 		return rc;
-	rc = rpc_etcd_put(c->etcd, c->member_key, strlen(c->member_key), buf, len, 0, NULL, 0);
+	rc = cl_etcd_put(c->etcd, c->member_key, strlen(c->member_key), buf, len, 0, NULL, 0);
 	free(buf);
 	return rc;
 }
 
 static int
-encode_node(const struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap,
+encode_node(const struct dn_cluster *c, const struct cl_rec_drive *drives, uint64_t cap,
             uint64_t avail, uint8_t **buf, size_t *len)
 {
-	struct rpc_cl_node ni = { 0 };
-	char why[RPC_CL_WHY_MAX];
+	struct cl_rec_node ni = { 0 };
+	char why[CL_REC_WHY_MAX];
 	int rc;
 
 	ni.name = (char *)c->o.node;
 	ni.address = (char *)c->o.address;
 	ni.incarnation = c->incarnation;
-	ni.state = RPC_CL_NODE_UP;
-	ni.drives = (struct rpc_cl_drive *)drives;
+	ni.state = CL_REC_NODE_UP;
+	ni.drives = (struct cl_rec_drive *)drives;
 	ni.ndrives = c->o.ndrives;
 	ni.capacity_bytes = cap;
 	ni.free_bytes = avail;
 	ni.started_ns = c->started_ns;
 	ni.version = ZEST_VERSION;
-	rc = rpc_cl_node_encode(&ni, buf, len, why, sizeof(why));
+	rc = cl_rec_node_encode(&ni, buf, len, why, sizeof(why));
 	if (rc == -EINVAL)
 		ZC_ERR("cluster", "cannot encode NodeInfo: %s", why);
 	return rc;
@@ -180,7 +180,7 @@ encode_node(const struct dn_cluster *c, const struct rpc_cl_drive *drives, uint6
 static void
 refresh_node(struct dn_cluster *c, int64_t lease)
 {
-	struct rpc_cl_drive *drives;
+	struct cl_rec_drive *drives;
 	uint64_t cap, avail;
 	uint8_t *buf = NULL;
 	size_t len;
@@ -188,8 +188,8 @@ refresh_node(struct dn_cluster *c, int64_t lease)
 
 	drives = read_drives(c, &cap, &avail);
 	if (drives && (rc = encode_node(c, drives, cap, avail, &buf, &len)) == 0)
-		rc = rpc_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len, lease, NULL,
-		                  0);
+		rc = cl_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len, lease, NULL,
+		                 0);
 	free(buf);
 	free_drives(drives, c->o.ndrives);
 	if (rc)
@@ -202,22 +202,22 @@ refresh_node(struct dn_cluster *c, int64_t lease)
  * holder's address in `holder`, or an etcd error. The lease is ours on 0 only.
  */
 static int
-put_node(struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap, uint64_t avail,
+put_node(struct dn_cluster *c, const struct cl_rec_drive *drives, uint64_t cap, uint64_t avail,
          int64_t *lease_out, char *holder, size_t hcap)
 {
-	struct rpc_cl_node old = { 0 };
-	struct rpc_etcd_cmp cmp = { .key = c->node_key,
-		                    .key_len = strlen(c->node_key),
-		                    .target = RPC_ETCD_CMP_VERSION,
-		                    .op = RPC_ETCD_EQUAL,
-		                    .num = 0 };
-	struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
-		                   .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
-	struct rpc_etcd_op get = { .type = RPC_ETCD_OP_RANGE,
-		                   .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
-	struct rpc_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
-	struct rpc_etcd_txn_result res = { 0 };
-	char why[RPC_CL_WHY_MAX];
+	struct cl_rec_node old = { 0 };
+	struct cl_etcd_cmp cmp = { .key = c->node_key,
+		                   .key_len = strlen(c->node_key),
+		                   .target = CL_ETCD_CMP_VERSION,
+		                   .op = CL_ETCD_EQUAL,
+		                   .num = 0 };
+	struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT,
+		                  .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
+	struct cl_etcd_op get = { .type = CL_ETCD_OP_RANGE,
+		                  .r = { .key = c->node_key, .key_len = strlen(c->node_key) } };
+	struct cl_etcd_txn txn = { &cmp, 1, &put, 1, &get, 1 };
+	struct cl_etcd_txn_result res = { 0 };
+	char why[CL_REC_WHY_MAX];
 	int64_t lease, ttl;
 	uint8_t *buf;
 	size_t len;
@@ -226,34 +226,34 @@ put_node(struct dn_cluster *c, const struct rpc_cl_drive *drives, uint64_t cap, 
 	rc = encode_node(c, drives, cap, avail, &buf, &len);
 	if (rc)
 		return rc;
-	rc = rpc_etcd_lease_grant(c->etcd, c->o.ttl_s, &lease, &ttl, 0);
+	rc = cl_etcd_lease_grant(c->etcd, c->o.ttl_s, &lease, &ttl, 0);
 	if (rc)
 		goto out;
 	put.value = buf;
 	put.value_len = len;
 	put.lease = lease;
-	rc = rpc_etcd_txn(c->etcd, &txn, &res, 0);
+	rc = cl_etcd_txn(c->etcd, &txn, &res, 0);
 	if (rc == 0 && !res.succeeded) {
-		const struct rpc_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
+		const struct cl_etcd_kvs *k = res.n_op ? &res.op[0].kvs : NULL;
 
 		if (k && k->n &&
-		    rpc_cl_node_decode(k->kv[0].value, k->kv[0].value_len, &old, why,
+		    cl_rec_node_decode(k->kv[0].value, k->kv[0].value_len, &old, why,
 		                       sizeof(why)) == 0 &&
 		    old.incarnation == c->incarnation) {
 			/* ours, under a lease we gave up on: move it to the new one */
-			rc = rpc_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len,
-			                  lease, NULL, 0);
+			rc = cl_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len, lease,
+			                 NULL, 0);
 		} else {
 			snprintf(holder, hcap, "%s", old.address ? old.address : "(undecodable)");
 			rc = -EEXIST;
 		}
-		rpc_cl_node_fini(&old);
+		cl_rec_node_fini(&old);
 	}
-	rpc_etcd_txn_result_fini(&res);
+	cl_etcd_txn_result_fini(&res);
 	if (rc == 0)
 		*lease_out = lease;
 	else
-		rpc_etcd_lease_revoke(c->etcd, lease, 0);
+		cl_etcd_lease_revoke(c->etcd, lease, 0);
 out:
 	free(buf);
 	return rc;
@@ -277,8 +277,8 @@ lease_lost(void *arg, int64_t id, int err)
 static int
 register_once(struct dn_cluster *c, char *holder, size_t hcap)
 {
-	struct rpc_etcd_keepalive *ka = NULL;
-	struct rpc_cl_drive *drives;
+	struct cl_etcd_keepalive *ka = NULL;
+	struct cl_rec_drive *drives;
 	uint64_t cap, avail;
 	int64_t lease = 0;
 	int rc;
@@ -290,11 +290,11 @@ register_once(struct dn_cluster *c, char *holder, size_t hcap)
 	if (rc == 0)
 		rc = put_member(c, drives);
 	if (rc == 0)
-		rc = rpc_etcd_keepalive_start(c->etcd, lease, c->o.ttl_s, lease_lost, c, &ka);
+		rc = cl_etcd_keepalive_start(c->etcd, lease, c->o.ttl_s, lease_lost, c, &ka);
 	free_drives(drives, c->o.ndrives);
 	if (rc) {
 		if (lease)
-			rpc_etcd_lease_revoke(c->etcd, lease, 0);
+			cl_etcd_lease_revoke(c->etcd, lease, 0);
 		return rc;
 	}
 	pthread_mutex_lock(&c->mu);
@@ -346,7 +346,7 @@ keeper(void *arg)
 
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		struct rpc_etcd_keepalive *ka;
+		struct cl_etcd_keepalive *ka;
 		char holder[256] = "";
 		int rc;
 
@@ -365,7 +365,7 @@ keeper(void *arg)
 		c->lease = 0;
 		c->lost = false;
 		pthread_mutex_unlock(&c->mu);
-		rpc_etcd_keepalive_stop(ka); /* its thread ended after the callback */
+		cl_etcd_keepalive_stop(ka); /* its thread ended after the callback */
 		for (unsigned tries = 0; (rc = register_once(c, holder, sizeof(holder))) != 0;
 		     tries++) {
 			bool stop;
@@ -391,8 +391,8 @@ keeper(void *arg)
 static void
 destroy(struct dn_cluster *c)
 {
-	rpc_members_destroy(c->members);
-	rpc_etcd_destroy(c->etcd);
+	cl_members_destroy(c->members);
+	cl_etcd_destroy(c->etcd);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
@@ -401,18 +401,18 @@ destroy(struct dn_cluster *c)
 int
 dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 {
-	struct rpc_etcd_opts eo = { .ca_file = o->ca_file,
-		                    .cert_file = o->cert_file,
-		                    .key_file = o->key_file };
+	struct cl_etcd_opts eo = { .ca_file = o->ca_file,
+		                   .cert_file = o->cert_file,
+		                   .key_file = o->key_file };
 	struct dn_cluster *c;
 	pthread_condattr_t ca;
 	uint64_t deadline;
 	char holder[256] = "";
 	int rc;
 
-	if (!rpc_cl_node_name_ok(o->node)) {
+	if (!cl_rec_node_name_ok(o->node)) {
 		ZC_ERR("cluster", "--node \"%s\" is not a node name (1-%d of A-Z a-z 0-9 . _ -)",
-		       o->node ? o->node : "", RPC_CL_MAX_NAME);
+		       o->node ? o->node : "", CL_REC_MAX_NAME);
 		return -EINVAL;
 	}
 	c = calloc(1, sizeof(*c));
@@ -429,10 +429,10 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	strcpy(c->address, o->address);
 	c->o.node = c->node;
 	c->o.address = c->address;
-	c->o.endpoints = NULL; /* only for rpc_etcd_create, below */
+	c->o.endpoints = NULL; /* only for cl_etcd_create, below */
 	if (!c->o.ttl_s)
 		c->o.ttl_s = DN_CLUSTER_TTL_S;
-	snprintf(c->node_key, sizeof(c->node_key), RPC_MEMBERS_NODES_PREFIX "%s", o->node);
+	snprintf(c->node_key, sizeof(c->node_key), CL_MEMBERS_NODES_PREFIX "%s", o->node);
 	snprintf(c->member_key, sizeof(c->member_key), MEMBERS_PREFIX "%s", o->node);
 	while (c->incarnation == 0)
 		if (getrandom(&c->incarnation, sizeof(c->incarnation), 0) != sizeof(c->incarnation))
@@ -443,7 +443,7 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	rc = rpc_etcd_create(o->endpoints, &eo, &c->etcd);
+	rc = cl_etcd_create(o->endpoints, &eo, &c->etcd);
 	if (rc) {
 		ZC_ERR("cluster", "bad --cluster \"%s\" err=%d", o->endpoints, rc);
 		destroy(c);
@@ -471,15 +471,15 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 		destroy(c);
 		return rc;
 	}
-	rc = rpc_members_create(c->etcd, 0, &c->members);
+	rc = cl_members_create(c->etcd, 0, &c->members);
 	if (rc == 0) {
 		rc = pthread_create(&c->thread, NULL, keeper, c) ? -EAGAIN : 0;
 		if (rc == 0)
 			pthread_setname_np(c->thread, "dn-cluster");
 	}
 	if (rc) {
-		rpc_etcd_keepalive_stop(c->ka);
-		rpc_etcd_lease_revoke(c->etcd, c->lease, 0);
+		cl_etcd_keepalive_stop(c->ka);
+		cl_etcd_lease_revoke(c->etcd, c->lease, 0);
 		destroy(c);
 		return rc;
 	}
@@ -500,11 +500,11 @@ dn_cluster_leave(struct dn_cluster *c)
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	pthread_join(c->thread, NULL);
-	rpc_etcd_keepalive_stop(c->ka);
+	cl_etcd_keepalive_stop(c->ka);
 	c->ka = NULL;
 	atomic_store(&c->registered, false);
 	if (c->lease) {
-		rc = rpc_etcd_lease_revoke(c->etcd, c->lease, 2000);
+		rc = cl_etcd_lease_revoke(c->etcd, c->lease, 2000);
 		if (rc && !zc_err_is(rc, ZC_NO_KEY))
 			ZC_WARN("cluster",
 			        "node=%s: lease revoke failed err=%d; the key goes with its TTL",
@@ -527,7 +527,7 @@ dn_cluster_destroy(struct dn_cluster *c)
 void
 dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 {
-	const struct rpc_members_view *v = rpc_members_get(c->members);
+	const struct cl_members_view *v = cl_members_get(c->members);
 
 	fprintf(out,
 	        "# HELP zest_cluster_live_nodes Datanodes registered in etcd at the last "
@@ -543,16 +543,16 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        "zest_cluster_registrations_total %llu\n",
 	        v->n, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 }
 
-struct rpc_etcd *
+struct cl_etcd *
 dn_cluster_etcd(struct dn_cluster *c)
 {
 	return c ? c->etcd : NULL;
 }
 
-struct rpc_members *
+struct cl_members *
 dn_cluster_members(struct dn_cluster *c)
 {
 	return c ? c->members : NULL;

@@ -20,11 +20,11 @@
 #define DN_CLUSTER_TTL_S 10 /* the node lease; keepalive every third of it */
 
 struct dn_cluster;
-struct rpc_etcd;
+struct cl_etcd;
 
 struct dn_cluster_opts {
 	const char *endpoints;     /* --cluster: etcd host:port[,...] */
-	const char *node;          /* --node: the node name (rpc_cl_node_name_ok) */
+	const char *node;          /* --node: the node name (cl_rec_node_name_ok) */
 	const char *address;       /* host:port gateways and peers dial */
 	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;
@@ -39,7 +39,7 @@ struct dn_cluster_opts {
  * drives list is borrowed until dn_cluster_destroy; the TLS files are read at start). A key of this
  * name held by another process (another incarnation under a live lease) is waited out for one TTL
  * (a crashed predecessor's lease expiring), then refused. Returns 0 and *out, -EEXIST
- * (the name is taken), -EINVAL (bad options), or the etcd error (rpc_etcd.h); the reason
+ * (the name is taken), -EINVAL (bad options), or the etcd error (cl_etcd.h); the reason
  * is logged.
  */
 int dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out);
@@ -54,10 +54,10 @@ void dn_cluster_leave(struct dn_cluster *c);
 void dn_cluster_destroy(struct dn_cluster *c);
 
 /* The cluster's etcd client (for the collector, dn_cgc.h): valid until destroy. */
-struct rpc_etcd *dn_cluster_etcd(struct dn_cluster *c);
+struct cl_etcd *dn_cluster_etcd(struct dn_cluster *c);
 /* The membership view (for the coordinator, dn_coord.h, and the healer, dn_cheal.h):
  * valid until destroy. */
-struct rpc_members *dn_cluster_members(struct dn_cluster *c);
+struct cl_members *dn_cluster_members(struct dn_cluster *c);
 
 /* zest_cluster_live_nodes, zest_cluster_registered and zest_cluster_registrations_total,
  * in Prometheus text format (the metrics thread). */

@@ -137,7 +137,7 @@ dn_coord_bucket_check(struct dn_coord *c, const char *bucket, char *msg, size_t 
 		}
 	pthread_mutex_unlock(&c->mu);
 ask:
-	rc = rpc_cmeta_bucket_head(c->o.etcd, bucket, NULL, c->o.etcd_timeout_ms);
+	rc = cl_meta_bucket_head(c->o.etcd, bucket, NULL, c->o.etcd_timeout_ms);
 	if (zc_err_is(rc, ZC_NO_BUCKET)) {
 		snprintf(msg, cap, "%s", bucket);
 		return rc;
@@ -290,7 +290,7 @@ hist_print(FILE *out, const char *name, const struct dn_coord_hist *h)
 void
 dn_coord_metrics(struct dn_coord *c, FILE *out)
 {
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	struct zc_place_slots sl;
 	int ft = 0, self = -1;
 
@@ -329,7 +329,7 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	 * (dn_coord_tolerance): the live view moves with nodes coming and going, before any
 	 * write shows it. Every group over a view holds as many cells per node (the rounds
 	 * rule), so any key tells. */
-	v = rpc_members_get(c->o.members);
+	v = cl_members_get(c->o.members);
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->names[i], c->node))
 			self = (int)i;
@@ -337,7 +337,7 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	                            c->o.m, self, &sl))
 		ft = dn_coord_tolerance(sl.node, c->o.k + c->o.m,
 		                        dn_coord_all_cells(c->o.k + c->o.m), c->o.k);
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 	fprintf(out,
 	        "# HELP zest_cluster_fault_tolerance_nodes Nodes a block group placed now over "
 	        "the live view survives losing (any of them): a write needs write quorum - k.\n"

@@ -5,7 +5,7 @@
  * RS(k,m) as in single-node mode, its own cells written to the local cell store
  * (dn_cell_write_*), every other cell forwarded to its slot's node over a WriteCell stream
  * by reference to the gRPC receive slices (parity from the coordinator's own buffer pool),
- * and the object record committed in etcd with one Txn (rpc_cmeta_commit) once every group
+ * and the object record committed in etcd with one Txn (cl_meta_commit) once every group
  * has its write quorum of durable cells. Part of the daemon, not the engine.
  *
  * Threads: one write (struct dn_coord_write) belongs to one thread at a time (a dn-write
@@ -37,25 +37,25 @@
 
 struct dn_coord;
 struct dn_coord_write;
-struct rpc_etcd;
-struct rpc_members;
+struct cl_etcd;
+struct cl_members;
 
 struct dn_coord_opts {
-	struct dn_store *store;      /* the local cell store (borrowed) */
-	struct rpc_etcd *etcd;       /* borrowed: outlives the coordinator */
-	struct rpc_members *members; /* the live view (borrowed) */
-	const char *node;            /* this node's name in the view (copied) */
-	unsigned k, m;               /* scheme of a Write that names none; 0: 4+2 */
-	uint32_t cell_size;          /* 0: 1 MiB */
-	unsigned stripes_per_group;  /* 0: 16 */
-	unsigned write_quorum;       /* durable cells per group; 0: k + 1 */
-	uint64_t gc_grace_ns;        /* the collector's grace: not_after_ns = first cell + half */
-	struct rpc_tls tls;          /* peers: mTLS with the node's own files, or insecure */
-	unsigned peer_timeout_ms;    /* a peer silent this long fails its cells; 0: 10 s */
-	size_t peer_window;          /* bytes in flight per peer stream; 0: 4 MiB */
-	unsigned parity_bufs;        /* cell-sized parity buffers in the pool; 0: 64 MiB of
-	                              * them, at most 64, at least 4 m */
-	unsigned etcd_timeout_ms;    /* the commit Txn's deadline; 0: rpc_cmeta's (5 s) */
+	struct dn_store *store;     /* the local cell store (borrowed) */
+	struct cl_etcd *etcd;       /* borrowed: outlives the coordinator */
+	struct cl_members *members; /* the live view (borrowed) */
+	const char *node;           /* this node's name in the view (copied) */
+	unsigned k, m;              /* scheme of a Write that names none; 0: 4+2 */
+	uint32_t cell_size;         /* 0: 1 MiB */
+	unsigned stripes_per_group; /* 0: 16 */
+	unsigned write_quorum;      /* durable cells per group; 0: k + 1 */
+	uint64_t gc_grace_ns;       /* the collector's grace: not_after_ns = first cell + half */
+	struct rpc_tls tls;         /* peers: mTLS with the node's own files, or insecure */
+	unsigned peer_timeout_ms;   /* a peer silent this long fails its cells; 0: 10 s */
+	size_t peer_window;         /* bytes in flight per peer stream; 0: 4 MiB */
+	unsigned parity_bufs;       /* cell-sized parity buffers in the pool; 0: 64 MiB of
+	                             * them, at most 64, at least 4 m */
+	unsigned etcd_timeout_ms;   /* the commit Txn's deadline; 0: cl_meta's (5 s) */
 };
 
 /* Start the coordinator (its parity pool). Returns 0 and *out, -EINVAL, -ENOMEM. */

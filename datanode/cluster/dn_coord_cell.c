@@ -54,16 +54,14 @@ on_done(void *arg, struct rpc_cwrite *rw, const struct rpc_status *st,
 {
 	struct ccell *cc = arg;
 	struct dn_coord_write *w = cc->w;
-	bool ok = st->code == GRPC_STATUS_OK && res && res->size == cc->length;
+	bool ok = !st->err && res && res->size == cc->length;
 
 	(void)rw;
 	if (ok)
 		dn_coord_hist_add(&w->c->peer_hist, zc_now_ns() - cc->t0);
 	else
-		ZC_WARN("coord",
-		        "peer=%s cell %016" PRIx64 ".%" PRIu32 ".%u failed: grpc=%d err=%d %s",
-		        cc->peer->name, w->id, cc->group, cc->cell, (int)st->code, st->err,
-		        st->msg);
+		ZC_WARN("coord", "peer=%s cell %016" PRIx64 ".%" PRIu32 ".%u failed: err=%d %s",
+		        cc->peer->name, w->id, cc->group, cc->cell, st->err, st->msg);
 	pthread_mutex_lock(&w->mu);
 	cc->done = true;
 	cc->ok = ok;
@@ -100,7 +98,7 @@ dn_coord_cell_start(struct dn_coord_write *w, struct cgroup *g, unsigned i)
 {
 	static const struct rpc_cwrite_cbs cbs = { on_writable, on_done };
 	struct ccell *cc = &g->cells[i];
-	const struct rpc_cl_node *nd = &w->view->nodes[cc->node];
+	const struct cl_rec_node *nd = &w->view->nodes[cc->node];
 	int rc;
 
 	pthread_mutex_lock(&w->mu);

@@ -1,7 +1,7 @@
 /*
  * dn_coord_commit: the end of a coordinated write. Wait for every cell's outcome (a peer
  * that does not answer within the timeout is cancelled and counts missing), check the
- * write quorum of every group, commit the record with one etcd Txn (rpc_cmeta_commit);
+ * write quorum of every group, commit the record with one etcd Txn (cl_meta_commit);
  * after the answer, tell the cells' nodes (CommitCells, dn_cell_commit) and delete the
  * cells of the record it replaced (DeleteCells). A write that does not commit deletes what
  * it wrote, unless the Txn's outcome is unknown: then the cells stay pending and the
@@ -70,7 +70,7 @@ wait_outcomes(struct dn_coord_write *w, bool abort)
 
 struct followup {
 	struct dn_coord *c;
-	char peer[RPC_CL_MAX_NAME + 1];
+	char peer[CL_REC_MAX_NAME + 1];
 	enum rpc_method m;
 };
 
@@ -80,10 +80,10 @@ followup_done(void *arg, const struct rpc_status *st, const struct rpc_unary_res
 	struct followup *f = arg;
 
 	(void)resp;
-	if (st->code != GRPC_STATUS_OK)
-		ZC_WARN("coord", "%s to peer=%s failed: grpc=%d %s (the collector settles them)",
-		        f->m == RPC_COMMIT_CELLS ? "CommitCells" : "DeleteCells", f->peer,
-		        (int)st->code, st->msg);
+	if (st->err)
+		ZC_WARN("coord", "%s to peer=%s failed: err=%d %s (the collector settles them)",
+		        f->m == RPC_COMMIT_CELLS ? "CommitCells" : "DeleteCells", f->peer, st->err,
+		        st->msg);
 	dn_coord_followup_add(f->c, -1);
 	free(f);
 }
@@ -158,11 +158,11 @@ settle_cells(struct dn_coord_write *w, bool commit)
 static void
 delete_old(struct dn_coord_write *w)
 {
-	const struct rpc_cl_object *o = &w->old.o;
-	const struct rpc_members_view *v = rpc_members_get(w->c->o.members);
+	const struct cl_rec_object *o = &w->old.o;
+	const struct cl_members_view *v = cl_members_get(w->c->o.members);
 
 	for (size_t x = 0; x < o->nextents; x++) {
-		const struct rpc_cl_extent *e = &o->extents[x];
+		const struct cl_rec_extent *e = &o->extents[x];
 		struct rpc_cell_id *ids = calloc(e->ngroups * (e->k + e->m) + 1, sizeof(*ids));
 
 		if (!ids)
@@ -193,7 +193,7 @@ delete_old(struct dn_coord_write *w)
 		}
 		free(ids);
 	}
-	rpc_members_view_put(v);
+	cl_members_view_put(v);
 }
 
 /* ------------------------------------------------------------------ commit */
@@ -231,10 +231,10 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
                 size_t nattrs, const struct dn_cond *cond, struct dn_coord_result *res, char *msg,
                 size_t cap)
 {
-	struct rpc_cmeta_group *groups = NULL;
-	struct rpc_cl_attr *cattrs = NULL;
-	struct rpc_cmeta_extent ext;
-	struct rpc_cmeta_put p;
+	struct cl_meta_group *groups = NULL;
+	struct cl_rec_attr *cattrs = NULL;
+	struct cl_meta_extent ext;
+	struct cl_meta_put p;
 	uint64_t t0;
 	int rc;
 
@@ -289,33 +289,33 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 				groups[g].missing |= 1u << i;
 		}
 	for (size_t i = 0; i < nattrs; i++)
-		cattrs[i] = (struct rpc_cl_attr){ attrs[i].name, attrs[i].value };
-	ext = (struct rpc_cmeta_extent){ .id = w->id,
-		                         .size = w->size,
-		                         .k = w->k,
-		                         .m = w->m,
-		                         .cell_size = w->cell,
-		                         .stripes_per_group = w->spg,
-		                         .groups = groups,
-		                         .ngroups = w->opened };
+		cattrs[i] = (struct cl_rec_attr){ attrs[i].name, attrs[i].value };
+	ext = (struct cl_meta_extent){ .id = w->id,
+		                       .size = w->size,
+		                       .k = w->k,
+		                       .m = w->m,
+		                       .cell_size = w->cell,
+		                       .stripes_per_group = w->spg,
+		                       .groups = groups,
+		                       .ngroups = w->opened };
 	/* A record needs an ETag; a Write without one (tools, tests: the gateway always sends
 	 * the MD5) gets its CRC32C in hex. */
 	if (!etag || !*etag) {
 		snprintf(w->etag_crc, sizeof(w->etag_crc), "%08x", w->crc);
 		etag = w->etag_crc;
 	}
-	p = (struct rpc_cmeta_put){ .bucket = w->bucket,
-		                    .key = w->key,
-		                    .size = w->size,
-		                    .etag = etag,
-		                    .crc32c = w->crc,
-		                    .mtime_ns = dn_coord_realtime_ns(),
-		                    .attrs = cattrs,
-		                    .nattrs = nattrs,
-		                    .extents = &ext,
-		                    .nextents = 1, /* an empty object: one extent, no groups */
-		                    .write_quorum = w->quorum,
-		                    .timeout_ms = w->c->o.etcd_timeout_ms };
+	p = (struct cl_meta_put){ .bucket = w->bucket,
+		                  .key = w->key,
+		                  .size = w->size,
+		                  .etag = etag,
+		                  .crc32c = w->crc,
+		                  .mtime_ns = dn_coord_realtime_ns(),
+		                  .attrs = cattrs,
+		                  .nattrs = nattrs,
+		                  .extents = &ext,
+		                  .nextents = 1, /* an empty object: one extent, no groups */
+		                  .write_quorum = w->quorum,
+		                  .timeout_ms = w->c->o.etcd_timeout_ms };
 	if (cond) {
 		p.cond.if_none_match = cond->if_none_match;
 		p.cond.if_match = cond->if_match;
@@ -324,7 +324,7 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 	if (w->first_ns && w->c->o.gc_grace_ns)
 		p.not_after_ns = w->first_ns + w->c->o.gc_grace_ns / 2;
 	t0 = zc_now_ns();
-	rc = rpc_cmeta_commit(w->c->o.etcd, &p, &w->old);
+	rc = cl_meta_commit(w->c->o.etcd, &p, &w->old);
 	dn_coord_hist_add(&w->c->etcd_hist, zc_now_ns() - t0);
 	free(groups);
 	free(cattrs);

@@ -15,8 +15,9 @@
 #include "dn_coord.h"
 #include "dn.h"
 #include "ec.h"
-#include "rpc_cmeta.h"
-#include "rpc_members.h"
+#include "rpc_client.h"
+#include "cl_meta.h"
+#include "cl_members.h"
 #include "zc_place.h"
 
 #define DN_COORD_PEND_MAX         64         /* segments gathered per data cell before a send */
@@ -103,7 +104,7 @@ struct dn_coord_write {
 	unsigned k, m, n, quorum;
 	uint32_t cell, spg;
 	uint64_t id;
-	const struct rpc_members_view *view;
+	const struct cl_members_view *view;
 	int self; /* this node's index in view, or -1 */
 	struct ec_codec *codec;
 	uint64_t written;
@@ -124,7 +125,7 @@ struct dn_coord_write {
 	bool committed;
 	char etag_crc[9]; /* the ETag of a Write that sent none */
 	bool ambiguous;   /* the Txn may have gone in: leave the cells pending */
-	struct rpc_cmeta_old old;
+	struct cl_meta_old old;
 	/* under mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cond;

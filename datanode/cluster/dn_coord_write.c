@@ -23,7 +23,7 @@ dn_coord_begin(struct dn_coord *c, const char *bucket, const char *key, uint64_t
                bool size_known, unsigned k, unsigned m, struct dn_coord_write **out, char *msg,
                size_t cap)
 {
-	const struct rpc_members_view *v;
+	const struct cl_members_view *v;
 	struct dn_coord_write *w;
 	pthread_condattr_t ca;
 	int rc;
@@ -44,15 +44,15 @@ dn_coord_begin(struct dn_coord *c, const char *bucket, const char *key, uint64_t
 	rc = dn_coord_bucket_check(c, bucket, msg, cap);
 	if (rc)
 		return rc;
-	v = rpc_members_get(c->o.members);
+	v = cl_members_get(c->o.members);
 	if (!v->n) {
-		rpc_members_view_put(v);
+		cl_members_view_put(v);
 		snprintf(msg, cap, "no live nodes in the membership view");
 		return ZC_E(ZC_UNAVAILABLE);
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
-		rpc_members_view_put(v);
+		cl_members_view_put(v);
 		snprintf(msg, cap, "out of memory");
 		return -ENOMEM;
 	}
@@ -128,9 +128,9 @@ dn_coord_write_free(struct dn_coord_write *w)
 		}
 		free(w->groups[g]);
 	}
-	rpc_cmeta_old_fini(&w->old);
+	cl_meta_old_fini(&w->old);
 	if (w->view)
-		rpc_members_view_put(w->view);
+		cl_members_view_put(w->view);
 	free(w->groups);
 	free(w->node_failed);
 	free(w->bucket);

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Write the seed corpus of fuzz_rpc_cluster into tests/fuzz/corpus/rpc_cluster/: byte 0 is
-the record type (0 NodeInfo, 1 MemberInfo, 2 BucketRecord, 3 ObjectRecord, 4 UploadRecord),
-the rest a value in rpc/cluster.proto's wire format, valid ones and a few refused ones."""
+"""Write the seed corpus of fuzz_cl_rec into tests/fuzz/corpus/cl_rec/: byte 0 is
+the record type (0 NodeInfo, 1 MemberInfo, 2 BucketRecord, 3 ObjectRecord),
+the rest a value in cluster/cluster.proto's wire format, valid ones and a few refused ones."""
 import os
 import struct
 
 here = os.path.dirname(os.path.abspath(__file__))
-out = os.path.join(here, 'corpus', 'rpc_cluster')
+out = os.path.join(here, 'corpus', 'cl_rec')
 
 
 def varint(v):
@@ -77,16 +77,6 @@ def obj(exts, size):
             b''.join(ld(6, e) for e in exts))
 
 
-def part(n, size, eid):
-    return vf(1, n) + vf(2, size) + ld(3, '0123456789abcdef') + ld(4, 'AAAAAA==') + vf(5, 7) + \
-        ld(6, extent(eid, size))
-
-
-def upload():
-    return (ld(1, 'big/file') + vf(2, 9) + ld(3, attr('x-amz-meta-a', 'b')) + ld(4, 'CRC32C') +
-            ld(5, 'COMPOSITE') + ld(6, part(1, 5 << 20, 10)) + ld(6, part(3, 1, 11)))
-
-
 seeds = {
     'node': b'\0' + node(),
     'node_draining': b'\0' + node(state=2),
@@ -102,7 +92,6 @@ seeds = {
                                            groups=[group([0, 0, 0])])], 4096),
     'object_bad_cells': b'\3' + obj([extent(5, 4096, groups=[group([0, 1, 2])])], 4096),
     'object_bad_size': b'\3' + obj([extent(5, 4096)], 4097),
-    'upload': b'\4' + upload(),
     'truncated': b'\3' + obj([extent(0x1111, 1 << 30)], 1 << 30)[:57],
 }
 os.makedirs(out, exist_ok=True)

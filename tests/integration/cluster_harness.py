@@ -30,7 +30,7 @@
 - memcpy=(1, ...): those datanodes run with the LD_PRELOAD memcpy counter
   (tests/integration/memcpy_count.c, $ZEST_MEMCPY_COUNT; not under ASan, which interposes
   memcpy itself); memcpy_counts(i) is what it counted when dn-i exited.
-- Objects' records (rpc/cluster.proto's ObjectRecord) read from etcd and decoded (record),
+- Objects' records (cluster/cluster.proto's ObjectRecord) read from etcd and decoded (record),
   the cell files on a datanode's drives (DataNode.cells), the layout of a cell
   (cell_len, data_cell_bytes), and tests/integration/dn_client against a datanode (its
   zest.Datanode calls, over mTLS with a client certificate of the CA).
@@ -759,7 +759,7 @@ class Cluster:
         return bad
 
 
-# ---- objects' records (rpc/cluster.proto's ObjectRecord) and the layout of their cells
+# ---- objects' records (cluster/cluster.proto's ObjectRecord) and the layout of their cells
 
 def _varint(b, i):
     v = s = 0
@@ -801,7 +801,7 @@ def _packed(b):
     return out
 
 
-# rpc/cluster.proto's Extent: its integer fields by number
+# cluster/cluster.proto's Extent: its integer fields by number
 _EXTENT_INTS = {1: "id", 2: "size", 3: "k", 4: "m", 5: "cell_size", 6: "spg"}
 
 

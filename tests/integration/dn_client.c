@@ -26,8 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rpc.h"
+#include "rpc_client.h"
 #include "rpc_raw.h"
+#include "rpc_tls_internal.h"
 
 #define DN_TEST_RPC_ONLY /* the client helpers, shared with test_dn_rpc.c; no store */
 #include "dn_test.h"
@@ -42,7 +43,7 @@ file_sink(void *arg, uint64_t offset, const struct zc_seg *seg)
 static int
 fail(const struct rpc_status *st)
 {
-	printf("ERR %d %s\n", st->code, st->msg);
+	printf("ERR %d %s\n", rpc_status_from_err(st->err), st->msg);
 	return 1;
 }
 
@@ -94,7 +95,7 @@ raw_cmd(const char *target, const struct rpc_tls *tls, int argc, char **argv)
 	grpc_init();
 	if (rpc_tls_channel_creds(tls, &creds, err, sizeof(err))) {
 		fprintf(stderr, "dn_client: %s\n", err);
-		st.code = GRPC_STATUS_INVALID_ARGUMENT; /* nothing was sent */
+		st.err = -EINVAL; /* nothing was sent */
 		snprintf(st.msg, sizeof(st.msg), "credentials refused");
 		goto out;
 	}
@@ -105,11 +106,12 @@ out:
 	for (int i = 0; i < n; i++)
 		free(msgs[i].bytes);
 	free(msgs);
-	if (st.code == GRPC_STATUS_OK) {
+	if (rpc_status_from_err(st.err) == GRPC_STATUS_OK) {
 		printf("OK\n");
 		return 0;
 	}
-	printf("ERR %d zest=%d %s\n", st.code, (int)zc_err_code(st.err), st.msg);
+	printf("ERR %d zest=%d %s\n", rpc_status_from_err(st.err), (int)zc_err_code(st.err),
+	       st.msg);
 	return 1;
 }
 
@@ -241,7 +243,7 @@ main(int argc, char **argv)
 		if (fclose(out))
 			g.bad = true;
 		st = g.st;
-		if (st.code != GRPC_STATUS_OK) {
+		if (rpc_status_from_err(st.err) != GRPC_STATUS_OK) {
 			rc = 1;
 			goto failed;
 		}

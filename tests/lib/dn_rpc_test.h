@@ -12,7 +12,8 @@
 
 #include "dn_rpc.h"
 #include "zc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 

@@ -329,8 +329,9 @@ t_check_read(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 }
 #endif /* DN_TEST_RPC_ONLY */
 
-#ifdef ZEST_RPC_H
+#ifdef ZEST_RPC_CLIENT_H
 /* ---- the client side of zest.Datanode (rpc_client_*) ---- */
+#include "rpc_client_internal.h" /* rpc_client_put */
 
 /* Put len bytes of buf as bucket/key in chunk-sized WriteChunks (k 0: the default
  * scheme). Returns rpc_client_put's result; res (optional) and st are filled. */
@@ -430,6 +431,6 @@ t_rpc_get(struct rpc_client *cl, const char *bucket, const char *key, uint64_t o
 	pthread_cond_destroy(&g->cond);
 	return err;
 }
-#endif /* ZEST_RPC_H */
+#endif /* ZEST_RPC_CLIENT_H */
 
 #endif

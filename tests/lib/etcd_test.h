@@ -40,7 +40,7 @@ struct t_etcd {
 	char root[PATH_MAX];
 	pid_t pid[T_ETCD_MAX];
 	int client_port[T_ETCD_MAX], peer_port[T_ETCD_MAX];
-	char endpoints[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." for rpc_etcd_create */
+	char endpoints[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." for cl_etcd_create */
 };
 
 /* A CA, a server certificate for IP 127.0.0.1 and a client certificate in dir, with the

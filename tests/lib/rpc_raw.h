@@ -17,7 +17,8 @@
 #include <grpc/grpc_security.h>
 
 #include "zc_crc.h"
-#include "rpc.h"
+#include "rpc_client.h"
+#include "rpc_status_internal.h"
 #include "t_check.h"
 
 struct raw_msg {
@@ -90,26 +91,9 @@ raw_call_creds(const char *target, grpc_channel_credentials *creds, const char *
 		pluck(cq, (void *)4);
 	}
 	pluck(cq, (void *)2);
-	st->code = code;
-	{
-		size_t n = GRPC_SLICE_LENGTH(details) < sizeof(st->msg) - 1
-		                   ? GRPC_SLICE_LENGTH(details)
-		                   : sizeof(st->msg) - 1;
-
-		memcpy(st->msg, GRPC_SLICE_START_PTR(details), n);
-		st->msg[n] = '\0';
-	}
+	/* what the client library makes of it: the error from the trailer, else the code */
+	rpc_status_from_wire(st, code, details, &md1);
 	grpc_slice_unref(details);
-	st->err = 0;
-	for (size_t i = 0; i < md1.count; i++)
-		if (grpc_slice_str_cmp(md1.metadata[i].key, RPC_ERR_KEY) == 0) {
-			char v[16] = "";
-			size_t vl = GRPC_SLICE_LENGTH(md1.metadata[i].value);
-
-			memcpy(v, GRPC_SLICE_START_PTR(md1.metadata[i].value),
-			       vl < sizeof(v) - 1 ? vl : sizeof(v) - 1);
-			st->err = ZC_E(atoi(v));
-		}
 	if (resp)
 		grpc_byte_buffer_destroy(resp);
 	grpc_metadata_array_destroy(&md0);

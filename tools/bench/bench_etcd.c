@@ -1,6 +1,6 @@
 /*
  * zest-bench etcd: the rate of metadata transactions one etcd sustains through
- * rpc_etcd, in the shape a small-object PUT will need: a Txn "create the key if absent"
+ * cl_etcd, in the shape a small-object PUT will need: a Txn "create the key if absent"
  * (compare version == 0, then put a value of --value bytes), from N callers at once,
  * each blocking on its own call. No baseline exists for a remote store, so the report
  * gives the median rate of the trials and the p50/p99/p99.9 latency of all calls in them.
@@ -15,13 +15,13 @@
 #include <time.h>
 
 #include "bench.h"
-#include "rpc_etcd.h"
+#include "cl_etcd.h"
 
 #define MAX_CLIENTS 256
 #define MAX_SAMPLES (1u << 20) /* per caller and trial */
 
 struct caller {
-	struct rpc_etcd *c;
+	struct cl_etcd *c;
 	unsigned id, trial;
 	double seconds;
 	size_t value_len;
@@ -51,21 +51,21 @@ caller_run(void *arg)
 	while (now_s() < end && w->n < MAX_SAMPLES) {
 		int kl =
 		        snprintf(key, sizeof(key), "%s%u/%u/%zu", w->prefix, w->trial, w->id, w->n);
-		struct rpc_etcd_cmp cmp = { .key = key,
-			                    .key_len = (size_t)kl,
-			                    .target = RPC_ETCD_CMP_VERSION,
-			                    .op = RPC_ETCD_EQUAL };
-		struct rpc_etcd_op put = { .type = RPC_ETCD_OP_PUT,
-			                   .r = { .key = key, .key_len = (size_t)kl },
-			                   .value = value,
-			                   .value_len = w->value_len };
-		struct rpc_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .then = &put, .n_then = 1 };
-		struct rpc_etcd_txn_result res;
+		struct cl_etcd_cmp cmp = { .key = key,
+			                   .key_len = (size_t)kl,
+			                   .target = CL_ETCD_CMP_VERSION,
+			                   .op = CL_ETCD_EQUAL };
+		struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT,
+			                  .r = { .key = key, .key_len = (size_t)kl },
+			                  .value = value,
+			                  .value_len = w->value_len };
+		struct cl_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .then = &put, .n_then = 1 };
+		struct cl_etcd_txn_result res;
 		double t0 = now_s();
 
-		if (rpc_etcd_txn(w->c, &txn, &res, 0) || !res.succeeded)
+		if (cl_etcd_txn(w->c, &txn, &res, 0) || !res.succeeded)
 			w->errors++;
-		rpc_etcd_txn_result_fini(&res);
+		cl_etcd_txn_result_fini(&res);
 		w->lat_us[w->n++] = (uint32_t)((now_s() - t0) * 1e6);
 	}
 	free(value);
@@ -118,7 +118,7 @@ bench_etcd_main(int argc, char **argv)
 	int trials = 5, ch;
 	size_t value_len = 300;
 	struct caller *w;
-	struct rpc_etcd *c;
+	struct cl_etcd *c;
 	char list[256];
 	unsigned trial_no = 0;
 	int rc;
@@ -157,7 +157,7 @@ bench_etcd_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	rc = rpc_etcd_create(endpoints, NULL, &c);
+	rc = cl_etcd_create(endpoints, NULL, &c);
 	if (rc) {
 		fprintf(stderr, "zest-bench etcd: bad --endpoints (%d)\n", rc);
 		return 2;
@@ -183,9 +183,9 @@ bench_etcd_main(int argc, char **argv)
 		}
 		all = malloc((size_t)trials * n * 4096 * sizeof(*all));
 		for (int t = -1; t < trials; t++) { /* trial -1 warms up */
-			struct rpc_etcd_range r = { .key = prefix,
-				                    .key_len = strlen(prefix),
-				                    .prefix = true };
+			struct cl_etcd_range r = { .key = prefix,
+				                   .key_len = strlen(prefix),
+				                   .prefix = true };
 			double t0 = now_s(), el;
 			size_t ops = 0;
 
@@ -215,7 +215,7 @@ bench_etcd_main(int argc, char **argv)
 			}
 			if (t >= 0)
 				rate[t] = (double)ops / el;
-			rpc_etcd_delete(c, &r, NULL, NULL, 30000);
+			cl_etcd_delete(c, &r, NULL, NULL, 30000);
 		}
 		qsort(rate, (size_t)trials, sizeof(double), cmp_double);
 		qsort(all, n_all, sizeof(*all), cmp_u32);
@@ -229,6 +229,6 @@ bench_etcd_main(int argc, char **argv)
 	for (unsigned i = 0; i < MAX_CLIENTS; i++)
 		free(w[i].lat_us);
 	free(w);
-	rpc_etcd_destroy(c);
+	cl_etcd_destroy(c);
 	return 0;
 }

@@ -18,7 +18,7 @@
 
 #include "bench.h"
 #include "bench_report.h"
-#include "rpc.h"
+#include "rpc_client.h"
 #include "zc.h"
 
 struct bench;
@@ -99,10 +99,10 @@ slot_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 	pthread_mutex_lock(&b->mu);
 	if (s->t0 < b->measure_from) {
 		/* warm-up: neither counted nor timed */
-	} else if (st->code == GRPC_STATUS_OK && res && res->size == b->obj_size) {
+	} else if (!st->err && res && res->size == b->obj_size) {
 		bench_stats_ok(&b->stats, s->t0 - b->measure_from, now - s->t0, b->obj_size);
 	} else {
-		bench_stats_error(&b->stats, "status %d: %s", st->code, st->msg);
+		bench_stats_error(&b->stats, "err %d: %s", st->err, st->msg);
 	}
 	pthread_mutex_unlock(&b->mu);
 	pthread_mutex_lock(&s->mu);
@@ -167,7 +167,7 @@ ensure_bucket(struct rpc_client *cl, const char *bucket)
 
 	rc = rpc_client_call(cl, RPC_CREATE_BUCKET, &req, &resp, &st);
 	rpc_unary_resp_fini(&resp);
-	if (rc == 0 || zc_err_is(rc, ZC_BUCKET_EXISTS) || st.code == GRPC_STATUS_UNIMPLEMENTED)
+	if (rc == 0 || zc_err_is(rc, ZC_BUCKET_EXISTS) || zc_err_is(st.err, ZC_NOT_IMPLEMENTED))
 		return 0; /* UNIMPLEMENTED: a sink server has no buckets */
 	fprintf(stderr, "zest-bench grpc: cannot create bucket %s: %s\n", bucket, st.msg);
 	return rc;

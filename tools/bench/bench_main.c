@@ -12,7 +12,7 @@ static const struct {
 } commands[] = {
 	{ "admission", bench_adm_main, "write jobs retried on 503, admission on vs off, + chart" },
 	{ "ec", bench_ec_main, "Reed-Solomon codec vs raw ISA-L ec_encode_data" },
-	{ "etcd", bench_etcd_main, "metadata Txn rate of an etcd through rpc_etcd, N callers" },
+	{ "etcd", bench_etcd_main, "metadata Txn rate of an etcd through cl_etcd, N callers" },
 	{ "grpc", bench_grpc_main, "stream objects to a datanode's Write RPC (throughput)" },
 	{ "s3", bench_s3_main, "S3 load in warp's shape: put, get, mixed, delete" },
 	{ "sums", bench_sums_main, "the gateway's checksums (MD5 ETag, CRCs, SHA) vs memcpy" },

@@ -6,7 +6,7 @@
  * naming the deleted part keys) are committed and kept, one whose index key is dangling
  * is deleted with that key; the scan deletes a committed cell of an overwritten object
  * (also a composed one's part) and keeps a named one; an upload composed in O(1) ops
- * (rpc_cmeta_compose_upload: cells judged through the moved key, an unlisted part's cells
+ * (cl_meta_compose_upload: cells judged through the moved key, an unlisted part's cells
  * deleted, all of them once the object is overwritten or deleted, the moved key going with
  * it); the thread does it by itself; etcd
  * down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
@@ -99,82 +99,81 @@ state(struct dn_store *s, struct dn_cell_id id)
 }
 
 static void
-commit_in(struct rpc_etcd *c, const char *bucket, const char *key, uint64_t extent,
+commit_in(struct cl_etcd *c, const char *bucket, const char *key, uint64_t extent,
           uint32_t missing0)
 {
 	struct t_put t;
-	struct rpc_cmeta_old old;
+	struct cl_meta_old old;
 
 	/* one group: cell i on nodes3[i] */
 	t_put_init(&t, bucket, key, extent, 4096, nodes3, 3);
 	t.g[0].missing = missing0;
 	t.p.write_quorum = 2;
-	CHECK_EQ(rpc_cmeta_commit(c, &t.p, &old), 0);
-	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
+	cl_meta_old_fini(&old);
 }
 
 static void
-commit(struct rpc_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
+commit(struct cl_etcd *c, const char *key, uint64_t extent, uint32_t missing0)
 {
 	commit_in(c, "bk", key, extent, missing0);
 }
 
 /* A multipart Complete: bk/key from the parts .zest-mpu/<part>... */
 static void
-compose(struct rpc_etcd *c, const char *key, const char *part1, const char *part2)
+compose(struct cl_etcd *c, const char *key, const char *part1, const char *part2)
 {
-	struct rpc_cmeta_part pp[2] = { { ".zest-mpu", part1, NULL },
-		                        { ".zest-mpu", part2, NULL } };
-	struct rpc_cmeta_old old;
+	struct cl_meta_part pp[2] = { { ".zest-mpu", part1, NULL }, { ".zest-mpu", part2, NULL } };
+	struct cl_meta_old old;
 
-	CHECK_EQ(rpc_cmeta_compose(c, "bk", key, pp, part2 ? 2 : 1, "\"mpu\"", NULL, 0, NULL, 1, 0,
-	                           NULL, &old),
+	CHECK_EQ(cl_meta_compose(c, "bk", key, pp, part2 ? 2 : 1, "\"mpu\"", NULL, 0, NULL, 1, 0,
+	                         NULL, &old),
 	         0);
-	rpc_cmeta_old_fini(&old);
+	cl_meta_old_fini(&old);
 }
 
-/* A Complete through rpc_cmeta_compose_upload: bk/key from .zest-mpu/p/<uid>/<parts>. */
+/* A Complete through cl_meta_compose_upload: bk/key from .zest-mpu/p/<uid>/<parts>. */
 static void
-compose_upload(struct rpc_etcd *c, const char *key, const char *uid, const char *const *parts,
+compose_upload(struct cl_etcd *c, const char *key, const char *uid, const char *const *parts,
                size_t n)
 {
 	char prefix[32], fence[32], keys[4][48];
-	struct rpc_cmeta_upload up = { ".zest-mpu", prefix, fence };
-	struct rpc_cmeta_part pp[4];
-	struct rpc_cmeta_old old;
+	struct cl_meta_upload up = { ".zest-mpu", prefix, fence };
+	struct cl_meta_part pp[4];
+	struct cl_meta_old old;
 
 	snprintf(prefix, sizeof(prefix), "p/%s/", uid);
 	snprintf(fence, sizeof(fence), "u/bk/%s", uid);
 	for (size_t i = 0; i < n; i++) {
 		snprintf(keys[i], sizeof(keys[i]), "p/%s/%s", uid, parts[i]);
-		pp[i] = (struct rpc_cmeta_part){ ".zest-mpu", keys[i], NULL };
+		pp[i] = (struct cl_meta_part){ ".zest-mpu", keys[i], NULL };
 	}
-	CHECK_EQ(rpc_cmeta_compose_upload(c, "bk", key, &up, pp, n, "\"mpu\"", NULL, 0, NULL, 1, 0,
-	                                  NULL, &old),
+	CHECK_EQ(cl_meta_compose_upload(c, "bk", key, &up, pp, n, "\"mpu\"", NULL, 0, NULL, 1, 0,
+	                                NULL, &old),
 	         0);
-	rpc_cmeta_old_fini(&old);
+	cl_meta_old_fini(&old);
 }
 
 static bool
-has_key(struct rpc_etcd *c, const char *k)
+has_key(struct cl_etcd *c, const char *k)
 {
-	struct rpc_etcd_kvs kvs = { 0 };
-	int rc = rpc_etcd_get(c, k, strlen(k), false, &kvs, 0);
+	struct cl_etcd_kvs kvs = { 0 };
+	int rc = cl_etcd_get(c, k, strlen(k), false, &kvs, 0);
 
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
 
 static bool
-has_ix(struct rpc_etcd *c, uint64_t id)
+has_ix(struct cl_etcd *c, uint64_t id)
 {
-	char k[RPC_CMETA_EXTENT_KEY_CAP];
-	struct rpc_etcd_kvs kvs = { 0 };
-	int n = rpc_cmeta_extent_key(id, k, sizeof(k)), rc;
+	char k[CL_META_EXTENT_KEY_CAP];
+	struct cl_etcd_kvs kvs = { 0 };
+	int n = cl_meta_extent_key(id, k, sizeof(k)), rc;
 
-	rc = rpc_etcd_get(c, k, (size_t)n, false, &kvs, 0);
-	rpc_etcd_kvs_fini(&kvs);
+	rc = cl_etcd_get(c, k, (size_t)n, false, &kvs, 0);
+	cl_etcd_kvs_fini(&kvs);
 	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
 	return rc == 0;
 }
@@ -195,12 +194,12 @@ real_ns(void)
  * the moved key has gone with it and the cells are deleted.
  */
 static void
-test_upload(struct t_env *env, struct rpc_etcd *c, uint64_t grace)
+test_upload(struct t_env *env, struct cl_etcd *c, uint64_t grace)
 {
 	static const char *const two[] = { "00001", "00002" }, *const one[] = { "00001" };
 	struct dn_cgc_stats st = { 0 };
 	struct dn_cell_id v1, v2, v3, w1;
-	struct rpc_cmeta_old old;
+	struct cl_meta_old old;
 	struct dn_cgc *g;
 
 	v1 = put_cell_in(env->s, ".zest-mpu", 0x71, 0, 0, "p/U1/00001"); /* pending, listed */
@@ -217,10 +216,10 @@ test_upload(struct t_env *env, struct rpc_etcd *c, uint64_t grace)
 	CHECK_EQ(dn_cell_commit(env->s, w1), 0);
 	compose_upload(c, "mu", "U1", two, 2);
 	compose_upload(c, "mw", "U2", one, 1);
-	CHECK(has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U2/"));
-	CHECK_EQ(rpc_cmeta_delete(c, "bk", "mw", 0, &old, 0), 1);
-	rpc_cmeta_old_fini(&old);
-	CHECK(!has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U2/")); /* went with the record */
+	CHECK(has_key(c, CL_META_MOVED ".zest-mpu/p/U2/"));
+	CHECK_EQ(cl_meta_delete(c, "bk", "mw", 0, &old, 0), 1);
+	cl_meta_old_fini(&old);
+	CHECK(!has_key(c, CL_META_MOVED ".zest-mpu/p/U2/")); /* went with the record */
 
 	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env->s,
 	                                              .etcd = c,
@@ -238,10 +237,10 @@ test_upload(struct t_env *env, struct rpc_etcd *c, uint64_t grace)
 	CHECK_EQ(st.errors, 0);
 	CHECK_EQ(state(env->s, v2), 0);
 	CHECK_EQ(state(env->s, w1), -1); /* its object deleted */
-	CHECK(has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U1/"));
+	CHECK(has_key(c, CL_META_MOVED ".zest-mpu/p/U1/"));
 	/* overwritten: the moved key goes in the same Txn, and the scan deletes the cells */
 	commit(c, "mu", 0x75, 0);
-	CHECK(!has_key(c, RPC_CMETA_MOVED ".zest-mpu/p/U1/"));
+	CHECK(!has_key(c, CL_META_MOVED ".zest-mpu/p/U1/"));
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
 	CHECK_EQ(st.errors, 0);
 	CHECK_EQ(state(env->s, v1), -1);
@@ -255,11 +254,11 @@ main(void)
 	const uint64_t grace = 2000000000ull;
 	struct dn_cgc_stats st = { 0 };
 	struct dn_cell_id a, b, c2, d, e1, f, u, u2, u3, dg;
-	struct rpc_etcd *c;
+	struct cl_etcd *c;
 	struct dn_cgc *g;
 	struct t_etcd etcd;
 	struct t_env env;
-	char *mbuf = NULL, xk[RPC_CMETA_EXTENT_KEY_CAP];
+	char *mbuf = NULL, xk[CL_META_EXTENT_KEY_CAP];
 	size_t mlen = 0;
 	FILE *mf;
 
@@ -272,8 +271,8 @@ main(void)
 	t_env_open(&env, 3, 2, 1, NULL);
 	t_etcd_start(&etcd, 1);
 	c = t_etcd_client(&etcd);
-	CHECK_EQ(rpc_cmeta_bucket_create(c, "bk", 1, 0), 0);
-	CHECK_EQ(rpc_cmeta_bucket_create(c, ".zest-mpu", 1, 0), 0);
+	CHECK_EQ(cl_meta_bucket_create(c, "bk", 1, 0), 0);
+	CHECK_EQ(cl_meta_bucket_create(c, ".zest-mpu", 1, 0), 0);
 
 	a = put_cell(env.s, 0xa1, 0, 0, "a");  /* record names it: commit */
 	b = put_cell(env.s, 0xb1, 0, 1, "b");  /* never committed: delete */
@@ -300,9 +299,9 @@ main(void)
 	commit_in(c, ".zest-mpu", "uq/00001", 0x53, 0);
 	CHECK_EQ(dn_cell_commit(env.s, u3), 0);
 	compose(c, "mq", "uq/00001", NULL);
-	CHECK_EQ(rpc_cmeta_extent_key(0x61, xk, sizeof(xk)), 30);
-	CHECK_EQ(rpc_etcd_put(c, xk, 30, RPC_CMETA_OBJECTS "bk/f", strlen(RPC_CMETA_OBJECTS "bk/f"),
-	                      0, NULL, 0),
+	CHECK_EQ(cl_meta_extent_key(0x61, xk, sizeof(xk)), 30);
+	CHECK_EQ(cl_etcd_put(c, xk, 30, CL_META_OBJECTS "bk/f", strlen(CL_META_OBJECTS "bk/f"), 0,
+	                     NULL, 0),
 	         0);
 
 	CHECK_EQ(dn_cgc_create(&(struct dn_cgc_opts){ .store = env.s,
@@ -390,7 +389,7 @@ main(void)
 	CHECK_EQ(state(env.s, f), 0);
 	dn_cgc_destroy(g);
 
-	rpc_etcd_destroy(c);
+	cl_etcd_destroy(c);
 	t_env_fini(&env);
 	printf("ok\n");
 	return 0;

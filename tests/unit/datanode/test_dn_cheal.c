@@ -3,7 +3,7 @@
  * process (a cell store over temp folders, the gRPC binding, a loopback rpc server each,
  * plaintext), the membership view read from etcd. An RS(2,1) object of two groups (the
  * second with a short last stripe) is written as cells into three of the stores and
- * committed with rpc_cmeta_commit. Then:
+ * committed with cl_meta_commit. Then:
  * - a node leaves the view: nothing moves before --heal-after; after it the object's
  *   healer rebuilds its cells (ReadCell + decode) onto the fourth node, the record names
  *   them there with no missing bit, the new cells are committed and byte-identical;
@@ -24,7 +24,7 @@
  * - etcd down: the pass fails fast and changes nothing.
  * Skips (77) without /usr/bin/etcd.
  */
-#include "rpc.h"
+#include "rpc_server.h"
 #include "dn_rpc.h"
 
 /* gcc 12 misjudges t_env_init's snprintf when several t_envs are set up from one loop
@@ -34,7 +34,7 @@
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "cmeta_test.h"
 #include "dn_cheal.h"
-#include "rpc_members.h"
+#include "cl_members.h"
 #include "zc.h"
 
 #define NN    4
@@ -55,7 +55,7 @@ struct tnode {
 	struct dn_cheal *h;
 };
 
-static struct rpc_etcd *etcd_c; /* the test's client, for the race hook */
+static struct cl_etcd *etcd_c; /* the test's client, for the race hook */
 static bool race_on;
 static struct tnode n0, n1, n2, n3;
 static struct tnode *const nodes[NN] = { &n0, &n1, &n2, &n3 };
@@ -92,32 +92,32 @@ node_down(struct tnode *n)
 }
 
 static void
-register_node(struct rpc_etcd *c, const struct tnode *n)
+register_node(struct cl_etcd *c, const struct tnode *n)
 {
-	struct rpc_cl_node ni = { .name = (char *)n->name,
+	struct cl_rec_node ni = { .name = (char *)n->name,
 		                  .address = (char *)n->addr,
 		                  .incarnation = 1,
-		                  .state = RPC_CL_NODE_UP,
+		                  .state = CL_REC_NODE_UP,
 		                  .version = "test" };
-	char key[64], why[RPC_CL_WHY_MAX];
+	char key[64], why[CL_REC_WHY_MAX];
 	uint8_t *buf;
 	size_t len;
 
-	snprintf(key, sizeof(key), RPC_MEMBERS_NODES_PREFIX "%s", n->name);
-	CHECK_EQ(rpc_cl_node_encode(&ni, &buf, &len, why, sizeof(why)), 0);
-	CHECK_EQ(rpc_etcd_put(c, key, strlen(key), buf, len, 0, NULL, 0), 0);
+	snprintf(key, sizeof(key), CL_MEMBERS_NODES_PREFIX "%s", n->name);
+	CHECK_EQ(cl_rec_node_encode(&ni, &buf, &len, why, sizeof(why)), 0);
+	CHECK_EQ(cl_etcd_put(c, key, strlen(key), buf, len, 0, NULL, 0), 0);
 	free(buf);
 }
 
 static void
-unregister_node(struct rpc_etcd *c, const struct tnode *n)
+unregister_node(struct cl_etcd *c, const struct tnode *n)
 {
 	char key[64];
-	struct rpc_etcd_range r = { .key = key };
+	struct cl_etcd_range r = { .key = key };
 
-	snprintf(key, sizeof(key), RPC_MEMBERS_NODES_PREFIX "%s", n->name);
+	snprintf(key, sizeof(key), CL_MEMBERS_NODES_PREFIX "%s", n->name);
 	r.key_len = strlen(key);
-	CHECK_EQ(rpc_etcd_delete(c, &r, NULL, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_delete(c, &r, NULL, NULL, 0), 0);
 }
 
 /* The cells of the object: per group and stripe, data zero-padded and parity encoded. */
@@ -212,34 +212,34 @@ write_cell(struct dn_store *s, unsigned g, unsigned c)
 
 /* Group g's cell c is on nodes[(g + c) % 3]: node 3 holds nothing at first. */
 static void
-put_object(struct rpc_etcd *c)
+put_object(struct cl_etcd *c)
 {
-	struct rpc_cmeta_group grp[NG] = { 0 };
-	struct rpc_cmeta_extent x = { .id = EXT,
-		                      .size = SIZE,
-		                      .k = K,
-		                      .m = M,
-		                      .cell_size = CELL,
-		                      .stripes_per_group = SPG,
-		                      .groups = grp,
-		                      .ngroups = NG };
-	struct rpc_cmeta_put p = { .bucket = "bkt",
-		                   .key = "obj",
-		                   .size = SIZE,
-		                   .etag = "\"e1\"",
-		                   .mtime_ns = 1,
-		                   .extents = &x,
-		                   .nextents = 1,
-		                   .timeout_ms = 3000 };
-	struct rpc_cmeta_old old;
+	struct cl_meta_group grp[NG] = { 0 };
+	struct cl_meta_extent x = { .id = EXT,
+		                    .size = SIZE,
+		                    .k = K,
+		                    .m = M,
+		                    .cell_size = CELL,
+		                    .stripes_per_group = SPG,
+		                    .groups = grp,
+		                    .ngroups = NG };
+	struct cl_meta_put p = { .bucket = "bkt",
+		                 .key = "obj",
+		                 .size = SIZE,
+		                 .etag = "\"e1\"",
+		                 .mtime_ns = 1,
+		                 .extents = &x,
+		                 .nextents = 1,
+		                 .timeout_ms = 3000 };
+	struct cl_meta_old old;
 
 	for (unsigned g = 0; g < NG; g++)
 		for (unsigned i = 0; i < K + M; i++) {
 			grp[g].node[i] = nodes[(g + i) % 3]->name;
 			write_cell(nodes[(g + i) % 3]->t.s, g, i);
 		}
-	CHECK_EQ(rpc_cmeta_commit(c, &p, &old), 0);
-	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(cl_meta_commit(c, &p, &old), 0);
+	cl_meta_old_fini(&old);
 }
 
 struct rbuf {
@@ -279,18 +279,18 @@ check_cell(struct tnode *n, unsigned g, unsigned c)
 }
 
 static void
-get_record(struct rpc_etcd *c, struct rpc_cl_object *o)
+get_record(struct cl_etcd *c, struct cl_rec_object *o)
 {
-	CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, o, NULL, 3000), 0);
+	CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, o, NULL, 3000), 0);
 	CHECK_EQ(o->nextents, 1);
 	CHECK_EQ(o->extents[0].id, EXT);
 	CHECK_EQ(o->extents[0].ngroups, NG);
 }
 
 static const char *
-cell_node(const struct rpc_cl_object *o, unsigned g, unsigned c)
+cell_node(const struct cl_rec_object *o, unsigned g, unsigned c)
 {
-	const struct rpc_cl_extent *e = &o->extents[0];
+	const struct cl_rec_extent *e = &o->extents[0];
 
 	return e->nodes[e->groups[g].cell[c]];
 }
@@ -299,24 +299,24 @@ cell_node(const struct rpc_cl_object *o, unsigned g, unsigned c)
 static void
 race(void *arg, const char *bucket, const char *key)
 {
-	struct rpc_cmeta_group grp[NG] = { 0 };
-	struct rpc_cmeta_extent x = { .id = EXT + 1,
-		                      .size = SIZE,
-		                      .k = K,
-		                      .m = M,
-		                      .cell_size = CELL,
-		                      .stripes_per_group = SPG,
-		                      .groups = grp,
-		                      .ngroups = NG };
-	struct rpc_cmeta_put p = { .bucket = bucket,
-		                   .key = key,
-		                   .size = SIZE,
-		                   .etag = "\"e2\"",
-		                   .mtime_ns = 2,
-		                   .extents = &x,
-		                   .nextents = 1,
-		                   .timeout_ms = 3000 };
-	struct rpc_cmeta_old old;
+	struct cl_meta_group grp[NG] = { 0 };
+	struct cl_meta_extent x = { .id = EXT + 1,
+		                    .size = SIZE,
+		                    .k = K,
+		                    .m = M,
+		                    .cell_size = CELL,
+		                    .stripes_per_group = SPG,
+		                    .groups = grp,
+		                    .ngroups = NG };
+	struct cl_meta_put p = { .bucket = bucket,
+		                 .key = key,
+		                 .size = SIZE,
+		                 .etag = "\"e2\"",
+		                 .mtime_ns = 2,
+		                 .extents = &x,
+		                 .nextents = 1,
+		                 .timeout_ms = 3000 };
+	struct cl_meta_old old;
 
 	(void)arg;
 	if (!race_on)
@@ -325,17 +325,17 @@ race(void *arg, const char *bucket, const char *key)
 	for (unsigned g = 0; g < NG; g++)
 		for (unsigned i = 0; i < K + M; i++)
 			grp[g].node[i] = nodes[i]->name;
-	CHECK_EQ(rpc_cmeta_commit(etcd_c, &p, &old), 0);
-	rpc_cmeta_old_fini(&old);
+	CHECK_EQ(cl_meta_commit(etcd_c, &p, &old), 0);
+	cl_meta_old_fini(&old);
 }
 
 /* The to-do key of bkt/obj: its value's length, or ZC_E(ZC_NO_KEY). */
 static int
-todo_value(struct rpc_etcd *c, char *buf, size_t cap)
+todo_value(struct cl_etcd *c, char *buf, size_t cap)
 {
-	struct rpc_etcd_kvs kvs = { 0 };
-	int rc = rpc_etcd_get(c, RPC_CMETA_HEAL "bkt/obj", strlen(RPC_CMETA_HEAL "bkt/obj"), false,
-	                      &kvs, 0);
+	struct cl_etcd_kvs kvs = { 0 };
+	int rc = cl_etcd_get(c, CL_META_HEAL "bkt/obj", strlen(CL_META_HEAL "bkt/obj"), false, &kvs,
+	                     0);
 
 	if (rc == 0) {
 		CHECK(kvs.kv[0].value_len < cap);
@@ -343,43 +343,43 @@ todo_value(struct rpc_etcd *c, char *buf, size_t cap)
 		buf[kvs.kv[0].value_len] = '\0';
 		rc = (int)kvs.kv[0].value_len;
 	}
-	rpc_etcd_kvs_fini(&kvs);
+	cl_etcd_kvs_fini(&kvs);
 	return rc;
 }
 
 /* Commit the record again as it is, with group g's cells `missing` marked missing. */
 static void
-commit_missing(struct rpc_etcd *c, unsigned g, uint32_t missing)
+commit_missing(struct cl_etcd *c, unsigned g, uint32_t missing)
 {
-	struct rpc_cl_object o = { 0 };
-	struct rpc_cmeta_group grp[NG] = { 0 };
-	struct rpc_cmeta_extent x = { .id = EXT,
-		                      .size = SIZE,
-		                      .k = K,
-		                      .m = M,
-		                      .cell_size = CELL,
-		                      .stripes_per_group = SPG,
-		                      .groups = grp,
-		                      .ngroups = NG };
-	struct rpc_cmeta_put p = { .bucket = "bkt",
-		                   .key = "obj",
-		                   .size = SIZE,
-		                   .etag = "\"e1\"",
-		                   .mtime_ns = 1,
-		                   .extents = &x,
-		                   .nextents = 1,
-		                   .write_quorum = K,
-		                   .timeout_ms = 3000 };
-	struct rpc_cmeta_old old;
+	struct cl_rec_object o = { 0 };
+	struct cl_meta_group grp[NG] = { 0 };
+	struct cl_meta_extent x = { .id = EXT,
+		                    .size = SIZE,
+		                    .k = K,
+		                    .m = M,
+		                    .cell_size = CELL,
+		                    .stripes_per_group = SPG,
+		                    .groups = grp,
+		                    .ngroups = NG };
+	struct cl_meta_put p = { .bucket = "bkt",
+		                 .key = "obj",
+		                 .size = SIZE,
+		                 .etag = "\"e1\"",
+		                 .mtime_ns = 1,
+		                 .extents = &x,
+		                 .nextents = 1,
+		                 .write_quorum = K,
+		                 .timeout_ms = 3000 };
+	struct cl_meta_old old;
 
 	get_record(c, &o);
 	for (unsigned i = 0; i < NG; i++)
 		for (unsigned j = 0; j < K + M; j++)
 			grp[i].node[j] = cell_node(&o, i, j);
 	grp[g].missing = missing;
-	CHECK_EQ(rpc_cmeta_commit(c, &p, &old), 0);
-	rpc_cmeta_old_fini(&old);
-	rpc_cl_object_fini(&o);
+	CHECK_EQ(cl_meta_commit(c, &p, &old), 0);
+	cl_meta_old_fini(&old);
+	cl_rec_object_fini(&o);
 }
 
 static struct tnode *
@@ -393,14 +393,14 @@ node_named(const char *name)
 }
 
 static void
-uncheck(struct rpc_etcd *c, const struct tnode *n)
+uncheck(struct cl_etcd *c, const struct tnode *n)
 {
 	char key[64];
-	struct rpc_etcd_range r = { .key = key };
+	struct cl_etcd_range r = { .key = key };
 
 	snprintf(key, sizeof(key), DN_CHEAL_CHECKED "%s", n->name);
 	r.key_len = strlen(key);
-	CHECK_EQ(rpc_etcd_delete(c, &r, NULL, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_delete(c, &r, NULL, NULL, 0), 0);
 }
 
 /* A pass on every healer whose node is up; the sums. */
@@ -413,9 +413,9 @@ pass_all(struct dn_cheal_stats *st)
 }
 
 static void
-observe_all(struct rpc_members *m)
+observe_all(struct cl_members *m)
 {
-	CHECK(rpc_members_refresh(m) >= 0);
+	CHECK(cl_members_refresh(m) >= 0);
 	for (unsigned i = 0; i < NN; i++)
 		dn_cheal_observe(nodes[i]->h);
 }
@@ -443,9 +443,9 @@ int
 main(void)
 {
 	struct dn_cheal_stats st;
-	struct rpc_cl_object o = { 0 };
-	struct rpc_members *m;
-	struct rpc_etcd *c;
+	struct cl_rec_object o = { 0 };
+	struct cl_members *m;
+	struct cl_etcd *c;
 	struct t_etcd etcd;
 	uint64_t t0;
 
@@ -466,28 +466,30 @@ main(void)
 	t_etcd_start(&etcd, 1);
 	c = t_etcd_client(&etcd);
 	etcd_c = c;
-	CHECK_EQ(rpc_cmeta_bucket_create(c, "bkt", 1, 0), 0);
+	CHECK_EQ(cl_meta_bucket_create(c, "bkt", 1, 0), 0);
 	for (unsigned i = 0; i < NN; i++) {
 		node_up(nodes[i], i);
 		register_node(c, nodes[i]);
 	}
-	CHECK_EQ(rpc_members_create(c, 100, &m), 0);
-	CHECK_EQ(rpc_members_refresh(m), NN);
+	CHECK_EQ(cl_members_create(c, 100, &m), 0);
+	CHECK_EQ(cl_members_refresh(m), NN);
 	for (unsigned i = 0; i < NN; i++)
-		CHECK_EQ(dn_cheal_create(&(struct dn_cheal_opts){ .store = nodes[i]->t.s,
-		                                                  .etcd = c,
-		                                                  .members = m,
-		                                                  .node = nodes[i]->name,
-		                                                  .tls.insecure = true,
-		                                                  .heal_after_ns = 1500000000ull,
-		                                                  .timeout_ms = 3000,
-		                                                  .lock_ttl_s = 2,
-		                                                  .no_thread = true,
+		CHECK_EQ(dn_cheal_create(
+		                 &(struct dn_cheal_opts){
+		                         .store = nodes[i]->t.s,
+		                         .etcd = c,
+		                         .members = m,
+		                         .node = nodes[i]->name,
+		                         .tls.insecure = true,
+		                         .heal_after_ns = 1500000000ull,
+		                         .timeout_ms = 3000,
+		                         .lock_ttl_s = 2,
+		                         .no_thread = true,
 #ifdef ZC_FAULTS
-		                                                  .test_before_txn = race,
+		                         .test_before_txn = race,
 #endif
-		                                                  },
-		                         &nodes[i]->h),
+		                 },
+		                 &nodes[i]->h),
 		         0);
 	put_object(c);
 
@@ -514,7 +516,7 @@ main(void)
 	CHECK_EQ(st.records, 0);
 	get_record(c, &o);
 	CHECK(strcmp(cell_node(&o, 0, 2), "dn-2") == 0);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	while (t_mono_ms() - t0 < 1700)
 		usleep(50 * 1000);
 	observe_all(m);
@@ -527,7 +529,7 @@ main(void)
 	CHECK(strcmp(cell_node(&o, 0, 2), "dn-3") == 0);
 	CHECK(strcmp(cell_node(&o, 1, 1), "dn-3") == 0);
 	CHECK_EQ(o.extents[0].groups[0].missing | o.extents[0].groups[1].missing, 0);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	CHECK_EQ(st.scans, NN - 1); /* every healer read the records once */
 	check_cell(nodes[3], 0, 2);
 	check_cell(nodes[3], 1, 1);
@@ -553,8 +555,8 @@ main(void)
 	CHECK_EQ(dn_cheal_pass(nodes[1]->h, &st), 0);
 	CHECK_EQ(st.marked + st.scans, 0); /* not without a reason to look */
 	uncheck(c, nodes[1]);
-	CHECK_EQ(rpc_etcd_put(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"),
-	                      "other", 5, 0, NULL, 0),
+	CHECK_EQ(cl_etcd_put(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"), "other",
+	                     5, 0, NULL, 0),
 	         0);
 	memset(&st, 0, sizeof(st));
 	CHECK_EQ(dn_cheal_pass(nodes[1]->h, &st), 0);
@@ -562,7 +564,7 @@ main(void)
 	CHECK_EQ(st.scans, 1);
 	get_record(c, &o);
 	CHECK_EQ(o.extents[0].groups[0].missing, 1u << 1);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	{
 		char v[128];
 
@@ -577,10 +579,10 @@ main(void)
 	CHECK_EQ(st.scans, 0);
 	CHECK_EQ(st.records, 1); /* the object's healer, from the to-do key */
 	{
-		struct rpc_etcd_range r = { .key = DN_CHEAL_LOCKS "bkt/obj",
-			                    .key_len = strlen(DN_CHEAL_LOCKS "bkt/obj") };
+		struct cl_etcd_range r = { .key = DN_CHEAL_LOCKS "bkt/obj",
+			                   .key_len = strlen(DN_CHEAL_LOCKS "bkt/obj") };
 
-		CHECK_EQ(rpc_etcd_delete(c, &r, NULL, NULL, 0), 0);
+		CHECK_EQ(cl_etcd_delete(c, &r, NULL, NULL, 0), 0);
 	}
 	/* the lock gone: rebuilt back onto dn-1, which is live and lost it; the Txn that
 	 * names it deletes the to-do key */
@@ -596,16 +598,16 @@ main(void)
 	get_record(c, &o);
 	CHECK(strcmp(cell_node(&o, 0, 1), "dn-1") == 0);
 	CHECK_EQ(o.extents[0].groups[0].missing, 0);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	check_cell(nodes[1], 0, 1);
 	{
-		struct rpc_etcd_kvs kvs = { 0 };
+		struct cl_etcd_kvs kvs = { 0 };
 
 		/* the lock went with the heal */
-		CHECK_EQ(rpc_etcd_get(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"),
-		                      false, &kvs, 0),
+		CHECK_EQ(cl_etcd_get(c, DN_CHEAL_LOCKS "bkt/obj", strlen(DN_CHEAL_LOCKS "bkt/obj"),
+		                     false, &kvs, 0),
 		         ZC_E(ZC_NO_KEY));
-		rpc_etcd_kvs_fini(&kvs);
+		cl_etcd_kvs_fini(&kvs);
 	}
 
 	/* a commit short of group 1's cell 2 (its node failed during the write) names the
@@ -654,27 +656,27 @@ main(void)
 		struct dn_cell_id id = { EXT, 1, 0 };
 		struct tnode *holder;
 
-		CHECK(rpc_cmeta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
-		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
+		CHECK(cl_meta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
+		CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
 		holder = node_named(cell_node(&o, 1, 0));
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, "nobody", &id, 1, 3000), 0);
 		rev--;
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000),
 		         ZC_E(ZC_CHANGED));
-		rpc_cl_object_fini(&o);
-		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
+		cl_rec_object_fini(&o);
+		CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000), 1);
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		get_record(c, &o);
 		CHECK_EQ(o.extents[0].groups[1].missing, 1u << 0);
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		pass_all(&st);
 		CHECK_EQ(st.healed, 1);
 		CHECK_EQ(st.scans, 0);
 		get_record(c, &o);
 		CHECK_EQ(o.extents[0].groups[1].missing, 0);
 		CHECK(strcmp(cell_node(&o, 1, 0), holder->name) == 0);
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		check_cell(holder, 1, 0);
 	}
 	/* a compose moves a marked extent into another record before any healer came (a
@@ -684,20 +686,20 @@ main(void)
 		char ok[256], v[128];
 		int64_t rev = 0;
 		struct dn_cell_id id = { EXT, 0, 0 };
-		struct rpc_cmeta_part part = { "bkt", "obj", NULL }, back = { "bkt", "obj2", NULL };
-		struct rpc_cmeta_old old;
+		struct cl_meta_part part = { "bkt", "obj", NULL }, back = { "bkt", "obj2", NULL };
+		struct cl_meta_old old;
 		struct tnode *holder;
 		uint64_t healed, scans;
 
-		CHECK(rpc_cmeta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
-		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
+		CHECK(cl_meta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
+		CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
 		holder = node_named(cell_node(&o, 0, 0));
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, NULL, &id, 1, 3000), 1);
-		rpc_cl_object_fini(&o);
-		CHECK_EQ(rpc_cmeta_compose(c, "bkt", "obj2", &part, 1, "\"e3\"", NULL, 0, NULL, 3,
-		                           3000, NULL, &old),
+		cl_rec_object_fini(&o);
+		CHECK_EQ(cl_meta_compose(c, "bkt", "obj2", &part, 1, "\"e3\"", NULL, 0, NULL, 3,
+		                         3000, NULL, &old),
 		         0);
-		rpc_cmeta_old_fini(&old);
+		cl_meta_old_fini(&old);
 		healed = scans = 0;
 		for (int i = 0; i < 4 && !healed; i++) {
 			pass_all(&st);
@@ -707,17 +709,17 @@ main(void)
 		CHECK_EQ(healed, 1);
 		CHECK_EQ(scans, 0);
 		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
-		CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj2", false, &o, NULL, 3000), 0);
+		CHECK_EQ(cl_meta_get(c, "bkt", "obj2", false, &o, NULL, 3000), 0);
 		CHECK_EQ(o.extents[0].groups[0].missing, 0);
 		CHECK(strcmp(cell_node(&o, 0, 0), holder->name) == 0);
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		cell_key = "obj2"; /* its record's key, as the healer writes it */
 		check_cell(holder, 0, 0);
 		cell_key = "obj";
-		CHECK_EQ(rpc_cmeta_compose(c, "bkt", "obj", &back, 1, "\"e1\"", NULL, 0, NULL, 1,
-		                           3000, NULL, &old),
+		CHECK_EQ(cl_meta_compose(c, "bkt", "obj", &back, 1, "\"e1\"", NULL, 0, NULL, 1,
+		                         3000, NULL, &old),
 		         0);
-		rpc_cmeta_old_fini(&old);
+		cl_meta_old_fini(&old);
 	}
 	/* the scrubber finds a cell rotted: it hands the name over (dn_cell_lost, the hook
 	 * the healer set) and drops the cell; the next passes mark it and rebuild it onto
@@ -729,7 +731,7 @@ main(void)
 
 		get_record(c, &o);
 		holder = node_named(cell_node(&o, 1, 1));
-		rpc_cl_object_fini(&o);
+		cl_rec_object_fini(&o);
 		dn_cell_lost(holder->t.s, id);
 		CHECK_EQ(dn_cell_delete(holder->t.s, id), 1);
 		dn_cell_lost(nodes[0]->t.s == holder->t.s ? nodes[1]->t.s : nodes[0]->t.s, id);
@@ -760,9 +762,9 @@ main(void)
 	CHECK(st.marked >= 1); /* and then the new record's cells, which no node has */
 	CHECK_EQ(st.healed, 0);
 	CHECK(st.failed >= 1);
-	CHECK_EQ(rpc_cmeta_get(c, "bkt", "obj", false, &o, NULL, 3000), 0);
+	CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, NULL, 3000), 0);
 	CHECK_EQ(o.extents[0].id, EXT + 1);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	{
 		struct dn_cell_info ci;
 		char v[128];
@@ -788,8 +790,8 @@ main(void)
 
 	for (unsigned i = 0; i < NN; i++)
 		node_down(nodes[i]);
-	rpc_members_destroy(m);
-	rpc_etcd_destroy(c);
+	cl_members_destroy(m);
+	cl_etcd_destroy(c);
 	CHECK_EQ(zc_ref_live(), 0);
 	CHECK_EQ(rpc_live_buffers(), 0);
 	printf("ok\n");

@@ -17,12 +17,13 @@
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "dn_coord_internal.h"
 #include "etcd_test.h"
-#include "rpc_cmeta.h"
+#include "cl_meta.h"
 #include "t_fault.h"
 #include "zc_crc.h"
 
@@ -40,8 +41,8 @@ struct peer {
 };
 
 static struct t_etcd etcd;
-static struct rpc_etcd *ec;
-static struct rpc_members *members;
+static struct cl_etcd *ec;
+static struct cl_members *members;
 static struct t_env n0;
 static struct peer peers[2];
 static struct dn_coord *coord;
@@ -101,17 +102,17 @@ test_layout(void)
 static void
 put_node(const char *name, const char *addr)
 {
-	struct rpc_cl_node n = { .name = (char *)name,
+	struct cl_rec_node n = { .name = (char *)name,
 		                 .address = (char *)addr,
 		                 .incarnation = 7,
-		                 .state = RPC_CL_NODE_UP };
+		                 .state = CL_REC_NODE_UP };
 	char key[64];
 	uint8_t *buf;
 	size_t len;
 
-	snprintf(key, sizeof(key), "%s%s", RPC_MEMBERS_NODES_PREFIX, name);
-	CHECK_EQ(rpc_cl_node_encode(&n, &buf, &len, NULL, 0), 0);
-	CHECK_EQ(rpc_etcd_put(ec, S(key), buf, len, 0, NULL, 0), 0);
+	snprintf(key, sizeof(key), "%s%s", CL_MEMBERS_NODES_PREFIX, name);
+	CHECK_EQ(cl_rec_node_encode(&n, &buf, &len, NULL, 0), 0);
+	CHECK_EQ(cl_etcd_put(ec, S(key), buf, len, 0, NULL, 0), 0);
 	free(buf);
 }
 
@@ -129,8 +130,8 @@ up(void)
 	uint64_t end = zc_now_ns() + 60000000000ull;
 
 	t_etcd_start(&etcd, 1);
-	CHECK_EQ(rpc_etcd_create(etcd.endpoints, NULL, &ec), 0);
-	while (rpc_etcd_put(ec, S("ready"), S("1"), 0, NULL, 1000) != 0) {
+	CHECK_EQ(cl_etcd_create(etcd.endpoints, NULL, &ec), 0);
+	while (cl_etcd_put(ec, S("ready"), S("1"), 0, NULL, 1000) != 0) {
 		CHECK(zc_now_ns() < end);
 		usleep(100 * 1000);
 	}
@@ -152,9 +153,9 @@ up(void)
 		snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
 		put_node(p->name, p->addr);
 	}
-	CHECK_EQ(rpc_members_create(ec, 100, &members), 0);
-	CHECK_EQ(rpc_members_refresh(members), 3);
-	CHECK_EQ(rpc_cmeta_bucket_create(ec, "bkt", 1, 0), 0);
+	CHECK_EQ(cl_members_create(ec, 100, &members), 0);
+	CHECK_EQ(cl_members_refresh(members), 3);
+	CHECK_EQ(cl_meta_bucket_create(ec, "bkt", 1, 0), 0);
 	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
 	                                                  .etcd = ec,
 	                                                  .members = members,
@@ -236,15 +237,15 @@ t_copy_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
 }
 
 static void
-get_record(const char *key, struct rpc_cl_object *o)
+get_record(const char *key, struct cl_rec_object *o)
 {
-	CHECK_EQ(rpc_cmeta_get(ec, "bkt", key, false, o, NULL, 0), 0);
+	CHECK_EQ(cl_meta_get(ec, "bkt", key, false, o, NULL, 0), 0);
 	CHECK_EQ(o->nextents, 1);
 }
 
 /* The cell's state on the node the record names: 1 committed, 2 pending, 0 absent. */
 static int
-cell_state(const struct rpc_cl_extent *e, uint32_t g, unsigned c)
+cell_state(const struct cl_rec_extent *e, uint32_t g, unsigned c)
 {
 	struct dn_cell_info info;
 	int rc = dn_cell_stat(store_of(e->nodes[e->groups[g].cell[c]]),
@@ -261,7 +262,7 @@ cell_state(const struct rpc_cl_extent *e, uint32_t g, unsigned c)
 /* Wait until every cell of e not missing is in state want (the follow-up calls are
  * asynchronous), the missing ones absent. */
 static void
-wait_cells(const struct rpc_cl_extent *e, int want)
+wait_cells(const struct cl_rec_extent *e, int want)
 {
 	uint64_t end = zc_now_ns() + 60000000000ull;
 
@@ -305,7 +306,7 @@ wait_ncells(const size_t *want)
 
 /* The peers whose cells the record marks missing, as bits (1: n1, 2: n2). */
 static unsigned
-missing_peers(const struct rpc_cl_extent *e)
+missing_peers(const struct cl_rec_extent *e)
 {
 	unsigned out = 0;
 
@@ -325,7 +326,7 @@ test_writes(void)
 {
 	size_t len = 5 * K * CELL * SPG / 2 + 333; /* 2 full groups and a short one */
 	uint8_t *buf = malloc(len);
-	struct rpc_cl_object o, o2;
+	struct cl_rec_object o, o2;
 	char msg[RPC_STATUS_MSG_MAX];
 	size_t before[3];
 	int rc;
@@ -354,8 +355,8 @@ test_writes(void)
 		o.extents[0].groups[g].missing = 0x7;
 	wait_cells(&o.extents[0], 1);
 	wait_cells(&o2.extents[0], 1);
-	rpc_cl_object_fini(&o);
-	rpc_cl_object_fini(&o2);
+	cl_rec_object_fini(&o);
+	cl_rec_object_fini(&o2);
 
 	/* n1's streams reset at their second message: committed, n1's cells missing
 	 * and none of this extent left on n1 */
@@ -365,17 +366,19 @@ test_writes(void)
 	get_record("reset", &o);
 	CHECK_EQ(missing_peers(&o.extents[0]), 1);
 	wait_cells(&o.extents[0], 1);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 
 	/* n2 never sees its streams end (the commit message dropped): after the peer
 	 * timeout the coordinator gives up on them */
-	fault(1, &(struct zc_fault){ .kind = ZC_FAULT_DROP, .from = 3, .count = 1 }); /* open + data, data, commit */
+	fault(1, &(struct zc_fault){ .kind = ZC_FAULT_DROP,
+	                             .from = 3,
+	                             .count = 1 }); /* open + data, data, commit */
 	CHECK_EQ(put("drop", buf, 2 * K * CELL * SPG, msg, sizeof(msg)), 0);
 	fault(1, NULL);
 	get_record("drop", &o);
 	CHECK_EQ(missing_peers(&o.extents[0]), 2);
 	wait_cells(&o.extents[0], 1);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 
 	/* a slow peer behind a 64 KiB window: the write waits for it, nothing missing */
 	fault(0, &(struct zc_fault){ .kind = ZC_FAULT_DELAY, .delay_ns = 30000000 });
@@ -383,7 +386,7 @@ test_writes(void)
 	fault(0, NULL);
 	get_record("slow", &o);
 	CHECK_EQ(missing_peers(&o.extents[0]), 0);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 
 	/* both peers fail: the quorum (2 of 3) is lost; every cell written goes */
 	wait_ncells((size_t[]){ ncells(n0.s), ncells(peers[0].t.s), ncells(peers[1].t.s) });
@@ -396,7 +399,7 @@ test_writes(void)
 	CHECK(strstr(msg, "write quorum not met"));
 	fault(0, NULL);
 	fault(1, NULL);
-	CHECK_EQ(rpc_cmeta_get(ec, "bkt", "lost", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(cl_meta_get(ec, "bkt", "lost", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
 	wait_ncells(before);
 
 	/* a missing bucket: refused before any cell is written */
@@ -430,7 +433,7 @@ test_few_nodes(void)
 	size_t len = 3 * 4 * CELL * SPG / 2 + 5;
 	uint8_t *buf = malloc(len);
 	char msg[RPC_STATUS_MSG_MAX], *text = NULL;
-	struct rpc_cl_object o;
+	struct cl_rec_object o;
 	size_t tlen = 0;
 	FILE *f;
 
@@ -460,7 +463,7 @@ test_few_nodes(void)
 		CHECK(per[0] == 2 && per[1] == 2 && per[2] == 2);
 	}
 	wait_cells(&o.extents[0], 1);
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	f = open_memstream(&text, &tlen);
 	dn_coord_metrics(wide, f);
 	fclose(f);
@@ -482,7 +485,7 @@ test_big_cells(void)
 	size_t len = 2 * 2 * (size_t)cell + 7;
 	uint8_t *buf = malloc(len), *back = malloc(cell);
 	char msg[RPC_STATUS_MSG_MAX];
-	struct rpc_cl_object o;
+	struct cl_rec_object o;
 
 	t_fill(buf, len);
 	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
@@ -507,7 +510,7 @@ test_big_cells(void)
 	wait_cells(&o.extents[0], 1);
 	/* group 1's data cell 1 is bytes [3 cells, 4 cells) */
 	{
-		const struct rpc_cl_extent *e = &o.extents[0];
+		const struct cl_rec_extent *e = &o.extents[0];
 		struct dn_store *st = store_of(e->nodes[e->groups[1].cell[1]]);
 
 		CHECK_EQ(dn_cell_read(st, (struct dn_cell_id){ e->id, 1, 1 }, 0, cell, true,
@@ -515,7 +518,7 @@ test_big_cells(void)
 		         0);
 		CHECK(memcmp(back, buf + 3 * (size_t)cell, cell) == 0);
 	}
-	rpc_cl_object_fini(&o);
+	cl_rec_object_fini(&o);
 	coord = c2;
 	dn_coord_destroy(big);
 	free(buf);
@@ -537,14 +540,14 @@ main(void)
 	test_big_cells();
 	test_writes();
 	dn_coord_destroy(coord);
-	rpc_members_destroy(members);
+	cl_members_destroy(members);
 	for (unsigned i = 0; i < 2; i++) {
 		rpc_server_destroy(peers[i].srv, 1000);
 		dn_rpc_destroy(peers[i].b);
 		t_env_fini(&peers[i].t);
 	}
 	t_env_fini(&n0);
-	rpc_etcd_destroy(ec);
+	cl_etcd_destroy(ec);
 	t_etcd_stop(&etcd);
 	CHECK_EQ(zc_ref_live(), 0);
 	CHECK_EQ(rpc_live_buffers(), 0);

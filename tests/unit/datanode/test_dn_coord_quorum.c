@@ -184,8 +184,8 @@ test_named_cases(void)
 static int
 begin_check(unsigned k, unsigned m, unsigned quorum, unsigned nn, char *msg, size_t cap)
 {
-	struct rpc_cl_node nodes[MAX_NODES];
-	struct rpc_members_view v = { .nodes = nodes, .n = nn, .names = names };
+	struct cl_rec_node nodes[MAX_NODES];
+	struct cl_members_view v = { .nodes = nodes, .n = nn, .names = names };
 	struct dn_coord c;
 	struct dn_coord_write w;
 

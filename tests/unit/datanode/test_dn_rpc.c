@@ -85,7 +85,7 @@ test_pause_resume_round_trip(void)
 	env_up(&e, 32 << 10); /* pauses after every few 8 KiB messages */
 	CHECK_EQ(put(&e, "obj", buf, len, 8 << 10, 0, &st), 0);
 	get(&e, "obj", &m, false, &g);
-	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(rpc_status_from_err(g.st.err), GRPC_STATUS_OK);
 	CHECK_EQ(g.bytes, len);
 	CHECK(memcmp(buf, back, len) == 0);
 	t_rpc_env_fini(&e, 1000);
@@ -139,17 +139,17 @@ test_bad_crc(void)
 	t_fill(buf, 300000);
 	env_up(&e, 0);
 	raw_write(e.target, later, 2, true, &st);
-	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "BadDigest: CRC32C mismatch at offset 100000") != NULL);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc", &info), ZC_E(ZC_NO_KEY));
 	raw_write(e.target, first, 1, true, &st);
-	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "at offset 0") != NULL);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "crc0", &info), ZC_E(ZC_NO_KEY));
 	/* A corrupt overwrite leaves the committed version in place. */
 	CHECK_EQ(put(&e, "keep", buf, 300000, 64 << 10, 0, &st), 0);
 	raw_write(e.target, over, 1, true, &st);
-	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "keep", &info), 0);
 	CHECK_EQ(info.size, 300000);
 	dn_object_info_fini(&info);
@@ -198,17 +198,18 @@ test_client_cancels(void)
 	rpc_cwrite_cancel(w);
 	t_wstate_wait(&s, 0);
 	rpc_cwrite_destroy(w);
-	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
+	CHECK_EQ(rpc_status_from_err(s.st.err), GRPC_STATUS_CANCELLED);
 	usleep(100000); /* the server's abort runs on a worker */
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "half", &info), ZC_E(ZC_NO_KEY));
 
 	/* a Read cancelled after its first chunk */
 	CHECK_EQ(put(&e, "big", buf, len, 1 << 20, 0, &st), 0);
 	get(&e, "big", &m, true, &g);
-	CHECK(g.st.code == GRPC_STATUS_CANCELLED || g.st.code == GRPC_STATUS_OK);
+	CHECK(rpc_status_from_err(g.st.err) == GRPC_STATUS_CANCELLED ||
+	      rpc_status_from_err(g.st.err) == GRPC_STATUS_OK);
 	/* a missing key answers at start */
 	get(&e, "nokey", &m, false, &g);
-	CHECK_EQ(g.st.code, GRPC_STATUS_NOT_FOUND);
+	CHECK_EQ(rpc_status_from_err(g.st.err), GRPC_STATUS_NOT_FOUND);
 	CHECK(strcmp(g.st.msg, "NoSuchKey: nokey") == 0);
 	t_rpc_env_fini(&e, 1000);
 	free(buf);
@@ -234,7 +235,7 @@ test_shutdown_with_write_open(void)
 	e.srv = NULL;
 	t_wstate_wait(&s, 0);
 	rpc_cwrite_destroy(w);
-	CHECK(s.st.code != GRPC_STATUS_OK);
+	CHECK(rpc_status_from_err(s.st.err) != GRPC_STATUS_OK);
 	rpc_client_destroy(e.cl);
 	e.cl = NULL;
 	dn_rpc_destroy(e.b);
@@ -264,7 +265,7 @@ test_slowdown(void)
 		rc = put(&e, key, buf, len, 64 << 10, 0, &st);
 	}
 	CHECK(rc != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown:", 9) == 0);
 	t_fault_delay_idx(ZC_FP_DRIVE_WRITE, 0, 0);
 	t_rpc_env_fini(&e, 1000);
@@ -366,7 +367,7 @@ test_queued_opens_hold_no_worker(void)
 		t_cwrite_send(wa, buf + off, part);
 	commit_stream(wa, buf + len - part, part);
 	CHECK(t_wstate_wait(&a, 10000)); /* normal: milliseconds; before: the 30 s queue wait */
-	CHECK_EQ(a.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(rpc_status_from_err(a.st.err), GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wa);
 	CHECK_EQ(dn_stat(e.t.s, "bkt", "live", &info), 0);
 	CHECK_EQ(info.size, len);
@@ -377,7 +378,7 @@ test_queued_opens_hold_no_worker(void)
 	wover = open_stream(&e, "over", &over, buf, part, part);
 	commit_stream(wover, buf + part, part); /* the refusal is told at the next callback */
 	CHECK(t_wstate_wait(&over, 10000));
-	CHECK_EQ(over.st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK_EQ(rpc_status_from_err(over.st.err), GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(over.st.msg, "SlowDown:", 9) == 0);
 	rpc_cwrite_destroy(wover);
 	for (int i = 0; i < NP; i++)
@@ -385,7 +386,7 @@ test_queued_opens_hold_no_worker(void)
 	/* A cancelled open leaves the queue without waiting for its turn. */
 	rpc_cwrite_cancel(wp[0]);
 	CHECK(t_wstate_wait(&p[0], 10000));
-	CHECK_EQ(p[0].st.code, GRPC_STATUS_CANCELLED);
+	CHECK_EQ(rpc_status_from_err(p[0].st.err), GRPC_STATUS_CANCELLED);
 	rpc_cwrite_destroy(wp[0]);
 	for (int i = 0; i < 1000 && parked_now(e.t.s) != NP - 1; i++)
 		usleep(5000);
@@ -395,7 +396,7 @@ test_queued_opens_hold_no_worker(void)
 	for (int i = 1; i < NP; i++) {
 		commit_stream(wp[i], buf + part, part);
 		CHECK(t_wstate_wait(&p[i], 10000));
-		CHECK_EQ(p[i].st.code, GRPC_STATUS_OK);
+		CHECK_EQ(rpc_status_from_err(p[i].st.err), GRPC_STATUS_OK);
 		rpc_cwrite_destroy(wp[i]);
 		snprintf(key, sizeof(key), "q%d", i);
 		CHECK_EQ(dn_stat(e.t.s, "bkt", key, &info), 0);
@@ -413,7 +414,7 @@ test_queued_opens_hold_no_worker(void)
 	rpc_server_destroy(e.srv, 100);
 	e.srv = NULL;
 	CHECK(t_wstate_wait(&last, 10000));
-	CHECK(last.st.code != GRPC_STATUS_OK);
+	CHECK(rpc_status_from_err(last.st.err) != GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wlast);
 	CHECK_EQ(parked_now(e.t.s), 0);
 	t_rpc_env_fini(&e, 1000);
@@ -468,7 +469,7 @@ test_error_mapping(void)
 	for (unsigned r = 0; r <= e.t.o.m; r++)
 		t_fault_err_idx(ZC_FP_META_TXN, r, -EIO, 1);
 	CHECK(put(&e, "metaio", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_INTERNAL);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_INTERNAL);
 	CHECK_EQ(zc_err_code(st.err), ZC_INTERNAL);
 	CHECK(strncmp(st.msg, "InternalError: metadata I/O error on write of bkt/metaio", 55) == 0);
 	t_rpc_env_fini(&e, 1000);
@@ -477,7 +478,7 @@ test_error_mapping(void)
 	CHECK_EQ(dn_drive_fail(e.t.s, 1), 0);
 	CHECK_EQ(dn_drive_fail(e.t.s, 4), 0);
 	CHECK(put(&e, "quorum", buf, sizeof(buf), 16 << 10, 0, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_UNAVAILABLE);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_UNAVAILABLE);
 	CHECK(strncmp(st.msg, "ServiceUnavailable: write quorum not met: 4 of 6 drives (quorum 5)",
 	              66) == 0);
 	t_rpc_env_fini(&e, 1000);
@@ -518,17 +519,17 @@ test_compose_conditions(void)
 	CHECK_EQ(put(&e, "src", buf, sizeof(buf), 16 << 10, 0, &st), 0);
 	CHECK_EQ(compose(&e, "dst", "src", "", &inm, &st), 0);
 	CHECK(compose(&e, "dst", "src", "", &inm, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_FAILED_PRECONDITION);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_FAILED_PRECONDITION);
 	CHECK(strncmp(st.msg, "PreconditionFailed: ", 20) == 0);
 	CHECK(compose(&e, "dst", "src", "", &im, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_FAILED_PRECONDITION);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_FAILED_PRECONDITION);
 	/* If-Match on a missing target names the key; a missing part stays NoSuchKey too */
 	CHECK(compose(&e, "none", "src", "", &im, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_NOT_FOUND);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_NOT_FOUND);
 	CHECK(strncmp(st.msg, "NoSuchKey: bkt/none", 19) == 0);
 	/* the part pinned to another version: SlowDown, nothing changes */
 	CHECK(compose(&e, "dst2", "src", "other", NULL, &st) != 0);
-	CHECK_EQ(st.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_RESOURCE_EXHAUSTED);
 	CHECK(strncmp(st.msg, "SlowDown: ", 10) == 0);
 	CHECK(compose(&e, "dst2", "dst", "copied", NULL, &st) == 0);
 	t_rpc_env_fini(&e, 1000);
@@ -610,7 +611,7 @@ test_stalled_reads_hold_no_reader(void)
 	usleep(300000); /* the datanode's next sends of each fill the windows and stall */
 	t0 = zc_now_ns();
 	get(&e, "small", &m, false, &g);
-	CHECK_EQ(g.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(rpc_status_from_err(g.st.err), GRPC_STATUS_OK);
 	CHECK_EQ(g.bytes, small);
 	CHECK(memcmp(buf, back, small) == 0);
 	/* a hang check, not speed (normal: milliseconds): a stuck reader never serves it */
@@ -648,7 +649,7 @@ ucount_cb(void *arg, const struct rpc_status *st, const struct rpc_unary_resp *r
 	(void)resp;
 	pthread_mutex_lock(&u->mu);
 	u->done++;
-	u->last_code = st->code;
+	u->last_code = rpc_status_from_err(st->err);
 	pthread_cond_broadcast(&u->cond);
 	pthread_mutex_unlock(&u->mu);
 }
@@ -778,7 +779,7 @@ test_unary_writes_batched(void)
 	CHECK(write_commit_queued(e.t.s));
 	pthread_mutex_unlock(&e.t.s->meta->wlock);
 	CHECK(t_wstate_wait(&wst, 10000));
-	CHECK_EQ(wst.st.code, GRPC_STATUS_OK);
+	CHECK_EQ(rpc_status_from_err(wst.st.err), GRPC_STATUS_OK);
 	rpc_cwrite_destroy(wmix);
 	CHECK_EQ(ucount_wait(&dels, ND, 10000), ND);
 	CHECK_EQ(dels.last_code, GRPC_STATUS_OK);

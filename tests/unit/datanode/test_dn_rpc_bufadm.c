@@ -68,7 +68,7 @@ run(bool direct)
 	}
 	for (int i = 0; i < NS; i++) {
 		t_wstate_wait(&s[i], 0);
-		CHECK_EQ(s[i].st.code, GRPC_STATUS_OK);
+		CHECK_EQ(s[i].st.err, 0);
 		rpc_cwrite_destroy(w[i]);
 		t_wstate_fini(&s[i]);
 	}

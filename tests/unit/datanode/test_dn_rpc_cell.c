@@ -251,7 +251,7 @@ test_round_trip(enum rpc_marshaller marshaller)
 		struct rpc_cell_id two[] = { op.id, missing };
 
 		CHECK_EQ(cells_call(&e, RPC_COMMIT_CELLS, two, 2, &count, &st), ZC_E(ZC_NO_KEY));
-		CHECK_EQ(st.code, GRPC_STATUS_NOT_FOUND);
+		CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_NOT_FOUND);
 		CHECK(strstr(st.msg, "cell 0000000000000099.0.0 (entry 1 of 2; 1 done)") != NULL);
 		/* delete: the count says how many existed; the file goes with the entry */
 		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, two, 2, &count, &st), 0);
@@ -262,7 +262,7 @@ test_round_trip(enum rpc_marshaller marshaller)
 		CHECK_EQ(count, 0);
 	}
 	CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st), ZC_E(ZC_NO_KEY));
-	CHECK_EQ(st.code, GRPC_STATUS_NOT_FOUND);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_NOT_FOUND);
 	CHECK(strstr(st.msg, "cell 1234abcd5678ef01.7.5") != NULL);
 	{
 		struct rpc_cell_id zero = { 0, 1, 1 };
@@ -364,7 +364,7 @@ test_refusals(void)
 	bad[0] = cell_chunk_msg(&op, 0, buf, 100000, false, 0);
 	bad[1] = cell_chunk_msg(NULL, 100000, buf + 100000, len - 100000, true, 1);
 	raw_call(e.target, "/zest.Datanode/WriteCell", bad, 2, true, &st);
-	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 	CHECK(strstr(st.msg, "BadDigest: CRC32C mismatch at offset 100000") != NULL);
 	free(bad[0].bytes);
 	free(bad[1].bytes);
@@ -373,14 +373,14 @@ test_refusals(void)
 	/* in the first: the same */
 	bad[0] = cell_chunk_msg(&op, 0, buf, 5000, false, 0x100);
 	raw_call(e.target, "/zest.Datanode/WriteCell", bad, 1, true, &st);
-	CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+	CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 	free(bad[0].bytes);
 
 	/* the name is writable right after; a second open of it is CellExists */
 	put_retrying(&e, &op, buf, len);
 	CHECK_EQ(t_count_files(&e.t), 1);
 	CHECK_EQ(cell_put(&e, &op, buf, len, 70000, &s), ZC_E(ZC_CELL_EXISTS));
-	CHECK_EQ(s.st.code, GRPC_STATUS_ALREADY_EXISTS);
+	CHECK_EQ(rpc_status_from_err(s.st.err), GRPC_STATUS_ALREADY_EXISTS);
 	CHECK(strcmp(s.st.msg, "CellExists: cell 0000000000000042.0.1 exists on this node") == 0);
 	CHECK(has_entry(&e, op.id, &pending)); /* the first one stays as it was */
 	CHECK(pending);
@@ -441,7 +441,7 @@ test_refusals(void)
 		close(fd);
 		CHECK_EQ(cell_get(&e, op.id, 0, 0, false, back, len, &got, &st),
 		         ZC_E(ZC_BAD_DIGEST));
-		CHECK_EQ(st.code, GRPC_STATUS_DATA_LOSS);
+		CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_DATA_LOSS);
 		CHECK(strstr(st.msg, "a chunk failed its CRC32C") != NULL);
 		CHECK(got <= 150001 / 4096 * 4096); /* nothing of the bad chunk was sent */
 		CHECK(memcmp(buf, back, got) == 0);
@@ -484,7 +484,7 @@ test_link_faults(void)
 	f = (struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 3, .count = 1 };
 	zc_fault_arm(ZC_FP_PEER_SEND, NULL, &f);
 	CHECK_EQ(cell_put(&e, &op, buf, len, 5000, &s), -ECANCELED);
-	CHECK_EQ(s.st.code, GRPC_STATUS_CANCELLED);
+	CHECK_EQ(rpc_status_from_err(s.st.err), GRPC_STATUS_CANCELLED);
 	wait_gone(&e, op.id, 0);
 	/* reset instead of the commit: the same */
 	f = (struct zc_fault){ .kind = ZC_FAULT_RESET, .from = 1, .count = 1 };

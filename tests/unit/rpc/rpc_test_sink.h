@@ -22,7 +22,10 @@
 #include <unistd.h>
 
 #include "zc_crc.h"
-#include "rpc.h"
+#include "rpc_server.h"
+#include "rpc_client.h"
+#include "rpc_client_internal.h" /* rpc_client_put, rpc_marshaller_parse */
+#include "rpc_status_internal.h" /* what the wire carries */
 
 #define SINK_CALL_CAP (8u << 20)
 
@@ -83,7 +86,8 @@ sink_put_sizes(struct rpc_client *cl, const char *prefix, const size_t *sizes, s
 		      res.crc32c != zc_crc32c(0, buf, sizes[i]);
 		free(buf);
 		if (bad) {
-			fprintf(stderr, "put %s: status %d '%s'\n", key, st.code, st.msg);
+			fprintf(stderr, "put %s: status %d '%s'\n", key,
+			        rpc_status_from_err(st.err), st.msg);
 			return -1;
 		}
 	}

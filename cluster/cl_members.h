@@ -1,0 +1,59 @@
+/*
+ * cl_members: the live datanodes of a cluster as one process sees them, for the gateway
+ * (which coordinator, zc_place.h) and the datanodes (which peers, the live-node metric).
+ * A thread reads /zest/nodes/ from etcd (one serializable Range, cl_etcd.h) every
+ * refresh period and publishes the result as an immutable view; readers take a reference
+ * to the current view and never wait for etcd.
+ *
+ * A value that does not decode as a NodeInfo (cl_rec.h) is left out of the view and
+ * logged once per key and revision. When etcd cannot be read the last view stays (its
+ * `revision` and `read_ns` no longer move): a node that cannot reach etcd keeps
+ * serving with what it knew rather than believing everyone is gone.
+ *
+ * Threading: create/destroy from one thread; cl_members_get/_view_put and
+ * cl_members_refresh from any thread.
+ */
+#ifndef ZEST_CL_MEMBERS_H
+#define ZEST_CL_MEMBERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cl_rec.h"
+#include "cl_etcd.h"
+
+#define CL_MEMBERS_NODES_PREFIX       "/zest/nodes/"
+#define CL_MEMBERS_DEFAULT_REFRESH_MS 1000
+
+struct cl_members;
+
+/* One published membership: nodes in name order. Read-only; hold it with a reference. */
+struct cl_members_view {
+	const struct cl_rec_node *nodes;
+	size_t n;
+	const char *const *names; /* nodes[i].name, the list zc_place ranks */
+	int64_t revision;         /* etcd revision read; 0 before the first read */
+	uint64_t read_ns;         /* zc_now_ns() of that read */
+};
+
+/*
+ * Start watching membership through c (borrowed; it must outlive the view). The first
+ * read happens before create returns: 0 and *out even when etcd cannot be read then (the
+ * view is empty, revision 0; the thread keeps trying). refresh_ms 0: the default.
+ * Returns -ENOMEM or -EAGAIN (no thread) otherwise.
+ */
+int cl_members_create(struct cl_etcd *c, unsigned refresh_ms, struct cl_members **out);
+
+/* Stop the thread and drop the module's reference to the current view (views still held
+ * stay valid until put). NULL: no-op. */
+void cl_members_destroy(struct cl_members *m);
+
+/* Read etcd now and publish the result (the thread does this every period). Returns the
+ * number of live nodes or the etcd error (the old view stays then). */
+int cl_members_refresh(struct cl_members *m);
+
+/* The current view, referenced: never NULL. Release with cl_members_view_put. */
+const struct cl_members_view *cl_members_get(struct cl_members *m);
+void cl_members_view_put(const struct cl_members_view *v);
+
+#endif
