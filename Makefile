@@ -60,6 +60,8 @@ cluster: build
 scale: build
 	tools/zest-scale.sh $(BUILD)
 
+# every suite on both builds, their tests side by side, ZEST_TEST_JOBS (2) at a time in each
+# build (tests/run.sh; ZEST_TEST_SIDE_BY_SIDE=0: one build after the other)
 test: build build-asan
 	tests/run.sh $(BUILD) $(ASAN_BUILD)
 

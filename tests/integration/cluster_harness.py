@@ -7,9 +7,11 @@
         c.etcd.stop_member(0); c.etcd.start_member(0)
         c.node_metrics(1)["zest_heal_pending_cells"]
 
-- etcd: one or three members (Etcd). Free ports on 127.0.1.1-3 by default; fixed=True uses
-  2379/2380 like `make cluster` and skips when they are taken.
-- Datanodes: dn-1..dn-N, each on its own address 127.0.0.<base+i> (free ports there), with its
+- Addresses: each test process has its own 127.a.b.0/24 (NET, from its pid), so tests can
+  run side by side; ports are drawn below the ephemeral range (zest_harness.free_port).
+- etcd: one or three members (Etcd). Free ports on NET.1-3 by default; fixed=True uses
+  127.0.1.1-3:2379/2380 like `make cluster` and skips when they are taken.
+- Datanodes: dn-1..dn-N, each on its own address NET.<base+i> (free ports there), with its
   own certificate naming that address (tools/zest-certs.sh server, serverAuth + clientAuth: the
   datanodes dial each other), --cluster/--node, a few drive folders, the scheme and the small
   cell and group sizes a test asks for. A flag the built datanode does not know yet
@@ -94,12 +96,22 @@ def addr_free(host, port):
         s.close()
 
 
-def free_port(host="127.0.0.1"):
-    """A port free on host now (a daemon binding it later may still lose the race:
-    PortTaken, and start_retrying picks again)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+free_port = zh.free_port  # a port free on host now, below the ephemeral range
+
+
+def _net_block():
+    """This test process's own 127.a.b.0/24 (from its pid, a in 64..253), for its etcd
+    members (.1-.3) and datanodes (.<dn_base + i>): tests running side by side never share
+    an address, so one's ports cannot be taken by another while a node is down for a
+    restart. ZEST_NET_BLOCK=a.b picks it."""
+    v = os.environ.get("ZEST_NET_BLOCK")
+    if v:
+        return f"127.{v}"
+    pid = os.getpid()
+    return f"127.{64 + (pid // 250) % 190}.{1 + pid % 250}"
+
+
+NET = _net_block()
 
 
 def http_get(host, port, path="/metrics", timeout=5):
@@ -263,7 +275,7 @@ class Proc:
 
 
 class Etcd:
-    """1 or 3 etcd members, member i on 127.0.1.(i+1). fixed: client :2379, peer :2380
+    """1 or 3 etcd members, member i on NET.(i+1). fixed: 127.0.1.(i+1), client :2379, peer :2380
     (as `make cluster`; Skip when taken), else free ports on those addresses."""
 
     def __init__(self, root, members=1, fixed=False, certs=None):
@@ -272,7 +284,8 @@ class Etcd:
         self.root = root
         self.certs = certs
         self.scheme = "https" if certs else "http"
-        self.hosts = [f"127.0.1.{i + 1}" for i in range(members)]
+        self.hosts = ([f"127.0.1.{i + 1}" for i in range(members)] if fixed else
+                      [f"{NET}.{i + 1}" for i in range(members)])
         if fixed:
             busy = [(h, p) for h in self.hosts for p in (2379, 2380) if not addr_free(h, p)]
             if busy:
@@ -430,7 +443,7 @@ class DataNode(Proc):
     def __init__(self, c, i):
         self.i = i
         self.node = f"dn-{i}"
-        host = f"127.0.0.{c.dn_base + i}"
+        host = f"{NET}.{c.dn_base + i}"
         self.drives = [os.path.join(c.root, self.node, f"d{j}") for j in range(c.drives)]
         for d in self.drives:
             os.makedirs(d, exist_ok=True)

@@ -14,6 +14,7 @@ Cluster(local=True) links the gateway to the datanode over the datanode's Unix s
 import atexit
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -105,9 +106,43 @@ ACCESS_KEY = "zesttest"
 SECRET_KEY = "zesttestsecret"
 
 
-def free_port():
+def _listen_ports():
+    """The ports free_port() draws from: below the kernel's ephemeral range
+    (net.ipv4.ip_local_port_range), so no outgoing connection's source port, of this test or
+    of another one running alongside, can take a port a daemon is to bind, or is to bind
+    again when restarted. None (the kernel's choice) if that range starts too low."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    return range(10000, lo) if lo - 10000 >= 4096 else None
+
+
+_LISTEN_PORTS = _listen_ports()
+_given = set()  # handed out by this process: never twice
+_rng = random.Random(os.urandom(16))
+
+
+def free_port(host="127.0.0.1"):
+    """A port free on host now, drawn at random below the ephemeral range (each test process
+    draws on its own). A daemon binding it later may still lose it to another test's
+    listener: PortTaken, and start_retrying picks again."""
+    for _ in range(200):
+        if _LISTEN_PORTS is None:
+            break
+        port = _rng.choice(_LISTEN_PORTS)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
