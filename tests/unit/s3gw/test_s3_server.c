@@ -1063,17 +1063,20 @@ test_multipart_part_table_record(void **state)
 {
 	enum { NP = 33, PS = 5 << 20 };
 	char *p = malloc(PS + 1), uid[40], (*etags)[40] = calloc(NP, 40), target[256];
-	char *meta = malloc(4000);
+	char meta[4000];
+	size_t n = 0;
 	struct s3_buf body;
 	struct raw_resp r;
 
 	(void)state;
 	memset(p, 'z', PS + 1);
-	strcpy(meta, "x-amz-meta-pad: ");
-	memset(meta + 16, 'm', 2045); /* "pad" + 2045: 2 KiB, S3_USER_META_MAX */
-	strcpy(meta + 16 + 2045, "\r\nContent-Disposition: ");
-	memset(meta + strlen(meta), 'd', 1755);
-	strcpy(meta + 16 + 2045 + 23 + 1755, "\r\n");
+	n += (size_t)snprintf(meta + n, sizeof(meta) - n, "x-amz-meta-pad: ");
+	memset(meta + n, 'm', 2045); /* "pad" + 2045: 2 KiB, S3_USER_META_MAX */
+	n += 2045;
+	n += (size_t)snprintf(meta + n, sizeof(meta) - n, "\r\nContent-Disposition: ");
+	memset(meta + n, 'd', 1755);
+	n += 1755;
+	snprintf(meta + n, sizeof(meta) - n, "\r\n");
 	request("PUT", "/cks", NULL, NULL, 0, &r);
 	raw_resp_free(&r);
 	mpu_create("many", meta, uid, &r);
@@ -1110,7 +1113,6 @@ test_multipart_part_table_record(void **state)
 	request("DELETE", "/cks/many", NULL, NULL, 0, &r);
 	raw_resp_free(&r);
 	s3_buf_fini(&body);
-	free(meta);
 	free(etags);
 	free(p);
 }
