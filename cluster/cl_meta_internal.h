@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cl_meta.h"
+#include "cl_index.h"
 
 /* ---- helpers of the record files, also for tests (tests/lib/cmeta_test.h) */
 /* The record a put describes, checked (quorum, the rules of cl_rec.h) and encoded: 0

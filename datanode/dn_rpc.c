@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dn_rpc_internal.h"
+#include "rpc_stats.h"
 #include "ec.h"
 #include "zc_crc.h"
 #include "zc.h"

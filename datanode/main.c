@@ -26,6 +26,7 @@
 #include "dn_rpc.h"
 #include "dn_scrub.h"
 #include "rpc_server.h"
+#include "rpc_stats.h"
 #include "rpc_client.h"
 #include "zc.h"
 

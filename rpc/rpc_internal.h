@@ -9,6 +9,7 @@
 #include <grpc/byte_buffer.h>
 
 #include "rpc_chan.h"
+#include "rpc_stats.h"
 #include "rpc_msg.h"
 #include "rpc_status_internal.h"
 #include "rpc_tls_internal.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rpc_internal.h"
+#include "rpc_stats.h"
 #include "rpc_status_internal.h"
 #include "zc.h"
 

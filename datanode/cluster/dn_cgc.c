@@ -11,6 +11,7 @@
 
 #include "dn_cgc.h"
 #include "cl_meta.h"
+#include "cl_index.h"
 #include "zc.h"
 #include "zc_loop.h"
 

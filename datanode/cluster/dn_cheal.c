@@ -11,6 +11,7 @@
 
 #include "dn_cheal_internal.h"
 #include "cl_meta.h"
+#include "cl_index.h"
 #include "zc.h"
 #include "zc_place.h"
 

@@ -48,6 +48,7 @@
 #include "cl_rec.h"
 #include "cl_etcd.h"
 #include "cl_members.h"
+#include "cl_index.h"
 #include "rpc_tls.h"
 
 #define DN_CHEAL_DEFAULT_AFTER_S 600 /* --heal-after */

@@ -12,6 +12,7 @@
 #include "dn_cheal_internal.h"
 #include "dn.h" /* the store's drives and metadata generation (dn_store.h) */
 #include "cl_meta.h"
+#include "cl_index.h"
 #include "zc.h"
 
 #define HEAL_END    "/zest/heal0" /* '/' + 1: the end of the to-do keys' range */

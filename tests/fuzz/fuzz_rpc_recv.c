@@ -12,6 +12,7 @@
 #include <grpc/grpc.h>
 
 #include "rpc.h"
+#include "rpc_stats.h"
 #include "rpc_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

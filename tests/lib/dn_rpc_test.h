@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "dn_rpc.h"
+#include "rpc_stats.h"
 #include "zc.h"
 #include "rpc_server.h"
 #include "rpc_client.h"

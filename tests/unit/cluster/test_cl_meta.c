@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "cmeta_test.h"
+#include "cl_index.h"
 #include "zc.h"
 #include "zc_crc.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmeta_test.h"
+#include "cl_index.h"
 #include "zc.h"
 
 static const char *const nodes3[] = { "dn-1", "dn-2", "dn-3" };

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "cmeta_test.h"
+#include "cl_index.h"
 #include "zc.h"
 
 /* The value of etcd key k, or NULL. */

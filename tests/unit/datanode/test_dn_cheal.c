@@ -25,6 +25,7 @@
  * Skips (77) without /usr/bin/etcd.
  */
 #include "rpc_server.h"
+#include "rpc_stats.h"
 #include "dn_rpc.h"
 
 /* gcc 12 misjudges t_env_init's snprintf when several t_envs are set up from one loop

@@ -17,6 +17,7 @@
  * Every case ends with no live payload ref and no live gRPC buffer.
  */
 #include "dn_rpc.h"
+#include "rpc_stats.h"
 #include "rpc_server.h"
 #include "rpc_client.h"
 

@@ -12,6 +12,7 @@
 #include "dn_rpc_test.h"
 #include "dn_internal.h"
 #include "rpc_raw.h"
+#include "rpc_stats.h"
 
 #include <fcntl.h>
 

@@ -14,6 +14,7 @@
 #include <grpc/grpc.h>
 
 #include "rpc_test_sink.h"
+#include "rpc_stats.h"
 #include "zc.h"
 
 static void

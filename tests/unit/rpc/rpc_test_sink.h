@@ -23,6 +23,7 @@
 
 #include "zc_crc.h"
 #include "rpc_server.h"
+#include "rpc_stats.h"
 #include "rpc_client.h"
 #include "rpc_client_internal.h" /* rpc_client_put, rpc_marshaller_parse */
 #include "rpc_status_internal.h" /* what the wire carries */

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "rpc_server.h"
+#include "rpc_stats.h"
 #include "rpc_client.h"
 #include "rpc_status_internal.h" /* what the wire carries */
 #include "zc.h"

@@ -17,6 +17,7 @@
 #include <grpc/grpc.h>
 
 #include "rpc_test_sink.h"
+#include "rpc_stats.h"
 #include "zc.h"
 
 struct env {

@@ -17,6 +17,7 @@
 #include <grpc/byte_buffer_reader.h>
 
 #include "rpc.h"
+#include "rpc_stats.h"
 #include "zc_crc.h"
 #include "rpc_internal.h"
 

@@ -20,6 +20,7 @@
 #include <grpc/support/time.h>
 
 #include "rpc_internal.h"
+#include "rpc_stats.h"
 #include "rpc_test_sink.h"
 #include "rpc_raw.h"
 #include "zc.h"

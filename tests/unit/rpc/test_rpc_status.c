@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "rpc.h"
+#include "rpc_stats.h"
 #include "rpc_status_internal.h" /* what the wire carries */
 #include "rpc_internal.h"        /* rpc_marshaller_parse */
 #include "rpc_msg.h"             /* the descriptors: rpc-internal */

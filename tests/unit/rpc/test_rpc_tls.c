@@ -24,6 +24,7 @@
 #include <grpc/support/time.h>
 
 #include "rpc_test_sink.h"
+#include "rpc_stats.h"
 
 static char dir[256], ca_a[300], dn_a[300], dnk_a[300], cl_a[300], clk_a[300];
 static char ca_b[300], dn_b[300], dnk_b[300], cl_b[300], clk_b[300], ca_ab[300];

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "rpc_test_sink.h"
+#include "rpc_stats.h"
 #include "zc.h"
 
 static char dir[64], sock[100], target[120];
