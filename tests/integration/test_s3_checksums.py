@@ -350,10 +350,12 @@ def client(endpoint, ak, sk):
         assert h["ChecksumCRC32"] == want, f"{tag} upload_file: {h} want {want}"
     s3.delete_object(Bucket=bucket, Key="auto")
     if new:
-        # a part table too long for the object's 4 KiB of attrs (3.8 KB of metadata, 33
-        # runs of sizes) is kept in its own record: every part must still be found
+        # a part table too long for the object's 4 KiB of attrs (3.8 KB of attributes: 2 KiB
+        # of user metadata, S3's most, and a long Content-Disposition; 33 runs of sizes) is
+        # kept in its own record: every part must still be found
         uid = s3.create_multipart_upload(Bucket=bucket, Key="many",
-                                         Metadata={"pad": "m" * 3800})["UploadId"]
+                                         Metadata={"pad": "m" * 2045},
+                                         ContentDisposition="d" * 1755)["UploadId"]
         pblob = os.urandom((5 << 20) + 1)
         parts = []
         for n in range(1, 34):
@@ -369,7 +371,8 @@ def client(endpoint, ak, sk):
                 hh = s3.head_object(Bucket=bucket, Key="many", PartNumber=n)
                 assert hh["ContentLength"] == ln and hh["PartsCount"] == 33, (n, hh)
                 assert hh["ContentRange"].startswith(f"bytes {off}-{off + ln - 1}/"), (n, hh)
-                assert hh["Metadata"] == {"pad": "m" * 3800}, n
+                assert hh["Metadata"] == {"pad": "m" * 2045}, n
+                assert hh.get("ContentDisposition") == "d" * 1755, n
             off += ln
         g = s3.get_object(Bucket=bucket, Key="many", PartNumber=2)
         assert g["Body"].read() == pblob, f"{tag} part 2 of the many-part object"
