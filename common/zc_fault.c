@@ -23,6 +23,7 @@ static const char *const names[ZC_FP_COUNT] = {
 	[ZC_FP_ADM_LATENCY] = "admission.latency",
 	[ZC_FP_PEER_SEND] = "peer.send",
 	[ZC_FP_DN_COMPOSE] = "dn.compose",
+	[ZC_FP_DN_READ] = "dn.read",
 	[ZC_FP_MPU_LISTED] = "mpu.complete-listed",
 	[ZC_FP_MPU_MARKED] = "mpu.complete-marked",
 	[ZC_FP_MPU_COMPOSED] = "mpu.after-compose",

@@ -42,6 +42,9 @@ enum zc_fault_point {
 	                        * drop, reset */
 	ZC_FP_DN_COMPOSE,      /* "dn.compose": dn_compose_if between its part reads and its
 	                        * transaction (hit = the attempt): call, pause, delay */
+	ZC_FP_DN_READ,         /* "dn.read" /extent: a read, its object looked up, before it
+	                        * holds its extents; /cells: a piece's extent found, before
+	                        * its cell files open: call, pause, delay */
 	ZC_FP_MPU_LISTED,      /* "mpu.complete-listed": a Complete listed its parts */
 	ZC_FP_MPU_MARKED,      /* "mpu.complete-marked": a Complete wrote its mark */
 	ZC_FP_MPU_COMPOSED,    /* "mpu.after-compose": between a Complete's compose and its

@@ -154,7 +154,9 @@ int dn_read(struct dn_store *s, const char *bucket, const char *key, uint64_t of
  * The same read in steps, for a caller that must not hold its thread while the reader of
  * the bytes is slow (dn_rpc: a reader thread reads one step, hands the bytes to gRPC and
  * serves other calls until the send completed). dn_read_open looks the object up once
- * (later steps read that version even if it is overwritten meanwhile) and fills info
+ * and holds its extents until dn_read_close: later steps read that version to the end even
+ * if it is overwritten or deleted meanwhile; a version freed before the holds is gone,
+ * ZC_E(ZC_NO_KEY), never -EIO from its unlinked cells. It fills info
  * (optional; fini it): 0, ZC_E(ZC_NO_KEY), -EINVAL (range). dn_read_next delivers whole stripes
  * through cb until at least `want` bytes came or the range ended: returns 1 when bytes
  * remain, 0 at the end, or -errno (cb's, -EBADMSG, -EIO). Steps may run on any thread,

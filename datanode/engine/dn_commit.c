@@ -283,10 +283,8 @@ dn_commit_batch(struct dn_job **jobs, size_t n)
 		}
 		atomic_fetch_add(&s->objects_committed, 1);
 		/* The old version's files go only now that the new one is visible. */
-		for (size_t j = 0; j < puts[i].nfreed; j++) {
-			dn_extent_unlink(s, &puts[i].freed[j]);
-			dn_extent_free(&puts[i].freed[j]);
-		}
+		for (size_t j = 0; j < puts[i].nfreed; j++)
+			dn_extent_drop(s, &puts[i].freed[j]);
 		free(puts[i].freed);
 		w->cb(w->cb_arg, 0, &res);
 		write_free(w);

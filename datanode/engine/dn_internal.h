@@ -39,8 +39,26 @@ int dn_compose_parts(struct dn_store *s, const char *bucket, const char *const *
  * new ones (or -errno); then remove the files no committed extent and no cell entry owns. */
 int dn_store_check_identity(struct dn_store *s);
 void dn_store_collect(struct dn_store *s);
-/* Unlink every file of an extent (best effort). */
-void dn_extent_unlink(struct dn_store *s, const struct dn_extent *e);
+/*
+ * Extents a read holds. A read holds each extent of the version it opened from right
+ * after looking the object up until it has closed that extent's cell files. An extent the
+ * metadata frees meanwhile (a delete, an overwrite) keeps its files until the last hold
+ * goes, and the holders still find it (dn_extent_get_held): a read that opened a version
+ * reads it to the end. An extent freed before the hold is not live: that version is gone
+ * (ZC_E(ZC_NO_KEY)), never a read of cells that are not there (-EIO).
+ */
+int dn_extent_hold(struct dn_store *s, uint64_t id); /* 0 or -ENOMEM */
+/* The last hold's going unlinks the files of an extent freed meanwhile. */
+void dn_extent_unhold(struct dn_store *s, uint64_t id);
+/* Extent id, from the metadata or, freed while held, the freed copy (*borrowed: e is
+ * the hold's, valid until dn_extent_unhold; do not free it). 0, ZC_E(ZC_NO_KEY), -errno. */
+int dn_extent_get_held(struct dn_store *s, uint64_t id, struct dn_extent *e, bool *borrowed);
+/* 1: extent id is in the metadata or freed while held; 0: gone; < 0 an error. */
+int dn_extent_held_live(struct dn_store *s, uint64_t id);
+/* Takes e's arrays: unlinks its files (now, or at the last hold) and frees it. */
+void dn_extent_drop(struct dn_store *s, struct dn_extent *e);
+/* Holds left at close (none when every read was closed): unlink what they deferred. */
+void dn_extent_holds_fini(struct dn_store *s);
 /* Unlink and free the n extents of v (a delete's or an overwrite's freed ones), then v. */
 void dn_extents_release(struct dn_store *s, struct dn_extent *v, size_t n);
 /*

@@ -39,10 +39,8 @@ mjob_of(struct dn_job *job)
 static void
 unlink_freed(struct dn_store *s, struct dn_extent *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		dn_extent_unlink(s, &v[i]);
-		dn_extent_free(&v[i]);
-	}
+	for (size_t i = 0; i < n; i++)
+		dn_extent_drop(s, &v[i]);
 	free(v);
 }
 

@@ -208,6 +208,8 @@ struct dn_rcur {
 	size_t piece;     /* index of the piece holding `at` */
 	uint64_t base;    /* object offset of that piece */
 	bool have_ext, degraded;
+	bool borrowed; /* e is the hold's copy of an extent freed while held */
+	size_t nheld;  /* pieces whose extents this read holds (dn_extent_hold), in order */
 	struct dn_extent e;
 	struct dn_rctx rc; /* over e while have_ext */
 };
@@ -218,8 +220,44 @@ rcur_drop_extent(struct dn_rcur *c)
 	if (!c->have_ext)
 		return;
 	dn_rctx_fini(&c->rc);
-	dn_extent_free(&c->e);
+	if (!c->borrowed)
+		dn_extent_free(&c->e);
 	c->have_ext = false;
+}
+
+static void
+rcur_unhold(struct dn_rcur *c)
+{
+	while (c->nheld > 0)
+		dn_extent_unhold(c->s, c->o.pieces[--c->nheld].ext_id);
+}
+
+/*
+ * Hold the extents of the version looked up, and check they are still there: a delete or
+ * overwrite committed between the lookup and the holds freed them, and that version is
+ * gone (ZC_E(ZC_NO_KEY)); one committed later leaves them to this read.
+ */
+static int
+rcur_hold(struct dn_rcur *c)
+{
+	int err = 0;
+
+	for (; c->nheld < c->o.npieces; c->nheld++) {
+		err = dn_extent_hold(c->s, c->o.pieces[c->nheld].ext_id);
+		if (err)
+			goto unhold;
+	}
+	for (size_t i = 0; i < c->o.npieces; i++) {
+		err = dn_extent_held_live(c->s, c->o.pieces[i].ext_id);
+		if (err <= 0) {
+			err = err ? err : ZC_E(ZC_NO_KEY);
+			goto unhold;
+		}
+	}
+	return 0;
+unhold:
+	rcur_unhold(c);
+	return err;
 }
 
 int
@@ -244,6 +282,13 @@ dn_read_open(struct dn_store *s, const char *bucket, const char *key, uint64_t o
 		dn_obj_fini(&c->o);
 		free(c);
 		return -EINVAL;
+	}
+	(void)ZC_FAULT(ZC_FP_DN_READ, "extent", 0); /* test builds: call, pause, delay */
+	err = rcur_hold(c);
+	if (err) {
+		dn_obj_fini(&c->o);
+		free(c);
+		return err;
 	}
 	c->at = offset;
 	c->end = has_length ? offset + length : c->o.size;
@@ -310,9 +355,12 @@ dn_read_next(struct dn_rcur *c, uint64_t want, dn_read_cb cb, void *arg)
 			continue;
 		}
 		if (!c->have_ext) {
-			err = dn_meta_get_extent(c->s->meta, c->o.pieces[c->piece].ext_id, &c->e);
+			/* held since open: found here even if freed since */
+			err = dn_extent_get_held(c->s, c->o.pieces[c->piece].ext_id, &c->e,
+			                         &c->borrowed);
 			if (err)
 				break;
+			(void)ZC_FAULT(ZC_FP_DN_READ, "cells", 0); /* before its files open */
 			dn_rctx_init(&c->rc, c->s, &c->e);
 			c->have_ext = true;
 		}
@@ -329,6 +377,7 @@ dn_read_close(struct dn_rcur *c)
 	if (!c)
 		return;
 	rcur_drop_extent(c);
+	rcur_unhold(c); /* its files closed: an extent freed meanwhile is unlinked now */
 	if (c->degraded)
 		atomic_fetch_add(&c->s->degraded_reads, 1);
 	dn_obj_fini(&c->o);

@@ -10,8 +10,9 @@
 
 #include "dn_internal.h"
 
-void
-dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
+/* Unlink every file of an extent (best effort). */
+static void
+extent_unlink_files(struct dn_store *s, const struct dn_extent *e)
 {
 	char path[PATH_MAX];
 
@@ -22,6 +23,142 @@ dn_extent_unlink(struct dn_store *s, const struct dn_extent *e)
 			if (d < s->ndrives &&
 			    !dn_layout_path(s->drives[d].root, e->id, g, c, path, sizeof(path)))
 				unlink(path);
+		}
+}
+
+struct dn_ext_hold {
+	struct dn_ext_hold *next;
+	uint64_t id;
+	unsigned refs;
+	bool doomed;           /* freed by the metadata: its files go at the last unhold */
+	struct dn_extent dead; /* then the freed extent, whole (a read may borrow it) */
+};
+
+/* Under hold_lock. */
+static struct dn_ext_hold **
+hold_find(struct dn_store *s, uint64_t id)
+{
+	struct dn_ext_hold **p = &s->holds[id % DN_HOLD_BUCKETS];
+
+	while (*p && (*p)->id != id)
+		p = &(*p)->next;
+	return p;
+}
+
+int
+dn_extent_hold(struct dn_store *s, uint64_t id)
+{
+	struct dn_ext_hold **p, *h;
+
+	pthread_mutex_lock(&s->hold_lock);
+	p = hold_find(s, id);
+	if (*p) {
+		(*p)->refs++;
+		pthread_mutex_unlock(&s->hold_lock);
+		return 0;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		pthread_mutex_unlock(&s->hold_lock);
+		return -ENOMEM;
+	}
+	h->id = id;
+	h->refs = 1;
+	*p = h;
+	pthread_mutex_unlock(&s->hold_lock);
+	return 0;
+}
+
+static void
+hold_free(struct dn_store *s, struct dn_ext_hold *h)
+{
+	if (h->doomed) {
+		extent_unlink_files(s, &h->dead);
+		dn_extent_free(&h->dead);
+	}
+	free(h);
+}
+
+void
+dn_extent_unhold(struct dn_store *s, uint64_t id)
+{
+	struct dn_ext_hold **p, *h = NULL;
+
+	pthread_mutex_lock(&s->hold_lock);
+	p = hold_find(s, id);
+	if (*p && --(*p)->refs == 0) {
+		h = *p;
+		*p = h->next;
+	}
+	pthread_mutex_unlock(&s->hold_lock);
+	if (h)
+		hold_free(s, h);
+}
+
+int
+dn_extent_get_held(struct dn_store *s, uint64_t id, struct dn_extent *e, bool *borrowed)
+{
+	int err = dn_meta_get_extent(s->meta, id, e);
+	struct dn_ext_hold *h;
+
+	*borrowed = false;
+	if (!zc_err_is(err, ZC_NO_KEY))
+		return err;
+	pthread_mutex_lock(&s->hold_lock);
+	h = *hold_find(s, id);
+	if (h && h->doomed) {
+		*e = h->dead; /* immutable, and kept while this read holds it */
+		*borrowed = true;
+		err = 0;
+	}
+	pthread_mutex_unlock(&s->hold_lock);
+	return err;
+}
+
+int
+dn_extent_held_live(struct dn_store *s, uint64_t id)
+{
+	int live = dn_meta_extent_exists(s->meta, id);
+	struct dn_ext_hold *h;
+
+	if (live != 0)
+		return live;
+	pthread_mutex_lock(&s->hold_lock);
+	h = *hold_find(s, id);
+	live = h && h->doomed;
+	pthread_mutex_unlock(&s->hold_lock);
+	return live;
+}
+
+void
+dn_extent_drop(struct dn_store *s, struct dn_extent *e)
+{
+	struct dn_ext_hold *h;
+
+	pthread_mutex_lock(&s->hold_lock);
+	h = *hold_find(s, e->id);
+	if (h && !h->doomed) {
+		h->dead = *e; /* ours now: unlinked and freed at the last unhold */
+		h->doomed = true;
+		e->groups = NULL;
+		e->crc_mem = NULL;
+		pthread_mutex_unlock(&s->hold_lock);
+		return;
+	}
+	pthread_mutex_unlock(&s->hold_lock);
+	extent_unlink_files(s, e);
+	dn_extent_free(e);
+}
+
+void
+dn_extent_holds_fini(struct dn_store *s)
+{
+	for (unsigned i = 0; i < DN_HOLD_BUCKETS; i++)
+		while (s->holds[i]) {
+			struct dn_ext_hold *h = s->holds[i];
+
+			s->holds[i] = h->next;
+			hold_free(s, h);
 		}
 }
 
@@ -61,6 +198,7 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	s->metrics_pipe[0] = s->metrics_pipe[1] = -1;
 	pthread_mutex_init(&s->heal_lock, NULL);
 	pthread_cond_init(&s->heal_cond, NULL);
+	pthread_mutex_init(&s->hold_lock, NULL);
 	err = dn_store_base_init(s);
 	if (err)
 		goto fail;
@@ -147,6 +285,8 @@ dn_store_close(struct dn_store *s)
 	dn_store_base_fini(s);
 	pthread_mutex_destroy(&s->heal_lock);
 	pthread_cond_destroy(&s->heal_cond);
+	dn_extent_holds_fini(s);
+	pthread_mutex_destroy(&s->hold_lock);
 
 	free(s);
 }
@@ -198,10 +338,8 @@ dn_stat(struct dn_store *s, const char *bucket, const char *key, struct dn_objec
 void
 dn_extents_release(struct dn_store *s, struct dn_extent *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		dn_extent_unlink(s, &v[i]);
-		dn_extent_free(&v[i]);
-	}
+	for (size_t i = 0; i < n; i++)
+		dn_extent_drop(s, &v[i]);
 	free(v);
 }
 

@@ -161,6 +161,9 @@ struct dn_job {
 	void (*batch)(struct dn_job **jobs, size_t n);
 };
 
+struct dn_ext_hold;
+#define DN_HOLD_BUCKETS 64
+
 struct dn_store {
 	struct dn_store_opts o;
 	struct dn_drive drives[DN_MAX_DRIVES];
@@ -205,6 +208,9 @@ struct dn_store {
 	atomic_bool heal_stop;
 	pthread_mutex_t heal_lock;
 	pthread_cond_t heal_cond;
+	/* Extents reads hold (dn_extent_hold): a freed one's unlink waits for the last. */
+	pthread_mutex_t hold_lock;
+	struct dn_ext_hold *holds[DN_HOLD_BUCKETS];
 	/* Metrics. */
 	dn_metrics_hook hook;
 	void *hook_arg;
