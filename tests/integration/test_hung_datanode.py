@@ -36,16 +36,18 @@ BOUND_S = STREAM_TIMEOUT_S + 25  # the 503 comes about the timeout after the sto
 BIG = 1 << 30  # the declared body: far more than every buffer on the way
 
 
-def put_after_stall(s3, key, body, timeout=10):
+def put_after_stall(s3, key, body, timeout=60):
     """A PUT right after the node resumed: SlowDown is the answer while its admission still
-    counts the stall as drive latency (it decays within a second of idle); S3 clients
-    retry SlowDown, and so does this."""
+    counts the stall as drive latency (it decays within a second of idle), and in cluster
+    mode ServiceUnavailable while the resumed node, whose lease ran out while it slept,
+    registers again; S3 clients retry both 503s, and so does this."""
     deadline = time.time() + timeout
     while True:
         try:
             return s3.put_object(Bucket=BUCKET, Key=key, Body=body)
         except s3.exceptions.ClientError as e:
-            if e.response["Error"]["Code"] != "SlowDown" or time.time() > deadline:
+            code = e.response["Error"]["Code"]
+            if code not in ("SlowDown", "ServiceUnavailable") or time.time() > deadline:
                 raise
             time.sleep(0.2)
 
