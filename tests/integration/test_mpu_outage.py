@@ -110,6 +110,21 @@ def wait_answering(fn, timeout=30):
             time.sleep(0.2)
 
 
+def retry_503(fn, timeout=60):
+    """fn() as an S3 client makes it: a 503 (SlowDown while the gateway's channel to the
+    restarted datanode is still reconnecting, as its log says) is tried again."""
+    from botocore.exceptions import ClientError
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return fn()
+        except ClientError as e:
+            if (e.response["ResponseMetadata"]["HTTPStatusCode"] != 503
+                    or time.time() > deadline):
+                raise
+            time.sleep(0.2)
+
+
 def parts_left(t, up):
     return dn_keys(t.a, RESERVED, f"p/{up}/") + dn_keys(t.b, RESERVED, f"p/{up}/")
 
@@ -167,8 +182,9 @@ def complete_outage_after_compose(finish):
         assert parts_left(t, up) == [], parts_left(t, up)
         assert not dn_keys(t.a, RESERVED, f"u/split/") and not dn_keys(t.b, RESERVED, "u/split/")
         assert "Uploads" not in s3.list_multipart_uploads(Bucket="split")
-        assert s3.get_object(Bucket="split", Key=key)["Body"].read() == data[0] + data[1]
-        assert s3.head_object(Bucket="split", Key=key)["ETag"] == etag
+        got = retry_503(lambda: s3.get_object(Bucket="split", Key=key)["Body"].read())
+        assert got == data[0] + data[1]
+        assert retry_503(lambda: s3.head_object(Bucket="split", Key=key))["ETag"] == etag
         ok = True
     finally:
         rcs = t.stop(ok)
