@@ -45,6 +45,7 @@
 #include <stdio.h>
 
 #include "dn.h"
+#include "dn_cells.h"
 #include "cl_rec.h"
 #include "cl_etcd.h"
 #include "cl_members.h"

@@ -8,7 +8,11 @@
  * buffers. It calls the layers below only (drive/, meta/).
  *
  * The engine's own state (healer, metrics) lives in the object too, written only by
- * engine/ files; the cell store's is behind s->cells (cells/).
+ * engine/ files; the cell store's is behind s->cells (cells/). The engine and the cell
+ * store are siblings: neither includes nor calls the other. What the engine's open, close,
+ * restart sweep and scrubber need from the cell store they reach through struct
+ * dn_store_side, a table the cell store exports (dn_cells_side) and the binding names in
+ * the options (dn_store_opts.side).
  */
 #ifndef ZEST_DN_STORE_H
 #define ZEST_DN_STORE_H
@@ -25,6 +29,16 @@
 #include "ec.h"
 
 #define DN_MAX_DRIVES 64
+
+struct dn_store;
+struct dn_store_side;
+
+/*
+ * Read data delivered in order (the engine's dn_read, the cell store's dn_cell_read): seg
+ * is valid for the call; to keep the bytes, take zc_ref_get(seg->ref) and put it later.
+ * Return < 0 from the callback to stop (that value is returned by the read).
+ */
+typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
 
 struct dn_store_opts {
 	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
@@ -60,6 +74,58 @@ struct dn_store_opts {
 	 * drives that are writable again (a full drive with room, a transient error). Only
 	 * cells marked missing; a failed drive still needs `zest-datanode heal`. 0: off. */
 	uint64_t heal_interval_ns;
+	/* The layer beside the engine on this store (zest-datanode: the cell store's
+	 * dn_cells_side, set by the binding), borrowed for the store's life; NULL: none, the
+	 * store holds the engine's extents only. */
+	const struct dn_store_side *side;
+};
+
+/*
+ * A file of cells as the scrubber (engine/dn_scrub.c) checks it: where it is, how long,
+ * a CRC32C per chunk bytes (ncrc of them), and for its log line the cell's name and, when
+ * known, its object (borrowed for the call).
+ */
+struct dn_cell_file {
+	struct dn_cell_id id;
+	unsigned drive;
+	const char *path;
+	uint64_t length;
+	uint32_t chunk;
+	const uint32_t *crcs;
+	size_t ncrc;
+	const char *bucket, *key; /* NULL when not known */
+};
+/* Read f back and check it: 0 good, 1 bad, 2 not checked (an error that is not the
+ * file's), < 0 stop the walk (the walk returns it). */
+typedef int (*dn_cell_file_check_fn)(void *arg, const struct dn_cell_file *f);
+/* A file check found bad, and what its keeper did: handed (1) to its healer, or could
+ * not (-errno). Not called for a file whose entry went meanwhile (deleted, not rot). */
+typedef void (*dn_cell_file_bad_fn)(void *arg, const struct dn_cell_file *f, int handed);
+
+/*
+ * A layer that keeps cells on the store beside the engine (the cell store, cells/): the
+ * engine's open, close, restart sweep and scrubber call these without knowing whose they
+ * are. Every member may be NULL.
+ */
+struct dn_store_side {
+	/* At open, after the store layer's locks and pools, before the drives start; and at
+	 * close, after the drives, the commit thread and the metadata stopped (also when open
+	 * failed before or in init: fini copes with a zeroed state). */
+	int (*init)(struct dn_store *s);
+	void (*fini)(struct dn_store *s);
+	/*
+	 * The restart sweep's question for a file of drive's data folders that no extent
+	 * owns: is it one of this layer's? 1 yes (kept), 0 no (removed), -errno (kept: the
+	 * metadata could not say).
+	 */
+	int (*file_named)(struct dn_store *s, unsigned drive, const char *name);
+	/*
+	 * A scrub pass's walk over this layer's cells: check(arg, f) for each one worth
+	 * reading, bad(arg, f, handed) after a bad one was dealt with. Returns 0, or the first
+	 * error (a check's < 0, a metadata error).
+	 */
+	int (*scrub)(struct dn_store *s, dn_cell_file_check_fn check, dn_cell_file_bad_fn bad,
+	             void *arg);
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
