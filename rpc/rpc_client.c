@@ -207,20 +207,6 @@ rpc_client_connect(struct rpc_client *c, unsigned timeout_ms)
 }
 
 void
-rpc_shutdown_wait(unsigned timeout_ms)
-{
-	uint64_t start = zc_now_ns(), end = start + (uint64_t)timeout_ms * 1000000u;
-
-	/* a destroyed channel lets go of gRPC when its last work is done, on gRPC's threads,
-	 * and the library then cleans up on a thread of its own: returning from main first
-	 * would race that clean-up with exit's (OpenSSL's atexit handler, ASan's leak check) */
-	while (grpc_is_initialized() && zc_now_ns() < end)
-		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000000 }, NULL);
-	ZC_DBG("rpc", "grpc_cleanup_wait_ms=%llu done=%d",
-	       (unsigned long long)((zc_now_ns() - start) / 1000000), !grpc_is_initialized());
-}
-
-void
 rpc_client_destroy(struct rpc_client *c)
 {
 	if (!c)

@@ -80,9 +80,11 @@ int rpc_client_connect(struct rpc_client *c, unsigned timeout_ms);
  * At program end, after every rpc object (client, server) is destroyed: wait until gRPC
  * has finished its own clean-up, at most timeout_ms. A channel destroyed while it still
  * reconnects (to a node that is down) lets go of the library later, on a gRPC thread, and
- * exit() must not run OpenSSL's clean-up under that thread.
+ * exit() must not run OpenSSL's clean-up under that thread. Waits on an event (every line
+ * gRPC logs, through a log hook installed here, rpc_exit.c), not on a timer. Returns 1 when
+ * gRPC is no longer initialized, 0 when the time ran out first (logged). Main thread only.
  */
-void rpc_shutdown_wait(unsigned timeout_ms);
+int rpc_shutdown_wait(unsigned timeout_ms);
 
 /*
  * Write stream callbacks (client CQ thread).
