@@ -58,6 +58,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pb_wire  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 ETCD = os.environ.get("ZEST_ETCD", "/usr/bin/etcd")
@@ -774,46 +776,6 @@ class Cluster:
 
 # ---- objects' records (cluster/cluster.proto's ObjectRecord) and the layout of their cells
 
-def _varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def _fields(b):
-    """[(field number, value)]: ints for varint/fixed, bytes for length-delimited."""
-    out, i = [], 0
-    while i < len(b):
-        key, i = _varint(b, i)
-        f, t = key >> 3, key & 7
-        if t == 0:
-            v, i = _varint(b, i)
-        elif t == 1:
-            v, i = int.from_bytes(b[i:i + 8], "little"), i + 8
-        elif t == 5:
-            v, i = int.from_bytes(b[i:i + 4], "little"), i + 4
-        elif t == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise ValueError(f"wire type {t}")
-        out.append((f, v))
-    return out
-
-
-def _packed(b):
-    out, i = [], 0
-    while i < len(b):
-        v, i = _varint(b, i)
-        out.append(v)
-    return out
-
-
 # cluster/cluster.proto's Extent: its integer fields by number
 _EXTENT_INTS = {1: "id", 2: "size", 3: "k", 4: "m", 5: "cell_size", 6: "spg"}
 
@@ -823,7 +785,7 @@ def decode_record(b):
     "m", "cell_size", "spg", "nodes": [names], "groups": [{"cells": [node index per cell],
     "missing": bitmask}]}]}: a reader of the wire format, enough for these fields."""
     rec = {"size": 0, "etag": "", "extents": []}
-    for f, v in _fields(b):
+    for f, v in pb_wire.fields(b):
         if f == 1:
             rec["size"] = v
         elif f == 2:
@@ -832,16 +794,16 @@ def decode_record(b):
             rec["crc32c"] = v
         elif f == 6:
             e = {"nodes": [], "groups": [], "size": 0}
-            for g, w in _fields(v):
+            for g, w in pb_wire.fields(v):
                 if g in _EXTENT_INTS:
                     e[_EXTENT_INTS[g]] = w
                 elif g == 7:
                     e["nodes"].append(w.decode())
                 elif g == 8:
                     grp = {"cells": [], "missing": 0}
-                    for h, x in _fields(w):
+                    for h, x in pb_wire.fields(w):
                         if h == 1:
-                            grp["cells"] += _packed(x) if isinstance(x, bytes) else [x]
+                            grp["cells"] += pb_wire.packed(x) if isinstance(x, bytes) else [x]
                         elif h == 2:
                             grp["missing"] = x
                     e["groups"].append(grp)
