@@ -294,6 +294,19 @@ int dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec *
 struct dn_io *dn_io_get(struct dn_store *s, uint64_t wait_ns);
 void dn_io_put(struct dn_store *s, struct dn_io *io);
 /*
+ * A WRITEV straight from payload segments, as both the engine's data cells and the cell
+ * store's cells build it: dn_iov_start takes a request from the pool (waiting up to
+ * wait_ns; NULL: empty, -EAGAIN for the caller) with no iovec yet; dn_iov_add appends
+ * [p, p + len), taking its own ref on ref (may be NULL) and counting len as in-flight
+ * credit (the caller keeps niov < DN_IOV_MAX); dn_iov_release drops what the request
+ * holds, the refs and the credit, once its write completed or when it is dropped unsent
+ * (the request itself is the caller's to put).
+ */
+struct dn_io *dn_iov_start(struct dn_store *s);
+void dn_iov_add(struct dn_store *s, struct dn_io *io, const uint8_t *p, size_t len,
+                struct zc_ref *ref);
+void dn_iov_release(struct dn_store *s, struct dn_io *io);
+/*
  * In-flight payload: every byte a write holds a segment reference for (filling cells and
  * submitted writes) counts until its completion. Adding never blocks; a writer waits at
  * the start of dn_write_data, after submitting what it holds, while the store is over cap.
