@@ -11,8 +11,8 @@
  * engine/ files; the cell store's is behind s->cells (cells/). The engine and the cell
  * store are siblings: neither includes nor calls the other. What the engine's open, close,
  * restart sweep and scrubber need from the cell store they reach through struct
- * dn_store_side, a table the cell store exports (dn_cells_side) and the binding names in
- * the options (dn_store_opts.side).
+ * dn_store_side (dn_store_side.h), a table the cell store exports (dn_cells_side) and the
+ * binding names in the options (dn_store_opts.side).
  */
 #ifndef ZEST_DN_STORE_H
 #define ZEST_DN_STORE_H
@@ -26,12 +26,10 @@
 
 #include "dn_drive.h"
 #include "dn_meta.h"
+#include "dn_store_side.h"
 #include "ec.h"
 
 #define DN_MAX_DRIVES 64
-
-struct dn_store;
-struct dn_store_side;
 
 /*
  * Read data delivered in order (the engine's dn_read, the cell store's dn_cell_read): seg
@@ -78,54 +76,6 @@ struct dn_store_opts {
 	 * dn_cells_side, set by the binding), borrowed for the store's life; NULL: none, the
 	 * store holds the engine's extents only. */
 	const struct dn_store_side *side;
-};
-
-/*
- * A file of cells as the scrubber (engine/dn_scrub.c) checks it: where it is, how long,
- * a CRC32C per chunk bytes (ncrc of them), and for its log line the cell's name and, when
- * known, its object (borrowed for the call).
- */
-struct dn_cell_file {
-	struct dn_cell_id id;
-	unsigned drive;
-	const char *path;
-	uint64_t length;
-	uint32_t chunk;
-	const uint32_t *crcs;
-	size_t ncrc;
-	const char *bucket, *key; /* NULL when not known */
-};
-/* Read f back and check it: 0 good, 1 bad, 2 not checked (an error that is not the
- * file's), < 0 stop the walk (the walk returns it). */
-typedef int (*dn_cell_file_check_fn)(void *arg, const struct dn_cell_file *f);
-/* A file check found bad, and what its keeper did: handed (1) to its healer, or could
- * not (-errno). Not called for a file whose entry went meanwhile (deleted, not rot). */
-typedef void (*dn_cell_file_bad_fn)(void *arg, const struct dn_cell_file *f, int handed);
-
-/*
- * A layer that keeps cells on the store beside the engine (the cell store, cells/): the
- * engine's open, close, restart sweep and scrubber call these without knowing whose they
- * are. Every member may be NULL.
- */
-struct dn_store_side {
-	/* At open, after the store layer's locks and pools, before the drives start; and at
-	 * close, after the drives, the commit thread and the metadata stopped (also when open
-	 * failed before or in init: fini copes with a zeroed state). */
-	int (*init)(struct dn_store *s);
-	void (*fini)(struct dn_store *s);
-	/*
-	 * The restart sweep's question for a file of drive's data folders that no extent
-	 * owns: is it one of this layer's? 1 yes (kept), 0 no (removed), -errno (kept: the
-	 * metadata could not say).
-	 */
-	int (*file_named)(struct dn_store *s, unsigned drive, const char *name);
-	/*
-	 * A scrub pass's walk over this layer's cells: check(arg, f) for each one worth
-	 * reading, bad(arg, f, handed) after a bad one was dealt with. Returns 0, or the first
-	 * error (a check's < 0, a metadata error).
-	 */
-	int (*scrub)(struct dn_store *s, dn_cell_file_check_fn check, dn_cell_file_bad_fn bad,
-	             void *arg);
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
