@@ -5,7 +5,7 @@
  * store stay siblings over store/.
  *
  * The scrubber's walk lives here because what to do with a bad cell is the cell store's
- * business: the scrubber (engine/dn_scrub.c) only reads a file back and checks it.
+ * business: the engine's scrubber only reads a file back and checks it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,12 +31,12 @@ scrub_cell_lost(struct dn_store *s, struct dn_cell_id id)
 }
 
 static int
-scrub_cell(struct dn_store *s, struct dn_cell_id id, dn_cell_file_check_fn check,
-           dn_cell_file_bad_fn bad, void *arg)
+scrub_cell(struct dn_store *s, struct dn_cell_id id, dn_side_check_fn check, dn_side_bad_fn bad,
+           void *arg)
 {
 	struct dn_cell_rec rec, again;
 	char path[PATH_MAX];
-	struct dn_cell_file f;
+	struct dn_side_file f;
 	int rc = dn_meta_cell_get(s->meta, id, &rec);
 
 	if (zc_err_is(rc, ZC_NO_KEY))
@@ -49,7 +49,7 @@ scrub_cell(struct dn_store *s, struct dn_cell_id id, dn_cell_file_check_fn check
 		dn_cell_rec_fini(&rec);
 		return 0; /* pending: the collector's */
 	}
-	f = (struct dn_cell_file){ .id = id,
+	f = (struct dn_side_file){ .id = id,
 		                   .drive = rec.drive,
 		                   .path = path,
 		                   .length = rec.length,
@@ -86,7 +86,7 @@ fini:
 
 /* dn_store_side.scrub: every committed cell, in name order, a page of entries at a time. */
 static int
-cells_scrub(struct dn_store *s, dn_cell_file_check_fn check, dn_cell_file_bad_fn bad, void *arg)
+cells_scrub(struct dn_store *s, dn_side_check_fn check, dn_side_bad_fn bad, void *arg)
 {
 	struct dn_cell_id after;
 	bool have = false;

@@ -293,7 +293,7 @@ struct side_walk {
 };
 
 static int
-side_check(void *arg, const struct dn_cell_file *f)
+side_check(void *arg, const struct dn_side_file *f)
 {
 	struct side_walk *w = arg;
 	struct dn_store *s = w->sc->o.store;
@@ -311,7 +311,7 @@ side_check(void *arg, const struct dn_cell_file *f)
 }
 
 static void
-side_bad(void *arg, const struct dn_cell_file *f, int handed)
+side_bad(void *arg, const struct dn_side_file *f, int handed)
 {
 	struct side_walk *w = arg;
 

@@ -16,7 +16,7 @@
  *   in place at its next turn (--heal-interval; with the healer off it waits for
  *   `zest-datanode heal`);
  * - cluster mode: handed to the cluster healer (dn_cheal.c), which marks it missing in its
- *   record and has it rebuilt onto this node (the cell store's walk, dn_cell_scrub.c,
+ *   record and has it rebuilt onto this node (the cell store's own walk, in cells/,
  *   says how).
  *
  * A pass starts every interval_ns, counted from the start of the previous one (a pass

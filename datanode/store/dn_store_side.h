@@ -22,7 +22,7 @@ struct dn_store;
  * a CRC32C per chunk bytes (ncrc of them), and for its log line the cell's name and, when
  * known, its object (borrowed for the call).
  */
-struct dn_cell_file {
+struct dn_side_file {
 	struct dn_cell_id id;
 	unsigned drive;
 	const char *path;
@@ -34,10 +34,10 @@ struct dn_cell_file {
 };
 /* Read f back and check it: 0 good, 1 bad, 2 not checked (an error that is not the
  * file's), < 0 stop the walk (the walk returns it). */
-typedef int (*dn_cell_file_check_fn)(void *arg, const struct dn_cell_file *f);
+typedef int (*dn_side_check_fn)(void *arg, const struct dn_side_file *f);
 /* A file check found bad, and what its keeper did: handed (1) to its healer, or could
  * not (-errno). Not called for a file whose entry went meanwhile (deleted, not rot). */
-typedef void (*dn_cell_file_bad_fn)(void *arg, const struct dn_cell_file *f, int handed);
+typedef void (*dn_side_bad_fn)(void *arg, const struct dn_side_file *f, int handed);
 
 /*
  * A layer that keeps cells on the store beside the engine (the cell store, cells/): the
@@ -61,8 +61,7 @@ struct dn_store_side {
 	 * reading, bad(arg, f, handed) after a bad one was dealt with. Returns 0, or the first
 	 * error (a check's < 0, a metadata error).
 	 */
-	int (*scrub)(struct dn_store *s, dn_cell_file_check_fn check, dn_cell_file_bad_fn bad,
-	             void *arg);
+	int (*scrub)(struct dn_store *s, dn_side_check_fn check, dn_side_bad_fn bad, void *arg);
 };
 
 #endif

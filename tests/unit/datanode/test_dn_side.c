@@ -54,9 +54,9 @@ side_named(struct dn_store *s, unsigned drive, const char *name)
 }
 
 static int
-side_scrub(struct dn_store *s, dn_cell_file_check_fn check, dn_cell_file_bad_fn bad, void *arg)
+side_scrub(struct dn_store *s, dn_side_check_fn check, dn_side_bad_fn bad, void *arg)
 {
-	struct dn_cell_file f = { .id = { ID_KEEP, 0, 0 },
+	struct dn_side_file f = { .id = { ID_KEEP, 0, 0 },
 		                  .drive = 0,
 		                  .length = 4096,
 		                  .chunk = 4096,
