@@ -87,13 +87,7 @@ rpc_shutdown_wait(unsigned timeout_ms)
 	pthread_once(&exit_once, exit_init);
 	if (!grpc_is_initialized())
 		return 1;
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	zc_deadline(&dl, CLOCK_MONOTONIC, (uint64_t)timeout_ms * 1000000u);
 	gpr_set_log_function(exit_log);
 	gpr_set_log_verbosity(GPR_LOG_SEVERITY_DEBUG);
 	/* only while gRPC is still up: its tracer list is the library's */
