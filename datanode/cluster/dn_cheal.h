@@ -87,8 +87,11 @@ struct dn_cheal_stats {
 	uint64_t scans;    /* passes over every record */
 	uint64_t marked;   /* cells of this node marked missing (not in its store) */
 	uint64_t pending;  /* cells needing heal among the objects this node heals */
-	uint64_t healed;   /* cells rebuilt and named by their record */
-	uint64_t degraded; /* objects this node heals with a cell missing or on an absent node */
+	uint64_t healed;   /* cells rebuilt or moved and named by their record */
+	uint64_t moved;    /* ... of them moved out of a doubled group (read, not rebuilt) */
+	uint64_t degraded; /* objects this node heals with a cell missing or on an absent node,
+	                    * or a doubled group */
+	uint64_t doubled;  /* groups with two cells on one node among the objects it heals */
 	uint64_t failed;   /* objects whose heal failed or was fenced off (tried again later) */
 };
 
