@@ -313,8 +313,9 @@ count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct ch
 			for (unsigned c = 0; c < e->k + e->m; c++)
 				if (extra & (1u << c)) {
 					n->moves++;
-					n->movable |= chl_view_find(v, e->nodes[gr->cell[c]]) >= 0 &&
-					              chl_free_node(v, e, gr);
+					n->movable |=
+					        chl_view_find(v, e->nodes[gr->cell[c]]) >= 0 &&
+					        chl_free_node(v, e, gr);
 				}
 		}
 	}
@@ -350,8 +351,7 @@ chl_obj_parse(struct chl_obj *o, const char *prefix, const char *k, size_t klen)
 /* Read o again (linearizable, under the lock) and heal it: the cells healed (*moved of
  * them moved) or an error. */
 static int
-heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
-            unsigned *moved)
+heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o, unsigned *moved)
 {
 	struct cl_rec_object fresh = { 0 };
 	int64_t rev = 0;

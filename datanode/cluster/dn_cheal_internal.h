@@ -48,8 +48,8 @@ struct dn_cheal {
 	bool scan_clean;   /* ... and left nothing to heal */
 	uint64_t scan_fp;  /* ... for this set of expired absences (expired_fp) */
 	/* gauges and counters */
-	atomic_uint_fast64_t pending, degraded, doubled, healed, moved, marked, failed, records_read,
-	        scans;
+	atomic_uint_fast64_t pending, degraded, doubled, healed, moved, marked, failed,
+	        records_read, scans;
 };
 
 /* What the records a pass read came to (a phase: the to-do keys, or every record). */

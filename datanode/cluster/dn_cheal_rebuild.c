@@ -268,7 +268,8 @@ chl_doubled_groups(const struct cl_rec_object *rec)
 
 	for (size_t x = 0; x < rec->nextents; x++)
 		for (size_t g = 0; g < rec->extents[x].ngroups; g++)
-			n += cl_meta_heal_group_doubled(&rec->extents[x], &rec->extents[x].groups[g]);
+			n += cl_meta_heal_group_doubled(&rec->extents[x],
+			                                &rec->extents[x].groups[g]);
 	return n;
 }
 
@@ -392,8 +393,8 @@ read_whole(struct dn_cheal *h, const struct cl_members_view *v, const struct cl_
  */
 static int
 heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
-           struct cl_rec_extent *e, size_t g, uint32_t need, uint32_t move,
-           struct ec_codec *codec, struct work *wk, unsigned *moved)
+           struct cl_rec_extent *e, size_t g, uint32_t need, uint32_t move, struct ec_codec *codec,
+           struct work *wk, unsigned *moved)
 {
 	struct cl_rec_group *gr = &e->groups[g];
 	unsigned w = e->k + e->m, got = 0, placed = 0;
@@ -573,7 +574,8 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 			 * live node free of the group wait, counted pending, not failed */
 			move = chl_group_extra(e, gr, need);
 			for (unsigned c = 0; c < e->k + e->m; c++)
-				if ((move & (1u << c)) && chl_view_find(v, e->nodes[gr->cell[c]]) < 0)
+				if ((move & (1u << c)) &&
+				    chl_view_find(v, e->nodes[gr->cell[c]]) < 0)
 					move &= ~(1u << c);
 			if (!need && (!move || !chl_free_node(v, e, gr)))
 				continue;
