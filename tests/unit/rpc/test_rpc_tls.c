@@ -8,7 +8,8 @@
  *  - Refusals at the handshake: plaintext, no client certificate, a client certificate
  *    of cluster B, a server certificate of cluster B; the handler never sees a call.
  *  - Identity: rpc_tls_cert_names reads the subjectAltName DNS entries; rpc_tls_probe
- *    passes only a server of our CA whose certificate names the node asked for.
+ *    and a client with peer_name pass only a server of our CA whose certificate names
+ *    the node asked for.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -376,6 +377,28 @@ test_identity(void **state)
 	assert_int_equal(probe(p, e.target, "dn-9", 2), 0);
 	assert_int_equal(probe(p, e.target, "127.0.0.1", 1), 1); /* an IP name: the IP SAN */
 	assert_int_equal(atomic_load(&unary_calls), 0);           /* a probe makes no call */
+	/* a client expecting a node's name (rpc_client_opts.peer_name) checks it on every
+	 * channel: the right name passes at an address, another one is refused */
+	{
+		struct rpc_client_opts co = { .target = e.target, .tls = ct };
+		union rpc_unary_req q = { .bucket = { .bucket = "b" } };
+		struct rpc_unary_resp resp;
+		struct rpc_status st;
+		struct rpc_client *cl;
+
+		co.peer_name = "datanode";
+		assert_int_equal(rpc_client_create(&co, &cl), 0);
+		assert_int_equal(rpc_client_call(cl, RPC_CREATE_BUCKET, &q, &resp, &st), 0);
+		rpc_unary_resp_fini(&resp);
+		rpc_client_destroy(cl);
+		co.peer_name = "dn-9";
+		assert_int_equal(rpc_client_create(&co, &cl), 0);
+		assert_int_not_equal(rpc_client_call(cl, RPC_CREATE_BUCKET, &q, &resp, &st), 0);
+		assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_UNAVAILABLE);
+		rpc_unary_resp_fini(&resp);
+		rpc_client_destroy(cl);
+		assert_int_equal(atomic_load(&unary_calls), 1);
+	}
 	env_down(&e);
 	/* the name right but another CA's certificate */
 	assert_int_equal(env_up(&e, tls(ca_ab, dn_b, dnk_b), "127.0.0.1"), 0);
