@@ -20,6 +20,8 @@
   `DataNode.has_flag` tells a test.
 - The gateway: zest-s3gw --cluster over the same etcd, mTLS with a client certificate of the
   same CA; boto3 clients from c.s3().
+- add_node(i, tls_files=(CA, cert, key)) starts dn-i with other TLS files (a node of another
+  CA); etcd_trust=[CA files] makes etcd take those CAs' client certificates too.
 - kill (SIGKILL) and restart (same name, address, ports, certificate; optionally wiped drive
   folders), etcd members stopped and started, /metrics of every daemon as dicts.
 - Teardown: SIGTERM everything still running (the datanodes first, so they deregister while
