@@ -147,11 +147,9 @@ probe_done(void *arg, bool ok)
 			if (!id->logged)
 				ZC_WARN("members",
 				        "node=%s address=%s incarnation=%016llx left out of the "
-				        "view: "
-				        "no mutual TLS connection to a certificate of the cluster "
-				        "CA "
-				        "naming it (another CA, another node's certificate, or "
-				        "unreachable); probing again every %llu ms",
+				        "view: no mutual TLS connection to a certificate of the "
+				        "cluster CA naming it (another CA, another node's "
+				        "certificate, or unreachable); probing again every %llu ms",
 				        id->name, id->address, (unsigned long long)id->incarnation,
 				        (unsigned long long)(m->retry_ns / 1000000u));
 			id->logged = true;
@@ -168,23 +166,23 @@ probe_done(void *arg, bool ok)
 }
 
 /*
- * Keep in v only the nodes whose identity was verified; start probes for the new ones
- * and those due again (added to *todo, started by the caller outside m->mu). Returns the
- * count of nodes left out because their probe failed, or -ENOMEM.
+ * Mark in keep[] the nodes of v whose identity was verified; queue probes for the new
+ * ones and those due again (added to *todo, started by the caller outside m->mu).
+ * Returns the count of nodes left out because their probe failed, or -ENOMEM.
  */
 static int
-filter(struct cl_members *m, struct view *v, struct probe_arg **todo, size_t *ntodo)
+judge(struct cl_members *m, const struct view *v, bool *keep, struct probe_arg **todo,
+      size_t *ntodo)
 {
 	uint64_t now = zc_now_ns();
 	struct ident **pp, *id;
-	size_t j = 0;
 	int failed = 0;
 
 	for (id = m->ids; id; id = id->next)
 		id->seen = false;
 	for (size_t i = 0; i < v->pub.n; i++) {
-		struct cl_rec_node *nd = &v->nodes[i];
-		bool keep = false, start = false;
+		const struct cl_rec_node *nd = &v->nodes[i];
+		bool start = false;
 
 		for (id = m->ids; id; id = id->next)
 			if (!strcmp(id->name, nd->name))
@@ -236,16 +234,9 @@ filter(struct cl_members *m, struct view *v, struct probe_arg **todo, size_t *nt
 			id->st = ID_PROBING;
 			m->probing++;
 		}
-		keep = id->st == ID_OK;
+		keep[i] = id->st == ID_OK;
 		failed += id->st == ID_FAILED;
-		if (keep)
-			v->nodes[j++] = *nd;
-		else
-			cl_rec_node_fini(nd);
 	}
-	v->pub.n = j;
-	for (size_t i = 0; i < j; i++)
-		v->names[i] = v->nodes[i].name;
 	/* forget the nodes that left etcd: a return is a new incarnation anyway */
 	for (pp = &m->ids; (id = *pp);) {
 		if (id->seen) {
@@ -311,14 +302,31 @@ cl_members_refresh(struct cl_members *m)
 		m->logged_rev = bad_rev;
 	if (m->prober) {
 		struct probe_arg **todo = calloc(v->pub.n ? v->pub.n : 1, sizeof(*todo));
-		size_t ntodo = 0;
+		bool *keep = calloc(v->pub.n ? v->pub.n : 1, sizeof(*keep));
+		size_t ntodo = 0, j = 0;
 		int failed = -ENOMEM;
 
-		if (todo) {
+		if (todo && keep) {
 			pthread_mutex_lock(&m->mu);
-			failed = filter(m, v, todo, &ntodo);
+			failed = judge(m, v, keep, todo, &ntodo);
 			pthread_mutex_unlock(&m->mu);
 		}
+		/* the view keeps the verified nodes, in their order */
+		for (size_t i = 0; failed >= 0 && i < v->pub.n; i++) {
+			if (!keep[i]) {
+				cl_rec_node_fini(&v->nodes[i]);
+				continue;
+			}
+			if (j != i) {
+				v->nodes[j] = v->nodes[i];
+				memset(&v->nodes[i], 0, sizeof(v->nodes[i]));
+			}
+			v->names[j] = v->nodes[j].name;
+			j++;
+		}
+		if (failed >= 0)
+			v->pub.n = j;
+		free(keep);
 		/* the probes start outside the lock: their callbacks take it */
 		for (size_t i = 0; i < ntodo; i++)
 			if (rpc_tls_probe(m->prober, todo[i]->address, todo[i]->name, probe_done,
