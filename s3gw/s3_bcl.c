@@ -13,6 +13,48 @@
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
+/* ------------------------------------------------------------------ etcd deadline */
+
+/* This thread's request (s3_rq_current) and the end of its etcd deadline (0: spent). */
+static _Thread_local uint64_t etcd_rq, etcd_until_ns;
+static _Thread_local bool etcd_spent;
+
+unsigned
+s3_bcl_etcd_ms(struct bcl *b)
+{
+	uint64_t rq = s3_rq_current(), now = zc_now_ns();
+
+	(void)b;
+	if (!rq) /* not a request's (the start): a deadline of its own */
+		return BCL_TIMEOUT_MS;
+	if (rq != etcd_rq) {
+		etcd_rq = rq;
+		etcd_spent = false;
+		etcd_until_ns = now + (uint64_t)BCL_TIMEOUT_MS * 1000000u;
+	}
+	if (etcd_spent || now >= etcd_until_ns)
+		return 0;
+	return (unsigned)((etcd_until_ns - now + 999999) / 1000000);
+}
+
+int
+s3_bcl_etcd_end(struct bcl *b, int rc)
+{
+	bool away =
+	        rc == -ETIMEDOUT || zc_err_is(rc, ZC_NO_QUORUM) || zc_err_is(rc, ZC_UNAVAILABLE);
+
+	if (!away) { /* etcd answered: the deadline starts again */
+		etcd_until_ns = zc_now_ns() + (uint64_t)BCL_TIMEOUT_MS * 1000000u;
+		return rc;
+	}
+	if (!s3_rq_current() || !etcd_spent)
+		atomic_fetch_add(&b->etcd_unanswered, 1);
+	etcd_spent = true;
+	/* etcd away is backpressure: SlowDown, retried by every SDK (never the cells' write
+	 * quorum, ServiceUnavailable) */
+	return ZC_E(ZC_UNAVAILABLE);
+}
+
 /* ------------------------------------------------------------------ nodes */
 
 struct rpc_client *
@@ -280,8 +322,18 @@ s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 	              "zest_degraded_reads_total %lu\n"
 	              "# HELP zest_cluster_live_nodes Datanodes in the gateway's membership view.\n"
 	              "# TYPE zest_cluster_live_nodes gauge\n"
-	              "zest_cluster_live_nodes %zu\n",
-	              atomic_load(&b->degraded_reads), v->n);
+	              "zest_cluster_live_nodes %zu\n"
+	              "# HELP zest_s3_etcd_unanswered_total Requests answered 503 SlowDown "
+	              "because etcd did not answer within their deadline (5 s, one per "
+	              "request).\n"
+	              "# TYPE zest_s3_etcd_unanswered_total counter\n"
+	              "zest_s3_etcd_unanswered_total %lu\n"
+	              "# HELP zest_s3_bad_records_total Object records in etcd that do not "
+	              "decode, met by a listing (left out of it), GET or HEAD (InternalError).\n"
+	              "# TYPE zest_s3_bad_records_total counter\n"
+	              "zest_s3_bad_records_total %lu\n",
+	              atomic_load(&b->degraded_reads), v->n, atomic_load(&b->etcd_unanswered),
+	              atomic_load(&b->bad_records));
 	cl_members_view_put(v);
 }
 

@@ -60,6 +60,24 @@ struct cget {
 };
 
 int
+s3_bcl_record(struct bcl *b, const char *bucket, const char *key, struct cl_rec_object *o)
+{
+	unsigned ms = s3_bcl_etcd_ms(b);
+	int rc;
+
+	if (!ms)
+		return ZC_E(ZC_UNAVAILABLE);
+	rc = s3_bcl_etcd_end(b, cl_meta_get(b->etcd, bucket, key, false, o, NULL, ms));
+	if (rc == -EBADMSG) {
+		/* a record that does not decode (cl_meta_get logged why): no client's digest
+		 * failed, the store is wrong: InternalError, and counted */
+		atomic_fetch_add(&b->bad_records, 1);
+		return ZC_E(ZC_INTERNAL);
+	}
+	return rc;
+}
+
+int
 s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out)
 {
 	struct bcl *b = ctx;
@@ -68,7 +86,7 @@ s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *
 
 	/* linearizable (a quorum read): S3 is read-after-write consistent for PUT, overwrite
 	 * and DELETE, and a member's local state may lag the commit (docs/cluster.md) */
-	rc = cl_meta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
+	rc = s3_bcl_record(b, bucket, key, &o);
 	if (rc < 0)
 		return rc;
 	s3_bcl_info_from(&o, key, out);
@@ -474,7 +492,7 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 		return -ENOMEM;
 	g->b = b;
 	/* linearizable, as stat */
-	rc = cl_meta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
+	rc = s3_bcl_record(b, bucket, key, &g->rec);
 	if (rc < 0) {
 		free(g);
 		return rc;

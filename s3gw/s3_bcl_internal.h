@@ -29,7 +29,9 @@
 #include "s3_place_internal.h"
 #include "s3_util_internal.h"
 
-#define BCL_TIMEOUT_MS 5000 /* etcd deadline of one backend call */
+/* The etcd deadline of one S3 request: its etcd calls together wait at most this long
+ * for an etcd that does not answer (s3_bcl_etcd_ms). */
+#define BCL_TIMEOUT_MS 5000
 /* Bytes of cell reads a GET stream keeps open ahead of its consumer. */
 #define BCL_PREFETCH_BYTES (2u << 20)
 /* Queued bytes that pause one ReadCell stream (a piece longer than the prefetch). */
@@ -61,6 +63,8 @@ struct bcl {
 	size_t nnodes, capnodes;
 	struct ec_codec *codecs[CL_REC_MAX_CELLS + 1][CL_REC_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
+	atomic_ulong bad_records; /* records met that do not decode (zest_s3_bad_records_total) */
+	atomic_ulong etcd_unanswered; /* requests whose etcd deadline passed */
 	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
 	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
 	/* --local-node NAME=unix:PATH: the datanode on this host, reached over its Unix
@@ -69,6 +73,19 @@ struct bcl {
 };
 
 /* ---- s3_bcl.c */
+/*
+ * The request's etcd deadline (one for all its etcd calls, BCL_TIMEOUT_MS): ms left for
+ * the next call, 0 when it has passed (the call is not made: ZC_E(ZC_UNAVAILABLE)). It runs
+ * from the request's first call and starts again at each answer, so a request that makes
+ * many calls to an etcd that answers is never cut, and one whose etcd stopped answering
+ * waits out one deadline, never one per call. Per server thread (s3_rq_current).
+ */
+unsigned s3_bcl_etcd_ms(struct bcl *b);
+/* After an etcd call: rc itself, or for etcd not answering (deadline, no member, no
+ * leader) ZC_E(ZC_UNAVAILABLE), S3 503 SlowDown, with the request's deadline spent and
+ * counted once in zest_s3_etcd_unanswered_total. */
+int s3_bcl_etcd_end(struct bcl *b, int rc);
+
 /* The client of node address addr (made on first use). NULL: -ENOMEM. */
 struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
 /* The client of node `name` in the view v, NULL when the node is not live. */
@@ -161,6 +178,10 @@ void s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t 
                         struct s3_bcl_cread *r, size_t n, unsigned timeout_ms);
 
 /* ---- s3_bcl_get.c */
+/* bucket/key's record, linearizable, within the request's etcd deadline: 0 with *o (fini
+ * it), ZC_E(ZC_NO_KEY / ZC_NO_BUCKET), ZC_E(ZC_UNAVAILABLE) (etcd away), ZC_E(ZC_INTERNAL)
+ * (a record that does not decode: counted in zest_s3_bad_records_total). */
+int s3_bcl_record(struct bcl *b, const char *bucket, const char *key, struct cl_rec_object *o);
 int s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 int s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
                     bool has_len, struct s3_obj_info *info, void **stream);
