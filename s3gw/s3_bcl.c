@@ -15,14 +15,16 @@
 
 /* ------------------------------------------------------------------ etcd deadline */
 
-/* This thread's request (s3_rq_current) and the end of its etcd deadline (0: spent). */
-static _Thread_local uint64_t etcd_rq, etcd_until_ns;
+/* This thread's request (s3_rq_current), and whether one of its etcd calls went
+ * unanswered. Only time spent waiting on etcd counts: a body streamed between two calls
+ * (a CopyObject, a slow client's Complete) never spends the deadline. */
+static _Thread_local uint64_t etcd_rq;
 static _Thread_local bool etcd_spent;
 
 unsigned
 s3_bcl_etcd_ms(struct bcl *b)
 {
-	uint64_t rq = s3_rq_current(), now = zc_now_ns();
+	uint64_t rq = s3_rq_current();
 
 	(void)b;
 	if (!rq) /* not a request's (the start): a deadline of its own */
@@ -30,11 +32,8 @@ s3_bcl_etcd_ms(struct bcl *b)
 	if (rq != etcd_rq) {
 		etcd_rq = rq;
 		etcd_spent = false;
-		etcd_until_ns = now + (uint64_t)BCL_TIMEOUT_MS * 1000000u;
 	}
-	if (etcd_spent || now >= etcd_until_ns)
-		return 0;
-	return (unsigned)((etcd_until_ns - now + 999999) / 1000000);
+	return etcd_spent ? 0 : BCL_TIMEOUT_MS;
 }
 
 int
@@ -43,13 +42,14 @@ s3_bcl_etcd_end(struct bcl *b, int rc)
 	bool away =
 	        rc == -ETIMEDOUT || zc_err_is(rc, ZC_NO_QUORUM) || zc_err_is(rc, ZC_UNAVAILABLE);
 
-	if (!away) { /* etcd answered: the deadline starts again */
-		etcd_until_ns = zc_now_ns() + (uint64_t)BCL_TIMEOUT_MS * 1000000u;
+	if (!away) /* etcd answered: the next call may wait a whole deadline again */
 		return rc;
-	}
-	if (!s3_rq_current() || !etcd_spent)
+	if (!s3_rq_current()) {
 		atomic_fetch_add(&b->etcd_unanswered, 1);
-	etcd_spent = true;
+	} else if (!etcd_spent) {
+		atomic_fetch_add(&b->etcd_unanswered, 1);
+		etcd_spent = true;
+	}
 	/* etcd away is backpressure: SlowDown, retried by every SDK (never the cells' write
 	 * quorum, ServiceUnavailable) */
 	return ZC_E(ZC_UNAVAILABLE);

@@ -29,8 +29,8 @@
 #include "s3_place_internal.h"
 #include "s3_util_internal.h"
 
-/* The etcd deadline of one S3 request: its etcd calls together wait at most this long
- * for an etcd that does not answer (s3_bcl_etcd_ms). */
+/* The etcd deadline of one S3 request: how long it waits for an etcd that does not answer
+ * (s3_bcl_etcd_ms). */
 #define BCL_TIMEOUT_MS 5000
 /* Bytes of cell reads a GET stream keeps open ahead of its consumer. */
 #define BCL_PREFETCH_BYTES (2u << 20)
@@ -74,11 +74,12 @@ struct bcl {
 
 /* ---- s3_bcl.c */
 /*
- * The request's etcd deadline (one for all its etcd calls, BCL_TIMEOUT_MS): ms left for
- * the next call, 0 when it has passed (the call is not made: ZC_E(ZC_UNAVAILABLE)). It runs
- * from the request's first call and starts again at each answer, so a request that makes
- * many calls to an etcd that answers is never cut, and one whose etcd stopped answering
- * waits out one deadline, never one per call. Per server thread (s3_rq_current).
+ * The request's etcd deadline: an S3 request waits for an etcd that does not answer once,
+ * BCL_TIMEOUT_MS, never once per call. ms for the next etcd call: BCL_TIMEOUT_MS, or 0
+ * once one of the request's calls went unanswered (the call is not made: the caller
+ * returns ZC_E(ZC_UNAVAILABLE)). A call etcd answers leaves the next its whole deadline, so
+ * a request of many quick calls (a Complete of many parts) is never cut. Per server
+ * thread, keyed by s3_rq_current.
  */
 unsigned s3_bcl_etcd_ms(struct bcl *b);
 /* After an etcd call: rc itself, or for etcd not answering (deadline, no member, no
