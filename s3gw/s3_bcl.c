@@ -331,9 +331,13 @@ s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 	              "# HELP zest_s3_bad_records_total Object records in etcd that do not "
 	              "decode, met by a listing (left out of it), GET or HEAD (InternalError).\n"
 	              "# TYPE zest_s3_bad_records_total counter\n"
-	              "zest_s3_bad_records_total %lu\n",
+	              "zest_s3_bad_records_total %lu\n"
+	              "# HELP zest_s3_unreadable_gets_total GETs refused with 503 before any "
+	              "header: a group of the range has fewer than k cells on live nodes.\n"
+	              "# TYPE zest_s3_unreadable_gets_total counter\n"
+	              "zest_s3_unreadable_gets_total %lu\n",
 	              atomic_load(&b->degraded_reads), v->n, atomic_load(&b->etcd_unanswered),
-	              atomic_load(&b->bad_records));
+	              atomic_load(&b->bad_records), atomic_load(&b->unreadable_gets));
 	cl_members_view_put(v);
 }
 

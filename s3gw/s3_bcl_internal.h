@@ -65,6 +65,7 @@ struct bcl {
 	atomic_ulong degraded_reads;
 	atomic_ulong bad_records; /* records met that do not decode (zest_s3_bad_records_total) */
 	atomic_ulong etcd_unanswered; /* requests whose etcd deadline passed */
+	atomic_ulong unreadable_gets; /* GETs refused before the head: too few cells live */
 	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
 	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
 	/* --local-node NAME=unix:PATH: the datanode on this host, reached over its Unix

@@ -385,9 +385,8 @@ s3_bcl_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 {
 	struct bcl *b = ctx;
 	struct cl_rec_bucket cb = { 0 };
-	int rc;
-
 	unsigned ms = s3_bcl_etcd_ms(b);
+	int rc;
 
 	rc = ms ? s3_bcl_etcd_end(b, cl_meta_bucket_head(b->etcd, bucket, &cb, ms))
 	        : ZC_E(ZC_UNAVAILABLE);
@@ -404,9 +403,8 @@ s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
 	struct bcl *b = ctx;
 	struct cl_meta_bucket_entry *v = NULL;
 	size_t n = 0, got = 0;
-	int rc;
-
 	unsigned ms = s3_bcl_etcd_ms(b);
+	int rc;
 
 	rc = ms ? s3_bcl_etcd_end(b, cl_meta_bucket_list(b->etcd, &v, &n, ms))
 	        : ZC_E(ZC_UNAVAILABLE);
