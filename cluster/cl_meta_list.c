@@ -69,12 +69,17 @@ bad_record_log(const char *key, size_t len, const char *why)
 		}
 	}
 	pthread_mutex_unlock(&bad_log.mu);
-	if (say)
+	if (say && quiet)
 		ZC_ERR("cmeta",
 		       "record key=%.*s does not decode why=\"%s\": left out of listings "
-		       "(GET/HEAD of it: InternalError)%s%lu",
-		       (int)len, key, why, quiet ? "; other bad records not logged: " : "",
-		       quiet ? quiet : 0ul);
+		       "(GET/HEAD of it: InternalError); bad records not logged since the last "
+		       "line: %lu",
+		       (int)len, key, why, quiet);
+	else if (say)
+		ZC_ERR("cmeta",
+		       "record key=%.*s does not decode why=\"%s\": left out of listings "
+		       "(GET/HEAD of it: InternalError)",
+		       (int)len, key, why);
 }
 
 void

@@ -9,8 +9,9 @@
   promtool).
 - An object with fewer than k cells on live nodes (m + 1 of its nodes SIGKILLed and gone
   from the gateway's membership view): GET answers 503 SlowDown with an S3 XML error before
-  any header, never a 200 cut short; zest_s3_unreadable_gets_total counts it. The nodes
-  back, the GET returns the exact bytes.
+  any header, never a 200 cut short, and so does a range inside a lost cell;
+  zest_s3_unreadable_gets_total counts them. A range inside the live node's cell is served
+  (it needs no rebuild). The nodes back, the GET returns the exact bytes.
 
 Exits 77 without etcd or without the gateway's --cluster.
 """
@@ -131,13 +132,29 @@ def test_unreadable_object_503():
         assert b"<Code>SlowDown</Code>" in body, body[:300]
         assert headers.get("Content-Type") == "application/xml", headers
         assert "ETag" not in headers and "Last-Modified" not in headers, headers
+        # group 0, stripe 0: data cell c holds bytes [c * cell, (c + 1) * cell); a range in
+        # a cell on a dead node is refused, one in the live node's cell is served
+        ext = rec["extents"][0]
+        cell = ext["cell_size"]
+        where = [ext["nodes"][ext["groups"][0]["cells"][i]] for i in range(2)]
+        lost = [i for i in range(2) if where[i] != "dn-3"]
+        assert lost, where  # two of three nodes dead: a data cell of the group is lost
+        print(f"     group 0's data cells on {where}, dn-3 live", flush=True)
+        lo = lost[0] * cell + 1000
         try:
-            s3.get_object(Bucket=BUCKET, Key="lost", Range="bytes=1000-2000")["Body"].read()
-            raise AssertionError("a range of the unreadable object was served")
+            s3.get_object(Bucket=BUCKET, Key="lost",
+                          Range=f"bytes={lo}-{lo + 1000}")["Body"].read()
+            raise AssertionError(f"a range of a lost cell was served ({where})")
         except s3.exceptions.ClientError as e:
             assert ch.error_code(e) == (503, "SlowDown"), ch.error_code(e)
         after = c.gw_metrics_now().get("zest_s3_unreadable_gets_total", 0)
         assert after - before == 2, (before, after)
+        if len(lost) == 1:  # the other data cell is on dn-3: its bytes need no rebuild
+            lo = (1 - lost[0]) * cell + 1000
+            got = s3.get_object(Bucket=BUCKET, Key="lost",
+                                Range=f"bytes={lo}-{lo + 1000}")["Body"].read()
+            assert got == data[lo:lo + 1001], "the live cell's range read back other bytes"
+            assert c.gw_metrics_now().get("zest_s3_unreadable_gets_total", 0) == after
         # HEAD needs no cell: still answered from the record
         assert s3.head_object(Bucket=BUCKET, Key="lost")["ContentLength"] == len(data)
 
