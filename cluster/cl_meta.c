@@ -643,17 +643,21 @@ cl_meta_get(struct cl_etcd *c, const char *bucket, const char *key, bool seriali
 {
 	char bk[KEY_CAP], ok[KEY_CAP], why[CL_REC_WHY_MAX];
 	struct cl_etcd_kvs kvs = { 0 };
+	struct cl_meta_deadline d;
 	int bkl, okl, err;
+	unsigned left;
 
 	memset(out, 0, sizeof(*out));
 	bkl = cl_meta_bucket_key(bucket, bk, sizeof(bk));
 	okl = cl_meta_object_key(bucket, key, ok, sizeof(ok));
 	if (bkl < 0 || okl < 0)
 		return bkl < 0 ? bkl : okl;
+	cl_meta_deadline_init(&d, timeout_ms, 0);
 	err = cl_etcd_get(c, ok, (size_t)okl, serializable, &kvs, timeout_ms);
 	if (zc_err_is(err, ZC_NO_KEY)) {
-		/* Which 404: a second read only on the miss path. */
-		err = cl_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, timeout_ms);
+		/* Which 404: a second read only on the miss path, within the same deadline. */
+		left = cl_meta_deadline_left(&d);
+		err = left ? cl_etcd_get(c, bk, (size_t)bkl, serializable, &kvs, left) : -ETIMEDOUT;
 		cl_etcd_kvs_fini(&kvs);
 		return zc_err_is(err, ZC_NO_KEY) ? ZC_E(ZC_NO_BUCKET)
 		       : err                     ? cl_meta_etcd_err(err)

@@ -159,8 +159,12 @@ struct cl_meta_entry {
 struct cl_meta_listing {
 	struct cl_meta_entry *v; /* in key order */
 	size_t n;
-	bool more;        /* more records lie under the prefix after v[n - 1] */
+	bool more;        /* more records lie under the prefix after `last` */
 	int64_t revision; /* the store's revision the listing saw (one snapshot) */
+	/* the key (as v[].key) of the last record read, decoded or not (NULL: none): a
+	 * listing goes on from here, never from v[n - 1], which may lie before it */
+	char *last;
+	size_t bad; /* records skipped because they do not decode (each logged) */
 };
 void cl_meta_listing_fini(struct cl_meta_listing *l);
 
@@ -175,8 +179,11 @@ void cl_meta_listing_fini(struct cl_meta_listing *l);
  * revision, so a listing of big records never makes one huge reply). serializable: the
  * member's own copy (no quorum round trip; may miss the latest commits). The delimiter
  * logic is the caller's (list again with start_after past a common prefix).
+ * A record that does not decode is skipped and counted in out->bad (its key logged at
+ * error level, once per key and at most a few lines a minute): one bad value must not
+ * hide a bucket's every other key. limit counts the records returned.
  * 0 with *out (fini it, also after an error), ZC_E(ZC_NO_BUCKET), -EINVAL (bucket name),
- * -EBADMSG (a record that does not decode: its key is logged), or an etcd error.
+ * or an etcd error.
  */
 int cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const char *start_after,
                  unsigned limit, bool serializable, struct cl_meta_listing *out,

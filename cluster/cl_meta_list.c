@@ -3,9 +3,11 @@
  * [/zest/objects/<bucket>/<prefix>, the prefix's end), read from just after start_after.
  * The first page is read in one Txn with the bucket key (one snapshot says "no bucket" or
  * the records); later pages are pinned to its revision. Pages are small because a record
- * holds a multipart object's every extent (up to ~1 MiB for 10000 parts).
+ * holds a multipart object's every extent (up to ~1 MiB for 10000 parts). A record that
+ * does not decode is skipped (counted, logged once per key): the rest of the bucket lists.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,72 @@
 #include "zc.h"
 
 #define PAGE 64 /* records per etcd read */
+
+/* Bad records' log: each key once (the last BAD_KEYS keys remembered by hash), and at
+ * most BAD_LINES lines per BAD_WINDOW_NS whatever the keys (the rest counted, and said in
+ * the next line), so a bucket full of garbage cannot flood the log. */
+#define BAD_KEYS      256
+#define BAD_LINES     10
+#define BAD_WINDOW_NS (60ull * 1000000000u)
+
+static struct {
+	pthread_mutex_t mu;
+	uint64_t seen[BAD_KEYS];
+	unsigned next, lines;
+	uint64_t window_ns;
+	unsigned long quiet; /* lines left out since the last one */
+} bad_log = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t
+key_hash(const char *k, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)k[i]) * 0x100000001b3ull;
+	return h | 1; /* never 0: 0 is an empty slot */
+}
+
+static void
+bad_record_log(const char *key, size_t len, const char *why)
+{
+	uint64_t h = key_hash(key, len), now = zc_now_ns();
+	unsigned long quiet = 0;
+	bool say = true;
+
+	pthread_mutex_lock(&bad_log.mu);
+	for (unsigned i = 0; i < BAD_KEYS && say; i++)
+		if (bad_log.seen[i] == h)
+			say = false;
+	if (say) {
+		bad_log.seen[bad_log.next] = h;
+		bad_log.next = (bad_log.next + 1) % BAD_KEYS;
+		if (now - bad_log.window_ns >= BAD_WINDOW_NS) {
+			bad_log.window_ns = now;
+			bad_log.lines = 0;
+		}
+		if (bad_log.lines < BAD_LINES) {
+			bad_log.lines++;
+			quiet = bad_log.quiet;
+			bad_log.quiet = 0;
+		} else {
+			bad_log.quiet++;
+			say = false;
+		}
+	}
+	pthread_mutex_unlock(&bad_log.mu);
+	if (say && quiet)
+		ZC_ERR("cmeta",
+		       "record key=%.*s does not decode why=\"%s\": left out of listings "
+		       "(GET/HEAD of it: InternalError); bad records not logged since the last "
+		       "line: %lu",
+		       (int)len, key, why, quiet);
+	else if (say)
+		ZC_ERR("cmeta",
+		       "record key=%.*s does not decode why=\"%s\": left out of listings "
+		       "(GET/HEAD of it: InternalError)",
+		       (int)len, key, why);
+}
 
 void
 cl_meta_listing_fini(struct cl_meta_listing *l)
@@ -24,6 +92,7 @@ cl_meta_listing_fini(struct cl_meta_listing *l)
 		free(l->v[i].etag);
 	}
 	free(l->v);
+	free(l->last);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -47,10 +116,21 @@ bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 	return r ? r : al < bl ? -1 : al > bl;
 }
 
-/* Append the records of kvs (keys under the bucket's prefix of pl bytes) to out. */
+/* Append the records of kvs (keys under the bucket's prefix of pl bytes) to out; one that
+ * does not decode is counted in out->bad instead. out->last: the last key read. */
 static int
 take(struct cl_meta_listing *out, const struct cl_etcd_kvs *kvs, size_t pl)
 {
+	if (kvs->n) {
+		const struct cl_etcd_kv *kv = &kvs->kv[kvs->n - 1];
+
+		if (kv->key_len <= pl)
+			return -EIO;
+		free(out->last);
+		out->last = strndup(kv->key + pl, kv->key_len - pl);
+		if (!out->last)
+			return -ENOMEM;
+	}
 	for (size_t i = 0; i < kvs->n; i++) {
 		const struct cl_etcd_kv *kv = &kvs->kv[i];
 		struct cl_meta_entry *e = &out->v[out->n];
@@ -61,10 +141,13 @@ take(struct cl_meta_listing *out, const struct cl_etcd_kvs *kvs, size_t pl)
 		if (kv->key_len <= pl)
 			return -EIO; /* etcd answered outside the range */
 		err = cl_rec_object_decode(kv->value, kv->value_len, &o, why, sizeof(why));
-		if (err) {
-			ZC_WARN("cmeta", "record key=%s does not decode why=\"%s\"", kv->key, why);
-			return err;
+		if (err == -EBADMSG) {
+			bad_record_log(kv->key, kv->key_len, why);
+			out->bad++;
+			continue;
 		}
+		if (err)
+			return err;
 		e->key = strndup(kv->key + pl, kv->key_len - pl);
 		e->etag = o.etag;
 		o.etag = NULL;
@@ -164,21 +247,20 @@ cl_meta_list(struct cl_etcd *c, const char *bucket, const char *prefix, const ch
 	err = take(out, &res.op[1].kvs, pl);
 	out->more = res.op[1].kvs.more;
 	cl_etcd_txn_result_fini(&res);
-	while (!err && out->more && out->n < want) {
-		const struct cl_meta_entry *last = &out->v[out->n - 1];
+	while (!err && out->more && out->n < want && out->last) {
 		struct cl_etcd_kvs kvs = { 0 };
 		struct cl_etcd_range r = { .key = start,
 			                   .end = ops[1].r.end,
 			                   .end_len = ops[1].r.end_len,
 			                   .revision = out->revision,
 			                   .serializable = serializable };
-		size_t kl = strlen(last->key), rem = want - out->n;
+		size_t kl = strlen(out->last), rem = want - out->n;
 
 		if (pl + kl + 1 > sizeof(start)) {
 			err = -ENAMETOOLONG;
 			break;
 		}
-		memcpy(start + pl, last->key, kl);
+		memcpy(start + pl, out->last, kl);
 		start[pl + kl] = '\0';
 		r.key_len = pl + kl + 1;
 		r.limit = (int64_t)(rem < PAGE ? rem : PAGE);

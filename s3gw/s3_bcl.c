@@ -13,6 +13,48 @@
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
+/* ------------------------------------------------------------------ etcd deadline */
+
+/* This thread's request (s3_rq_current), and whether one of its etcd calls went
+ * unanswered. Only time spent waiting on etcd counts: a body streamed between two calls
+ * (a CopyObject, a slow client's Complete) never spends the deadline. */
+static _Thread_local uint64_t etcd_rq;
+static _Thread_local bool etcd_spent;
+
+unsigned
+s3_bcl_etcd_ms(struct bcl *b)
+{
+	uint64_t rq = s3_rq_current();
+
+	(void)b;
+	if (!rq) /* not a request's (the start): a deadline of its own */
+		return BCL_TIMEOUT_MS;
+	if (rq != etcd_rq) {
+		etcd_rq = rq;
+		etcd_spent = false;
+	}
+	return etcd_spent ? 0 : BCL_TIMEOUT_MS;
+}
+
+int
+s3_bcl_etcd_end(struct bcl *b, int rc)
+{
+	bool away =
+	        rc == -ETIMEDOUT || zc_err_is(rc, ZC_NO_QUORUM) || zc_err_is(rc, ZC_UNAVAILABLE);
+
+	if (!away) /* etcd answered: the next call may wait a whole deadline again */
+		return rc;
+	if (!s3_rq_current()) {
+		atomic_fetch_add(&b->etcd_unanswered, 1);
+	} else if (!etcd_spent) {
+		atomic_fetch_add(&b->etcd_unanswered, 1);
+		etcd_spent = true;
+	}
+	/* etcd away is backpressure: SlowDown, retried by every SDK (never the cells' write
+	 * quorum, ServiceUnavailable) */
+	return ZC_E(ZC_UNAVAILABLE);
+}
+
 /* ------------------------------------------------------------------ nodes */
 
 /* The client of addr, whose certificate must name `name` (NULL: addr's host). Keyed by
@@ -297,8 +339,23 @@ s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 	              "# HELP zest_cluster_unverified_nodes Datanodes registered in etcd left out "
 	              "of the view: no mTLS connection to a certificate of the CA naming them.\n"
 	              "# TYPE zest_cluster_unverified_nodes gauge\n"
-	              "zest_cluster_unverified_nodes %zu\n",
-	              atomic_load(&b->degraded_reads), v->n, v->unverified);
+	              "zest_cluster_unverified_nodes %zu\n"
+	              "# HELP zest_s3_etcd_unanswered_total Requests answered 503 SlowDown "
+	              "because etcd did not answer within their deadline (5 s, one per "
+	              "request).\n"
+	              "# TYPE zest_s3_etcd_unanswered_total counter\n"
+	              "zest_s3_etcd_unanswered_total %lu\n"
+	              "# HELP zest_s3_bad_records_total Object records in etcd that do not "
+	              "decode, met by a listing (left out of it), GET or HEAD (InternalError).\n"
+	              "# TYPE zest_s3_bad_records_total counter\n"
+	              "zest_s3_bad_records_total %lu\n"
+	              "# HELP zest_s3_unreadable_gets_total GETs refused with 503 before any "
+	              "header: a group of the range has fewer than k cells on live nodes.\n"
+	              "# TYPE zest_s3_unreadable_gets_total counter\n"
+	              "zest_s3_unreadable_gets_total %lu\n",
+	              atomic_load(&b->degraded_reads), v->n, v->unverified,
+	              atomic_load(&b->etcd_unanswered), atomic_load(&b->bad_records),
+	              atomic_load(&b->unreadable_gets));
 	cl_members_view_put(v);
 }
 

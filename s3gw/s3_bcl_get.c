@@ -60,6 +60,24 @@ struct cget {
 };
 
 int
+s3_bcl_record(struct bcl *b, const char *bucket, const char *key, struct cl_rec_object *o)
+{
+	unsigned ms = s3_bcl_etcd_ms(b);
+	int rc;
+
+	if (!ms)
+		return ZC_E(ZC_UNAVAILABLE);
+	rc = s3_bcl_etcd_end(b, cl_meta_get(b->etcd, bucket, key, false, o, NULL, ms));
+	if (rc == -EBADMSG) {
+		/* a record that does not decode (cl_meta_get logged why): no client's digest
+		 * failed, the store is wrong: InternalError, and counted */
+		atomic_fetch_add(&b->bad_records, 1);
+		return ZC_E(ZC_INTERNAL);
+	}
+	return rc;
+}
+
+int
 s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out)
 {
 	struct bcl *b = ctx;
@@ -68,7 +86,7 @@ s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *
 
 	/* linearizable (a quorum read): S3 is read-after-write consistent for PUT, overwrite
 	 * and DELETE, and a member's local state may lag the commit (docs/cluster.md) */
-	rc = cl_meta_get(b->etcd, bucket, key, false, &o, NULL, BCL_TIMEOUT_MS);
+	rc = s3_bcl_record(b, bucket, key, &o);
 	if (rc < 0)
 		return rc;
 	s3_bcl_info_from(&o, key, out);
@@ -442,6 +460,65 @@ s3_bcl_get_next(void *stream, struct zc_seg *seg)
 	}
 }
 
+/*
+ * Whether every piece of [g->next, g->end) can be read or rebuilt from what the record
+ * and the membership view say now (cells marked missing, nodes not live): a GET that
+ * cannot be served is refused before its head (503 SlowDown, retryable) rather than cut
+ * after a 200. A group with at least k cells left is readable whole; only a group with
+ * fewer is walked piece by piece (a range may need none of its lost cells). Nodes that
+ * fail during the GET are still met by the rebuild, after the head. 0 or ZC_E(ZC_UNAVAILABLE).
+ */
+static int
+check_readable(struct cget *g, const char *bucket, const char *key)
+{
+	static _Atomic uint64_t last_log_ns;
+	uint64_t base = 0;
+
+	for (size_t x = 0; x < g->rec.nextents && base < g->end; base += g->rec.extents[x++].size) {
+		const struct cl_rec_extent *e = &g->rec.extents[x];
+		uint64_t gb = (uint64_t)e->k * e->cell_size * e->stripes_per_group, at, to;
+		struct s3_bcl_geom geom;
+
+		if (base + e->size <= g->next || !gb)
+			continue;
+		s3_bcl_geom_of(e, &geom);
+		at = g->next > base ? g->next - base : 0;
+		to = g->end - base < e->size ? g->end - base : e->size;
+		while (at < to) {
+			uint32_t grp = (uint32_t)(at / gb), u, src;
+			uint64_t gend =
+			        ((uint64_t)grp + 1) * gb < to ? ((uint64_t)grp + 1) * gb : to;
+
+			if (grp >= e->ngroups)
+				break; /* past the record's groups: the read itself says so */
+			u = unavail_of(g, x, grp);
+			for (uint64_t a = at; (unsigned)__builtin_popcount(u) > e->m && a < gend;) {
+				struct s3_bcl_piece p;
+				uint64_t now;
+
+				s3_bcl_piece_at(&geom, a, gend, &p);
+				a += p.len;
+				if (!(u & (1u << p.cell)) ||
+				    s3_bcl_sources(&geom, grp, p.stripe, p.cell, p.x, u, &src) == 0)
+					continue;
+				now = zc_now_ns();
+				if (now - atomic_load(&last_log_ns) >= 1000000000u) {
+					atomic_store(&last_log_ns, now);
+					ZC_WARN("s3cl",
+					        "GET %s/%s refused (503): extent=%016llx "
+					        "group=%u below k=%u cells live (mask 0x%x)",
+					        bucket, key, (unsigned long long)e->id, grp, e->k,
+					        u);
+				}
+				atomic_fetch_add(&g->b->unreadable_gets, 1);
+				return ZC_E(ZC_UNAVAILABLE);
+			}
+			at = gend;
+		}
+	}
+	return 0;
+}
+
 void
 s3_bcl_get_close(void *stream)
 {
@@ -474,7 +551,7 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 		return -ENOMEM;
 	g->b = b;
 	/* linearizable, as stat */
-	rc = cl_meta_get(b->etcd, bucket, key, false, &g->rec, NULL, BCL_TIMEOUT_MS);
+	rc = s3_bcl_record(b, bucket, key, &g->rec);
 	if (rc < 0) {
 		free(g);
 		return rc;
@@ -491,6 +568,11 @@ s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, ui
 	}
 	g->next = off;
 	g->end = has_len && len < g->rec.size - off ? off + len : g->rec.size;
+	rc = check_readable(g, bucket, key);
+	if (rc < 0) {
+		s3_bcl_get_close(g);
+		return rc;
+	}
 	*stream = g;
 	return 0;
 }

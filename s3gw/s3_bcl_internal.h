@@ -29,7 +29,9 @@
 #include "s3_place_internal.h"
 #include "s3_util_internal.h"
 
-#define BCL_TIMEOUT_MS 5000 /* etcd deadline of one backend call */
+/* The etcd deadline of one S3 request: how long it waits for an etcd that does not answer
+ * (s3_bcl_etcd_ms). */
+#define BCL_TIMEOUT_MS 5000
 /* Bytes of cell reads a GET stream keeps open ahead of its consumer. */
 #define BCL_PREFETCH_BYTES (2u << 20)
 /* Queued bytes that pause one ReadCell stream (a piece longer than the prefetch). */
@@ -61,6 +63,9 @@ struct bcl {
 	size_t nnodes, capnodes;
 	struct ec_codec *codecs[CL_REC_MAX_CELLS + 1][CL_REC_MAX_CELLS + 1]; /* [k][m] */
 	atomic_ulong degraded_reads;
+	atomic_ulong bad_records; /* records met that do not decode (zest_s3_bad_records_total) */
+	atomic_ulong etcd_unanswered; /* requests whose etcd deadline passed */
+	atomic_ulong unreadable_gets; /* GETs refused before the head: too few cells live */
 	unsigned stream_timeout_ms; /* progress timeout of the nodes' streams (a PUT's) */
 	unsigned read_timeout_ms;   /* of ReadCell streams (BCL_READ_PROGRESS_MS at most) */
 	/* --local-node NAME=unix:PATH: the datanode on this host, reached over its Unix
@@ -69,6 +74,20 @@ struct bcl {
 };
 
 /* ---- s3_bcl.c */
+/*
+ * The request's etcd deadline: an S3 request waits for an etcd that does not answer once,
+ * BCL_TIMEOUT_MS, never once per call. ms for the next etcd call: BCL_TIMEOUT_MS, or 0
+ * once one of the request's calls went unanswered (the call is not made: the caller
+ * returns ZC_E(ZC_UNAVAILABLE)). A call etcd answers leaves the next its whole deadline, so
+ * a request of many quick calls (a Complete of many parts) is never cut. Per server
+ * thread, keyed by s3_rq_current.
+ */
+unsigned s3_bcl_etcd_ms(struct bcl *b);
+/* After an etcd call: rc itself, or for etcd not answering (deadline, no member, no
+ * leader) ZC_E(ZC_UNAVAILABLE), S3 503 SlowDown, with the request's deadline spent and
+ * counted once in zest_s3_etcd_unanswered_total. */
+int s3_bcl_etcd_end(struct bcl *b, int rc);
+
 /* The client of node address addr (made on first use). NULL: -ENOMEM. */
 struct rpc_client *s3_bcl_client(struct bcl *b, const char *addr);
 /* The client of node `name` in the view v, NULL when the node is not live. */
@@ -161,6 +180,10 @@ void s3_bcl_read_ranges(struct rpc_client *const *cl, uint64_t extent, uint32_t 
                         struct s3_bcl_cread *r, size_t n, unsigned timeout_ms);
 
 /* ---- s3_bcl_get.c */
+/* bucket/key's record, linearizable, within the request's etcd deadline: 0 with *o (fini
+ * it), ZC_E(ZC_NO_KEY / ZC_NO_BUCKET), ZC_E(ZC_UNAVAILABLE) (etcd away), ZC_E(ZC_INTERNAL)
+ * (a record that does not decode: counted in zest_s3_bad_records_total). */
+int s3_bcl_record(struct bcl *b, const char *bucket, const char *key, struct cl_rec_object *o);
 int s3_bcl_stat(void *ctx, const char *bucket, const char *key, struct s3_obj_info *out);
 int s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off, uint64_t len,
                     bool has_len, struct s3_obj_info *info, void **stream);

@@ -111,10 +111,14 @@ s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed)
 {
 	struct bcl *b = ctx;
 	struct cl_meta_old old = { 0 };
+	unsigned ms;
 	int rc;
 
 	*existed = false;
-	rc = cl_meta_delete(b->etcd, bucket, key, 0, &old, BCL_TIMEOUT_MS);
+	ms = s3_bcl_etcd_ms(b);
+	if (!ms)
+		return ZC_E(ZC_UNAVAILABLE);
+	rc = s3_bcl_etcd_end(b, cl_meta_delete(b->etcd, bucket, key, 0, &old, ms));
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -166,8 +170,11 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 		char *next_sa = NULL;
 
 		/* linearizable, as GET: a listing right after a PUT or DELETE shows it */
-		rc = cl_meta_list(b->etcd, bucket, prefix, sa, CL_META_LIST_MAX, false, &l,
-		                  BCL_TIMEOUT_MS);
+		unsigned ms = s3_bcl_etcd_ms(b);
+
+		rc = ms ? s3_bcl_etcd_end(b, cl_meta_list(b->etcd, bucket, prefix, sa,
+		                                          CL_META_LIST_MAX, false, &l, ms))
+		        : ZC_E(ZC_UNAVAILABLE);
 		if (rc < 0) {
 			cl_meta_listing_fini(&l);
 			break;
@@ -227,6 +234,16 @@ s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start
 				if (!next_sa)
 					rc = -ENOMEM;
 			}
+		}
+		atomic_fetch_add(&b->bad_records, l.bad);
+		/* go on after the last record read: records that do not decode may follow
+		 * the last one listed (or be every record of this call) */
+		if (!stop && rc == 0 && l.more && l.last &&
+		    (!next_sa || strcmp(l.last, next_sa) > 0)) {
+			free(next_sa);
+			next_sa = strdup(l.last);
+			if (!next_sa)
+				rc = -ENOMEM;
 		}
 		if (!stop && (!l.more || !next_sa))
 			stop = true;
@@ -293,6 +310,7 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 	size_t nav = 0;
 	char *abuf = NULL, prefix[128], fence[160];
 	uint64_t size = 0, mtime = realtime_ns();
+	unsigned ms;
 	int rc;
 
 	/* a record owns its cells: a copy that keeps the source is the caller's to stream */
@@ -310,12 +328,17 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 		cc.if_none_match = cond->if_none_match;
 		cc.if_match = cond->if_match[0] ? cond->if_match : NULL;
 	}
-	if (upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence, sizeof(fence), &up))
-		rc = cl_meta_compose_upload(b->etcd, bucket, key, &up, pv, nparts, etag, av, nav,
-		                            &cc, mtime, BCL_TIMEOUT_MS, &size, &old);
+	ms = s3_bcl_etcd_ms(b);
+	if (!ms)
+		rc = ZC_E(ZC_UNAVAILABLE);
+	else if (upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence, sizeof(fence),
+	                   &up))
+		rc = s3_bcl_etcd_end(b, cl_meta_compose_upload(b->etcd, bucket, key, &up, pv,
+		                                               nparts, etag, av, nav, &cc, mtime,
+		                                               ms, &size, &old));
 	else
-		rc = cl_meta_compose(b->etcd, bucket, key, pv, nparts, etag, av, nav, &cc, mtime,
-		                     BCL_TIMEOUT_MS, &size, &old);
+		rc = s3_bcl_etcd_end(b, cl_meta_compose(b->etcd, bucket, key, pv, nparts, etag, av,
+		                                        nav, &cc, mtime, ms, &size, &old));
 	if (rc < 0)
 		goto out;
 	if (old.had)
@@ -341,16 +364,20 @@ int
 s3_bcl_bucket_create(void *ctx, const char *bucket)
 {
 	struct bcl *b = ctx;
+	unsigned ms = s3_bcl_etcd_ms(b);
 
-	return cl_meta_bucket_create(b->etcd, bucket, realtime_ns(), BCL_TIMEOUT_MS);
+	return ms ? s3_bcl_etcd_end(b, cl_meta_bucket_create(b->etcd, bucket, realtime_ns(), ms))
+	          : ZC_E(ZC_UNAVAILABLE);
 }
 
 int
 s3_bcl_bucket_delete(void *ctx, const char *bucket)
 {
 	struct bcl *b = ctx;
+	unsigned ms = s3_bcl_etcd_ms(b);
 
-	return cl_meta_bucket_delete(b->etcd, bucket, BCL_TIMEOUT_MS);
+	return ms ? s3_bcl_etcd_end(b, cl_meta_bucket_delete(b->etcd, bucket, ms))
+	          : ZC_E(ZC_UNAVAILABLE);
 }
 
 int
@@ -358,9 +385,11 @@ s3_bcl_bucket_head(void *ctx, const char *bucket, struct s3_bucket_info *out)
 {
 	struct bcl *b = ctx;
 	struct cl_rec_bucket cb = { 0 };
+	unsigned ms = s3_bcl_etcd_ms(b);
 	int rc;
 
-	rc = cl_meta_bucket_head(b->etcd, bucket, &cb, BCL_TIMEOUT_MS);
+	rc = ms ? s3_bcl_etcd_end(b, cl_meta_bucket_head(b->etcd, bucket, &cb, ms))
+	        : ZC_E(ZC_UNAVAILABLE);
 	if (rc < 0)
 		return rc;
 	snprintf(out->name, sizeof(out->name), "%s", bucket);
@@ -374,9 +403,11 @@ s3_bcl_bucket_list(void *ctx, struct s3_bucket_info *out, size_t cap)
 	struct bcl *b = ctx;
 	struct cl_meta_bucket_entry *v = NULL;
 	size_t n = 0, got = 0;
+	unsigned ms = s3_bcl_etcd_ms(b);
 	int rc;
 
-	rc = cl_meta_bucket_list(b->etcd, &v, &n, BCL_TIMEOUT_MS);
+	rc = ms ? s3_bcl_etcd_end(b, cl_meta_bucket_list(b->etcd, &v, &n, ms))
+	        : ZC_E(ZC_UNAVAILABLE);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n && got < cap; i++) {

@@ -354,6 +354,7 @@ begin_request(struct s3_conn *c)
 
 	/* with no body to read, an answer the socket cannot take at once may wait in obuf */
 	c->defer_ok = !has_body && !c->is_metrics;
+	s3_rq_enter(rq->start_ns);
 	if (c->is_metrics) {
 		serve_metrics(c);
 	} else if (s3_ops_begin(rq) < 0) {
@@ -390,7 +391,10 @@ begin_request(struct s3_conn *c)
 		send_continue(c);
 	}
 	if (!has_body && rq->body_mode != S3_BODY_NONE) {
-		int rc = s3_ops_end(rq);
+		int rc;
+
+		s3_rq_enter(rq->start_ns);
+		rc = s3_ops_end(rq);
 
 		if (rc < 0 && !rq->head_sent)
 			s3_resp_error(rq, S3E_INTERNAL, NULL);
@@ -482,6 +486,7 @@ body_step(struct s3_conn *c)
 		return;
 	}
 	c->defer_ok = true; /* the body is all read: the answer may wait for the socket */
+	s3_rq_enter(rq->start_ns);
 	rc = s3_ops_end(rq);
 	if (rc < 0 && !rq->head_sent)
 		s3_resp_error(rq, S3E_INTERNAL, NULL);

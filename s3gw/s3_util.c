@@ -164,8 +164,23 @@ s3_err_from_errno(int err)
 	case -EPIPE:
 		return S3E_INCOMPLETE_BODY;
 	default:
-		return S3E_INTERNAL;
+		/* the nearest code (-ETIMEDOUT, -ECONNREFUSED: unavailable, SlowDown) */
+		return from_zc[zc_err_code(err)];
 	}
+}
+
+static _Thread_local uint64_t rq_key;
+
+void
+s3_rq_enter(uint64_t key)
+{
+	rq_key = key;
+}
+
+uint64_t
+s3_rq_current(void)
+{
+	return rq_key;
 }
 
 void

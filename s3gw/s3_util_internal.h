@@ -77,6 +77,15 @@ const struct s3_err_info *s3_err_info(enum s3_err e);
 enum s3_err s3_err_from_errno(int err);
 
 /*
+ * The request a server worker is running now: a key (its start time, never 0) set by the
+ * connection code before each step of a request (s3_ops_begin, s3_ops_end), read by a
+ * backend that shares one budget between the calls of one request (s3_bcl's etcd
+ * deadline). Per thread; 0 outside a request.
+ */
+void s3_rq_enter(uint64_t key);
+uint64_t s3_rq_current(void);
+
+/*
  * An S3 answer the gateway decides itself (NoSuchUpload, InvalidRange, NotModified, ...),
  * returned by s3gw's own functions beside -errno and ZC_E(code): a third, disjoint range
  * (errno < S3_ERR_BASE <= S3_E < ZC_ERR_BASE) that never leaves the gateway and never

@@ -428,6 +428,39 @@ test_list(struct cl_etcd *c)
 	CHECK_EQ(l.n, 0);
 	cl_meta_listing_fini(&l);
 	CHECK_EQ(cl_meta_list(c, "l/b", NULL, NULL, 0, true, &l, 0), -EINVAL);
+
+	/* records that do not decode are skipped and counted, the rest listed: one inside the
+	 * first page, a run of them past it, and the last key; a later call goes on from
+	 * `last`, which may lie past the last record listed */
+	CHECK_EQ(cl_meta_bucket_create(c, "lbad", 1, 0), 0);
+	for (unsigned i = 0; i < 80; i++) {
+		snprintf(key, sizeof(key), "k%03u", i);
+		t_put1(c, "lbad", key, 0x1c0000 + i, 1);
+	}
+	{
+		static const char *const bad[] = { "k010x", "k070a", "k070b", "k070c", "zzz" };
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char k[64];
+			int kl = snprintf(k, sizeof(k), "/zest/objects/lbad/%s", bad[i]);
+
+			CHECK_EQ(cl_etcd_put(c, k, (size_t)kl, "garbage", 7, 0, NULL, 0), 0);
+		}
+	}
+	CHECK_EQ(cl_meta_list(c, "lbad", NULL, NULL, 0, false, &l, 0), 0);
+	CHECK_EQ(l.n, 80);
+	CHECK_EQ(l.bad, 5);
+	CHECK(!l.more && l.last && !strcmp(l.last, "zzz"));
+	CHECK(!strcmp(l.v[10].key, "k010") && !strcmp(l.v[11].key, "k011"));
+	cl_meta_listing_fini(&l);
+	/* limit 71 ends on k070: the bad ones after it are the next call's */
+	CHECK_EQ(cl_meta_list(c, "lbad", NULL, NULL, 71, false, &l, 0), 0);
+	CHECK(l.n == 71 && l.more && !strcmp(l.v[70].key, "k070"));
+	cl_meta_listing_fini(&l);
+	/* after the last good key only bad ones: nothing listed, all counted, no more */
+	CHECK_EQ(cl_meta_list(c, "lbad", NULL, "k079", 0, false, &l, 0), 0);
+	CHECK(l.n == 0 && l.bad == 1 && !l.more && !strcmp(l.last, "zzz"));
+	cl_meta_listing_fini(&l);
 }
 
 #ifdef ZC_FAULTS /* the compose fault hook: test builds only */
