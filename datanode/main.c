@@ -84,6 +84,7 @@ static int
 join_cluster(const struct dn_config *cfg, int port)
 {
 	struct dn_cluster_opts co = { .endpoints = cfg->cluster,
+		                      .group_cells = cfg->k + cfg->m,
 		                      .node = cfg->node,
 		                      .drives = cfg->drives,
 		                      .ndrives = cfg->ndrives,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "dn_cluster.h"
+#include "dn_health.h"
 #include "cl_rec.h"
 #include "cl_etcd.h"
 #include "cl_members.h"
@@ -544,6 +545,7 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        v->n, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
 	cl_members_view_put(v);
+	dn_health_metrics(c->etcd, c->o.group_cells, out);
 }
 
 struct cl_etcd *

@@ -29,6 +29,7 @@ struct dn_cluster_opts {
 	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;
 	unsigned ttl_s; /* 0: DN_CLUSTER_TTL_S */
+	unsigned group_cells; /* k + m of --ec: fewer live nodes make zest_cluster_health 1 */
 	/* TLS to etcd when the endpoints are https:// (the daemon passes its --tls-* files;
 	 * NULL: the system's CAs, no client certificate) */
 	const char *ca_file, *cert_file, *key_file;
