@@ -41,6 +41,7 @@ struct dn_cluster {
 	pthread_t thread;
 	atomic_bool registered;
 	atomic_uint_fast64_t registrations;
+	struct dn_health health; /* the metrics thread's */
 };
 
 static uint64_t
@@ -545,7 +546,7 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        v->n, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
 	cl_members_view_put(v);
-	dn_health_metrics(c->etcd, c->o.group_cells, out);
+	dn_health_metrics(&c->health, c->etcd, c->o.group_cells, out);
 }
 
 struct cl_etcd *

@@ -3,25 +3,44 @@
 
 #include "dn_health.h"
 #include "cl_health.h"
+#include "zc.h"
 
 #define DN_HEALTH_TIMEOUT_MS 2000 /* per Range: a scrape never waits long on etcd */
 
-void
-dn_health_metrics(struct cl_etcd *etcd, unsigned group_cells, FILE *out)
+static void
+refresh(struct dn_health *d, struct cl_etcd *etcd, unsigned group_cells)
 {
 	struct cl_health h;
-	int state = CL_HEALTH_WARN, rc;
+	int rc;
 
 	cl_health_init(&h);
 	/* no record is read: the nodes, the cellcheck keys and the to-do keys decide. A
 	 * failed read is no knowledge, so never OK. */
 	rc = cl_health_read_keys(etcd, &h, DN_HEALTH_TIMEOUT_MS);
-	if (rc == 0)
-		state = (int)cl_health_state(&h);
-	/* too few nodes for node-distinct groups: the doubled groups written now have no
-	 * to-do key the gauge could count */
-	if (rc == 0 && state == CL_HEALTH_OK && cl_health_nodes_live(&h) < group_cells)
-		state = CL_HEALTH_WARN;
+	d->state = CL_HEALTH_WARN;
+	d->absent = d->checking = 0;
+	if (rc == 0) {
+		d->state = (int)cl_health_state(&h);
+		d->absent = (unsigned long long)cl_health_nodes_absent(&h);
+		d->checking = (unsigned long long)cl_health_nodes_checking(&h);
+		/* too few nodes for node-distinct groups: a doubled group written now has no
+		 * to-do key the gauge could count */
+		if (d->state == CL_HEALTH_OK && cl_health_nodes_live(&h) < group_cells)
+			d->state = CL_HEALTH_WARN;
+	} else {
+		ZC_DBG("health", "etcd unreadable for zest_cluster_health err=%d", rc);
+	}
+	cl_health_fini(&h);
+	d->read_ns = zc_now_ns();
+}
+
+void
+dn_health_metrics(struct dn_health *d, struct cl_etcd *etcd, unsigned group_cells, FILE *out)
+{
+	uint64_t now = zc_now_ns();
+
+	if (!d->read_ns || now - d->read_ns >= (uint64_t)DN_HEALTH_REUSE_MS * 1000000u)
+		refresh(d, etcd, group_cells);
 	fprintf(out,
 	        "# HELP zest_cluster_health The cluster's health from the membership, the "
 	        "cellcheck keys and the heal to-do keys: 0 OK, 1 WARN (or etcd unreadable), "
@@ -35,7 +54,5 @@ dn_health_metrics(struct cl_etcd *etcd, unsigned group_cells, FILE *out)
 	        "against the records.\n"
 	        "# TYPE zest_cluster_nodes_checking gauge\n"
 	        "zest_cluster_nodes_checking %llu\n",
-	        state, rc ? 0ull : (unsigned long long)cl_health_nodes_absent(&h),
-	        rc ? 0ull : (unsigned long long)cl_health_nodes_checking(&h));
-	cl_health_fini(&h);
+	        d->state, d->absent, d->checking);
 }
