@@ -147,6 +147,9 @@ def test_health():
         assert st["nodes"]["live"] == 7 and st["nodes"]["absent"] == 0, st
         assert st["cost"]["ranges"] >= 1, st
         ch.wait_for("every gauge 0", lambda: set(gauges(c).values()) == {0}, 30, step=0.5)
+        c.node(1).promtool()  # the new series pass Prometheus' own check
+        m = c.node_metrics(1)
+        assert m["zest_cluster_nodes_absent"] == 0 and m["zest_cluster_nodes_checking"] == 0, m
         text = subprocess.run([ADMIN, "--cluster", c.etcd.endpoints, *tls_flags(c), "status"],
                               capture_output=True, text=True, timeout=60)
         assert text.returncode == 0 and "health: HEALTH_OK" in text.stdout, text
@@ -201,6 +204,8 @@ def test_health():
         assert st["state"] == "HEALTH_WARN" and codes(st).get("node_absent") == 1, st
         assert st["cells"]["absent"] >= 1 and st["objects"]["degraded"] >= 1, st
         assert st["nodes"]["absent"] == 1, st
+        ch.wait_for("zest_cluster_nodes_absent 1",
+                    lambda: c.node_metrics(1).get("zest_cluster_nodes_absent") == 1, 10)
         c.restart(w, wipe=True)
         seen = []
         samples = 0
