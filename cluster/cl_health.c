@@ -138,8 +138,8 @@ note_bad(struct cl_health *h, const char *key, const char *why)
 /* One group; returns its available cells (now and after the stops) through now and after. */
 static void
 eval_group(struct cl_health *h, const struct cl_rec_extent *e, const struct cl_rec_group *g,
-           const unsigned char *at, const bool *stopping, unsigned *now, unsigned *after,
-           bool *ok, bool *unknown)
+           const unsigned char *at, const bool *stopping, unsigned *now, unsigned *after, bool *ok,
+           bool *unknown)
 {
 	unsigned n = e->k + e->m, avail = 0, avail_after = 0;
 	bool doubled = false;
@@ -243,7 +243,8 @@ cl_health_record_add(struct cl_health *h, const char *key, const struct cl_rec_o
 			unsigned now, after;
 			bool gok;
 
-			eval_group(h, e, &e->groups[gi], at, stopping, &now, &after, &gok, &unknown);
+			eval_group(h, e, &e->groups[gi], at, stopping, &now, &after, &gok,
+			           &unknown);
 			ok &= gok;
 			if (now < e->k) {
 				h->groups_unreadable++;
@@ -343,15 +344,15 @@ cl_health_reasons(const struct cl_health *h, struct cl_health_reason *out, size_
 	char names[120];
 	uint64_t absent = cl_health_nodes_absent(h), checking = cl_health_nodes_checking(h);
 
-#define ADD(c, sev, cnt, ...)                                                              \
-	do {                                                                               \
-		if (n < cap) {                                                             \
-			out[n].code = (c);                                                 \
-			out[n].severity = (sev);                                           \
-			out[n].count = (cnt);                                              \
-			snprintf(out[n].message, sizeof(out[n].message), __VA_ARGS__);     \
-		}                                                                          \
-		n++;                                                                       \
+#define ADD(c, sev, cnt, ...)                                                          \
+	do {                                                                           \
+		if (n < cap) {                                                         \
+			out[n].code = (c);                                             \
+			out[n].severity = (sev);                                       \
+			out[n].count = (cnt);                                          \
+			snprintf(out[n].message, sizeof(out[n].message), __VA_ARGS__); \
+		}                                                                      \
+		n++;                                                                   \
 	} while (0)
 
 	if (h->objects_unreadable)

@@ -102,8 +102,7 @@ void cl_health_fini(struct cl_health *h);
 
 /* Add what is known of node name (merged with an earlier entry of that name: each flag
  * is or-ed in). Returns 0, -EINVAL (not a node name) or -ENOMEM. */
-int cl_health_node_add(struct cl_health *h, const char *name, bool member, bool live,
-                       bool checked);
+int cl_health_node_add(struct cl_health *h, const char *name, bool member, bool live, bool checked);
 
 /* Mark name as about to stop (ok-to-stop). Returns 0, or ZC_E(ZC_NO_KEY) when name is
  * neither a member nor live. */

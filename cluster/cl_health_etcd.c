@@ -78,8 +78,7 @@ cl_health_read_keys(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms)
 		rc = read_prefix(c, CL_HEALTH_CELLCHECK, h->revision, false, 0, &checks,
 		                 timeout_ms);
 	for (size_t i = 0; !rc && i < members.n; i++)
-		if (members.kv[i].key_len > mpl &&
-		    cl_rec_node_name_ok(members.kv[i].key + mpl))
+		if (members.kv[i].key_len > mpl && cl_rec_node_name_ok(members.kv[i].key + mpl))
 			rc = cl_health_node_add(h, members.kv[i].key + mpl, true, false, false);
 	for (size_t i = 0; !rc && i < nodes.n; i++) {
 		struct cl_rec_node ni = { 0 };

@@ -29,7 +29,6 @@ struct dn_health {
  * than group_cells (this node's k + m) nodes are live: a group written now would put two
  * cells on one node), zest_cluster_nodes_absent and zest_cluster_nodes_checking, in
  * Prometheus text format. etcd is borrowed. */
-void dn_health_metrics(struct dn_health *d, struct cl_etcd *etcd, unsigned group_cells,
-                       FILE *out);
+void dn_health_metrics(struct dn_health *d, struct cl_etcd *etcd, unsigned group_cells, FILE *out);
 
 #endif

@@ -32,8 +32,19 @@ struct admin_opts {
 	unsigned timeout_ms;
 };
 
-enum { OPT_HELP = 256, OPT_VERSION, OPT_CLUSTER, OPT_CA, OPT_CERT, OPT_KEY, OPT_INSECURE,
-       OPT_JSON, OPT_EC, OPT_QUORUM, OPT_TIMEOUT };
+enum {
+	OPT_HELP = 256,
+	OPT_VERSION,
+	OPT_CLUSTER,
+	OPT_CA,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_INSECURE,
+	OPT_JSON,
+	OPT_EC,
+	OPT_QUORUM,
+	OPT_TIMEOUT
+};
 
 static const struct option longopts[] = {
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -76,7 +87,7 @@ usage(FILE *f)
 	      "  --json                 one JSON object on stdout (stable keys: state, reasons\n"
 	      "                         [{code, severity, count, message}], nodes, objects, ...)\n"
 	      "  --ec K+M               ok-to-stop: the datanodes' scheme for new writes\n"
-	      "                         (default: the most common scheme of the records, else 4+2)\n"
+	      "                         (default: the records' most common scheme, else 4+2)\n"
 	      "  --write-quorum N       ok-to-stop: the datanodes' --write-quorum (default k+1)\n"
 	      "  --timeout-ms N         deadline of each etcd call (default 5000)\n"
 	      "  --help, --version\n",
@@ -156,8 +167,9 @@ parse_opts(int argc, char **argv, struct admin_opts *o)
 		return -EINVAL;
 	}
 	if (!o->insecure && strstr(o->cluster, "https://") != o->cluster) {
-		fprintf(stderr, "zest-admin: etcd endpoint %s is plaintext: give https:// "
-		                "endpoints with --tls-ca/--tls-cert/--tls-key, or --insecure\n",
+		fprintf(stderr,
+		        "zest-admin: etcd endpoint %s is plaintext: give https:// "
+		        "endpoints with --tls-ca/--tls-cert/--tls-key, or --insecure\n",
 		        o->cluster);
 		return -EINVAL;
 	}
@@ -325,6 +337,12 @@ cmd_ok_to_stop(struct cl_etcd *c, const struct admin_opts *o, char **stops, int 
 	if (!o->k) /* the scheme of the records, when not given */
 		cl_health_scheme(&h, &k, &m);
 	q = o->quorum ? o->quorum : k + 1;
+	if (q < k || q > k + m) {
+		fprintf(stderr, "zest-admin: --write-quorum %u is outside [%u, %u] of RS(%u,%u)\n",
+		        q, k, k + m, k, m);
+		cl_health_fini(&h);
+		return EXIT_USAGE;
+	}
 	for (size_t i = 0; i < h.nnodes; i++)
 		live_after += h.nodes[i].live && !h.nodes[i].stopping;
 	tol = cl_health_tolerance(k, m, live_after);
