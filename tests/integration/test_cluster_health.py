@@ -145,6 +145,7 @@ def test_health():
         assert st["state"] == "HEALTH_OK", st
         assert st["objects"]["total"] == N and st["objects"]["ok"] == N, st
         assert st["nodes"]["live"] == 7 and st["nodes"]["absent"] == 0, st
+        assert st["nodes"]["members"] == 7 and len(st["nodes"]["list"]) == 7, st
         assert st["cost"]["ranges"] >= 1, st
         ch.wait_for("every gauge 0", lambda: set(gauges(c).values()) == {0}, 30, step=0.5)
         c.node(1).promtool()  # the new series pass Prometheus' own check

@@ -203,9 +203,14 @@ print_reasons_json(const struct cl_health_reason *r, size_t n)
 static void
 print_body_json(const struct cl_health *h, uint64_t ranges)
 {
-	printf(",\"revision\":%lld,\"nodes\":{\"members\":%zu,\"live\":%llu,\"absent\":%llu,"
-	       "\"checking\":%llu,\"list\":[",
-	       (long long)h->revision, h->nnodes, (unsigned long long)cl_health_nodes_live(h),
+	size_t members = 0;
+
+	for (size_t i = 0; i < h->nnodes; i++)
+		members += h->nodes[i].member;
+	printf(",\"revision\":%lld,\"nodes\":{\"known\":%zu,\"members\":%zu,\"live\":%llu,"
+	       "\"absent\":%llu,\"checking\":%llu,\"list\":[",
+	       (long long)h->revision, h->nnodes, members,
+	       (unsigned long long)cl_health_nodes_live(h),
 	       (unsigned long long)cl_health_nodes_absent(h),
 	       (unsigned long long)cl_health_nodes_checking(h));
 	for (size_t i = 0; i < h->nnodes; i++) {
