@@ -14,6 +14,7 @@
 #include "dn_health.h"
 #include "cl_rec.h"
 #include "cl_etcd.h"
+#include "cl_health.h"
 #include "cl_members.h"
 #include "zc.h"
 
@@ -390,6 +391,18 @@ keeper(void *arg)
 	return NULL;
 }
 
+/* /zest/cellcheck/<node> away: the healer deletes it too before its check, but only after
+ * the node registered; a reader between the two would count this empty store as checked. */
+static int
+forget_check(struct dn_cluster *c)
+{
+	char key[sizeof(CL_HEALTH_CELLCHECK) + CL_REC_MAX_NAME];
+	struct cl_etcd_range r = { .key = key };
+
+	r.key_len = (size_t)snprintf(key, sizeof(key), CL_HEALTH_CELLCHECK "%s", c->o.node);
+	return cl_etcd_delete(c->etcd, &r, NULL, NULL, 0);
+}
+
 static void
 destroy(struct dn_cluster *c)
 {
@@ -448,6 +461,12 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	rc = cl_etcd_create(o->endpoints, &eo, &c->etcd);
 	if (rc) {
 		ZC_ERR("cluster", "bad --cluster \"%s\" err=%d", o->endpoints, rc);
+		destroy(c);
+		return rc;
+	}
+	if (o->store_fresh && (rc = forget_check(c)) != 0) {
+		ZC_ERR("cluster", "cannot delete %s%s in etcd at %s err=%d", CL_HEALTH_CELLCHECK,
+		       o->node, o->endpoints, rc);
 		destroy(c);
 		return rc;
 	}

@@ -14,6 +14,8 @@
   node_checking, objects_unknown, objects_degraded or heal_pending), the first OK one
   finds the node holding as many cells as before and no to-do key left, and a gauge read
   0 is never followed by a status that is not OK;
+- a node back with its LMDB lost but its cells and drive identity kept (the same store
+  id): the same, and its cellcheck key was gone at the revision its node key appeared;
 - then ok-to-stop of two other nodes exits 0, they are stopped, every object reads back
   byte-identical, status is WARN node_absent 2;
 - m + 1 of a group's nodes stopped: HEALTH_ERR (exit 2), objects_unreadable.
@@ -92,6 +94,40 @@ def wait_gauges(c, value, timeout=10):
         if time.time() >= deadline:
             return None
         time.sleep(0.2)
+
+
+def until_ok(c, w, cells_before, timeout=240):
+    """Sample the gauges, then status, until HEALTH_OK: every sample before names a reason
+    and no gauge said 0 (read after the loss) before a status that is not OK; the first OK
+    one finds dn-w holding cells_before cells and no to-do key. (samples, the reason sets
+    seen in order)."""
+    seen = []
+    samples = 0
+    # A scrape may answer with the gauge's read of up to DN_HEALTH_REUSE_MS ago, from
+    # before the node went: a node's 0 counts once it said 1 since (a later answer was
+    # read later still); from then on a 0 must be followed by an OK status.
+    woke = set()
+    deadline = time.time() + timeout
+    while True:
+        g = gauges(c)  # read before the status
+        st = status(c)
+        samples += 1
+        if st["state"] == "HEALTH_OK":
+            break
+        seen.append(tuple(sorted(codes(st))))
+        assert set(codes(st)) & NOT_OK, f"not OK without a reason: {st}"
+        early = [n for n, v in g.items() if v == 0 and n in woke]
+        assert not early, f"gauges of {early} said OK while status said {st}: {g}"
+        woke |= {n for n, v in g.items() if v != 0}
+        assert time.time() < deadline, f"never healed: {st}"
+        time.sleep(0.5)
+    assert seen, f"status was OK at once after dn-{w} came back"
+    assert woke, f"no gauge ever said not OK after dn-{w} came back"
+    assert len(c.cell_files(w)) == cells_before, \
+        f"OK with dn-{w} holding {len(c.cell_files(w))} cells of {cells_before}"
+    assert not c.etcd.keys("/zest/heal/"), "OK with to-do keys left"
+    assert st["objects"]["ok"] == N and st["nodes"]["checking"] == 0, st
+    return samples, sorted(set(seen), key=seen.index)
 
 
 def verify(c, objects, what):
@@ -208,29 +244,30 @@ def test_health():
         ch.wait_for("zest_cluster_nodes_absent 1",
                     lambda: c.node_metrics(1).get("zest_cluster_nodes_absent") == 1, 10)
         c.restart(w, wipe=True)
-        seen = []
-        samples = 0
-        deadline = time.time() + 240
-        while True:
-            g = gauges(c)  # read before the status: a 0 here must mean OK there
-            st = status(c)
-            samples += 1
-            if st["state"] == "HEALTH_OK":
-                break
-            seen.append(tuple(sorted(codes(st))))
-            assert set(codes(st)) & NOT_OK, f"not OK without a reason: {st}"
-            assert 0 not in g.values(), f"a gauge said OK while status said {st}: {g}"
-            assert time.time() < deadline, f"never healed: {st}"
-            time.sleep(0.5)
-        assert seen, "status was OK at once after a wiped node came back"
-        assert len(c.cell_files(w)) == cells_before, \
-            f"OK with dn-{w} holding {len(c.cell_files(w))} cells of {cells_before}"
-        assert not c.etcd.keys("/zest/heal/"), "OK with to-do keys left"
-        assert st["objects"]["ok"] == N and st["nodes"]["checking"] == 0, st
-        distinct = sorted(set(seen), key=seen.index)
+        samples, distinct = until_ok(c, w, cells_before)
         print(f"     dn-{w} wiped: {samples} samples until OK, reasons on the way "
               f"{distinct}", flush=True)
         verify(c, objects, f"dn-{w} back wiped")
+
+        # dn-3 back with its LMDB lost but its drives' identity files and cells kept: the
+        # same store id, yet never counted as checked once it is live
+        w = 3
+        cells_before = len(c.cell_files(w))
+        assert c.stop_node(w) == 0
+        for d in c.node(w).drives:
+            ch.shutil.rmtree(os.path.join(d, "meta"), ignore_errors=True)
+        c.restart(w)
+        samples, distinct = until_ok(c, w, cells_before)
+        # by revision: when dn-3's node key was created, its cellcheck key was gone already
+        # (deleted before it registered, not by its healer a moment after)
+        node = json.loads(c.etcd.ctl("get", f"/zest/nodes/dn-{w}", "-w", "json").stdout)
+        born = int(node["kvs"][0]["create_revision"])
+        then = json.loads(c.etcd.ctl("get", f"/zest/cellcheck/dn-{w}", f"--rev={born}",
+                                     "-w", "json").stdout)
+        assert not then.get("kvs"), f"dn-{w} was live at revision {born} with {then}"
+        print(f"     dn-{w} without its metadata: {samples} samples until OK, reasons on "
+              f"the way {distinct}", flush=True)
+        verify(c, objects, f"dn-{w} back without metadata")
 
         # two other nodes: ok to stop, stopped, every object reads back
         two = [5, 6]
