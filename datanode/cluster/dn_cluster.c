@@ -464,22 +464,17 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 		destroy(c);
 		return rc;
 	}
-	if (o->store_fresh && (rc = forget_check(c)) != 0) {
-		ZC_ERR("cluster", "cannot delete %s%s in etcd at %s err=%d", CL_HEALTH_CELLCHECK,
-		       o->node, o->endpoints, rc);
-		destroy(c);
-		return rc;
-	}
 	/* a crashed predecessor's key lives until its lease expires: wait one TTL for it */
 	deadline = zc_now_ns() + (uint64_t)(c->o.ttl_s + 2) * 1000000000u;
-	while ((rc = register_once(c, holder, sizeof(holder))) == -EEXIST &&
+	/* etcd unreachable here fails as a registration does (below) */
+	rc = o->store_fresh ? forget_check(c) : 0;
+	while (rc == 0 && (rc = register_once(c, holder, sizeof(holder))) == -EEXIST &&
 	       zc_now_ns() < deadline) {
 		ZC_INFO("cluster", "node=%s is held by %s; waiting for its lease to expire",
 		        o->node, holder);
-		if (wait_stop(c, RETRY_MS)) {
-			rc = -ECANCELED;
+		rc = wait_stop(c, RETRY_MS) ? -ECANCELED : 0;
+		if (rc)
 			break;
-		}
 	}
 	if (rc) {
 		if (rc == -EEXIST)
