@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn.h" /* the store's metadata generation */
 #include "dn_cgc.h"
 #include "dn_cheal.h"
 #include "dn_cluster.h"
@@ -81,9 +82,11 @@ metrics_hook(FILE *out, void *arg)
 /* Register in etcd (cfg.cluster set): the address others dial is --advertise, else the
  * listen host with the port the server bound. */
 static int
-join_cluster(const struct dn_config *cfg, int port)
+join_cluster(const struct dn_config *cfg, int port, bool store_fresh)
 {
 	struct dn_cluster_opts co = { .endpoints = cfg->cluster,
+		                      .group_cells = cfg->k + cfg->m,
+		                      .store_fresh = store_fresh,
 		                      .node = cfg->node,
 		                      .drives = cfg->drives,
 		                      .ndrives = cfg->ndrives,
@@ -204,7 +207,8 @@ main(int argc, char **argv)
 		goto destroy_binding;
 	}
 	if (cfg.cluster) {
-		rc = join_cluster(&cfg, rpc_server_port(srv));
+		/* empty metadata: the store's cellcheck key goes before the node registers */
+		rc = join_cluster(&cfg, rpc_server_port(srv), dn_meta_generation(store->meta) == 0);
 		if (!rc)
 			rc = dn_cgc_create(&(struct dn_cgc_opts){ .store = store,
 			                                          .etcd = dn_cluster_etcd(cluster),

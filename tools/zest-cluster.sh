@@ -203,6 +203,7 @@ zest cluster is running (docs/cluster.md, Status: what works today)
 
   try: ETCDCTL_API=3 etcdctl --endpoints $endpoints ${ctl_tls[*]:+${ctl_tls[*]} }get --prefix /zest/nodes/ --keys-only
        curl -s http://127.0.0.11:7481/metrics | grep zest_cluster_
+       $build/tools/zest-admin --cluster $endpoints ${gw_tls[*]} status
 
 Ctrl-C stops everything.
 MSG

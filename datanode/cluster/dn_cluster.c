@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "dn_cluster.h"
+#include "dn_health.h"
 #include "cl_rec.h"
 #include "cl_etcd.h"
+#include "cl_health.h"
 #include "cl_members.h"
 #include "zc.h"
 
@@ -40,6 +42,7 @@ struct dn_cluster {
 	pthread_t thread;
 	atomic_bool registered;
 	atomic_uint_fast64_t registrations;
+	struct dn_health health; /* the metrics thread's */
 };
 
 static uint64_t
@@ -388,6 +391,18 @@ keeper(void *arg)
 	return NULL;
 }
 
+/* /zest/cellcheck/<node> away: the healer deletes it too before its check, but only after
+ * the node registered; a reader between the two would count this empty store as checked. */
+static int
+forget_check(struct dn_cluster *c)
+{
+	char key[sizeof(CL_HEALTH_CELLCHECK) + CL_REC_MAX_NAME];
+	struct cl_etcd_range r = { .key = key };
+
+	r.key_len = (size_t)snprintf(key, sizeof(key), CL_HEALTH_CELLCHECK "%s", c->o.node);
+	return cl_etcd_delete(c->etcd, &r, NULL, NULL, 0);
+}
+
 static void
 destroy(struct dn_cluster *c)
 {
@@ -451,14 +466,15 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 	}
 	/* a crashed predecessor's key lives until its lease expires: wait one TTL for it */
 	deadline = zc_now_ns() + (uint64_t)(c->o.ttl_s + 2) * 1000000000u;
-	while ((rc = register_once(c, holder, sizeof(holder))) == -EEXIST &&
+	/* etcd unreachable here fails as a registration does (below) */
+	rc = o->store_fresh ? forget_check(c) : 0;
+	while (rc == 0 && (rc = register_once(c, holder, sizeof(holder))) == -EEXIST &&
 	       zc_now_ns() < deadline) {
 		ZC_INFO("cluster", "node=%s is held by %s; waiting for its lease to expire",
 		        o->node, holder);
-		if (wait_stop(c, RETRY_MS)) {
-			rc = -ECANCELED;
+		rc = wait_stop(c, RETRY_MS) ? -ECANCELED : 0;
+		if (rc)
 			break;
-		}
 	}
 	if (rc) {
 		if (rc == -EEXIST)
@@ -558,6 +574,7 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        v->n, v->unverified, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
 	cl_members_view_put(v);
+	dn_health_metrics(&c->health, c->etcd, c->o.group_cells, out);
 }
 
 struct cl_etcd *

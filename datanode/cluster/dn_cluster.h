@@ -15,6 +15,7 @@
 #ifndef ZEST_DN_CLUSTER_H
 #define ZEST_DN_CLUSTER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #define DN_CLUSTER_TTL_S 10 /* the node lease; keepalive every third of it */
@@ -29,6 +30,11 @@ struct dn_cluster_opts {
 	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;
 	unsigned ttl_s; /* 0: DN_CLUSTER_TTL_S */
+	unsigned group_cells; /* k + m of --ec: fewer live nodes make zest_cluster_health 1 */
+	/* the store's metadata is empty (new, or every copy lost while the drives' identity
+	 * files stayed): /zest/cellcheck/<node> is deleted before the node registers, so no
+	 * reader counts its store as checked once it is live (the healer checks it) */
+	bool store_fresh;
 	/* TLS to etcd when the endpoints are https:// (the daemon passes its --tls-* files;
 	 * NULL: the system's CAs, no client certificate) */
 	const char *ca_file, *cert_file, *key_file;
