@@ -198,11 +198,13 @@ main(int argc, char **argv)
 	if (cfg.cluster) {
 		rc = join_cluster(&cfg, rpc_server_port(srv));
 		if (!rc)
-			rc = dn_cgc_create(&(struct dn_cgc_opts){ .store = store,
-			                                          .etcd = dn_cluster_etcd(cluster),
-			                                          .node = cfg.node,
-			                                          .grace_ns = cfg.gc_grace_ns },
-			                   &collector);
+			rc = dn_cgc_create(
+			        &(struct dn_cgc_opts){ .store = store,
+			                               .etcd = dn_cluster_etcd(cluster),
+			                               .node = cfg.node,
+			                               .grace_ns = cfg.gc_grace_ns,
+			                               .read_grace_ns = cfg.read_grace_ns },
+			        &collector);
 		if (!rc)
 			rc = dn_coord_create(
 			        &(struct dn_coord_opts){ .store = store,
