@@ -99,10 +99,11 @@ dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-		/* A GET of a replaced version is still reading it: its grace starts again.
-		 * Best effort (a failed touch only shortens the grace). */
+		/* A GET of a replaced version is still reading it: the grace of the extent's
+		 * retired cells on this node starts again (the GET will want the others
+		 * later). Best effort: a failed touch only shortens the grace. */
 		if (now - rec.touched_ns >= TOUCH_EVERY_NS)
-			(void)dn_meta_cell_touch(s->meta, id, false, now);
+			(void)dn_meta_cell_touch_retired(s->meta, id.extent, now);
 	}
 	if (offset > rec.length || (has_length && length > rec.length - offset)) {
 		err = -EINVAL;

@@ -78,9 +78,10 @@ int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *
 /*
  * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
  * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
- * thread, which sleeps meanwhile. A retired cell's read touches it first (at most once a
- * second per cell), so its read grace runs from its last read; the file stays open for
- * the whole read, so a deletion meanwhile does not cut it. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL
+ * thread, which sleeps meanwhile. A retired cell's read touches every retired cell of its
+ * extent on this node first (at most about once a second), so their read grace runs from
+ * the extent's last read here; the file stays open for the whole read, so a deletion
+ * meanwhile does not cut it. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL
  * (range), -EBADMSG (a chunk failed its CRC, or the file is short), -EIO (drive failed), or cb's
  * value.
  */

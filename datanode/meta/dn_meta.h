@@ -273,6 +273,9 @@ int dn_meta_cell_del_if(struct dn_meta *m, const struct dn_cell_info *expect, ui
 /* Set touched_ns to now_ns; retire: also mark it retired (then only if it was not: a
  * repeated retirement keeps the first time). 1 changed, 0 not, ZC_E(ZC_NO_KEY), -errno. */
 int dn_meta_cell_touch(struct dn_meta *m, struct dn_cell_id id, bool retire, uint64_t now_ns);
+/* Set touched_ns to now_ns on every retired entry of extent (a read of the extent on this
+ * node). The number changed, or -errno. */
+int dn_meta_cell_touch_retired(struct dn_meta *m, uint64_t extent, uint64_t now_ns);
 enum dn_meta_cell_which {
 	DN_META_CELLS_ALL,
 	DN_META_CELLS_PENDING, /* pending, not retired, created and touched before than_ns */

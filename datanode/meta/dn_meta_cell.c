@@ -459,6 +459,64 @@ dn_meta_cell_touch(struct dn_meta *m, struct dn_cell_id id, bool retire, uint64_
 	return err ? err : a.changed;
 }
 
+struct touch_ext_arg {
+	uint64_t extent, now_ns;
+	int changed;
+};
+
+static int
+touch_ext_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct touch_ext_arg *a = arg;
+	struct dn_cell_id from = { a->extent, 0, 0 };
+	uint8_t kb[16];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, err = 0, changed = 0;
+
+	cell_key(from, kb, &k);
+	rc = mdb_cursor_open(txn, r->cells, &cur);
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !err;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct dn_cell_rec rec;
+		struct wbuf b = { 0 };
+		MDB_val nv;
+
+		if (k.mv_size != 16 || memcmp(k.mv_data, kb, 8) != 0)
+			break; /* past the extent's cells */
+		if (rec_decode(&v, &rec, true))
+			continue;
+		if (rec.retired) {
+			rec.touched_ns = a->now_ns;
+			err = rec_encode(&rec, &b);
+			if (!err) {
+				nv = (MDB_val){ b.len, b.p };
+				err = dn_meta_mdb_err(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT));
+			}
+			free(b.p);
+			changed++;
+		}
+		dn_cell_rec_fini(&rec);
+	}
+	if (!err && rc && rc != MDB_NOTFOUND)
+		err = dn_meta_mdb_err(rc);
+	mdb_cursor_close(cur);
+	if (first)
+		a->changed = changed;
+	return err;
+}
+
+int
+dn_meta_cell_touch_retired(struct dn_meta *m, uint64_t extent, uint64_t now_ns)
+{
+	struct touch_ext_arg a = { extent, now_ns, 0 };
+	int err = dn_meta_write(m, touch_ext_txn, &a);
+
+	return err ? err : a.changed;
+}
+
 void
 dn_cell_info_fini(struct dn_cell_info *info)
 {

@@ -456,6 +456,34 @@ test_retire(struct t_env *e)
 	CHECK(!retired_listed(e->s, a.touched_ns, done.id));
 	CHECK(retired_listed(e->s, a.touched_ns + 1, done.id));
 	CHECK_EQ(check_cell(e->s, done.id, 0, 0, false, buf + 5, done.length), 0);
+	{
+		/* a read of one retired cell of an extent refreshes the extent's other retired
+		 * cells on this node too (a GET reads them later); other extents' stay */
+		struct dn_cell_spec sib = spec_of(0x7e72, 0, 0, 3000),
+		                    other = spec_of(0x7e73, 0, 0, 100);
+		struct dn_cell_info x;
+		uint64_t old = now_real() - 100000000000ull;
+
+		CHECK_EQ(put_cell(e->s, &sib, buf, sib.length, 999), 0);
+		CHECK_EQ(put_cell(e->s, &other, buf, other.length, 99), 0);
+		CHECK_EQ(dn_cell_commit(e->s, sib.id), 0);
+		CHECK_EQ(dn_cell_commit(e->s, other.id), 0);
+		CHECK_EQ(dn_cell_retire(e->s, sib.id), 1);
+		CHECK_EQ(dn_cell_retire(e->s, other.id), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, sib.id, false, old), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, other.id, false, old), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, done.id, false, old), 1);
+		CHECK(retired_listed(e->s, now_real() - 1000000000ull, sib.id));
+		CHECK_EQ(check_cell(e->s, done.id, 0, 0, false, buf + 5, done.length), 0);
+		CHECK(!retired_listed(e->s, now_real() - 1000000000ull, sib.id));
+		CHECK(!retired_listed(e->s, now_real() - 1000000000ull, done.id));
+		CHECK(retired_listed(e->s, now_real() - 1000000000ull, other.id));
+		CHECK_EQ(dn_cell_stat(e->s, done.id, &x), 0);
+		a.touched_ns = x.touched_ns; /* the read's touch is done's time from here */
+		dn_cell_info_fini(&x);
+		CHECK_EQ(dn_cell_delete(e->s, sib.id), 1);
+		CHECK_EQ(dn_cell_delete(e->s, other.id), 1);
+	}
 	CHECK_EQ(dn_cell_retire(e->s, done.id), 1); /* repeated: the first time stays */
 	CHECK_EQ(dn_cell_commit(e->s, done.id), 0); /* a late CommitCells: still retired */
 	t_close(e);
