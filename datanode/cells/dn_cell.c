@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct dn_cells {
 	pthread_mutex_t lost_lock;
 	dn_cell_lost_fn lost_fn;
 	void *lost_arg;
+	atomic_uint_fast64_t n_retired; /* dn_cell_retire's retirements since open */
 };
 
 enum cw_phase { CW_WRITE, CW_SYNC };
@@ -681,7 +683,15 @@ dn_cell_retire(struct dn_store *s, struct dn_cell_id id)
 	if (pending)
 		return dn_cell_delete(s, id);
 	err = dn_meta_cell_touch(s->meta, id, true, real_now_ns());
+	if (err == 1)
+		atomic_fetch_add(&s->cells->n_retired, 1);
 	return zc_err_is(err, ZC_NO_KEY) ? 0 : err < 0 ? err : 1;
+}
+
+uint64_t
+dn_cell_retired_total(struct dn_store *s)
+{
+	return s && s->cells ? atomic_load(&s->cells->n_retired) : 0;
 }
 
 int

@@ -108,6 +108,8 @@ int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
  * 0 when not, -errno.
  */
 int dn_cell_retire(struct dn_store *s, struct dn_cell_id id);
+/* How many cells dn_cell_retire retired since the store opened (any thread). */
+uint64_t dn_cell_retired_total(struct dn_store *s);
 /*
  * Refresh the cell's touched time (CLOCK_REALTIME now): the coordinator's writer is making
  * progress (a pending cell), or a reader reads a retired one (dn_cell_read does that

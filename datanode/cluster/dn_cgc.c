@@ -445,16 +445,22 @@ void
 dn_cgc_metrics(struct dn_cgc *g, FILE *out)
 {
 	fprintf(out,
-	        "# HELP zest_cluster_gc_cells_total Cells the collector settled against etcd.\n"
+	        "# HELP zest_cluster_gc_cells_total Cells the collector settled: pending ones "
+	        "committed or deleted, committed ones retired, retired ones deleted.\n"
 	        "# TYPE zest_cluster_gc_cells_total counter\n"
 	        "zest_cluster_gc_cells_total{action=\"commit\"} %llu\n"
 	        "zest_cluster_gc_cells_total{action=\"delete\"} %llu\n"
 	        "zest_cluster_gc_cells_total{action=\"retire\"} %llu\n"
+	        "# HELP zest_cells_retired_total Committed cells retired (their record replaced or "
+	        "deleted), kept for --read-grace after their extent's last read.\n"
+	        "# TYPE zest_cells_retired_total counter\n"
+	        "zest_cells_retired_total %llu\n"
 	        "# HELP zest_cluster_gc_errors_total Cells the collector could not judge.\n"
 	        "# TYPE zest_cluster_gc_errors_total counter\n"
 	        "zest_cluster_gc_errors_total %llu\n",
 	        (unsigned long long)atomic_load(&g->n_commit),
 	        (unsigned long long)atomic_load(&g->n_delete),
 	        (unsigned long long)atomic_load(&g->n_retire),
+	        (unsigned long long)dn_cell_retired_total(g->o.store),
 	        (unsigned long long)atomic_load(&g->n_error));
 }
