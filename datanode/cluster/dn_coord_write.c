@@ -329,10 +329,13 @@ dn_coord_data(struct dn_coord_write *w, uint64_t offset, const struct zc_seg *se
 	 * grace / 4); a write that stalled past its commit deadline stops here. */
 	if (!rc) {
 		rc = dn_coord_touch(w, false);
-		if (zc_err_is(rc, ZC_UNAVAILABLE))
+		if (zc_err_is(rc, ZC_UNAVAILABLE)) {
 			dn_coord_grace_msg(w, msg, cap);
-		else
+			ZC_WARN("coord", "write of %s/%s extent %016" PRIx64 " refused: %s",
+			        w->bucket, w->key, w->id, msg);
+		} else {
 			rc = 0; /* out of memory: the next round tries again */
+		}
 	}
 	if (rc)
 		poison(w, rc, msg, cap);
