@@ -2,7 +2,8 @@
  * cl_index: the keys zest keeps in etcd beside the object records, in the same Txns as
  * the records (cl_meta.h): the extent index, which finds the record that names an extent
  * (the collector's and the healer's question), and the heal to-do keys, which name the
- * records with cells marked missing (the healers read these instead of every record).
+ * records with cells marked missing or a group with two cells on one node (the healers
+ * read these instead of every record).
  *
  * Threads: any, any number at once; the etcd client is borrowed for the call. Errors as
  * cl_meta.h.
@@ -56,15 +57,17 @@ int cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key
 /* ---- heal to-do keys */
 
 /*
- * /zest/heal/<bucket>/<key> says that the record /zest/objects/<bucket>/<key> has cells
- * marked missing, so the healers (datanode/dn_cheal.h) read these keys instead of every
- * record. Written in the Txn that sets a missing bit (a commit short of some cells, the
- * healer's and the scrubber's marking: dn_cheal_mark_missing), deleted in the healer's
- * Txn that clears the last one; a key whose record no longer has a missing bit (an
- * overwrite, a delete) is deleted by the healer that reads it. The value lists the
- * extents with missing bits (16 hex digits each, comma-separated, at most
- * CL_META_HEAL_IDS_MAX), so a healer finds them again through the extent index when a
- * compose moved them into another record.
+ * /zest/heal/<bucket>/<key> says that the record /zest/objects/<bucket>/<key> needs a
+ * healer: cells marked missing, or a **doubled** group (two of its cells on one node: a
+ * write while fewer than k + m nodes were live), so the healers (datanode/dn_cheal.h)
+ * read these keys instead of every record. Written in the Txn that sets a missing bit or
+ * writes a doubled group (a commit short of some cells or of live nodes, the healer's and
+ * the scrubber's marking: dn_cheal_mark_missing), deleted in the healer's Txn that clears
+ * the last missing bit and moves the last doubled cell; a key whose record needs nothing
+ * any more (an overwrite, a delete) is deleted by the healer that reads it. The value
+ * lists the extents with missing bits or doubled groups (16 hex digits each,
+ * comma-separated, at most CL_META_HEAL_IDS_MAX), so a healer finds them again through
+ * the extent index when a compose moved them into another record.
  */
 #define CL_META_HEAL_IDS_MAX   64
 #define CL_META_HEAL_VALUE_CAP (CL_META_HEAL_IDS_MAX * 17)
@@ -73,8 +76,12 @@ int cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key
  * (cap bytes): its length, or -EINVAL (not a record key) / -ENAMETOOLONG. */
 int cl_meta_heal_key(const char *record_key, size_t record_len, char *buf, size_t cap);
 
+/* Does group gr of extent e name one node for two of its cells (doubled)? Losing that
+ * node costs the group two cells; with k + m live nodes a healer spreads it out. */
+bool cl_meta_heal_group_doubled(const struct cl_rec_extent *e, const struct cl_rec_group *gr);
+
 /* The to-do value of rec into buf (CL_META_HEAL_VALUE_CAP bytes): its length, 0 when no
- * cell of rec is marked missing (the record needs no to-do key). */
+ * cell of rec is marked missing and no group is doubled (the record needs no to-do key). */
 size_t cl_meta_heal_value(const struct cl_rec_object *rec, char *buf);
 
 /* The extent ids of a to-do value: how many went into ids[0..cap) (malformed ones are

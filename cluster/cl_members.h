@@ -10,6 +10,15 @@
  * `revision` and `read_ns` no longer move): a node that cannot reach etcd keeps
  * serving with what it knew rather than believing everyone is gone.
  *
+ * Identity (cl_members_create_opts with TLS): a registration is only a claim. A node
+ * enters the view once one mutual-TLS connection to its registered address found a
+ * certificate of the cluster CA naming it (rpc_tls_probe: a subjectAltName DNS entry
+ * equal to the node name), checked once per (name, address, incarnation); until then,
+ * and after a failed probe, it is left out of the view: no placement, coordinator
+ * ranking or heal target sees it, since they all read this view. A failure is logged once
+ * per incarnation, counted in the view's `unverified`, and probed again every
+ * retry period. Probes run on their own thread (rpc_tls.h), never under a lock.
+ *
  * Threading: create/destroy from one thread; cl_members_get/_view_put and
  * cl_members_refresh from any thread.
  */
@@ -21,9 +30,12 @@
 
 #include "cl_rec.h"
 #include "cl_etcd.h"
+#include "rpc_tls.h"
 
 #define CL_MEMBERS_NODES_PREFIX       "/zest/nodes/"
 #define CL_MEMBERS_DEFAULT_REFRESH_MS 1000
+#define CL_MEMBERS_DEFAULT_PROBE_MS   5000 /* one identity probe's limit */
+#define CL_MEMBERS_DEFAULT_RETRY_MS   5000 /* a failed node is probed again after this */
 
 struct cl_members;
 
@@ -32,6 +44,7 @@ struct cl_members_view {
 	const struct cl_rec_node *nodes;
 	size_t n;
 	const char *const *names; /* nodes[i].name, the list zc_place ranks */
+	size_t unverified;        /* registered, left out: their identity probe failed */
 	int64_t revision;         /* etcd revision read; 0 before the first read */
 	uint64_t read_ns;         /* zc_now_ns() of that read */
 };
@@ -43,6 +56,22 @@ struct cl_members_view {
  * Returns -ENOMEM or -EAGAIN (no thread) otherwise.
  */
 int cl_members_create(struct cl_etcd *c, unsigned refresh_ms, struct cl_members **out);
+
+struct cl_members_opts {
+	unsigned refresh_ms; /* 0: the default */
+	/* The identity check's TLS settings (read at create; the daemon's own gRPC client
+	 * files). NULL or insecure: none, every registration that decodes is live. */
+	const struct rpc_tls *tls;
+	unsigned probe_ms; /* 0: CL_MEMBERS_DEFAULT_PROBE_MS */
+	unsigned retry_ms; /* 0: CL_MEMBERS_DEFAULT_RETRY_MS */
+};
+
+/* cl_members_create with options. With the identity check, create also waits (at most
+ * probe_ms) for the first read's probes, so the first view holds the nodes that passed.
+ * Returns as cl_members_create, or -EINVAL / -ENOENT ... when the TLS files cannot be
+ * read (logged). */
+int cl_members_create_opts(struct cl_etcd *c, const struct cl_members_opts *o,
+                           struct cl_members **out);
 
 /* Stop the thread and drop the module's reference to the current view (views still held
  * stay valid until put). NULL: no-op. */

@@ -366,14 +366,10 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 	if (err)
 		goto out;
 	cl_meta_ops_add(&then, CL_ETCD_OP_PUT, ok, okl, value, value_len);
-	/* A record short of some cells names itself to the healers (cl_meta_heal_key), so
-	 * they need not read every record to find it. */
-	for (size_t i = 0; i < p->nextents; i++)
-		for (size_t g = 0; g < p->extents[i].ngroups; g++)
-			if (p->extents[i].groups[g].missing) {
-				hvl = cl_meta_heal_value_add(hv, hvl, p->extents[i].id);
-				break;
-			}
+	/* A record short of some cells, or with two cells of a group on one node (written
+	 * while fewer than k + m nodes were live), names itself to the healers
+	 * (cl_meta_heal_key), so they need not read every record to find it. */
+	hvl = cl_meta_heal_value_put(p, hv);
 	if (hvl) {
 		hkl = cl_meta_heal_key(ok, okl, hk, sizeof(hk));
 		if (hkl < 0) {

@@ -30,6 +30,19 @@ cl_meta_heal_value_add(char *buf, size_t len, uint64_t id)
 	return len;
 }
 
+bool
+cl_meta_heal_group_doubled(const struct cl_rec_extent *e, const struct cl_rec_group *gr)
+{
+	unsigned w = e->k + e->m;
+
+	/* the node table holds distinct names (cl_rec.h), so an index repeated is a node */
+	for (unsigned c = 1; c < w && c < CL_REC_MAX_CELLS; c++)
+		for (unsigned d = 0; d < c; d++)
+			if (gr->cell[c] == gr->cell[d])
+				return true;
+	return false;
+}
+
 size_t
 cl_meta_heal_value(const struct cl_rec_object *rec, char *buf)
 {
@@ -40,7 +53,38 @@ cl_meta_heal_value(const struct cl_rec_object *rec, char *buf)
 		const struct cl_rec_extent *e = &rec->extents[x];
 
 		for (size_t g = 0; g < e->ngroups; g++)
-			if (e->groups[g].missing) {
+			if (e->groups[g].missing || cl_meta_heal_group_doubled(e, &e->groups[g])) {
+				len = cl_meta_heal_value_add(buf, len, e->id);
+				break;
+			}
+	}
+	return len;
+}
+
+/* Two cells of the put's group on one node (by name: a put has no node table yet). */
+static bool
+put_group_doubled(const struct cl_meta_extent *e, const struct cl_meta_group *gr)
+{
+	unsigned w = e->k + e->m;
+
+	for (unsigned c = 1; c < w && c < CL_REC_MAX_CELLS; c++)
+		for (unsigned d = 0; d < c; d++)
+			if (gr->node[c] && gr->node[d] && strcmp(gr->node[c], gr->node[d]) == 0)
+				return true;
+	return false;
+}
+
+size_t
+cl_meta_heal_value_put(const struct cl_meta_put *p, char *buf)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t x = 0; x < p->nextents; x++) {
+		const struct cl_meta_extent *e = &p->extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++)
+			if (e->groups[g].missing || put_group_doubled(e, &e->groups[g])) {
 				len = cl_meta_heal_value_add(buf, len, e->id);
 				break;
 			}

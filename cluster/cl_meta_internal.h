@@ -86,6 +86,11 @@ void cl_meta_ops_moved_del(struct cl_meta_ops *o, const struct cl_rec_object *ol
  * the new length (unchanged when full). */
 size_t cl_meta_heal_value_add(char *buf, size_t len, uint64_t id);
 
+/* The to-do value of the record p describes into buf (CL_META_HEAL_VALUE_CAP bytes), as
+ * cl_meta_heal_value: the extents with a cell missing or a group with two cells on one
+ * node. 0: the commit writes no to-do key. */
+size_t cl_meta_heal_value_put(const struct cl_meta_put *p, char *buf);
+
 /* The record s saw has ETag want ("*": any record). */
 bool cl_meta_etag_matches(const struct cl_meta_seen *s, const char *want);
 

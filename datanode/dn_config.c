@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn_cells.h"
 #include "dn_daemon.h"
 #include "dn.h"
 #include "dn_scrub.h"
@@ -542,4 +543,7 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	o->adm_l2_ns = c->adm_l2_ns;
 	o->adm_l3_ns = c->adm_l3_ns;
 	o->heal_interval_ns = c->heal ? 0 : c->heal_interval_ns; /* `heal` does it all itself */
+	/* Always, cluster mode or not: the sweep at open must keep the cells' files, the
+	 * scrubber check them, whatever mode this node last ran in. */
+	o->side = &dn_cells_side;
 }

@@ -150,6 +150,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "zest-datanode: TLS: %s\n", tls_err);
 		return 2;
 	}
+	/* In a cluster the certificate is the node's identity: peers and gateways only count
+	 * a node whose certificate names it (docs/cluster.md, "Membership"). */
+	if (!cfg.heal && cfg.cluster && !cfg.tls.insecure &&
+	    rpc_tls_cert_names(&cfg.tls, cfg.node, tls_err, sizeof(tls_err))) {
+		fprintf(stderr, "zest-datanode: TLS: %s: --node %s needs a certificate naming it\n",
+		        tls_err, cfg.node);
+		return 2;
+	}
 	/* The signals go to sigwait below, never to a gRPC or drive thread. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

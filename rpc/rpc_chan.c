@@ -13,6 +13,16 @@ put(struct rpc_chan_args *a, const char *key, uint64_t v)
 	g->value.integer = v > INT32_MAX ? INT32_MAX : (int)v;
 }
 
+static void
+put_str(struct rpc_chan_args *a, const char *key, const char *v)
+{
+	grpc_arg *g = &a->arg[a->args.num_args++];
+
+	g->type = GRPC_ARG_STRING;
+	g->key = (char *)key;
+	g->value.string = (char *)v;
+}
+
 void
 rpc_chan_args_init(struct rpc_chan_args *a, const struct rpc_chan_opts *o)
 {
@@ -30,6 +40,8 @@ rpc_chan_args_init(struct rpc_chan_args *a, const struct rpc_chan_opts *o)
 		return;
 	}
 	put(a, GRPC_ARG_ENABLE_RETRIES, 0);
+	if (o->peer_name)
+		put_str(a, GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, o->peer_name);
 	if (o->own_connection)
 		put(a, GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
 	if (o->reconnect_first_ms)

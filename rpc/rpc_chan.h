@@ -32,9 +32,13 @@ struct rpc_chan_opts {
 	                              * MIN_RECONNECT_BACKOFF, TLS handshake included) */
 	size_t stream_window;        /* fixed HTTP/2 stream window, no BDP probing; 0: gRPC's */
 	bool no_reuseport;           /* server: a second process on the port fails */
+	/* client with TLS: the name the server's certificate must carry (a subjectAltName
+	 * DNS entry) instead of the target's host (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG);
+	 * borrowed until the channel is created. NULL: the target's host or IP. */
+	const char *peer_name;
 };
 
-#define RPC_CHAN_MAX_ARGS 10
+#define RPC_CHAN_MAX_ARGS 12
 
 struct rpc_chan_args {
 	grpc_arg arg[RPC_CHAN_MAX_ARGS];

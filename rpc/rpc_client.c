@@ -117,14 +117,17 @@ rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out)
 	 * connect_ms: gRPC takes it as the floor of one connection attempt's deadline, TLS
 	 * handshake included: at 200 ms, handshakes on a loaded 2-core host under ASan timed
 	 * out ("tcp handshaker shutdown"). A refused connection still fails at once. */
-	rpc_chan_args_init(&args, &(struct rpc_chan_opts){
-	                                  .max_message = 2 * (c->max_message + RPC_MAX_META),
-	                                  .own_connection = true, /* each channel its own */
-	                                  .reconnect_first_ms = RPC_RECONNECT_MS / 5,
-	                                  .reconnect_max_ms = RPC_RECONNECT_MS,
-	                                  .connect_ms = RPC_CONNECT_MS,
-	                                  .stream_window = opts->stream_window,
-	                          });
+	rpc_chan_args_init(
+	        &args,
+	        &(struct rpc_chan_opts){
+	                .max_message = 2 * (c->max_message + RPC_MAX_META),
+	                .own_connection = true, /* each channel its own */
+	                .reconnect_first_ms = RPC_RECONNECT_MS / 5,
+	                .reconnect_max_ms = RPC_RECONNECT_MS,
+	                .connect_ms = RPC_CONNECT_MS,
+	                .stream_window = opts->stream_window,
+	                .peer_name = rpc_unix_is_target(opts->target) ? NULL : opts->peer_name,
+	        });
 	c->n_channels = opts->channels ? opts->channels : 1;
 	if (c->n_channels > MAX_CHANNELS)
 		c->n_channels = MAX_CHANNELS;
@@ -204,20 +207,6 @@ rpc_client_connect(struct rpc_client *c, unsigned timeout_ms)
 		grpc_completion_queue_destroy(cq);
 	}
 	return rc;
-}
-
-void
-rpc_shutdown_wait(unsigned timeout_ms)
-{
-	uint64_t start = zc_now_ns(), end = start + (uint64_t)timeout_ms * 1000000u;
-
-	/* a destroyed channel lets go of gRPC when its last work is done, on gRPC's threads,
-	 * and the library then cleans up on a thread of its own: returning from main first
-	 * would race that clean-up with exit's (OpenSSL's atexit handler, ASan's leak check) */
-	while (grpc_is_initialized() && zc_now_ns() < end)
-		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000000 }, NULL);
-	ZC_DBG("rpc", "grpc_cleanup_wait_ms=%llu done=%d",
-	       (unsigned long long)((zc_now_ns() - start) / 1000000), !grpc_is_initialized());
 }
 
 void

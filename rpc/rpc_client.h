@@ -34,6 +34,10 @@ struct rpc_client_opts {
 	/* mTLS (rpc_tls.h); plaintext only with tls.insecure. Ignored for a "unix:PATH"
 	 * target, which gets local credentials (rpc_unix_is_target). */
 	struct rpc_tls tls;
+	/* With TLS: the name the server's certificate must carry (a subjectAltName DNS
+	 * entry, rpc_tls_cert_names) instead of target's host; a cluster node's name, its
+	 * identity. Borrowed for rpc_client_create. NULL: target's host or IP. */
+	const char *peer_name;
 	/* Every unary call ends with DEADLINE_EXCEEDED this long after it started; 0: none.
 	 * Streams never get one: a long Write or Read (a slow client's) is not stuck. */
 	unsigned unary_deadline_ms;
@@ -64,7 +68,8 @@ struct rpc_client_opts {
 
 /* Connect lazily to target (calls grpc_init). Returns 0 and *out, -EINVAL / -ENOMEM, or
  * what rpc_tls_pem_load returns for bad TLS settings (logged with the reason). With TLS
- * the server's certificate must name target's host (DNS or IP subjectAltName). */
+ * the server's certificate must name target's host (DNS or IP subjectAltName), or
+ * opts->peer_name when set. */
 int rpc_client_create(const struct rpc_client_opts *opts, struct rpc_client **out);
 /* Cancel nothing: every stream must be done before. Joins threads. NULL: no-op. */
 void rpc_client_destroy(struct rpc_client *c);
@@ -80,9 +85,11 @@ int rpc_client_connect(struct rpc_client *c, unsigned timeout_ms);
  * At program end, after every rpc object (client, server) is destroyed: wait until gRPC
  * has finished its own clean-up, at most timeout_ms. A channel destroyed while it still
  * reconnects (to a node that is down) lets go of the library later, on a gRPC thread, and
- * exit() must not run OpenSSL's clean-up under that thread.
+ * exit() must not run OpenSSL's clean-up under that thread. Waits on an event (every line
+ * gRPC logs, through a log hook installed here, rpc_exit.c), not on a timer. Returns 1 when
+ * gRPC is no longer initialized, 0 when the time ran out first (logged). Main thread only.
  */
-void rpc_shutdown_wait(unsigned timeout_ms);
+int rpc_shutdown_wait(unsigned timeout_ms);
 
 /*
  * Write stream callbacks (client CQ thread).

@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
 
 #include "rpc_tls.h"
@@ -230,6 +232,66 @@ rpc_tls_check(const struct rpc_tls *t, char *err, size_t len)
 	int rc = rpc_tls_pem_load(t, &pem, err, len);
 
 	rpc_tls_pem_fini(&pem);
+	return rc;
+}
+
+int
+rpc_tls_cert_names(const struct rpc_tls *t, const char *name, char *err, size_t len)
+{
+	char own[RPC_TLS_ERR_MAX], *text = NULL, have[256] = "";
+	GENERAL_NAMES *sans = NULL;
+	BIO *bio = NULL;
+	X509 *x = NULL;
+	size_t hl = 0;
+	int rc;
+
+	if (!err || !len) {
+		err = own;
+		len = sizeof(own);
+	}
+	if (!t || t->insecure || !t->cert_file || !name || !name[0])
+		return rpc_tls_fail(err, len, -EINVAL, "no certificate to name \"%s\"",
+		                    name ? name : "");
+	rc = rpc_tls_read_pem("certificate", t->cert_file, &text, err, len);
+	if (rc)
+		return rc;
+	rc = -EINVAL;
+	bio = BIO_new_mem_buf(text, -1);
+	x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+	if (!x) {
+		rpc_tls_fail(err, len, rc, "certificate %s: %s", t->cert_file, openssl_reason());
+		goto out;
+	}
+	sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; i < sk_GENERAL_NAME_num(sans); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+		const unsigned char *d;
+		int n;
+
+		if (g->type != GEN_DNS)
+			continue;
+		d = ASN1_STRING_get0_data(g->d.dNSName);
+		n = ASN1_STRING_length(g->d.dNSName);
+		/* exact length: a DNS entry with a NUL inside names nothing */
+		if (n == (int)strlen(name) && !memchr(d, 0, (size_t)n) &&
+		    strncasecmp((const char *)d, name, (size_t)n) == 0) {
+			rc = 0;
+			goto out;
+		}
+		if (hl < sizeof(have))
+			hl += (size_t)snprintf(have + hl, sizeof(have) - hl, "%s%.*s",
+			                       hl ? "," : "", n, (const char *)d);
+	}
+	rpc_tls_fail(err, len, rc,
+	             "certificate %s does not name node \"%s\" (its subjectAltName DNS "
+	             "entries: %s)",
+	             t->cert_file, name, hl ? have : "none");
+out:
+	GENERAL_NAMES_free(sans);
+	X509_free(x);
+	BIO_free(bio);
+	ERR_clear_error();
+	free(text);
 	return rc;
 }
 

@@ -54,6 +54,44 @@ int rpc_tls_read_pem(const char *what, const char *path, char **out, char *err, 
 int rpc_tls_check(const struct rpc_tls *t, char *err, size_t err_len);
 
 /*
+ * Whether the first certificate in t's cert_file names `name`: a subjectAltName DNS
+ * entry equal to it, ASCII case ignored (what gRPC's check matches a client's expected
+ * name against, rpc_chan_opts.peer_name). A cluster node's identity: a datanode refuses
+ * to start with a certificate that does not name its --node. Returns 0, -EINVAL (it does
+ * not, or t is insecure; err lists the DNS names it has) or rpc_tls_read_pem's errors.
+ */
+int rpc_tls_cert_names(const struct rpc_tls *t, const char *name, char *err, size_t err_len);
+
+/*
+ * rpc_tls_probe.c: does a gRPC server at an address show a certificate of our CA that
+ * names a given node? One mTLS connection (TCP, TLS handshake with our certificate, the
+ * server's checked against the CA and `name` as rpc_tls_cert_names reads it), no call;
+ * the channel is closed after. For the membership view (cluster/cl_members.h): a node
+ * counts as live only once a probe of its registration succeeded.
+ *
+ * A prober owns one completion-queue thread on which every probe's callback runs; probes
+ * run side by side, each bounded by the prober's timeout. Threading: create/destroy from
+ * one thread; rpc_tls_probe from any thread, callbacks included.
+ */
+struct rpc_tls_prober;
+/* ok: connected with the name check passed; false: refused, unreachable, a certificate
+ * of another CA or naming another node, or the timeout passed (gRPC logs the handshake's
+ * reason). */
+typedef void (*rpc_tls_probe_cb)(void *arg, bool ok);
+
+/* t (not insecure) is read now; timeout_ms 0: 5000. 0 and *out, or what
+ * rpc_tls_pem_load returns (the reason in err), -ENOMEM, -EAGAIN (no thread). */
+int rpc_tls_prober_create(const struct rpc_tls *t, unsigned timeout_ms, struct rpc_tls_prober **out,
+                          char *err, size_t err_len);
+/* Start one probe of address (host:port) for name (both copied): cb(arg, ok) follows
+ * exactly once on the prober's thread. 0, -ENOMEM, -ECANCELED (being destroyed). */
+int rpc_tls_probe(struct rpc_tls_prober *p, const char *address, const char *name,
+                  rpc_tls_probe_cb cb, void *arg);
+/* Wait for the probes in flight (their callbacks run; at most the timeout), then free.
+ * NULL: no-op. */
+void rpc_tls_prober_destroy(struct rpc_tls_prober *p);
+
+/*
  * The local link (rpc_unix.c): gRPC over a Unix socket, for a gateway on the datanode's
  * host. The kernel authenticates instead of TLS: the socket file is private to the
  * server's user (mode 0700, made under umask 077), so only that user and root connect,

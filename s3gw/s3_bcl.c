@@ -15,15 +15,21 @@
 
 /* ------------------------------------------------------------------ nodes */
 
-struct rpc_client *
-s3_bcl_client(struct bcl *b, const char *addr)
+/* The client of addr, whose certificate must name `name` (NULL: addr's host). Keyed by
+ * "name@addr": a registration naming another node at the same address never shares it. */
+static struct rpc_client *
+client_of(struct bcl *b, const char *name, const char *addr)
 {
 	struct rpc_client_opts o = { 0 };
 	struct rpc_client *cl = NULL;
+	char key[CL_REC_MAX_NAME + 2 + 256];
 
+	if (snprintf(key, sizeof(key), "%s%s%s", name ? name : "", name ? "@" : "", addr) >=
+	    (int)sizeof(key))
+		return NULL;
 	pthread_mutex_lock(&b->mu);
 	for (size_t i = 0; i < b->nnodes; i++)
-		if (strcmp(b->nodes[i].addr, addr) == 0) {
+		if (strcmp(b->nodes[i].addr, key) == 0) {
 			cl = b->nodes[i].cl;
 			goto out;
 		}
@@ -45,7 +51,8 @@ s3_bcl_client(struct bcl *b, const char *addr)
 	o.unary_deadline_ms = BCL_CALL_MS;
 	o.progress_timeout_ms = b->stream_timeout_ms;
 	o.tls = b->tls;
-	b->nodes[b->nnodes].addr = strdup(addr);
+	o.peer_name = name;
+	b->nodes[b->nnodes].addr = strdup(key);
 	if (!b->nodes[b->nnodes].addr)
 		goto out;
 	if (rpc_client_create(&o, &cl) < 0) {
@@ -53,7 +60,7 @@ s3_bcl_client(struct bcl *b, const char *addr)
 		cl = NULL;
 		goto out;
 	}
-	ZC_INFO("s3cl", "node client addr=%s", addr);
+	ZC_INFO("s3cl", "node client addr=%s name=%s", addr, name ? name : "-");
 	b->nodes[b->nnodes++].cl = cl;
 out:
 	pthread_mutex_unlock(&b->mu);
@@ -61,11 +68,17 @@ out:
 }
 
 struct rpc_client *
+s3_bcl_client(struct bcl *b, const char *addr)
+{
+	return client_of(b, NULL, addr);
+}
+
+struct rpc_client *
 s3_bcl_live_client(struct bcl *b, const struct cl_rec_node *n)
 {
 	if (b->local_name && strcmp(n->name, b->local_name) == 0)
 		return s3_bcl_client(b, b->local_target);
-	return s3_bcl_client(b, n->address);
+	return client_of(b, n->name, n->address); /* its certificate names it */
 }
 
 struct rpc_client *
@@ -280,8 +293,12 @@ s3_bcl_metrics(void *ctx, struct s3_buf *buf)
 	              "zest_degraded_reads_total %lu\n"
 	              "# HELP zest_cluster_live_nodes Datanodes in the gateway's membership view.\n"
 	              "# TYPE zest_cluster_live_nodes gauge\n"
-	              "zest_cluster_live_nodes %zu\n",
-	              atomic_load(&b->degraded_reads), v->n);
+	              "zest_cluster_live_nodes %zu\n"
+	              "# HELP zest_cluster_unverified_nodes Datanodes registered in etcd left out "
+	              "of the view: no mTLS connection to a certificate of the CA naming them.\n"
+	              "# TYPE zest_cluster_unverified_nodes gauge\n"
+	              "zest_cluster_unverified_nodes %zu\n",
+	              atomic_load(&b->degraded_reads), v->n, v->unverified);
 	cl_members_view_put(v);
 }
 
@@ -375,7 +392,8 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 		       zc_code_word(zc_err_code(rc)));
 		goto fail;
 	}
-	rc = cl_members_create(b->etcd, 0, &b->mem);
+	/* only nodes whose certificate names them are ranked or read from (cl_members.h) */
+	rc = cl_members_create_opts(b->etcd, &(struct cl_members_opts){ .tls = tls }, &b->mem);
 	if (rc < 0)
 		goto fail;
 	*out = &b->be;

@@ -8,8 +8,10 @@
 #   zest-certs.sh client DIR NAME         DIR/NAME.pem, DIR/NAME.key for a gateway or tool
 #
 # SAN defaults to IP:127.0.0.1,DNS:localhost: a client checks the datanode's certificate
-# against the address it dials, so name every address clients use. A server certificate
-# may also act as a client (serverAuth,clientAuth): datanodes will talk to each other.
+# against the address it dials, so name every address clients use. DNS:NAME is always
+# added: in a cluster NAME is the datanode's --node, its identity (peers and gateways
+# count a node only when its certificate names it). A server certificate also acts as a
+# client (serverAuth,clientAuth): datanodes talk to each other.
 # Keys are EC P-256, certificates valid for 30 days; keys are mode 0600. Not for
 # production: there, the operator's own CA signs the certificates (docs/operations.md).
 set -eu
@@ -50,6 +52,10 @@ sign() {
 
 server() {
 	local san=${3:-IP:127.0.0.1,DNS:localhost}
+	case ",$san," in
+	*",DNS:$2,"*) ;;
+	*) san="$san,DNS:$2" ;;
+	esac
 	sign "$1" "$2" "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=$san\n"
 }
 
@@ -72,7 +78,7 @@ client)
 	client "$2" "$3"
 	;;
 "" | -h | --help)
-	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 	[ $# -eq 1 ] && exit 0
 	exit 2
 	;;

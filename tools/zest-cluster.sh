@@ -42,8 +42,8 @@ root=${ZEST_CLUSTER_DIR:-var/cluster}
 mkdir -p "$root/log"
 
 # Internal gRPC and etcd over TLS with client certificates: a throwaway CA under $root/certs
-# (tools/zest-certs.sh), one certificate per datanode naming its own address (a client checks
-# it against the address it dials), usable as server and client (the datanodes dial each
+# (tools/zest-certs.sh), one certificate per datanode naming its node (DNS:dn-N, its identity:
+# peers and the gateway check it) and its own address, usable as server and client (the datanodes dial each
 # other and etcd), one per etcd member naming its address (serverAuth and clientAuth: the
 # members are each other's peers), and client certificates for the gateway and etcdctl.
 # Whoever reaches etcd without one is refused in the handshake. ZEST_INSECURE=1 keeps
@@ -64,10 +64,19 @@ else
 			break
 		fi
 	done
+	# a datanode's certificate names its node (its identity in the cluster): older sets
+	# without DNS:dn-N are made again
+	for n in 1 2 3 4 5 6; do
+		if [ -s "$certs/dn-$n.pem" ] && ! openssl x509 -noout -ext subjectAltName \
+			-in "$certs/dn-$n.pem" 2>/dev/null | grep -q "DNS:dn-$n\(,\|\$\)"; then
+			rm -f "$certs"/dn-*.pem "$certs"/dn-*.key
+			break
+		fi
+	done
 	tools/zest-certs.sh ca "$certs"
 	for n in 1 2 3 4 5 6; do
 		[ -s "$certs/dn-$n.pem" ] ||
-			tools/zest-certs.sh server "$certs" "dn-$n" "IP:127.0.0.1$n,DNS:localhost"
+			tools/zest-certs.sh server "$certs" "dn-$n" "IP:127.0.0.1$n,DNS:localhost,DNS:dn-$n"
 	done
 	for i in 1 2 3; do
 		[ -s "$certs/etcd-$i.pem" ] ||

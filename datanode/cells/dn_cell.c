@@ -247,10 +247,7 @@ io_done(struct dn_io *io)
 	if (io->heap) {
 		free(io);
 	} else {
-		for (unsigned i = 0; i < io->niov; i++)
-			if (io->refs[i])
-				zc_ref_put(io->refs[i]);
-		dn_credit_give(w->s, io->len);
+		dn_iov_release(w->s, io);
 		dn_io_put(w->s, io);
 	}
 	unhold(w);
@@ -295,10 +292,7 @@ drop_pending(struct dn_cell_write *w)
 
 	if (!io)
 		return;
-	for (unsigned i = 0; i < io->niov; i++)
-		if (io->refs[i])
-			zc_ref_put(io->refs[i]);
-	dn_credit_give(w->s, io->len);
+	dn_iov_release(w->s, io);
 	dn_io_put(w->s, io);
 	w->pend = NULL;
 }
@@ -531,23 +525,14 @@ dn_cell_write_data(struct dn_cell_write *w, uint64_t offset, const struct zc_seg
 		if (err)
 			goto poison;
 		if (!io) {
-			io = dn_io_get(s, s->o.wait_ns);
+			io = dn_iov_start(s);
 			if (!io) {
 				err = -EAGAIN;
 				goto poison;
 			}
-			io->niov = 0;
-			io->len = 0;
-			io->heap = false;
 			w->pend = io;
 		}
-		if (segs[i].ref)
-			zc_ref_get(segs[i].ref);
-		dn_credit_add(s, segs[i].len);
-		io->iov[io->niov].iov_base = (void *)segs[i].ptr;
-		io->iov[io->niov].iov_len = segs[i].len;
-		io->refs[io->niov++] = segs[i].ref;
-		io->len += segs[i].len;
+		dn_iov_add(s, io, segs[i].ptr, segs[i].len, segs[i].ref);
 		w->written += segs[i].len;
 		/* A cell's worth (as the object path sends a data cell) or a full iovec. */
 		if (io->niov == DN_IOV_MAX || io->len >= s->o.cell_size)

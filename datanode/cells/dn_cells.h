@@ -9,8 +9,9 @@
  *
  * A cell's file is the single-node name of its cell (dn_layout_path) on the drive its entry
  * names; the entry is in the metadata's cells table (dn_meta.h). The cell store runs on the
- * store object (dn_store.h) beside the engine and calls only the layers below it; the
- * engine opens it with the store and asks it about files in the data folders.
+ * store object (dn_store.h) beside the engine and calls only the layers below it; neither
+ * includes nor calls the other. What the engine's open, close, restart sweep and scrubber
+ * need of it is the table dn_cells_side, which the binding names in dn_store_opts.side.
  */
 #ifndef ZEST_DN_CELLS_H
 #define ZEST_DN_CELLS_H
@@ -31,13 +32,6 @@ struct dn_cell_spec {
 	/* The object the coordinator writes (borrowed): the collector asks etcd about it. */
 	const char *bucket, *key;
 };
-
-/*
- * Read data delivered in order: seg is valid for the call; to keep the bytes, take
- * zc_ref_get(seg->ref) and put it later. Return < 0 from the callback to stop (that value
- * is returned by dn_read).
- */
-typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
 
 struct dn_cell_write;
 /*
@@ -141,7 +135,14 @@ int dn_cell_list_retired_older(struct dn_store *s, uint64_t than_ns, size_t limi
 int dn_cell_list(struct dn_store *s, const struct dn_cell_id *after, size_t limit,
                  struct dn_cell_info **out, size_t *n);
 
-/* ---- for the engine's open, close and restart sweep ---- */
+/* ---- the cell store's side of the store object (dn_store.h, struct dn_store_side) ---- */
+/*
+ * The table to put in dn_store_opts.side: init and fini below, file_named for the restart
+ * sweep, and the scrubber's walk over committed cells (dn_cell_scrub.c: a bad one is
+ * handed to dn_cell_lost and deleted). A store opened without it has no cell state: no
+ * dn_cell_* call may be made on it.
+ */
+extern const struct dn_store_side dn_cells_side;
 /* The store's cell state: cell writes between open and their entry. */
 int dn_cells_init(struct dn_store *s);
 void dn_cells_fini(struct dn_store *s);

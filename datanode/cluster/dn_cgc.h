@@ -34,6 +34,7 @@
 #include <stdio.h>
 
 #include "dn.h"
+#include "dn_cells.h"
 #include "cl_etcd.h"
 
 #define DN_CGC_DEFAULT_GRACE_S 600 /* --gc-grace */

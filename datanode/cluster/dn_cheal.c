@@ -138,58 +138,6 @@ chl_cell_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct
 	return chl_view_find(v, n) < 0 && chl_absent_for(h, n, now) > heal_after(h);
 }
 
-/* ---- the record ---- */
-
-int
-chl_put_record(struct dn_cheal *h, struct chl_obj *o)
-{
-	char key[4096], why[CL_REC_WHY_MAX];
-	uint8_t *buf;
-	size_t len;
-	int n = cl_meta_object_key(o->bucket, o->key, key, sizeof(key)), rc;
-
-	if (n < 0)
-		return n;
-	rc = cl_rec_object_encode(&o->rec, &buf, &len, why, sizeof(why));
-	if (rc) {
-		ZC_ERR("cheal", "cannot encode the record bucket=%s key=%s: %s", o->bucket, o->key,
-		       why);
-		return rc;
-	}
-	{
-		char hk[4096], hv[CL_META_HEAL_VALUE_CAP];
-		int hkl = cl_meta_heal_key(key, (size_t)n, hk, sizeof(hk));
-		struct cl_etcd_cmp cmp = { .key = key,
-			                   .key_len = (size_t)n,
-			                   .target = CL_ETCD_CMP_MOD,
-			                   .op = CL_ETCD_EQUAL,
-			                   .num = o->mod_revision };
-		struct cl_etcd_op ops[2] = {
-			{ .type = CL_ETCD_OP_PUT,
-			  .r = { .key = key, .key_len = (size_t)n },
-			  .value = buf,
-			  .value_len = len },
-			{ .type = CL_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
-		};
-		struct cl_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
-		struct cl_etcd_txn_result res = { 0 };
-
-		/* The last missing bit cleared: the record's to-do key goes in the same Txn (one
-		 * still naming other cells stays, and so does the key). */
-		if (hkl < 0 || cl_meta_heal_value(&o->rec, hv) > 0)
-			txn.n_then = 1;
-
-		rc = cl_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
-		if (rc == 0 && res.succeeded) {
-			o->mod_revision = res.revision;
-			rc = 1;
-		}
-		cl_etcd_txn_result_fini(&res);
-	}
-	free(buf);
-	return rc;
-}
-
 /* ---- the lock ---- */
 
 static void
@@ -325,30 +273,52 @@ chl_responsible(struct dn_cheal *h, const struct cl_members_view *v, const char 
 	return v->n && strcmp(v->names[zc_place_first(hk, v->names, (unsigned)v->n)], h->node) == 0;
 }
 
-/* Cells of o that need healing now; *degraded: some cell is missing or its node absent. */
-static unsigned
-count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_obj *o,
-            uint64_t now, bool *degraded)
-{
-	unsigned n = 0;
+/* What o needs now. */
+struct needs {
+	unsigned cells;   /* to rebuild: marked missing, or on a node absent past heal_after */
+	unsigned moves;   /* the extras of doubled groups, to move to a node of their own */
+	unsigned doubled; /* groups with two cells on one node */
+	bool movable;     /* some extra is on a live node and has a live node to go to */
+	bool degraded;    /* a cell missing or on an absent node, or a group doubled */
+};
 
-	*degraded = false;
+static void
+count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_obj *o,
+            uint64_t now, struct needs *n)
+{
+	memset(n, 0, sizeof(*n));
 	for (size_t x = 0; x < o->rec.nextents; x++) {
 		const struct cl_rec_extent *e = &o->rec.extents[x];
 
-		for (size_t g = 0; g < e->ngroups; g++)
+		for (size_t g = 0; g < e->ngroups; g++) {
+			const struct cl_rec_group *gr = &e->groups[g];
+			uint32_t need = 0, extra;
+
 			for (unsigned c = 0; c < e->k + e->m; c++) {
-				const struct cl_rec_group *gr = &e->groups[g];
 				const char *nn = e->nodes[gr->cell[c]];
 
 				chl_note_absent(h, v, nn, now);
 				if ((gr->missing & (1u << c)) || chl_view_find(v, nn) < 0)
-					*degraded = true;
-				if (chl_cell_needs(h, v, e, gr, c, now))
-					n++;
+					n->degraded = true;
+				if (chl_cell_needs(h, v, e, gr, c, now)) {
+					need |= 1u << c;
+					n->cells++;
+				}
 			}
+			if (!cl_meta_heal_group_doubled(e, gr))
+				continue;
+			n->doubled++;
+			n->degraded = true;
+			extra = chl_group_extra(e, gr, need);
+			for (unsigned c = 0; c < e->k + e->m; c++)
+				if (extra & (1u << c)) {
+					n->moves++;
+					n->movable |=
+					        chl_view_find(v, e->nodes[gr->cell[c]]) >= 0 &&
+					        chl_free_node(v, e, gr);
+				}
+		}
 	}
-	return n;
 }
 
 void
@@ -378,9 +348,10 @@ chl_obj_parse(struct chl_obj *o, const char *prefix, const char *k, size_t klen)
 	return 0;
 }
 
-/* Read o again (linearizable, under the lock) and heal it: the cells healed or an error. */
+/* Read o again (linearizable, under the lock) and heal it: the cells healed (*moved of
+ * them moved) or an error. */
 static int
-heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o)
+heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o, unsigned *moved)
 {
 	struct cl_rec_object fresh = { 0 };
 	int64_t rev = 0;
@@ -394,7 +365,7 @@ heal_locked(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj 
 	cl_rec_object_fini(&o->rec);
 	o->rec = fresh;
 	o->mod_revision = rev;
-	return chl_heal_object(h, v, o);
+	return chl_heal_object(h, v, o, moved);
 }
 
 static int
@@ -402,17 +373,20 @@ heal_one(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
          struct dn_cheal_stats *st)
 {
 	int64_t lrev = 0;
+	unsigned moved = 0;
 	int rc = lock_take(h, o, &lrev);
 
 	if (rc == -EBUSY)
 		return 0; /* another healer works on it (a view that differs from ours) */
 	if (rc)
 		return rc;
-	rc = heal_locked(h, v, o);
+	rc = heal_locked(h, v, o, &moved);
 	lock_drop(h, o, lrev);
 	if (rc > 0) {
 		atomic_fetch_add(&h->healed, (unsigned)rc);
+		atomic_fetch_add(&h->moved, moved);
 		st->healed += (unsigned)rc;
+		st->moved += moved;
 	} else if (rc < 0) {
 		atomic_fetch_add(&h->failed, 1);
 		st->failed++;
@@ -424,8 +398,8 @@ int
 chl_process(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o, uint64_t now,
             bool own, struct dn_cheal_stats *st, struct chl_acc *acc)
 {
-	bool deg;
-	unsigned need;
+	struct needs nd;
+	unsigned need, doubled;
 	int rc = own ? chl_own_check(h, o, st) : 0;
 
 	if (zc_err_is(rc, ZC_CHANGED)) {
@@ -436,23 +410,32 @@ chl_process(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj 
 		return chl_is_etcd_err(rc) ? rc : 0;
 	if (chl_view_find(v, h->node) < 0 || !chl_responsible(h, v, o->bucket, o->key))
 		return 0;
-	need = count_needs(h, v, o, now, &deg);
-	acc->degraded += deg;
-	if (need) {
+	count_needs(h, v, o, now, &nd);
+	need = nd.cells + nd.moves;
+	doubled = nd.doubled;
+	/* a doubled group with no live node free of it (fewer than k + m live) stays as it
+	 * is, pending: no lock taken for it */
+	if (nd.cells || nd.movable) {
 		rc = heal_one(h, v, o, st);
-		if (rc > 0)
+		if (rc > 0) {
 			need = need > (unsigned)rc ? need - (unsigned)rc : 0;
+			doubled = chl_doubled_groups(&o->rec); /* the record as put */
+		}
 		if (rc < 0)
 			acc->failed++;
 		if (rc < 0 && rc != -EAGAIN && chl_is_etcd_err(rc)) {
 			acc->pending += need;
+			acc->doubled += doubled;
+			acc->degraded += nd.degraded;
 			return rc;
 		}
 	}
 	acc->pending += need;
-	/* Marked cells left for later, found by reading every record (a record from before
-	 * the to-do keys, or one whose key went astray): its key makes sure the later passes
-	 * find it without reading every record. */
+	acc->doubled += doubled;
+	acc->degraded += nd.degraded; /* as read: counted until a pass finds it whole */
+	/* Marked cells or doubled groups left for later, found by reading every record (a
+	 * record from before the to-do keys, or one whose key went astray): its key makes
+	 * sure the later passes find it without reading every record. */
 	if (own && need)
 		return chl_todo_ensure(h, o);
 	return 0;
@@ -607,8 +590,10 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 			err = chl_check_done(h);
 		atomic_store(&h->pending, acc->pending);
 		atomic_store(&h->degraded, acc->degraded);
+		atomic_store(&h->doubled, acc->doubled);
 		st->pending += acc->pending;
 		st->degraded += acc->degraded;
+		st->doubled += acc->doubled;
 	}
 	cl_members_view_put(v);
 	return err;
@@ -728,13 +713,22 @@ dn_cheal_metrics(struct dn_cheal *h, FILE *out)
 	        "last pass.\n"
 	        "# TYPE zest_heal_pending_cells gauge\n"
 	        "zest_heal_pending_cells %llu\n"
-	        "# HELP zest_heal_cells_total Cells this node rebuilt and put in their record.\n"
+	        "# HELP zest_heal_cells_total Cells this node rebuilt or moved and put in their "
+	        "record.\n"
 	        "# TYPE zest_heal_cells_total counter\n"
 	        "zest_heal_cells_total %llu\n"
-	        "# HELP zest_cluster_degraded_objects Objects this node heals with a cell missing "
-	        "or on an absent node, at the last pass.\n"
+	        "# HELP zest_heal_moved_cells_total Cells this node moved out of a group with two "
+	        "cells on one node.\n"
+	        "# TYPE zest_heal_moved_cells_total counter\n"
+	        "zest_heal_moved_cells_total %llu\n"
+	        "# HELP zest_cluster_degraded_objects Objects this node heals with a cell missing, "
+	        "on an absent node or doubled, at the last pass.\n"
 	        "# TYPE zest_cluster_degraded_objects gauge\n"
 	        "zest_cluster_degraded_objects %llu\n"
+	        "# HELP zest_cluster_doubled_groups Block groups with two cells on one node among "
+	        "the objects this node heals, at the last pass.\n"
+	        "# TYPE zest_cluster_doubled_groups gauge\n"
+	        "zest_cluster_doubled_groups %llu\n"
 	        "# HELP zest_heal_marked_cells_total Cells records named on this node that its "
 	        "store lacked, marked missing.\n"
 	        "# TYPE zest_heal_marked_cells_total counter\n"
@@ -750,7 +744,9 @@ dn_cheal_metrics(struct dn_cheal *h, FILE *out)
 	        "zest_heal_scans_total %llu\n",
 	        (unsigned long long)atomic_load(&h->pending),
 	        (unsigned long long)atomic_load(&h->healed),
+	        (unsigned long long)atomic_load(&h->moved),
 	        (unsigned long long)atomic_load(&h->degraded),
+	        (unsigned long long)atomic_load(&h->doubled),
 	        (unsigned long long)atomic_load(&h->marked),
 	        (unsigned long long)atomic_load(&h->failed),
 	        (unsigned long long)atomic_load(&h->records_read),

@@ -4,11 +4,12 @@
  *
  * A pass reads records only when there is something to heal (docs/cluster.md, "Heal, as
  * built"): the to-do keys /zest/heal/<bucket>/<key> of the records with cells marked
- * missing (cl_meta.h), and every record (/zest/objects/, serializable, in pages) only
- * when a node has been absent longer than heal_after and no complete pass since has left
- * nothing to do, or when this node's store has not been checked against the records yet
- * (a new store, or drives wiped: /zest/cellcheck/<node> does not name it). With every
- * node live and nothing marked, a pass costs three small etcd reads. Per record read:
+ * missing or a doubled group (cl_index.h), and every record (/zest/objects/,
+ * serializable, in pages) only when a node has been absent longer than heal_after and no
+ * complete pass since has left nothing to do, or when this node's store has not been
+ * checked against the records yet (a new store, or drives wiped: /zest/cellcheck/<node>
+ * does not name it). With every node live, nothing marked and no group doubled, a pass
+ * costs three small etcd reads. Per record read:
  * - checks the cells it names on this node against the cell store: a cell the record
  *   names here (missing bit clear) that the store has no entry for (the node came back
  *   with wiped drives) is marked missing (dn_cheal_mark_missing: a Txn fenced on the
@@ -22,13 +23,16 @@
  *   (a key under the healer's own lease, so two healers never work on one object): k good
  *   cells read (ReadCell, or the local store), the missing ones decoded
  *   (ec_codec_decode), each written (WriteCell, or dn_cell_write_*) to the node that lost
- *   it if it is live again, else to a live node
- *   that holds no cell of the group; then one Txn puts the updated record if its
- *   mod_revision is still the one read (a late or repeated heal never undoes a newer
- *   write; on a failed compare the new cells are deleted and the object waits for the
- *   next pass), CommitCells on the new nodes, DeleteCells of the old cell when its node
- *   is live. The record's other keys (the extent index) are not touched, but for its
- *   to-do key, deleted in that Txn when no missing bit is left.
+ *   it if it is live again (and holds no other cell of the group), else to a live node
+ *   that holds no cell of the group; a doubled group's extra cell (two cells of the
+ *   group on one node: written while fewer than k + m nodes were live) is read whole
+ *   from its node and moved the same way to a live node that holds no cell of the group,
+ *   when there is one (else it stays, counted pending); then one Txn puts the updated
+ *   record if its mod_revision is still the one read (a late or repeated heal never
+ *   undoes a newer write; on a failed compare the new cells are deleted and the object
+ *   waits for the next pass), CommitCells on the new nodes, DeleteCells of the old cell
+ *   when its node is live. The record's other keys (the extent index) are not touched, but for its
+ *   to-do key, deleted in that Txn when no missing bit and no doubled group is left.
  *
  * Every remote call has a deadline (timeout_ms); an etcd error ends the pass with nothing
  * changed past the last completed Txn.
@@ -45,6 +49,7 @@
 #include <stdio.h>
 
 #include "dn.h"
+#include "dn_cells.h"
 #include "cl_rec.h"
 #include "cl_etcd.h"
 #include "cl_members.h"
@@ -87,8 +92,11 @@ struct dn_cheal_stats {
 	uint64_t scans;    /* passes over every record */
 	uint64_t marked;   /* cells of this node marked missing (not in its store) */
 	uint64_t pending;  /* cells needing heal among the objects this node heals */
-	uint64_t healed;   /* cells rebuilt and named by their record */
-	uint64_t degraded; /* objects this node heals with a cell missing or on an absent node */
+	uint64_t healed;   /* cells rebuilt or moved and named by their record */
+	uint64_t moved;    /* ... of them moved out of a doubled group (read, not rebuilt) */
+	uint64_t degraded; /* objects this node heals with a cell missing or on an absent node,
+	                    * or a doubled group */
+	uint64_t doubled;  /* groups with two cells on one node among the objects it heals */
 	uint64_t failed;   /* objects whose heal failed or was fenced off (tried again later) */
 };
 
@@ -108,8 +116,9 @@ void dn_cheal_observe(struct dn_cheal *h);
  * the first etcd error (the pass stops there). */
 int dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st);
 
-/* zest_heal_pending_cells, zest_heal_cells_total, zest_cluster_degraded_objects,
- * zest_heal_records_read_total and the others. */
+/* zest_heal_pending_cells, zest_heal_cells_total, zest_heal_moved_cells_total,
+ * zest_cluster_degraded_objects, zest_cluster_doubled_groups, zest_heal_records_read_total
+ * and the others. */
 void dn_cheal_metrics(struct dn_cheal *h, FILE *out);
 
 /*

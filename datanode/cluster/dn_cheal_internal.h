@@ -48,12 +48,13 @@ struct dn_cheal {
 	bool scan_clean;   /* ... and left nothing to heal */
 	uint64_t scan_fp;  /* ... for this set of expired absences (expired_fp) */
 	/* gauges and counters */
-	atomic_uint_fast64_t pending, degraded, healed, marked, failed, records_read, scans;
+	atomic_uint_fast64_t pending, degraded, doubled, healed, moved, marked, failed,
+	        records_read, scans;
 };
 
 /* What the records a pass read came to (a phase: the to-do keys, or every record). */
 struct chl_acc {
-	uint64_t pending, degraded, failed;
+	uint64_t pending, degraded, doubled, failed;
 	bool fenced; /* a marking of this node's cells found its record changed */
 };
 
@@ -126,13 +127,25 @@ bool chl_cell_needs(struct dn_cheal *h, const struct cl_members_view *v,
                     const struct cl_rec_extent *e, const struct cl_rec_group *gr, unsigned c,
                     uint64_t now);
 
+/* The cells of group gr that repeat the node of an earlier cell (a doubled group's
+ * extras), none of `skip` counted on either side: the cells a healer moves. */
+uint32_t chl_group_extra(const struct cl_rec_extent *e, const struct cl_rec_group *gr,
+                         uint32_t skip);
+/* Is some live node of v free of every cell of group gr (somewhere to move a cell to)? */
+bool chl_free_node(const struct cl_members_view *v, const struct cl_rec_extent *e,
+                   const struct cl_rec_group *gr);
+/* The doubled groups of rec (cl_meta_heal_group_doubled). */
+unsigned chl_doubled_groups(const struct cl_rec_object *rec);
+
 /*
- * Rebuild what needs healing in o (the record read at o->mod_revision, under the lock) and
- * put the updated record. Returns the cells healed (>= 0), -EAGAIN when a group could not
- * be healed now (no k good cells, no target), ZC_E(ZC_CHANGED) when the record changed, or
- * an etcd error.
+ * Rebuild what needs healing in o (the record read at o->mod_revision, under the lock),
+ * move one cell of each doubled group's pair to a live node free of the group (read from
+ * its node, not decoded), and put the updated record. Returns the cells healed and moved
+ * (>= 0; *moved of them moved), -EAGAIN when a group could not be healed now (no k good
+ * cells, no target), ZC_E(ZC_CHANGED) when the record changed, or an etcd error.
  */
-int chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o);
+int chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
+                    unsigned *moved);
 
 /* Put o's record (changed by the caller) if etcd still has it at o->mod_revision: 1 (and
  * o->mod_revision moves on), 0 when it changed meanwhile, or an etcd error. */

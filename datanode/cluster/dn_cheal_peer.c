@@ -57,7 +57,7 @@ waiter_fini(struct waiter *w)
 struct rpc_client *
 chl_peer(struct dn_cheal *h, const char *name, const char *address)
 {
-	struct rpc_client_opts co = { .target = address, .tls = h->o.tls };
+	struct rpc_client_opts co = { .target = address, .tls = h->o.tls, .peer_name = name };
 	struct chl_peer *p = NULL, *np;
 
 	for (size_t i = 0; i < h->npeers; i++)

@@ -2,7 +2,9 @@
  * The rebuild of one object (dn_cheal.h): per block group with cells to heal, k good
  * cells are read whole (this node's own from its store, the others over ReadCell, each
  * chunk's CRC checked by the node that reads it), every stripe of the group decoded in
- * place, and each cell to heal written to its new node; then one fenced Txn names them.
+ * place, and each cell to heal written to its new node; a doubled group's extra cell
+ * (two cells on one node) is read whole from that node and written to a live node free
+ * of the group, by the same calls; then one fenced Txn names them all.
  *
  * Cells of a group lie stripe after stripe in their file, each stripe's part cell_size
  * bytes but the last, which is as long as its data (docs/cluster.md, "The cell store");
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "dn_cheal_internal.h"
+#include "cl_meta.h"
 #include "ec.h"
 #include "zc.h"
 #include "zc_place.h"
@@ -234,20 +237,62 @@ work_add(struct work *wk, struct dn_cell_id id, const char *target, const char *
 	return 0;
 }
 
+uint32_t
+chl_group_extra(const struct cl_rec_extent *e, const struct cl_rec_group *gr, uint32_t skip)
+{
+	uint32_t extra = 0;
+
+	for (unsigned c = 1; c < e->k + e->m; c++)
+		for (unsigned d = 0; d < c && !(skip & (1u << c)); d++)
+			if (!(skip & (1u << d)) && gr->cell[c] == gr->cell[d]) {
+				extra |= 1u << c;
+				break;
+			}
+	return extra;
+}
+
+bool
+chl_free_node(const struct cl_members_view *v, const struct cl_rec_extent *e,
+              const struct cl_rec_group *gr)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (!group_has(e, gr, CL_REC_MAX_CELLS, v->names[i]))
+			return true;
+	return false;
+}
+
+unsigned
+chl_doubled_groups(const struct cl_rec_object *rec)
+{
+	unsigned n = 0;
+
+	for (size_t x = 0; x < rec->nextents; x++)
+		for (size_t g = 0; g < rec->extents[x].ngroups; g++)
+			n += cl_meta_heal_group_doubled(&rec->extents[x],
+			                                &rec->extents[x].groups[g]);
+	return n;
+}
+
 /*
- * Place rebuilt cell c: the node that lost it when it is live again, else live nodes that
- * hold no cell of the group in the rendezvous order of (extent, group). Returns 0 when it
- * was written and the record copy names it (the missing bit cleared), else an error.
+ * Place cell c (rebuilt, or with move read whole from its node to leave a doubled group):
+ * a rebuilt cell goes back to the node that lost it when that node is live again and
+ * holds no other cell of the group; else, and for a move, to live nodes that hold no
+ * cell of the group in the rendezvous order of (extent, group); a rebuilt cell whose
+ * live old node holds another cell of the group goes back there only when none of those
+ * takes it (a cell doubled beats a cell missing). Returns 0 when it was written and the
+ * record copy names it (the missing bit cleared), else an error.
  */
 static int
 place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
            struct cl_rec_extent *e, size_t g, unsigned c, const uint8_t *buf, uint64_t len,
-           struct work *wk)
+           bool move, struct work *wk)
 {
 	struct cl_rec_group *gr = &e->groups[g];
 	struct dn_cell_id id = { e->id, (uint32_t)g, c };
 	char *old = strdup(e->nodes[gr->cell[c]]);
 	bool old_live = old && chl_view_find(v, old) >= 0;
+	bool back_first = old_live && !move && !group_has(e, gr, c, old);
+	bool back_last = old_live && !move && !back_first;
 	unsigned *order = calloc(v->n ? v->n : 1, sizeof(*order)), tries = 0;
 	int rc = ZC_E(ZC_UNAVAILABLE), idx;
 
@@ -259,10 +304,13 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 	if (v->n)
 		zc_place_rank(zc_place_group_key(e->id, (uint32_t)g), v->names, (unsigned)v->n,
 		              order);
-	for (long i = old_live ? -1 : 0; i < (long)v->n && tries < TARGET_TRIES; i++) {
-		const char *t = i < 0 ? old : v->names[order[i]];
+	/* i = -1: back to the old node; 0 .. n - 1: the ranking; n: the old node last */
+	for (long i = back_first ? -1 : 0; i <= (long)v->n && tries < TARGET_TRIES; i++) {
+		const char *t = i < 0 || i == (long)v->n ? old : v->names[order[i]];
 
-		if (i >= 0 && (strcmp(t, old) == 0 || group_has(e, gr, c, t)))
+		if (i == (long)v->n && !back_last)
+			break;
+		if (i >= 0 && i < (long)v->n && (strcmp(t, old) == 0 || group_has(e, gr, c, t)))
 			continue;
 		tries++;
 		rc = write_cell(h, v, o, e, id, t, buf, len);
@@ -283,10 +331,10 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 		gr->cell[c] = (uint16_t)idx;
 		gr->missing &= ~(1u << c);
 		ZC_INFO("cheal",
-		        "rebuilt cell %016llx.%u.%u of bucket=%s key=%s on node=%s "
+		        "%s cell %016llx.%u.%u of bucket=%s key=%s on node=%s "
 		        "(was node=%s)",
-		        (unsigned long long)id.extent, id.group, id.cell, o->bucket, o->key, t,
-		        old);
+		        move ? "moved" : "rebuilt", (unsigned long long)id.extent, id.group,
+		        id.cell, o->bucket, o->key, t, old);
 		break;
 	}
 	if (zc_err_is(rc, ZC_UNAVAILABLE) && !tries)
@@ -318,11 +366,35 @@ has_target(const struct cl_members_view *v, const struct cl_rec_extent *e,
 	return false;
 }
 
-/* Heal the cells `need` of group g: how many were placed, or an error when none could. */
+/* Read cell c of group g whole into buf (per bytes): 0 with *len, or an error (logged). */
+static int
+read_whole(struct dn_cheal *h, const struct cl_members_view *v, const struct cl_rec_extent *e,
+           size_t g, unsigned c, uint32_t ns, uint8_t *buf, uint64_t per, size_t *len)
+{
+	const char *n = e->nodes[e->groups[g].cell[c]];
+	struct dn_cell_id id = { e->id, (uint32_t)g, c };
+	int rc = read_cell(h, v, n, id, buf, per, len);
+
+	if (!rc && c < e->k && *len != file_len(e, g, ns, c))
+		rc = -EBADMSG;
+	if (rc) {
+		ZC_WARN("cheal", "cell %016llx.%u.%u on node=%s unreadable err=%d",
+		        (unsigned long long)e->id, (unsigned)g, c, n, rc);
+		memset(buf, 0, per);
+	}
+	return rc;
+}
+
+/*
+ * Heal the cells `need` of group g (rebuilt from k others) and move the cells `move` (a
+ * doubled group's extras, read whole from their own node, which keeps them until the
+ * record names the new one): how many were placed (*moved of them moves), or an error
+ * when none could.
+ */
 static int
 heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
-           struct cl_rec_extent *e, size_t g, uint32_t need, struct ec_codec *codec,
-           struct work *wk)
+           struct cl_rec_extent *e, size_t g, uint32_t need, uint32_t move, struct ec_codec *codec,
+           struct work *wk, unsigned *moved)
 {
 	struct cl_rec_group *gr = &e->groups[g];
 	unsigned w = e->k + e->m, got = 0, placed = 0;
@@ -334,13 +406,17 @@ heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 
 	if (!ns)
 		return 0;
-	if (!has_target(v, e, gr, need)) {
+	if (need && !has_target(v, e, gr, need)) {
 		ZC_WARN("cheal",
 		        "group %016llx.%u of bucket=%s key=%s: no live node outside the group to "
 		        "take its cells (%zu live)",
 		        (unsigned long long)e->id, (unsigned)g, o->bucket, o->key, v->n);
-		return -EAGAIN;
+		need = 0;
 	}
+	if (move && !chl_free_node(v, e, gr))
+		move = 0; /* fewer live nodes than k + m: the group stays doubled */
+	if (!need && !move)
+		return -EAGAIN;
 	per = (uint64_t)ns * e->cell_size;
 	if (per * w > GROUP_MAX_BYTES) {
 		ZC_WARN("cheal", "group of %llu bytes per cell too large to heal in memory",
@@ -350,41 +426,45 @@ heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 	bufs = calloc(w, per);
 	if (!bufs)
 		return -ENOMEM;
+	/* the cells to move first: read whole, they need no decode and are survivors too */
+	for (unsigned c = 0; c < w; c++) {
+		if (!(move & (1u << c)))
+			continue;
+		if (read_whole(h, v, e, g, c, ns, bufs + c * per, per, &lens[c])) {
+			move &= ~(1u << c);
+			continue;
+		}
+		if (c >= e->k)
+			parity_len = lens[c];
+		have |= 1u << c;
+		got++;
+	}
 	/* survivors: this node's own cells first (no network), then the others in order */
-	for (int pass = 0; pass < 2 && got < e->k; pass++)
+	for (int pass = 0; need && pass < 2 && got < e->k; pass++)
 		for (unsigned c = 0; c < w && got < e->k; c++) {
 			const char *n = e->nodes[gr->cell[c]];
-			struct dn_cell_id id = { e->id, (uint32_t)g, c };
 			bool self = strcmp(n, h->node) == 0;
 
-			if ((need & (1u << c)) || (gr->missing & (1u << c)) ||
+			if (((need | have) & (1u << c)) || (gr->missing & (1u << c)) ||
 			    self != (pass == 0) || (!self && chl_view_find(v, n) < 0))
 				continue;
-			rc = read_cell(h, v, n, id, bufs + c * per, per, &lens[c]);
-			if (!rc && c < e->k && lens[c] != file_len(e, g, ns, c))
-				rc = -EBADMSG;
-			if (rc) {
-				ZC_WARN("cheal", "cell %016llx.%u.%u on node=%s unreadable err=%d",
-				        (unsigned long long)e->id, (unsigned)g, c, n, rc);
-				memset(bufs + c * per, 0, per);
+			if (read_whole(h, v, e, g, c, ns, bufs + c * per, per, &lens[c]))
 				continue;
-			}
 			if (c >= e->k)
 				parity_len = lens[c];
 			have |= 1u << c;
 			got++;
 		}
-	if (got < e->k) {
+	if (need && got < e->k) {
 		ZC_WARN("cheal",
 		        "group %016llx.%u of bucket=%s key=%s: %u of %u cells readable, "
 		        "cannot heal now",
 		        (unsigned long long)e->id, (unsigned)g, o->bucket, o->key, got, e->k);
-		free(bufs);
-		return -EAGAIN;
+		need = 0;
 	}
 	if (!parity_len)
 		parity_len = file_len(e, g, ns, e->k);
-	for (uint32_t s = 0; s < ns; s++) {
+	for (uint32_t s = 0; need && s < ns; s++) {
 		for (unsigned c = 0; c < w; c++)
 			ptr[c] = bufs + c * per + (uint64_t)s * e->cell_size;
 		rc = ec_codec_decode(codec, e->cell_size, ptr, ((1u << w) - 1) & ~have);
@@ -394,15 +474,68 @@ heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 		}
 	}
 	for (unsigned c = 0; c < w; c++) {
-		uint64_t len = c < e->k ? file_len(e, g, ns, c) : parity_len;
+		bool mv = move & (1u << c);
+		uint64_t len = mv ? lens[c] : c < e->k ? file_len(e, g, ns, c) : parity_len;
 
-		if (!(need & (1u << c)))
+		if (!((need | move) & (1u << c)))
 			continue;
-		if (place_cell(h, v, o, e, g, c, bufs + c * per, len, wk) == 0)
+		if (place_cell(h, v, o, e, g, c, bufs + c * per, len, mv, wk) == 0) {
 			placed++;
+			*moved += mv;
+		}
 	}
 	free(bufs);
 	return placed ? (int)placed : -EAGAIN;
+}
+
+int
+chl_put_record(struct dn_cheal *h, struct chl_obj *o)
+{
+	char key[4096], why[CL_REC_WHY_MAX];
+	uint8_t *buf;
+	size_t len;
+	int n = cl_meta_object_key(o->bucket, o->key, key, sizeof(key)), rc;
+
+	if (n < 0)
+		return n;
+	rc = cl_rec_object_encode(&o->rec, &buf, &len, why, sizeof(why));
+	if (rc) {
+		ZC_ERR("cheal", "cannot encode the record bucket=%s key=%s: %s", o->bucket, o->key,
+		       why);
+		return rc;
+	}
+	{
+		char hk[4096], hv[CL_META_HEAL_VALUE_CAP];
+		int hkl = cl_meta_heal_key(key, (size_t)n, hk, sizeof(hk));
+		struct cl_etcd_cmp cmp = { .key = key,
+			                   .key_len = (size_t)n,
+			                   .target = CL_ETCD_CMP_MOD,
+			                   .op = CL_ETCD_EQUAL,
+			                   .num = o->mod_revision };
+		struct cl_etcd_op ops[2] = {
+			{ .type = CL_ETCD_OP_PUT,
+			  .r = { .key = key, .key_len = (size_t)n },
+			  .value = buf,
+			  .value_len = len },
+			{ .type = CL_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
+		};
+		struct cl_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
+		struct cl_etcd_txn_result res = { 0 };
+
+		/* The last missing bit cleared and the last doubled cell moved: the record's
+		 * to-do key goes in the same Txn (else it stays). */
+		if (hkl < 0 || cl_meta_heal_value(&o->rec, hv) > 0)
+			txn.n_then = 1;
+
+		rc = cl_etcd_txn(h->o.etcd, &txn, &res, chl_timeout(h));
+		if (rc == 0 && res.succeeded) {
+			o->mod_revision = res.revision;
+			rc = 1;
+		}
+		cl_etcd_txn_result_fini(&res);
+	}
+	free(buf);
+	return rc;
 }
 
 static void
@@ -416,28 +549,39 @@ work_fini(struct work *wk)
 }
 
 int
-chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o)
+chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
+                unsigned *moved)
 {
 	uint64_t now = zc_now_ns(), grace = h->o.gc_grace_ns ? h->o.gc_grace_ns : 600000000000ull;
 	struct work wk = { 0 };
 	bool blocked = false;
+	unsigned nmoved = 0;
 	int rc = 0;
 
+	*moved = 0;
 	for (size_t x = 0; x < o->rec.nextents && rc != -ENOMEM; x++) {
 		struct cl_rec_extent *e = &o->rec.extents[x];
 		struct ec_codec *codec = NULL;
 
 		for (size_t g = 0; g < e->ngroups; g++) {
-			uint32_t need = 0;
+			struct cl_rec_group *gr = &e->groups[g];
+			uint32_t need = 0, move;
 
 			for (unsigned c = 0; c < e->k + e->m; c++)
-				if (chl_cell_needs(h, v, e, &e->groups[g], c, now))
+				if (chl_cell_needs(h, v, e, gr, c, now))
 					need |= 1u << c;
-			if (!need)
+			/* a doubled group's extras on a live node move; those with no
+			 * live node free of the group wait, counted pending, not failed */
+			move = chl_group_extra(e, gr, need);
+			for (unsigned c = 0; c < e->k + e->m; c++)
+				if ((move & (1u << c)) &&
+				    chl_view_find(v, e->nodes[gr->cell[c]]) < 0)
+					move &= ~(1u << c);
+			if (!need && (!move || !chl_free_node(v, e, gr)))
 				continue;
-			if (!codec && (rc = ec_codec_create(e->k, e->m, &codec)) != 0)
+			if (need && !codec && (rc = ec_codec_create(e->k, e->m, &codec)) != 0)
 				break;
-			rc = heal_group(h, v, o, e, g, need, codec, &wk);
+			rc = heal_group(h, v, o, e, g, need, move, codec, &wk, &nmoved);
 			if (rc < 0)
 				blocked = true;
 			if (rc == -ENOMEM)
@@ -486,6 +630,7 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 			(void)delete_cell(h, v, m->old, m->id);
 	}
 	rc = (int)wk.n;
+	*moved = nmoved;
 	work_fini(&wk);
 	return rc;
 }

@@ -471,7 +471,17 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 		destroy(c);
 		return rc;
 	}
-	rc = cl_members_create(c->etcd, 0, &c->members);
+	/* the view counts a registered node only once an mTLS connection to it found a
+	 * certificate naming it, so a node of another CA or with another node's certificate
+	 * is never placed on (cl_members.h) */
+	rc = cl_members_create_opts(
+	        c->etcd,
+	        &(struct cl_members_opts){
+	                .tls = o->cert_file ? &(struct rpc_tls){ .ca_file = o->ca_file,
+	                                                         .cert_file = o->cert_file,
+	                                                         .key_file = o->key_file }
+	                                    : NULL },
+	        &c->members);
 	if (rc == 0) {
 		rc = pthread_create(&c->thread, NULL, keeper, c) ? -EAGAIN : 0;
 		if (rc == 0)
@@ -531,9 +541,13 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 
 	fprintf(out,
 	        "# HELP zest_cluster_live_nodes Datanodes registered in etcd at the last "
-	        "membership read.\n"
+	        "membership read whose certificate was verified to name them.\n"
 	        "# TYPE zest_cluster_live_nodes gauge\n"
 	        "zest_cluster_live_nodes %zu\n"
+	        "# HELP zest_cluster_unverified_nodes Datanodes registered in etcd left out of "
+	        "the view: no mTLS connection to a certificate of the CA naming them.\n"
+	        "# TYPE zest_cluster_unverified_nodes gauge\n"
+	        "zest_cluster_unverified_nodes %zu\n"
 	        "# HELP zest_cluster_registered 1 while this node's registration holds a lease.\n"
 	        "# TYPE zest_cluster_registered gauge\n"
 	        "zest_cluster_registered %d\n"
@@ -541,7 +555,7 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        "re-registrations after a lost lease).\n"
 	        "# TYPE zest_cluster_registrations_total counter\n"
 	        "zest_cluster_registrations_total %llu\n",
-	        v->n, atomic_load(&c->registered) ? 1 : 0,
+	        v->n, v->unverified, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
 	cl_members_view_put(v);
 }

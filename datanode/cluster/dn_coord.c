@@ -104,6 +104,7 @@ dn_coord_peer(struct dn_coord *c, const char *name, const char *addr)
 	 * a stuck peer. */
 	co.unary_deadline_ms = DN_COORD_CALL_DEADLINE_MS;
 	co.tls = c->o.tls;
+	co.peer_name = name; /* its certificate must name it (docs/cluster.md, "Security") */
 	rc = p->name && p->addr ? rpc_client_create(&co, &p->cli) : -ENOMEM;
 	if (rc) {
 		ZC_ERR("coord", "no client for peer=%s addr=%s err=%d", name, addr, rc);

@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include "dn.h"
+#include "dn_cells.h"
 #include "rpc.h"
 
 struct dn_coord;

@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dn_cells.h"
+#include "dn_store.h"
 #include "zc_err.h"
 #include "zc_ref.h"
 
@@ -42,8 +42,9 @@ struct dn_write;
 int dn_store_open(const struct dn_store_opts *opts, struct dn_store **out);
 
 /*
- * Stop and close everything. Every dn_write and dn_cell_write must have been handed back
- * (committed / finished or aborted); close waits for those still finishing. NULL is a no-op.
+ * Stop and close everything. Every dn_write, and every write of the side (opts->side, the
+ * cell store's), must have been handed back (committed / finished or aborted); close waits
+ * for those still finishing. NULL is a no-op.
  */
 void dn_store_close(struct dn_store *store);
 

@@ -1,7 +1,8 @@
 /*
  * The engine's checks at open: every drive folder is the one this store put at its index,
- * and the files a crash left behind (no committed extent owns them, no cell entry names
- * them) are removed.
+ * and the files a crash left behind (no committed extent owns them, and the layer beside
+ * the engine, the cell store, does not claim them through dn_store_side.file_named) are
+ * removed.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -86,6 +87,16 @@ dn_store_check_identity(struct dn_store *s)
 	return 0;
 }
 
+/* Is name (no extent's) a file of the layer beside the engine (the cell store)? As
+ * dn_store_side.file_named: 1 or -errno keep it, 0 not. */
+static int
+side_file(struct dn_store *s, unsigned drive, const char *name)
+{
+	const struct dn_store_side *side = s->o.side;
+
+	return side && side->file_named ? side->file_named(s, drive, name) : 0;
+}
+
 /*
  * Remove cell files no committed extent owns and no cell entry names (cluster mode): what
  * a crash left half-written, or between a cell's fdatasync and its entry.
@@ -128,7 +139,7 @@ dn_store_collect(struct dn_store *s)
 				}
 				if (dn_layout_parse(fe->d_name, &id) == 0 &&
 				    (dn_meta_extent_exists(s->meta, id) == 1 ||
-				     dn_cell_file_named(s, d, fe->d_name) != 0))
+				     side_file(s, d, fe->d_name) != 0))
 					continue;
 				snprintf(path, sizeof(path), "%s/%s", sub, fe->d_name);
 				if (unlink(path) != 0)

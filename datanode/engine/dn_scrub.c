@@ -27,7 +27,6 @@
 #include "zc_loop.h"
 
 #define SCRUB_WINDOW   (1u << 20) /* bytes per read */
-#define SCRUB_PAGE     50         /* cell entries listed at a time */
 #define SCRUB_FIRST_NS 600000000000ull
 
 static const char *const kind_word[DN_SCRUB_KINDS] = { "crc", "size", "missing", "io" };
@@ -285,106 +284,55 @@ scrub_extent(void *arg, struct dn_extent *e)
 	return 0;
 }
 
-/* ---- cluster cells: the cell store ---- */
+/* ---- the cells of the layer beside the engine (the cell store, dn_store_side.scrub) ---- */
 
-/*
- * A cell of the cell store is bad: get it marked missing in its record, so that its
- * object's healer rebuilds it (onto this node: the missing bit names its node). The one
- * place that says how. dn_cell_lost hands the name to the cluster healer (dn_cheal.c),
- * which marks it with dn_cheal_mark_missing at its next pass; and the scrubber drops the
- * entry and the file: the bytes were bad, and no reader may be handed them meanwhile (a
- * healer that checks this store against the records finds the entry gone too). 1:
- * handed over, 0: gone already, -errno.
- */
-static int
-scrub_cell_lost(struct dn_scrub *sc, struct dn_cell_id id)
-{
-	dn_cell_lost(sc->o.store, id);
-	return dn_cell_delete(sc->o.store, id);
-}
+struct side_walk {
+	struct dn_scrub *sc;
+	struct dn_scrub_stats *st;
+	enum dn_scrub_kind kind; /* the last check's finding */
+};
 
 static int
-scrub_cell(struct dn_scrub *sc, struct dn_scrub_stats *st, struct dn_cell_id id)
+side_check(void *arg, const struct dn_side_file *f)
 {
-	struct dn_store *s = sc->o.store;
-	enum dn_scrub_kind kind = DN_SCRUB_IO;
-	struct dn_cell_rec rec, again;
-	char path[PATH_MAX];
-	int rc = dn_meta_cell_get(s->meta, id, &rec);
+	struct side_walk *w = arg;
+	struct dn_store *s = w->sc->o.store;
+	int rc;
 
-	if (zc_err_is(rc, ZC_NO_KEY))
-		return 0; /* deleted since the listing */
-	if (rc)
-		return rc;
-	if (rec.pending || rec.length == 0 || rec.drive >= s->ndrives ||
-	    !dn_drive_ok(&s->drives[rec.drive]) ||
-	    dn_layout_path(s->drives[rec.drive].root, id.extent, id.group, id.cell, path,
-	                   sizeof(path))) {
-		dn_cell_rec_fini(&rec);
-		return 0; /* pending: the collector's; empty: nothing to rot */
-	}
-	rc = check_file(sc, rec.drive, path, rec.length, rec.chunk, rec.crcs, rec.ncrc, &kind);
-	if (rc < 0)
-		goto fini;
-	if (rc == 2) {
-		rc = 0;
-		goto fini;
-	}
-	st->cells++;
-	if (rc == 0)
-		goto fini;
-	/* The same entry still (not deleted, or deleted and written again, meanwhile)? */
-	rc = dn_meta_cell_get(s->meta, id, &again);
-	if (zc_err_is(rc, ZC_NO_KEY)) {
-		rc = 0;
-		goto fini;
-	}
-	if (rc)
-		goto fini;
-	if (again.drive == rec.drive && again.created_ns == rec.created_ns) {
-		rc = scrub_cell_lost(sc, id);
-		ZC_WARN("scrub",
-		        "bad cell id=%016llx group=%u cell=%u drive=%u kind=%s bucket=%s key=%s "
-		        "path=%s: %s",
-		        (unsigned long long)id.extent, id.group, id.cell, rec.drive,
-		        kind_word[kind], rec.bucket, rec.key, path,
-		        rc == 1 ? "handed to the cluster healer" : "could not hand it over");
-		count_bad(sc, st, kind, rc == 1);
-		rc = rc < 0 ? rc : 0;
-	}
-	dn_cell_rec_fini(&again);
-fini:
-	dn_cell_rec_fini(&rec);
+	if (zc_loop_stopping(&w->sc->loop))
+		return -ECANCELED;
+	if (f->length == 0 || f->drive >= s->ndrives || !dn_drive_ok(&s->drives[f->drive]))
+		return 2; /* nothing to rot, or on a drive nobody reads */
+	w->kind = DN_SCRUB_IO;
+	rc = check_file(w->sc, f->drive, f->path, f->length, f->chunk, f->crcs, f->ncrc, &w->kind);
+	if (rc == 0 || rc == 1)
+		w->st->cells++;
 	return rc;
 }
 
-static int
-scrub_cells(struct dn_scrub *sc, struct dn_scrub_stats *st)
+static void
+side_bad(void *arg, const struct dn_side_file *f, int handed)
 {
-	struct dn_cell_id after;
-	bool have = false;
+	struct side_walk *w = arg;
 
-	for (;;) {
-		struct dn_cell_info *v;
-		size_t n;
-		int rc = dn_cell_list(sc->o.store, have ? &after : NULL, SCRUB_PAGE, &v, &n);
+	ZC_WARN("scrub",
+	        "bad cell id=%016llx group=%u cell=%u drive=%u kind=%s bucket=%s key=%s "
+	        "path=%s: %s",
+	        (unsigned long long)f->id.extent, f->id.group, f->id.cell, f->drive,
+	        kind_word[w->kind], f->bucket ? f->bucket : "", f->key ? f->key : "", f->path,
+	        handed == 1 ? "handed to the cluster healer" : "could not hand it over");
+	count_bad(w->sc, w->st, w->kind, handed == 1);
+}
 
-		if (rc)
-			return rc;
-		for (size_t i = 0; i < n && !rc; i++) {
-			after = v[i].id;
-			have = true;
-			if (zc_loop_stopping(&sc->loop))
-				rc = -ECANCELED;
-			else if (!v[i].pending)
-				rc = scrub_cell(sc, st, v[i].id);
-		}
-		dn_cell_list_free(v, n);
-		if (rc)
-			return rc;
-		if (n < SCRUB_PAGE)
-			return 0;
-	}
+static int
+scrub_side(struct dn_scrub *sc, struct dn_scrub_stats *st)
+{
+	struct dn_store *s = sc->o.store;
+	struct side_walk w = { sc, st, DN_SCRUB_IO };
+
+	if (!s->o.side || !s->o.side->scrub)
+		return 0;
+	return s->o.side->scrub(s, side_check, side_bad, &w);
 }
 
 /* ---- passes and the thread ---- */
@@ -399,7 +347,7 @@ dn_scrub_pass(struct dn_scrub *sc, struct dn_scrub_stats *st)
 	unsigned bad = 0;
 
 	if (!rc)
-		rc = scrub_cells(sc, &mine);
+		rc = scrub_side(sc, &mine);
 	mine.bytes = atomic_load(&sc->bytes) - b0; /* one scrubbing thread at a time */
 	for (int k = 0; k < DN_SCRUB_KINDS; k++)
 		bad += (unsigned)mine.errors[k];

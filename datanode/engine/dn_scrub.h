@@ -5,7 +5,8 @@
  * unseen lose the object.
  *
  * A pass walks every cell this datanode holds: the cells of its single-node objects (the
- * extents table) and the cluster cells of its cell store (committed ones), and reads each
+ * extents table) and those of the layer beside the engine (the cell store's committed
+ * cluster cells, walked by its dn_store_side.scrub with this file's check), and reads each
  * file whole with pread, O_DIRECT where the file system allows it (the media, not the page
  * cache: a rotted sector under a cached page would pass), at most rate_bps bytes a second
  * over the pass. Each chunk is checked against the CRC32C its metadata recorded, and the
@@ -15,7 +16,8 @@
  *   in place at its next turn (--heal-interval; with the healer off it waits for
  *   `zest-datanode heal`);
  * - cluster mode: handed to the cluster healer (dn_cheal.c), which marks it missing in its
- *   record and has it rebuilt onto this node (see scrub_cell_lost in dn_scrub.c).
+ *   record and has it rebuilt onto this node (the cell store's own walk, in cells/,
+ *   says how).
  *
  * A pass starts every interval_ns, counted from the start of the previous one (a pass
  * longer than that is followed at once by the next); the first one interval_ns after

@@ -202,7 +202,8 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	err = dn_store_base_init(s);
 	if (err)
 		goto fail;
-	err = dn_cells_init(s);
+	/* The layer beside the engine (the cell store) sets up its state on the store. */
+	err = opts->side && opts->side->init ? opts->side->init(s) : 0;
 	if (err)
 		goto fail;
 	for (unsigned d = 0; d < opts->ndrives; d++) {
@@ -281,7 +282,8 @@ dn_store_close(struct dn_store *s)
 		dn_drive_fini(&s->drives[d]);
 	dn_store_commit_stop(s);
 	dn_meta_close(s->meta);
-	dn_cells_fini(s);
+	if (s->o.side && s->o.side->fini)
+		s->o.side->fini(s);
 	dn_store_base_fini(s);
 	pthread_mutex_destroy(&s->heal_lock);
 	pthread_cond_destroy(&s->heal_cond);

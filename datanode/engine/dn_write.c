@@ -244,10 +244,7 @@ io_done(struct dn_io *io)
 				}
 	}
 	if (io->op == DN_IO_WRITEV) {
-		for (unsigned i = 0; i < io->niov; i++)
-			if (io->refs[i])
-				zc_ref_put(io->refs[i]);
-		dn_credit_give(w->s, io->len);
+		dn_iov_release(w->s, io);
 	} else if (io->op == DN_IO_WRITE_FIXED) {
 		dn_pool_put(io->file->drive, io->buf_index);
 	}
@@ -315,10 +312,7 @@ dn_write_drop_pending(struct dn_write *w, unsigned c)
 	}
 	if (!io)
 		return;
-	for (unsigned i = 0; i < io->niov; i++)
-		if (io->refs[i])
-			zc_ref_put(io->refs[i]);
-	dn_credit_give(w->s, io->len);
+	dn_iov_release(w->s, io);
 	dn_io_put(w->s, io);
 	w->pending[c] = NULL;
 }
@@ -365,21 +359,12 @@ add_frag(struct dn_write *w, unsigned c, const uint8_t *p, size_t len, struct zc
 		io = NULL;
 	}
 	if (!io) {
-		io = dn_io_get(w->s, w->s->o.wait_ns);
+		io = dn_iov_start(w->s);
 		if (!io)
 			return -EAGAIN;
-		io->niov = 0;
-		io->len = 0;
-		io->heap = false;
 		w->pending[c] = io;
 	}
-	if (ref)
-		zc_ref_get(ref);
-	dn_credit_add(w->s, len);
-	io->iov[io->niov].iov_base = (void *)p;
-	io->iov[io->niov].iov_len = len;
-	io->refs[io->niov++] = ref;
-	io->len += len;
+	dn_iov_add(w->s, io, p, len, ref);
 	return 0;
 }
 

@@ -38,6 +38,40 @@ dn_io_put(struct dn_store *s, struct dn_io *io)
 	pthread_mutex_unlock(&s->io_lock);
 }
 
+struct dn_io *
+dn_iov_start(struct dn_store *s)
+{
+	struct dn_io *io = dn_io_get(s, s->o.wait_ns);
+
+	if (io) {
+		io->niov = 0;
+		io->len = 0;
+		io->heap = false;
+	}
+	return io;
+}
+
+void
+dn_iov_add(struct dn_store *s, struct dn_io *io, const uint8_t *p, size_t len, struct zc_ref *ref)
+{
+	if (ref)
+		zc_ref_get(ref);
+	dn_credit_add(s, len);
+	io->iov[io->niov].iov_base = (void *)p;
+	io->iov[io->niov].iov_len = len;
+	io->refs[io->niov++] = ref;
+	io->len += len;
+}
+
+void
+dn_iov_release(struct dn_store *s, struct dn_io *io)
+{
+	for (unsigned i = 0; i < io->niov; i++)
+		if (io->refs[i])
+			zc_ref_put(io->refs[i]);
+	dn_credit_give(s, io->len);
+}
+
 void
 dn_credit_add(struct dn_store *s, uint64_t bytes)
 {

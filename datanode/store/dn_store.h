@@ -8,7 +8,11 @@
  * buffers. It calls the layers below only (drive/, meta/).
  *
  * The engine's own state (healer, metrics) lives in the object too, written only by
- * engine/ files; the cell store's is behind s->cells (cells/).
+ * engine/ files; the cell store's is behind s->cells (cells/). The engine and the cell
+ * store are siblings: neither includes nor calls the other. What the engine's open, close,
+ * restart sweep and scrubber need from the cell store they reach through struct
+ * dn_store_side (dn_store_side.h), a table the cell store exports (dn_cells_side) and the
+ * binding names in the options (dn_store_opts.side).
  */
 #ifndef ZEST_DN_STORE_H
 #define ZEST_DN_STORE_H
@@ -22,9 +26,17 @@
 
 #include "dn_drive.h"
 #include "dn_meta.h"
+#include "dn_store_side.h"
 #include "ec.h"
 
 #define DN_MAX_DRIVES 64
+
+/*
+ * Read data delivered in order (the engine's dn_read, the cell store's dn_cell_read): seg
+ * is valid for the call; to keep the bytes, take zc_ref_get(seg->ref) and put it later.
+ * Return < 0 from the callback to stop (that value is returned by the read).
+ */
+typedef int (*dn_read_cb)(void *arg, uint64_t offset, const struct zc_seg *seg);
 
 struct dn_store_opts {
 	const char *const *drives; /* drive folders, >= k + m; order is the drive index */
@@ -60,6 +72,10 @@ struct dn_store_opts {
 	 * drives that are writable again (a full drive with room, a transient error). Only
 	 * cells marked missing; a failed drive still needs `zest-datanode heal`. 0: off. */
 	uint64_t heal_interval_ns;
+	/* The layer beside the engine on this store (zest-datanode: the cell store's
+	 * dn_cells_side, set by the binding), borrowed for the store's life; NULL: none, the
+	 * store holds the engine's extents only. */
+	const struct dn_store_side *side;
 };
 
 /* Fill opts with the defaults above (drives left NULL). */
@@ -227,6 +243,19 @@ void dn_store_defer(struct dn_store *s, struct dn_job *job);
 int dn_store_codec(struct dn_store *s, unsigned k, unsigned m, struct ec_codec **out);
 struct dn_io *dn_io_get(struct dn_store *s, uint64_t wait_ns);
 void dn_io_put(struct dn_store *s, struct dn_io *io);
+/*
+ * A WRITEV straight from payload segments, as both the engine's data cells and the cell
+ * store's cells build it: dn_iov_start takes a request from the pool (waiting up to
+ * wait_ns; NULL: empty, -EAGAIN for the caller) with no iovec yet; dn_iov_add appends
+ * [p, p + len), taking its own ref on ref (may be NULL) and counting len as in-flight
+ * credit (the caller keeps niov < DN_IOV_MAX); dn_iov_release drops what the request
+ * holds, the refs and the credit, once its write completed or when it is dropped unsent
+ * (the request itself is the caller's to put).
+ */
+struct dn_io *dn_iov_start(struct dn_store *s);
+void dn_iov_add(struct dn_store *s, struct dn_io *io, const uint8_t *p, size_t len,
+                struct zc_ref *ref);
+void dn_iov_release(struct dn_store *s, struct dn_io *io);
 /*
  * In-flight payload: every byte a write holds a segment reference for (filling cells and
  * submitted writes) counts until its completion. Adding never blocks; a writer waits at

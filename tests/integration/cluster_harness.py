@@ -12,13 +12,16 @@
 - etcd: one or three members (Etcd). Free ports on NET.1-3 by default; fixed=True uses
   127.0.1.1-3:2379/2380 like `make cluster` and skips when they are taken.
 - Datanodes: dn-1..dn-N, each on its own address NET.<base+i> (free ports there), with its
-  own certificate naming that address (tools/zest-certs.sh server, serverAuth + clientAuth: the
-  datanodes dial each other), --cluster/--node, a few drive folders, the scheme and the small
+  own certificate naming its node (DNS:dn-i, its identity: peers and the gateway count a node
+  only when its certificate names it) and its address (tools/zest-certs.sh server, serverAuth +
+  clientAuth: the datanodes dial each other), --cluster/--node, a few drive folders, the scheme and the small
   cell and group sizes a test asks for. A flag the built datanode does not know yet
   (--heal-after before the healer lands) is left out, so the harness runs against any branch;
   `DataNode.has_flag` tells a test.
 - The gateway: zest-s3gw --cluster over the same etcd, mTLS with a client certificate of the
   same CA; boto3 clients from c.s3().
+- add_node(i, tls_files=(CA, cert, key)) starts dn-i with other TLS files (a node of another
+  CA); etcd_trust=[CA files] makes etcd take those CAs' client certificates too.
 - kill (SIGKILL) and restart (same name, address, ports, certificate; optionally wiped drive
   folders), etcd members stopped and started, /metrics of every daemon as dicts.
 - Teardown: SIGTERM everything still running (the datanodes first, so they deregister while
@@ -58,6 +61,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import pb_wire  # noqa: E402
 import zest_harness as zh  # noqa: E402
 
 ETCD = os.environ.get("ZEST_ETCD", "/usr/bin/etcd")
@@ -278,8 +283,10 @@ class Etcd:
     """1 or 3 etcd members, member i on NET.(i+1). fixed: 127.0.1.(i+1), client :2379, peer :2380
     (as `make cluster`; Skip when taken), else free ports on those addresses."""
 
-    def __init__(self, root, members=1, fixed=False, certs=None):
-        """certs: a zest-certs.sh folder with the CA: https with client certificates."""
+    def __init__(self, root, members=1, fixed=False, certs=None, trust=()):
+        """certs: a zest-certs.sh folder with the CA: https with client certificates.
+        trust: more CA files whose client certificates etcd takes (a node of another CA
+        that holds etcd credentials)."""
         assert members in (1, 3)
         self.root = root
         self.certs = certs
@@ -308,6 +315,12 @@ class Etcd:
                 subprocess.run([CERTS_SH, "server", certs, f"etcd{i}", f"IP:{h},DNS:localhost"],
                                check=True, timeout=60)
                 pem, key, ca = f"{certs}/etcd{i}.pem", f"{certs}/etcd{i}.key", f"{certs}/ca.pem"
+                if trust:
+                    ca = f"{certs}/etcd-trust.pem"
+                    with open(ca, "wb") as out:
+                        for f in (f"{certs}/ca.pem", *trust):
+                            with open(f, "rb") as src:
+                                out.write(src.read())
                 tls = ["--cert-file", pem, "--key-file", key, "--trusted-ca-file", ca,
                        "--client-cert-auth", "--peer-cert-file", pem, "--peer-key-file", key,
                        "--peer-trusted-ca-file", ca, "--peer-client-cert-auth"]
@@ -440,9 +453,11 @@ def has_flag(binary, flag):
 
 
 class DataNode(Proc):
-    def __init__(self, c, i):
+    def __init__(self, c, i, tls_files=None):
+        """tls_files: (CA, certificate, key) instead of dn-i's own of the cluster CA."""
         self.i = i
         self.node = f"dn-{i}"
+        self.tls_files = tls_files
         host = f"{NET}.{c.dn_base + i}"
         self.drives = [os.path.join(c.root, self.node, f"d{j}") for j in range(c.drives)]
         for d in self.drives:
@@ -459,8 +474,8 @@ class DataNode(Proc):
                 "--metrics", f"{self.host}:{self.metrics_port}",
                 "--cluster", c.etcd.endpoints, "--node", self.node, "--ec", c.ec]
         if c.tls:
-            crt = c.node_cert(self.node, self.host)
-            argv += ["--tls-ca", c.certs["ca"], "--tls-cert", crt[0], "--tls-key", crt[1]]
+            ca, pem, key = self.tls_files or (c.certs["ca"], *c.node_cert(self.node, self.host))
+            argv += ["--tls-ca", ca, "--tls-cert", pem, "--tls-key", key]
         else:
             argv += ["--insecure"]
         opt = {"--cell-size": c.cell_size, "--stripes-per-group": c.stripes_per_group,
@@ -501,8 +516,8 @@ class Cluster:
     def __init__(self, nodes=3, ec="4+2", etcd_members=1, fixed_etcd=False, gateway=True,
                  drives=2, cell_size=None, stripes_per_group=None, gc_grace=None,
                  read_grace=None, heal_after=None, write_quorum=None, data_io=None, extra_dn=(),
-                 extra_gw=(), tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), valgrind=False,
-                 root=None, local=None):
+                 extra_gw=(), tls=None, dn_base=20, env=None, dn_env=None, memcpy=(),
+                 valgrind=False, root=None, local=None, etcd_trust=()):
         require_tools()
         if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
@@ -542,7 +557,7 @@ class Cluster:
                 self.certs = {"dir": d, "ca": f"{d}/ca.pem", "gw_cert": f"{d}/gateway.pem",
                               "gw_key": f"{d}/gateway.key"}
             self.etcd = Etcd(self.root, etcd_members, fixed_etcd,
-                             self.certs["dir"] if self.tls else None)
+                             self.certs["dir"] if self.tls else None, etcd_trust)
             self.add_nodes(range(1, nodes + 1))
             self.wait_live(nodes)
             if gateway:
@@ -556,7 +571,7 @@ class Cluster:
         d = self.certs["dir"]
         pem, key = f"{d}/{node}.pem", f"{d}/{node}.key"
         if not os.path.exists(pem):
-            subprocess.run([CERTS_SH, "server", d, node, f"IP:{host},DNS:localhost"],
+            subprocess.run([CERTS_SH, "server", d, node, f"IP:{host},DNS:localhost,DNS:{node}"],
                            check=True, timeout=60)
         return pem, key
 
@@ -598,9 +613,10 @@ class Cluster:
         for n in self.running_nodes():
             assert n.stop() == 0, f"{n.node} exited non-zero (leak check)"
 
-    def add_node(self, i):
+    def add_node(self, i, tls_files=None):
+        """dn-i started (tls_files: DataNode's)."""
         def start():
-            n = DataNode(self, i)
+            n = DataNode(self, i, tls_files)
             n.start()
             return n
         self.nodes[i] = zh.start_retrying(start)
@@ -776,46 +792,6 @@ class Cluster:
 
 # ---- objects' records (cluster/cluster.proto's ObjectRecord) and the layout of their cells
 
-def _varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def _fields(b):
-    """[(field number, value)]: ints for varint/fixed, bytes for length-delimited."""
-    out, i = [], 0
-    while i < len(b):
-        key, i = _varint(b, i)
-        f, t = key >> 3, key & 7
-        if t == 0:
-            v, i = _varint(b, i)
-        elif t == 1:
-            v, i = int.from_bytes(b[i:i + 8], "little"), i + 8
-        elif t == 5:
-            v, i = int.from_bytes(b[i:i + 4], "little"), i + 4
-        elif t == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise ValueError(f"wire type {t}")
-        out.append((f, v))
-    return out
-
-
-def _packed(b):
-    out, i = [], 0
-    while i < len(b):
-        v, i = _varint(b, i)
-        out.append(v)
-    return out
-
-
 # cluster/cluster.proto's Extent: its integer fields by number
 _EXTENT_INTS = {1: "id", 2: "size", 3: "k", 4: "m", 5: "cell_size", 6: "spg"}
 
@@ -825,7 +801,7 @@ def decode_record(b):
     "m", "cell_size", "spg", "nodes": [names], "groups": [{"cells": [node index per cell],
     "missing": bitmask}]}]}: a reader of the wire format, enough for these fields."""
     rec = {"size": 0, "etag": "", "extents": []}
-    for f, v in _fields(b):
+    for f, v in pb_wire.fields(b):
         if f == 1:
             rec["size"] = v
         elif f == 2:
@@ -834,16 +810,16 @@ def decode_record(b):
             rec["crc32c"] = v
         elif f == 6:
             e = {"nodes": [], "groups": [], "size": 0}
-            for g, w in _fields(v):
+            for g, w in pb_wire.fields(v):
                 if g in _EXTENT_INTS:
                     e[_EXTENT_INTS[g]] = w
                 elif g == 7:
                     e["nodes"].append(w.decode())
                 elif g == 8:
                     grp = {"cells": [], "missing": 0}
-                    for h, x in _fields(w):
+                    for h, x in pb_wire.fields(w):
                         if h == 1:
-                            grp["cells"] += _packed(x) if isinstance(x, bytes) else [x]
+                            grp["cells"] += pb_wire.packed(x) if isinstance(x, bytes) else [x]
                         elif h == 2:
                             grp["missing"] = x
                     e["groups"].append(grp)

@@ -46,6 +46,7 @@ t_fill(uint8_t *p, size_t n)
 #include <liburing.h>
 
 #include "dn.h"
+#include "dn_cells.h"
 #include "ec.h"
 #include "zc_crc.h"
 #include "zc_fault.h"
@@ -113,6 +114,7 @@ t_env_init(struct t_env *e, unsigned ndrives, unsigned k, unsigned m)
 	e->o.queue_depth = 16;
 	e->o.parity_bufs = 8;
 	e->o.meta_map_size = 64 << 20;
+	e->o.side = &dn_cells_side; /* as zest-datanode wires it (dn_config.c) */
 }
 
 static inline void

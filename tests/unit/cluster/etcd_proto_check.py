@@ -11,46 +11,8 @@ import re
 import sys
 import zlib
 
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def fields(b):
-    """A protobuf message as a list of (field number, value)."""
-    out, i = [], 0
-    while i < len(b):
-        k, i = varint(b, i)
-        f, w = k >> 3, k & 7
-        if w == 0:
-            v, i = varint(b, i)
-        elif w == 2:
-            n, i = varint(b, i)
-            v, i = b[i:i + n], i + n
-        elif w == 5:
-            v, i = b[i:i + 4], i + 4
-        elif w == 1:
-            v, i = b[i:i + 8], i + 8
-        else:
-            raise ValueError("wire type %d" % w)
-        out.append((f, v))
-    return out
-
-
-def get(m, f):
-    return [v for k, v in m if k == f]
-
-
-def one(m, f, default=b""):
-    v = get(m, f)
-    return v[0] if v else default
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
+from pb_wire import fields, get, one  # noqa: E402
 
 
 def messages(blobs, prefix, res):

@@ -1,7 +1,8 @@
 /*
  * The healers' to-do keys (cl_meta.h, "heal to-do keys"): their names and values, and
- * the commit Txn writing one exactly when the record has a cell marked missing, against a
- * real etcd (tests/lib/etcd_test.h). Skips (77) without /usr/bin/etcd.
+ * the commit Txn writing one exactly when the record has a cell marked missing or a group
+ * with two cells on one node (doubled), against a real etcd (tests/lib/etcd_test.h).
+ * Skips (77) without /usr/bin/etcd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +47,27 @@ test_names(void)
 	CHECK_EQ(cl_meta_heal_ids("xyz,0000000000000002,12,0000000000000000", 40, ids, 8), 1);
 	CHECK_EQ(ids[0], 2);
 	CHECK_EQ(cl_meta_heal_ids("", 0, ids, 8), 0);
+
+	/* a doubled group (two cells on one node) needs a healer as a missing cell does */
+	g[0].missing = g[1].missing = 0;
+	x[0].k = x[1].k = 2;
+	x[0].m = x[1].m = 1;
+	g[0].cell[0] = 0, g[0].cell[1] = 1, g[0].cell[2] = 2;
+	g[1].cell[0] = 0, g[1].cell[1] = 1, g[1].cell[2] = 2;
+	CHECK(!cl_meta_heal_group_doubled(&x[0], &g[0]));
+	CHECK_EQ(cl_meta_heal_value(&o, v), 0);
+	g[1].cell[2] = 0;
+	CHECK(cl_meta_heal_group_doubled(&x[1], &g[1]));
+	CHECK_EQ(cl_meta_heal_value(&o, v), 16);
+	CHECK(strcmp(v, "abcdef0123456789") == 0);
+	/* only the group's k + m cells count */
+	g[1].cell[2] = 2;
+	g[1].cell[3] = 0;
+	CHECK(!cl_meta_heal_group_doubled(&x[1], &g[1]));
+	g[0].cell[1] = 0;
+	g[0].missing = 1;
+	CHECK_EQ(cl_meta_heal_value(&o, v), 16); /* an extent once, whatever its reasons */
+	CHECK(strcmp(v, "0000000000001111") == 0);
 }
 
 /* The to-do key of bk/<key>: 0 and its value in v, or ZC_E(ZC_NO_KEY). */
@@ -98,6 +120,33 @@ test_commit(struct cl_etcd *c)
 	CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
 	cl_meta_old_fini(&old);
 	CHECK_EQ(todo(c, "short", v, sizeof(v)), 0);
+	/* written while two nodes were live: every cell durable, but each group has two of
+	 * its cells on one node (doubled), so the record names itself to the healers too */
+	t_put_init(&t, "bk", "doubled", 0x5555, 20000, nodes3, 2);
+	CHECK(strcmp(t.g[0].node[0], t.g[0].node[2]) == 0);
+	CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
+	cl_meta_old_fini(&old);
+	CHECK_EQ(todo(c, "doubled", v, sizeof(v)), 0);
+	CHECK(strcmp(v, "0000000000005555") == 0);
+	/* a record of two extents (a composed upload): only the one with a doubled group */
+	{
+		struct cl_meta_extent xs[2];
+		struct t_put u;
+
+		t_put_init(&t, "bk", "two", 0x6666, 20000, nodes3, 3);
+		t_put_init(&u, "bk", "two", 0x7777, 20000, nodes3, 3);
+		u.g[1].node[1] = u.g[1].node[0];
+		xs[0] = t.x;
+		xs[1] = u.x;
+		xs[1].groups = u.g;
+		t.p.extents = xs;
+		t.p.nextents = 2;
+		t.p.size = 40000;
+		CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
+		cl_meta_old_fini(&old);
+		CHECK_EQ(todo(c, "two", v, sizeof(v)), 0);
+		CHECK(strcmp(v, "0000000000007777") == 0);
+	}
 }
 
 int

@@ -34,8 +34,7 @@
 
 #include "dn_test.h" /* after rpc.h: with its client helpers */
 #include "cmeta_test.h"
-#include "dn_cheal.h"
-#include "cl_members.h"
+#include "cheal_test.h"
 #include "zc.h"
 
 #define NN    4
@@ -48,14 +47,6 @@
 #define NG    2
 #define EXT   0xfeed0001ull
 
-struct tnode {
-	struct t_env t;
-	struct dn_rpc *b;
-	struct rpc_server *srv;
-	char name[16], addr[64];
-	struct dn_cheal *h;
-};
-
 static struct cl_etcd *etcd_c; /* the test's client, for the race hook */
 static bool race_on;
 static struct tnode n0, n1, n2, n3;
@@ -64,62 +55,6 @@ static uint8_t object[SIZE];
 static uint8_t cells[NG][K + M][SPG * CELL]; /* the cells as the coordinator would store them */
 static uint64_t lens[NG][K + M];
 static const char *cell_key = "obj"; /* the object a healed cell's entry names */
-
-static void
-node_up(struct tnode *n, unsigned i)
-{
-	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 2 };
-	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
-		                      .cq_threads = 1,
-		                      .marshaller = RPC_MARSHAL_ZEROCOPY,
-		                      .tls.insecure = true };
-	struct rpc_server_handlers hd;
-
-	t_env_init(&n->t, 2, 1, 1);
-	t_open(&n->t);
-	CHECK_EQ(dn_rpc_create(n->t.s, &bo, &n->b, &hd), 0);
-	CHECK_EQ(rpc_server_create(&so, &hd, &n->srv), 0);
-	snprintf(n->name, sizeof(n->name), "dn-%u", i);
-	snprintf(n->addr, sizeof(n->addr), "127.0.0.1:%d", rpc_server_port(n->srv));
-}
-
-static void
-node_down(struct tnode *n)
-{
-	dn_cheal_destroy(n->h);
-	rpc_server_destroy(n->srv, 1000);
-	dn_rpc_destroy(n->b);
-	t_env_fini(&n->t);
-}
-
-static void
-register_node(struct cl_etcd *c, const struct tnode *n)
-{
-	struct cl_rec_node ni = { .name = (char *)n->name,
-		                  .address = (char *)n->addr,
-		                  .incarnation = 1,
-		                  .state = CL_REC_NODE_UP,
-		                  .version = "test" };
-	char key[64], why[CL_REC_WHY_MAX];
-	uint8_t *buf;
-	size_t len;
-
-	snprintf(key, sizeof(key), CL_MEMBERS_NODES_PREFIX "%s", n->name);
-	CHECK_EQ(cl_rec_node_encode(&ni, &buf, &len, why, sizeof(why)), 0);
-	CHECK_EQ(cl_etcd_put(c, key, strlen(key), buf, len, 0, NULL, 0), 0);
-	free(buf);
-}
-
-static void
-unregister_node(struct cl_etcd *c, const struct tnode *n)
-{
-	char key[64];
-	struct cl_etcd_range r = { .key = key };
-
-	snprintf(key, sizeof(key), CL_MEMBERS_NODES_PREFIX "%s", n->name);
-	r.key_len = strlen(key);
-	CHECK_EQ(cl_etcd_delete(c, &r, NULL, NULL, 0), 0);
-}
 
 /* The cells of the object: per group and stripe, data zero-padded and parity encoded. */
 static void
@@ -158,25 +93,6 @@ encode_object(void)
 	ec_codec_destroy(codec);
 }
 
-struct cwait {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool done;
-	int err;
-};
-
-static void
-cwait_cb(void *arg, int err)
-{
-	struct cwait *w = arg;
-
-	pthread_mutex_lock(&w->mu);
-	w->err = err;
-	w->done = true;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->mu);
-}
-
 static void
 write_cell(struct dn_store *s, unsigned g, unsigned c)
 {
@@ -188,27 +104,8 @@ write_cell(struct dn_store *s, unsigned g, unsigned c)
 		                   .stripes_per_group = SPG,
 		                   .bucket = "bkt",
 		                   .key = "obj" };
-	struct cwait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
-	struct dn_cell_write *cw;
-	size_t at = 0;
 
-	CHECK_EQ(dn_cell_write_open(s, &sp, &cw), 0);
-	while (at < lens[g][c]) {
-		struct zc_seg segs[4];
-		size_t start = at;
-		unsigned n = t_slices_next(cells[g][c], &at, lens[g][c], 1500, segs, 4);
-
-		CHECK_EQ(dn_cell_write_data(cw, start, segs, n), 0);
-		for (unsigned i = 0; i < n; i++)
-			zc_ref_put(segs[i].ref);
-	}
-	dn_cell_write_finish(cw, cwait_cb, &w);
-	pthread_mutex_lock(&w.mu);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.mu);
-	pthread_mutex_unlock(&w.mu);
-	CHECK_EQ(w.err, 0);
-	CHECK_EQ(dn_cell_commit(s, sp.id), 0);
+	tn_cell_put(s, &sp, cells[g][c]);
 }
 
 /* Group g's cell c is on nodes[(g + c) % 3]: node 3 holds nothing at first. */
@@ -243,40 +140,23 @@ put_object(struct cl_etcd *c)
 	cl_meta_old_fini(&old);
 }
 
-struct rbuf {
-	uint8_t *p;
-	size_t len, cap;
-};
-
-static int
-rbuf_cb(void *arg, uint64_t off, const struct zc_seg *seg)
-{
-	struct rbuf *r = arg;
-
-	CHECK_EQ(off, r->len);
-	CHECK(r->len + seg->len <= r->cap);
-	memcpy(r->p + r->len, seg->ptr, seg->len);
-	r->len += seg->len;
-	return 0;
-}
-
 /* Node n has cell (g, c), committed and byte-identical. */
 static void
 check_cell(struct tnode *n, unsigned g, unsigned c)
 {
 	struct dn_cell_id id = { EXT, g, c };
 	uint8_t buf[SPG * CELL];
-	struct rbuf r = { buf, 0, sizeof(buf) };
 	struct dn_cell_info ci;
+	size_t len;
 
 	CHECK_EQ(dn_cell_stat(n->t.s, id, &ci), 0);
 	CHECK(!ci.pending);
 	CHECK_EQ(ci.length, lens[g][c]);
 	CHECK(strcmp(ci.bucket, "bkt") == 0 && strcmp(ci.key, cell_key) == 0);
 	dn_cell_info_fini(&ci);
-	CHECK_EQ(dn_cell_read(n->t.s, id, 0, 0, false, rbuf_cb, &r), 0);
-	CHECK_EQ(r.len, lens[g][c]);
-	CHECK(memcmp(buf, cells[g][c], r.len) == 0);
+	len = tn_cell_get(n->t.s, id, buf, sizeof(buf));
+	CHECK_EQ(len, lens[g][c]);
+	CHECK(memcmp(buf, cells[g][c], len) == 0);
 }
 
 static void
@@ -421,25 +301,6 @@ observe_all(struct cl_members *m)
 		dn_cheal_observe(nodes[i]->h);
 }
 
-static uint64_t
-metric(struct dn_cheal *h, const char *name)
-{
-	char *buf = NULL, *at;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	unsigned long long v = ~0ull;
-
-	CHECK(f);
-	dn_cheal_metrics(h, f);
-	fclose(f);
-	at = strstr(buf, name);
-	while (at && (at[strlen(name)] != ' ' || (at > buf && at[-1] != '\n')))
-		at = strstr(at + 1, name);
-	CHECK(at && sscanf(at + strlen(name), " %llu", &v) == 1);
-	free(buf);
-	return v;
-}
-
 int
 main(void)
 {
@@ -469,8 +330,8 @@ main(void)
 	etcd_c = c;
 	CHECK_EQ(cl_meta_bucket_create(c, "bkt", 1, 0), 0);
 	for (unsigned i = 0; i < NN; i++) {
-		node_up(nodes[i], i);
-		register_node(c, nodes[i]);
+		tn_up(nodes[i], i);
+		tn_register(c, nodes[i]);
 	}
 	CHECK_EQ(cl_members_create(c, 100, &m), 0);
 	CHECK_EQ(cl_members_refresh(m), NN);
@@ -505,10 +366,10 @@ main(void)
 		CHECK_EQ(st.records + st.scans + st.todos, 0);
 	}
 	for (unsigned i = 0; i < NN; i++)
-		CHECK_EQ(metric(nodes[i]->h, "zest_heal_records_read_total"), 1);
+		CHECK_EQ(tn_metric(nodes[i]->h, "zest_heal_records_read_total"), 1);
 
 	/* dn-2 leaves the view: nothing moves before heal_after, and nothing is read */
-	unregister_node(c, nodes[2]);
+	tn_unregister(c, nodes[2]);
 	observe_all(m);
 	t0 = t_mono_ms();
 	pass_all(&st);
@@ -542,9 +403,9 @@ main(void)
 		uint64_t total = 0;
 
 		for (unsigned i = 0; i < NN; i++) {
-			total += metric(nodes[i]->h, "zest_heal_cells_total");
-			CHECK_EQ(metric(nodes[i]->h, "zest_heal_pending_cells"), 0);
-			CHECK_EQ(metric(nodes[i]->h, "zest_cluster_degraded_objects"), 0);
+			total += tn_metric(nodes[i]->h, "zest_heal_cells_total");
+			CHECK_EQ(tn_metric(nodes[i]->h, "zest_heal_pending_cells"), 0);
+			CHECK_EQ(tn_metric(nodes[i]->h, "zest_cluster_degraded_objects"), 0);
 		}
 		CHECK_EQ(total, 2);
 	}
@@ -790,7 +651,7 @@ main(void)
 	CHECK_EQ(st.marked + st.healed, 0);
 
 	for (unsigned i = 0; i < NN; i++)
-		node_down(nodes[i]);
+		tn_down(nodes[i]);
 	cl_members_destroy(m);
 	cl_etcd_destroy(c);
 	CHECK_EQ(zc_ref_live(), 0);

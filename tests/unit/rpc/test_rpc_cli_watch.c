@@ -6,13 +6,20 @@
  * timeout); anything else is served at once. A stopped stream must end with UNAVAILABLE /
  * ZC_UNAVAILABLE and not before its timeout; a slow one, a caller idle between its sends
  * and a Read paused by its caller longer than the timeout must all survive. No speed is
- * asserted. A slow Write is slow for its first 40 MiB only: what the windows let the client
- * send ahead (MiBs) must drain within the timeout once the commit is out, since the reply
- * is the next progress the client sees.
+ * asserted. A slow stream is slow for SLOW_MS from its start, measured by the server on
+ * its own clock, and the client goes on sending (a Write) until that long has passed too:
+ * so it outlasts the timeout however fast or slow the machine is, and a loaded machine
+ * only makes it last longer. After that the server is fast: what the windows let the
+ * client send ahead (MiBs) must drain within the timeout once the commit is out, since
+ * the reply is the next progress the client sees. The timeout is generous (a stall of a
+ * few seconds on a loaded machine does not cut a moving stream); every wait is for an
+ * event (a callback), never for a time.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +37,8 @@
 #include "zc.h"
 #include "zc_crc.h"
 
-#define TIMEOUT_MS 1000
+#define TIMEOUT_MS 4000
+#define SLOW_MS    (TIMEOUT_MS * 3 / 2) /* a slow stream lasts at least this long */
 #define MSG        (256u << 10)
 
 static uint8_t payload[MSG]; /* static memory: segments with a NULL ref */
@@ -40,7 +48,17 @@ static uint8_t payload[MSG]; /* static memory: segments with a NULL ref */
 struct srv_call {
 	bool slow, stop;
 	unsigned sent, n_chunks;
+	uint64_t t0; /* the stream's start, on the server */
 };
+
+/* Chunks the last Read stream was sent (the server's count, for the client to compare). */
+static atomic_uint read_sent;
+
+static bool
+still_slow(const struct srv_call *sc)
+{
+	return sc->slow && zc_now_ns() - sc->t0 < (uint64_t)SLOW_MS * 1000000u;
+}
 
 static int
 w_open(void *srv_ctx, struct rpc_write *w, const struct rpc_write_open *open, void **call_ctx)
@@ -52,6 +70,7 @@ w_open(void *srv_ctx, struct rpc_write *w, const struct rpc_write_open *open, vo
 	assert_non_null(sc);
 	sc->slow = strcmp(open->key, "slow") == 0;
 	sc->stop = strcmp(open->key, "stop") == 0;
+	sc->t0 = zc_now_ns();
 	*call_ctx = sc;
 	return 0;
 }
@@ -62,13 +81,14 @@ w_data(void *call_ctx, struct rpc_write *w, uint64_t offset, const struct zc_seg
 {
 	struct srv_call *sc = call_ctx;
 
+	(void)offset;
 	(void)segs;
 	(void)n_segs;
 	(void)len;
 	(void)crc32c;
 	if (sc->stop)
 		rpc_write_pause(w); /* and never resume: the client's window stays shut */
-	else if (sc->slow && offset < (40u << 20))
+	else if (still_slow(sc))
 		usleep(10 * 1000); /* a slow disk: about 25 MB/s */
 }
 
@@ -97,9 +117,11 @@ r_start(void *srv_ctx, struct rpc_read *r, const struct rpc_read_req *req, void 
 	assert_non_null(sc);
 	sc->slow = strcmp(req->key, "slow") == 0;
 	sc->stop = strcmp(req->key, "stop") == 0;
-	sc->n_chunks = sc->slow ? 100 : 16;
+	sc->n_chunks = 16; /* a slow stream: as many as SLOW_MS takes */
+	sc->t0 = zc_now_ns();
 	*call_ctx = sc;
 	sc->sent = 1;
+	atomic_store(&read_sent, 1);
 	assert_int_equal(rpc_read_send(r, &(struct rpc_object_info){ .key = req->key }, 0,
 	                               zc_crc32c(0, seg.ptr, seg.len), &seg, 1),
 	                 0);
@@ -114,7 +136,7 @@ r_sent(void *call_ctx, struct rpc_read *r)
 
 	if (sc->stop)
 		return; /* silent: the stream stays open, nothing more comes */
-	if (sc->sent == sc->n_chunks) {
+	if (sc->slow ? !still_slow(sc) : sc->sent == sc->n_chunks) {
 		free(sc);
 		rpc_read_finish(r, 0, NULL);
 		return;
@@ -125,6 +147,7 @@ r_sent(void *call_ctx, struct rpc_read *r)
 	                               zc_crc32c(0, seg.ptr, seg.len), &seg, 1),
 	                 0);
 	sc->sent++;
+	atomic_store(&read_sent, sc->sent);
 }
 
 static void
@@ -222,11 +245,12 @@ cw_done(void *arg, struct rpc_cwrite *w, const struct rpc_status *st,
 	pthread_mutex_unlock(&wt->mu);
 }
 
-/* Write n_msgs messages of MSG bytes (idle_ms between the first two), then commit; wait for
- * done. timeout_ms: the stream's progress timeout (0: the client's). Returns the elapsed ms. */
+/* Write n_msgs messages of MSG bytes (idle_ms between the first two), and with until_slow
+ * more until SLOW_MS passed, then commit; wait for done. timeout_ms: the stream's progress
+ * timeout (0: the client's). Returns the elapsed ms. */
 static uint64_t
-put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned timeout_ms,
-    struct rpc_status *st)
+put_as(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned timeout_ms,
+       bool until_slow, struct rpc_status *st)
 {
 	static const struct rpc_cwrite_cbs cbs = { cw_writable, cw_done };
 	struct zc_seg seg = { payload, MSG, NULL };
@@ -241,7 +265,8 @@ put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned 
 	                 0);
 	if (timeout_ms)
 		assert_int_equal(rpc_cwrite_progress_timeout(w, timeout_ms), 0);
-	for (unsigned i = 0; i < n_msgs;) {
+	for (unsigned i = 0;
+	     i < n_msgs || (until_slow && zc_now_ns() - t0 < (uint64_t)SLOW_MS * 1000000u);) {
 		unsigned long gen;
 		int rc;
 
@@ -272,6 +297,13 @@ put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned 
 	rpc_cwrite_destroy(w);
 	wait_fini(&wt);
 	return (zc_now_ns() - t0) / 1000000u;
+}
+
+static uint64_t
+put(struct env *e, const char *key, unsigned n_msgs, unsigned idle_ms, unsigned timeout_ms,
+    struct rpc_status *st)
+{
+	return put_as(e, key, n_msgs, idle_ms, timeout_ms, false, st);
 }
 
 static int
@@ -373,8 +405,9 @@ test_write_slow_or_idle_survives(void **state)
 
 	(void)state;
 	env_up(&e);
-	/* 40 MiB at ~25 MB/s, then 8 fast: the stream lasts longer than the timeout, but moves */
-	put(&e, "slow", 192, 0, 0, &st);
+	/* ~25 MB/s for SLOW_MS, then 8 fast: the stream lasts longer than the timeout, but
+	 * moves */
+	assert_true(put_as(&e, "slow", 8, 0, 0, true, &st) >= SLOW_MS);
 	assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_OK);
 	/* the caller is idle for twice the timeout between two sends */
 	put(&e, "ok", 4, 2 * TIMEOUT_MS, 0, &st);
@@ -409,13 +442,16 @@ test_read_slow_or_paused_survives(void **state)
 {
 	struct rpc_status st;
 	struct env e;
-	uint64_t ms;
+	uint64_t ms, n;
 
 	(void)state;
 	env_up(&e);
-	/* 100 chunks 30 ms apart: about 3 s in all */
-	assert_int_equal(get(&e, "slow", 0, &st, &ms), 100);
+	/* chunks 30 ms apart for SLOW_MS: longer than the timeout, every one delivered */
+	n = get(&e, "slow", 0, &st, &ms);
+	assert_int_equal(n, atomic_load(&read_sent));
 	assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_OK);
+	assert_true(ms >= SLOW_MS);
+	assert_true(atomic_load(&read_sent) > 1);
 	/* paused by the caller for twice the timeout */
 	assert_int_equal(get(&e, "ok", 2 * TIMEOUT_MS, &st, &ms), 16);
 	assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_OK);

@@ -7,8 +7,12 @@
  *    decrypts TLS records into its own slices; unary and Read calls work.
  *  - Refusals at the handshake: plaintext, no client certificate, a client certificate
  *    of cluster B, a server certificate of cluster B; the handler never sees a call.
+ *  - Identity: rpc_tls_cert_names reads the subjectAltName DNS entries; rpc_tls_probe
+ *    and a client with peer_name pass only a server of our CA whose certificate names
+ *    the node asked for.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,6 +304,112 @@ test_refused(void **state)
 	assert_null(cl);
 }
 
+/* ------------------------------------------------------------------ identity */
+
+static void
+expect_names(struct rpc_tls t, const char *name, int rc, const char *needle)
+{
+	char err[RPC_TLS_ERR_MAX] = "";
+
+	assert_int_equal(rpc_tls_cert_names(&t, name, err, sizeof(err)), rc);
+	if (needle && !strstr(err, needle))
+		fail_msg("message '%s' lacks '%s'", err, needle);
+}
+
+struct probe_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, ok;
+};
+
+static void
+probe_cb(void *arg, bool ok)
+{
+	struct probe_wait *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	w->done++;
+	w->ok += ok;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Probe target for name n times side by side: how many passed. */
+static int
+probe(struct rpc_tls_prober *p, const char *target, const char *name, int n)
+{
+	struct probe_wait w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+	for (int i = 0; i < n; i++)
+		assert_int_equal(rpc_tls_probe(p, target, name, probe_cb, &w), 0);
+	pthread_mutex_lock(&w.mu);
+	while (w.done < n)
+		pthread_cond_wait(&w.cv, &w.mu);
+	pthread_mutex_unlock(&w.mu);
+	return w.ok;
+}
+
+static void
+test_identity(void **state)
+{
+	struct rpc_tls insecure = { .insecure = true }, ct = tls(ca_a, cl_a, clk_a);
+	struct rpc_tls_prober *p;
+	char err[RPC_TLS_ERR_MAX];
+	struct env e;
+
+	(void)state;
+	/* zest-certs.sh names the certificate's NAME in its subjectAltName */
+	expect_names(tls(ca_a, dn_a, dnk_a), "datanode", 0, NULL);
+	expect_names(tls(ca_a, dn_a, dnk_a), "DataNode", 0, NULL); /* as DNS: case ignored */
+	expect_names(tls(ca_a, dn_a, dnk_a), "localhost", 0, NULL);
+	expect_names(tls(ca_a, dn_a, dnk_a), "datanod", -EINVAL, "localhost,datanode");
+	expect_names(tls(ca_a, dn_a, dnk_a), "dn-9", -EINVAL, "does not name node \"dn-9\"");
+	expect_names(tls(ca_a, cl_a, clk_a), "gateway", -EINVAL, "entries: none"); /* no SAN */
+	expect_names(insecure, "datanode", -EINVAL, NULL);
+	expect_names(tls(ca_a, "/nonexistent.pem", clk_a), "datanode", -ENOENT, "/nonexistent");
+	assert_int_equal(rpc_tls_prober_create(&insecure, 0, &p, err, sizeof(err)), -EINVAL);
+
+	assert_int_equal(rpc_tls_prober_create(&ct, 3000, &p, err, sizeof(err)), 0);
+	/* a server of our CA: passes for the name its certificate carries only, whatever the
+	 * address says (the IP SAN is not the identity) */
+	assert_int_equal(env_up(&e, tls(ca_a, dn_a, dnk_a), "127.0.0.1"), 0);
+	assert_int_equal(probe(p, e.target, "datanode", 3), 3);
+	assert_int_equal(probe(p, e.target, "dn-9", 2), 0);
+	assert_int_equal(probe(p, e.target, "127.0.0.1", 1), 1); /* an IP name: the IP SAN */
+	assert_int_equal(atomic_load(&unary_calls), 0);           /* a probe makes no call */
+	/* a client expecting a node's name (rpc_client_opts.peer_name) checks it on every
+	 * channel: the right name passes at an address, another one is refused */
+	{
+		struct rpc_client_opts co = { .target = e.target, .tls = ct };
+		union rpc_unary_req q = { .bucket = { .bucket = "b" } };
+		struct rpc_unary_resp resp;
+		struct rpc_status st;
+		struct rpc_client *cl;
+
+		co.peer_name = "datanode";
+		assert_int_equal(rpc_client_create(&co, &cl), 0);
+		assert_int_equal(rpc_client_call(cl, RPC_CREATE_BUCKET, &q, &resp, &st), 0);
+		rpc_unary_resp_fini(&resp);
+		rpc_client_destroy(cl);
+		co.peer_name = "dn-9";
+		assert_int_equal(rpc_client_create(&co, &cl), 0);
+		assert_int_not_equal(rpc_client_call(cl, RPC_CREATE_BUCKET, &q, &resp, &st), 0);
+		assert_int_equal(rpc_status_from_err(st.err), GRPC_STATUS_UNAVAILABLE);
+		rpc_unary_resp_fini(&resp);
+		rpc_client_destroy(cl);
+		assert_int_equal(atomic_load(&unary_calls), 1);
+	}
+	env_down(&e);
+	/* the name right but another CA's certificate */
+	assert_int_equal(env_up(&e, tls(ca_ab, dn_b, dnk_b), "127.0.0.1"), 0);
+	assert_int_equal(probe(p, e.target, "datanode", 2), 0);
+	env_down(&e);
+	/* nobody there */
+	assert_int_equal(probe(p, "127.0.0.1:1", "datanode", 1), 0);
+	rpc_tls_prober_destroy(p);
+	rpc_tls_prober_destroy(NULL);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -307,6 +417,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_pem_checks),
 		cmocka_unit_test(test_good_path_zerocopy),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_identity),
 	};
 	char cmd[1024];
 	int rc;
