@@ -131,7 +131,9 @@ settle_cells(struct dn_coord_write *w, bool commit)
 				struct ccell *cc = &w->groups[g]->cells[i];
 				struct dn_cell_id id = { w->id, g, i };
 
-				if (cc->node != ni || !cc->ok)
+				/* a cell given up after it answered (fail_node) is not committed:
+				 * the record marks it missing, its node's collector deletes it */
+				if (cc->node != ni || !cc->ok || (commit && cc->failed))
 					continue;
 				if (!cc->local) {
 					ids[n++] = (struct rpc_cell_id){ w->id, g, i };
@@ -266,7 +268,7 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 		uint32_t durable = 0;
 
 		for (unsigned i = 0; i < w->n; i++)
-			if (w->groups[g]->cells[i].ok)
+			if (w->groups[g]->cells[i].ok && !w->groups[g]->cells[i].failed)
 				durable |= 1u << i;
 		if (!dn_coord_group_ok(w, w->groups[g], durable)) {
 			dn_coord_group_msg(w, w->groups[g], durable, "durable", msg, cap);
@@ -293,7 +295,9 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 			const struct ccell *cc = &w->groups[g]->cells[i];
 
 			groups[g].node[i] = w->view->names[cc->node];
-			if (!cc->ok)
+			/* failed and still ok: a stream that answered after it was given up (its
+			 * node missed a touch, fail_node): not trusted */
+			if (!cc->ok || cc->failed)
 				groups[g].missing |= 1u << i;
 		}
 	for (size_t i = 0; i < nattrs; i++)

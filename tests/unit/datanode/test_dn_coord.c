@@ -128,6 +128,25 @@ store_up(struct t_env *t)
 	t_open(t);
 }
 
+/* Peer i's binding and rpc server on a fresh loopback port, registered in etcd. */
+static void
+peer_serve(unsigned i)
+{
+	struct peer *p = &peers[i];
+	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 1 };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+		                      .cq_threads = 1,
+		                      .marshaller = RPC_MARSHAL_ZEROCOPY,
+		                      .tls.insecure = true };
+	struct rpc_server_handlers h;
+
+	CHECK_EQ(dn_rpc_create(p->t.s, &bo, &p->b, &h), 0);
+	CHECK_EQ(rpc_server_create(&so, &h, &p->srv), 0);
+	snprintf(p->name, sizeof(p->name), "n%u", i + 1);
+	snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
+	put_node(p->name, p->addr);
+}
+
 static void
 up(void)
 {
@@ -142,20 +161,8 @@ up(void)
 	store_up(&n0);
 	put_node("n0", "127.0.0.1:1"); /* never dialled: its cells are local */
 	for (unsigned i = 0; i < 2; i++) {
-		struct peer *p = &peers[i];
-		struct dn_rpc_opts bo = { .write_workers = 2, .readers = 1 };
-		struct rpc_server_opts so = { .listen = "127.0.0.1:0",
-			                      .cq_threads = 1,
-			                      .marshaller = RPC_MARSHAL_ZEROCOPY,
-			                      .tls.insecure = true };
-		struct rpc_server_handlers h;
-
-		store_up(&p->t);
-		CHECK_EQ(dn_rpc_create(p->t.s, &bo, &p->b, &h), 0);
-		CHECK_EQ(rpc_server_create(&so, &h, &p->srv), 0);
-		snprintf(p->name, sizeof(p->name), "n%u", i + 1);
-		snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
-		put_node(p->name, p->addr);
+		store_up(&peers[i].t);
+		peer_serve(i);
 	}
 	CHECK_EQ(cl_members_create(ec, 100, &members), 0);
 	CHECK_EQ(cl_members_refresh(members), 3);
@@ -656,6 +663,42 @@ test_grace(void)
 		usleep(20 * 1000);
 	}
 	CHECK_EQ(cl_meta_get(ec, "bkt", "stalled", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+
+	/* a peer lost in the middle of a long write, after some of its cells were recorded:
+	 * it misses a touch, its cells count as missing, and the write (RS(2,1), quorum 2:
+	 * the two others suffice) goes on past the grace and commits */
+	CHECK_EQ(dn_coord_begin(coord, "bkt", "peer-lost", len, true, 0, 0, &w, msg, sizeof(msg)),
+	         0);
+	CHECK_EQ(feed(w, buf, 0, len / 3, 0, msg, sizeof(msg)), 0);
+	id = w->id;
+	for (uint64_t end = zc_now_ns() + 60000000000ull; extent_cells(id, &touched) < K + M;) {
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+	rpc_server_destroy(peers[1].srv, 1000);
+	dn_rpc_destroy(peers[1].b);
+	t0 = zc_now_ns();
+	while (zc_now_ns() - t0 < 2 * grace) {
+		size_t at = w->written;
+
+		CHECK(at < len);
+		CHECK_EQ(feed(w, buf, at, at + 4096, 100000, msg, sizeof(msg)), 0);
+	}
+	CHECK_EQ(feed(w, buf, w->written, len, 20000, msg, sizeof(msg)), 0);
+	CHECK_EQ(dn_coord_commit(w, "etag-l", NULL, 0, NULL, &res, msg, sizeof(msg)), 0);
+	dn_coord_end(w);
+	get_record("peer-lost", &o);
+	CHECK_EQ(o.extents[0].id, id);
+	for (uint32_t g = 0; g < o.extents[0].ngroups; g++) {
+		const struct cl_rec_extent *e = &o.extents[0];
+
+		for (unsigned c = 0; c < K + M; c++)
+			CHECK(!strcmp(e->nodes[e->groups[g].cell[c]], "n2") ==
+			      !!(e->groups[g].missing & (1u << c)));
+	}
+	cl_rec_object_fini(&o);
+	peer_serve(1); /* back, on a new port, for the tests after this one */
+	CHECK_EQ(cl_members_refresh(members), 3);
 
 	coord = c2;
 	dn_coord_destroy(tiny);
