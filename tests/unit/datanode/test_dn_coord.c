@@ -10,7 +10,8 @@
  *     their nodes (CommitCells, dn_cell_commit), an overwrite retires the old cells;
  *   - with a tiny grace: a write that keeps making progress for more than twice the
  *     grace refreshes its pending cells on every node and commits; one that stalls past
- *     half the grace is refused on its next byte and its cells deleted;
+ *     half the grace is refused on its next byte and its cells deleted; one whose peer
+ *     goes away midway gives that peer's cells up when it misses a refresh and commits;
  *   - a peer's stream reset mid-write: committed with its cells missing, none left there;
  *   - a peer that never sees its stream end: given up after the peer timeout, missing;
  *   - a slow peer with a small window: the write waits for it and commits;
