@@ -38,6 +38,7 @@ enum {
 	OPT_NODE,
 	OPT_ADVERTISE,
 	OPT_GC_GRACE,
+	OPT_READ_GRACE,
 	OPT_DATA_IO,
 	OPT_HEAL_AFTER,
 	OPT_SCRUB_RATE,
@@ -75,6 +76,7 @@ static const struct option long_opts[] = {
 	{ "node", required_argument, NULL, OPT_NODE },
 	{ "advertise", required_argument, NULL, OPT_ADVERTISE },
 	{ "gc-grace", required_argument, NULL, OPT_GC_GRACE },
+	{ "read-grace", required_argument, NULL, OPT_READ_GRACE },
 	/* In the order of the enum: the error message finds a flag's name by its value. */
 	{ "data-io", required_argument, NULL, OPT_DATA_IO },
 	{ "heal-after", required_argument, NULL, OPT_HEAL_AFTER },
@@ -139,6 +141,9 @@ usage(FILE *out)
 	      "                             --listen with its bound port)\n"
 	      "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
 	      "                             settled against etcd, 1s..7d (default 10min)\n"
+	      "  --read-grace DURATION      with --cluster: a replaced or deleted version's\n"
+	      "                             cells stay this long after their last read,\n"
+	      "                             1s..7d (default: --gc-grace)\n"
 	      "  --heal-after DURATION      with --cluster: a node absent this long has its\n"
 	      "                             cells rebuilt elsewhere, 1s..30d (default 10min)\n"
 	      "  --scrub-rate RATE          read every stored cell back and check its CRCs at\n"
@@ -437,6 +442,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			bad = zc_parse_duration_ns(optarg, &c->gc_grace_ns);
 			if (!bad && (c->gc_grace_ns < 1000000000ull ||
 			             c->gc_grace_ns > 7 * 86400000000000ull))
+				bad = -EINVAL;
+			break;
+		case OPT_READ_GRACE:
+			bad = zc_parse_duration_ns(optarg, &c->read_grace_ns);
+			if (!bad && (c->read_grace_ns < 1000000000ull ||
+			             c->read_grace_ns > 7 * 86400000000000ull))
 				bad = -EINVAL;
 			break;
 		case OPT_HEAL_AFTER:

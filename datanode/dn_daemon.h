@@ -44,6 +44,7 @@ struct dn_config {
 	char *node;             /* --node: this node's name */
 	char *advertise;        /* --advertise: host:port others dial; default: --listen's */
 	uint64_t gc_grace_ns;   /* --gc-grace: pending cells' age before the collector; 10 min */
+	uint64_t read_grace_ns; /* --read-grace: retired cells' life after a read; 0: gc_grace */
 	uint64_t heal_after_ns; /* --heal-after: absence before a node's cells move; 10 min */
 };
 

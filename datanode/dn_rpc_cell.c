@@ -301,9 +301,18 @@ cells_run(struct dn_rpc *b, enum rpc_method m, const struct rpc_cells_req *req,
 	for (size_t i = 0; i < req->n_cells; i++) {
 		const struct rpc_cell_id *r = &req->cells[i];
 		struct dn_cell_id id = { r->extent, r->group, r->cell };
-		int rc =
-		        m == RPC_DELETE_CELLS ? dn_cell_delete(b->s, id) : dn_cell_commit(b->s, id);
+		int rc;
 
+		if (m == RPC_DELETE_CELLS) {
+			rc = dn_cell_retire(b->s, id);
+		} else if (req->touch) {
+			/* a cell whose stream has not ended has no entry yet: nothing to do */
+			rc = dn_cell_touch(b->s, id);
+			if (zc_err_is(rc, ZC_NO_KEY))
+				continue;
+		} else {
+			rc = dn_cell_commit(b->s, id);
+		}
 		if (rc < 0) {
 			/* The ones before stay done: both calls are idempotent, a retry is safe. */
 			dn_rpc_cell_name(id, name, sizeof(name));
@@ -312,8 +321,10 @@ cells_run(struct dn_rpc *b, enum rpc_method m, const struct rpc_cells_req *req,
 				                req->n_cells, res.count);
 			else
 				rpc_reply_error(reply, "%s of %s failed: %s (%u done)",
-				                m == RPC_DELETE_CELLS ? "delete" : "commit", name,
-				                strerror(-rc), res.count);
+				                m == RPC_DELETE_CELLS ? "delete"
+				                : req->touch          ? "touch"
+				                                      : "commit",
+				                name, strerror(-rc), res.count);
 			return rc;
 		}
 		res.count += m == RPC_DELETE_CELLS ? (unsigned)rc : 1;

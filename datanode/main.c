@@ -210,11 +210,13 @@ main(int argc, char **argv)
 		/* empty metadata: the store's cellcheck key goes before the node registers */
 		rc = join_cluster(&cfg, rpc_server_port(srv), dn_meta_generation(store->meta) == 0);
 		if (!rc)
-			rc = dn_cgc_create(&(struct dn_cgc_opts){ .store = store,
-			                                          .etcd = dn_cluster_etcd(cluster),
-			                                          .node = cfg.node,
-			                                          .grace_ns = cfg.gc_grace_ns },
-			                   &collector);
+			rc = dn_cgc_create(
+			        &(struct dn_cgc_opts){ .store = store,
+			                               .etcd = dn_cluster_etcd(cluster),
+			                               .node = cfg.node,
+			                               .grace_ns = cfg.gc_grace_ns,
+			                               .read_grace_ns = cfg.read_grace_ns },
+			        &collector);
 		if (!rc)
 			rc = dn_coord_create(
 			        &(struct dn_coord_opts){ .store = store,

@@ -254,10 +254,12 @@ struct rpc_cell_read_req {
 	bool has_length;
 };
 
-/* DeleteCells and CommitCells: the cells, handled in order. */
+/* DeleteCells and CommitCells: the cells, handled in order. touch (CommitCells only):
+ * refresh the pending cells' grace instead of committing them. */
 struct rpc_cells_req {
 	const struct rpc_cell_id *cells;
 	size_t n_cells;
+	bool touch;
 };
 
 struct rpc_cells_result {

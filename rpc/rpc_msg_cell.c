@@ -90,6 +90,7 @@ rpc_msg_cells_req_to_pb(const struct rpc_cells_req *in, Zest__CellsRequest *out,
 	Zest__CellId *v, **pv;
 
 	zest__cells_request__init(out);
+	out->touch = in->touch;
 	if (!in->n_cells)
 		return 0;
 	v = rpc_arena_alloc(a, in->n_cells * sizeof(*v));
@@ -113,6 +114,7 @@ rpc_msg_cells_req_from_pb(const Zest__CellsRequest *in, struct rpc_cells_req *ou
 
 	out->cells = NULL;
 	out->n_cells = 0;
+	out->touch = in->touch;
 	if (!in->n_cells)
 		return 0;
 	v = rpc_arena_alloc(a, in->n_cells * sizeof(*v));

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct dn_cells {
 	pthread_mutex_t lost_lock;
 	dn_cell_lost_fn lost_fn;
 	void *lost_arg;
+	atomic_uint_fast64_t n_retired; /* dn_cell_retire's retirements since open */
 };
 
 enum cw_phase { CW_WRITE, CW_SYNC };
@@ -388,6 +390,22 @@ spec_check(struct dn_store *s, const struct dn_cell_spec *p)
 	return 0;
 }
 
+static int
+retired_drop(struct dn_store *s, struct dn_cell_id id)
+{
+	struct dn_cell_info ci;
+	int err = dn_cell_stat(s, id, &ci);
+
+	if (zc_err_is(err, ZC_NO_KEY))
+		return 0;
+	if (err)
+		return err;
+	if (ci.retired)
+		err = dn_cell_delete_if(s, &ci);
+	dn_cell_info_fini(&ci);
+	return err < 0 ? err : 0;
+}
+
 int
 dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec, struct dn_cell_write **out)
 {
@@ -413,8 +431,13 @@ dn_cell_write_open(struct dn_store *s, const struct dn_cell_spec *spec, struct d
 		free(w);
 		return err;
 	}
+	/* A retired entry of the name (DeleteCells kept it for readers) gives way: the name
+	 * is written again only by a heal of the same extent, whose bytes are the same, and a
+	 * reader of the old file keeps its open file. */
+	err = retired_drop(s, w->id);
 	/* An id of this node's own objects would share their file names: refuse it too. */
-	err = dn_meta_cell_exists(s->meta, w->id);
+	if (err == 0)
+		err = dn_meta_cell_exists(s->meta, w->id);
 	if (err == 0)
 		err = dn_meta_extent_exists(s->meta, w->id.extent);
 	if (err == 1)
@@ -590,20 +613,88 @@ dn_cell_lost(struct dn_store *s, struct dn_cell_id id)
 	pthread_mutex_unlock(&s->cells->lost_lock);
 }
 
+static void unlink_cell(struct dn_store *s, struct dn_cell_id id, uint32_t drive);
+
 int
 dn_cell_delete(struct dn_store *s, struct dn_cell_id id)
 {
-	char path[PATH_MAX];
 	uint32_t drive = UINT32_MAX;
 	int err = dn_meta_cell_del(s->meta, id, &drive);
 
 	/* Entry first: a crash before the unlink leaves a file no entry names, which the next
 	 * open sweeps; the other order could leave an entry naming no file. */
-	if (err == 1 && drive < s->ndrives &&
+	if (err == 1)
+		unlink_cell(s, id, drive);
+	return err;
+}
+
+static uint64_t
+real_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Remove the file of a cell whose entry just went (entry first, as dn_cell_delete). */
+static void
+unlink_cell(struct dn_store *s, struct dn_cell_id id, uint32_t drive)
+{
+	char path[PATH_MAX];
+
+	if (drive < s->ndrives &&
 	    !dn_layout_path(s->drives[drive].root, id.extent, id.group, id.cell, path,
 	                    sizeof(path)) &&
 	    unlink(path) < 0 && errno != ENOENT)
 		ZC_WARN("cell", "unlink %s failed err=%s", path, strerror(errno));
+}
+
+int
+dn_cell_retire(struct dn_store *s, struct dn_cell_id id)
+{
+	struct dn_cell_rec rec;
+	int err = dn_meta_cell_get(s->meta, id, &rec);
+	bool pending;
+
+	if (zc_err_is(err, ZC_NO_KEY))
+		return 0;
+	if (err)
+		return err;
+	pending = rec.pending;
+	dn_cell_rec_fini(&rec);
+	/* A pending cell was never named by a committed record a reader could be following
+	 * (a failed write's, a heal's that did not commit): it goes at once. */
+	if (pending)
+		return dn_cell_delete(s, id);
+	err = dn_meta_cell_touch(s->meta, id, true, real_now_ns());
+	if (err == 1)
+		atomic_fetch_add(&s->cells->n_retired, 1);
+	return zc_err_is(err, ZC_NO_KEY) ? 0 : err < 0 ? err : 1;
+}
+
+uint64_t
+dn_cell_retired_total(struct dn_store *s)
+{
+	return s && s->cells ? atomic_load(&s->cells->n_retired) : 0;
+}
+
+int
+dn_cell_touch(struct dn_store *s, struct dn_cell_id id)
+{
+	int err = dn_meta_cell_touch(s->meta, id, false, real_now_ns());
+
+	return err < 0 ? err : 0;
+}
+
+int
+dn_cell_delete_if(struct dn_store *s, const struct dn_cell_info *expect)
+{
+	uint32_t drive = UINT32_MAX;
+	int err = dn_meta_cell_del_if(s->meta, expect, &drive);
+
+	if (err == 1)
+		unlink_cell(s, expect->id, drive);
 	return err;
 }
 
@@ -613,7 +704,16 @@ dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
 {
 	if (!s || !out || !n)
 		return -EINVAL;
-	return dn_meta_cell_list(s->meta, NULL, true, than_ns, limit, out, n);
+	return dn_meta_cell_list(s->meta, NULL, DN_META_CELLS_PENDING, than_ns, limit, out, n);
+}
+
+int
+dn_cell_list_retired_older(struct dn_store *s, uint64_t than_ns, size_t limit,
+                           struct dn_cell_info **out, size_t *n)
+{
+	if (!s || !out || !n)
+		return -EINVAL;
+	return dn_meta_cell_list(s->meta, NULL, DN_META_CELLS_RETIRED, than_ns, limit, out, n);
 }
 
 int
@@ -622,5 +722,5 @@ dn_cell_list(struct dn_store *s, const struct dn_cell_id *after, size_t limit,
 {
 	if (!s || !out || !n)
 		return -EINVAL;
-	return dn_meta_cell_list(s->meta, after, false, 0, limit, out, n);
+	return dn_meta_cell_list(s->meta, after, DN_META_CELLS_ALL, 0, limit, out, n);
 }

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dn_cells.h"
 #include "zc.h"
@@ -18,6 +19,8 @@
 
 /* Bytes per READ SQE: a few chunks, so a long cell streams instead of arriving at once. */
 #define WINDOW_MAX (1u << 20)
+/* A retired cell's reads touch its entry at most this often (an LMDB write each). */
+#define TOUCH_EVERY_NS 1000000000ull
 
 struct cbuf {
 	struct zc_ref ref;
@@ -90,6 +93,18 @@ dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t
 	err = dn_meta_cell_get(s->meta, id, &rec);
 	if (err)
 		return err;
+	if (rec.retired) {
+		struct timespec ts;
+		uint64_t now;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		/* A GET of a replaced version is still reading it: the grace of the extent's
+		 * retired cells on this node starts again (the GET will want the others
+		 * later). Best effort: a failed touch only shortens the grace. */
+		if (now - rec.touched_ns >= TOUCH_EVERY_NS)
+			(void)dn_meta_cell_touch_retired(s->meta, id.extent, now);
+	}
 	if (offset > rec.length || (has_length && length > rec.length - offset)) {
 		err = -EINVAL;
 		goto out;

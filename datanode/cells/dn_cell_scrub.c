@@ -101,7 +101,9 @@ cells_scrub(struct dn_store *s, dn_side_check_fn check, dn_side_bad_fn bad, void
 		for (size_t i = 0; i < n && !rc; i++) {
 			after = v[i].id;
 			have = true;
-			if (!v[i].pending)
+			/* pending: the collector's; retired: no record names it any more, it
+			 * only waits out the read grace (a rotted one is read around) */
+			if (!v[i].pending && !v[i].retired)
 				rc = scrub_cell(s, v[i].id, check, bad, arg);
 		}
 		dn_cell_list_free(v, n);

@@ -36,7 +36,8 @@ struct dn_cell_spec {
 struct dn_cell_write;
 /*
  * Start writing a cell: picks a drive (the writable one with most room; near-ties by a
- * hash of the name), creates its file. Returns 0 and *out, -EINVAL (bad spec), ZC_E(ZC_CELL_EXISTS)
+ * hash of the name), creates its file. A retired entry of the name gives way (deleted
+ * first: only a heal of the same extent writes a name again). Returns 0 and *out, -EINVAL (bad spec), ZC_E(ZC_CELL_EXISTS)
  * (the cell has an entry, or the extent id is one of this node's own objects: the
  * coordinator draws another), -EBUSY (a write of this name is still in progress, or its
  * abort still finishing: retry), -ENOSPC / ZC_E(ZC_NO_QUORUM) (no writable drive: all full /
@@ -71,8 +72,12 @@ int dn_cell_stat(struct dn_store *s, struct dn_cell_id id, struct dn_cell_info *
 /*
  * Stream [offset, offset + length) of a cell (has_length false: to its end) through the
  * drive's ring, checking every chunk's CRC32C; cb as for dn_read, on the caller's
- * thread, which sleeps meanwhile. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL (range), -EBADMSG (a chunk
- * failed its CRC, or the file is short), -EIO (drive failed), or cb's value.
+ * thread, which sleeps meanwhile. A retired cell's read touches every retired cell of its
+ * extent on this node first (at most about once a second), so their read grace runs from
+ * the extent's last read here; the file stays open for the whole read, so a deletion
+ * meanwhile does not cut it. Returns 0, ZC_E(ZC_NO_KEY), -EINVAL
+ * (range), -EBADMSG (a chunk failed its CRC, or the file is short), -EIO (drive failed), or cb's
+ * value.
  */
 int dn_cell_read(struct dn_store *s, struct dn_cell_id id, uint64_t offset, uint64_t length,
                  bool has_length, dn_read_cb cb, void *arg);
@@ -89,10 +94,37 @@ void dn_cell_lost(struct dn_store *s, struct dn_cell_id id);
 /* Remove a cell's entry, then its file. Returns 1 when it existed, 0 when not, -errno. */
 int dn_cell_delete(struct dn_store *s, struct dn_cell_id id);
 /*
- * Pending cells recorded before than_ns (CLOCK_REALTIME), at most limit (0: all), in name
- * order: the collector's work list. Free with dn_cell_list_free.
+ * The record that named a cell was replaced or deleted (DeleteCells, the collector's "not
+ * named"): a committed cell is marked retired at now and stays readable until the
+ * collector deletes it, the read grace after its last touch (a GET that started on the
+ * old record reads it to the end); a pending one is deleted at once (no committed record
+ * a reader follows named it). A cell retired already keeps its time. 1 when it existed,
+ * 0 when not, -errno.
+ */
+int dn_cell_retire(struct dn_store *s, struct dn_cell_id id);
+/* How many cells dn_cell_retire retired since the store opened (any thread). */
+uint64_t dn_cell_retired_total(struct dn_store *s);
+/*
+ * Refresh the cell's touched time (CLOCK_REALTIME now): the coordinator's writer is making
+ * progress (a pending cell), or a reader reads a retired one (dn_cell_read does that
+ * itself). 0, ZC_E(ZC_NO_KEY), -errno.
+ */
+int dn_cell_touch(struct dn_store *s, struct dn_cell_id id);
+/*
+ * Delete the cell only if its entry is still as listed in *expect (created, touched,
+ * pending, retired the same: no touch, commit or rewrite came since), in one metadata
+ * transaction, then its file. 1 deleted, 0 not, -errno.
+ */
+int dn_cell_delete_if(struct dn_store *s, const struct dn_cell_info *expect);
+/*
+ * Pending cells, not retired, recorded and last touched before than_ns (CLOCK_REALTIME),
+ * at most limit (0: all), in name order: the collector's work list. Free with
+ * dn_cell_list_free.
  */
 int dn_cell_list_pending_older(struct dn_store *s, uint64_t than_ns, size_t limit,
+                               struct dn_cell_info **out, size_t *n);
+/* Retired cells last touched before than_ns, as above: the collector deletes them. */
+int dn_cell_list_retired_older(struct dn_store *s, uint64_t than_ns, size_t limit,
                                struct dn_cell_info **out, size_t *n);
 
 /*

@@ -21,7 +21,7 @@ struct dn_cgc {
 	struct dn_cgc_opts o;
 	char *node;
 	struct zc_loop loop; /* the dn-cgc thread */
-	atomic_uint_fast64_t n_commit, n_delete, n_error;
+	atomic_uint_fast64_t n_commit, n_delete, n_retire, n_error;
 };
 
 /* The record of one extent (through the index) as last read, and at which consistency. */
@@ -126,22 +126,12 @@ same_look(const struct look *l, const struct dn_cell_info *ci)
 	return l->valid && l->id == ci->id.extent;
 }
 
-/* Delete ci if its entry is still the one listed (not deleted and written again since). */
+/* Delete ci if its entry is still the one listed (not touched, committed, retired, or
+ * deleted and written again since): one metadata transaction decides. 1 deleted, 0 not. */
 static int
 delete_cell(struct dn_cgc *g, const struct dn_cell_info *ci)
 {
-	struct dn_cell_info now;
-	int err = dn_cell_stat(g->o.store, ci->id, &now);
-
-	if (err)
-		return zc_err_is(err, ZC_NO_KEY) ? 0 : err;
-	if (now.created_ns != ci->created_ns || now.pending != ci->pending) {
-		dn_cell_info_fini(&now);
-		return 0;
-	}
-	dn_cell_info_fini(&now);
-	err = dn_cell_delete(g->o.store, ci->id);
-	return err < 0 ? err : 0;
+	return dn_cell_delete_if(g->o.store, ci);
 }
 
 /*
@@ -189,21 +179,42 @@ settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct d
 		}
 		return zc_err_is(err, ZC_NO_KEY) ? 0 : err;
 	}
+	if (!ci->pending) {
+		/* A committed cell nobody names: a GET may still be reading the record that
+		 * named it, so it is retired, and deleted after the read grace. */
+		err = dn_cell_retire(g->o.store, ci->id);
+		if (err == 1) {
+			ZC_INFO("cgc",
+			        "retired cell extent=%016llx group=%u cell=%u bucket=%s key=%s",
+			        (unsigned long long)ci->id.extent, ci->id.group, ci->id.cell,
+			        ci->bucket, ci->key);
+			atomic_fetch_add(&g->n_retire, 1);
+			st->retired++;
+		}
+		return err < 0 ? err : 0;
+	}
 	err = delete_cell(g, ci);
-	if (!err) {
-		ZC_INFO("cgc", "deleted cell extent=%016llx group=%u cell=%u bucket=%s key=%s %s",
+	if (err == 1) {
+		ZC_INFO("cgc",
+		        "deleted cell extent=%016llx group=%u cell=%u bucket=%s key=%s pending",
 		        (unsigned long long)ci->id.extent, ci->id.group, ci->id.cell, ci->bucket,
-		        ci->key, ci->pending ? "pending" : "committed");
+		        ci->key);
 		atomic_fetch_add(&g->n_delete, 1);
 		st->deleted++;
 	}
-	return err;
+	return err < 0 ? err : 0;
 }
 
 static uint64_t
 grace_ns(const struct dn_cgc *g)
 {
 	return g->o.grace_ns ? g->o.grace_ns : (uint64_t)DN_CGC_DEFAULT_GRACE_S * 1000000000u;
+}
+
+static uint64_t
+read_grace_ns(const struct dn_cgc *g)
+{
+	return g->o.read_grace_ns ? g->o.read_grace_ns : grace_ns(g);
 }
 
 /* An etcd error ends a pass (etcd is away: the next pass tries again); a cell's own
@@ -254,6 +265,43 @@ dn_cgc_pass_pending(struct dn_cgc *g, uint64_t now_real_ns, struct dn_cgc_stats 
 	return first;
 }
 
+int
+dn_cgc_pass_retired(struct dn_cgc *g, uint64_t now_real_ns, struct dn_cgc_stats *st)
+{
+	struct dn_cgc_stats local = { 0 };
+	struct dn_cell_info *v = NULL;
+	size_t n = 0;
+	uint64_t now = now_real_ns ? now_real_ns : real_ns(), grace = read_grace_ns(g);
+	int err;
+
+	if (!st)
+		st = &local;
+	if (now <= grace)
+		return 0;
+	/* No etcd: the retirement was the verdict (a DeleteCells after the Txn that replaced
+	 * the record, or this collector's own "not named"); only the readers are waited for. */
+	err = dn_cell_list_retired_older(g->o.store, now - grace, 4 * PAGE, &v, &n);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n && !stopping(g); i++) {
+		int e = delete_cell(g, &v[i]);
+
+		if (e == 1) {
+			ZC_INFO("cgc",
+			        "deleted cell extent=%016llx group=%u cell=%u bucket=%s key=%s "
+			        "retired",
+			        (unsigned long long)v[i].id.extent, v[i].id.group, v[i].id.cell,
+			        v[i].bucket, v[i].key);
+			atomic_fetch_add(&g->n_delete, 1);
+			st->deleted++;
+		} else if (e < 0 && !err) {
+			err = e;
+		}
+	}
+	dn_cell_list_free(v, n);
+	return err;
+}
+
 static void
 pace(struct dn_cgc *g)
 {
@@ -287,7 +335,9 @@ dn_cgc_pass_scan(struct dn_cgc *g, bool rate_limited, struct dn_cgc_stats *st)
 			bool fetched = false;
 			int e;
 
-			if (v[i].pending && v[i].created_ns >= young)
+			if (v[i].retired)
+				continue; /* judged already: the retired pass deletes it */
+			if (v[i].pending && (v[i].created_ns >= young || v[i].touched_ns >= young))
 				continue; /* its coordinator may still commit it */
 			e = settle(g, &l, &v[i], st, &fetched);
 			if (e && is_etcd_err(e))
@@ -317,7 +367,7 @@ run(void *arg)
 	uint64_t next_scan;
 
 	if (!period) {
-		period = grace_ns(g) / 4;
+		period = (grace_ns(g) < read_grace_ns(g) ? grace_ns(g) : read_grace_ns(g)) / 4;
 		if (period > 60000000000ull)
 			period = 60000000000ull;
 		if (period < 100000000ull)
@@ -333,6 +383,9 @@ run(void *arg)
 		if (err)
 			ZC_WARN("cgc", "pending pass stopped err=%d (%s)", err,
 			        zc_code_word(zc_err_code(err)));
+		err = dn_cgc_pass_retired(g, 0, NULL);
+		if (err)
+			ZC_WARN("cgc", "retired pass stopped err=%d", err);
 		if (zc_now_ns() >= next_scan) {
 			err = dn_cgc_pass_scan(g, true, NULL);
 			if (err)
@@ -392,14 +445,22 @@ void
 dn_cgc_metrics(struct dn_cgc *g, FILE *out)
 {
 	fprintf(out,
-	        "# HELP zest_cluster_gc_cells_total Cells the collector settled against etcd.\n"
+	        "# HELP zest_cluster_gc_cells_total Cells the collector settled: pending ones "
+	        "committed or deleted, committed ones retired, retired ones deleted.\n"
 	        "# TYPE zest_cluster_gc_cells_total counter\n"
 	        "zest_cluster_gc_cells_total{action=\"commit\"} %llu\n"
 	        "zest_cluster_gc_cells_total{action=\"delete\"} %llu\n"
+	        "zest_cluster_gc_cells_total{action=\"retire\"} %llu\n"
+	        "# HELP zest_cells_retired_total Committed cells retired (their record replaced or "
+	        "deleted), kept for --read-grace after their extent's last read.\n"
+	        "# TYPE zest_cells_retired_total counter\n"
+	        "zest_cells_retired_total %llu\n"
 	        "# HELP zest_cluster_gc_errors_total Cells the collector could not judge.\n"
 	        "# TYPE zest_cluster_gc_errors_total counter\n"
 	        "zest_cluster_gc_errors_total %llu\n",
 	        (unsigned long long)atomic_load(&g->n_commit),
 	        (unsigned long long)atomic_load(&g->n_delete),
+	        (unsigned long long)atomic_load(&g->n_retire),
+	        (unsigned long long)dn_cell_retired_total(g->o.store),
 	        (unsigned long long)atomic_load(&g->n_error));
 }

@@ -7,7 +7,10 @@
  *   before telling the node); else -> dn_cell_delete;
  * - committed cells, in a slower scan of the whole cell index: the record no longer names
  *   the cell on this node (an overwrite or a delete whose DeleteCells did not arrive, a
- *   heal that moved it) -> dn_cell_delete.
+ *   heal that moved it) -> dn_cell_retire;
+ * - retired cells (DeleteCells, or the scan above) whose last touch (retirement or a read)
+ *   is older than the read grace -> deleted, without asking etcd: a GET that started on
+ *   the replaced record has read them to the end by then.
  *
  * The record that owns an extent is found through the extent index (/zest/extents/<id>,
  * cl_meta.h), not through the bucket/key of the cell's entry: a multipart part's cells
@@ -43,7 +46,9 @@ struct dn_cgc_opts {
 	struct cl_etcd *etcd;    /* borrowed, outlives the collector */
 	const char *node;        /* this node's name, as records name it (copied) */
 	uint64_t grace_ns;       /* 0: DN_CGC_DEFAULT_GRACE_S */
-	uint64_t period_ns;      /* between pending passes; 0: grace / 4, at most 60 s */
+	uint64_t read_grace_ns;  /* --read-grace: retired cells' life after their last read;
+	                          * 0: grace_ns */
+	uint64_t period_ns;      /* between passes; 0: the smaller grace / 4, at most 60 s */
 	uint64_t scan_period_ns; /* between committed scans; 0: 1 h; UINT64_MAX: never */
 	unsigned scan_rate;      /* records read per second in a scan; 0: 200 */
 	unsigned timeout_ms;     /* per etcd call; 0: the client's default */
@@ -51,7 +56,7 @@ struct dn_cgc_opts {
 };
 
 struct dn_cgc_stats {
-	uint64_t committed, deleted, kept, errors;
+	uint64_t committed, deleted, retired, kept, errors;
 };
 
 /* 0 and *out (its thread started unless no_thread), -EINVAL, -ENOMEM, -EAGAIN. */
@@ -65,11 +70,15 @@ void dn_cgc_destroy(struct dn_cgc *g);
 /* One pass over pending cells recorded before now_real_ns - grace (now_real_ns 0: now);
  * adds to *st (may be NULL). Returns 0 or the first etcd error (the pass stops there). */
 int dn_cgc_pass_pending(struct dn_cgc *g, uint64_t now_real_ns, struct dn_cgc_stats *st);
+/* One pass over retired cells last touched before now_real_ns - read grace: deleted (an
+ * entry touched meanwhile stays). Adds to *st; 0 or the first store error. */
+int dn_cgc_pass_retired(struct dn_cgc *g, uint64_t now_real_ns, struct dn_cgc_stats *st);
 /* One scan of every committed cell (pending ones younger than the grace are skipped, older
  * ones settled as above). rate_limited false: no pause between reads (tests). */
 int dn_cgc_pass_scan(struct dn_cgc *g, bool rate_limited, struct dn_cgc_stats *st);
 
-/* zest_cluster_gc_cells_total{action="commit"|"delete"}, zest_cluster_gc_errors_total. */
+/* zest_cluster_gc_cells_total{action="commit"|"delete"|"retire"},
+ * zest_cluster_gc_errors_total. */
 void dn_cgc_metrics(struct dn_cgc *g, FILE *out);
 
 #endif

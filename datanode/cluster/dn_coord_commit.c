@@ -131,7 +131,9 @@ settle_cells(struct dn_coord_write *w, bool commit)
 				struct ccell *cc = &w->groups[g]->cells[i];
 				struct dn_cell_id id = { w->id, g, i };
 
-				if (cc->node != ni || !cc->ok)
+				/* a cell given up after it answered (fail_node) is not committed:
+				 * the record marks it missing, its node's collector deletes it */
+				if (cc->node != ni || !cc->ok || (commit && cc->failed))
 					continue;
 				if (!cc->local) {
 					ids[n++] = (struct rpc_cell_id){ w->id, g, i };
@@ -154,7 +156,8 @@ settle_cells(struct dn_coord_write *w, bool commit)
 
 /* DeleteCells of the cells the replaced record named, by node: the local ones here, the
  * others to the node's address in the current view (a node absent from it keeps them
- * until its collector's scan). */
+ * until its collector's scan). Committed cells are retired, not deleted: a GET that read
+ * the replaced record may still be reading them (the collectors' read grace). */
 static void
 delete_old(struct dn_coord_write *w)
 {
@@ -181,7 +184,7 @@ delete_old(struct dn_coord_write *w)
 					    (e->groups[g].missing & (1u << ci)))
 						continue;
 					if (self)
-						dn_cell_delete(w->c->o.store,
+						dn_cell_retire(w->c->o.store,
 						               (struct dn_cell_id){
 						                       e->id, (uint32_t)g, ci });
 					else
@@ -215,8 +218,15 @@ commit_msg(struct dn_coord_write *w, int rc, char *msg, size_t cap)
 	else if (rc == ZC_E(ZC_NO_KEY))
 		snprintf(msg, cap, "%s/%s (If-Match)", w->bucket, w->key);
 	else if (ambiguous_err(rc)) {
+		uint64_t na = dn_coord_not_after(w);
+
 		snprintf(msg, cap, "the commit of %s/%s in etcd did not answer (%s)", w->bucket,
-		         w->key, rc == ZC_E(ZC_NO_QUORUM) ? "no etcd member answered" : "deadline");
+		         w->key,
+		         rc == ZC_E(ZC_NO_QUORUM)             ? "no etcd member answered"
+		         : na && dn_coord_realtime_ns() >= na ? "the write's commit deadline, "
+		                                                "gc-grace / 2 after its cells' "
+		                                                "last refresh, passed meanwhile"
+		                                              : "etcd deadline");
 		/* etcd away is the metadata's unavailability, not the cells' write quorum: the
 		 * client is told SlowDown (503, retried), as for any other backpressure */
 		return ZC_E(ZC_UNAVAILABLE);
@@ -258,7 +268,7 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 		uint32_t durable = 0;
 
 		for (unsigned i = 0; i < w->n; i++)
-			if (w->groups[g]->cells[i].ok)
+			if (w->groups[g]->cells[i].ok && !w->groups[g]->cells[i].failed)
 				durable |= 1u << i;
 		if (!dn_coord_group_ok(w, w->groups[g], durable)) {
 			dn_coord_group_msg(w, w->groups[g], durable, "durable", msg, cap);
@@ -285,7 +295,9 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 			const struct ccell *cc = &w->groups[g]->cells[i];
 
 			groups[g].node[i] = w->view->names[cc->node];
-			if (!cc->ok)
+			/* failed and still ok: a stream that answered after it was given up (its
+			 * node missed a touch, fail_node): not trusted */
+			if (!cc->ok || cc->failed)
 				groups[g].missing |= 1u << i;
 		}
 	for (size_t i = 0; i < nattrs; i++)
@@ -320,19 +332,33 @@ dn_coord_commit(struct dn_coord_write *w, const char *etag, const struct dn_attr
 		p.cond.if_none_match = cond->if_none_match;
 		p.cond.if_match = cond->if_match;
 	}
-	/* No Txn after half the grace: the collector may judge the cells from then on. */
-	if (w->first_ns && w->c->o.gc_grace_ns)
-		p.not_after_ns = w->first_ns + w->c->o.gc_grace_ns / 2;
+	/* No Txn after the last touch every node acknowledged + half the grace: the
+	 * collectors may judge the cells from then on (dn_coord_touch.c). */
+	p.not_after_ns = dn_coord_not_after(w);
+	if (p.not_after_ns && dn_coord_realtime_ns() >= p.not_after_ns) {
+		/* Before the Txn: nothing went to etcd, so the cells go (not ambiguous). */
+		free(groups);
+		free(cattrs);
+		dn_coord_grace_msg(w, msg, cap);
+		ZC_WARN("coord", "commit of %s/%s extent %016" PRIx64 " refused: %s", w->bucket,
+		        w->key, w->id, msg);
+		return ZC_E(ZC_UNAVAILABLE);
+	}
 	t0 = zc_now_ns();
 	rc = cl_meta_commit(w->c->o.etcd, &p, &w->old);
 	dn_coord_hist_add(&w->c->etcd_hist, zc_now_ns() - t0);
 	free(groups);
 	free(cattrs);
 	if (rc) {
+		bool late = p.not_after_ns && dn_coord_realtime_ns() >= p.not_after_ns;
+
 		w->ambiguous = ambiguous_err(rc);
 		if (rc != ZC_E(ZC_PRECONDITION))
-			ZC_WARN("coord", "commit of %s/%s extent %016" PRIx64 " failed err=%d%s",
+			ZC_WARN("coord", "commit of %s/%s extent %016" PRIx64 " failed err=%d%s%s",
 			        w->bucket, w->key, w->id, rc,
+			        late && w->ambiguous ? " (the commit deadline, gc-grace / 2 after "
+			                               "the last touch, passed during the Txn)"
+			                             : "",
 			        w->ambiguous ? " (outcome unknown: cells left pending)" : "");
 		return commit_msg(w, rc, msg, cap);
 	}

@@ -110,6 +110,8 @@ struct dn_coord_write {
 	uint64_t written;
 	uint32_t crc;
 	uint64_t first_ns; /* CLOCK_REALTIME of the first cell's open */
+	uint64_t touch_ns; /* CLOCK_REALTIME of the last touch round every node acked */
+	uint64_t touch_sent_ns; /* ... and of the last one sent */
 	uint32_t ngroups, opened;
 	struct cgroup **groups;
 	/* the position (the write's thread) */
@@ -205,5 +207,17 @@ void dn_coord_deadline(const struct dn_coord_write *w, struct timespec *dl);
 
 /* ---- dn_coord_write.c */
 void dn_coord_write_free(struct dn_coord_write *w);
+
+/* ---- dn_coord_touch.c */
+/* CLOCK_REALTIME after which w may not commit (nor touch): its last touch acknowledged by
+ * every node (else its first cell's open) + gc_grace / 2; 0 without a grace or a cell. */
+uint64_t dn_coord_not_after(const struct dn_coord_write *w);
+/* On w's thread, at most every gc_grace / 4 (force: now): refresh the pending cells of w
+ * on every node that has some (CommitCells touch; dn_cell_touch for the local ones),
+ * waiting for the answers; when all answered OK, the commit deadline moves on. 0, or
+ * ZC_E(ZC_UNAVAILABLE) when the deadline has passed already (refuse the write), -ENOMEM. */
+int dn_coord_touch(struct dn_coord_write *w, bool force);
+/* The message of a write refused for its deadline ("the write stalled: ..."). */
+void dn_coord_grace_msg(const struct dn_coord_write *w, char *msg, size_t cap);
 
 #endif

@@ -325,6 +325,18 @@ dn_coord_data(struct dn_coord_write *w, uint64_t offset, const struct zc_seg *se
 			}
 		}
 	}
+	/* The writer made progress: its pending cells keep their grace (at most a round per
+	 * grace / 4); a write that stalled past its commit deadline stops here. */
+	if (!rc) {
+		rc = dn_coord_touch(w, false);
+		if (zc_err_is(rc, ZC_UNAVAILABLE)) {
+			dn_coord_grace_msg(w, msg, cap);
+			ZC_WARN("coord", "write of %s/%s extent %016" PRIx64 " refused: %s",
+			        w->bucket, w->key, w->id, msg);
+		} else {
+			rc = 0; /* out of memory: the next round tries again */
+		}
+	}
 	if (rc)
 		poison(w, rc, msg, cap);
 	return rc;

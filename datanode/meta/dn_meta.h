@@ -75,7 +75,10 @@ struct dn_cell_info {
 	unsigned drive;
 	uint64_t length;
 	uint64_t created_ns; /* CLOCK_REALTIME when recorded */
+	uint64_t touched_ns; /* CLOCK_REALTIME of the last touch (writer's progress, a read of a
+	                      * retired cell, its retirement); 0: never */
 	bool pending;
+	bool retired; /* replaced or deleted: kept until the read grace since touched_ns */
 	unsigned k, m;
 	uint32_t cell_size, stripes_per_group, chunk_size;
 	char *bucket, *key;
@@ -230,10 +233,12 @@ char *dn_strdup(const char *s);
 struct dn_cell_rec {
 	uint32_t drive;
 	bool pending;
+	bool retired; /* its record replaced it or was deleted: readers may still be at it */
 	unsigned k, m;
 	uint32_t cell_size, spg, chunk;
 	uint64_t length;
 	uint64_t created_ns; /* CLOCK_REALTIME: the collector's age survives a restart */
+	uint64_t touched_ns; /* CLOCK_REALTIME of the last touch; 0: never (entries before it) */
 	char *bucket, *key;
 	uint32_t ncrc;
 	uint32_t *crcs; /* one per chunk of the file, the last one short */
@@ -261,9 +266,25 @@ int dn_meta_cell_put_batch(struct dn_meta *m, struct dn_meta_cell_put *v, size_t
 int dn_meta_cell_commit(struct dn_meta *m, struct dn_cell_id id);
 /* Remove the entry; its drive in *drive. 1 removed, 0 there was none, or -errno. */
 int dn_meta_cell_del(struct dn_meta *m, struct dn_cell_id id, uint32_t *drive);
-/* Entries after *after (NULL: from the first) in name order, at most limit (0: all);
- * pending_only: only pending ones created before than_ns. Free with dn_cell_list_free. */
-int dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pending_only,
-                      uint64_t than_ns, size_t limit, struct dn_cell_info **out, size_t *n);
+/* Remove the entry only if it is still as *expect says (created, touched, pending,
+ * retired): one transaction, so a touch or commit that came meanwhile wins. 1 removed, 0
+ * not (absent or changed), -errno; its drive in *drive. */
+int dn_meta_cell_del_if(struct dn_meta *m, const struct dn_cell_info *expect, uint32_t *drive);
+/* Set touched_ns to now_ns; retire: also mark it retired (then only if it was not: a
+ * repeated retirement keeps the first time). 1 changed, 0 not, ZC_E(ZC_NO_KEY), -errno. */
+int dn_meta_cell_touch(struct dn_meta *m, struct dn_cell_id id, bool retire, uint64_t now_ns);
+/* Set touched_ns to now_ns on every retired entry of extent (a read of the extent on this
+ * node). The number changed, or -errno. */
+int dn_meta_cell_touch_retired(struct dn_meta *m, uint64_t extent, uint64_t now_ns);
+enum dn_meta_cell_which {
+	DN_META_CELLS_ALL,
+	DN_META_CELLS_PENDING, /* pending, not retired, created and touched before than_ns */
+	DN_META_CELLS_RETIRED, /* retired, touched before than_ns */
+};
+/* Entries after *after (NULL: from the first) in name order, at most limit (0: all), of
+ * kind which. Free with dn_cell_list_free. */
+int dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after,
+                      enum dn_meta_cell_which which, uint64_t than_ns, size_t limit,
+                      struct dn_cell_info **out, size_t *n);
 
 #endif

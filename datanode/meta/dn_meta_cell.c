@@ -1,9 +1,11 @@
 /*
  * dn_meta_cell: the cells table (cluster mode). Key: big-endian extent id, group, cell
  * (16 bytes, so a cursor walks an extent's cells together). Value, little-endian:
- * version, flags (bit 0 pending), drive, k, m, cell size, stripes per group, chunk size,
- * length (u64), created (u64, CLOCK_REALTIME ns), bucket and key (u32 length + bytes),
- * the number of chunk CRCs and the CRCs.
+ * version, flags (bit 0 pending, bit 1 retired), drive, k, m, cell size, stripes per
+ * group, chunk size, length (u64), created (u64, CLOCK_REALTIME ns), bucket and key (u32
+ * length + bytes), the number of chunk CRCs and the CRCs, then touched (u64, CLOCK_REALTIME
+ * ns). An entry written before touched existed ends at the CRCs: it reads as touched 0, so
+ * old stores open as they are (same version).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "dn_meta_internal.h"
 
 #define FLAG_PENDING 1u
+#define FLAG_RETIRED 2u
 
 void
 dn_cell_rec_fini(struct dn_cell_rec *r)
@@ -31,7 +34,9 @@ dn_cell_rec_take_info(struct dn_cell_rec *r, struct dn_cell_id id, struct dn_cel
 		                       .drive = r->drive,
 		                       .length = r->length,
 		                       .created_ns = r->created_ns,
+		                       .touched_ns = r->touched_ns,
 		                       .pending = r->pending,
+		                       .retired = r->retired,
 		                       .k = r->k,
 		                       .m = r->m,
 		                       .cell_size = r->cell_size,
@@ -84,7 +89,7 @@ static int
 rec_encode(const struct dn_cell_rec *r, struct wbuf *b)
 {
 	dn_wbuf_u32(b, DN_CELL_VER);
-	dn_wbuf_u32(b, r->pending ? FLAG_PENDING : 0);
+	dn_wbuf_u32(b, (r->pending ? FLAG_PENDING : 0) | (r->retired ? FLAG_RETIRED : 0));
 	dn_wbuf_u32(b, r->drive);
 	dn_wbuf_u32(b, r->k);
 	dn_wbuf_u32(b, r->m);
@@ -97,6 +102,7 @@ rec_encode(const struct dn_cell_rec *r, struct wbuf *b)
 	wbuf_str(b, r->key);
 	dn_wbuf_u32(b, r->ncrc);
 	dn_wbuf_bytes(b, r->crcs, (size_t)r->ncrc * 4);
+	dn_wbuf_bytes(b, &r->touched_ns, 8);
 	return b->err;
 }
 
@@ -130,11 +136,14 @@ rec_decode(const MDB_val *v, struct dn_cell_rec *r, bool crcs)
 {
 	struct rbuf b = { v->mv_data, v->mv_size, 0, 0 };
 	const uint8_t *p;
+	uint32_t flags;
 
 	memset(r, 0, sizeof(*r));
 	if (dn_rbuf_u32(&b) != DN_CELL_VER)
 		return -EBADMSG;
-	r->pending = dn_rbuf_u32(&b) & FLAG_PENDING;
+	flags = dn_rbuf_u32(&b);
+	r->pending = flags & FLAG_PENDING;
+	r->retired = flags & FLAG_RETIRED;
 	r->drive = dn_rbuf_u32(&b);
 	r->k = dn_rbuf_u32(&b);
 	r->m = dn_rbuf_u32(&b);
@@ -158,6 +167,11 @@ rec_decode(const MDB_val *v, struct dn_cell_rec *r, bool crcs)
 			memcpy(r->crcs, p, (size_t)r->ncrc * 4);
 		else
 			b.err = -ENOMEM;
+	}
+	if (!b.err && b.len - b.at >= 8) {
+		p = dn_rbuf_span(&b, 8);
+		if (p)
+			memcpy(&r->touched_ns, p, 8);
 	}
 	if (b.err)
 		dn_cell_rec_fini(r);
@@ -275,12 +289,13 @@ commit_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
 		return dn_meta_mdb_err(rc);
 	if (v.mv_size < 8)
 		return -EBADMSG;
-	/* The flags word sits at a fixed place: rewrite the value with it cleared. */
+	/* The flags word sits at a fixed place (little-endian): rewrite the value with the
+	 * pending bit cleared, the others kept. */
 	copy = malloc(v.mv_size);
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, v.mv_data, v.mv_size);
-	memset(copy + 4, 0, 4);
+	copy[4] &= (uint8_t)~FLAG_PENDING;
 	v.mv_data = copy;
 	rc = mdb_put(txn, r->cells, &k, &v, 0);
 	free(copy);
@@ -343,6 +358,165 @@ dn_meta_cell_del(struct dn_meta *m, struct dn_cell_id id, uint32_t *drive)
 	return a.found;
 }
 
+struct if_arg {
+	const struct dn_cell_info *expect;
+	uint32_t drive;
+	int found;
+};
+
+static int
+del_if_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct if_arg *a = arg;
+	struct dn_cell_rec rec;
+	uint8_t kb[16];
+	MDB_val k, v;
+	bool same;
+	int rc, err;
+
+	cell_key(a->expect->id, kb, &k);
+	rc = mdb_get(txn, r->cells, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	err = rec_decode(&v, &rec, false);
+	if (err)
+		return err;
+	same = rec.created_ns == a->expect->created_ns && rec.touched_ns == a->expect->touched_ns &&
+	       rec.pending == a->expect->pending && rec.retired == a->expect->retired;
+	if (first) {
+		a->drive = rec.drive;
+		a->found = same;
+	}
+	dn_cell_rec_fini(&rec);
+	/* Each replica decides alone: they hold the same entry, so they agree. */
+	if (!same)
+		return 0;
+	return dn_meta_mdb_err(mdb_del(txn, r->cells, &k, NULL));
+}
+
+int
+dn_meta_cell_del_if(struct dn_meta *m, const struct dn_cell_info *expect, uint32_t *drive)
+{
+	struct if_arg a = { expect, UINT32_MAX, 0 };
+	int err = dn_meta_write(m, del_if_txn, &a);
+
+	if (err)
+		return err;
+	*drive = a.drive;
+	return a.found;
+}
+
+struct touch_arg {
+	struct dn_cell_id id;
+	bool retire;
+	uint64_t now_ns;
+	int changed;
+};
+
+static int
+touch_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct touch_arg *a = arg;
+	struct dn_cell_rec rec;
+	struct wbuf b = { 0 };
+	uint8_t kb[16];
+	MDB_val k, v;
+	int rc, err;
+
+	cell_key(a->id, kb, &k);
+	rc = mdb_get(txn, r->cells, &k, &v);
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	err = rec_decode(&v, &rec, true);
+	if (err)
+		return err;
+	if (a->retire && rec.retired) {
+		dn_cell_rec_fini(&rec);
+		return 0; /* retired already: its time stays the first one */
+	}
+	rec.retired |= a->retire;
+	rec.touched_ns = a->now_ns;
+	err = rec_encode(&rec, &b);
+	dn_cell_rec_fini(&rec);
+	if (!err) {
+		v = (MDB_val){ b.len, b.p };
+		err = dn_meta_mdb_err(mdb_put(txn, r->cells, &k, &v, 0));
+	}
+	free(b.p);
+	if (!err && first)
+		a->changed = 1;
+	return err;
+}
+
+int
+dn_meta_cell_touch(struct dn_meta *m, struct dn_cell_id id, bool retire, uint64_t now_ns)
+{
+	struct touch_arg a = { id, retire, now_ns, 0 };
+	int err = dn_meta_write(m, touch_txn, &a);
+
+	return err ? err : a.changed;
+}
+
+struct touch_ext_arg {
+	uint64_t extent, now_ns;
+	int changed;
+};
+
+static int
+touch_ext_txn(struct rep *r, MDB_txn *txn, void *arg, bool first)
+{
+	struct touch_ext_arg *a = arg;
+	struct dn_cell_id from = { a->extent, 0, 0 };
+	uint8_t kb[16];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc, err = 0, changed = 0;
+
+	cell_key(from, kb, &k);
+	rc = mdb_cursor_open(txn, r->cells, &cur);
+	if (rc)
+		return dn_meta_mdb_err(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !err;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct dn_cell_rec rec;
+		struct wbuf b = { 0 };
+		MDB_val nv;
+
+		if (k.mv_size != 16 || memcmp(k.mv_data, kb, 8) != 0)
+			break; /* past the extent's cells */
+		if (rec_decode(&v, &rec, true))
+			continue;
+		if (rec.retired) {
+			rec.touched_ns = a->now_ns;
+			err = rec_encode(&rec, &b);
+			if (!err) {
+				nv = (MDB_val){ b.len, b.p };
+				err = dn_meta_mdb_err(mdb_cursor_put(cur, &k, &nv, MDB_CURRENT));
+			}
+			free(b.p);
+			changed++;
+		}
+		dn_cell_rec_fini(&rec);
+	}
+	if (!err && rc && rc != MDB_NOTFOUND)
+		err = dn_meta_mdb_err(rc);
+	mdb_cursor_close(cur);
+	if (first)
+		a->changed = changed;
+	return err;
+}
+
+int
+dn_meta_cell_touch_retired(struct dn_meta *m, uint64_t extent, uint64_t now_ns)
+{
+	struct touch_ext_arg a = { extent, now_ns, 0 };
+	int err = dn_meta_write(m, touch_ext_txn, &a);
+
+	return err ? err : a.changed;
+}
+
 void
 dn_cell_info_fini(struct dn_cell_info *info)
 {
@@ -361,8 +535,26 @@ dn_cell_list_free(struct dn_cell_info *v, size_t n)
 	free(v);
 }
 
+/* Does rec belong to the listing? A pending cell's age runs from its last touch (the
+ * coordinator refreshes the cells of a write in progress), or its creation if later. */
+static bool
+list_wants(const struct dn_cell_rec *rec, enum dn_meta_cell_which which, uint64_t than_ns)
+{
+	uint64_t last = rec->touched_ns > rec->created_ns ? rec->touched_ns : rec->created_ns;
+
+	switch (which) {
+	case DN_META_CELLS_PENDING:
+		return rec->pending && !rec->retired && last < than_ns;
+	case DN_META_CELLS_RETIRED:
+		/* the retirement is a touch: its age runs from there, or the last read */
+		return rec->retired && rec->touched_ns < than_ns;
+	default:
+		return true;
+	}
+}
+
 int
-dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pending_only,
+dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, enum dn_meta_cell_which which,
                   uint64_t than_ns, size_t limit, struct dn_cell_info **out, size_t *n)
 {
 	uint8_t kb[16];
@@ -401,7 +593,7 @@ dn_meta_cell_list(struct dn_meta *m, const struct dn_cell_id *after, bool pendin
 			ZC_WARN("cell", "unreadable cell entry skipped");
 			continue;
 		}
-		if (pending_only && (!rec.pending || rec.created_ns >= than_ns)) {
+		if (!list_wants(&rec, which, than_ns)) {
 			dn_cell_rec_fini(&rec);
 			continue;
 		}

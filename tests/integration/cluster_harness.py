@@ -479,7 +479,8 @@ class DataNode(Proc):
         else:
             argv += ["--insecure"]
         opt = {"--cell-size": c.cell_size, "--stripes-per-group": c.stripes_per_group,
-               "--gc-grace": c.gc_grace, "--heal-after": c.heal_after,
+               "--gc-grace": c.gc_grace, "--read-grace": c.read_grace,
+               "--heal-after": c.heal_after,
                "--write-quorum": c.write_quorum, "--data-io": c.data_io}
         for flag, v in opt.items():
             if v is not None and has_flag(zh.DATANODE, flag):
@@ -514,9 +515,9 @@ class Cluster:
 
     def __init__(self, nodes=3, ec="4+2", etcd_members=1, fixed_etcd=False, gateway=True,
                  drives=2, cell_size=None, stripes_per_group=None, gc_grace=None,
-                 heal_after=None, write_quorum=None, data_io=None, extra_dn=(), extra_gw=(),
-                 tls=None, dn_base=20, env=None, dn_env=None, memcpy=(), valgrind=False,
-                 root=None, local=None, etcd_trust=()):
+                 read_grace=None, heal_after=None, write_quorum=None, data_io=None, extra_dn=(),
+                 extra_gw=(), tls=None, dn_base=20, env=None, dn_env=None, memcpy=(),
+                 valgrind=False, root=None, local=None, etcd_trust=()):
         require_tools()
         if gateway and not has_flag(zh.GATEWAY, "--cluster"):
             raise Skip("zest-s3gw has no --cluster yet")
@@ -527,6 +528,7 @@ class Cluster:
         self.cell_size = cell_size
         self.stripes_per_group = stripes_per_group
         self.gc_grace = gc_grace
+        self.read_grace = read_grace  # --read-grace: replaced cells' life after a read
         self.heal_after = heal_after
         self.write_quorum = write_quorum
         self.data_io = data_io

@@ -12,7 +12,8 @@ the datanode's own Write RPC (tests/integration/dn_client.c), which coordinates 
 - a Write to a missing bucket: NoSuchBucket;
 - invisible until the commit: with a peer stopped (SIGSTOP) the Write waits and no record
   is in etcd; once the peer goes on, the Write commits;
-- an overwrite deletes the cells of the record it replaced (DeleteCells);
+- an overwrite retires the cells of the record it replaced (DeleteCells), which go after
+  --read-grace (1 s here; test_cluster_grace.py reads them meanwhile);
 - a peer killed mid-write: the Write commits, that peer's cells marked missing;
 - two peers dead (write quorum k+1 = 5 of 6): 503 (UNAVAILABLE, zest code NO_QUORUM), no
   record, and the aborted write's cells are gone from the live nodes.
@@ -80,7 +81,7 @@ def test_cluster_write():
     # coordinator dn-1 with the memcpy counter (not under ASan)
     with ch.cluster(nodes=6, ec=f"{K}+{M}", gateway=False, drives=1, cell_size=CELL,
                     stripes_per_group=SPG, tls=True, dn_base=10, valgrind=True,
-                    memcpy=(1,)) as c:
+                    memcpy=(1,), read_grace="1s") as c:
         root, etcd = c.root, c.etcd
         nodes = [c.node(i) for i in range(1, 7)]
         coord = c.node(1)
@@ -143,7 +144,8 @@ def test_cluster_write():
         rec2 = c.record("bkt", "k1")
         ext2 = check_cells(nodes, rec2, data2)
         assert ext2 != ext1
-        # the overwrite deleted the replaced record's cells (DeleteCells, best effort)
+        # the overwrite retired the replaced record's cells (DeleteCells, best effort), and
+        # the collectors delete them after the read grace
         ch.wait_for("the old extent's cells to go",
                  lambda: not any(k[0] == ext1 for n in nodes for k in n.cells()), 60)
         print("overwrite: invisible while a peer was stopped, old cells deleted")

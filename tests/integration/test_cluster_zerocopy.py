@@ -51,7 +51,8 @@ def test_forwarding_copies_nothing():
             return dict(os.environ, LD_PRELOAD=preload,
                         ZEST_MEMCPY_OUT=os.path.join(count_dir, f"dn-{i}.memcpy"))
     try:
-        with ch.cluster(nodes=6, ec="4+2", data_io="buffered", dn_env=env) as c:
+        with ch.cluster(nodes=6, ec="4+2", data_io="buffered", dn_env=env,
+                        read_grace="1s") as c:
             s3 = c.s3()
             s3.create_bucket(Bucket=BUCKET)
             key = "zero/copy"
@@ -63,7 +64,8 @@ def test_forwarding_copies_nothing():
                 s3.put_object(Bucket=BUCKET, Key=key, Body=data)
             assert ch.get_digest(s3, BUCKET, key) == (SIZE, ch.digest(data))
             # the record is in etcd, and RS(4,2) over six nodes puts a cell of every group on
-            # each (the overwritten object's cells deleted: one object's worth left)
+            # each (the overwritten object's cells deleted after the 1 s read grace: one
+            # object's worth left)
             assert c.etcd.keys(f"/zest/objects/{BUCKET}/") == [f"/zest/objects/{BUCKET}/{key}"]
             groups = -(-SIZE // (4 * MiB * 16))  # k = 4 cells of 1 MiB, 16 stripes a group
             cells = {i: len(c.cell_files(i)) for i in c.nodes}

@@ -415,6 +415,110 @@ test_commit_restart_orphans(struct t_env *e)
 	CHECK_EQ(check_cell(e->s, pend.id, 0, 0, false, buf + 3, 500), 0);
 }
 
+/* Retired in the list of retired cells last touched before than? */
+static bool
+retired_listed(struct dn_store *s, uint64_t than, struct dn_cell_id id)
+{
+	struct dn_cell_info *v;
+	size_t n;
+	bool found = false;
+
+	CHECK_EQ(dn_cell_list_retired_older(s, than, 0, &v, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		found |= v[i].id.extent == id.extent && v[i].id.group == id.group &&
+		         v[i].id.cell == id.cell;
+	dn_cell_list_free(v, n);
+	return found;
+}
+
+/* Retire (a DeleteCells, the collector's "not named"): a pending cell goes at once, a
+ * committed one stays readable, retired, listed by its touch time, through a restart; a
+ * touch moves that time; the collector's conditional delete removes it only as listed; a
+ * new write of a retired name replaces it. */
+static void
+test_retire(struct t_env *e)
+{
+	struct dn_cell_spec pend = spec_of(0x7e71, 0, 1, 5000), done = spec_of(0x7e72, 1, 2, 9000);
+	struct dn_cell_info a, b;
+	char path[PATH_MAX];
+	uint64_t t0;
+
+	CHECK_EQ(put_cell(e->s, &pend, buf, pend.length, 1000), 0);
+	CHECK_EQ(put_cell(e->s, &done, buf + 5, done.length, 777), 0);
+	CHECK_EQ(dn_cell_commit(e->s, done.id), 0);
+	CHECK_EQ(dn_cell_retire(e->s, pend.id), 1);
+	CHECK_EQ(dn_cell_stat(e->s, pend.id, &a), ZC_E(ZC_NO_KEY));
+	t0 = now_real();
+	CHECK_EQ(dn_cell_retire(e->s, done.id), 1);
+	CHECK_EQ(dn_cell_stat(e->s, done.id, &a), 0);
+	CHECK(a.retired && !a.pending && a.touched_ns >= t0);
+	CHECK(!listed(e->s, now_real() + 1, done.id)); /* not a pending cell */
+	CHECK(!retired_listed(e->s, a.touched_ns, done.id));
+	CHECK(retired_listed(e->s, a.touched_ns + 1, done.id));
+	CHECK_EQ(check_cell(e->s, done.id, 0, 0, false, buf + 5, done.length), 0);
+	{
+		/* a read of one retired cell of an extent refreshes the extent's other retired
+		 * cells on this node too (a GET reads them later); other extents' stay */
+		struct dn_cell_spec sib = spec_of(0x7e72, 0, 0, 3000),
+		                    other = spec_of(0x7e73, 0, 0, 100);
+		struct dn_cell_info x;
+		uint64_t old = now_real() - 100000000000ull;
+
+		CHECK_EQ(put_cell(e->s, &sib, buf, sib.length, 999), 0);
+		CHECK_EQ(put_cell(e->s, &other, buf, other.length, 99), 0);
+		CHECK_EQ(dn_cell_commit(e->s, sib.id), 0);
+		CHECK_EQ(dn_cell_commit(e->s, other.id), 0);
+		CHECK_EQ(dn_cell_retire(e->s, sib.id), 1);
+		CHECK_EQ(dn_cell_retire(e->s, other.id), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, sib.id, false, old), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, other.id, false, old), 1);
+		CHECK_EQ(dn_meta_cell_touch(e->s->meta, done.id, false, old), 1);
+		CHECK(retired_listed(e->s, now_real() - 1000000000ull, sib.id));
+		CHECK_EQ(check_cell(e->s, done.id, 0, 0, false, buf + 5, done.length), 0);
+		CHECK(!retired_listed(e->s, now_real() - 1000000000ull, sib.id));
+		CHECK(!retired_listed(e->s, now_real() - 1000000000ull, done.id));
+		CHECK(retired_listed(e->s, now_real() - 1000000000ull, other.id));
+		CHECK_EQ(dn_cell_stat(e->s, done.id, &x), 0);
+		a.touched_ns = x.touched_ns; /* the read's touch is done's time from here */
+		dn_cell_info_fini(&x);
+		CHECK_EQ(dn_cell_delete(e->s, sib.id), 1);
+		CHECK_EQ(dn_cell_delete(e->s, other.id), 1);
+	}
+	CHECK_EQ(dn_cell_retire(e->s, done.id), 1); /* repeated: the first time stays */
+	CHECK_EQ(dn_cell_commit(e->s, done.id), 0); /* a late CommitCells: still retired */
+	t_close(e);
+	t_open(e);
+	CHECK_EQ(dn_cell_stat(e->s, done.id, &b), 0);
+	CHECK(b.retired && !b.pending);
+	CHECK_EQ(b.touched_ns, a.touched_ns);
+	CHECK_EQ(b.created_ns, a.created_ns);
+	dn_cell_info_fini(&b);
+	cell_path(e, done.id, a.drive, path, sizeof(path));
+	CHECK(exists(path)); /* the restart sweep keeps a retired cell's file */
+	CHECK_EQ(dn_cell_touch(e->s, done.id), 0);
+	CHECK_EQ(dn_cell_stat(e->s, done.id, &b), 0);
+	CHECK(b.touched_ns >= a.touched_ns);
+	/* as listed before the touch: kept; as it is now: deleted with its file */
+	if (b.touched_ns != a.touched_ns) {
+		CHECK_EQ(dn_cell_delete_if(e->s, &a), 0);
+		CHECK(exists(path));
+	}
+	dn_cell_info_fini(&a);
+	/* a write of the retired name (a heal of the same extent) replaces it */
+	CHECK_EQ(put_cell(e->s, &done, buf + 9, done.length, 500), 0);
+	CHECK_EQ(dn_cell_stat(e->s, done.id, &a), 0);
+	CHECK(!a.retired && a.pending && a.touched_ns == 0);
+	CHECK_EQ(check_cell(e->s, done.id, 0, 0, false, buf + 9, done.length), 0);
+	CHECK_EQ(dn_cell_delete_if(e->s, &b), 0); /* the old entry's listing: not this one */
+	dn_cell_info_fini(&b);
+	cell_path(e, done.id, a.drive, path, sizeof(path));
+	CHECK(exists(path));
+	CHECK_EQ(dn_cell_delete_if(e->s, &a), 1);
+	CHECK(!exists(path));
+	dn_cell_info_fini(&a);
+	CHECK_EQ(dn_cell_touch(e->s, done.id), ZC_E(ZC_NO_KEY));
+}
+
 /* An object beside the cells (written first: its files are the only ones): the sweep keeps
  * them, and its extent id is refused as a cell's. */
 static void
@@ -549,6 +653,7 @@ main(void)
 	test_exists(&e);
 	test_corrupt(&e);
 	test_commit_restart_orphans(&e);
+	test_retire(&e);
 	test_crash(&e);
 	/* The object came through the restarts' sweeps whole. */
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, buf, 50000), 0);

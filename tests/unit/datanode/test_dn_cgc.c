@@ -4,9 +4,10 @@
  * committed, one of a never-committed extent, of another extent of the key, or marked
  * missing is deleted, the cells of multipart parts composed into an object (their entries
  * naming the deleted part keys) are committed and kept, one whose index key is dangling
- * is deleted with that key; the scan deletes a committed cell of an overwritten object
- * (also a composed one's part) and keeps a named one; an upload composed in O(1) ops
- * (cl_meta_compose_upload: cells judged through the moved key, an unlisted part's cells
+ * is deleted with that key; the scan retires a committed cell of an overwritten object
+ * (also a composed one's part) and keeps a named one; a retired cell stays readable and
+ * is deleted the read grace after its last read (a read refreshes it); an upload composed in O(1)
+ * ops (cl_meta_compose_upload: cells judged through the moved key, an unlisted part's cells
  * deleted, all of them once the object is overwritten or deleted, the moved key going with
  * it); the thread does it by itself; etcd
  * down leaves every cell as it is. Skips (77) without /usr/bin/etcd.
@@ -94,8 +95,36 @@ state(struct dn_store *s, struct dn_cell_id id)
 		return -1;
 	CHECK_EQ(rc, 0);
 	p = ci.pending;
+	rc = ci.retired ? 2 : p;
 	dn_cell_info_fini(&ci);
-	return p;
+	return rc;
+}
+
+static int
+read_cb(void *arg, uint64_t offset, const struct zc_seg *seg)
+{
+	(void)offset;
+	*(uint64_t *)arg += seg->len;
+	return 0;
+}
+
+/* A read of the whole cell, as a ReadCell does: its bytes. */
+static uint64_t
+read_all(struct dn_store *s, struct dn_cell_id id)
+{
+	uint64_t n = 0;
+
+	CHECK_EQ(dn_cell_read(s, id, 0, 0, false, read_cb, &n), 0);
+	return n;
+}
+
+static uint64_t real_ns(void);
+
+/* Set a cell's touched time back (as if its last touch were long ago). */
+static void
+age(struct dn_store *s, struct dn_cell_id id, uint64_t ago_ns)
+{
+	CHECK_EQ(dn_meta_cell_touch(s->meta, id, false, real_ns() - ago_ns), 1);
 }
 
 static void
@@ -236,15 +265,20 @@ test_upload(struct t_env *env, struct cl_etcd *c, uint64_t grace)
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
 	CHECK_EQ(st.errors, 0);
 	CHECK_EQ(state(env->s, v2), 0);
-	CHECK_EQ(state(env->s, w1), -1); /* its object deleted */
+	CHECK_EQ(state(env->s, w1), 2); /* its object deleted: retired */
 	CHECK(has_key(c, CL_META_MOVED ".zest-mpu/p/U1/"));
 	/* overwritten: the moved key goes in the same Txn, and the scan deletes the cells */
 	commit(c, "mu", 0x75, 0);
 	CHECK(!has_key(c, CL_META_MOVED ".zest-mpu/p/U1/"));
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
 	CHECK_EQ(st.errors, 0);
+	CHECK_EQ(state(env->s, v1), 2);
+	CHECK_EQ(state(env->s, v2), 2);
+	/* after the read grace (a clock 3 s ahead) the retired cells go */
+	CHECK_EQ(dn_cgc_pass_retired(g, real_ns() + grace + 1000000000ull, &st), 0);
 	CHECK_EQ(state(env->s, v1), -1);
 	CHECK_EQ(state(env->s, v2), -1);
+	CHECK_EQ(state(env->s, w1), -1);
 	dn_cgc_destroy(g);
 }
 
@@ -337,13 +371,34 @@ main(void)
 
 	memset(&st, 0, sizeof(st));
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
-	CHECK_EQ(st.deleted, 2); /* e1, u3 */
+	CHECK_EQ(st.deleted, 0);
+	CHECK_EQ(st.retired, 2); /* e1, u3: a GET of the old version may still read them */
 	CHECK_EQ(st.kept, 4);    /* a, f, u, u2 */
-	CHECK_EQ(state(env.s, e1), -1);
-	CHECK_EQ(state(env.s, u3), -1);
+	CHECK_EQ(state(env.s, e1), 2);
+	CHECK_EQ(state(env.s, u3), 2);
 	CHECK_EQ(state(env.s, f), 0);
 	CHECK_EQ(state(env.s, a), 0);
 	CHECK_EQ(state(env.s, u2), 0);
+	CHECK_EQ(t_count_files(&env), 6);
+	/* a second scan leaves retired cells to the retired pass */
+	memset(&st, 0, sizeof(st));
+	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
+	CHECK_EQ(st.retired + st.deleted + st.errors, 0);
+	/* retired cells are readable; within the read grace they stay */
+	CHECK_EQ(read_all(env.s, e1), sizeof(payload));
+	CHECK_EQ(dn_cgc_pass_retired(g, 0, &st), 0);
+	CHECK_EQ(st.deleted, 0);
+	/* both last touched long ago, then e1 is read: its grace starts again, u3's does not */
+	age(env.s, e1, 10 * grace);
+	age(env.s, u3, 10 * grace);
+	CHECK_EQ(read_all(env.s, e1), sizeof(payload));
+	CHECK_EQ(dn_cgc_pass_retired(g, 0, &st), 0);
+	CHECK_EQ(st.deleted, 1);
+	CHECK_EQ(state(env.s, u3), -1);
+	CHECK_EQ(state(env.s, e1), 2);
+	CHECK_EQ(dn_cgc_pass_retired(g, real_ns() + grace + 1000000000ull, &st), 0);
+	CHECK_EQ(st.deleted, 2);
+	CHECK_EQ(state(env.s, e1), -1);
 	CHECK_EQ(t_count_files(&env), 4);
 
 	mf = open_memstream(&mbuf, &mlen);
@@ -351,6 +406,7 @@ main(void)
 	fclose(mf);
 	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"commit\"} 2\n"));
 	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"delete\"} 6\n"));
+	CHECK(strstr(mbuf, "zest_cluster_gc_cells_total{action=\"retire\"} 2\n"));
 	free(mbuf);
 	dn_cgc_destroy(g);
 	test_upload(&env, c, grace);

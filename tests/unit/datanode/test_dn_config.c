@@ -65,6 +65,12 @@ main(void)
 	CHECK_EQ(c.gc_grace_ns, 30000000000ull);
 	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --gc-grace 100ms", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	CHECK_EQ(c.read_grace_ns, 0); /* the collector uses --gc-grace */
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --read-grace 2m", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK_EQ(c.read_grace_ns, 120000000000ull);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --read-grace 10ms", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	CHECK_EQ(c.heal_after_ns, 600000000000ull);
 	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --heal-after 3s", six);
 	CHECK_EQ(parse(&c, line), 0);

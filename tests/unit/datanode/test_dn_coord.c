@@ -7,7 +7,11 @@
  * each failure is deterministic:
  *   - the cells' lengths are the single-node layout's (dn_geom_file_len), the quorum rule;
  *   - a write commits one record naming the cells' nodes, the cells end committed on
- *     their nodes (CommitCells, dn_cell_commit), an overwrite deletes the old cells;
+ *     their nodes (CommitCells, dn_cell_commit), an overwrite retires the old cells;
+ *   - with a tiny grace: a write that keeps making progress for more than twice the
+ *     grace refreshes its pending cells on every node and commits; one that stalls past
+ *     half the grace is refused on its next byte and its cells deleted; one whose peer
+ *     goes away midway gives that peer's cells up when it misses a refresh and commits;
  *   - a peer's stream reset mid-write: committed with its cells missing, none left there;
  *   - a peer that never sees its stream end: given up after the peer timeout, missing;
  *   - a slow peer with a small window: the write waits for it and commits;
@@ -125,6 +129,25 @@ store_up(struct t_env *t)
 	t_open(t);
 }
 
+/* Peer i's binding and rpc server on a fresh loopback port, registered in etcd. */
+static void
+peer_serve(unsigned i)
+{
+	struct peer *p = &peers[i];
+	struct dn_rpc_opts bo = { .write_workers = 2, .readers = 1 };
+	struct rpc_server_opts so = { .listen = "127.0.0.1:0",
+		                      .cq_threads = 1,
+		                      .marshaller = RPC_MARSHAL_ZEROCOPY,
+		                      .tls.insecure = true };
+	struct rpc_server_handlers h;
+
+	CHECK_EQ(dn_rpc_create(p->t.s, &bo, &p->b, &h), 0);
+	CHECK_EQ(rpc_server_create(&so, &h, &p->srv), 0);
+	snprintf(p->name, sizeof(p->name), "n%u", i + 1);
+	snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
+	put_node(p->name, p->addr);
+}
+
 static void
 up(void)
 {
@@ -139,20 +162,8 @@ up(void)
 	store_up(&n0);
 	put_node("n0", "127.0.0.1:1"); /* never dialled: its cells are local */
 	for (unsigned i = 0; i < 2; i++) {
-		struct peer *p = &peers[i];
-		struct dn_rpc_opts bo = { .write_workers = 2, .readers = 1 };
-		struct rpc_server_opts so = { .listen = "127.0.0.1:0",
-			                      .cq_threads = 1,
-			                      .marshaller = RPC_MARSHAL_ZEROCOPY,
-			                      .tls.insecure = true };
-		struct rpc_server_handlers h;
-
-		store_up(&p->t);
-		CHECK_EQ(dn_rpc_create(p->t.s, &bo, &p->b, &h), 0);
-		CHECK_EQ(rpc_server_create(&so, &h, &p->srv), 0);
-		snprintf(p->name, sizeof(p->name), "n%u", i + 1);
-		snprintf(p->addr, sizeof(p->addr), "127.0.0.1:%d", rpc_server_port(p->srv));
-		put_node(p->name, p->addr);
+		store_up(&peers[i].t);
+		peer_serve(i);
 	}
 	CHECK_EQ(cl_members_create(ec, 100, &members), 0);
 	CHECK_EQ(cl_members_refresh(members), 3);
@@ -244,7 +255,8 @@ get_record(const char *key, struct cl_rec_object *o)
 	CHECK_EQ(o->nextents, 1);
 }
 
-/* The cell's state on the node the record names: 1 committed, 2 pending, 0 absent. */
+/* The cell's state on the node the record names: 1 committed, 2 pending, 3 retired (kept
+ * for readers of a replaced record), 0 absent. */
 static int
 cell_state(const struct cl_rec_extent *e, uint32_t g, unsigned c)
 {
@@ -255,7 +267,7 @@ cell_state(const struct cl_rec_extent *e, uint32_t g, unsigned c)
 	if (rc == ZC_E(ZC_NO_KEY))
 		return 0;
 	CHECK_EQ(rc, 0);
-	rc = info.pending ? 2 : 1;
+	rc = info.retired ? 3 : info.pending ? 2 : 1;
 	dn_cell_info_fini(&info);
 	return rc;
 }
@@ -347,14 +359,12 @@ test_writes(void)
 	}
 	wait_cells(&o.extents[0], 1);
 
-	/* an overwrite: the old record's cells go (DeleteCells, local deletes) */
+	/* an overwrite: the old record's cells are retired (DeleteCells, local retires),
+	 * kept for the GETs still reading them until the collectors' read grace */
 	CHECK_EQ(put("k", buf, len, msg, sizeof(msg)), 0);
 	get_record("k", &o2);
 	CHECK(o2.extents[0].id != o.extents[0].id);
-	o.extents[0].groups[0].missing = 0x7; /* now expect every old cell absent */
-	for (uint32_t g = 0; g < o.extents[0].ngroups; g++)
-		o.extents[0].groups[g].missing = 0x7;
-	wait_cells(&o.extents[0], 1);
+	wait_cells(&o.extents[0], 3);
 	wait_cells(&o2.extents[0], 1);
 	cl_rec_object_fini(&o);
 	cl_rec_object_fini(&o2);
@@ -526,6 +536,176 @@ test_big_cells(void)
 	free(back);
 }
 
+/* Every cell of extent id, on every node: how many entries, and how many touched after
+ * their creation (the coordinator's refresh). */
+static unsigned
+extent_cells(uint64_t id, unsigned *touched)
+{
+	struct dn_store *st[3] = { n0.s, peers[0].t.s, peers[1].t.s };
+	unsigned n = 0;
+
+	*touched = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		struct dn_cell_info *v;
+		size_t nv;
+
+		CHECK_EQ(dn_cell_list(st[i], NULL, 0, &v, &nv), 0);
+		for (size_t j = 0; j < nv; j++)
+			if (v[j].id.extent == id) {
+				n++;
+				*touched += v[j].touched_ns > v[j].created_ns;
+			}
+		dn_cell_list_free(v, nv);
+	}
+	return n;
+}
+
+/* Feed buf[from, to) to w in slices, pausing pause_us before each: a slow client that
+ * keeps sending. */
+static int
+feed(struct dn_coord_write *w, const uint8_t *buf, size_t from, size_t to, unsigned pause_us,
+     char *msg, size_t cap)
+{
+	size_t at = from;
+
+	while (at < to) {
+		struct zc_seg segs[8];
+		uint64_t off = at;
+		unsigned n = t_slices_next(buf, &at, to, 4096, segs, 8);
+		uint32_t crc = 0;
+		int rc;
+
+		for (unsigned i = 0; i < n; i++)
+			crc = zc_crc32c(crc, segs[i].ptr, segs[i].len);
+		if (pause_us)
+			usleep(pause_us);
+		rc = dn_coord_data(w, off, segs, n, crc, msg, cap);
+		for (unsigned i = 0; i < n; i++)
+			zc_ref_put(segs[i].ref);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void
+test_grace(void)
+{
+	const uint64_t grace = 2000000000ull; /* 2 s: a touch every 0.5 s, commit within 1 s */
+	struct dn_coord *c2 = coord, *tiny;
+	size_t len = 6 * K * CELL * SPG; /* six groups */
+	uint8_t *buf = malloc(len);
+	char msg[RPC_STATUS_MSG_MAX];
+	struct dn_coord_result res;
+	struct dn_coord_write *w;
+	struct cl_rec_object o;
+	unsigned touched, n;
+	uint64_t t0, id;
+
+	t_fill(buf, len);
+	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
+	                                                  .etcd = ec,
+	                                                  .members = members,
+	                                                  .node = "n0",
+	                                                  .k = K,
+	                                                  .m = M,
+	                                                  .cell_size = CELL,
+	                                                  .stripes_per_group = SPG,
+	                                                  .write_quorum = 2,
+	                                                  .gc_grace_ns = grace,
+	                                                  .tls.insecure = true,
+	                                                  .peer_timeout_ms = 2000 },
+	                         &tiny),
+	         0);
+	coord = tiny;
+
+	/* progress all the time, for longer than twice the grace (measured, not assumed:
+	 * the pause is stretched until it is) */
+	CHECK_EQ(dn_coord_begin(coord, "bkt", "slow", len, true, 0, 0, &w, msg, sizeof(msg)), 0);
+	t0 = zc_now_ns();
+	CHECK_EQ(feed(w, buf, 0, len / 2, 50000, msg, sizeof(msg)), 0);
+	while (zc_now_ns() - t0 < 2 * grace) {
+		size_t at = w->written;
+
+		CHECK(at < len);
+		CHECK_EQ(feed(w, buf, at, at + 4096, 100000, msg, sizeof(msg)), 0);
+	}
+	CHECK_EQ(feed(w, buf, w->written, len, 20000, msg, sizeof(msg)), 0);
+	CHECK(zc_now_ns() - t0 > 2 * grace);
+	id = w->id;
+	CHECK(w->touch_ns > w->first_ns + grace / 2); /* the old rule would refuse it */
+	CHECK_EQ(dn_coord_commit(w, "etag-s", NULL, 0, NULL, &res, msg, sizeof(msg)), 0);
+	dn_coord_end(w);
+	get_record("slow", &o);
+	CHECK_EQ(o.extents[0].id, id);
+	CHECK_EQ(missing_peers(&o.extents[0]), 0);
+	wait_cells(&o.extents[0], 1);
+	n = extent_cells(id, &touched);
+	CHECK_EQ(n, 6 * (K + M));
+	CHECK(touched > 0); /* the first groups' cells on every node were refreshed */
+	cl_rec_object_fini(&o);
+
+	/* stalled past half the grace after its last refresh: refused on its next byte, not
+	 * as an etcd deadline, and every cell it wrote deleted */
+	CHECK_EQ(dn_coord_begin(coord, "bkt", "stalled", len, true, 0, 0, &w, msg, sizeof(msg)), 0);
+	CHECK_EQ(feed(w, buf, 0, len / 2, 0, msg, sizeof(msg)), 0);
+	id = w->id;
+	/* the ended groups' cells get recorded (their answers are asynchronous) */
+	for (uint64_t end = zc_now_ns() + 60000000000ull; extent_cells(id, &touched) < K + M;) {
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+	usleep((useconds_t)(grace / 1000)); /* the stall: a whole grace */
+	CHECK_EQ(feed(w, buf, len / 2, len, 0, msg, sizeof(msg)), ZC_E(ZC_UNAVAILABLE));
+	CHECK(strstr(msg, "past its commit deadline") != NULL);
+	dn_coord_abort(w);
+	for (uint64_t end = zc_now_ns() + 60000000000ull; extent_cells(id, &touched);) {
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+	CHECK_EQ(cl_meta_get(ec, "bkt", "stalled", false, &o, NULL, 0), ZC_E(ZC_NO_KEY));
+
+	/* a peer lost in the middle of a long write, after some of its cells were recorded:
+	 * it misses a touch, its cells count as missing, and the write (RS(2,1), quorum 2:
+	 * the two others suffice) goes on past the grace and commits */
+	CHECK_EQ(dn_coord_begin(coord, "bkt", "peer-lost", len, true, 0, 0, &w, msg, sizeof(msg)),
+	         0);
+	CHECK_EQ(feed(w, buf, 0, len / 3, 0, msg, sizeof(msg)), 0);
+	id = w->id;
+	for (uint64_t end = zc_now_ns() + 60000000000ull; extent_cells(id, &touched) < K + M;) {
+		CHECK(zc_now_ns() < end);
+		usleep(20 * 1000);
+	}
+	rpc_server_destroy(peers[1].srv, 1000);
+	dn_rpc_destroy(peers[1].b);
+	t0 = zc_now_ns();
+	while (zc_now_ns() - t0 < 2 * grace) {
+		size_t at = w->written;
+
+		CHECK(at < len);
+		CHECK_EQ(feed(w, buf, at, at + 4096, 100000, msg, sizeof(msg)), 0);
+	}
+	CHECK_EQ(feed(w, buf, w->written, len, 20000, msg, sizeof(msg)), 0);
+	CHECK_EQ(dn_coord_commit(w, "etag-l", NULL, 0, NULL, &res, msg, sizeof(msg)), 0);
+	dn_coord_end(w);
+	get_record("peer-lost", &o);
+	CHECK_EQ(o.extents[0].id, id);
+	for (uint32_t g = 0; g < o.extents[0].ngroups; g++) {
+		const struct cl_rec_extent *e = &o.extents[0];
+
+		for (unsigned c = 0; c < K + M; c++)
+			CHECK(!strcmp(e->nodes[e->groups[g].cell[c]], "n2") ==
+			      !!(e->groups[g].missing & (1u << c)));
+	}
+	cl_rec_object_fini(&o);
+	peer_serve(1); /* back, on a new port, for the tests after this one */
+	CHECK_EQ(cl_members_refresh(members), 3);
+
+	coord = c2;
+	dn_coord_destroy(tiny);
+	free(buf);
+}
+
 int
 main(void)
 {
@@ -538,6 +718,7 @@ main(void)
 	t_require_uring();
 	up();
 	test_few_nodes();
+	test_grace();
 	test_big_cells();
 	test_writes();
 	dn_coord_destroy(coord);

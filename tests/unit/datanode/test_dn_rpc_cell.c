@@ -163,10 +163,10 @@ cell_get(struct t_rpc_env *e, struct rpc_cell_id id, uint64_t off, uint64_t len,
 }
 
 static int
-cells_call(struct t_rpc_env *e, enum rpc_method m, const struct rpc_cell_id *ids, size_t n,
-           uint32_t *count, struct rpc_status *st)
+cells_call_t(struct t_rpc_env *e, enum rpc_method m, const struct rpc_cell_id *ids, size_t n,
+             bool touch, uint32_t *count, struct rpc_status *st)
 {
-	union rpc_unary_req rq = { .cells = { ids, n } };
+	union rpc_unary_req rq = { .cells = { ids, n, touch } };
 	struct rpc_unary_resp resp;
 	int rc = rpc_client_call(e->cl, m, &rq, &resp, st);
 
@@ -174,6 +174,23 @@ cells_call(struct t_rpc_env *e, enum rpc_method m, const struct rpc_cell_id *ids
 		*count = resp.cells.count;
 	rpc_unary_resp_fini(&resp);
 	return rc;
+}
+
+static int
+cells_call(struct t_rpc_env *e, enum rpc_method m, const struct rpc_cell_id *ids, size_t n,
+           uint32_t *count, struct rpc_status *st)
+{
+	return cells_call_t(e, m, ids, n, false, count, st);
+}
+
+static struct dn_cell_info
+entry_of(struct t_rpc_env *e, struct rpc_cell_id id)
+{
+	struct dn_cell_info info;
+
+	CHECK_EQ(dn_cell_stat(e->t.s, (struct dn_cell_id){ id.extent, id.group, id.cell }, &info),
+	         0);
+	return info;
 }
 
 static bool
@@ -243,6 +260,35 @@ test_round_trip(enum rpc_marshaller marshaller)
 	CHECK_EQ(cell_get(&e, op.id, len - 10, 11, true, back, len, &got, &st), ZC_E(ZC_INVALID));
 	CHECK(strstr(st.msg, "outside 3158073 bytes") != NULL);
 
+	/* touch (the coordinator's writer making progress): the pending cell's time moves on,
+	 * still pending; a cell without an entry yet (its stream open) is skipped */
+	{
+		struct rpc_cell_id two[] = { op.id, missing };
+		struct dn_cell_info before = entry_of(&e, op.id), after;
+
+		CHECK_EQ(before.touched_ns, 0);
+		CHECK_EQ(cells_call_t(&e, RPC_COMMIT_CELLS, two, 2, true, &count, &st), 0);
+		CHECK_EQ(count, 1);
+		after = entry_of(&e, op.id);
+		CHECK(after.pending && !after.retired);
+		CHECK(after.touched_ns >= before.created_ns);
+		CHECK_EQ(after.created_ns, before.created_ns);
+		/* the pending listing ages it from the touch */
+		{
+			struct dn_cell_info *v;
+			size_t n;
+
+			CHECK_EQ(dn_cell_list_pending_older(e.t.s, after.touched_ns, 0, &v, &n), 0);
+			CHECK_EQ(n, 0);
+			dn_cell_list_free(v, n);
+			CHECK_EQ(dn_cell_list_pending_older(e.t.s, after.touched_ns + 1, 0, &v, &n),
+			         0);
+			CHECK_EQ(n, 1);
+			dn_cell_list_free(v, n);
+		}
+		dn_cell_info_fini(&before);
+		dn_cell_info_fini(&after);
+	}
 	/* commit: pending cleared; a missing cell is NOT_FOUND after the ones before */
 	CHECK_EQ(cells_call(&e, RPC_COMMIT_CELLS, &op.id, 1, &count, &st), 0);
 	CHECK_EQ(count, 1);
@@ -254,11 +300,30 @@ test_round_trip(enum rpc_marshaller marshaller)
 		CHECK_EQ(cells_call(&e, RPC_COMMIT_CELLS, two, 2, &count, &st), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(rpc_status_from_err(st.err), GRPC_STATUS_NOT_FOUND);
 		CHECK(strstr(st.msg, "cell 0000000000000099.0.0 (entry 1 of 2; 1 done)") != NULL);
-		/* delete: the count says how many existed; the file goes with the entry */
+		/* delete of a committed cell: the count says how many existed; it is retired,
+		 * still readable (a GET of the replaced version), file and entry kept for the
+		 * collector's read grace; a repeat keeps its first time */
+		struct dn_cell_info r1, r2;
+
 		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, two, 2, &count, &st), 0);
 		CHECK_EQ(count, 1);
+		r1 = entry_of(&e, op.id);
+		CHECK(r1.retired && !r1.pending && r1.touched_ns > 0);
+		CHECK_EQ(t_count_files(&e.t), 1);
+		CHECK_EQ(cell_get(&e, op.id, 1000001, 2100000, true, back, len, &got, &st), 0);
+		CHECK(memcmp(buf + 1000001, back, 2100000) == 0);
+		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, two, 2, &count, &st), 0);
+		CHECK_EQ(count, 1);
+		r2 = entry_of(&e, op.id);
+		CHECK(r2.retired);
+		CHECK(r2.touched_ns - r1.touched_ns < 1000000000ull); /* at most the read's touch */
+		/* the collector's delete of the entry as listed: the file goes with it */
+		CHECK_EQ(dn_cell_delete_if(e.t.s, &r2), 1);
 		CHECK(!has_entry(&e, op.id, NULL));
 		CHECK_EQ(t_count_files(&e.t), 0);
+		CHECK_EQ(dn_cell_delete_if(e.t.s, &r2), 0);
+		dn_cell_info_fini(&r1);
+		dn_cell_info_fini(&r2);
 		CHECK_EQ(cells_call(&e, RPC_DELETE_CELLS, two, 2, &count, &st), 0);
 		CHECK_EQ(count, 0);
 	}
