@@ -34,7 +34,7 @@ cmp_node(const void *a, const void *b)
 static void
 sort_nodes(struct cl_health *h)
 {
-	if (!h->sorted) {
+	if (!h->sorted && h->nnodes) { /* no table yet: qsort(NULL, 0) is undefined */
 		qsort(h->nodes, h->nnodes, sizeof(*h->nodes), cmp_node);
 		h->sorted = true;
 	}
@@ -45,6 +45,8 @@ find(struct cl_health *h, const char *name)
 {
 	struct cl_health_node key = { .name = (char *)name };
 
+	if (!h->nnodes)
+		return NULL;
 	sort_nodes(h);
 	return bsearch(&key, h->nodes, h->nnodes, sizeof(*h->nodes), cmp_node);
 }

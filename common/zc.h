@@ -84,6 +84,9 @@ int zc_parse_size(const char *s, uint64_t *out);
 /* Parse a duration: a number with unit ms, s, m or h (default s). Returns 0 or -EINVAL. */
 int zc_parse_duration_ns(const char *s, uint64_t *out);
 
+/* Parse a decimal count, the whole string, at most max. Returns 0 or -EINVAL. */
+int zc_parse_uint(const char *s, unsigned max, unsigned *out);
+
 /* Write v as a JSON string literal: quotes, backslashes and control characters escaped. */
 void zc_json_string(FILE *out, const char *v);
 

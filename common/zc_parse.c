@@ -92,3 +92,17 @@ zc_median(double *v, size_t n)
 	qsort(v, n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+int
+zc_parse_uint(const char *s, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}

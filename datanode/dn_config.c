@@ -156,18 +156,11 @@ usage(FILE *out)
 	      out);
 }
 
+/* counts on the command line: at most a million */
 static int
 parse_uint(const char *s, unsigned *out)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > 1000000)
-		return -EINVAL;
-	*out = (unsigned)v;
-	return 0;
+	return zc_parse_uint(s, 1000000, out);
 }
 
 /* --scrub-rate: MiB/s as a bare number, else a size per second ("512KiB", "1GiB/s"). */

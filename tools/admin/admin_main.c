@@ -94,18 +94,11 @@ usage(FILE *f)
 	      f);
 }
 
+/* counts on the command line: at most a million */
 static int
 parse_uint(const char *s, unsigned *out)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > 1000000)
-		return -EINVAL;
-	*out = (unsigned)v;
-	return 0;
+	return zc_parse_uint(s, 1000000, out);
 }
 
 static int
