@@ -15,7 +15,7 @@
 void
 dn_wbuf_bytes(struct wbuf *b, const void *v, size_t n)
 {
-	if (b->err)
+	if (b->err || !n) /* an empty field may come as NULL: memcpy(.., NULL, 0) is undefined */
 		return;
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap * 2 : 256;

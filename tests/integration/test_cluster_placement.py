@@ -104,7 +104,8 @@ def verify(c, objects, what):
 
 def test_placement():
     with ch.cluster(nodes=6, ec=f"{K}+{M}", cell_size=CELL, stripes_per_group=SPG, drives=1,
-                    heal_after=f"{HEAL_AFTER}s", tls=True, dn_base=80) as c:
+                    heal_after=f"{HEAL_AFTER}s", tls=True, dn_base=80,
+                    read_grace="1s") as c:
         if not ch.has_flag(ch.zh.DATANODE, "--heal-after"):
             raise ch.Skip("this zest-datanode has no healer")
         s3 = c.s3(retries=2)
