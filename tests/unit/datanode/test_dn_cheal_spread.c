@@ -8,7 +8,8 @@
  *   key alone and move nothing, take no lock, fail nothing;
  * - a third node live: the object's healer moves each group's extra cell onto it, read
  *   from the node that holds it; the record names it there, the old copy is gone from
- *   the doubled node (its other cell stays), the new one is committed and byte-identical,
+ *   the doubled node (retired: readable for the read grace only; its other cell stays),
+ *   the new one is committed and byte-identical,
  *   the to-do key went in the heal's Txn, the counters say two moves; then no pass reads
  *   anything;
  * - a cell marked missing on a node that holds another cell of its group is rebuilt onto
@@ -175,16 +176,19 @@ check_cell(struct tnode *n, uint64_t ext, unsigned g, unsigned c)
 	CHECK(memcmp(buf, cells[g][c], len) == 0);
 }
 
+/* The node holds the cell live: a retired copy (no record names it; readable for the
+ * read grace, then collected) does not count. */
 static bool
 has_cell(struct tnode *n, uint64_t ext, unsigned g, unsigned c)
 {
 	struct dn_cell_info ci;
 	int rc = dn_cell_stat(n->t.s, (struct dn_cell_id){ ext, g, c }, &ci);
+	bool live = rc == 0 && !ci.retired;
 
 	if (rc == 0)
 		dn_cell_info_fini(&ci);
 	CHECK(rc == 0 || rc == ZC_E(ZC_NO_KEY));
-	return rc == 0;
+	return live;
 }
 
 static uint64_t
