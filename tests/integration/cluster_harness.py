@@ -869,6 +869,21 @@ def get_digest(s3, bucket, key):
     return n, h.hexdigest()
 
 
+def wrong_objects(s3, bucket, objects):
+    """The objects of {key: (size, sha256)} that do not read back so, as (key, error code)
+    or (key, "differs", size read, size wanted); empty when all do."""
+    bad = []
+    for key, want in sorted(objects.items()):
+        try:
+            got = get_digest(s3, bucket, key)
+        except Exception as e:  # botocore's many error classes: all count
+            bad.append((key, error_code(e)))
+            continue
+        if got != want:
+            bad.append((key, "differs", got[0], want[0]))
+    return bad
+
+
 def error_code(e):
     """(HTTP status, S3 code) of a botocore ClientError, else (None, exception class)."""
     r = getattr(e, "response", None)
