@@ -5,8 +5,8 @@ installs is there (five programs, two systemd units, example configs, a man page
 program, the dashboard and the alert rules). Then the installed units' ExecStart lines, with
 their paths moved into the staging folder and the instance name filled in, start a
 datanode and a gateway, each from a config file written where the unit reads it; boto3
-PUTs and GETs an object; both stop on SIGTERM with exit 0. A config with an unknown name
-is refused with its file and line.
+PUTs and GETs an object; both stop on SIGTERM with exit 0. A config with an unknown name,
+or a bad value, is refused with its file and line.
 """
 import configparser
 import json
@@ -94,6 +94,12 @@ def test_install_and_run():
     p = subprocess.run(dn_argv, capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert f"{dn_argv[2]}:4: unknown setting 'drives'" in p.stderr, p.stderr
+
+    # a bad value: the gateway's own check, with the file and line in front
+    write_conf(gw_argv[2], ["listen = 127.0.0.1:0", "anonymous = true", "threads = 99"])
+    p = subprocess.run(gw_argv, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert f"{gw_argv[2]}:5: --threads must be 1..16" in p.stderr, p.stderr
 
     dn_port, dn_metrics = zh.free_port(), zh.free_port()
     drives = [os.path.join(work, f"d{i}") for i in range(6)]
