@@ -64,7 +64,17 @@ def test_install_and_run():
     mandir = os.path.join(prefix, build_option("mandir"))
     unit_dir = build_option("systemd_unit_dir") or os.path.join(prefix, "lib/systemd/system")
 
-    # the files, each where an operator looks for it
+    # exactly these files, each where an operator looks for it: no test program, no library
+    want = {os.path.join(bindir, p) for p in PROGRAMS}
+    want |= {os.path.join(mandir, "man1", p + ".1") for p in PROGRAMS}
+    want |= {os.path.join(unit_dir, u) for u in ("zest-datanode@.service", "zest-s3gw.service")}
+    want |= {os.path.join(datadir, "zest", f) for f in (
+        "datanode.conf.example", "s3gw.conf.example", "grafana/zest.json",
+        "prometheus/zest-alerts.yml")}
+    got = set()
+    for root, _, files in os.walk(stage):
+        got |= {"/" + os.path.relpath(os.path.join(root, f), stage) for f in files}
+    assert got == {os.path.normpath(w) for w in want}, (sorted(got ^ want))
     for p in PROGRAMS:
         exe = staged(stage, os.path.join(bindir, p))
         assert os.access(exe, os.X_OK), exe
