@@ -334,6 +334,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	zc_conf_fini(&conf);
 	if (zc_conf_load(&conf, argc, argv, c->heal ? 2 : 1, long_opts, "zest-datanode", err))
 		return -EINVAL;
+	c->config = conf.path;
 	argc = conf.argc;
 	argv = conf.argv;
 	if (c->heal) {

@@ -141,6 +141,8 @@ def test_install_and_run():
         # the settings came from the file: the datanode has the six drives it names
         m = zh.metrics(dn_metrics)
         assert sum(1 for k in m if k.startswith("zest_drive_capacity_bytes{")) == 6, m
+        with open(os.path.join(work, "datanode.log")) as f:
+            assert f" config={dn_argv[2]}" in f.read()  # the start line names its file
     finally:
         rc_gw = gw.stop() if gw else 0
         rc_dn = dn.stop()
