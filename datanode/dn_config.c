@@ -171,10 +171,12 @@ usage_of(const char *name, FILE *err)
 	char key[64];
 	const char *p, *e;
 
-	snprintf(key, sizeof(key), "  --%s ", name);
+	/* at a line's start: "--listen" also appears inside --advertise's text */
+	snprintf(key, sizeof(key), "\n  --%s ", name);
 	p = strstr(usage_text, key);
 	if (!p)
 		return;
+	p++;
 	do {
 		e = strchr(p, '\n');
 		fprintf(err, "%.*s\n", (int)(e - p), p);

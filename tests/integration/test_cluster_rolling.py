@@ -148,6 +148,8 @@ def test_rolling_restart():
         st = status(c)
         assert st["state"] == "HEALTH_OK", st
         assert st["objects"]["ok"] == st["objects"]["total"] >= len(load.acked), st
+        assert st["objects"]["degraded"] == 0 and st["cells"]["missing"] == 0, st
+        assert st["heal"]["todo_keys"] == 0, st
         assert st["nodes"]["live"] == NODES and st["nodes"]["absent"] == 0, st
         print(f"     {len(load.acked)} objects acked and read back ({load.gets} GETs under "
               f"load), {load.retried_503} 503s retried, no other error", flush=True)
