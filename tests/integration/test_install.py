@@ -5,8 +5,9 @@ installs is there (five programs, two systemd units, example configs, a man page
 program, the dashboard and the alert rules). Then the installed units' ExecStart lines, with
 their paths moved into the staging folder and the instance name filled in, start a
 datanode and a gateway, each from a config file written where the unit reads it; boto3
-PUTs and GETs an object; both stop on SIGTERM with exit 0. A config with an unknown name,
-or a bad value, is refused with its file and line.
+PUTs and GETs an object; both stop on SIGTERM with exit 0. The installed example
+configs are read without a complaint; a config with an unknown name, or a bad value, is
+refused with its file and line.
 """
 import configparser
 import json
@@ -98,6 +99,14 @@ def test_install_and_run():
     gw_argv = exec_start(gw_unit, "", stage)
     assert gw_argv == [staged(stage, os.path.join(bindir, "zest-s3gw")), "--config",
                        staged(stage, os.path.join(sysconfdir, "zest/s3gw.conf"))], gw_argv
+
+    # the installed examples hold only names and values their programs take (every line
+    # of the file is parsed before --help is reached)
+    for prog, ex in (("zest-datanode", "datanode"), ("zest-s3gw", "s3gw")):
+        p = subprocess.run([staged(stage, os.path.join(bindir, prog)), "--config",
+                            staged(stage, os.path.join(datadir, f"zest/{ex}.conf.example")),
+                            "--help"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and "--config FILE" in p.stdout, (prog, p.returncode, p.stderr)
 
     # an unknown name: refused before anything starts, with the file and line
     write_conf(dn_argv[2], ["listen = 127.0.0.1:0", "drives = /tmp/x"])
