@@ -14,6 +14,7 @@
 #include "rpc_tls.h"
 
 struct dn_config {
+	const char *config; /* --config FILE, read before the flags; NULL: none */
 	char *listen;
 	char *metrics;
 	const char *drives[DN_MAX_DRIVES];

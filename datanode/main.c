@@ -275,12 +275,13 @@ main(int argc, char **argv)
 	ZC_INFO("datanode",
 	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
 	        "cell_size=%llu marshaller=%s data_io=%s discard=%d write_workers=%u readers=%u "
-	        "call_queue_cap=%llu tls=%s unix_socket=%s",
+	        "call_queue_cap=%llu tls=%s unix_socket=%s config=%s",
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
 	        cfg.zerocopy ? "zerocopy" : "copy", cfg.data_direct ? "direct" : "buffered",
 	        cfg.discard, cfg.write_workers, cfg.readers, (unsigned long long)cfg.call_cap,
-	        cfg.tls.insecure ? "off" : "mtls", cfg.unix_socket ? cfg.unix_socket : "off");
+	        cfg.tls.insecure ? "off" : "mtls", cfg.unix_socket ? cfg.unix_socket : "off",
+	        cfg.config ? cfg.config : "none");
 
 	sigwait(&set, &sig);
 	grace_ms = (unsigned)(cfg.grace_ns / 1000000);

@@ -225,6 +225,61 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s extra", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+
+	/* --config: defaults, then the file, then flags; a bad line says FILE:LINE */
+	{
+		char path[] = "/tmp/test_dn_config.XXXXXX", want[128];
+		const char *good = "# six drives\n"
+		                   "drive = a\ndrive = b\ndrive = c\ndrive = d\ndrive = e\n"
+		                   "drive = f\ninsecure = true\ncell-size = 64KiB\n"
+		                   "listen = 1.2.3.4:1\n";
+		int fd = mkstemp(path);
+		FILE *f;
+
+		CHECK(fd >= 0);
+		close(fd);
+		f = fopen(path, "w");
+		fputs(good, f);
+		fclose(f);
+		snprintf(line, sizeof(line), "--config %s --listen 5.6.7.8:2 --readers 2", path);
+		CHECK_EQ(parse(&c, line), 0);
+		CHECK_EQ(c.ndrives, 6);
+		CHECK(!strcmp(c.drives[0], "a") && !strcmp(c.drives[5], "f"));
+		CHECK_EQ(c.cell_size, 65536);
+		CHECK(c.tls.insecure);
+		CHECK(!strcmp(c.listen, "5.6.7.8:2")); /* the flag wins */
+		CHECK_EQ(c.readers, 2);
+		snprintf(line, sizeof(line), "heal --config=%s --heal-drive 5", path);
+		CHECK_EQ(parse(&c, line), 0);
+		CHECK(c.heal && c.ndrives == 6 && c.heal_drive == 5);
+		CHECK(!strcmp(c.listen, "1.2.3.4:1"));
+		/* a bad value on line 3, with and without the subcommand in front */
+		f = fopen(path, "w");
+		fputs("insecure = true\n\ncell-size = 100KiB\n", f);
+		fclose(f);
+		snprintf(want, sizeof(want), "zest-datanode: %s:3: bad value for cell-size: 100KiB\n",
+		         path);
+		snprintf(line, sizeof(line), "%s --config %s", six_bare, path);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		CHECK(strstr(errbuf, "  --cell-size SIZE ") != NULL); /* its --help line */
+		snprintf(line, sizeof(line), "heal --config %s %s", path, six_bare);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		/* the same value as a flag: no file line */
+		snprintf(line, sizeof(line), "%s --cell-size 100KiB", six);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, "zest-datanode: bad value for --cell-size: 100KiB", 48));
+		f = fopen(path, "w");
+		fputs("insecure = true\nwrite-quorom = 5\n", f);
+		fclose(f);
+		snprintf(line, sizeof(line), "%s --config %s", six_bare, path);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		snprintf(want, sizeof(want), "zest-datanode: %s:2: unknown setting 'write-quorom'",
+		         path);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		unlink(path);
+	}
 	printf("ok\n");
 	return 0;
 }
