@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn.h" /* the store's metadata generation */
+#include "dn.h" /* dn_store_lost_at_open (dn_store.h) */
 #include "dn_cgc.h"
 #include "dn_cheal.h"
 #include "dn_cluster.h"
@@ -207,8 +207,9 @@ main(int argc, char **argv)
 		goto destroy_binding;
 	}
 	if (cfg.cluster) {
-		/* empty metadata: the store's cellcheck key goes before the node registers */
-		rc = join_cluster(&cfg, rpc_server_port(srv), dn_meta_generation(store->meta) == 0);
+		/* a store that lost cells (empty metadata, an emptied drive): its cellcheck key
+		 * goes before the node registers */
+		rc = join_cluster(&cfg, rpc_server_port(srv), dn_store_lost_at_open(store));
 		if (!rc)
 			rc = dn_cgc_create(
 			        &(struct dn_cgc_opts){ .store = store,

@@ -187,6 +187,9 @@ struct dn_store {
 	struct ec_codec *codecs[EC_MAX_CELLS + 1][EC_MAX_CELLS + 1];
 	pthread_mutex_t codec_lock;
 	struct dn_meta *meta;
+	/* Drives (bit d) that came back at open without their identity file into a store that
+	 * exists: emptied or replaced, their files lost (dn_store_check_identity). */
+	uint64_t emptied;
 	struct dn_cells *cells; /* cluster mode's cell writes in progress (dn_cell.c) */
 	struct dn_adm adm;
 	atomic_uint next_base;
@@ -284,6 +287,14 @@ void dn_store_live_put(struct dn_store *s);
 /* Wait until no write is live, at most wait_ns; past it, log how many are and return
  * -ETIMEDOUT (close goes on). */
 int dn_store_live_wait(struct dn_store *s, uint64_t wait_ns);
+
+/*
+ * The store came up without what its metadata knew: the metadata is empty (a new store, or
+ * one back with every copy lost), or a drive came back empty (its entries were dropped at
+ * open by the layer beside the engine). Whoever keeps a cluster's view of this node's
+ * cells must check them all again. Any thread after open.
+ */
+bool dn_store_lost_at_open(struct dn_store *s);
 
 /* The store layer's part of open and close: locks and the io pool (dn_store_base.c), the
  * commit thread (dn_jobs.c). Stop the thread after the drives (their last completions

@@ -16,6 +16,8 @@
   0 is never followed by a status that is not OK;
 - a node back with its LMDB lost but its cells and drive identity kept (the same store
   id): the same, and its cellcheck key was gone at the revision its node key appeared;
+- a node back with one of its drive folders emptied, the other intact (the same store id
+  and metadata): the same;
 - then ok-to-stop of two other nodes exits 0, they are stopped, every object reads back
   byte-identical, status is WARN node_absent 2;
 - m + 1 of a group's nodes stopped: HEALTH_ERR (exit 2), objects_unreadable.
@@ -259,6 +261,22 @@ def test_health():
         print(f"     dn-{w} without its metadata: {samples} samples until OK, reasons on "
               f"the way {distinct}", flush=True)
         verify(c, objects, f"dn-{w} back without metadata")
+
+        # dn-4 back with one drive folder emptied (a disk replaced), the other intact: the
+        # same store id and metadata, yet the lost drive's cells are found and rebuilt
+        # before anything says OK
+        w = 4
+        cells_before = len(c.cell_files(w))
+        drive = max(c.node(w).drives, key=lambda d: sum(
+            len(f) for _, _, f in os.walk(os.path.join(d, "data"))))
+        assert c.stop_node(w) == 0
+        ch.shutil.rmtree(drive)
+        os.makedirs(drive)
+        c.restart(w)
+        samples, distinct = until_ok(c, w, cells_before)
+        print(f"     dn-{w} with a drive folder emptied: {samples} samples until OK, reasons "
+              f"on the way {distinct}", flush=True)
+        verify(c, objects, f"dn-{w} back with a drive emptied")
 
         # two other nodes: ok to stop, stopped, every object reads back
         two = [5, 6]
