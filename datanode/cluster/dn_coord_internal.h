@@ -186,6 +186,10 @@ void dn_coord_group_msg(const struct dn_coord_write *w, const struct cgroup *g, 
 /* At begin: can a group placed over w's view meet the quorum at all (every cell durable)?
  * 0, or ZC_E(ZC_NO_QUORUM) with msg: too few live nodes, refused before any byte moves. */
 int dn_coord_place_check(const struct dn_coord_write *w, char *msg, size_t cap);
+/* A group placed now over v (zc_place_spread, self as there): 0 with *sl and the whole
+ * zones it may lose in *zones_ft (-1 on failure), -EINVAL (empty view), -ENOSPC, -ENOMEM. */
+int dn_coord_view_spread(const struct cl_members_view *v, int self, unsigned k, unsigned m,
+                         struct zc_place_slots *sl, int *zones_ft);
 /* Place group gi of w (the view's nodes, w->self) and start its cells' streams. 0, or
  * ZC_E(ZC_NO_QUORUM) when too many of them failed at once. */
 int dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "dn_internal.h"
@@ -20,6 +21,30 @@ dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg)
 {
 	s->hook = hook;
 	s->hook_arg = arg;
+}
+
+/* Each drive's file system size and the space left to unprivileged writers (f_bavail, as
+ * the cells see it), from one statvfs per drive and scrape. */
+static void
+drive_space_metrics(struct dn_store *s, FILE *f)
+{
+	struct statvfs sv[DN_MAX_DRIVES];
+	bool ok[DN_MAX_DRIVES];
+
+	for (unsigned d = 0; d < s->ndrives; d++)
+		ok[d] = statvfs(s->drives[d].root, &sv[d]) == 0;
+	fprintf(f, "# HELP zest_drive_capacity_bytes Size of each drive's file system.\n"
+	           "# TYPE zest_drive_capacity_bytes gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		if (ok[d])
+			fprintf(f, "zest_drive_capacity_bytes{drive=\"%u\"} %llu\n", d,
+			        (unsigned long long)sv[d].f_blocks * sv[d].f_frsize);
+	fprintf(f, "# HELP zest_drive_free_bytes Free bytes on each drive's file system.\n"
+	           "# TYPE zest_drive_free_bytes gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		if (ok[d])
+			fprintf(f, "zest_drive_free_bytes{drive=\"%u\"} %llu\n", d,
+			        (unsigned long long)sv[d].f_bavail * sv[d].f_frsize);
 }
 
 void
@@ -80,6 +105,7 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
 	}
+	drive_space_metrics(s, f);
 	fprintf(f,
 	        "# HELP zest_admission_level Admission control: 0 ok, 1 pacing, 2 queueing, 3 "
 	        "refusing new writes.\n"
