@@ -9,6 +9,15 @@
 
 #include "dn_cheal_internal.h"
 
+/* The zone of v's node i (its name when it registered none). */
+static const char *
+zone_at(const struct cl_members_view *v, size_t i)
+{
+	const char *z = v->nodes[i].zone;
+
+	return z && z[0] ? z : v->names[i];
+}
+
 /* Cells of gr other than c, on live nodes of v, in zone. */
 static unsigned
 zone_cells(const struct cl_members_view *v, const struct cl_rec_extent *e,
@@ -22,7 +31,7 @@ zone_cells(const struct cl_members_view *v, const struct cl_rec_extent *e,
 		if (d == c || (gr->missing & (1u << d)))
 			continue;
 		i = chl_view_find(v, e->nodes[gr->cell[d]]);
-		n += i >= 0 && strcmp(cl_rec_node_zone(&v->nodes[i]), zone) == 0;
+		n += i >= 0 && strcmp(zone_at(v, (size_t)i), zone) == 0;
 	}
 	return n;
 }
@@ -38,7 +47,7 @@ chl_zone_order(const struct cl_members_view *v, const struct cl_rec_extent *e,
 	for (size_t i = 0; i < v->n; i++) {
 		const struct cl_rec_node *nd = &v->nodes[order[i]];
 
-		key[i] = zone_cells(v, e, gr, c, cl_rec_node_zone(nd)) +
+		key[i] = zone_cells(v, e, gr, c, zone_at(v, order[i])) +
 		         (cl_rec_node_weight(nd) ? 0 : CL_REC_MAX_CELLS + 1);
 	}
 	/* insertion sort: stable, and the views are small */

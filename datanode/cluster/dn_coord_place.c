@@ -161,8 +161,8 @@ view_nodes(const struct cl_members_view *v)
 	for (size_t i = 0; pn && i < v->n; i++) {
 		const struct cl_rec_node *nd = &v->nodes[i];
 
-		pn[i].name = nd->name;
-		pn[i].zone = cl_rec_node_zone(nd);
+		pn[i].name = v->names[i];
+		pn[i].zone = nd->zone && nd->zone[0] ? nd->zone : NULL; /* NULL: its own */
 		pn[i].weight = cl_rec_node_weight(nd);
 	}
 	return pn;
