@@ -65,8 +65,8 @@ zc_place_zones(const struct zc_place_node *nodes, unsigned n)
 }
 
 int
-zc_place_spread(uint64_t key, const struct zc_place_node *nodes, unsigned n, unsigned k,
-                unsigned m, int self, struct zc_place_slots *out)
+zc_place_spread(uint64_t key, const struct zc_place_node *nodes, unsigned n, unsigned k, unsigned m,
+                int self, struct zc_place_slots *out)
 {
 	unsigned w = k + m, max = 0;
 	bool any_weight = false, self_in = false;

@@ -221,8 +221,9 @@ refresh_node(struct dn_cluster *c, int64_t lease)
 		                 0);
 	if (rc == 0) {
 		if (!avail != !c->put_free)
-			ZC_INFO("cluster", "node=%s free above the reserve: %llu bytes%s", c->o.node,
-			        (unsigned long long)avail, avail ? "" : ": takes no new cells");
+			ZC_INFO("cluster", "node=%s free above the reserve: %llu bytes%s",
+			        c->o.node, (unsigned long long)avail,
+			        avail ? "" : ": takes no new cells");
 		c->put_free = avail;
 		c->put_ns = zc_now_ns();
 	}

@@ -17,7 +17,6 @@
  * absent, unverified), capacity, used and free space, and the cells the records place on
  * it. tls: the files to check each registration's identity with (NULL or insecure: none).
  */
-int admin_cmd_nodes(struct cl_etcd *c, const struct rpc_tls *tls, bool json,
-                    unsigned timeout_ms);
+int admin_cmd_nodes(struct cl_etcd *c, const struct rpc_tls *tls, bool json, unsigned timeout_ms);
 
 #endif

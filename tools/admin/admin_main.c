@@ -448,8 +448,9 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind];
-	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0 ? optind + 1 != argc
-	    : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc) {
+	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0
+	            ? optind + 1 != argc
+	            : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc) {
 		fprintf(stderr,
 		        "zest-admin: bad command line: status | ok-to-stop NODE... | nodes\n");
 		return EXIT_USAGE;

@@ -94,8 +94,8 @@ print_text(const struct cl_health *h, const struct cl_members_view *v, unsigned 
 {
 	char a[16], b[16], f[16];
 
-	printf("%-20s %-16s %-10s %9s %9s %9s %10s\n", "NODE", "ZONE", "STATE", "CAPACITY",
-	       "USED", "FREE", "CELLS");
+	printf("%-20s %-16s %-10s %9s %9s %9s %10s\n", "NODE", "ZONE", "STATE", "CAPACITY", "USED",
+	       "FREE", "CELLS");
 	for (size_t i = 0; i < h->nnodes; i++) {
 		const struct cl_health_node *n = &h->nodes[i];
 

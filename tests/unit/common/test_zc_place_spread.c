@@ -43,8 +43,9 @@ counts(const struct zc_place_slots *p, const struct zc_place_node *nd, unsigned 
 
 		assert_true(p->node[s] < n);
 		for (unsigned t = 0; t < p->nslots; t++) {
-			z += !strcmp(nd[p->node[t]].zone ? nd[p->node[t]].zone : nd[p->node[t]].name,
-			             nd[p->node[s]].zone ? nd[p->node[s]].zone : nd[p->node[s]].name);
+			z += !strcmp(
+			        nd[p->node[t]].zone ? nd[p->node[t]].zone : nd[p->node[t]].name,
+			        nd[p->node[s]].zone ? nd[p->node[s]].zone : nd[p->node[s]].name);
 			if (t != s && p->node[t] == p->node[s])
 				*distinct = false;
 		}
@@ -73,9 +74,9 @@ test_identity(void **state)
 				assert_int_equal(zc_place_group(key, names_p, n, km[c][0], km[c][1],
 				                                self, &p),
 				                 0);
-				assert_int_equal(zc_place_spread(key, nd, n, km[c][0], km[c][1],
-				                                 self, &q),
-				                 0);
+				assert_int_equal(
+				        zc_place_spread(key, nd, n, km[c][0], km[c][1], self, &q),
+				        0);
 				assert_memory_equal(&p, &q, sizeof(p));
 			}
 }
@@ -139,7 +140,8 @@ test_uneven_zones(void **state)
 		unsigned maxz;
 		bool distinct;
 
-		assert_int_equal(zc_place_spread(zc_place_group_key(id, 1), nd, 6, 4, 2, -1, &p), 0);
+		assert_int_equal(zc_place_spread(zc_place_group_key(id, 1), nd, 6, 4, 2, -1, &p),
+		                 0);
 		counts(&p, nd, 6, &maxz, &distinct);
 		assert_true(distinct);
 		assert_int_equal(maxz, 5);
@@ -166,11 +168,12 @@ test_weights(void **state)
 	for (unsigned id = 0; id < nk; id++) {
 		struct zc_place_slots p;
 
-		assert_int_equal(zc_place_spread(zc_place_group_key(id, 7), nd, 8, 1, 0, -1, &p), 0);
-		first[p.node[0]]++;
-		assert_int_equal(zc_place_spread(zc_place_group_key(id, 7), nd, 8, 4, 2,
-		                                 (int)(id % 8), &p),
+		assert_int_equal(zc_place_spread(zc_place_group_key(id, 7), nd, 8, 1, 0, -1, &p),
 		                 0);
+		first[p.node[0]]++;
+		assert_int_equal(
+		        zc_place_spread(zc_place_group_key(id, 7), nd, 8, 4, 2, (int)(id % 8), &p),
+		        0);
 		for (unsigned s = 0; s < 6; s++)
 			cells[p.node[s]]++;
 	}
@@ -226,8 +229,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_identity),     cmocka_unit_test(test_spread),
-		cmocka_unit_test(test_uneven_zones), cmocka_unit_test(test_weights),
+		cmocka_unit_test(test_identity),        cmocka_unit_test(test_spread),
+		cmocka_unit_test(test_uneven_zones),    cmocka_unit_test(test_weights),
 		cmocka_unit_test(test_full_and_errors),
 	};
 

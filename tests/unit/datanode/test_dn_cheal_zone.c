@@ -46,8 +46,9 @@ main(void)
 		ext_nodes[i] = names[i];
 	}
 	for (unsigned i = 1; i < N; i++) {
-		nodes[v.n] = (struct cl_rec_node){ .name = names[i], .zone = zones[i],
-			                           .capacity_bytes = 100, .free_bytes = 50 };
+		nodes[v.n] = (struct cl_rec_node){
+			.name = names[i], .zone = zones[i], .capacity_bytes = 100, .free_bytes = 50
+		};
 		view_names[v.n++] = names[i];
 	}
 	/* a ranking putting n9, n8 before n7 */
