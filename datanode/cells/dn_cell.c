@@ -156,8 +156,8 @@ id_hash(struct dn_cell_id id)
 /*
  * The writable drive with most room for length bytes above the reserve (cell_reserve).
  * Drives within 1/64 (plus 64 MiB) of the best count as tied, and the name's hash picks
- * among them: drives on one file system
- * (tests) or equally full ones share the cells instead of one taking all.
+ * among them: drives on one file system (tests) or equally full ones share the cells
+ * instead of one taking all.
  */
 static int
 pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *out)
