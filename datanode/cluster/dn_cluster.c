@@ -325,6 +325,11 @@ register_once(struct dn_cluster *c, char *holder, size_t hcap)
 		return -EINVAL;
 	rc = put_node(c, drives, cap, avail, &lease, holder, hcap);
 	if (rc == 0) {
+		if (!avail)
+			ZC_WARN("cluster",
+			        "node=%s has no free space above --reserve %llu on any drive: it "
+			        "takes no new cells",
+			        c->o.node, (unsigned long long)c->o.reserve);
 		c->put_free = avail;
 		c->put_ns = zc_now_ns();
 		rc = put_member(c, drives);
