@@ -9,7 +9,7 @@ test_lose_a_zone: nine datanodes in three zones (z0: dn-1, dn-4, dn-7; z1: dn-2,
   coordinator or a group short of its quorum while the dead were still in the views; 503s),
   every PUT started once the views dropped the zone succeeds, and every acknowledged object
   reads back byte-identical with the zone down; groups written after it are node-distinct
-  over the two zones left (three cells each).
+  over the two zones left (three cells each), and the gauge and status say 0 zones may fail.
 
 test_full_node: seven datanodes, dn-7 with a --reserve larger than its drive (it publishes
 no free space): no cell of any new object lands on it, even for the PUTs it coordinates,
@@ -192,6 +192,11 @@ def test_lose_a_zone():
                 for g, z, distinct in spread(c, key):
                     assert f"z{DOWN}" not in z and distinct == K + M, (key, g, z)
                     assert sorted(z.values()) == [3, 3], (key, g, z)
+        # two zones left, three cells each: no whole zone may go now
+        for n in c.running_nodes():
+            assert n.metrics().get("zest_cluster_fault_tolerance_zones") == 0, n.node
+        st = admin(c, "status")
+        assert st["zones"] == {"count": 2, "fault_tolerance": 0, "k": K, "m": M}, st["zones"]
         print(f"     zone z{DOWN} ({len(down)} nodes) killed under load: {len(load.acked)} "
               f"PUTs acknowledged ({retried} retried), all {len(objects)} objects read back",
               flush=True)
