@@ -192,6 +192,55 @@ dn_coord_view_spread(const struct cl_members_view *v, int self, unsigned k, unsi
 	return rc;
 }
 
+/* The zone of v's node j (its name when it registered none). */
+static const char *
+view_zone(const struct cl_members_view *v, size_t j)
+{
+	const char *z = v->nodes[j].zone;
+
+	return z && z[0] ? z : v->names[j];
+}
+
+int
+dn_coord_cell_replace(struct dn_coord_write *w, struct cgroup *g, unsigned i)
+{
+	const struct cl_members_view *v = w->view;
+	uint64_t key = zc_place_group_key(w->id, g->idx), best_h = 0;
+	unsigned old = g->cells[i].node, best_zc = 0;
+	long who = -1;
+
+	pthread_mutex_lock(&w->mu);
+	w->node_failed[old] = true; /* the later groups go around it */
+	for (size_t j = 0; j < v->n; j++) {
+		unsigned zc = 0;
+		bool in = false;
+		uint64_t h;
+
+		if (w->node_failed[j] || !cl_rec_node_weight(&v->nodes[j]))
+			continue;
+		for (unsigned t = 0; t < w->n; t++) {
+			in |= g->sl.node[t] == j;
+			zc += t != i && !strcmp(view_zone(v, g->sl.node[t]), view_zone(v, j));
+		}
+		if (in)
+			continue;
+		/* zc_place_spread's order for one slot: the emptier zone, then the hash */
+		h = zc_place_slot_weight(key, v->names[j], i);
+		if (who < 0 || zc < best_zc || (zc == best_zc && h > best_h)) {
+			who = (long)j;
+			best_zc = zc;
+			best_h = h;
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (who < 0)
+		return -ENOSPC;
+	g->sl.node[i] = (unsigned)who;
+	g->cells[i].node = (unsigned)who;
+	g->cells[i].local = w->self >= 0 && (unsigned)who == (unsigned)w->self;
+	return 0;
+}
+
 /* Place group gi over pn; when every node left is full or failed, over the view's own
  * weights (the write then fails on the quorum, saying why). */
 static int
