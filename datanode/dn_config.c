@@ -45,6 +45,8 @@ enum {
 	OPT_HEAL_AFTER,
 	OPT_SCRUB_RATE,
 	OPT_SCRUB_INTERVAL,
+	OPT_ZONE,
+	OPT_RESERVE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -84,6 +86,8 @@ static const struct option long_opts[] = {
 	{ "heal-after", required_argument, NULL, OPT_HEAL_AFTER },
 	{ "scrub-rate", required_argument, NULL, OPT_SCRUB_RATE },
 	{ "scrub-interval", required_argument, NULL, OPT_SCRUB_INTERVAL },
+	{ "zone", required_argument, NULL, OPT_ZONE },
+	{ "reserve", required_argument, NULL, OPT_RESERVE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -143,6 +147,13 @@ static const char usage_text[] =
         "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
         "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
         "                             --listen with its bound port)\n"
+        "  --zone NAME                with --cluster: this node's failure domain (rack,\n"
+        "                             room), [A-Za-z0-9._-]; a group's cells spread over\n"
+        "                             zones (default: the node name, a zone per node)\n"
+        "  --reserve SIZE             with --cluster: space kept free on each drive; a\n"
+        "                             drive with less free takes no new cells, and\n"
+        "                             placement weighs nodes by free space above it\n"
+        "                             (default 1GiB)\n"
         "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
         "                             settled against etcd, 1s..7d (default 10min)\n"
         "  --read-grace DURATION      with --cluster: a replaced or deleted version's\n"
@@ -330,6 +341,7 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->heal_interval_ns = 60000000000ull;
 	c->gc_grace_ns = 600000000000ull;
 	c->heal_after_ns = 600000000000ull;
+	c->reserve = 1ull << 30;
 	c->scrub_rate = DN_SCRUB_DEFAULT_RATE;
 	c->scrub_every_ns = DN_SCRUB_DEFAULT_INTERVAL;
 	c->heal = argc > 1 && strcmp(argv[1], "heal") == 0;
@@ -462,6 +474,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		case OPT_NODE:
 			c->node = optarg; /* its rule is checked by dn_cluster_start */
 			break;
+		case OPT_ZONE:
+			c->zone = optarg; /* the node name's rule, checked by dn_cluster_start */
+			break;
+		case OPT_RESERVE:
+			bad = zc_parse_size(optarg, &c->reserve);
+			break;
 		case OPT_UNIX_SOCKET:
 			c->unix_socket = optarg;
 			break;
@@ -545,9 +563,9 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	}
 	if (check_tls(c, err) || check_etcd_tls(c, err))
 		return -EINVAL;
-	if (!c->cluster != !c->node || (c->advertise && !c->cluster)) {
+	if (!c->cluster != !c->node || ((c->advertise || c->zone) && !c->cluster)) {
 		fprintf(err, "zest-datanode: --cluster and --node go together (--advertise "
-		             "with them)\n");
+		             "and --zone with them)\n");
 		return -EINVAL;
 	}
 	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {
@@ -564,6 +582,7 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	o->drives = c->drives;
 	o->ndrives = c->ndrives;
 	o->cells_only = c->cluster != NULL; /* a node's cells go to the cell store */
+	o->cell_reserve = c->cluster ? c->reserve : 0;
 	o->k = c->k;
 	o->m = c->m;
 	o->cell_size = c->cell_size;

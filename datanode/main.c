@@ -88,6 +88,8 @@ join_cluster(const struct dn_config *cfg, int port, bool store_fresh)
 		                      .group_cells = cfg->k + cfg->m,
 		                      .store_fresh = store_fresh,
 		                      .node = cfg->node,
+		                      .zone = cfg->zone,
+		                      .reserve = cfg->reserve,
 		                      .drives = cfg->drives,
 		                      .ndrives = cfg->ndrives,
 		                      /* https:// etcd endpoints: trust the cluster CA and show

@@ -190,9 +190,10 @@ id_hash(struct dn_cell_id id)
 }
 
 /*
- * The writable drive with most room for length bytes. Drives within 1/64 (plus 64 MiB) of
- * the best count as tied, and the name's hash picks among them: drives on one file system
- * (tests) or equally full ones share the cells instead of one taking all.
+ * The writable drive with most room for length bytes above the reserve (cell_reserve).
+ * Drives within 1/64 (plus 64 MiB) of the best count as tied, and the name's hash picks
+ * among them: drives on one file system (tests) or equally full ones share the cells
+ * instead of one taking all.
  */
 static int
 pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *out)
@@ -211,7 +212,7 @@ pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *
 		if (statvfs(s->drives[d].root, &sv) < 0)
 			continue;
 		avail[d] = (uint64_t)sv.f_bavail * sv.f_frsize;
-		if (avail[d] < length) {
+		if (avail[d] < length + s->o.cell_reserve) {
 			any_full = true;
 			continue;
 		}

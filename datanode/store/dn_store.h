@@ -44,6 +44,9 @@ struct dn_store_opts {
 	/* Cluster mode: only the cell store is written, so >= 1 drive will do (k, m are the
 	 * scheme of the cells the node coordinates; single-node writes need k + m drives). */
 	bool cells_only;
+	/* bytes each drive keeps free: a cell that would leave less goes to another drive,
+	 * none left is -ENOSPC (cluster mode's --reserve; 0 otherwise) */
+	uint64_t cell_reserve;
 	unsigned k, m;              /* default scheme: 4 + 2 */
 	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
 	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */

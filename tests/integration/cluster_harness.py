@@ -489,7 +489,7 @@ class DataNode(Proc):
             argv += ["--drive", d]
         if c.local == self.i:
             argv += ["--unix-socket", c.local_sock]
-        return argv + list(c.extra_dn)
+        return argv + list(c.extra_dn(self.i) if callable(c.extra_dn) else c.extra_dn)
 
     def wipe(self):
         """Empty every drive folder (a node back with replaced drives)."""
@@ -532,7 +532,8 @@ class Cluster:
         self.heal_after = heal_after
         self.write_quorum = write_quorum
         self.data_io = data_io
-        self.extra_dn = list(extra_dn)
+        # extra datanode flags: a list, or a function of the node number (--zone per node)
+        self.extra_dn = extra_dn if callable(extra_dn) else list(extra_dn)
         self.extra_gw = list(extra_gw)
         # local=i: dn-i serves a Unix socket and the gateway is on its host (--local-node)
         self.local = local

@@ -4,6 +4,7 @@
  *   zest-admin --cluster https://E:2379 --tls-ca ca.pem --tls-cert c.pem --tls-key c.key status
  *   zest-admin ... status --json
  *   zest-admin ... ok-to-stop dn-3 dn-4
+ *   zest-admin ... nodes [--json]
  *
  * status reads the membership, the members, the cellcheck keys, the heal to-do keys and
  * every record (one serializable Range per 256), all at one etcd revision, and evaluates
@@ -16,12 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cl_etcd.h"
 #include "cl_health.h"
 #include "zc.h"
 
-#define EXIT_NOT_OK 1 /* ok-to-stop: no */
-#define EXIT_ETCD   3 /* etcd could not be read: no state */
+#define EXIT_NOT_OK 1               /* ok-to-stop: no */
+#define EXIT_ETCD   ADMIN_EXIT_ETCD /* etcd could not be read: no state */
 #define EXIT_USAGE  64
 
 struct admin_opts {
@@ -77,6 +79,8 @@ usage(FILE *f)
 	      "  ok-to-stop NODE...     exit 0 only if stopping NODE... now leaves every object\n"
 	      "                         readable (every group keeps >= k available cells) and\n"
 	      "                         new writes their quorum; else 1 with the reasons\n"
+	      "  nodes                  each node's zone, state (live, absent, unverified),\n"
+	      "                         capacity, used, free (above its reserve) and cells\n"
 	      "options:\n"
 	      "  --cluster URL[,...]    etcd endpoints, https://HOST:PORT (TLS with the files\n"
 	      "                         below) or HOST:PORT with --insecure (required)\n"
@@ -230,6 +234,24 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 	       (unsigned long long)h->heal_locks, (unsigned long long)ranges);
 }
 
+/* The zones line of status: how many whole zones a group placed now may lose. */
+static void
+print_zones(const struct cl_health *h, bool json)
+{
+	unsigned k = 4, m = 2, zones;
+	int t;
+
+	cl_health_scheme(h, &k, &m);
+	t = cl_health_zone_tolerance(h, k, m, false, &zones);
+	if (json)
+		printf(",\"zones\":{\"count\":%u,\"fault_tolerance\":%d,\"k\":%u,\"m\":%u}", zones,
+		       t, k, m);
+	else
+		printf("zones:   %u with live nodes; a new RS(%u,%u) group may lose %d whole "
+		       "zones\n",
+		       zones, k, m, t);
+}
+
 static void
 print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n)
 {
@@ -250,6 +272,7 @@ print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n
 	       (unsigned long long)h->objects_unreadable, (unsigned long long)h->objects_bad);
 	printf("heal:    %llu to-do keys, %llu objects being healed now\n",
 	       (unsigned long long)h->todo_keys, (unsigned long long)h->heal_locks);
+	print_zones(h, false);
 }
 
 /* Read everything at one revision into h; a compaction in the middle reads again. */
@@ -300,6 +323,7 @@ cmd_status(struct cl_etcd *c, const struct admin_opts *o)
 		printf("{\"state\":\"%s\",", cl_health_state_name(cl_health_state(&h)));
 		print_reasons_json(r, n);
 		print_body_json(&h, ranges);
+		print_zones(&h, true);
 		fputs("}\n", stdout);
 	} else {
 		print_text(&h, r, n);
@@ -420,13 +444,15 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE...)\n");
+		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE..., nodes)\n");
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind];
-	if (strcmp(cmd, "status") == 0 ? optind + 1 != argc
-	                               : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc) {
-		fprintf(stderr, "zest-admin: bad command line: status | ok-to-stop NODE...\n");
+	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0
+	            ? optind + 1 != argc
+	            : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc) {
+		fprintf(stderr,
+		        "zest-admin: bad command line: status | ok-to-stop NODE... | nodes\n");
 		return EXIT_USAGE;
 	}
 	eo.timeout_ms = o.timeout_ms;
@@ -441,6 +467,13 @@ main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "status") == 0)
 		rc = cmd_status(c, &o);
+	else if (strcmp(cmd, "nodes") == 0)
+		rc = admin_cmd_nodes(c,
+		                     &(struct rpc_tls){ .ca_file = o.ca,
+		                                        .cert_file = o.cert,
+		                                        .key_file = o.key,
+		                                        .insecure = o.insecure },
+		                     o.json, o.timeout_ms);
 	else
 		rc = cmd_ok_to_stop(c, &o, argv + optind + 1, argc - optind - 1);
 	cl_etcd_destroy(c);

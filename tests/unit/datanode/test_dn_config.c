@@ -85,6 +85,16 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --advertise 10.0.0.1:7070", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	/* --zone with --cluster only (its rule is dn_cluster_start's); --reserve a size */
+	CHECK(!c.zone);
+	CHECK_EQ(c.reserve, 1ull << 30);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --zone rack-2 --reserve 5GiB", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(strcmp(c.zone, "rack-2") == 0 && c.reserve == 5ull << 30);
+	snprintf(line, sizeof(line), "%s --zone rack-2", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --reserve much", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --write-workers 0", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --readers 257", six);
