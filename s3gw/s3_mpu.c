@@ -319,6 +319,24 @@ complete_normalize(struct s3_complete_req *cr)
 	return S3_OK;
 }
 
+/* A compose's NoSuchKey under If-Match: the target's (NoSuchKey stays) or a part's? */
+static bool
+target_missing(struct s3_req *rq, const struct s3_wcond *w)
+{
+	struct s3_obj_info *info;
+	bool missing;
+
+	if (!w->c.if_match[0] || w->seen)
+		return false;
+	info = malloc(sizeof(*info));
+	if (!info)
+		return false;
+	missing = s3_err_from_errno(rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info)) ==
+	          S3E_NO_SUCH_KEY;
+	free(info);
+	return missing;
+}
+
 static void
 complete_reply(struct s3_req *rq, const char *etag, unsigned ck, const char *ckval, bool full)
 {
@@ -631,7 +649,8 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = s3_cond_error(&cond, rc);
 		/* a listed part is gone, or was uploaded again since it was listed (the
 		 * compose's ZC_CHANGED: its ETag is no longer the one the client named) */
-		if (e == S3E_NO_SUCH_KEY || zc_err_is(rc, ZC_CHANGED))
+		if ((e == S3E_NO_SUCH_KEY && !target_missing(rq, &cond)) ||
+		    zc_err_is(rc, ZC_CHANGED))
 			e = S3E_INVALID_PART;
 		/* nothing composed: the upload is open again for a retry or an Abort */
 		if (taken == 1)
