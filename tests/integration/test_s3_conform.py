@@ -313,6 +313,56 @@ def check_stale(endpoint, bucket):
     assert s3.get_object(Bucket=bucket, Key="race")["Body"].read() == b"new"
 
 
+# ---------------------------------------------------------------- chunked, no length
+
+def curl_stdin(endpoint, url, data, *headers):
+    p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+                        "60", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{zh.ACCESS_KEY}:{zh.SECRET_KEY}", "-H",
+                        "Transfer-Encoding: chunked", *sum((["-H", h] for h in headers), []),
+                        "-T", "-", url], input=data, capture_output=True, timeout=120)
+    return int(p.stdout)
+
+
+def aws_chunked(data, size=64 << 10):
+    out = b""
+    for i in range(0, len(data), size):
+        out += b"%x\r\n" % len(data[i:i + size]) + data[i:i + size] + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def check_chunked(endpoint, bucket):
+    """PUT with Transfer-Encoding: chunked and no decoded length (curl -T -): stored whole in
+    both modes (the cluster places it in pieces as it arrives, the last one short); the
+    same with aws-chunked framing and no x-amz-decoded-content-length."""
+    s3 = client(endpoint)
+    for n in (0, 1000, (8 << 20), (17 << 20) + 5):
+        data = os.urandom(n)
+        key = f"chunked/{n}"
+        code = curl_stdin(endpoint, f"{endpoint}/{bucket}/{key}", data,
+                          "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+        assert code == 200, (n, code)
+        r = s3.get_object(Bucket=bucket, Key=key)
+        assert r["ContentLength"] == n and r["Body"].read() == data, n
+        assert r["ETag"] == f'"{hashlib.md5(data).hexdigest()}"', (n, r["ETag"])
+    data = os.urandom((9 << 20) + 3)
+    code = curl_stdin(endpoint, f"{endpoint}/{bucket}/chunked/aws", aws_chunked(data),
+                      "x-amz-content-sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                      "Content-Encoding: aws-chunked")
+    assert code == 200, code
+    assert s3.get_object(Bucket=bucket, Key="chunked/aws")["Body"].read() == data
+    # conditions hold for it too, and a refused one leaves nothing (no piece either)
+    code = curl_stdin(endpoint, f"{endpoint}/{bucket}/chunked/aws", data[:(8 << 20) + 1],
+                      "x-amz-content-sha256: UNSIGNED-PAYLOAD", "If-None-Match: *")
+    assert code == 412, code
+    assert s3.get_object(Bucket=bucket, Key="chunked/aws")["Body"].read() == data
+    # overwrite with a smaller body: the record has the new size
+    code = curl_stdin(endpoint, f"{endpoint}/{bucket}/chunked/aws", b"short",
+                      "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+    assert code == 200, code
+    assert s3.get_object(Bucket=bucket, Key="chunked/aws")["Body"].read() == b"short"
+
+
 # ---------------------------------------------------------------- bad input
 
 def check_bad_input(endpoint, bucket):
@@ -382,7 +432,7 @@ def conform(endpoint, mode):
     s3.create_bucket(Bucket=bucket)
     for check in (check_date, check_date_forms, check_304, check_part_number,
                   check_part_twice, check_list_v1, check_unicode_meta, check_conditional,
-                  check_stale, check_bad_input):
+                  check_stale, check_chunked, check_bad_input):
         check(endpoint, bucket)
         print(f"{mode}: {check.__name__} ok", flush=True)
     old_botocore(endpoint, "conform-old")
@@ -400,6 +450,9 @@ def test_cluster():
     with ch.cluster(nodes=3, ec="2+1") as c:
         client(c.endpoint).create_bucket(Bucket="conform-old")
         conform(c.endpoint, "cluster")
+        # the pieces of chunked bodies were composed into their objects or deleted
+        left = c.etcd.keys("/zest/objects/.zest-mpu/c/")
+        assert not left, left
 
 
 if __name__ == "__main__":
