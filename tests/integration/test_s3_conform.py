@@ -356,6 +356,22 @@ def check_chunked(endpoint, bucket):
                       "x-amz-content-sha256: UNSIGNED-PAYLOAD", "If-None-Match: *")
     assert code == 412, code
     assert s3.get_object(Bucket=bucket, Key="chunked/aws")["Body"].read() == data
+    # a part of unknown length (pieces too in the cluster), then the Complete of it
+    up = s3.create_multipart_upload(Bucket=bucket, Key="chunked/mp")["UploadId"]
+    p1 = os.urandom((8 << 20) + 7)
+    code = curl_stdin(endpoint, f"{endpoint}/{bucket}/chunked/mp?partNumber=1&uploadId={up}",
+                      p1, "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+    assert code == 200, code
+    e2 = s3.upload_part(Bucket=bucket, Key="chunked/mp", UploadId=up, PartNumber=2,
+                        Body=b"end")["ETag"]
+    e1 = s3.list_parts(Bucket=bucket, Key="chunked/mp", UploadId=up)["Parts"][0]["ETag"]
+    assert e1 == f'"{hashlib.md5(p1).hexdigest()}"', e1
+    s3.complete_multipart_upload(Bucket=bucket, Key="chunked/mp", UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1},
+                                                            {"PartNumber": 2, "ETag": e2}]})
+    assert s3.get_object(Bucket=bucket, Key="chunked/mp")["Body"].read() == p1 + b"end"
+    r = s3.get_object(Bucket=bucket, Key="chunked/mp", PartNumber=1)
+    assert r["Body"].read() == p1, "part 1"
     # overwrite with a smaller body: the record has the new size
     code = curl_stdin(endpoint, f"{endpoint}/{bucket}/chunked/aws", b"short",
                       "x-amz-content-sha256: UNSIGNED-PAYLOAD")
