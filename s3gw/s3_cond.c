@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "s3_ops_internal.h"
+#include "zc_fault.h"
 
 /* [s, e) without surrounding blanks. */
 static void
@@ -153,6 +154,8 @@ s3_cond_resolve(struct s3_req *rq, const char *bucket, const char *key, struct s
 		e = s3_err_from_errno(rc);
 	}
 	free(info);
+	if (!e)
+		(void)ZC_FAULT(ZC_FP_S3_COND_SEEN, NULL, 0);
 	return e;
 }
 

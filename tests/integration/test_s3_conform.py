@@ -25,9 +25,12 @@ import base64
 import email.header
 import hashlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -313,6 +316,42 @@ def check_stale(endpoint, bucket):
     assert s3.get_object(Bucket=bucket, Key="race")["Body"].read() == b"new"
 
 
+def check_conflict(endpoint, bucket, pause):
+    """A write under If-None-Match: <etag> held (fault point s3.cond-seen) between the
+    gateway's look at the key and its commit while another PUT lands: 409
+    ConditionalRequestConflict, and the other PUT's object stays."""
+    if not pause:
+        print("no fault points in this build: the 409 race is not checked")
+        return
+    import threading
+    s3 = client(endpoint)
+    s3.put_object(Bucket=bucket, Key="conflict", Body=b"before")
+    if os.path.exists(pause + ".reached"):
+        os.unlink(pause + ".reached")
+    open(pause, "w").close()
+    box = {}
+
+    def held():
+        try:
+            box["r"] = error_of(s3.put_object, Bucket=bucket, Key="conflict", Body=b"held",
+                                IfNoneMatch='"' + "e" * 32 + '"')
+        except AssertionError as e:
+            box["r"] = str(e)
+    t = threading.Thread(target=held)
+    t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(pause + ".reached"):
+            assert time.monotonic() < deadline, "the held PUT never reached s3.cond-seen"
+            time.sleep(0.05)
+        client(endpoint).put_object(Bucket=bucket, Key="conflict", Body=b"between")
+    finally:
+        os.unlink(pause)
+        t.join(60)
+    assert box.get("r") == (409, "ConditionalRequestConflict"), box
+    assert s3.get_object(Bucket=bucket, Key="conflict")["Body"].read() == b"between"
+
+
 # ---------------------------------------------------------------- chunked, no length
 
 def curl_stdin(endpoint, url, data, *headers):
@@ -442,7 +481,7 @@ def minio_go(endpoint):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def conform(endpoint, mode):
+def conform(endpoint, mode, pause):
     s3 = client(endpoint)
     bucket = "conform"
     s3.create_bucket(Bucket=bucket)
@@ -451,21 +490,47 @@ def conform(endpoint, mode):
                   check_stale, check_chunked, check_bad_input):
         check(endpoint, bucket)
         print(f"{mode}: {check.__name__} ok", flush=True)
+    check_conflict(endpoint, bucket, pause)
     old_botocore(endpoint, "conform-old")
     minio_go(endpoint)
 
 
+class Faults:
+    """ZEST_FAULTS for the daemons started inside: s3.cond-seen armed pause:PATH (a test
+    build), else nothing and path None."""
+
+    def __enter__(self):
+        self.saved = dict(os.environ)
+        self.path = None
+        if zh.faults_built():
+            self.dir = tempfile.mkdtemp(prefix="zest-conform-")
+            self.path = os.path.join(self.dir, "cond-seen")
+            os.environ["ZEST_FAULTS"] = f"s3.cond-seen=pause:{self.path}"
+        return self
+
+    def started(self):
+        os.environ.clear()
+        os.environ.update(self.saved)
+
+    def __exit__(self, *exc):
+        self.started()
+        if self.path:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def test_single_node():
-    with zh.cluster() as c:
+    with Faults() as f, zh.cluster() as c:
+        f.started()
         client(c.endpoint).create_bucket(Bucket="conform-old")
-        conform(c.endpoint, "single-node")
+        conform(c.endpoint, "single-node", f.path)
 
 
 def test_cluster():
     import cluster_harness as ch
-    with ch.cluster(nodes=3, ec="2+1") as c:
+    with Faults() as f, ch.cluster(nodes=3, ec="2+1") as c:
+        f.started()
         client(c.endpoint).create_bucket(Bucket="conform-old")
-        conform(c.endpoint, "cluster")
+        conform(c.endpoint, "cluster", f.path)
         # the pieces of chunked bodies were composed into their objects or deleted
         left = c.etcd.keys("/zest/objects/.zest-mpu/c/")
         assert not left, left
