@@ -21,8 +21,8 @@
 #include "s3_bcl_internal.h"
 #include "zc.h"
 
-#define BCL_PIECE (8u << 20) /* bytes of each piece of a body of unknown length */
-#define BCL_CHUNK (1u << 20) /* held in chunks of this, each one message to the node */
+#define BCL_PIECE     (8u << 20) /* bytes of each piece of a body of unknown length */
+#define BCL_CHUNK     (1u << 20) /* held in chunks of this, each one message to the node */
 #define BCL_PIECE_KEY 40
 
 struct chunk {
@@ -65,9 +65,8 @@ drop_held(struct bput *p)
 
 /* The held bytes as object bucket/key (a piece, or the whole body), then none held. */
 static int
-write_held(struct bput *p, const char *bucket, const char *key, const char *etag,
-           const char *attrs, size_t attrs_len, const struct s3_cond *cond,
-           struct s3_obj_info *out)
+write_held(struct bput *p, const char *bucket, const char *key, const char *etag, const char *attrs,
+           size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
 {
 	void *st;
 	int rc = s3_bcl_put_direct(p->b, bucket, key, p->held, &st);
@@ -185,7 +184,7 @@ s3_bcl_put_commit(void *stream, const char *etag, const char *attrs, size_t attr
 {
 	struct bput *p = stream;
 	struct s3_objref *refs = NULL;
-	char (*keys)[BCL_PIECE_KEY] = NULL;
+	char *keys = NULL; /* npieces x BCL_PIECE_KEY */
 	char prefix[BCL_PIECE_KEY];
 	int rc;
 
@@ -210,16 +209,17 @@ s3_bcl_put_commit(void *stream, const char *etag, const char *attrs, size_t attr
 		p->npieces++;
 	}
 	refs = calloc(p->npieces, sizeof(*refs));
-	keys = calloc(p->npieces, sizeof(*keys));
+	keys = calloc(p->npieces, BCL_PIECE_KEY);
 	rc = refs && keys ? 0 : -ENOMEM;
 	for (unsigned i = 0; !rc && i < p->npieces; i++) {
-		piece_key(p, i, keys[i]);
-		refs[i] = (struct s3_objref){ S3_RESERVED_BUCKET, keys[i], NULL };
+		piece_key(p, i, keys + (size_t)i * BCL_PIECE_KEY);
+		refs[i] = (struct s3_objref){ S3_RESERVED_BUCKET, keys + (size_t)i * BCL_PIECE_KEY,
+			                      NULL };
 	}
 	snprintf(prefix, sizeof(prefix), "c/%016" PRIx64 "/", p->id);
 	if (!rc)
-		rc = s3_bcl_compose_prefix(p->b, p->bucket, p->key, S3_RESERVED_BUCKET, prefix, refs,
-		                           p->npieces, etag, attrs, attrs_len, cond, out);
+		rc = s3_bcl_compose_prefix(p->b, p->bucket, p->key, S3_RESERVED_BUCKET, prefix,
+		                           refs, p->npieces, etag, attrs, attrs_len, cond, out);
 	if (rc == 0)
 		p->npieces = 0; /* the object's now */
 out:

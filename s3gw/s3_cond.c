@@ -159,6 +159,15 @@ s3_cond_resolve(struct s3_req *rq, const char *bucket, const char *key, struct s
 	return e;
 }
 
+int
+s3_rq_commit_error(struct s3_req *rq, const struct s3_wcond *w, int rc)
+{
+	enum s3_err e = s3_cond_error(w, rc);
+
+	return e == S3E_CONDITIONAL_CONFLICT ? s3_rq_error(rq, e, NULL)
+	                                     : s3_rq_backend_error(rq, rc);
+}
+
 enum s3_err
 s3_cond_error(const struct s3_wcond *w, int rc)
 {

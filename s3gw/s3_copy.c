@@ -380,7 +380,7 @@ copy_object(struct s3_req *rq, struct copy *c)
 		                 0, NULL, etag);
 	if (rc < 0) {
 		s3_buf_fini(&attrs);
-		return s3_rq_error(rq, s3_cond_error(&c->cond, rc), NULL);
+		return s3_rq_commit_error(rq, &c->cond, rc);
 	}
 	reply_result(rq, "CopyObjectResult", etag, c->out.mtime_ns, attrs.p ? attrs.p : "",
 	             attrs.len);

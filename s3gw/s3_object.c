@@ -600,7 +600,7 @@ s3_put_end(struct s3_req *rq)
 	p->stream = NULL;
 	free(info);
 	if (rc < 0)
-		return s3_rq_error(rq, s3_cond_error(&p->cond, rc), NULL);
+		return s3_rq_commit_error(rq, &p->cond, rc);
 	s3_buf_init(&ex, 1024);
 	s3_buf_printf(&ex, "ETag: \"%s\"\r\n", etag);
 	if (p->want_ck)

@@ -179,6 +179,8 @@ enum s3_err s3_cond_resolve(struct s3_req *rq, const char *bucket, const char *k
                             struct s3_wcond *w);
 /* The S3 error of a commit under w that failed with rc. */
 enum s3_err s3_cond_error(const struct s3_wcond *w, int rc);
+/* Answer that error (s3_rq_backend_error's logging for the others). */
+int s3_rq_commit_error(struct s3_req *rq, const struct s3_wcond *w, int rc);
 
 /* ---- s3_copy.c */
 

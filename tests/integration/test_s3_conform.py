@@ -103,9 +103,9 @@ def check_date_forms(endpoint, bucket):
     and asctime, each read as the same instant (a time in the future: 304; in the past:
     412 for If-Unmodified-Since)."""
     url = f"{endpoint}/{bucket}/date/v2"
-    future = ["Fri, 01 Jan 2100 00:00:00 GMT", "Fri, 01 Jan 2100 00:00:00 -0000",
-              "Friday, 01-Jan-99 00:00:00 GMT", "Fri Jan  1 00:00:00 2100"]
-    for d in future[:2] + future[3:]:
+    # RFC 850's two-digit year cannot reach past 2068 (strptime's %y): no future one here
+    for d in ["Fri, 01 Jan 2100 00:00:00 GMT", "Fri, 01 Jan 2100 00:00:00 -0000",
+              "Fri Jan  1 00:00:00 2100"]:
         code, _ = curl(endpoint, url, "-H", f"If-Modified-Since: {d}")
         assert code == 304, (d, code)
     for d in ["Thu, 01 Jan 1970 00:00:01 GMT", "Thu, 01 Jan 1970 00:00:01 -0000",

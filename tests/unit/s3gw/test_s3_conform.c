@@ -87,8 +87,8 @@ expect(const char *method, const char *target, const char *extra, const char *bo
 
 	request(method, target, extra, body, body ? strlen(body) : 0, &r);
 	if (r.status != status)
-		fail_msg("%s %s: status %d want %d: %s %s", method, target, r.status, status, r.head,
-		         r.body ? r.body : "");
+		fail_msg("%s %s: status %d want %d: %s %s", method, target, r.status, status,
+		         r.head, r.body ? r.body : "");
 	snprintf(want, sizeof(want), "<Code>%s</Code>", code ? code : "");
 	if (code && (!r.body || !strstr(r.body, want)))
 		fail_msg("%s %s: want %s in %s", method, target, code, r.body ? r.body : "(null)");
