@@ -137,7 +137,6 @@ def check_304(endpoint, bucket):
     h = s3.get_object(Bucket=bucket, Key="nm", ChecksumMode="ENABLED")
     assert h["ChecksumCRC32"] and h["Body"].read() == b"hello", h
     # the raw head: validators only
-    host, port = urllib.parse.urlsplit(endpoint).netloc.split(":")
     code, head = raw_get(endpoint, f"/{bucket}/nm", {"If-None-Match": etag,
                                                      "x-amz-checksum-mode": "ENABLED"})
     assert code == 304, code
