@@ -28,6 +28,7 @@ static const char *const names[ZC_FP_COUNT] = {
 	[ZC_FP_MPU_MARKED] = "mpu.complete-marked",
 	[ZC_FP_MPU_COMPOSED] = "mpu.after-compose",
 	[ZC_FP_MPU_ABORT] = "mpu.abort-marked",
+	[ZC_FP_S3_COND_SEEN] = "s3.cond-seen",
 };
 
 struct rule {

@@ -50,6 +50,8 @@ enum zc_fault_point {
 	ZC_FP_MPU_COMPOSED,    /* "mpu.after-compose": between a Complete's compose and its
 	                        * part deletes */
 	ZC_FP_MPU_ABORT,       /* "mpu.abort-marked": an Abort wrote its mark */
+	ZC_FP_S3_COND_SEEN,    /* "s3.cond-seen": a write's If-None-Match: <etag> looked at the
+	                        * key, before its commit */
 	ZC_FP_COUNT
 };
 

@@ -409,9 +409,9 @@ s3_backend_cluster_create(const char *endpoints, const struct rpc_tls *tls, cons
 	b->be = (struct s3_backend){
 		.ctx = b,
 		.put_open = s3_bcl_put_open,
-		.put_write = s3_brpc_put_write,
-		.put_commit = s3_brpc_put_commit,
-		.put_abort = s3_brpc_put_abort,
+		.put_write = s3_bcl_put_write,
+		.put_commit = s3_bcl_put_commit,
+		.put_abort = s3_bcl_put_abort,
 		.get_open = s3_bcl_get_open,
 		.get_next = s3_bcl_get_next,
 		.get_close = s3_bcl_get_close,

@@ -14,7 +14,8 @@
  *                  rebuild itself over a caller's reader (unit-tested against ec/)
  *   s3_bcl_cread.c one ReadCell stream with a bounded queue; blocking reads of cell ranges
  *   s3_bcl_get.c   stat, get_open/get_next/get_close (s3_backend_get blocks over them)
- *   s3_bcl_meta.c  put_open (the coordinator), del, list, compose, buckets
+ *   s3_bcl_put.c   the PUT stream: straight to the coordinator, or in pieces (unknown length)
+ *   s3_bcl_meta.c  the coordinator's Write, del, list, compose, buckets
  */
 #ifndef ZEST_S3_BCL_INTERNAL_H
 #define ZEST_S3_BCL_INTERNAL_H
@@ -190,9 +191,24 @@ int s3_bcl_get_open(void *ctx, const char *bucket, const char *key, uint64_t off
 int s3_bcl_get_next(void *stream, struct zc_seg *seg);
 void s3_bcl_get_close(void *stream);
 
-/* ---- s3_bcl_meta.c */
+/* ---- s3_bcl_put.c: the backend's PUT stream (a body of unknown length in pieces) */
 int s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
                     void **stream);
+int s3_bcl_put_write(void *stream, const struct zc_seg *seg);
+int s3_bcl_put_commit(void *stream, const char *etag, const char *attrs, size_t attrs_len,
+                      const struct s3_cond *cond, struct s3_obj_info *out);
+void s3_bcl_put_abort(void *stream);
+
+/* ---- s3_bcl_meta.c */
+/* A coordinator's Write of size bytes: s3_brpc_put.c's stream in *stream. */
+int s3_bcl_put_direct(struct bcl *b, const char *bucket, const char *key, uint64_t size,
+                      void **stream);
+/* s3_bcl_compose of parts that are all of pbucket under prefix (ends in '/'), with one
+ * etcd Txn whatever their number; every record under the prefix goes. */
+int s3_bcl_compose_prefix(struct bcl *b, const char *bucket, const char *key, const char *pbucket,
+                          const char *prefix, const struct s3_objref *parts, size_t nparts,
+                          const char *etag, const char *attrs, size_t attrs_len,
+                          const struct s3_cond *cond, struct s3_obj_info *out);
 int s3_bcl_del(void *ctx, const char *bucket, const char *key, bool *existed);
 int s3_bcl_list(void *ctx, const char *bucket, const char *prefix, const char *start_after,
                 const char *delimiter, unsigned limit, struct s3_list_result *out);

@@ -1,7 +1,7 @@
 /*
- * s3_bcl_meta: the cluster backend's calls besides GET: the PUT stream opened on the
- * coordinator (the first live node of zc_place_rank that connects; the stream itself is
- * s3_brpc_put.c's), deletes (the record in etcd, then DeleteCells), listings (etcd Ranges
+ * s3_bcl_meta: the cluster backend's calls besides GET: a PUT stream of known length opened
+ * on the coordinator (the first live node of zc_place_rank that connects; the stream itself
+ * is s3_brpc_put.c's, wrapped by s3_bcl_put.c), deletes (the record in etcd, then DeleteCells), listings (etcd Ranges
  * with the delimiter applied here, as a datanode applies it in single-node mode), compose
  * (metadata only, in etcd) and buckets.
  */
@@ -48,21 +48,13 @@ local_first(const struct bcl *b, const struct cl_members_view *v, unsigned *orde
 }
 
 int
-s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, bool size_known,
-                void **stream)
+s3_bcl_put_direct(struct bcl *b, const char *bucket, const char *key, uint64_t size,
+                  void **stream)
 {
-	struct bcl *b = ctx;
 	const struct cl_members_view *v;
 	unsigned *order = NULL;
 	int rc = ZC_E(ZC_UNAVAILABLE);
 
-	/* The coordinator lays the object out at the Write's open (each cell's length, so
-	 * each WriteCell's): a body of unknown length (HTTP chunked without
-	 * x-amz-decoded-content-length) cannot be placed. AWS answers such a PUT (a
-	 * Transfer-Encoding it does not take) 501 NotImplemented; so does this, before a byte
-	 * of the body is read (docs/s3-compatibility.md). */
-	if (!size_known)
-		return S3_E(S3E_NOT_IMPLEMENTED);
 	v = cl_members_get(b->mem);
 	if (!v->n) {
 		ZC_WARN("s3cl", "no live datanode in the membership view: PUT refused (503)");
@@ -94,7 +86,7 @@ s3_bcl_put_open(void *ctx, const char *bucket, const char *key, uint64_t size, b
 			       n->name, n->address);
 			continue;
 		}
-		rc = s3_brpc_put_open_on(cl, bucket, key, size, size_known, stream);
+		rc = s3_brpc_put_open_on(cl, bucket, key, size, true, stream);
 		if (rc == 0)
 			break;
 	}
@@ -296,26 +288,23 @@ upload_of(const char *bucket, const struct s3_objref *parts, size_t nparts, char
 	return 1;
 }
 
-int
-s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
-               size_t nparts, bool delete_parts, const char *etag, const char *attrs,
-               size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
+/* The compose of s3_bcl_compose; up: the parts are all of one prefix (O(1) etcd ops),
+ * NULL: named one by one. */
+static int
+compose(struct bcl *b, const char *bucket, const char *key, const struct s3_objref *parts,
+        size_t nparts, const struct cl_meta_upload *up, const char *etag, const char *attrs,
+        size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
 {
-	struct bcl *b = ctx;
 	struct cl_meta_part *pv;
 	struct cl_meta_cond cc = { 0 };
 	struct cl_meta_old old = { 0 };
-	struct cl_meta_upload up;
 	struct cl_rec_attr *av = NULL;
 	size_t nav = 0;
-	char *abuf = NULL, prefix[128], fence[160];
+	char *abuf = NULL;
 	uint64_t size = 0, mtime = realtime_ns();
 	unsigned ms;
 	int rc;
 
-	/* a record owns its cells: a copy that keeps the source is the caller's to stream */
-	if (!delete_parts)
-		return -EXDEV;
 	pv = calloc(nparts ? nparts : 1, sizeof(*pv));
 	if (!pv)
 		return -ENOMEM;
@@ -331,11 +320,10 @@ s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_o
 	ms = s3_bcl_etcd_ms(b);
 	if (!ms)
 		rc = ZC_E(ZC_UNAVAILABLE);
-	else if (upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence, sizeof(fence),
-	                   &up))
-		rc = s3_bcl_etcd_end(b, cl_meta_compose_upload(b->etcd, bucket, key, &up, pv,
-		                                               nparts, etag, av, nav, &cc, mtime,
-		                                               ms, &size, &old));
+	else if (up)
+		rc = s3_bcl_etcd_end(b, cl_meta_compose_upload(b->etcd, bucket, key, up, pv, nparts,
+		                                               etag, av, nav, &cc, mtime, ms, &size,
+		                                               &old));
 	else
 		rc = s3_bcl_etcd_end(b, cl_meta_compose(b->etcd, bucket, key, pv, nparts, etag, av,
 		                                        nav, &cc, mtime, ms, &size, &old));
@@ -356,6 +344,36 @@ out:
 	free(abuf);
 	free(pv);
 	return rc;
+}
+
+int
+s3_bcl_compose(void *ctx, const char *bucket, const char *key, const struct s3_objref *parts,
+               size_t nparts, bool delete_parts, const char *etag, const char *attrs,
+               size_t attrs_len, const struct s3_cond *cond, struct s3_obj_info *out)
+{
+	struct cl_meta_upload up;
+	char prefix[128], fence[160];
+
+	/* a record owns its cells: a copy that keeps the source is the caller's to stream */
+	if (!delete_parts)
+		return -EXDEV;
+	return compose(ctx, bucket, key, parts, nparts,
+	               upload_of(bucket, parts, nparts, prefix, sizeof(prefix), fence,
+	                         sizeof(fence), &up)
+	                       ? &up
+	                       : NULL,
+	               etag, attrs, attrs_len, cond, out);
+}
+
+int
+s3_bcl_compose_prefix(struct bcl *b, const char *bucket, const char *key, const char *pbucket,
+                      const char *prefix, const struct s3_objref *parts, size_t nparts,
+                      const char *etag, const char *attrs, size_t attrs_len,
+                      const struct s3_cond *cond, struct s3_obj_info *out)
+{
+	struct cl_meta_upload up = { pbucket, prefix, NULL };
+
+	return compose(b, bucket, key, parts, nparts, &up, etag, attrs, attrs_len, cond, out);
 }
 
 /* ------------------------------------------------------------------ buckets */

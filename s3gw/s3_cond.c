@@ -1,14 +1,17 @@
 /*
  * s3_cond: conditions of S3 requests that write (PutObject, CompleteMultipartUpload,
- * CopyObject): If-None-Match: * and If-Match: <etag>, which the backend checks atomically
- * with the commit (struct s3_cond); the read conditions (If-Match, If-None-Match,
+ * CopyObject): If-None-Match: * and If-Match: <etag> or *, which the backend checks
+ * atomically with the commit (struct s3_cond), and If-None-Match: <etag>, turned into one of
+ * those by a stat just before the commit; the read conditions (If-Match, If-None-Match,
  * If-[Un]Modified-Since) of GET/HEAD and of a copy's source, and their ETag lists.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "s3_ops_internal.h"
+#include "zc_fault.h"
 
 /* [s, e) without surrounding blanks. */
 static void
@@ -80,8 +83,27 @@ s3_preconditions(const struct s3_req *rq, const char *prefix, const struct s3_ob
 	return S3_OK;
 }
 
+/* One ETag of a write condition, quotes and blanks off, into out (cap bytes): false when
+ * it is empty or longer than any ETag we store (no object can have it). */
+static bool
+etag_of(const struct s3_hdr *h, char *out, size_t cap)
+{
+	const char *s = h->val, *e = h->val + h->val_len;
+
+	trim(&s, &e);
+	if (e - s >= 2 && *s == '"' && e[-1] == '"') {
+		s++;
+		e--;
+	}
+	if (e == s || (size_t)(e - s) >= cap)
+		return false;
+	memcpy(out, s, (size_t)(e - s));
+	out[e - s] = '\0';
+	return true;
+}
+
 enum s3_err
-s3_cond_parse(const struct s3_req *rq, struct s3_cond *out)
+s3_cond_parse(const struct s3_req *rq, struct s3_wcond *out)
 {
 	const struct s3_hdr *inm = s3_rq_hdr(rq, "if-none-match"), *im = s3_rq_hdr(rq, "if-match");
 
@@ -90,25 +112,69 @@ s3_cond_parse(const struct s3_req *rq, struct s3_cond *out)
 		const char *s = inm->val, *e = inm->val + inm->val_len;
 
 		trim(&s, &e);
-		/* AWS takes only "*" on a write: an ETag there is not implemented */
-		if (e - s != 1 || *s != '*')
-			return S3E_NOT_IMPLEMENTED;
-		out->if_none_match = true;
+		if (e - s == 1 && *s == '*')
+			out->c.if_none_match = true;
+		else if (!etag_of(inm, out->none_match, sizeof(out->none_match)))
+			out->none_match[0] = '\0'; /* no object has that ETag: the write goes on */
 	}
-	if (im) {
-		const char *s = im->val, *e = im->val + im->val_len;
-
-		trim(&s, &e);
-		if (e - s >= 2 && *s == '"' && e[-1] == '"') {
-			s++;
-			e--;
-		}
-		if (e == s)
-			return S3E_PRECONDITION_FAILED; /* no ETag is ever empty */
-		if ((size_t)(e - s) >= sizeof(out->if_match))
-			return S3E_PRECONDITION_FAILED; /* longer than any ETag we store */
-		memcpy(out->if_match, s, (size_t)(e - s));
-		out->if_match[e - s] = '\0';
-	}
+	/* If-Match: * is "the key exists", and the backend takes "*" so */
+	if (im && !etag_of(im, out->c.if_match, sizeof(out->c.if_match)))
+		return S3E_PRECONDITION_FAILED;
 	return S3_OK;
+}
+
+enum s3_err
+s3_cond_resolve(struct s3_req *rq, const char *bucket, const char *key, struct s3_wcond *w)
+{
+	struct s3_obj_info *info;
+	enum s3_err e = S3_OK;
+	int rc;
+
+	if (!w->none_match[0])
+		return S3_OK;
+	info = malloc(sizeof(*info));
+	if (!info)
+		return S3E_INTERNAL;
+	rc = rq->be->stat(rq->be->ctx, bucket, key, info);
+	if (rc == 0 && strcmp(info->etag, w->none_match) == 0) {
+		e = S3E_PRECONDITION_FAILED;
+	} else if (rc == 0) {
+		/* the object seen must still be there at the commit; If-Match given wins */
+		if (!w->c.if_match[0]) {
+			snprintf(w->c.if_match, sizeof(w->c.if_match), "%s", info->etag);
+			w->seen = true;
+		}
+	} else if (s3_err_from_errno(rc) == S3E_NO_SUCH_KEY) {
+		/* with If-Match the commit answers NoSuchKey itself */
+		if (!w->c.if_match[0]) {
+			w->c.if_none_match = true;
+			w->seen = true;
+		}
+	} else {
+		e = s3_err_from_errno(rc);
+	}
+	free(info);
+	if (!e)
+		(void)ZC_FAULT(ZC_FP_S3_COND_SEEN, NULL, 0);
+	return e;
+}
+
+int
+s3_rq_commit_error(struct s3_req *rq, const struct s3_wcond *w, int rc)
+{
+	enum s3_err e = s3_cond_error(w, rc);
+
+	return e == S3E_CONDITIONAL_CONFLICT ? s3_rq_error(rq, e, NULL)
+	                                     : s3_rq_backend_error(rq, rc);
+}
+
+enum s3_err
+s3_cond_error(const struct s3_wcond *w, int rc)
+{
+	enum s3_err e = s3_err_from_errno(rc);
+
+	/* what the stat saw changed before the commit: another write won the race */
+	if (w->seen && (e == S3E_PRECONDITION_FAILED || e == S3E_NO_SUCH_KEY))
+		return S3E_CONDITIONAL_CONFLICT;
+	return e;
 }

@@ -33,7 +33,7 @@ struct copy {
 	char *key;
 	struct s3_obj_info info; /* the source as stat'ed */
 	struct s3_obj_info out;  /* the target as committed */
-	struct s3_cond cond;     /* on the target */
+	struct s3_wcond cond;    /* on the target */
 };
 
 /* ------------------------------------------------------------------ the request */
@@ -278,7 +278,7 @@ copy_stream(struct s3_req *rq, struct copy *c, uint64_t off, uint64_t len, const
 		be->put_abort(pp.stream);
 		return attrs->err;
 	}
-	return be->put_commit(pp.stream, etag_out, attrs->p ? attrs->p : "", attrs->len, &c->cond,
+	return be->put_commit(pp.stream, etag_out, attrs->p ? attrs->p : "", attrs->len, &c->cond.c,
 	                      &c->out);
 }
 
@@ -365,14 +365,22 @@ copy_object(struct s3_req *rq, struct copy *c)
 		return s3_rq_error(rq, S3E_METADATA_TOO_LARGE, NULL);
 	}
 	snprintf(etag, sizeof(etag), "%s", c->info.etag);
+	{
+		enum s3_err ce = s3_cond_resolve(rq, rq->bucket, rq->key, &c->cond);
+
+		if (ce) {
+			s3_buf_fini(&attrs);
+			return s3_rq_error(rq, ce, NULL);
+		}
+	}
 	rc = rq->be->compose(rq->be->ctx, rq->bucket, rq->key, &src, 1, false, etag,
-	                     attrs.p ? attrs.p : "", attrs.len, &c->cond, &c->out);
+	                     attrs.p ? attrs.p : "", attrs.len, &c->cond.c, &c->out);
 	if (rc == -EXDEV)
 		rc = copy_stream(rq, c, 0, c->info.size, rq->bucket, rq->key, c->info.etag, &attrs,
 		                 0, NULL, etag);
 	if (rc < 0) {
 		s3_buf_fini(&attrs);
-		return s3_rq_backend_error(rq, rc);
+		return s3_rq_commit_error(rq, &c->cond, rc);
 	}
 	reply_result(rq, "CopyObjectResult", etag, c->out.mtime_ns, attrs.p ? attrs.p : "",
 	             attrs.len);

@@ -4,9 +4,12 @@
  * Content-Length together with Transfer-Encoding, differing repeated Content-Lengths and
  * unknown transfer codings are all rejected.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "s3_http_internal.h"
 
@@ -203,4 +206,60 @@ s3_http_parse(struct s3_http_req *req, const char *buf, size_t len, size_t max_h
 	if (req->minor == 0 && req->chunked)
 		return -EINVAL;
 	return 0;
+}
+
+/* The zone after a date's time: seconds east of UTC into *off; false for a zone that is
+ * not UTC under some name and not a numeric offset. */
+static bool
+date_zone(const char *z, long *off)
+{
+	static const char *const utc[] = { "GMT", "UT", "UTC", "Z" };
+
+	while (*z == ' ')
+		z++;
+	*off = 0;
+	for (size_t i = 0; i < sizeof(utc) / sizeof(utc[0]); i++)
+		if (strcasecmp(z, utc[i]) == 0)
+			return true;
+	if ((z[0] == '+' || z[0] == '-') && strlen(z) == 5 && isdigit((unsigned char)z[1]) &&
+	    isdigit((unsigned char)z[2]) && isdigit((unsigned char)z[3]) &&
+	    isdigit((unsigned char)z[4])) {
+		long hh = (z[1] - '0') * 10 + (z[2] - '0'), mm = (z[3] - '0') * 10 + (z[4] - '0');
+
+		if (hh > 23 || mm > 59)
+			return false;
+		*off = (z[0] == '-' ? -1 : 1) * (hh * 3600 + mm * 60);
+		return true;
+	}
+	return false;
+}
+
+long long
+s3_http_date(const char *s, size_t n)
+{
+	char buf[64];
+	struct tm tm;
+	const char *end;
+	long off = 0;
+
+	if (n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	memset(&tm, 0, sizeof(tm));
+	if ((end = strptime(buf, "%a, %d %b %Y %H:%M:%S", &tm)) != NULL) {
+		if (*end != ' ' || !date_zone(end, &off))
+			return -1;
+	} else if (memset(&tm, 0, sizeof(tm)),
+	           (end = strptime(buf, "%A, %d-%b-%y %H:%M:%S", &tm)) != NULL) {
+		if (*end != ' ' || !date_zone(end, &off))
+			return -1;
+	} else if (memset(&tm, 0, sizeof(tm)),
+	           (end = strptime(buf, "%a %b %e %H:%M:%S %Y", &tm)) != NULL) {
+		if (*end)
+			return -1; /* asctime has no zone: it is UTC */
+	} else {
+		return -1;
+	}
+	return (long long)timegm(&tm) - off;
 }

@@ -40,4 +40,12 @@ int s3_http_parse(struct s3_http_req *req, const char *buf, size_t len, size_t m
 /* First header of that name (case-insensitive) or NULL. */
 const struct s3_hdr *s3_http_header(const struct s3_http_req *req, const char *name);
 
+/*
+ * An HTTP date (RFC 9110 5.6.7) as epoch seconds, or -1: IMF-fixdate / RFC 1123
+ * ("Sun, 06 Nov 1994 08:49:37 GMT", the zone also UT, UTC, Z or a numeric offset such as
+ * the "-0000" Python's email.utils.formatdate writes), RFC 850 ("Sunday, 06-Nov-94
+ * 08:49:37 GMT") and asctime ("Sun Nov  6 08:49:37 1994"). Any other zone name: -1.
+ */
+long long s3_http_date(const char *s, size_t n);
+
 #endif

@@ -296,9 +296,10 @@ s3_mpu_part_number(const char *key)
 }
 
 /*
- * Part list checks that need no backend: ascending part numbers. A part named twice in a
- * row with the same ETag (a client that retried while building its list) counts once, as
- * in S3; the same number with another ETag is InvalidPartOrder.
+ * Part list checks that need no backend: part numbers never go down. A number named twice
+ * in a row with the same ETag counts once; with different ETags (the client sent the part
+ * again and lists both uploads) the loop in s3_op_complete_end keeps the one that matches
+ * the part as stored, the last upload of it that completed, as S3 does.
  */
 static enum s3_err
 complete_normalize(struct s3_complete_req *cr)
@@ -310,15 +311,30 @@ complete_normalize(struct s3_complete_req *cr)
 
 		if (cr->parts[i].number < prev->number)
 			return S3E_INVALID_PART_ORDER;
-		if (cr->parts[i].number == prev->number) {
-			if (strcmp(cr->parts[i].etag, prev->etag) != 0)
-				return S3E_INVALID_PART_ORDER;
+		if (cr->parts[i].number == prev->number && strcmp(cr->parts[i].etag, prev->etag) == 0)
 			continue;
-		}
 		cr->parts[o++] = cr->parts[i];
 	}
 	cr->n = o;
 	return S3_OK;
+}
+
+/* A compose's NoSuchKey under If-Match: the target's (NoSuchKey stays) or a part's? */
+static bool
+target_missing(struct s3_req *rq, const struct s3_wcond *w)
+{
+	struct s3_obj_info *info;
+	bool missing;
+
+	if (!w->c.if_match[0] || w->seen)
+		return false;
+	info = malloc(sizeof(*info));
+	if (!info)
+		return false;
+	missing = s3_err_from_errno(rq->be->stat(rq->be->ctx, rq->bucket, rq->key, info)) ==
+	          S3E_NO_SUCH_KEY;
+	free(info);
+	return missing;
 }
 
 static void
@@ -436,8 +452,9 @@ s3_mpu_complete_end(struct s3_req *rq)
 	char etag[48], ckval[80] = "", hval[80] = "", tv[32];
 	struct s3_obj_info *info = NULL;
 	struct s3_buf attrs;
-	struct s3_cond cond;
+	struct s3_wcond cond;
 	bool loaded = false; /* the upload record and its parts were read */
+	size_t kept = 0;     /* entries of the list that count (one per part number) */
 	enum s3_err e;
 	int rc, taken = 0;
 
@@ -505,19 +522,30 @@ s3_mpu_complete_end(struct s3_req *rq)
 		e = S3E_INTERNAL;
 		goto fail;
 	}
-	for (size_t i = 0, j = 0; i < cr.n; i++) {
-		const struct s3_complete_part *cp = &cr.parts[i];
-		unsigned want = ck ? ck : cp->ck;
+	for (size_t in = 0, i = 0, j = 0; in < cr.n; i++) {
+		const struct s3_complete_part *cp;
+		unsigned want;
 		char stored[64];
+		size_t run = in, pick = cr.n;
 
-		while (j < parts.n && s3_mpu_part_number(parts.entries[j].key) < cp->number)
+		while (j < parts.n && s3_mpu_part_number(parts.entries[j].key) < cr.parts[in].number)
 			j++;
-		if (j == parts.n || s3_mpu_part_number(parts.entries[j].key) != cp->number ||
-		    strcmp(parts.entries[j].etag, cp->etag) != 0) {
+		/* entries of one part number: the one naming the stored upload counts */
+		for (; run < cr.n && cr.parts[run].number == cr.parts[in].number; run++)
+			if (j < parts.n &&
+			    s3_mpu_part_number(parts.entries[j].key) == cr.parts[run].number &&
+			    strcmp(parts.entries[j].etag, cr.parts[run].etag) == 0)
+				pick = run;
+		if (pick == cr.n) {
 			e = S3E_INVALID_PART;
 			goto fail;
 		}
-		if (i + 1 < cr.n && parts.entries[j].size < MIN_PART) {
+		cr.parts[i] = cr.parts[pick]; /* compacted: the ETag below is of these */
+		kept = i + 1;
+		in = run;
+		cp = &cr.parts[i];
+		want = ck ? ck : cp->ck;
+		if (in < cr.n && parts.entries[j].size < MIN_PART) {
 			e = S3E_ENTITY_TOO_SMALL;
 			goto fail;
 		}
@@ -550,6 +578,7 @@ s3_mpu_complete_end(struct s3_req *rq)
 			goto fail;
 		}
 	}
+	cr.n = kept;
 	if (s3_mpu_etag(&cr, etag) < 0) {
 		e = S3E_INVALID_PART;
 		goto fail;
@@ -587,6 +616,8 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	s3_attr_add(&attrs, "zest-upload", 11, uid, strlen(uid));
 	e = s3_cond_parse(rq, &cond); /* If-None-Match / If-Match, checked in the commit */
+	if (!e)
+		e = s3_cond_resolve(rq, rq->bucket, rq->key, &cond);
 	if (e)
 		goto fail;
 	rc = s3_ptab_store(rq, uid, &pt, &attrs);
@@ -608,17 +639,18 @@ s3_mpu_complete_end(struct s3_req *rq)
 	}
 	info = malloc(sizeof(*info));
 	rc = info ? rq->be->compose(rq->be->ctx, rq->bucket, rq->key, refs, cr.n, true, etag,
-	                            attrs.p ? attrs.p : "", attrs.len, &cond, info)
+	                            attrs.p ? attrs.p : "", attrs.len, &cond.c, info)
 	          : -ENOMEM;
 	if (rc < 0) {
 		/* a concurrent Complete of the same upload won the race for the parts */
 		if (s3_err_from_errno(rc) == S3E_INVALID_PART &&
 		    complete_retry(rq, uid, &cr, true) == 0)
 			goto done;
-		e = s3_err_from_errno(rc);
+		e = s3_cond_error(&cond, rc);
 		/* a listed part is gone, or was uploaded again since it was listed (the
 		 * compose's ZC_CHANGED: its ETag is no longer the one the client named) */
-		if (e == S3E_NO_SUCH_KEY || zc_err_is(rc, ZC_CHANGED))
+		if ((e == S3E_NO_SUCH_KEY && !target_missing(rq, &cond)) ||
+		    zc_err_is(rc, ZC_CHANGED))
 			e = S3E_INVALID_PART;
 		/* nothing composed: the upload is open again for a retry or an Abort */
 		if (taken == 1)

@@ -50,6 +50,13 @@
 #define MPU_REC  "u/"
 #define MPU_PART "p/"
 
+/* A write's conditions as the request gave them (s3_cond.c). */
+struct s3_wcond {
+	struct s3_cond c;                /* what the backend checks in the commit */
+	char none_match[S3_ETAG_MAX];    /* If-None-Match: <etag> ("": none), resolved late */
+	bool seen;                       /* c holds what a stat saw: its failure is a race */
+};
+
 /* A streamed upload (object or part) in progress; owned by its request. */
 struct s3_put {
 	bool is_part;
@@ -64,7 +71,7 @@ struct s3_put {
 	struct s3_buf attrs;
 	unsigned part;
 	char upload_id[64];
-	struct s3_cond cond; /* PutObject's If-None-Match / If-Match */
+	struct s3_wcond cond; /* PutObject's If-None-Match / If-Match */
 };
 
 /* An upload record as loaded: the object key it was created for and its attributes. */
@@ -158,9 +165,22 @@ bool s3_etag_list_match(const char *list, size_t n, const char *etag);
  * copy answers 412 there too). */
 enum s3_err s3_preconditions(const struct s3_req *rq, const char *prefix,
                              const struct s3_obj_info *info, enum s3_err not_modified);
-/* A write's If-None-Match / If-Match into out: S3_OK, S3E_NOT_IMPLEMENTED (If-None-Match
- * other than "*"), S3E_PRECONDITION_FAILED (an If-Match no ETag can match). */
-enum s3_err s3_cond_parse(const struct s3_req *rq, struct s3_cond *out);
+/* A write's If-None-Match / If-Match into out: S3_OK, or S3E_PRECONDITION_FAILED (an
+ * ETag no object can have). */
+enum s3_err s3_cond_parse(const struct s3_req *rq, struct s3_wcond *out);
+/*
+ * Just before the commit: If-None-Match: <etag> against the key's current object. It
+ * matches: S3E_PRECONDITION_FAILED. Otherwise w->c gets what was seen (the key missing:
+ * if_none_match; another ETag: if_match that ETag), so the backend's commit checks it
+ * atomically, and a write that came in between fails the commit: s3_cond_error() makes that
+ * 409 ConditionalRequestConflict, as S3 answers a race. S3_OK or the stat's error.
+ */
+enum s3_err s3_cond_resolve(struct s3_req *rq, const char *bucket, const char *key,
+                            struct s3_wcond *w);
+/* The S3 error of a commit under w that failed with rc. */
+enum s3_err s3_cond_error(const struct s3_wcond *w, int rc);
+/* Answer that error (s3_rq_backend_error's logging for the others). */
+int s3_rq_commit_error(struct s3_req *rq, const struct s3_wcond *w, int rc);
 
 /* ---- s3_copy.c */
 

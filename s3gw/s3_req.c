@@ -117,14 +117,11 @@ s3_http_time(uint64_t ns, char *out, size_t cap)
 bool
 s3_http_time_parse(const char *s, time_t *out)
 {
-	struct tm tm;
-	const char *end;
+	long long t = s3_http_date(s, strlen(s));
 
-	memset(&tm, 0, sizeof(tm));
-	end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-	if (!end || *end)
+	if (t < 0)
 		return false;
-	*out = timegm(&tm);
+	*out = (time_t)t;
 	return true;
 }
 
@@ -199,6 +196,84 @@ attr_add_content_encoding(struct s3_buf *b, const struct s3_hdr *h)
 	free(v);
 }
 
+/*
+ * User metadata beyond US-ASCII (S3's rule, RFC 2047): a value sent as one encoded word,
+ * =?UTF-8?B?...?= or =?UTF-8?Q?...?=, is stored decoded; a stored value with a byte past
+ * 0x7f goes out as =?UTF-8?B?...?=, so that it survives clients that read header bytes as
+ * Latin-1 (Python's http.client) and they decode it with the mail tools they have.
+ */
+static int
+hexval(int c)
+{
+	if (isdigit(c))
+		return c - '0';
+	c = tolower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The bytes one encoded word stands for into out: their count, or -1 (not one word, another
+ * charset, bad encoding, or a control byte that the attribute text cannot hold). */
+static int
+meta_word_decode(const char *v, size_t n, char *out, size_t cap)
+{
+	const char *t, *end = v + n;
+	size_t o = 0;
+	int len;
+
+	if (n < 12 || v[0] != '=' || v[1] != '?' || strncasecmp(v + 2, "utf-8?", 6) != 0 ||
+	    v[9] != '?' || end[-2] != '?' || end[-1] != '=')
+		return -1;
+	t = v + 10;
+	end -= 2;
+	if (memchr(t, '?', (size_t)(end - t)))
+		return -1;
+	if (v[8] == 'B' || v[8] == 'b') {
+		if ((size_t)(end - t) / 4 * 3 > cap)
+			return -1;
+		len = s3_b64_decode(t, (size_t)(end - t), (uint8_t *)out, cap);
+		if (len < 0)
+			return -1;
+		o = (size_t)len;
+	} else if (v[8] == 'Q' || v[8] == 'q') {
+		for (; t < end; t++) {
+			int c = (unsigned char)*t;
+
+			if (c == '=') {
+				int hi, lo;
+
+				if (end - t < 3)
+					return -1;
+				hi = hexval((unsigned char)t[1]);
+				lo = hexval((unsigned char)t[2]);
+				if (hi < 0 || lo < 0)
+					return -1;
+				c = hi * 16 + lo;
+				t += 2;
+			} else if (c == '_') {
+				c = ' ';
+			}
+			if (o == cap)
+				return -1;
+			out[o++] = (char)c;
+		}
+	} else {
+		return -1;
+	}
+	for (size_t i = 0; i < o; i++)
+		if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+			return -1;
+	return (int)o;
+}
+
+static bool
+meta_needs_word(const char *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] > 0x7f)
+			return true;
+	return false;
+}
+
 enum s3_err
 s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
 {
@@ -211,6 +286,14 @@ s3_attrs_collect(const struct s3_req *rq, struct s3_buf *b)
 		const struct s3_hdr *h = &rq->http.hdr[i];
 
 		if (h->name_len > 11 && strncasecmp(h->name, "x-amz-meta-", 11) == 0) {
+			char dec[S3_USER_META_MAX + 1];
+			int dl = meta_word_decode(h->val, h->val_len, dec, sizeof(dec));
+
+			if (dl >= 0) { /* stored as the text it stands for, as S3 does */
+				user += h->name_len - 11 + (size_t)dl;
+				s3_attr_add(b, h->name, h->name_len, dec, (size_t)dl);
+				continue;
+			}
 			user += h->name_len - 11 + h->val_len;
 			s3_attr_add(b, h->name, h->name_len, h->val, h->val_len);
 			continue;
@@ -289,6 +372,7 @@ s3_attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, boo
 		size_t ll = eol ? (size_t)(eol - line) : info->attrs_len - i;
 		const char *colon = memchr(line, ':', ll);
 		bool skip = false;
+		size_t vl;
 
 		i += ll + 1;
 		if (!colon)
@@ -307,7 +391,17 @@ s3_attrs_to_headers(const struct s3_req *rq, const struct s3_obj_info *info, boo
 			ctype = true;
 		s3_buf_add(b, line, (size_t)(colon - line));
 		s3_buf_add(b, ": ", 2);
-		s3_buf_add(b, colon + 1, ll - (size_t)(colon - line) - 1);
+		vl = ll - (size_t)(colon - line) - 1;
+		if (strncmp(line, "x-amz-meta-", 11) == 0 && meta_needs_word(colon + 1, vl)) {
+			char w[(S3_USER_META_MAX + 2) / 3 * 4 + 1];
+
+			if (vl > S3_USER_META_MAX)
+				vl = S3_USER_META_MAX; /* never: the PUT kept the sum under it */
+			s3_b64_encode((const uint8_t *)colon + 1, vl, w);
+			s3_buf_printf(b, "=?UTF-8?B?%s?=", w);
+		} else {
+			s3_buf_add(b, colon + 1, vl);
+		}
 		s3_buf_add(b, "\r\n", 2);
 	}
 	if (!ctype)

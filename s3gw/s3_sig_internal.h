@@ -65,8 +65,7 @@ enum s3_err s3_sigv2_verify(const struct s3_http_req *req, const struct s3_creds
  * struct s3_creds. 0 or -EINVAL (a bad %-escape in a sub-resource) / -ENOMEM. */
 int s3_sigv2_string(const struct s3_http_req *req, const char *date, const char *domain,
                     struct s3_buf *out);
-/* An RFC 1123 date ("Fri, 24 May 2013 00:00:00 GMT", or "+0000" for the zone) as epoch
- * seconds, or -1. */
+/* The Date header's time as epoch seconds, or -1: any HTTP date form (s3_http_date). */
 time_t s3_sigv2_time(const char *s, size_t n);
 
 /* kSigning = HMAC chain over date (YYYYMMDD), region, service, "aws4_request". */

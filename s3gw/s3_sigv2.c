@@ -74,19 +74,7 @@ static const char *const subresources[] = {
 time_t
 s3_sigv2_time(const char *s, size_t n)
 {
-	struct tm tm = { 0 };
-	char buf[64];
-	const char *end;
-
-	if (n >= sizeof(buf))
-		return -1;
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	/* GMT as RFC 1123 wants it, or the numeric zero offset AWS's V2 examples use */
-	end = strptime(buf, "%a, %d %b %Y %H:%M:%S ", &tm);
-	if (!end || (strcmp(end, "GMT") != 0 && strcmp(end, "+0000") != 0))
-		return -1;
-	return timegm(&tm);
+	return (time_t)s3_http_date(s, n);
 }
 
 /* The raw value of query parameter name, or NULL. */

@@ -61,6 +61,9 @@ static const struct s3_err_info err_table[S3E_COUNT] = {
 	                              "At least one of the preconditions you specified did not "
 	                              "hold." },
 	[S3E_NOT_MODIFIED] = { 304, "NotModified", "Not Modified" },
+	[S3E_CONDITIONAL_CONFLICT] = { 409, "ConditionalRequestConflict",
+	                               "A conflicting conditional operation is currently in "
+	                               "progress against this resource. Please try again." },
 	[S3E_REQUEST_TIME_TOO_SKEWED] = { 403, "RequestTimeTooSkewed",
 	                                  "The difference between the request time and the "
 	                                  "server's time is too large." },

@@ -60,6 +60,7 @@ enum s3_err {
 	S3E_INVALID_BUCKET_ACL, /* the same on CreateBucket */
 	S3E_AUTH_QUERY_PARAMS,  /* a presigned URL's X-Amz-* parameters are malformed */
 	S3E_METADATA_TOO_LARGE, /* user metadata over S3_USER_META_MAX */
+	S3E_CONDITIONAL_CONFLICT, /* a conditional write raced another write of the key */
 	S3E_COUNT
 };
 

@@ -154,7 +154,7 @@ def test_conditional_writes():
         assert error_of(s3.put_object, Bucket="cond", Key="k", Body=b"second",
                         IfNoneMatch="*") == (412, "PreconditionFailed")
         assert error_of(s3.put_object, Bucket="cond", Key="k", Body=b"second",
-                        IfNoneMatch=e1) == (501, "NotImplemented")
+                        IfNoneMatch=e1) == (412, "PreconditionFailed")  # its ETag
         assert error_of(s3.put_object, Bucket="cond", Key="k", Body=b"second",
                         IfMatch='"00000000000000000000000000000000"') == (412,
                                                                           "PreconditionFailed")

@@ -41,6 +41,7 @@ var cases = []testCase{
 	{"list_recursive", listRecursiveCase},
 	{"list_delimiter", listDelimiterCase},
 	{"remove_objects", removeObjectsCase},
+	{"conform", conformCase},
 }
 
 // ---- object content: deterministic, cheap, and addressable at any offset ----

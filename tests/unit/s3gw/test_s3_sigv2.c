@@ -147,6 +147,20 @@ test_http_date(void **state)
 	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 +0000", 31), 1369353600);
 	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 PST", 29), -1);
 	assert_int_equal(s3_sigv2_time("20130524T000000Z", 16), -1);
+	/* what botocore writes when it signs with Date (email.utils.formatdate) */
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 -0000", 31), 1369353600);
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 02:00:00 +0200", 31), 1369353600);
+	assert_int_equal(s3_sigv2_time("Thu, 23 May 2013 19:00:00 -0500", 31), 1369353600);
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 UTC", 29), 1369353600);
+	/* RFC 850 and asctime, the other forms RFC 9110 has recipients take */
+	assert_int_equal(s3_sigv2_time("Friday, 24-May-13 00:00:00 GMT", 30), 1369353600);
+	assert_int_equal(s3_sigv2_time("Fri May 24 00:00:00 2013", 24), 1369353600);
+	assert_int_equal(s3_sigv2_time("Fri May  4 00:00:00 2013", 24), 1367625600);
+	/* trailing bytes, a zone out of range, no zone */
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 GMTx", 30), -1);
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00 +2500", 31), -1);
+	assert_int_equal(s3_sigv2_time("Fri, 24 May 2013 00:00:00", 25), -1);
+	assert_int_equal(s3_sigv2_time("Fri May 24 00:00:00 2013 GMT", 28), -1);
 }
 
 int
