@@ -36,13 +36,21 @@ real_ns(void)
 unsigned
 cl_meta_deadline_left(const struct cl_meta_deadline *d)
 {
-	uint64_t now = zc_now_ns();
+	uint64_t now = zc_now_ns(), left, real;
 
 	if (now >= d->end_ns)
 		return 0;
-	if (d->not_after_real_ns && real_ns() >= d->not_after_real_ns)
-		return 0;
-	return (unsigned)((d->end_ns - now + 999999) / 1000000);
+	left = d->end_ns - now;
+	if (d->not_after_real_ns) {
+		/* The call's own deadline too: an attempt the client sends again to the next
+		 * member, or holds until a connection is back, must not outlive not_after. */
+		real = real_ns();
+		if (real >= d->not_after_real_ns)
+			return 0;
+		if (d->not_after_real_ns - real < left)
+			left = d->not_after_real_ns - real;
+	}
+	return (unsigned)((left + 999999) / 1000000);
 }
 
 int

@@ -99,6 +99,8 @@ class History:
         out = {}
         for o in self.ops:
             k = f"{o['op']}:{o['status']}"
+            if o["status"] != "ok" and o.get("why"):
+                k += f":{o['why']}"
             out[k] = out.get(k, 0) + 1
         return out
 

@@ -3,15 +3,17 @@
     with netns.Net() as net:                      # bridge zf<pid>-br, host side 10.77.N.254
         a = net.add("e0", 1)                      # namespace zf<pid>-e0, 10.77.N.1/24
         net.popen(a, argv, ...)                   # a process inside it (its pid is the daemon's)
-        net.block("e0", "dn-1")                   # e0 -> dn-1 dropped (one way)
+        net.block("e0", ["dn-1"])                 # e0 -> dn-1 dropped (one way)
         net.heal()                                # every drop rule gone
 
 - Every name carries this run's prefix zf<pid hex> (interface names <= 15 bytes), so two
   runs never collide; a run's /24 (10.77.N.0/24) is one no interface on the host uses yet.
   Leftovers of a run whose process is gone (a SIGKILLed test) are removed at the next start.
-- Each namespace has its own nftables table (inet zf) with one output chain: a drop rule for
-  a destination is "this namespace may not send there". block(a, b) drops a -> b; both
-  directions are two calls. A TCP connection needs both directions, so a one-way block cuts
+- Each namespace has its own nftables table (inet zf) with an output and an input chain: a
+  drop rule for a destination is "this namespace may not send there", one for a source "nor
+  receive from there". block(a, b) drops a -> b; block(a, b, both=True) both directions,
+  with every rule in a's namespace (a partition costs one nft call per role on its smaller
+  side). A TCP connection needs both directions, so a one-way block cuts
   the connections a dials as well as b's answers, but b's packets still reach a (what a sees
   of b: SYNs, keepalives, RSTs is what a one-way fault means on TCP).
 - close() (also at exit, and from SIGTERM) kills what runs in the namespaces, deletes them
@@ -157,27 +159,32 @@ class Net:
 
     # ---- drop rules
     def _apply(self, role):
-        rules = "".join(f"\t\tip daddr {a} drop\n" for a in sorted(self.drops[role]))
+        out = "".join(f"\t\tip daddr {a} drop\n" for d, a in sorted(self.drops[role])
+                      if d == "out")
+        inp = "".join(f"\t\tip saddr {a} drop\n" for d, a in sorted(self.drops[role])
+                      if d == "in")
         text = (f"table inet zf\nflush table inet zf\n"
-                f"table inet zf {{\n\tchain out {{\n\t\ttype filter hook output priority 0;\n"
-                f"{rules}\t}}\n}}\n")
+                f"table inet zf {{\n"
+                f"\tchain out {{\n\t\ttype filter hook output priority 0;\n{out}\t}}\n"
+                f"\tchain in {{\n\t\ttype filter hook input priority 0;\n{inp}\t}}\n}}\n")
         sh(IP, "netns", "exec", self.ns(role), NFT, "-f", "-", input=text.encode())
 
-    def block(self, a, b):
-        """a may not send to b (b a role, or an address such as the host's)."""
-        dst = self.addr(b) if b in self.spaces else b
-        if dst not in self.drops[a]:
-            self.drops[a].add(dst)
-            self._apply(a)
+    def _dst(self, b):
+        return self.addr(b) if b in self.spaces else b
 
-    def unblock(self, a, b):
-        dst = self.addr(b) if b in self.spaces else b
-        if dst in self.drops[a]:
-            self.drops[a].discard(dst)
+    def block(self, a, bs, both=False):
+        """a may not send to any of bs (roles, or addresses such as the host's); both: nor
+        receive from them. The rules all go in a's namespace (one nft call)."""
+        bs = [bs] if isinstance(bs, str) else bs
+        new = {("out", self._dst(b)) for b in bs}
+        if both:
+            new |= {("in", self._dst(b)) for b in bs}
+        if not new <= self.drops[a]:
+            self.drops[a] |= new
             self._apply(a)
 
     def blocked(self):
-        """{role: sorted addresses} of the rules in force."""
+        """{role: sorted (direction, address)} of the rules in force."""
         return {r: sorted(v) for r, v in self.drops.items() if v}
 
     def heal(self):

@@ -226,11 +226,13 @@ class NFCluster:
 
     def partition(self, a, b, oneway=False):
         """a | b: no packet from a side to the other (oneway: only a -> b)."""
-        for x in self._roles(a):
-            for y in self._roles(b):
-                self.net.block(x, y)
-                if not oneway:
-                    self.net.block(y, x)
+        a, b = self._roles(a), self._roles(b)
+        if oneway:
+            for x in a:
+                self.net.block(x, b)
+            return
+        for x in (a if len(a) <= len(b) else b):
+            self.net.block(x, b if x in a else a, both=True)
 
     def others(self, role):
         return [r for r in ETCD_ROLES + self.dn_roles + self.gw_roles if r != role]

@@ -276,7 +276,8 @@ def run(names, seed, max_size, clients, scale, duration=None, out_dir=None):
     print(f"netfaults: seed={seed} schedules={','.join(names) if names else 'random'} "
           f"duration={duration}", flush=True)
     hist = history.History()
-    with nf_cluster.NFCluster() as c:
+    c = nf_cluster.NFCluster()
+    with c:
         boot = c.s3(c.gw_roles[0])
         boot.create_bucket(Bucket=history.BUCKET)
         r = Run(c, hist, rng, max_size)
@@ -327,6 +328,10 @@ def run(names, seed, max_size, clients, scale, duration=None, out_dir=None):
             hist.dump(path)
             print(f"history in {path}")
             os.environ["ZEST_KEEP"] = "1" if anoms else os.environ.get("ZEST_KEEP", "")
+    left = nf_cluster.netns.leftovers(c.net.prefix)
+    if left:
+        anoms.append({"kind": "leftovers", "op": None, "key": None,
+                      "why": f"namespaces or links left after the run: {left}"})
     print(f"ops {hist.counts()}")
     for a in anoms:
         print(f"ANOMALY {a['kind']:14} op={a['op']} key={a['key']}: {a['why']}")
