@@ -12,7 +12,6 @@ one); it applies faults, waits, and ends with everything healed. Exit 0: no anom
 anomalies (listed); 77: namespaces or the daemons are not available here.
 """
 import argparse
-import json
 import os
 import random
 import sys
@@ -333,10 +332,34 @@ def run(names, seed, max_size, clients, scale, duration=None, out_dir=None):
         anoms.append({"kind": "leftovers", "op": None, "key": None,
                       "why": f"namespaces or links left after the run: {left}"})
     print(f"ops {hist.counts()}")
+    for name, (n, k) in per_schedule(hist, anoms).items():
+        print(f"  {name:24} {n:5} ops, anomalies {k or 0}")
     for a in anoms:
         print(f"ANOMALY {a['kind']:14} op={a['op']} key={a['key']}: {a['why']}")
     print(f"{len(hist.ops)} ops, {len(anoms)} anomalies {checker.summary(anoms)} (seed {seed})")
     return anoms
+
+
+def per_schedule(hist, anoms):
+    """{schedule: (ops invoked during it, {anomaly kind: n})} in the order they first ran
+    (a schedule run again adds to its line)."""
+    marks = [(t, text.split()[1]) for t, text in hist.events if text.startswith("schedule ")]
+    out = {}
+
+    def which(t):
+        name = "start"
+        for mt, mn in marks:
+            if mt <= t:
+                name = mn
+        return name
+    for o in hist.ops:
+        name = "final reads" if o.get("final") else which(o["invoke"])
+        out.setdefault(name, [0, {}])[0] += 1
+    for a in anoms:
+        name = which(hist.ops[a["op"]]["invoke"]) if a["op"] is not None else "end checks"
+        ent = out.setdefault(name, [0, {}])
+        ent[1][a["kind"]] = ent[1].get(a["kind"], 0) + 1
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def size_arg(v):
