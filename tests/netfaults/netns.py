@@ -66,9 +66,8 @@ def sweep_stale():
         if m and not _pid_alive(int(m[1], 16)):
             _kill_ns_pids(name)
             sh(IP, "netns", "del", name, check=False)
-    for line in sh(IP, "-o", "link", "show", "type", "bridge", check=False).splitlines():
-        name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        m = PREFIX_RE.match(name)
+    for name in re.findall(r"^\d+: ([^:@]+)", sh(IP, "-o", "link", check=False), re.M):
+        m = re.match(r"^zf([0-9a-f]+)(-br|h\d+)$", name)
         if m and not _pid_alive(int(m[1], 16)):
             sh(IP, "link", "del", name, check=False)
 
@@ -105,7 +104,7 @@ class Net:
         self.host_ip = self.ip(254)
         self.spaces = {}  # role -> (namespace, address)
         self.drops = {}  # role -> set of addresses it may not send to
-        self.procs = []
+        self.veths = []  # the host ends
         self.closed = False
         atexit.register(self.close)
         self._old_term = signal.signal(signal.SIGTERM, self._on_term)
@@ -137,6 +136,7 @@ class Net:
         addr = self.ip(host)
         self.spaces[role] = (ns, addr)
         self.drops[role] = set()
+        self.veths.append(hv)
         sh(IP, "netns", "add", ns)
         sh(IP, "link", "add", hv, "type", "veth", "peer", "name", f"{self.prefix}n{idx}")
         sh(IP, "link", "set", f"{self.prefix}n{idx}", "netns", ns)
@@ -207,6 +207,11 @@ class Net:
         for ns, _ in self.spaces.values():
             while sh(IP, "netns", "pids", ns, check=False).split() and time.time() < deadline:
                 time.sleep(0.05)
+        # the veth pairs first, synchronously: a namespace's own go with it only later,
+        # from the kernel's clean-up work
+        for hv in self.veths:
+            sh(IP, "link", "del", hv, check=False)
+        for ns, _ in self.spaces.values():
             sh(IP, "netns", "del", ns, check=False)
         sh(IP, "link", "del", self.bridge, check=False)
         try:
@@ -221,9 +226,15 @@ class Net:
         self.close()
 
 
-def leftovers(prefix):
-    """Namespaces and links still named with prefix (a test of close())."""
-    names = [line.split()[0] for line in sh(IP, "netns", "list", check=False).splitlines()
-             if line.strip()]
-    links = re.findall(r"^\d+: ([^:@]+)", sh(IP, "-o", "link", check=False), re.M)
-    return [n for n in names + links if n.startswith(prefix)]
+def leftovers(prefix, timeout=10):
+    """Namespaces and links still named with prefix (a test of close()), after giving the
+    kernel's asynchronous clean-up up to timeout s."""
+    deadline = time.time() + timeout
+    while True:
+        names = [line.split()[0] for line in sh(IP, "netns", "list", check=False).splitlines()
+                 if line.strip()]
+        links = re.findall(r"^\d+: ([^:@]+)", sh(IP, "-o", "link", check=False), re.M)
+        left = [n for n in names + links if n.startswith(prefix)]
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.2)
