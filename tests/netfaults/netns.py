@@ -20,6 +20,7 @@
   (their veth ends go with them) and the bridge. It runs even when the test failed.
 """
 import atexit
+import fcntl
 import os
 import re
 import signal
@@ -28,6 +29,7 @@ import time
 
 IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else "ip"
 NFT = "/usr/sbin/nft" if os.path.exists("/usr/sbin/nft") else "nft"
+LOCK = "/tmp/zest-netns.lock"
 PREFIX_RE = re.compile(r"^zf([0-9a-f]+)-")
 
 
@@ -96,21 +98,25 @@ class Net:
         why = usable()
         if why:
             raise RuntimeError(why)
-        sweep_stale()
         self.prefix = f"zf{os.getpid():x}"
         assert len(self.prefix) <= 9  # + "-" + 5 bytes: IFNAMSIZ
-        self.subnet = _free_subnet()
         self.bridge = f"{self.prefix}-br"
-        self.host_ip = self.ip(254)
         self.spaces = {}  # role -> (namespace, address)
-        self.drops = {}  # role -> set of addresses it may not send to
+        self.drops = {}  # role -> {("out" | "in", address)} dropped
         self.veths = []  # the host ends
         self.closed = False
         atexit.register(self.close)
         self._old_term = signal.signal(signal.SIGTERM, self._on_term)
         try:
-            sh(IP, "link", "add", self.bridge, "type", "bridge")
-            sh(IP, "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+            # one run at a time picks its /24 and takes it (the plain and the ASan build's
+            # tests start side by side)
+            with open(LOCK, "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                sweep_stale()
+                self.subnet = _free_subnet()
+                self.host_ip = self.ip(254)
+                sh(IP, "link", "add", self.bridge, "type", "bridge")
+                sh(IP, "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
             sh(IP, "link", "set", self.bridge, "up")
         except BaseException:
             self.close()
