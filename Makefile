@@ -12,9 +12,10 @@ DEBS := gcc pkg-config meson ninja-build python3 \
 	libisal-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev liburing-dev \
 	libssl-dev libcmocka-dev libcurl4-openssl-dev liblmdb-dev libxml2-dev clang \
 	curl openssl python3-boto3 valgrind prometheus \
-	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client fio
+	golang-go golang-github-minio-minio-go-v7-dev etcd-server etcd-client fio \
+	nftables iproute2
 
-.PHONY: all deps build build-asan run cluster scale test bench fuzz reliability soak memcheck clean
+.PHONY: all deps build build-asan run cluster scale test bench fuzz reliability soak partitions memcheck clean
 
 all: build
 
@@ -91,6 +92,17 @@ reliability: build
 soak: build
 	ZEST_BUILD=$(BUILD) ZEST_SOAK_SECONDS=$(SOAK_SECONDS) ZEST_SOAK_REPORT=soak.csv \
 		python3 tests/integration/soak.py
+
+# Random network fault schedules for DURATION seconds (root: namespaces, nftables); SEED
+# replays a run (printed at its start), MAX_SIZE up to 40 MiB with multipart uploads.
+DURATION ?= 1800
+SEED ?=
+MAX_SIZE ?= 40MiB
+
+partitions: build
+	ZEST_BUILD=$(BUILD) python3 tests/netfaults/schedules.py --random --scale 2 --clients 6 \
+		--duration $(DURATION) --max-size $(MAX_SIZE) $(if $(SEED),--seed $(SEED)) \
+		--out $(BUILD)
 
 # Every integration test once more with both daemons under valgrind memcheck (slow: ~20x CPU).
 memcheck: build

@@ -54,6 +54,20 @@ int cl_meta_extent_record(struct cl_etcd *c, uint64_t id, bool serializable,
 int cl_meta_extent_unlink(struct cl_etcd *c, uint64_t id, const char *record_key,
                           int64_t record_mod_revision, unsigned timeout_ms);
 
+/*
+ * Before a collector deletes the pending cells of extent id that no record names, it puts
+ * the fence /zest/fences/<16 hex id>, only while the index has no key for id (no commit
+ * named the extent): every commit Txn compares its extents' fences absent, so a commit
+ * that reaches etcd after the deletion (sent before its deadline, held in a partitioned
+ * connection or retried by the client) fails instead of naming cells that are gone.
+ * 1 fenced (or fenced already), 0 the index has a key for id (read the record again), or
+ * an etcd error. Fences stay: one small key per abandoned extent.
+ */
+int cl_meta_extent_fence(struct cl_etcd *c, uint64_t id, unsigned timeout_ms);
+
+/* The fence key of extent id into buf (CL_META_EXTENT_KEY_CAP bytes): its length. */
+int cl_meta_fence_key(uint64_t id, char *buf, size_t cap);
+
 /* ---- heal to-do keys */
 
 /*

@@ -36,13 +36,21 @@ real_ns(void)
 unsigned
 cl_meta_deadline_left(const struct cl_meta_deadline *d)
 {
-	uint64_t now = zc_now_ns();
+	uint64_t now = zc_now_ns(), left, real;
 
 	if (now >= d->end_ns)
 		return 0;
-	if (d->not_after_real_ns && real_ns() >= d->not_after_real_ns)
-		return 0;
-	return (unsigned)((d->end_ns - now + 999999) / 1000000);
+	left = d->end_ns - now;
+	if (d->not_after_real_ns) {
+		/* The call's own deadline too: an attempt the client sends again to the next
+		 * member, or holds until a connection is back, must not outlive not_after. */
+		real = real_ns();
+		if (real >= d->not_after_real_ns)
+			return 0;
+		if (d->not_after_real_ns - real < left)
+			left = d->not_after_real_ns - real;
+	}
+	return (unsigned)((left + 999999) / 1000000);
 }
 
 int
@@ -336,21 +344,15 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
            bool ix_old, const uint8_t *value, size_t value_len, struct cl_meta_seen *now,
            int64_t *revision, unsigned timeout_ms)
 {
-	struct cl_etcd_cmp cmp[2] = {
-		{ .key = bk, .key_len = bkl, .target = CL_ETCD_CMP_VERSION, .op = CL_ETCD_GREATER },
-		{ .key = ok,
-		  .key_len = okl,
-		  .target = base->object ? CL_ETCD_CMP_MOD : CL_ETCD_CMP_VERSION,
-		  .op = CL_ETCD_EQUAL,
-		  .num = base->object ? base->mod_revision : 0 },
-	};
+	struct cl_etcd_cmp *cmp = calloc(2 + p->nextents, sizeof(*cmp));
+	char (*fk)[CL_META_EXTENT_KEY_CAP] = calloc(p->nextents ? p->nextents : 1, sizeof(*fk));
 	struct cl_etcd_op els[2] = {
 		{ .type = CL_ETCD_OP_RANGE, .r = { .key = bk, .key_len = bkl, .keys_only = true } },
 		{ .type = CL_ETCD_OP_RANGE, .r = { .key = ok, .key_len = okl } },
 	};
 	struct cl_rec_object was = { 0 };
 	struct cl_meta_ops then = { 0 };
-	struct cl_etcd_txn txn = { .cmp = cmp, .n_cmp = 2, .els = els, .n_els = 2 };
+	struct cl_etcd_txn txn = { .cmp = cmp, .n_cmp = 2 + p->nextents, .els = els, .n_els = 2 };
 	struct cl_etcd_txn_result res = { 0 };
 	char why[CL_REC_WHY_MAX], hk[KEY_CAP], hv[CL_META_HEAL_VALUE_CAP];
 	size_t hvl = 0;
@@ -362,6 +364,27 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 	if (base->object &&
 	    cl_rec_object_decode(base->value, base->value_len, &was, why, sizeof(why)))
 		memset(&was, 0, sizeof(was));
+	if (!cmp || !fk) {
+		err = -ENOMEM;
+		goto out;
+	}
+	cmp[0] = (struct cl_etcd_cmp){ .key = bk, .key_len = bkl, .target = CL_ETCD_CMP_VERSION,
+		                       .op = CL_ETCD_GREATER };
+	cmp[1] = (struct cl_etcd_cmp){ .key = ok,
+		                       .key_len = okl,
+		                       .target = base->object ? CL_ETCD_CMP_MOD
+		                                              : CL_ETCD_CMP_VERSION,
+		                       .op = CL_ETCD_EQUAL,
+		                       .num = base->object ? base->mod_revision : 0 };
+	/* No collector has given up an extent of ours (cl_meta_extent_fence): a Txn that
+	 * arrives after its deadline cannot name cells deleted meanwhile. */
+	for (size_t i = 0; i < p->nextents; i++)
+		cmp[2 + i] = (struct cl_etcd_cmp){
+			.key = fk[i],
+			.key_len = (size_t)cl_meta_fence_key(ids[i], fk[i], sizeof(fk[i])),
+			.target = CL_ETCD_CMP_VERSION,
+			.op = CL_ETCD_EQUAL
+		};
 	err = cl_meta_ops_init(&then, 1 + p->nextents + was.nextents + 1 + 1);
 	if (err)
 		goto out;
@@ -397,6 +420,8 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 out:
 	cl_meta_ops_fini(&then);
 	cl_rec_object_fini(&was);
+	free(cmp);
+	free(fk);
 	return err;
 }
 
@@ -496,6 +521,15 @@ cl_meta_commit(struct cl_etcd *c, const struct cl_meta_put *p, struct cl_meta_ol
 		}
 		if (!now.bucket) {
 			err = ZC_E(ZC_NO_BUCKET);
+			break;
+		}
+		if (now.object == base.object &&
+		    (!now.object || now.mod_revision == base.mod_revision)) {
+			/* Bucket and key as fenced: a collector gave up an extent of ours
+			 * (past the deadline). Never to go in; its cells are the collector's. */
+			ZC_WARN("cmeta", "commit bucket=%s key=%s: an extent was collected meanwhile",
+			        p->bucket, p->key);
+			err = ZC_E(ZC_UNAVAILABLE);
 			break;
 		}
 		if (p->cond.if_none_match && now.object) {

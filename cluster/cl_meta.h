@@ -44,6 +44,7 @@
 #define CL_META_EXTENTS "/zest/extents/"
 #define CL_META_MOVED   "/zest/moved/"
 #define CL_META_HEAL    "/zest/heal/"
+#define CL_META_FENCES  "/zest/fences/" /* cl_meta_extent_fence: collected, never to commit */
 
 /* "/zest/extents/" + 16 hex digits + NUL */
 #define CL_META_EXTENT_KEY_CAP (sizeof(CL_META_EXTENTS) + 16)
@@ -85,7 +86,8 @@ struct cl_meta_put {
 	struct cl_meta_cond cond;
 	/* CLOCK_REALTIME after which no Txn is sent (0: none): the coordinator passes the time
 	 * of its first cell + gc_grace / 2, so the collector never deletes the cells of a
-	 * commit still in flight. */
+	 * commit still in flight. A Txn that reaches etcd later all the same (held in a
+	 * partitioned connection) fails on the collector's fence (cl_meta_extent_fence). */
 	uint64_t not_after_ns;
 	unsigned timeout_ms;
 };

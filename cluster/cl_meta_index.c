@@ -21,6 +21,39 @@ cl_meta_extent_key(uint64_t id, char *buf, size_t cap)
 }
 
 int
+cl_meta_fence_key(uint64_t id, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, CL_META_FENCES "%016" PRIx64, id);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
+}
+
+int
+cl_meta_extent_fence(struct cl_etcd *c, uint64_t id, unsigned timeout_ms)
+{
+	char xk[CL_META_EXTENT_KEY_CAP], fk[CL_META_EXTENT_KEY_CAP];
+	int xn = cl_meta_extent_key(id, xk, sizeof(xk)), fn = cl_meta_fence_key(id, fk, sizeof(fk));
+	struct cl_etcd_cmp cmp = { .key = xk, .target = CL_ETCD_CMP_VERSION, .op = CL_ETCD_EQUAL };
+	struct cl_etcd_op put = { .type = CL_ETCD_OP_PUT, .value = "", .value_len = 0 };
+	struct cl_etcd_txn txn = { .cmp = &cmp, .n_cmp = 1, .then = &put, .n_then = 1 };
+	struct cl_etcd_txn_result res = { 0 };
+	int err;
+
+	if (!c || xn < 0 || fn < 0)
+		return -EINVAL;
+	cmp.key_len = (size_t)xn;
+	put.r.key = fk;
+	put.r.key_len = (size_t)fn;
+	/* Put twice (a retried Txn) is the same fence: idempotent. */
+	err = cl_meta_etcd_err(cl_etcd_txn(c, &txn, &res, timeout_ms));
+	if (err)
+		return err;
+	err = res.succeeded ? 1 : 0;
+	cl_etcd_txn_result_fini(&res);
+	return err;
+}
+
+int
 cl_meta_ops_init(struct cl_meta_ops *o, size_t cap)
 {
 	memset(o, 0, sizeof(*o));

@@ -33,7 +33,7 @@ struct cl_meta_deadline {
 
 void cl_meta_deadline_init(struct cl_meta_deadline *d, unsigned timeout_ms,
                            uint64_t not_after_real_ns);
-/* Milliseconds left for the next call, or 0 when none are. */
+/* Milliseconds left for the next call (never past not_after), or 0 when none are. */
 unsigned cl_meta_deadline_left(const struct cl_meta_deadline *d);
 
 /* The etcd client's errors as the gateway should see them: a deadline is 503 too. */

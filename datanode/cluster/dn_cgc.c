@@ -33,6 +33,7 @@ struct look {
 	char *rkey;    /* the record's etcd key, as the index names it (NULL: no index key) */
 	int64_t rrev;  /* its mod_revision (0: absent) */
 	bool unlinked; /* a dangling index key was dealt with */
+	bool fenced;   /* cl_meta_extent_fence went in: no commit can name the extent now */
 	struct cl_rec_object obj;
 };
 
@@ -120,6 +121,31 @@ unlink_dangling(struct dn_cgc *g, struct look *l)
 		        (unsigned long long)l->id, l->rkey);
 }
 
+/*
+ * Before pending cells of an extent no record has are deleted: the fence, so that a
+ * commit Txn of the extent still on its way (sent before its deadline, held by a
+ * partition) fails instead of naming them afterwards. 1 fenced; 0 the index gained a key
+ * meanwhile (a commit went in: judged again in the next pass); or an etcd error. An
+ * extent some record has needs none: its commit went in already.
+ */
+static int
+fence(struct dn_cgc *g, struct look *l)
+{
+	int err;
+
+	for (size_t i = 0; l->status == 0 && i < l->obj.nextents; i++)
+		if (l->obj.extents[i].id == l->id)
+			return 1;
+	if (l->fenced)
+		return 1;
+	err = cl_meta_extent_fence(g->o.etcd, l->id, g->o.timeout_ms);
+	if (err == 1)
+		l->fenced = true;
+	else if (err == 0)
+		l->valid = false; /* read again */
+	return err;
+}
+
 static bool
 same_look(const struct look *l, const struct dn_cell_info *ci)
 {
@@ -192,6 +218,14 @@ settle(struct dn_cgc *g, struct look *l, const struct dn_cell_info *ci, struct d
 			st->retired++;
 		}
 		return err < 0 ? err : 0;
+	}
+	err = fence(g, l);
+	if (err <= 0) {
+		if (err < 0) {
+			atomic_fetch_add(&g->n_error, 1);
+			st->errors++;
+		}
+		return err;
 	}
 	err = delete_cell(g, ci);
 	if (err == 1) {
@@ -373,8 +407,13 @@ run(void *arg)
 		if (period < 100000000ull)
 			period = 100000000ull;
 	}
-	if (!scan)
+	if (!scan) {
+		/* Every hour, or 8 graces when that is shorter (short graces are tests'): the
+		 * scan is what finds the cells whose DeleteCells a partition lost. */
 		scan = 3600000000000ull;
+		if (grace_ns(g) < scan / 8 && read_grace_ns(g) < scan / 8)
+			scan = 8 * (grace_ns(g) > read_grace_ns(g) ? grace_ns(g) : read_grace_ns(g));
+	}
 	/* The first scan after one scan period: a restart storm does not scan at once. */
 	next_scan = scan == UINT64_MAX ? UINT64_MAX : zc_now_ns() + scan;
 	while (wait_for(g, period)) {

@@ -4,7 +4,8 @@
  *
  * - pending cells older than the grace: the record that owns the cell's extent names this
  *   cell on this node, not missing -> dn_cell_commit (the coordinator died after its Txn,
- *   before telling the node); else -> dn_cell_delete;
+ *   before telling the node); else -> dn_cell_delete, when no record has the extent only
+ *   after its fence (cl_meta_extent_fence: a commit Txn still in flight fails);
  * - committed cells, in a slower scan of the whole cell index: the record no longer names
  *   the cell on this node (an overwrite or a delete whose DeleteCells did not arrive, a
  *   heal that moved it) -> dn_cell_retire;
@@ -49,7 +50,8 @@ struct dn_cgc_opts {
 	uint64_t read_grace_ns;  /* --read-grace: retired cells' life after their last read;
 	                          * 0: grace_ns */
 	uint64_t period_ns;      /* between passes; 0: the smaller grace / 4, at most 60 s */
-	uint64_t scan_period_ns; /* between committed scans; 0: 1 h; UINT64_MAX: never */
+	uint64_t scan_period_ns; /* between committed scans; 0: 1 h (8 x the larger grace if
+	                          * shorter); UINT64_MAX: never */
 	unsigned scan_rate;      /* records read per second in a scan; 0: 200 */
 	unsigned timeout_ms;     /* per etcd call; 0: the client's default */
 	bool no_thread;          /* tests: passes only when called */

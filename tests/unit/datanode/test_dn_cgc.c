@@ -4,7 +4,8 @@
  * committed, one of a never-committed extent, of another extent of the key, or marked
  * missing is deleted, the cells of multipart parts composed into an object (their entries
  * naming the deleted part keys) are committed and kept, one whose index key is dangling
- * is deleted with that key; the scan retires a committed cell of an overwritten object
+ * is deleted with that key, a never-committed extent is fenced first (its commit arriving
+ * afterwards fails); the scan retires a committed cell of an overwritten object
  * (also a composed one's part) and keeps a named one; a retired cell stays readable and
  * is deleted the read grace after its last read (a read refreshes it); an upload composed in O(1)
  * ops (cl_meta_compose_upload: cells judged through the moved key, an unlisted part's cells
@@ -368,6 +369,25 @@ main(void)
 	CHECK(!has_ix(c, 0x61)); /* the dangling index key went with it */
 	CHECK_EQ(state(env.s, u), 0);
 	CHECK_EQ(state(env.s, e1), 0); /* committed cells wait for the scan */
+	/* A commit Txn of b's extent that reaches etcd only now (sent before its deadline,
+	 * held in a partitioned connection) fails on the fence the collector put before it
+	 * deleted b: no record names deleted cells. d's record has its extent: no fence. */
+	{
+		char fk[CL_META_EXTENT_KEY_CAP];
+		struct cl_meta_old old;
+		struct t_put t;
+
+		CHECK_EQ(cl_meta_fence_key(0xb1, fk, sizeof(fk)), 29);
+		CHECK(has_key(c, fk));
+		CHECK_EQ(cl_meta_fence_key(0xd1, fk, sizeof(fk)), 29);
+		CHECK(!has_key(c, fk));
+		t_put_init(&t, "bk", "b", 0xb1, 4096, nodes3, 3);
+		t.p.write_quorum = 2;
+		CHECK_EQ(cl_meta_commit(c, &t.p, &old), ZC_E(ZC_UNAVAILABLE));
+		cl_meta_old_fini(&old);
+		CHECK(!has_key(c, CL_META_OBJECTS "bk/b"));
+		CHECK(!has_ix(c, 0xb1));
+	}
 
 	memset(&st, 0, sizeof(st));
 	CHECK_EQ(dn_cgc_pass_scan(g, false, &st), 0);
