@@ -12,6 +12,7 @@ one); it applies faults, waits, and ends with everything healed. Exit 0: no anom
 anomalies (listed); 77: namespaces or the daemons are not available here.
 """
 import argparse
+import itertools
 import os
 import random
 import sys
@@ -24,6 +25,8 @@ import checker  # noqa: E402
 import history  # noqa: E402
 import nf_cluster  # noqa: E402
 from nf_cluster import ETCD_ROLES, LEASE_TTL  # noqa: E402
+
+WRITER_IDS = itertools.count(100)  # the schedules' own writers, after the clients' ids
 
 KEYS = [f"k{i}" for i in range(6)]
 SCHEDULES = {}
@@ -63,7 +66,9 @@ class Run:
     def writer(self, key, sizes, gw="gw1"):
         """A thread PUTting key with each size in turn (logged in the history)."""
         stop = threading.Event()
-        cl = history.Client(100 + len(self.hist.ops), self.c.s3(gw, read_timeout=60), gw,
+        # a cid of its own: two writers made one after the other must never share one (the
+        # checker tells PUTs apart by the writer id in their bytes)
+        cl = history.Client(next(WRITER_IDS), self.c.s3(gw, read_timeout=60), gw,
                             self.hist, [key], stop, random.Random(0), 0)
         def go():
             for size in sizes:
