@@ -128,6 +128,7 @@ cl_etcd_create(const char *endpoints, const struct cl_etcd_opts *opts, struct cl
 	if (!c)
 		return -ENOMEM;
 	c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : CL_ETCD_DEFAULT_TIMEOUT_MS;
+	pthread_mutex_init(&c->lease_mu, NULL);
 	grpc_init();
 	rc = parse_endpoints(c, endpoints, &tls);
 	if (rc)
@@ -187,6 +188,7 @@ cl_etcd_destroy(struct cl_etcd *c)
 			grpc_channel_destroy(c->ep[i].ch);
 		free(c->ep[i].target);
 	}
+	pthread_mutex_destroy(&c->lease_mu);
 	free(c);
 	grpc_shutdown();
 }

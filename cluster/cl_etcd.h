@@ -235,6 +235,15 @@ void cl_etcd_txn_result_fini(struct cl_etcd_txn_result *res);
 int cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s,
                         unsigned timeout_ms);
 
+/*
+ * A lease of ttl_s seconds shared by this client's callers and never renewed: granted on
+ * first use and again once the last one is older than renew_s (< ttl_s), so a key put under
+ * it lives between ttl_s - renew_s and ttl_s seconds. For marks that must outlast anything
+ * still in flight, then go by themselves. 0 (*id set) or the grant's error. Any thread.
+ */
+int cl_etcd_lease_shared(struct cl_etcd *c, int64_t ttl_s, int64_t renew_s, int64_t *id,
+                         unsigned timeout_ms);
+
 /* Revoke a lease: its keys are deleted in the same step. ZC_E(ZC_NO_KEY) if it is gone already. */
 int cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms);
 

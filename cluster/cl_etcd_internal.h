@@ -42,6 +42,10 @@ struct cl_etcd {
 	grpc_completion_queue *cq; /* every call completes here */
 	pthread_t thread;          /* serves cq, wakes the callers */
 	bool thread_started;
+	/* cl_etcd_lease_shared's lease and when it was granted (zc_now_ns), under lease_mu */
+	pthread_mutex_t lease_mu;
+	int64_t shared_lease;
+	uint64_t shared_at_ns;
 };
 
 /*

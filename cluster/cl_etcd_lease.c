@@ -45,6 +45,33 @@ cl_etcd_lease_grant(struct cl_etcd *c, int64_t ttl_s, int64_t *id, int64_t *gran
 }
 
 int
+cl_etcd_lease_shared(struct cl_etcd *c, int64_t ttl_s, int64_t renew_s, int64_t *id,
+                     unsigned timeout_ms)
+{
+	uint64_t now = zc_now_ns();
+	int rc = 0;
+
+	if (renew_s <= 0 || renew_s >= ttl_s || !id)
+		return -EINVAL;
+	/* one grant at a time: callers meanwhile wait for it rather than grant their own */
+	pthread_mutex_lock(&c->lease_mu);
+	if (!c->shared_lease || now - c->shared_at_ns > (uint64_t)renew_s * 1000000000u) {
+		int64_t fresh;
+
+		rc = cl_etcd_lease_grant(c, ttl_s, &fresh, NULL, timeout_ms);
+		if (!rc) {
+			c->shared_lease = fresh;
+			c->shared_at_ns = now;
+		}
+	}
+	*id = c->shared_lease;
+	if (*id)
+		rc = 0; /* a grant that failed leaves the last lease, which still has time left */
+	pthread_mutex_unlock(&c->lease_mu);
+	return rc;
+}
+
+int
 cl_etcd_lease_revoke(struct cl_etcd *c, int64_t id, unsigned timeout_ms)
 {
 	Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;

@@ -385,10 +385,31 @@ fenced_put(struct cl_etcd *c, const char *bk, size_t bkl, const char *ok, size_t
 			.target = CL_ETCD_CMP_VERSION,
 			.op = CL_ETCD_EQUAL
 		};
-	err = cl_meta_ops_init(&then, 1 + p->nextents + was.nextents + 1 + 1);
+	err = cl_meta_ops_init(&then, 1 + 2 * p->nextents + was.nextents + 1 + 1);
 	if (err)
 		goto out;
 	cl_meta_ops_add(&then, CL_ETCD_OP_PUT, ok, okl, value, value_len);
+	/* "Absent" is the one compare that can hold again: a copy of this Txn that etcd gets
+	 * late (sent into a cut connection, delivered when the partition heals) would find
+	 * the key absent once more after a DELETE and bring this record back over it. So the
+	 * Txn marks its extents' fences, which it compares absent: a second copy fails. The
+	 * marks go by themselves (a shared lease, CL_META_MARK_TTL_S), long after any copy
+	 * still in flight (TCP gives up retransmitting within ~15 minutes). */
+	if (!base->object) {
+		int64_t lease;
+
+		err = cl_etcd_lease_shared(c, CL_META_MARK_TTL_S, CL_META_MARK_RENEW_S, &lease,
+		                           timeout_ms);
+		if (err) {
+			err = cl_meta_etcd_err(err);
+			goto out;
+		}
+		for (size_t i = 0; i < p->nextents; i++) {
+			cl_meta_ops_add(&then, CL_ETCD_OP_PUT, cmp[2 + i].key, cmp[2 + i].key_len,
+			                "committed", 9);
+			then.v[then.n - 1].lease = lease;
+		}
+	}
 	/* A record short of some cells, or with two cells of a group on one node (written
 	 * while fewer than k + m nodes were live), names itself to the healers
 	 * (cl_meta_heal_key), so they need not read every record to find it. */

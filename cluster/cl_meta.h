@@ -44,7 +44,12 @@
 #define CL_META_EXTENTS "/zest/extents/"
 #define CL_META_MOVED   "/zest/moved/"
 #define CL_META_HEAL    "/zest/heal/"
-#define CL_META_FENCES  "/zest/fences/" /* cl_meta_extent_fence: collected, never to commit */
+#define CL_META_FENCES  "/zest/fences/" /* cl_meta_extent_fence: collected, never to commit;
+                                        * or committed already (a lease's mark, below) */
+/* A commit that found its key absent marks its extents' fences under a shared lease of
+ * this TTL, granted anew every RENEW (cl_etcd_lease_shared): a late copy of its Txn fails. */
+#define CL_META_MARK_TTL_S   3600
+#define CL_META_MARK_RENEW_S 600
 
 /* "/zest/extents/" + 16 hex digits + NUL */
 #define CL_META_EXTENT_KEY_CAP (sizeof(CL_META_EXTENTS) + 16)

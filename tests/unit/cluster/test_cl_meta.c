@@ -230,6 +230,26 @@ test_delete(struct cl_etcd *c)
 	CHECK_EQ(cl_meta_delete(c, "bk", "race", 0, &old, 0), 0);
 	CHECK_EQ(cl_meta_get(c, "bk", "race", false, &o, &rev, 0), ZC_E(ZC_NO_KEY));
 
+	/* a commit that found its key absent, its copy arriving after a DELETE (a Txn held in
+	 * a cut connection): the copy finds the key absent again, but the first one marked its
+	 * extent's fence (under a lease), so the deleted version does not come back */
+	t_put_init(&t, "bk", "late", 0x7777, 100, nodes3, 3);
+	CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
+	cl_meta_old_fini(&old);
+	{
+		char fk[64];
+		struct cl_etcd_kvs kvs = { 0 };
+		int n = cl_meta_fence_key(0x7777, fk, sizeof(fk));
+
+		CHECK_EQ(cl_etcd_get(c, fk, (size_t)n, false, &kvs, 0), 0);
+		CHECK(kvs.kv[0].lease != 0);
+		cl_etcd_kvs_fini(&kvs);
+	}
+	CHECK_EQ(cl_meta_delete(c, "bk", "late", 0, &old, 0), 1);
+	cl_meta_old_fini(&old);
+	CHECK_EQ(cl_meta_commit(c, &t.p, &old), ZC_E(ZC_UNAVAILABLE));
+	CHECK_EQ(cl_meta_get(c, "bk", "late", false, &o, &rev, 0), ZC_E(ZC_NO_KEY));
+
 	/* buckets: not while an object is in it; a neighbour's ("bk2") objects do not count */
 	t_put_init(&t, "bk2", "x", 0x5555, 100, nodes3, 3);
 	CHECK_EQ(cl_meta_commit(c, &t.p, &old), 0);
