@@ -35,6 +35,7 @@ struct made {
 struct work {
 	struct made *v;
 	size_t n, cap;
+	uint64_t bytes; /* of the cells written */
 	uint64_t first_ns; /* zc_now_ns() of the first cell written */
 };
 
@@ -256,7 +257,8 @@ chl_free_node(const struct cl_members_view *v, const struct cl_rec_extent *e,
               const struct cl_rec_group *gr)
 {
 	for (size_t i = 0; i < v->n; i++)
-		if (!group_has(e, gr, CL_REC_MAX_CELLS, v->names[i]))
+		if (!group_has(e, gr, CL_REC_MAX_CELLS, v->names[i]) &&
+		    cl_members_placeable(v, v->names[i]))
 			return true;
 	return false;
 }
@@ -291,8 +293,10 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 	struct dn_cell_id id = { e->id, (uint32_t)g, c };
 	char *old = strdup(e->nodes[gr->cell[c]]);
 	bool old_live = old && chl_view_find(v, old) >= 0;
-	bool back_first = old_live && !move && !group_has(e, gr, c, old);
-	bool back_last = old_live && !move && !back_first;
+	/* a drained or maintenance node takes no cell, not even its own back */
+	bool old_ok = old_live && cl_members_placeable(v, old);
+	bool back_first = old_ok && !move && !group_has(e, gr, c, old);
+	bool back_last = old_ok && !move && !back_first;
 	unsigned *order = calloc(v->n ? v->n : 1, sizeof(*order)), tries = 0;
 	int rc = ZC_E(ZC_UNAVAILABLE), idx;
 
@@ -310,7 +314,8 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 
 		if (i == (long)v->n && !back_last)
 			break;
-		if (i >= 0 && i < (long)v->n && (strcmp(t, old) == 0 || group_has(e, gr, c, t)))
+		if (i >= 0 && i < (long)v->n &&
+		    (strcmp(t, old) == 0 || group_has(e, gr, c, t) || !cl_members_placeable(v, t)))
 			continue;
 		tries++;
 		rc = write_cell(h, v, o, e, id, t, buf, len);
@@ -330,6 +335,7 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 		}
 		gr->cell[c] = (uint16_t)idx;
 		gr->missing &= ~(1u << c);
+		wk->bytes += len;
 		ZC_INFO("cheal",
 		        "%s cell %016llx.%u.%u of bucket=%s key=%s on node=%s "
 		        "(was node=%s)",
@@ -357,10 +363,11 @@ has_target(const struct cl_members_view *v, const struct cl_rec_extent *e,
 
 		if (!(need & (1u << c)))
 			continue;
-		if (chl_view_find(v, old) >= 0)
+		if (chl_view_find(v, old) >= 0 && cl_members_placeable(v, old))
 			return true;
 		for (size_t i = 0; i < v->n; i++)
-			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]))
+			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]) &&
+			    cl_members_placeable(v, v->names[i]))
 				return true;
 	}
 	return false;
@@ -577,6 +584,8 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 				if ((move & (1u << c)) &&
 				    chl_view_find(v, e->nodes[gr->cell[c]]) < 0)
 					move &= ~(1u << c);
+			/* a draining node's cells move too, by the same copy-then-retire path */
+			move |= chl_drain_cells(v, e, gr, need);
 			if (!need && (!move || !chl_free_node(v, e, gr)))
 				continue;
 			if (need && !codec && (rc = ec_codec_create(e->k, e->m, &codec)) != 0)
@@ -631,6 +640,7 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 	}
 	rc = (int)wk.n;
 	*moved = nmoved;
+	atomic_fetch_add(&h->healed_bytes, wk.bytes);
 	work_fini(&wk);
 	return rc;
 }

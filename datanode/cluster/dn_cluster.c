@@ -38,6 +38,7 @@ struct dn_cluster {
 	int64_t lease;
 	struct cl_etcd_keepalive *ka;
 	bool lost, stop;
+	bool retire; /* decommissioned: stop, give the lease up, never register again */
 	bool left; /* dn_cluster_leave ran (main thread only) */
 	pthread_t thread;
 	atomic_bool registered;
@@ -387,8 +388,34 @@ keeper(void *arg)
 		}
 		pthread_mutex_lock(&c->mu);
 	}
+	if (c->retire) {
+		struct cl_etcd_keepalive *ka = c->ka;
+		int64_t lease = c->lease;
+
+		c->ka = NULL;
+		c->lease = 0;
+		pthread_mutex_unlock(&c->mu);
+		atomic_store(&c->registered, false);
+		cl_etcd_keepalive_stop(ka);
+		if (lease)
+			(void)cl_etcd_lease_revoke(c->etcd, lease, 0);
+		ZC_INFO("cluster", "node=%s decommissioned: registration given up", c->o.node);
+		return NULL;
+	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
+}
+
+void
+dn_cluster_retire(struct dn_cluster *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->retire = true;
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* /zest/cellcheck/<node> away: the healer deletes it too before its check, but only after
