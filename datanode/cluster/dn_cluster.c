@@ -601,6 +601,14 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        v->n, v->unverified, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
 	cl_members_view_put(v);
+	v = cl_members_get_place(c->members);
+	fprintf(out,
+	        "# HELP zest_cluster_placement_nodes Live datanodes new cells may go to: the "
+	        "live view without drained, decommissioning and maintenance nodes.\n"
+	        "# TYPE zest_cluster_placement_nodes gauge\n"
+	        "zest_cluster_placement_nodes %zu\n",
+	        v->n);
+	cl_members_view_put(v);
 	dn_health_metrics(&c->health, c->etcd, c->o.group_cells, out);
 }
 
