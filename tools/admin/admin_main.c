@@ -110,6 +110,8 @@ usage(FILE *f)
 	      "                         (default: the records' most common scheme, else 4+2)\n"
 	      "  --write-quorum N       ok-to-stop: the datanodes' --write-quorum (default k+1)\n"
 	      "  --timeout-ms N         deadline of each etcd call (default 5000)\n"
+	      "  --for DURATION         maintenance: the window's length (a lease of that TTL)\n"
+	      "  --end                  maintenance: end the window (delete its key)\n"
 	      "  --help, --version\n",
 	      f);
 }
