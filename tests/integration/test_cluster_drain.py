@@ -1,24 +1,26 @@
 #!/usr/bin/env python3
 """Drain, decommission and maintenance windows (docs/operations.md "Retire a node",
-"Maintenance window", docs/cluster.md "Drains"): etcd, seven datanodes over mTLS, RS(4,2),
-the gateway --cluster, boto3, zest-admin.
+"Maintenance window", docs/cluster.md "Drains and maintenance windows"): etcd, seven
+datanodes over mTLS, RS(4,2), the gateway --cluster, boto3, zest-admin. Objects written over
+the seven nodes, HEALTH_OK, then:
 
-- objects written over seven nodes; `zest-admin drain dn-7`: status is WARN node_draining
-  at every sample until the drain is done (never OK), with dn-7's cells left counted by its
-  own healer (drains[].cells_left) and the healers' progress keys present; objects written
-  during the drain get no cell on dn-7 (the placement view leaves it out);
-- the drain done (cells_left 0): no record names a cell on dn-7, every group keeps k + m
-  node-distinct cells, every object reads back byte-identical, the moves counted
-  (zest_heal_moved_cells_total) are exactly the cells dn-7 held when the drain began, and
-  every live node has a progress key;
-- `zest-admin decommission dn-7`: its registration, member, drain and progress keys go, its
-  drive holds no cell file once the read grace has passed (the retired copies collected),
-  and status is HEALTH_OK again;
 - `zest-admin maintenance dn-3 --for 5m`: status WARN maintenance (not node_absent),
-  ok-to-stop of another node counts dn-3 as stopping too; dn-3
-  SIGSTOPped until its registration expires, then heal_after + 5 healer passes on every other
-  node: no cell rebuilt (zest_heal_cells_total unchanged), status still WARN maintenance and
-  no node_absent; `maintenance dn-3 --end` and SIGCONT: the key is gone, HEALTH_OK.
+  ok-to-stop of another node counts dn-3 as stopping too; dn-3 SIGSTOPped until its
+  registration expires, then heal_after + 5 healer passes on every other node: no cell
+  rebuilt (zest_heal_cells_total unchanged; with seven nodes each group with a cell on dn-3
+  has a live node free of it, so without the window they would be), status still WARN
+  maintenance and no node_absent; `maintenance dn-3 --end` and SIGCONT: the key gone,
+  HEALTH_OK, every object byte-identical;
+- `zest-admin drain dn-7`: every node's placement view drops it
+  (zest_cluster_placement_nodes); status is WARN node_draining at every sample until
+  dn-7's own count of its cells (drains[].cells_left) is 0, never OK; then no record names
+  a cell on dn-7, every group keeps k + m node-distinct cells with no missing bit, every
+  object (also those written during the drain) reads back byte-identical, the moves
+  (zest_heal_moved_cells_total) are exactly the cells dn-7 held when the drain began (none
+  of the later writes placed one there), and every live node has a progress key;
+- `zest-admin decommission dn-7`: its registration, member, drain and progress keys go,
+  its drive holds no cell file once the read grace has passed (the retired copies
+  collected), status is HEALTH_OK without dn-7, every object reads back.
 
 States and counts are asserted, never elapsed time. Exits 77 without etcd or the gateway's
 --cluster.
@@ -103,8 +105,49 @@ def test_drain():
         s3.create_bucket(Bucket=BUCKET)
         objects = {}
         put(s3, objects, "a", 12)
-        ch.wait_for("HEALTH_OK before the drain",
+        ch.wait_for("HEALTH_OK before the window",
                     lambda: th.status(c)["state"] == "HEALTH_OK", 60 * SLOW, step=0.5)
+        # ---- maintenance: absent without a rebuild
+        out = admin_ok(c, "maintenance", dn_maint, "--for", "5m")
+        assert out["until"] > 0
+        ch.wait_for("WARN maintenance", lambda: th.codes(th.status(c)).get("maintenance") == 1,
+                    30, step=0.3)
+        # ok-to-stop counts a live node in a window as stopping too
+        rc, ok = th.admin(c, "ok-to-stop", "dn-1")
+        stopping = {n["name"] for n in ok["nodes"]["list"] if n["stopping"]}
+        assert stopping == {"dn-1", dn_maint}, ok
+        # seven nodes: each group with a cell on dn-3 has one live node free of it, so
+        # without the window its cells would be rebuilt there after heal_after
+        others = [i for i in c.nodes if i != MAINT]
+        healed0 = c.sum_metric("zest_heal_cells_total", nodes=[c.node(i) for i in others])
+        victim = c.node(MAINT)
+        os.kill(victim.pid, signal.SIGSTOP)
+        try:
+            c.wait_registered([f"dn-{i}" for i in others])
+            passes = {i: c.node(i).metrics().get("zest_heal_passes_total", 0) for i in others}
+            for i in others:  # their views lack dn-3 now; past heal_after, five passes more
+                ch.wait_for(f"dn-{i} to run passes without {dn_maint}",
+                            lambda i=i: c.node(i).metrics().get("zest_cluster_live_nodes") == 6
+                            and c.node(i).metrics().get("zest_heal_passes_total", 0)
+                            >= passes[i] + HEAL_AFTER + 5, 60 * SLOW, step=0.3)
+            healed = c.sum_metric("zest_heal_cells_total", nodes=[c.node(i) for i in others])
+            assert healed == healed0, f"{healed - healed0} cells rebuilt during maintenance"
+            st = th.status(c)
+            cd = th.codes(st)
+            assert st["state"] == "HEALTH_WARN" and "node_absent" not in cd and \
+                cd.get("maintenance") == 1, st
+            msg = [r["message"] for r in st["reasons"] if r["code"] == "maintenance"][0]
+            assert f"maintenance: {dn_maint} until " in msg, msg
+            admin_ok(c, "maintenance", dn_maint, "--end")
+            assert c.etcd.value(f"/zest/maintenance/{dn_maint}") is None
+        finally:
+            os.kill(victim.pid, signal.SIGCONT)
+        ch.wait_for("HEALTH_OK after the window", lambda: th.status(c)["state"] == "HEALTH_OK",
+                    ch.LEASE_TTL + 60 * SLOW, step=0.5)
+        verify(c, objects, "after the window")
+        print(f"     {dn_maint} away in a window: no cell rebuilt, WARN maintenance; "
+              f"ended: HEALTH_OK", flush=True)
+
         before = cells_on(c, objects, dn_drain)
         assert before > 0, "the objects put no cell on the node to drain"
         moved0 = c.sum_metric("zest_heal_moved_cells_total")
@@ -159,45 +202,6 @@ def test_drain():
         assert dn_drain not in [n["name"] for n in st["nodes"]["list"]], st
         verify(c, objects, "decommissioned")
         print(f"     {dn_drain} decommissioned: keys gone, drive empty, HEALTH_OK", flush=True)
-
-        # ---- maintenance: absent without a rebuild
-        out = admin_ok(c, "maintenance", dn_maint, "--for", "5m")
-        assert out["until"] > 0
-        ch.wait_for("WARN maintenance", lambda: th.codes(th.status(c)).get("maintenance") == 1,
-                    30, step=0.3)
-        # ok-to-stop counts a live node in a window as stopping too
-        rc, ok = th.admin(c, "ok-to-stop", "dn-1")
-        stopping = {n["name"] for n in ok["nodes"]["list"] if n["stopping"]}
-        assert stopping == {"dn-1", dn_maint}, ok
-        others = [i for i in c.nodes if i not in (DRAIN, MAINT)]
-        healed0 = c.sum_metric("zest_heal_cells_total", nodes=[c.node(i) for i in others])
-        victim = c.node(MAINT)
-        os.kill(victim.pid, signal.SIGSTOP)
-        try:
-            c.wait_registered([f"dn-{i}" for i in others])
-            passes = {i: c.node(i).metrics().get("zest_heal_passes_total", 0) for i in others}
-            for i in others:  # their views lack dn-3 now; past heal_after, five passes more
-                ch.wait_for(f"dn-{i} to run passes without {dn_maint}",
-                            lambda i=i: c.node(i).metrics().get("zest_cluster_live_nodes") == 5
-                            and c.node(i).metrics().get("zest_heal_passes_total", 0)
-                            >= passes[i] + HEAL_AFTER + 5, 60 * SLOW, step=0.3)
-            healed = c.sum_metric("zest_heal_cells_total", nodes=[c.node(i) for i in others])
-            assert healed == healed0, f"{healed - healed0} cells rebuilt during maintenance"
-            st = th.status(c)
-            cd = th.codes(st)
-            assert st["state"] == "HEALTH_WARN" and "node_absent" not in cd and \
-                cd.get("maintenance") == 1, st
-            msg = [r["message"] for r in st["reasons"] if r["code"] == "maintenance"][0]
-            assert f"maintenance: {dn_maint} until " in msg, msg
-            admin_ok(c, "maintenance", dn_maint, "--end")
-            assert c.etcd.value(f"/zest/maintenance/{dn_maint}") is None
-        finally:
-            os.kill(victim.pid, signal.SIGCONT)
-        ch.wait_for("HEALTH_OK after the window", lambda: th.status(c)["state"] == "HEALTH_OK",
-                    ch.LEASE_TTL + 60 * SLOW, step=0.5)
-        verify(c, objects, "after the window")
-        print(f"     {dn_maint} away in a window: no cell rebuilt, WARN maintenance; "
-              f"ended: HEALTH_OK", flush=True)
 
 
 if __name__ == "__main__":
