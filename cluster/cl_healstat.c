@@ -11,15 +11,14 @@ cl_healstat_format(const struct cl_healstat *s, char *buf, size_t cap)
 {
 	int n = snprintf(buf, cap,
 	                 "v=1 t_ms=%" PRIu64 " passes=%" PRIu64 " pending_cells=%" PRIu64
-	                 " pending_bytes=%" PRIu64 " healed_cells=%" PRIu64
-	                 " healed_bytes=%" PRIu64 " prev_t_ms=%" PRIu64
-	                 " prev_healed_cells=%" PRIu64 " prev_healed_bytes=%" PRIu64
-	                 " own_cells=%" PRId64 " own_bytes=%" PRId64 " own_t_ms=%" PRIu64
-	                 " prev_own_cells=%" PRId64 " prev_own_t_ms=%" PRIu64,
-	                 s->t_ms, s->passes, s->pending_cells, s->pending_bytes,
-	                 s->healed_cells, s->healed_bytes, s->prev_t_ms, s->prev_healed_cells,
-	                 s->prev_healed_bytes, s->own_cells, s->own_bytes, s->own_t_ms,
-	                 s->prev_own_cells, s->prev_own_t_ms);
+	                 " pending_bytes=%" PRIu64 " healed_cells=%" PRIu64 " healed_bytes=%" PRIu64
+	                 " prev_t_ms=%" PRIu64 " prev_healed_cells=%" PRIu64
+	                 " prev_healed_bytes=%" PRIu64 " own_cells=%" PRId64 " own_bytes=%" PRId64
+	                 " own_t_ms=%" PRIu64 " prev_own_cells=%" PRId64 " prev_own_t_ms=%" PRIu64,
+	                 s->t_ms, s->passes, s->pending_cells, s->pending_bytes, s->healed_cells,
+	                 s->healed_bytes, s->prev_t_ms, s->prev_healed_cells, s->prev_healed_bytes,
+	                 s->own_cells, s->own_bytes, s->own_t_ms, s->prev_own_cells,
+	                 s->prev_own_t_ms);
 
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }

@@ -71,7 +71,7 @@ struct cl_health_node {
 	bool stopping; /* ok-to-stop: counted as not live in the *_after counts */
 	int drain;     /* 0, CL_MEMBERS_DRAIN or CL_MEMBERS_DECOMMISSION (cl_members.h) */
 	int64_t drain_since_s, maint_until_s; /* 0: no such key */
-	bool has_stat; /* /zest/healstat/<name> read into stat */
+	bool has_stat;                        /* /zest/healstat/<name> read into stat */
 	struct cl_healstat stat;
 };
 

@@ -179,7 +179,8 @@ clh_drain_msg(const struct cl_health *h, char *buf, size_t cap)
 	buf[0] = '\0';
 	for (size_t i = 0; i < h->nnodes && len < cap; i++) {
 		const struct cl_health_node *n = &h->nodes[i];
-		const char *what = n->drain == CL_MEMBERS_DECOMMISSION ? "decommissioning" : "draining";
+		const char *what =
+		        n->drain == CL_MEMBERS_DECOMMISSION ? "decommissioning" : "draining";
 		struct cl_health_progress p;
 		char one[240], eta[32];
 
@@ -193,8 +194,9 @@ clh_drain_msg(const struct cl_health *h, char *buf, size_t cap)
 		else if (!p.cells)
 			snprintf(one, sizeof(one), "%s%s %s: no cell left%s", len ? "; " : "", what,
 			         n->name,
-			         n->drain == CL_MEMBERS_DECOMMISSION ? ", leaving"
-			                                             : " (undrain or decommission)");
+			         n->drain == CL_MEMBERS_DECOMMISSION
+			                 ? ", leaving"
+			                 : " (undrain or decommission)");
 		else
 			snprintf(one, sizeof(one),
 			         "%s%s %s: %" PRIu64 " cells (%" PRIu64 " bytes) left, rate %.1f "

@@ -51,7 +51,7 @@ struct cl_members {
 	bool kick; /* a probe ended: refresh now */
 	pthread_t thread;
 	struct view *cur;
-	struct view *place; /* cur without the marked nodes (cur itself when none) */
+	struct view *place;            /* cur without the marked nodes (cur itself when none) */
 	int64_t logged_rev;            /* bad values at or below this mod_revision were logged */
 	struct rpc_tls_prober *prober; /* NULL: no identity check */
 	uint64_t retry_ns;

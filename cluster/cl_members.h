@@ -66,10 +66,10 @@ struct cl_members_mark {
 struct cl_members_view {
 	const struct cl_rec_node *nodes;
 	size_t n;
-	const char *const *names; /* nodes[i].name, the list zc_place ranks */
-	size_t unverified;        /* registered, left out: their identity probe failed */
-	int64_t revision;         /* etcd revision read; 0 before the first read */
-	uint64_t read_ns;         /* zc_now_ns() of that read */
+	const char *const *names;            /* nodes[i].name, the list zc_place ranks */
+	size_t unverified;                   /* registered, left out: their identity probe failed */
+	int64_t revision;                    /* etcd revision read; 0 before the first read */
+	uint64_t read_ns;                    /* zc_now_ns() of that read */
 	const struct cl_members_mark *marks; /* drain and maintenance keys, any node */
 	size_t nmarks;
 };

@@ -60,6 +60,8 @@ heal_drives(struct dn_store *s, unsigned ndrives, int only)
 static struct dn_cluster *cluster;
 static struct dn_cgc *collector; /* the cell collector, with --cluster */
 static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
+static struct dn_coord *coord;   /* the coordinator of Writes, with --cluster */
+static struct dn_scrub *scrub;   /* the scrubber, unless --scrub-rate/-interval 0 */
 
 /* The healer found this decommissioned node empty: its registration goes. */
 static void
@@ -67,8 +69,6 @@ retire_hook(void *arg)
 {
 	dn_cluster_retire(arg);
 }
-static struct dn_coord *coord;   /* the coordinator of Writes, with --cluster */
-static struct dn_scrub *scrub;   /* the scrubber, unless --scrub-rate/-interval 0 */
 
 static void
 metrics_hook(FILE *out, void *arg)

@@ -55,7 +55,7 @@ struct dn_cheal {
 	/* the healer thread's: the last progress put in /zest/healstat/<node> */
 	struct cl_healstat stat;
 	uint64_t pass_wall_ms; /* wall clock at the current pass's start */
-	bool retired; /* decommissioned: this node left the cluster, the healer rests */
+	bool retired;          /* decommissioned: this node left the cluster, the healer rests */
 };
 
 /* What the records a pass read came to (a phase: the to-do keys, or every record). */
@@ -63,7 +63,7 @@ struct chl_acc {
 	uint64_t pending, degraded, doubled, failed;
 	uint64_t pending_bytes;
 	uint64_t own_cells, own_bytes; /* cells records name on this node (a scan's) */
-	bool fenced; /* a marking of this node's cells found its record changed */
+	bool fenced;                   /* a marking of this node's cells found its record changed */
 };
 
 /* One object as a pass reads it. */

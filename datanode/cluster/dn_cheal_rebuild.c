@@ -35,7 +35,7 @@ struct made {
 struct work {
 	struct made *v;
 	size_t n, cap;
-	uint64_t bytes; /* of the cells written */
+	uint64_t bytes;    /* of the cells written */
 	uint64_t first_ns; /* zc_now_ns() of the first cell written */
 };
 

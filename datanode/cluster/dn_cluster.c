@@ -39,7 +39,7 @@ struct dn_cluster {
 	struct cl_etcd_keepalive *ka;
 	bool lost, stop;
 	bool retire; /* decommissioned: stop, give the lease up, never register again */
-	bool left; /* dn_cluster_leave ran (main thread only) */
+	bool left;   /* dn_cluster_leave ran (main thread only) */
 	pthread_t thread;
 	atomic_bool registered;
 	atomic_uint_fast64_t registrations;

@@ -172,8 +172,8 @@ admin_drain_run(struct cl_etcd *c, const char *cmd, char **args, int nargs,
 		return EXIT_USAGE;
 	}
 	node = args[0];
-	snprintf(key, sizeof(key), "%s%s", maint ? CL_MEMBERS_MAINT_PREFIX : CL_MEMBERS_DRAIN_PREFIX,
-	         node);
+	snprintf(key, sizeof(key), "%s%s",
+	         maint ? CL_MEMBERS_MAINT_PREFIX : CL_MEMBERS_DRAIN_PREFIX, node);
 	if (!strcmp(cmd, "undrain") || (maint && o->end)) {
 		rc = delete_key(c, key, maint, o->timeout_ms);
 		if (rc)

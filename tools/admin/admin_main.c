@@ -279,16 +279,16 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 	       (unsigned long long)cl_health_nodes_checking(h));
 	for (size_t i = 0; i < h->nnodes; i++) {
 		const struct cl_health_node *n = &h->nodes[i];
+		const char *drain = n->drain == CL_MEMBERS_DECOMMISSION ? "\"decommission\""
+		                    : n->drain                          ? "\"drain\""
+		                                                        : "null";
 
 		printf("%s{\"name\":", i ? "," : "");
 		zc_json_string(stdout, n->name);
 		printf(",\"member\":%s,\"live\":%s,\"checked\":%s,\"stopping\":%s",
 		       n->member ? "true" : "false", n->live ? "true" : "false",
 		       n->checked ? "true" : "false", n->stopping ? "true" : "false");
-		printf(",\"drain\":%s,\"maintenance_until\":",
-		       n->drain == CL_MEMBERS_DECOMMISSION ? "\"decommission\""
-		       : n->drain                          ? "\"drain\""
-		                                           : "null");
+		printf(",\"drain\":%s,\"maintenance_until\":", drain);
 		if (n->maint_until_s)
 			printf("%lld", (long long)n->maint_until_s);
 		else
@@ -301,8 +301,9 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 			       (unsigned long long)n->stat.pending_cells,
 			       (unsigned long long)n->stat.pending_bytes,
 			       (unsigned long long)n->stat.healed_cells,
-			       (unsigned long long)n->stat.healed_bytes, (long long)n->stat.own_cells,
-			       (long long)n->stat.own_bytes, (unsigned long long)n->stat.t_ms);
+			       (unsigned long long)n->stat.healed_bytes,
+			       (long long)n->stat.own_cells, (long long)n->stat.own_bytes,
+			       (unsigned long long)n->stat.t_ms);
 		else
 			fputs(",\"heal\":null}", stdout);
 	}
@@ -348,7 +349,8 @@ print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n
 
 		cl_health_heal_progress(h, &p);
 		if (p.known) {
-			printf("         %llu cells (%llu bytes) to heal or move, %.1f cells/s, ETA ",
+			printf("         %llu cells (%llu bytes) to heal or move, %.1f cells/s, "
+			       "ETA ",
 			       (unsigned long long)p.cells, (unsigned long long)p.bytes, p.rate);
 			if (p.eta_s >= 0)
 				printf("%lld s\n", (long long)p.eta_s);

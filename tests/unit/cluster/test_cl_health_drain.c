@@ -44,7 +44,7 @@ test_healstat_roundtrip(void **state)
 		                 .own_t_ms = 1700000010000,
 		                 .prev_own_cells = 50,
 		                 .prev_own_t_ms = 1700000005000 },
-	                  back;
+	                   back;
 	char buf[CL_HEALSTAT_CAP];
 	int n;
 
@@ -122,9 +122,8 @@ add_nodes(struct cl_health *h, unsigned n, int absent)
 	cl_health_init(h);
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "dn-%u", i);
-		assert_int_equal(cl_health_node_add(h, name, true, (int)i != absent,
-		                                    (int)i != absent),
-		                 0);
+		assert_int_equal(
+		        cl_health_node_add(h, name, true, (int)i != absent, (int)i != absent), 0);
 	}
 }
 
@@ -169,14 +168,14 @@ test_drain_progress(void **state)
 		                 .own_t_ms = 20000,
 		                 .prev_own_cells = 50,
 		                 .prev_own_t_ms = 10000 },
-	                  other = { .t_ms = 20000,
-		                    .pending_cells = 6,
-		                    .pending_bytes = 600,
-		                    .healed_cells = 10,
-		                    .prev_t_ms = 18000,
-		                    .prev_healed_cells = 4,
-		                    .own_cells = -1,
-		                    .prev_own_cells = -1 };
+	                   other = { .t_ms = 20000,
+		                     .pending_cells = 6,
+		                     .pending_bytes = 600,
+		                     .healed_cells = 10,
+		                     .prev_t_ms = 18000,
+		                     .prev_healed_cells = 4,
+		                     .own_cells = -1,
+		                     .prev_own_cells = -1 };
 
 	(void)state;
 	add_nodes(&h, 6, -1);
