@@ -18,8 +18,10 @@ cl_health_init(struct cl_health *h)
 void
 cl_health_fini(struct cl_health *h)
 {
-	for (size_t i = 0; i < h->nnodes; i++)
+	for (size_t i = 0; i < h->nnodes; i++) {
 		free(h->nodes[i].name);
+		free(h->nodes[i].zone);
+	}
 	free(h->nodes);
 	memset(h, 0, sizeof(*h));
 }
@@ -93,6 +95,47 @@ cl_health_node_add(struct cl_health *h, const char *name, bool member, bool live
 	n->live |= live;
 	n->checked |= checked;
 	return 0;
+}
+
+int
+cl_health_node_place(struct cl_health *h, const struct cl_rec_node *ni)
+{
+	struct cl_health_node *n;
+	uint64_t raw_free = 0;
+	char *z;
+	int rc = cl_health_node_add(h, ni->name, false, true, false);
+
+	if (rc)
+		return rc;
+	n = find(h, ni->name);
+	z = strdup(cl_rec_node_zone(ni));
+	if (!n || !z) {
+		free(z);
+		return -ENOMEM;
+	}
+	free(n->zone);
+	n->zone = z;
+	n->weight = cl_rec_node_weight(ni);
+	n->capacity_bytes = ni->capacity_bytes;
+	n->free_bytes = ni->free_bytes;
+	for (size_t i = 0; i < ni->ndrives; i++)
+		raw_free += ni->drives[i].free_bytes;
+	n->used_bytes = ni->capacity_bytes > raw_free ? ni->capacity_bytes - raw_free : 0;
+	return 0;
+}
+
+/* Count the cells each node of e holds (not missing), for `zest-admin nodes`. */
+static void
+count_cells(struct cl_health *h, const struct cl_rec_extent *e)
+{
+	for (size_t i = 0; i < e->nnodes; i++) {
+		struct cl_health_node *n = find(h, e->nodes[i]);
+
+		for (size_t g = 0; n && g < e->ngroups; g++)
+			for (unsigned c = 0; c < e->k + e->m; c++)
+				n->cells += e->groups[g].cell[c] == i &&
+				            !(e->groups[g].missing & (1u << c));
+	}
 }
 
 int
@@ -231,6 +274,7 @@ cl_health_record_add(struct cl_health *h, const char *key, const struct cl_rec_o
 		bool stop_small[64], *stopping = stop_small;
 
 		count_scheme(h, e->k, e->m);
+		count_cells(h, e);
 		if (e->nnodes > 64) {
 			at = malloc(e->nnodes);
 			stopping = malloc(e->nnodes * sizeof(*stopping));

@@ -69,6 +69,13 @@ struct cl_health_node {
 	bool live;     /* /zest/nodes/<name> exists */
 	bool checked;  /* live, and /zest/cellcheck/<name> is its store id */
 	bool stopping; /* ok-to-stop: counted as not live in the *_after counts */
+	/* from its registration (cl_health_node_place), live nodes only */
+	char *zone;              /* cl_rec_node_zone */
+	uint64_t weight;         /* cl_rec_node_weight: its share of new cells */
+	uint64_t capacity_bytes; /* over its drives */
+	uint64_t used_bytes;     /* capacity less the drives' free space */
+	uint64_t free_bytes;     /* above the reserve: what placement may still use */
+	uint64_t cells;          /* cells the records added place on it, not missing */
 	int drain;     /* 0, CL_MEMBERS_DRAIN or CL_MEMBERS_DECOMMISSION (cl_members.h) */
 	int64_t drain_since_s, maint_until_s; /* 0: no such key */
 	bool has_stat;                        /* /zest/healstat/<name> read into stat */
@@ -127,6 +134,18 @@ void cl_health_fini(struct cl_health *h);
  * is or-ed in). Returns 0, -EINVAL (not a node name) or -ENOMEM. */
 int cl_health_node_add(struct cl_health *h, const char *name, bool member, bool live, bool checked);
 
+/* Record a live node's zone, weight and space from its registration (copied; the node is
+ * added live if not known yet). Returns 0, -EINVAL or -ENOMEM. */
+int cl_health_node_place(struct cl_health *h, const struct cl_rec_node *ni);
+
+/*
+ * The failure domains over the live nodes (cl_health_zones.c): *zones gets how many
+ * zones hold live nodes with room, and the result is how many whole zones a RS(k, m)
+ * group placed now (zc_place_spread) may lose with k cells left; -1 when no group can be
+ * placed (no live node with room). stopping nodes count as gone when after is set.
+ */
+int cl_health_zone_tolerance(const struct cl_health *h, unsigned k, unsigned m, bool after,
+                             unsigned *zones);
 /* A drain (kind CL_MEMBERS_DRAIN / _DECOMMISSION, since at_s) or maintenance (until at_s)
  * key of name; the node is added when unknown. 0, -EINVAL or -ENOMEM. */
 int cl_health_node_mark(struct cl_health *h, const char *name, int kind, int64_t at_s);

@@ -137,6 +137,8 @@ cl_health_read_keys(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms)
 			          ck->value_len == strlen(store) &&
 			          memcmp(ck->value, store, ck->value_len) == 0;
 			rc = cl_health_node_add(h, ni.name, false, true, checked);
+			if (!rc)
+				rc = cl_health_node_place(h, &ni);
 		}
 		cl_rec_node_fini(&ni);
 	}

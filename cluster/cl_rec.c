@@ -292,6 +292,7 @@ cl_rec_node_encode(const struct cl_rec_node *v, uint8_t **buf, size_t *len, char
 	pb.free_bytes = v->free_bytes;
 	pb.started_ns = v->started_ns;
 	pb.version = s(v->version);
+	pb.zone = s(v->zone);
 	rc = pack(&pb.base, buf, len);
 	afree(&a);
 	return rc;
@@ -316,6 +317,7 @@ cl_rec_node_decode(const void *buf, size_t len, struct cl_rec_node *out, char *w
 	out->free_bytes = pb->free_bytes;
 	out->started_ns = pb->started_ns;
 	out->version = dup(pb->version, &oom);
+	out->zone = dup(pb->zone, &oom);
 	out->drives = zalloc(pb->n_drives, sizeof(*out->drives), &oom);
 	if (out->drives) {
 		out->ndrives = pb->n_drives;
@@ -336,12 +338,25 @@ cl_rec_node_decode(const void *buf, size_t len, struct cl_rec_node *out, char *w
 	return rc;
 }
 
+const char *
+cl_rec_node_zone(const struct cl_rec_node *v)
+{
+	return v->zone && v->zone[0] ? v->zone : v->name;
+}
+
+uint64_t
+cl_rec_node_weight(const struct cl_rec_node *v)
+{
+	return v->capacity_bytes ? v->free_bytes : CL_REC_WEIGHT_UNKNOWN;
+}
+
 void
 cl_rec_node_fini(struct cl_rec_node *v)
 {
 	free(v->name);
 	free(v->address);
 	free(v->version);
+	free(v->zone);
 	for (size_t i = 0; v->drives && i < v->ndrives; i++)
 		free(v->drives[i].id);
 	free(v->drives);

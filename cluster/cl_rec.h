@@ -48,6 +48,7 @@ struct cl_rec_node {
 	uint64_t capacity_bytes, free_bytes;
 	uint64_t started_ns;
 	char *version;
+	char *zone; /* NULL/"": a zone of its own (cl_rec_node_zone) */
 };
 
 /* /zest/members/<name> */
@@ -102,6 +103,14 @@ struct cl_rec_object {
 
 /* The groups an extent of e->size bytes has: ceil(size / (k * cell_size * stripes)). */
 size_t cl_rec_extent_groups(const struct cl_rec_extent *e);
+
+/* The failure domain of a node: its zone, or its name when it registered none. */
+const char *cl_rec_node_zone(const struct cl_rec_node *v);
+
+/* A node's placement weight (zc_place_spread): its free bytes above the reserve, 0 when
+ * full; a node that reported no capacity (an older writer) weighs CL_REC_WEIGHT_UNKNOWN. */
+#define CL_REC_WEIGHT_UNKNOWN (1ull << 40)
+uint64_t cl_rec_node_weight(const struct cl_rec_node *v);
 
 /* Is name a valid node name (the rule above)? */
 bool cl_rec_node_name_ok(const char *name);

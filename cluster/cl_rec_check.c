@@ -87,6 +87,8 @@ cl_rec_check_node(const struct cl_rec_node *v, char *why, size_t cap)
 	for (size_t i = 0; i < v->ndrives; i++)
 		if (empty(v->drives[i].id))
 			return cl_rec_why(why, cap, "NodeInfo.drives[%zu].id is empty", i);
+	if (!empty(v->zone) && !cl_rec_node_name_ok(v->zone))
+		return cl_rec_why(why, cap, "NodeInfo.zone \"%.64s\" is not a zone name", v->zone);
 	return 0;
 }
 

@@ -59,6 +59,12 @@ slot_weight(uint64_t base, unsigned slot)
 	return mix(base + (uint64_t)(slot + 1) * 0x9e3779b97f4a7c15ull);
 }
 
+uint64_t
+zc_place_slot_weight(uint64_t key, const char *node, unsigned slot)
+{
+	return slot_weight(node_base(key, node), slot);
+}
+
 unsigned
 zc_place_first(uint64_t key, const char *const *nodes, unsigned n)
 {

@@ -65,4 +65,41 @@ struct zc_place_slots {
 int zc_place_group(uint64_t key, const char *const *nodes, unsigned n, unsigned k, unsigned m,
                    int self, struct zc_place_slots *out);
 
+/* The weight of node for slot `slot` of the group of key, as zc_place_group ranks them. */
+uint64_t zc_place_slot_weight(uint64_t key, const char *node, unsigned slot);
+
+/* One candidate node of zc_place_spread. */
+struct zc_place_node {
+	const char *name;
+	const char *zone; /* failure domain; NULL: a zone of its own */
+	uint64_t weight;  /* relative share of new cells (free bytes); 0: takes none */
+};
+
+/*
+ * Place the k + m cells of a group over weighted nodes in zones (zc_place_spread.c). Each
+ * slot in turn takes, among the nodes of non-zero weight, one holding the fewest cells of
+ * the group so far, then of those one in the zone holding the fewest, then the highest
+ * weighted rendezvous score -weight / ln(u), u the slot's hash in (0, 1) (a node's share
+ * of a slot is its share of the weight). So with at least k + m nodes every cell is on its
+ * own node, and when each zone has at least ceil((k + m) / zones) nodes no zone holds more
+ * than that many cells; node-distinctness comes first when the zones are uneven. With
+ * fewer nodes than cells they take turns, as in zc_place_group.
+ *
+ * With every weight equal and every node its own zone the result is zc_place_group's,
+ * exactly. self as in zc_place_group (a node of weight 0 is never forced in): when it won
+ * no slot it takes the first slot of its zone, else slot 0, so the zone counts stay.
+ *
+ * Returns 0, -EINVAL (as zc_place_group), or -ENOSPC (every weight 0).
+ */
+int zc_place_spread(uint64_t key, const struct zc_place_node *nodes, unsigned n, unsigned k,
+                    unsigned m, int self, struct zc_place_slots *out);
+
+/* The number of distinct zones among nodes of non-zero weight (NULL zone: the name). */
+unsigned zc_place_zones(const struct zc_place_node *nodes, unsigned n);
+
+/* How many whole zones the group sl (over nodes) may lose with k of its cells left: the
+ * worst zones are those holding the most. -1 when it holds fewer than k cells. */
+int zc_place_zone_tolerance(const struct zc_place_slots *sl, const struct zc_place_node *nodes,
+                            unsigned k);
+
 #endif

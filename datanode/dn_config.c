@@ -1,4 +1,5 @@
-/* Command-line flags of zest-datanode (issue 4, item 1): defaults, then long flags. */
+/* Command-line flags of zest-datanode (issue 4, item 1): defaults, then the --config file
+ * (common/zc_conf.h), then long flags. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "dn_daemon.h"
 #include "dn.h"
 #include "dn_scrub.h"
+#include "zc_conf.h"
 
 enum {
 	OPT_LISTEN = 256,
@@ -43,6 +45,8 @@ enum {
 	OPT_HEAL_AFTER,
 	OPT_SCRUB_RATE,
 	OPT_SCRUB_INTERVAL,
+	OPT_ZONE,
+	OPT_RESERVE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -82,79 +86,117 @@ static const struct option long_opts[] = {
 	{ "heal-after", required_argument, NULL, OPT_HEAL_AFTER },
 	{ "scrub-rate", required_argument, NULL, OPT_SCRUB_RATE },
 	{ "scrub-interval", required_argument, NULL, OPT_SCRUB_INTERVAL },
+	{ "zone", required_argument, NULL, OPT_ZONE },
+	{ "reserve", required_argument, NULL, OPT_RESERVE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
 };
 
+static const char usage_text[] =
+        "usage: zest-datanode [heal] [flags]\n"
+        "  heal                       rebuild missing cells on every drive, then exit\n"
+        "  --config FILE              settings read before the flags: one `name = value`\n"
+        "                             a line, the names of the flags below without --\n"
+        "                             (`insecure = true`); `#` comment lines; a flag given\n"
+        "                             on the command line wins (default: none)\n"
+        "  --listen HOST:PORT         gRPC address (default 127.0.0.1:7070)\n"
+        "  --drive DIR                a drive folder; repeat, at least k+m (required)\n"
+        "  --ec K+M                   erasure-coding scheme (default 4+2)\n"
+        "  --cell-size SIZE           cell size, multiple of 64KiB (default 1MiB)\n"
+        "  --marshaller zerocopy|copy payload marshaller (default zerocopy)\n"
+        "  --data-io direct|buffered  data cells copied once into aligned buffers and\n"
+        "                             written O_DIRECT (default; every drive must accept\n"
+        "                             O_DIRECT), or through the page cache, zero-copy\n"
+        "                             from the payload\n"
+        "  --discard                  accept and drop payload (transport benchmark)\n"
+        "  --metrics HOST:PORT        serve Prometheus /metrics (default off)\n"
+        "  --write-quorum N           durable cells per group to commit (default k+1);\n"
+        "                             with --cluster: each group must survive losing any\n"
+        "                             N-k nodes\n"
+        "  --stripes-per-group N      block-group size in stripes (default 16)\n"
+        "  --inflight-cap SIZE        payload bytes in flight to drives (default 1GiB)\n"
+        "  --admission-l1 DURATION    write latency above which writes are paced (default "
+        "50ms)\n"
+        "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
+        "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
+        "  --heal-drive N             with heal: rebuild only drive N (0-based; default "
+        "all)\n"
+        "  --write-workers N          threads running Write calls, 1..256 (default 4)\n"
+        "  --readers N                threads streaming Read calls, 1..256 (default 4)\n"
+        "  --call-queue-cap SIZE      payload queued per Write call before it pauses,\n"
+        "                             64KiB..1GiB (default 8MiB)\n"
+        "  --shutdown-grace DURATION  on SIGTERM, time in-flight calls get to finish,\n"
+        "                             0..10min (default 5s)\n"
+        "  --heal-interval DURATION   rebuild cells writes left missing on drives that are\n"
+        "                             writable again, this often; 0 off (default 60s)\n"
+        "  --tls-ca FILE              PEM cluster CA: gRPC clients must present a\n"
+        "                             certificate it signed (mutual TLS)\n"
+        "  --tls-cert FILE            PEM certificate of this datanode, signed by the CA\n"
+        "  --tls-key FILE             PEM private key of --tls-cert\n"
+        "  --insecure                 plaintext gRPC, anyone who reaches the port may read\n"
+        "                             and delete everything (warned at start)\n"
+        "                             (the three --tls-* flags or --insecure are required)\n"
+        "  --unix-socket PATH         also serve on this Unix socket, for a gateway on this\n"
+        "                             host (--datanode unix:PATH): no TLS, the socket file\n"
+        "                             is private to this user (mode 0700) (default: none)\n"
+        "  --cluster URL[,...]        cluster mode: register in etcd at these endpoints,\n"
+        "                             https://HOST:PORT (TLS with the --tls-* files);\n"
+        "                             plaintext HOST:PORT only with --insecure\n"
+        "                             (docs/cluster.md; default off: single-node)\n"
+        "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
+        "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
+        "                             --listen with its bound port)\n"
+        "  --zone NAME                with --cluster: this node's failure domain (rack,\n"
+        "                             room), [A-Za-z0-9._-]; a group's cells spread over\n"
+        "                             zones (default: the node name, a zone per node)\n"
+        "  --reserve SIZE             with --cluster: space kept free on each drive; a\n"
+        "                             drive with less free takes no new cells, and\n"
+        "                             placement weighs nodes by free space above it\n"
+        "                             (default 1GiB)\n"
+        "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
+        "                             settled against etcd, 1s..7d (default 10min)\n"
+        "  --read-grace DURATION      with --cluster: a replaced or deleted version's\n"
+        "                             cells stay this long after their last read,\n"
+        "                             1s..7d (default: --gc-grace)\n"
+        "  --heal-after DURATION      with --cluster: a node absent this long has its\n"
+        "                             cells rebuilt elsewhere, 1s..30d (default 10min)\n"
+        "  --scrub-rate RATE          read every stored cell back and check its CRCs at\n"
+        "                             most this fast: MiB/s, or a size per second\n"
+        "                             (512KiB/s); 0 off (default 16)\n"
+        "  --scrub-interval DURATION  a scrub pass starts this often, 1s..30d (days as\n"
+        "                             7d); 0 off (default 7d)\n"
+        "  --help                     this text\n"
+        "  --version                  print the version\n";
+
 static void
 usage(FILE *out)
 {
-	fputs("usage: zest-datanode [heal] [flags]\n"
-	      "  heal                       rebuild missing cells on every drive, then exit\n"
-	      "  --listen HOST:PORT         gRPC address (default 127.0.0.1:7070)\n"
-	      "  --drive DIR                a drive folder; repeat, at least k+m (required)\n"
-	      "  --ec K+M                   erasure-coding scheme (default 4+2)\n"
-	      "  --cell-size SIZE           cell size, multiple of 64KiB (default 1MiB)\n"
-	      "  --marshaller zerocopy|copy payload marshaller (default zerocopy)\n"
-	      "  --data-io direct|buffered  data cells copied once into aligned buffers and\n"
-	      "                             written O_DIRECT (default; every drive must accept\n"
-	      "                             O_DIRECT), or through the page cache, zero-copy\n"
-	      "                             from the payload\n"
-	      "  --discard                  accept and drop payload (transport benchmark)\n"
-	      "  --metrics HOST:PORT        serve Prometheus /metrics (default off)\n"
-	      "  --write-quorum N           durable cells per group to commit (default k+1);\n"
-	      "                             with --cluster: each group must survive losing any\n"
-	      "                             N-k nodes\n"
-	      "  --stripes-per-group N      block-group size in stripes (default 16)\n"
-	      "  --inflight-cap SIZE        payload bytes in flight to drives (default 1GiB)\n"
-	      "  --admission-l1 DURATION    write latency above which writes are paced (default "
-	      "50ms)\n"
-	      "  --admission-l2 DURATION    ... above which Write calls queue (default 200ms)\n"
-	      "  --admission-l3 DURATION    ... above which they are refused (default 1s)\n"
-	      "  --heal-drive N             with heal: rebuild only drive N (0-based; default "
-	      "all)\n"
-	      "  --write-workers N          threads running Write calls, 1..256 (default 4)\n"
-	      "  --readers N                threads streaming Read calls, 1..256 (default 4)\n"
-	      "  --call-queue-cap SIZE      payload queued per Write call before it pauses,\n"
-	      "                             64KiB..1GiB (default 8MiB)\n"
-	      "  --shutdown-grace DURATION  on SIGTERM, time in-flight calls get to finish,\n"
-	      "                             0..10min (default 5s)\n"
-	      "  --heal-interval DURATION   rebuild cells writes left missing on drives that are\n"
-	      "                             writable again, this often; 0 off (default 60s)\n"
-	      "  --tls-ca FILE              PEM cluster CA: gRPC clients must present a\n"
-	      "                             certificate it signed (mutual TLS)\n"
-	      "  --tls-cert FILE            PEM certificate of this datanode, signed by the CA\n"
-	      "  --tls-key FILE             PEM private key of --tls-cert\n"
-	      "  --insecure                 plaintext gRPC, anyone who reaches the port may read\n"
-	      "                             and delete everything (warned at start)\n"
-	      "                             (the three --tls-* flags or --insecure are required)\n"
-	      "  --unix-socket PATH         also serve on this Unix socket, for a gateway on this\n"
-	      "                             host (--datanode unix:PATH): no TLS, the socket file\n"
-	      "                             is private to this user (mode 0700) (default: none)\n"
-	      "  --cluster URL[,...]        cluster mode: register in etcd at these endpoints,\n"
-	      "                             https://HOST:PORT (TLS with the --tls-* files);\n"
-	      "                             plaintext HOST:PORT only with --insecure\n"
-	      "                             (docs/cluster.md; default off: single-node)\n"
-	      "  --node NAME                with --cluster: this node's name, [A-Za-z0-9._-]\n"
-	      "  --advertise HOST:PORT      with --cluster: the address others dial (default:\n"
-	      "                             --listen with its bound port)\n"
-	      "  --gc-grace DURATION        with --cluster: pending cells older than this are\n"
-	      "                             settled against etcd, 1s..7d (default 10min)\n"
-	      "  --read-grace DURATION      with --cluster: a replaced or deleted version's\n"
-	      "                             cells stay this long after their last read,\n"
-	      "                             1s..7d (default: --gc-grace)\n"
-	      "  --heal-after DURATION      with --cluster: a node absent this long has its\n"
-	      "                             cells rebuilt elsewhere, 1s..30d (default 10min)\n"
-	      "  --scrub-rate RATE          read every stored cell back and check its CRCs at\n"
-	      "                             most this fast: MiB/s, or a size per second\n"
-	      "                             (512KiB/s); 0 off (default 16)\n"
-	      "  --scrub-interval DURATION  a scrub pass starts this often, 1s..30d (days as\n"
-	      "                             7d); 0 off (default 7d)\n"
-	      "  --help                     this text\n"
-	      "  --version                  print the version\n",
-	      out);
+	fputs(usage_text, out);
 }
+
+/* A bad value's message ends with the flag's own --help lines: its range and default. */
+static void
+usage_of(const char *name, FILE *err)
+{
+	char key[64];
+	const char *p, *e;
+
+	/* at a line's start: "--listen" also appears inside --advertise's text */
+	snprintf(key, sizeof(key), "\n  --%s ", name);
+	p = strstr(usage_text, key);
+	if (!p)
+		return;
+	p++;
+	do {
+		e = strchr(p, '\n');
+		fprintf(err, "%.*s\n", (int)(e - p), p);
+		p = e + 1;
+	} while (!strncmp(p, "                             ", 29));
+}
+
+/* The merged arguments (file, then argv) live as long as the config's strings: to exit. */
+static struct zc_conf conf;
 
 /* counts on the command line: at most a million */
 static int
@@ -299,10 +341,17 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	c->heal_interval_ns = 60000000000ull;
 	c->gc_grace_ns = 600000000000ull;
 	c->heal_after_ns = 600000000000ull;
+	c->reserve = 1ull << 30;
 	c->scrub_rate = DN_SCRUB_DEFAULT_RATE;
 	c->scrub_every_ns = DN_SCRUB_DEFAULT_INTERVAL;
-	if (argc > 1 && strcmp(argv[1], "heal") == 0) {
-		c->heal = true;
+	c->heal = argc > 1 && strcmp(argv[1], "heal") == 0;
+	zc_conf_fini(&conf);
+	if (zc_conf_load(&conf, argc, argv, c->heal ? 2 : 1, long_opts, "zest-datanode", err))
+		return -EINVAL;
+	c->config = conf.path;
+	argc = conf.argc;
+	argv = conf.argv;
+	if (c->heal) {
 		argv++;
 		argc--;
 	}
@@ -425,6 +474,12 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 		case OPT_NODE:
 			c->node = optarg; /* its rule is checked by dn_cluster_start */
 			break;
+		case OPT_ZONE:
+			c->zone = optarg; /* the node name's rule, checked by dn_cluster_start */
+			break;
+		case OPT_RESERVE:
+			bad = zc_parse_size(optarg, &c->reserve);
+			break;
 		case OPT_UNIX_SOCKET:
 			c->unix_socket = optarg;
 			break;
@@ -474,8 +529,11 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 			return -EINVAL;
 		}
 		if (bad) {
-			fprintf(err, "zest-datanode: bad value for --%s: %s\n",
-			        long_opts[opt - OPT_LISTEN].name, optarg);
+			const char *at = zc_conf_where(&conf, optind - 1 + c->heal);
+
+			fprintf(err, "zest-datanode: %sbad value for %s%s: %s\n", at,
+			        *at ? "" : "--", long_opts[opt - OPT_LISTEN].name, optarg);
+			usage_of(long_opts[opt - OPT_LISTEN].name, err);
 			return -EINVAL;
 		}
 	}
@@ -505,9 +563,9 @@ dn_config_parse(struct dn_config *c, int argc, char **argv, FILE *out, FILE *err
 	}
 	if (check_tls(c, err) || check_etcd_tls(c, err))
 		return -EINVAL;
-	if (!c->cluster != !c->node || (c->advertise && !c->cluster)) {
+	if (!c->cluster != !c->node || ((c->advertise || c->zone) && !c->cluster)) {
 		fprintf(err, "zest-datanode: --cluster and --node go together (--advertise "
-		             "with them)\n");
+		             "and --zone with them)\n");
 		return -EINVAL;
 	}
 	if (!(c->adm_l1_ns <= c->adm_l2_ns && c->adm_l2_ns <= c->adm_l3_ns)) {
@@ -524,6 +582,7 @@ dn_config_to_opts(const struct dn_config *c, struct dn_store_opts *o)
 	o->drives = c->drives;
 	o->ndrives = c->ndrives;
 	o->cells_only = c->cluster != NULL; /* a node's cells go to the cell store */
+	o->cell_reserve = c->cluster ? c->reserve : 0;
 	o->k = c->k;
 	o->m = c->m;
 	o->cell_size = c->cell_size;

@@ -14,6 +14,7 @@
 #include "rpc_tls.h"
 
 struct dn_config {
+	const char *config; /* --config FILE, read before the flags; NULL: none */
 	char *listen;
 	char *metrics;
 	const char *drives[DN_MAX_DRIVES];
@@ -46,6 +47,8 @@ struct dn_config {
 	uint64_t gc_grace_ns;   /* --gc-grace: pending cells' age before the collector; 10 min */
 	uint64_t read_grace_ns; /* --read-grace: retired cells' life after a read; 0: gc_grace */
 	uint64_t heal_after_ns; /* --heal-after: absence before a node's cells move; 10 min */
+	char *zone;             /* --zone: failure domain; NULL: the node's own */
+	uint64_t reserve;       /* --reserve: bytes kept free per drive; 1 GiB */
 };
 
 /*

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dn.h" /* the store's metadata generation */
+#include "dn.h" /* dn_store_lost_at_open (dn_store.h) */
 #include "dn_cgc.h"
 #include "dn_cheal.h"
 #include "dn_cluster.h"
@@ -95,6 +95,8 @@ join_cluster(const struct dn_config *cfg, int port, bool store_fresh)
 		                      .group_cells = cfg->k + cfg->m,
 		                      .store_fresh = store_fresh,
 		                      .node = cfg->node,
+		                      .zone = cfg->zone,
+		                      .reserve = cfg->reserve,
 		                      .drives = cfg->drives,
 		                      .ndrives = cfg->ndrives,
 		                      /* https:// etcd endpoints: trust the cluster CA and show
@@ -214,8 +216,9 @@ main(int argc, char **argv)
 		goto destroy_binding;
 	}
 	if (cfg.cluster) {
-		/* empty metadata: the store's cellcheck key goes before the node registers */
-		rc = join_cluster(&cfg, rpc_server_port(srv), dn_meta_generation(store->meta) == 0);
+		/* a store that lost cells (empty metadata, an emptied drive): its cellcheck key
+		 * goes before the node registers */
+		rc = join_cluster(&cfg, rpc_server_port(srv), dn_store_lost_at_open(store));
 		if (!rc)
 			rc = dn_cgc_create(
 			        &(struct dn_cgc_opts){ .store = store,
@@ -284,12 +287,13 @@ main(int argc, char **argv)
 	ZC_INFO("datanode",
 	        "started version=%s listen=%s port=%d metrics=%s drives=%s scheme=%u+%u "
 	        "cell_size=%llu marshaller=%s data_io=%s discard=%d write_workers=%u readers=%u "
-	        "call_queue_cap=%llu tls=%s unix_socket=%s",
+	        "call_queue_cap=%llu tls=%s unix_socket=%s config=%s",
 	        ZEST_VERSION, cfg.listen, rpc_server_port(srv), cfg.metrics ? cfg.metrics : "off",
 	        drives, cfg.k, cfg.m, (unsigned long long)cfg.cell_size,
 	        cfg.zerocopy ? "zerocopy" : "copy", cfg.data_direct ? "direct" : "buffered",
 	        cfg.discard, cfg.write_workers, cfg.readers, (unsigned long long)cfg.call_cap,
-	        cfg.tls.insecure ? "off" : "mtls", cfg.unix_socket ? cfg.unix_socket : "off");
+	        cfg.tls.insecure ? "off" : "mtls", cfg.unix_socket ? cfg.unix_socket : "off",
+	        cfg.config ? cfg.config : "none");
 
 	sigwait(&set, &sig);
 	grace_ms = (unsigned)(cfg.grace_ns / 1000000);

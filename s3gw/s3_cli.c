@@ -1,5 +1,6 @@
-/* s3_cli: the zest-s3gw command line: defaults, then flags (and the two environment
- * variables for the keys), checked once; then the server runs until SIGINT/SIGTERM. */
+/* s3_cli: the zest-s3gw command line: defaults (and the two environment variables for the
+ * keys), then the --config file (common/zc_conf.h), then flags, checked once; then the
+ * server runs until SIGINT/SIGTERM. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -11,10 +12,13 @@
 #include "rpc_tls.h"
 #include "s3.h"
 #include "zc.h"
+#include "zc_conf.h"
 
 #define MAX_DATANODES 64
 
 static struct s3_server *running;
+/* The merged arguments (file, then argv): the config's strings point into them to exit. */
+static struct zc_conf conf;
 
 static void
 on_signal(int sig)
@@ -31,6 +35,10 @@ usage(FILE *f)
 	        "usage: zest-s3gw [flags]\n"
 	        "S3 gateway of zest: speaks S3 over HTTP/1.1 and streams objects to the "
 	        "datanodes.\n\n"
+	        "  --config FILE           settings read before the flags: one `name = value` a\n"
+	        "                          line, the names of the flags below without --\n"
+	        "                          (`insecure = true`); `#` comment lines; a flag\n"
+	        "                          given on the command line wins (default: none)\n"
 	        "  --listen HOST:PORT      address to serve S3 on (default 127.0.0.1:9000; port 0 "
 	        "picks one)\n"
 	        "  --datanode HOST:PORT    a datanode; repeat for several (default: none);\n"
@@ -175,14 +183,22 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 	cfg.region = "us-east-1";
 	cfg.access_key = getenv("ZEST_ACCESS_KEY");
 	cfg.secret_key = getenv("ZEST_SECRET_KEY");
+	zc_conf_fini(&conf);
+	if (zc_conf_load(&conf, argc, argv, 1, opts, "zest-s3gw", stderr))
+		return 2;
+	argc = conf.argc;
+	argv = conf.argv;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		/* "FILE:LINE: " when the flag came from the config file */
+		const char *at = zc_conf_where(&conf, optind - 1);
+
 		switch (c) {
 		case 'l':
 			cfg.listen = optarg;
 			break;
 		case 'd':
 			if (ndn == MAX_DATANODES) {
-				fprintf(stderr, "zest-s3gw: at most %d --datanode\n",
+				fprintf(stderr, "zest-s3gw: %sat most %d --datanode\n", at,
 				        MAX_DATANODES);
 				return 2;
 			}
@@ -218,13 +234,14 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		case 't':
 			cfg.threads = (unsigned)atoi(optarg);
 			if (cfg.threads < 1 || cfg.threads > 16) {
-				fprintf(stderr, "zest-s3gw: --threads must be 1..16\n");
+				fprintf(stderr, "zest-s3gw: %s--threads must be 1..16\n", at);
 				return 2;
 			}
 			break;
 		case 'H':
 			if (zc_parse_size(optarg, &v) < 0 || v < 1024 || v > (128u << 10)) {
-				fprintf(stderr, "zest-s3gw: --max-header must be 1KiB..128KiB\n");
+				fprintf(stderr, "zest-s3gw: %s--max-header must be 1KiB..128KiB\n",
+				        at);
 				return 2;
 			}
 			cfg.max_header = v;
@@ -233,7 +250,14 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		case 'I':
 		case 'S':
 			if (zc_parse_duration_ns(optarg, &v) < 0 || v < 1000000) {
-				fprintf(stderr, "zest-s3gw: bad duration '%s'\n", optarg);
+				fprintf(stderr,
+				        "zest-s3gw: %sbad duration for --%s: '%s' (1ms or more: "
+				        "500ms, 10s, 2m, 1h)\n",
+				        at,
+				        c == 'T'   ? "header-timeout"
+				        : c == 'I' ? "idle-timeout"
+				                   : "stream-timeout",
+				        optarg);
 				return 2;
 			}
 			if (c == 'T')
@@ -245,7 +269,9 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			break;
 		case 'O':
 			if (zc_parse_size(optarg, &v) < 0 || v == 0) {
-				fprintf(stderr, "zest-s3gw: bad --max-object\n");
+				fprintf(stderr,
+				        "zest-s3gw: %sbad --max-object: '%s' (a size: 5TiB)\n", at,
+				        optarg);
 				return 2;
 			}
 			cfg.max_object = v;
@@ -253,14 +279,15 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 		case 'W':
 			cfg.workers = (unsigned)atoi(optarg);
 			if (cfg.workers < 1 || cfg.workers > 256) {
-				fprintf(stderr, "zest-s3gw: --workers must be 1..256\n");
+				fprintf(stderr, "zest-s3gw: %s--workers must be 1..256\n", at);
 				return 2;
 			}
 			break;
 		case 'C':
 			cfg.max_conns = (unsigned)atoi(optarg);
 			if (cfg.max_conns < 1 || cfg.max_conns > 1000000) {
-				fprintf(stderr, "zest-s3gw: --max-conns must be 1..1000000\n");
+				fprintf(stderr, "zest-s3gw: %s--max-conns must be 1..1000000\n",
+				        at);
 				return 2;
 			}
 			break;
@@ -287,7 +314,8 @@ s3_main(int argc, char **argv, const struct s3_backend *be)
 			} else if (strcmp(optarg, "auto") == 0) {
 				cfg.md5 = S3_MD5_AUTO;
 			} else {
-				fprintf(stderr, "zest-s3gw: --md5 must be serial, multi or auto\n");
+				fprintf(stderr,
+				        "zest-s3gw: %s--md5 must be serial, multi or auto\n", at);
 				return 2;
 			}
 			break;

@@ -90,6 +90,42 @@ dn_cells_fini(struct dn_store *s)
 	s->cells = NULL;
 }
 
+#define EMPTIED_PAGE 256 /* cell entries listed at a time */
+
+int
+dn_cells_drive_emptied(struct dn_store *s, unsigned drive)
+{
+	struct dn_cell_id after = { 0 };
+	uint64_t dropped = 0;
+	bool first = true;
+	size_t n;
+
+	do {
+		struct dn_cell_info *v;
+		int err = dn_cell_list(s, first ? NULL : &after, EMPTIED_PAGE, &v, &n);
+
+		if (err)
+			return err;
+		for (size_t i = 0; i < n && err >= 0; i++) {
+			uint32_t d = UINT32_MAX;
+
+			if (v[i].drive != drive)
+				continue;
+			err = dn_meta_cell_del(s->meta, v[i].id, &d);
+			dropped += err == 1;
+		}
+		if (n)
+			after = v[n - 1].id;
+		dn_cell_list_free(v, n);
+		if (err < 0)
+			return err;
+		first = false;
+	} while (n == EMPTIED_PAGE);
+	ZC_WARN("cell", "drive=%u came back empty: %llu cell entries dropped (their cells are "
+	        "rebuilt from the other nodes)", drive, (unsigned long long)dropped);
+	return 0;
+}
+
 /* Claim the name for w: -EBUSY while another write (or an abort) holds it. */
 static int
 busy_add(struct dn_store *s, struct dn_cell_write *w)
@@ -154,9 +190,10 @@ id_hash(struct dn_cell_id id)
 }
 
 /*
- * The writable drive with most room for length bytes. Drives within 1/64 (plus 64 MiB) of
- * the best count as tied, and the name's hash picks among them: drives on one file system
- * (tests) or equally full ones share the cells instead of one taking all.
+ * The writable drive with most room for length bytes above the reserve (cell_reserve).
+ * Drives within 1/64 (plus 64 MiB) of the best count as tied, and the name's hash picks
+ * among them: drives on one file system (tests) or equally full ones share the cells
+ * instead of one taking all.
  */
 static int
 pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *out)
@@ -175,7 +212,7 @@ pick_drive(struct dn_store *s, struct dn_cell_id id, uint64_t length, unsigned *
 		if (statvfs(s->drives[d].root, &sv) < 0)
 			continue;
 		avail[d] = (uint64_t)sv.f_bavail * sv.f_frsize;
-		if (avail[d] < length) {
+		if (avail[d] < length + s->o.cell_reserve) {
 			any_full = true;
 			continue;
 		}

@@ -1,8 +1,8 @@
 /*
  * The cell store's side of the store object (dn_cells_side, dn_store.h's struct
- * dn_store_side): what the engine's open, close, restart sweep and scrubber need from the
- * cell store, reached through the table and never by name, so that the engine and the cell
- * store stay siblings over store/.
+ * dn_store_side): what the engine's open (an emptied drive too), close, restart sweep and
+ * scrubber need from the cell store, reached through the table and never by name, so that
+ * the engine and the cell store stay siblings over store/.
  *
  * The scrubber's walk lives here because what to do with a bad cell is the cell store's
  * business: the engine's scrubber only reads a file back and checks it.
@@ -117,6 +117,7 @@ cells_scrub(struct dn_store *s, dn_side_check_fn check, dn_side_bad_fn bad, void
 const struct dn_store_side dn_cells_side = {
 	.init = dn_cells_init,
 	.fini = dn_cells_fini,
+	.drive_emptied = dn_cells_drive_emptied,
 	.file_named = dn_cell_file_named,
 	.scrub = cells_scrub,
 };

@@ -152,5 +152,12 @@ void dn_cells_fini(struct dn_store *s);
  * -errno (keep it too: the metadata could not say).
  */
 int dn_cell_file_named(struct dn_store *s, unsigned drive, const char *name);
+/*
+ * Drive came back empty at open (dn_store_side.drive_emptied): every cell entry that puts
+ * a cell on it goes (its file went with the drive), so that the node's cluster healer,
+ * which checks a store that lost cells against every record (dn_store_lost_at_open), finds
+ * them absent and has them rebuilt. 0 or -errno.
+ */
+int dn_cells_drive_emptied(struct dn_store *s, unsigned drive);
 
 #endif

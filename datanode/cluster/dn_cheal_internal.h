@@ -142,6 +142,10 @@ uint32_t chl_group_extra(const struct cl_rec_extent *e, const struct cl_rec_grou
 /* Is some live node of v free of every cell of group gr (somewhere to move a cell to)? */
 bool chl_free_node(const struct cl_members_view *v, const struct cl_rec_extent *e,
                    const struct cl_rec_group *gr);
+/* Reorder order (v's nodes ranked for group gr) for a new home of cell c: nodes in zones
+ * with fewer of the group's other cells first, full nodes last; stable (dn_cheal_zone.c). */
+void chl_zone_order(const struct cl_members_view *v, const struct cl_rec_extent *e,
+                    const struct cl_rec_group *gr, unsigned c, unsigned *order);
 /* The doubled groups of rec (cl_meta_heal_group_doubled). */
 unsigned chl_doubled_groups(const struct cl_rec_object *rec);
 

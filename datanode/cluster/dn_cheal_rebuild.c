@@ -279,7 +279,8 @@ chl_doubled_groups(const struct cl_rec_object *rec)
  * Place cell c (rebuilt, or with move read whole from its node to leave a doubled group):
  * a rebuilt cell goes back to the node that lost it when that node is live again and
  * holds no other cell of the group; else, and for a move, to live nodes that hold no
- * cell of the group in the rendezvous order of (extent, group); a rebuilt cell whose
+ * cell of the group in the rendezvous order of (extent, group), zones with fewer of its
+ * cells and nodes with room first (chl_zone_order); a rebuilt cell whose
  * live old node holds another cell of the group goes back there only when none of those
  * takes it (a cell doubled beats a cell missing). Returns 0 when it was written and the
  * record copy names it (the missing bit cleared), else an error.
@@ -305,9 +306,11 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 		free(order);
 		return -ENOMEM;
 	}
-	if (v->n)
+	if (v->n) {
 		zc_place_rank(zc_place_group_key(e->id, (uint32_t)g), v->names, (unsigned)v->n,
 		              order);
+		chl_zone_order(v, e, gr, c, order);
+	}
 	/* i = -1: back to the old node; 0 .. n - 1: the ranking; n: the old node last */
 	for (long i = back_first ? -1 : 0; i <= (long)v->n && tries < TARGET_TRIES; i++) {
 		const char *t = i < 0 || i == (long)v->n ? old : v->names[order[i]];

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dn_cheal_internal.h"
-#include "dn.h" /* the store's drives and metadata generation (dn_store.h) */
+#include "dn.h" /* the store's drives and dn_store_lost_at_open (dn_store.h) */
 #include "cl_meta.h"
 #include "cl_index.h"
 #include "zc.h"
@@ -521,9 +521,10 @@ chl_store_init(struct dn_cheal *h)
 			strcpy(h->store_id, "unknown");
 		fclose(f);
 	}
-	/* An empty metadata (a new node, or one back with every copy lost) is checked whatever
-	 * /zest/cellcheck/ says: the drives' identity files may have survived the loss. */
-	h->store_fresh = dn_meta_generation(s->meta) == 0;
+	/* A store that lost cells (empty metadata: a new node, or one back with every copy
+	 * lost; or a drive back empty) is checked whatever /zest/cellcheck/ says: the drives'
+	 * identity files, and the store's id, may have survived the loss. */
+	h->store_fresh = dn_store_lost_at_open(s);
 }
 
 static int

@@ -20,11 +20,13 @@
 
 #define MEMBERS_PREFIX "/zest/members/"
 #define RETRY_MS       1000
-#define REFRESH_MS     30000 /* NodeInfo's free space */
+#define REFRESH_MS     30000 /* NodeInfo's free space, at the latest */
+#define CHECK_MS       2000  /* ... and sooner when it moved (a drive filling up) */
 
 struct dn_cluster {
 	struct dn_cluster_opts o; /* its strings point at the copies below */
 	char node[CL_REC_MAX_NAME + 1];
+	char zone[CL_REC_MAX_NAME + 1];
 	char address[300];
 	char node_key[sizeof(CL_MEMBERS_NODES_PREFIX) + CL_REC_MAX_NAME];
 	char member_key[sizeof(MEMBERS_PREFIX) + CL_REC_MAX_NAME];
@@ -44,6 +46,8 @@ struct dn_cluster {
 	atomic_bool registered;
 	atomic_uint_fast64_t registrations;
 	struct dn_health health; /* the metrics thread's */
+	uint64_t put_free;       /* the keeper's: free_bytes of the last NodeInfo put */
+	uint64_t put_ns;         /* ... and when */
 };
 
 static uint64_t
@@ -84,7 +88,9 @@ free_drives(struct cl_rec_drive *d, unsigned n)
 	free(d);
 }
 
-/* The drives as NodeInfo lists them; NULL on a missing identity file or no memory. */
+/* The drives as NodeInfo lists them (each with its file system's free bytes), *cap their
+ * sum and *avail the bytes above the reserve of each: what placement may still fill. NULL
+ * on a missing identity file or no memory. */
 static struct cl_rec_drive *
 read_drives(const struct dn_cluster *c, uint64_t *cap, uint64_t *avail)
 {
@@ -107,7 +113,8 @@ read_drives(const struct dn_cluster *c, uint64_t *cap, uint64_t *avail)
 			d[i].free_bytes = (uint64_t)st.f_bavail * st.f_frsize;
 		}
 		*cap += d[i].capacity_bytes;
-		*avail += d[i].free_bytes;
+		if (d[i].free_bytes > c->o.reserve)
+			*avail += d[i].free_bytes - c->o.reserve;
 	}
 	return d;
 }
@@ -173,14 +180,28 @@ encode_node(const struct dn_cluster *c, const struct cl_rec_drive *drives, uint6
 	ni.free_bytes = avail;
 	ni.started_ns = c->started_ns;
 	ni.version = ZEST_VERSION;
+	ni.zone = c->o.zone ? (char *)c->o.zone : NULL;
 	rc = cl_rec_node_encode(&ni, buf, len, why, sizeof(why));
 	if (rc == -EINVAL)
 		ZC_ERR("cluster", "cannot encode NodeInfo: %s", why);
 	return rc;
 }
 
+/* Has the free space moved enough since the last put to tell the placers now? Reaching or
+ * leaving 0 (full) always is; else 1/64 of the capacity. */
+static bool
+free_moved(const struct dn_cluster *c, uint64_t cap, uint64_t avail)
+{
+	uint64_t d = avail > c->put_free ? avail - c->put_free : c->put_free - avail;
+
+	if (!avail != !c->put_free)
+		return true;
+	return d > cap / 64;
+}
+
 /* Rewrite NodeInfo under the current lease: free space changes as the drives fill. A put
- * under a lease etcd no longer has fails, so this never resurrects an expired key. */
+ * under a lease etcd no longer has fails, so this never resurrects an expired key. Checked
+ * every CHECK_MS, put when it moved (free_moved) or REFRESH_MS after the last. */
 static void
 refresh_node(struct dn_cluster *c, int64_t lease)
 {
@@ -191,9 +212,22 @@ refresh_node(struct dn_cluster *c, int64_t lease)
 	int rc = -ENOMEM;
 
 	drives = read_drives(c, &cap, &avail);
+	if (drives && !free_moved(c, cap, avail) &&
+	    zc_now_ns() - c->put_ns < (uint64_t)REFRESH_MS * 1000000u) {
+		free_drives(drives, c->o.ndrives);
+		return;
+	}
 	if (drives && (rc = encode_node(c, drives, cap, avail, &buf, &len)) == 0)
 		rc = cl_etcd_put(c->etcd, c->node_key, strlen(c->node_key), buf, len, lease, NULL,
 		                 0);
+	if (rc == 0) {
+		if (!avail != !c->put_free)
+			ZC_INFO("cluster", "node=%s free above the reserve: %llu bytes%s",
+			        c->o.node, (unsigned long long)avail,
+			        avail ? "" : ": takes no new cells");
+		c->put_free = avail;
+		c->put_ns = zc_now_ns();
+	}
 	free(buf);
 	free_drives(drives, c->o.ndrives);
 	if (rc)
@@ -291,8 +325,16 @@ register_once(struct dn_cluster *c, char *holder, size_t hcap)
 	if (!drives)
 		return -EINVAL;
 	rc = put_node(c, drives, cap, avail, &lease, holder, hcap);
-	if (rc == 0)
+	if (rc == 0) {
+		if (!avail)
+			ZC_WARN("cluster",
+			        "node=%s has no free space above --reserve %llu on any drive: it "
+			        "takes no new cells",
+			        c->o.node, (unsigned long long)c->o.reserve);
+		c->put_free = avail;
+		c->put_ns = zc_now_ns();
 		rc = put_member(c, drives);
+	}
 	if (rc == 0)
 		rc = cl_etcd_keepalive_start(c->etcd, lease, c->o.ttl_s, lease_lost, c, &ka);
 	free_drives(drives, c->o.ndrives);
@@ -357,7 +399,7 @@ keeper(void *arg)
 		if (!c->lost) {
 			int64_t lease = c->lease;
 
-			if (wait_ms(c, REFRESH_MS) || c->lost || !lease || lease != c->lease)
+			if (wait_ms(c, CHECK_MS) || c->lost || !lease || lease != c->lease)
 				continue;
 			pthread_mutex_unlock(&c->mu);
 			refresh_node(c, lease);
@@ -466,8 +508,18 @@ dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out)
 		free(c);
 		return -EINVAL;
 	}
+	if (o->zone && !cl_rec_node_name_ok(o->zone)) {
+		ZC_ERR("cluster", "--zone \"%s\" is not a zone name (1-%d of A-Z a-z 0-9 . _ -)",
+		       o->zone, CL_REC_MAX_NAME);
+		free(c);
+		return -EINVAL;
+	}
 	/* copies: the caller's strings may be gone (the keeper registers again much later) */
 	strcpy(c->node, o->node);
+	if (o->zone) {
+		strcpy(c->zone, o->zone);
+		c->o.zone = c->zone;
+	}
 	strcpy(c->address, o->address);
 	c->o.node = c->node;
 	c->o.address = c->address;

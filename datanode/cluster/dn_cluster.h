@@ -16,6 +16,7 @@
 #define ZEST_DN_CLUSTER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define DN_CLUSTER_TTL_S 10 /* the node lease; keepalive every third of it */
@@ -26,6 +27,8 @@ struct cl_etcd;
 struct dn_cluster_opts {
 	const char *endpoints;     /* --cluster: etcd host:port[,...] */
 	const char *node;          /* --node: the node name (cl_rec_node_name_ok) */
+	const char *zone;          /* --zone: failure domain (the same rule); NULL: its own */
+	uint64_t reserve;          /* --reserve: bytes per drive placement leaves free */
 	const char *address;       /* host:port gateways and peers dial */
 	const char *const *drives; /* --drive folders, in order; borrowed until destroy */
 	unsigned ndrives;

@@ -293,7 +293,7 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 {
 	const struct cl_members_view *v;
 	struct zc_place_slots sl;
-	int ft = 0, self = -1;
+	int ft = 0, zft = 0, self = -1;
 
 	if (!c)
 		return;
@@ -334,8 +334,7 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->names[i], c->node))
 			self = (int)i;
-	if (v->n && !zc_place_group(zc_place_group_key(0, 0), v->names, (unsigned)v->n, c->o.k,
-	                            c->o.m, self, &sl))
+	if (dn_coord_view_spread(v, self, c->o.k, c->o.m, &sl, &zft) == 0)
 		ft = dn_coord_tolerance(sl.node, c->o.k + c->o.m,
 		                        dn_coord_all_cells(c->o.k + c->o.m), c->o.k);
 	cl_members_view_put(v);
@@ -343,6 +342,11 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	        "# HELP zest_cluster_fault_tolerance_nodes Nodes a block group placed now over "
 	        "the live view survives losing (any of them): a write needs write quorum - k.\n"
 	        "# TYPE zest_cluster_fault_tolerance_nodes gauge\n"
-	        "zest_cluster_fault_tolerance_nodes %d\n",
-	        ft);
+	        "zest_cluster_fault_tolerance_nodes %d\n"
+	        "# HELP zest_cluster_fault_tolerance_zones Whole zones (--zone) a block group "
+	        "placed now over the live view may lose with every object readable (k cells "
+	        "left).\n"
+	        "# TYPE zest_cluster_fault_tolerance_zones gauge\n"
+	        "zest_cluster_fault_tolerance_zones %d\n",
+	        ft, zft < 0 ? 0 : zft);
 }

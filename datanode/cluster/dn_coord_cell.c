@@ -3,7 +3,8 @@
  * peer's rpc client, sent by reference, paced by the stream's in-flight window) or its
  * local write (dn_cell_write_*), and its outcome. A cell that fails (open refused,
  * connection reset, the peer silent past the timeout) is marked missing; its node is then
- * skipped for the rest of the write, so later groups do not wait on it again.
+ * skipped for the rest of the write, so later groups do not wait on it again (they are
+ * placed around it). A local cell refused for space before any byte moves to another node.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -120,6 +121,15 @@ dn_coord_cell_start(struct dn_coord_write *w, struct cgroup *g, unsigned i)
 			                     .key = w->key };
 
 		rc = dn_cell_write_open(w->c->o.store, &spec, &cc->lw);
+		/* this node is full before its registration said so: nothing is written yet,
+		 * so the cell goes to another node instead of missing */
+		if (rc == -ENOSPC && dn_coord_cell_replace(w, g, i) == 0) {
+			ZC_INFO("coord",
+			        "cell %016" PRIx64 ".%" PRIu32 ".%u: no space here, placed on "
+			        "node=%s",
+			        w->id, g->idx, i, w->view->names[cc->node]);
+			return dn_coord_cell_start(w, g, i);
+		}
 	} else {
 		struct rpc_cell_open op = { .id = { w->id, g->idx, i },
 			                    .length = cc->length,

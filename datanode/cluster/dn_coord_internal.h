@@ -186,6 +186,15 @@ void dn_coord_group_msg(const struct dn_coord_write *w, const struct cgroup *g, 
 /* At begin: can a group placed over w's view meet the quorum at all (every cell durable)?
  * 0, or ZC_E(ZC_NO_QUORUM) with msg: too few live nodes, refused before any byte moves. */
 int dn_coord_place_check(const struct dn_coord_write *w, char *msg, size_t cap);
+/* Cell i of g could not be opened on its node for want of space (-ENOSPC, before any
+ * byte): move it to a node of the view outside the group, with room, not failed in this
+ * write, in the zone with fewest of the group's cells; the old node is marked failed for
+ * the write's later groups. 0, or -ENOSPC when no node is left. Before the cell starts. */
+int dn_coord_cell_replace(struct dn_coord_write *w, struct cgroup *g, unsigned i);
+/* A group placed now over v (zc_place_spread, self as there): 0 with *sl and the whole
+ * zones it may lose in *zones_ft (-1 on failure), -EINVAL (empty view), -ENOSPC, -ENOMEM. */
+int dn_coord_view_spread(const struct cl_members_view *v, int self, unsigned k, unsigned m,
+                         struct zc_place_slots *sl, int *zones_ft);
 /* Place group gi of w (the view's nodes, w->self) and start its cells' streams. 0, or
  * ZC_E(ZC_NO_QUORUM) when too many of them failed at once. */
 int dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap);

@@ -150,17 +150,137 @@ dn_coord_quorum_msg(const struct dn_coord_write *w, uint32_t group, const unsign
 		         w->quorum - w->k);
 }
 
+/* The view's nodes as placement candidates (zc_place_spread): their zones, and their free
+ * bytes above the reserve as weights (cl_rec_node_weight: a full node weighs 0). NULL on
+ * no memory. */
+static struct zc_place_node *
+view_nodes(const struct cl_members_view *v)
+{
+	struct zc_place_node *pn = calloc(v->n ? v->n : 1, sizeof(*pn));
+
+	for (size_t i = 0; pn && i < v->n; i++) {
+		const struct cl_rec_node *nd = &v->nodes[i];
+
+		pn[i].name = v->names[i];
+		pn[i].zone = nd->zone && nd->zone[0] ? nd->zone : NULL; /* NULL: its own */
+		pn[i].weight = cl_rec_node_weight(nd);
+	}
+	return pn;
+}
+
+static struct zc_place_node *
+place_nodes(const struct dn_coord_write *w)
+{
+	return view_nodes(w->view);
+}
+
+int
+dn_coord_view_spread(const struct cl_members_view *v, int self, unsigned k, unsigned m,
+                     struct zc_place_slots *sl, int *zones_ft)
+{
+	struct zc_place_node *pn = view_nodes(v);
+	int rc = pn ? 0 : -ENOMEM;
+
+	*zones_ft = -1;
+	if (!rc && !v->n)
+		rc = -EINVAL;
+	if (!rc)
+		rc = zc_place_spread(zc_place_group_key(0, 0), pn, (unsigned)v->n, k, m, self, sl);
+	if (!rc)
+		*zones_ft = zc_place_zone_tolerance(sl, pn, k);
+	free(pn);
+	return rc;
+}
+
+/* The zone of v's node j (its name when it registered none). */
+static const char *
+view_zone(const struct cl_members_view *v, size_t j)
+{
+	const char *z = v->nodes[j].zone;
+
+	return z && z[0] ? z : v->names[j];
+}
+
+int
+dn_coord_cell_replace(struct dn_coord_write *w, struct cgroup *g, unsigned i)
+{
+	const struct cl_members_view *v = w->view;
+	uint64_t key = zc_place_group_key(w->id, g->idx), best_h = 0;
+	unsigned old = g->cells[i].node, best_zc = 0;
+	long who = -1;
+
+	pthread_mutex_lock(&w->mu);
+	w->node_failed[old] = true; /* the later groups go around it */
+	for (size_t j = 0; j < v->n; j++) {
+		unsigned zc = 0;
+		bool in = false;
+		uint64_t h;
+
+		if (w->node_failed[j] || !cl_rec_node_weight(&v->nodes[j]))
+			continue;
+		for (unsigned t = 0; t < w->n; t++) {
+			in |= g->sl.node[t] == j;
+			zc += t != i && !strcmp(view_zone(v, g->sl.node[t]), view_zone(v, j));
+		}
+		if (in)
+			continue;
+		/* zc_place_spread's order for one slot: the emptier zone, then the hash */
+		h = zc_place_slot_weight(key, v->names[j], i);
+		if (who < 0 || zc < best_zc || (zc == best_zc && h > best_h)) {
+			who = (long)j;
+			best_zc = zc;
+			best_h = h;
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (who < 0)
+		return -ENOSPC;
+	g->sl.node[i] = (unsigned)who;
+	g->cells[i].node = (unsigned)who;
+	g->cells[i].local = w->self >= 0 && (unsigned)who == (unsigned)w->self;
+	return 0;
+}
+
+/* Place group gi over pn; when every node left is full or failed, over the view's own
+ * weights (the write then fails on the quorum, saying why). */
+static int
+place(struct dn_coord_write *w, uint32_t gi, struct zc_place_node *pn, struct zc_place_slots *sl)
+{
+	uint64_t key = zc_place_group_key(w->id, gi);
+	unsigned n = (unsigned)w->view->n;
+	int rc = zc_place_spread(key, pn, n, w->k, w->m, w->self, sl);
+
+	if (rc == -ENOSPC) {
+		for (unsigned i = 0; i < n; i++)
+			pn[i].weight = cl_rec_node_weight(&w->view->nodes[i]);
+		rc = zc_place_spread(key, pn, n, w->k, w->m, w->self, sl);
+	}
+	return rc;
+}
+
 int
 dn_coord_place_check(const struct dn_coord_write *w, char *msg, size_t cap)
 {
 	struct zc_place_slots sl;
+	struct zc_place_node *pn = place_nodes(w);
 	uint32_t all = dn_coord_all_cells(w->n);
-	int ft;
+	int ft, rc;
 
+	if (!pn) {
+		snprintf(msg, cap, "out of memory");
+		return -ENOMEM;
+	}
 	/* Every group's placement over a view holds the same number of cells per node
-	 * (zc_place_group: rounds of distinct nodes), so group 0's tells for all. */
-	if (zc_place_group(zc_place_group_key(w->id, 0), w->view->names, (unsigned)w->view->n, w->k,
-	                   w->m, w->self, &sl)) {
+	 * (zc_place_spread: rounds of distinct nodes), so group 0's tells for all. */
+	rc = zc_place_spread(zc_place_group_key(w->id, 0), pn, (unsigned)w->view->n, w->k, w->m,
+	                     w->self, &sl);
+	free(pn);
+	if (rc == -ENOSPC) {
+		snprintf(msg, cap, "none of the %zu live nodes has free space above its reserve",
+		         w->view->n);
+		return ZC_E(ZC_UNAVAILABLE);
+	}
+	if (rc) {
 		snprintf(msg, cap, "no placement for %u+%u over %zu live nodes", w->k, w->m,
 		         w->view->n);
 		return ZC_E(ZC_UNAVAILABLE);
@@ -177,15 +297,25 @@ int
 dn_coord_group_open(struct dn_coord_write *w, uint32_t gi, char *msg, size_t cap)
 {
 	struct cgroup *g = calloc(1, sizeof(*g));
+	struct zc_place_node *pn = place_nodes(w);
 	int rc;
 
-	if (!g) {
+	if (!g || !pn) {
+		free(g);
+		free(pn);
 		snprintf(msg, cap, "out of memory");
 		return -ENOMEM;
 	}
+	/* a node a stream failed to earlier in this write (refused, reset, out of space)
+	 * takes no cell of the later groups: they keep their full redundancy elsewhere */
+	pthread_mutex_lock(&w->mu);
+	for (size_t i = 0; i < w->view->n; i++)
+		if (w->node_failed[i])
+			pn[i].weight = 0;
+	pthread_mutex_unlock(&w->mu);
 	g->idx = gi;
-	rc = zc_place_group(zc_place_group_key(w->id, gi), w->view->names, (unsigned)w->view->n,
-	                    w->k, w->m, w->self, &g->sl);
+	rc = place(w, gi, pn, &g->sl);
+	free(pn);
 	if (rc) {
 		free(g);
 		snprintf(msg, cap, "no placement for %u+%u over %zu live nodes", w->k, w->m,

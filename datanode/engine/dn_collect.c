@@ -18,13 +18,14 @@
 /*
  * Drive identity: <drive>/zest-drive names the store and the drive's index in it, so that a
  * reordered --drive list or a folder from another store is refused instead of misread. A
- * folder without the file (new, or a replaced disk) gets one.
+ * folder without the file (new, or a replaced disk) gets one; in a store that exists it is
+ * marked emptied (dn_store.emptied).
  */
 int
 dn_store_check_identity(struct dn_store *s)
 {
 	char store[40] = "", line[160], path[PATH_MAX];
-	bool have[DN_MAX_DRIVES] = { false };
+	bool have[DN_MAX_DRIVES] = { false }, existed;
 	unsigned char rnd[16];
 
 	for (unsigned d = 0; d < s->ndrives; d++) {
@@ -57,7 +58,8 @@ dn_store_check_identity(struct dn_store *s)
 		strcpy(store, id);
 		have[d] = true;
 	}
-	if (!store[0]) {
+	existed = store[0] != '\0';
+	if (!existed) {
 		if (getentropy(rnd, sizeof(rnd)) < 0)
 			return -errno;
 		for (unsigned i = 0; i < sizeof(rnd); i++)
@@ -69,6 +71,11 @@ dn_store_check_identity(struct dn_store *s)
 
 		if (have[d])
 			continue;
+		if (existed) {
+			ZC_WARN("store", "drive=%s has no zest-drive file: taken into store %s as drive "
+			        "%u, empty (what it held is lost)", s->drives[d].root, store, d);
+			s->emptied |= 1ull << d;
+		}
 		snprintf(path, sizeof(path), "%s/zest-drive", s->drives[d].root);
 		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 		n = snprintf(line, sizeof(line), "zest-drive v1 store=%s index=%u of=%u\n", store,

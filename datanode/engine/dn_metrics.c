@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "dn_internal.h"
@@ -20,6 +21,31 @@ dn_metrics_set_hook(struct dn_store *s, dn_metrics_hook hook, void *arg)
 {
 	s->hook = hook;
 	s->hook_arg = arg;
+}
+
+/* Each drive's filesystem size and the space left to zest (f_bavail: what an unprivileged
+ * writer gets), a statvfs per drive per scrape. A drive that cannot be asked is left out. */
+static void
+render_capacity(struct dn_store *s, FILE *f)
+{
+	struct statvfs sv[DN_MAX_DRIVES];
+	bool ok[DN_MAX_DRIVES];
+
+	for (unsigned d = 0; d < s->ndrives; d++)
+		ok[d] = statvfs(s->drives[d].root, &sv[d]) == 0;
+	fprintf(f, "# HELP zest_drive_capacity_bytes Size of each drive's filesystem.\n"
+	           "# TYPE zest_drive_capacity_bytes gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		if (ok[d])
+			fprintf(f, "zest_drive_capacity_bytes{drive=\"%u\"} %llu\n", d,
+			        (unsigned long long)sv[d].f_blocks * sv[d].f_frsize);
+	fprintf(f, "# HELP zest_drive_free_bytes Bytes still free for zest on each drive's "
+	           "filesystem.\n"
+	           "# TYPE zest_drive_free_bytes gauge\n");
+	for (unsigned d = 0; d < s->ndrives; d++)
+		if (ok[d])
+			fprintf(f, "zest_drive_free_bytes{drive=\"%u\"} %llu\n", d,
+			        (unsigned long long)sv[d].f_bavail * sv[d].f_frsize);
 }
 
 void
@@ -80,6 +106,7 @@ dn_metrics_render(struct dn_store *s, FILE *f)
 		fprintf(f, "zest_drive_state{drive=\"%u\"} %d\n", d,
 		        atomic_load(&s->drives[d].state));
 	}
+	render_capacity(s, f);
 	fprintf(f,
 	        "# HELP zest_admission_level Admission control: 0 ok, 1 pacing, 2 queueing, 3 "
 	        "refusing new writes.\n"

@@ -248,6 +248,12 @@ dn_store_open(const struct dn_store_opts *opts, struct dn_store **out)
 	                   &s->meta);
 	if (err)
 		goto fail;
+	for (unsigned d = 0; d < s->ndrives; d++)
+		if ((s->emptied >> d & 1) && opts->side && opts->side->drive_emptied) {
+			err = opts->side->drive_emptied(s, d);
+			if (err)
+				goto fail;
+		}
 	dn_store_collect(s);
 	err = dn_store_commit_start(s);
 	if (err)

@@ -44,6 +44,9 @@ struct dn_store_opts {
 	/* Cluster mode: only the cell store is written, so >= 1 drive will do (k, m are the
 	 * scheme of the cells the node coordinates; single-node writes need k + m drives). */
 	bool cells_only;
+	/* bytes each drive keeps free: a cell that would leave less goes to another drive,
+	 * none left is -ENOSPC (cluster mode's --reserve; 0 otherwise) */
+	uint64_t cell_reserve;
 	unsigned k, m;              /* default scheme: 4 + 2 */
 	size_t cell_size;           /* multiple of 4096 and of chunk_size; default 1 MiB */
 	size_t chunk_size;          /* bytes per CRC32C; default 64 KiB */
@@ -187,6 +190,9 @@ struct dn_store {
 	struct ec_codec *codecs[EC_MAX_CELLS + 1][EC_MAX_CELLS + 1];
 	pthread_mutex_t codec_lock;
 	struct dn_meta *meta;
+	/* Drives (bit d) that came back at open without their identity file into a store that
+	 * exists: emptied or replaced, their files lost (dn_store_check_identity). */
+	uint64_t emptied;
 	struct dn_cells *cells; /* cluster mode's cell writes in progress (dn_cell.c) */
 	struct dn_adm adm;
 	atomic_uint next_base;
@@ -284,6 +290,14 @@ void dn_store_live_put(struct dn_store *s);
 /* Wait until no write is live, at most wait_ns; past it, log how many are and return
  * -ETIMEDOUT (close goes on). */
 int dn_store_live_wait(struct dn_store *s, uint64_t wait_ns);
+
+/*
+ * The store came up without what its metadata knew: the metadata is empty (a new store, or
+ * one back with every copy lost), or a drive came back empty (its entries were dropped at
+ * open by the layer beside the engine). Whoever keeps a cluster's view of this node's
+ * cells must check them all again. Any thread after open.
+ */
+bool dn_store_lost_at_open(struct dn_store *s);
 
 /* The store layer's part of open and close: locks and the io pool (dn_store_base.c), the
  * commit thread (dn_jobs.c). Stop the thread after the drives (their last completions

@@ -87,6 +87,12 @@ dn_store_place(struct dn_store *s, unsigned base, unsigned n, uint8_t *drives, u
 		}
 }
 
+bool
+dn_store_lost_at_open(struct dn_store *s)
+{
+	return dn_meta_generation(s->meta) == 0 || s->emptied != 0;
+}
+
 int
 dn_store_base_init(struct dn_store *s)
 {

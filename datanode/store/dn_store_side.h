@@ -57,6 +57,12 @@ struct dn_store_side {
 	 */
 	int (*file_named)(struct dn_store *s, unsigned drive, const char *name);
 	/*
+	 * At open, after the metadata and before the restart sweep: drive came back empty into
+	 * a store that exists (dn_store.emptied), its files lost; drop what this layer's
+	 * entries say was on it. 0 or -errno (open fails).
+	 */
+	int (*drive_emptied)(struct dn_store *s, unsigned drive);
+	/*
 	 * A scrub pass's walk over this layer's cells: check(arg, f) for each one worth
 	 * reading, bad(arg, f, handed) after a bad one was dealt with. Returns 0, or the first
 	 * error (a check's < 0, a metadata error).

@@ -489,7 +489,7 @@ class DataNode(Proc):
             argv += ["--drive", d]
         if c.local == self.i:
             argv += ["--unix-socket", c.local_sock]
-        return argv + list(c.extra_dn)
+        return argv + list(c.extra_dn(self.i) if callable(c.extra_dn) else c.extra_dn)
 
     def wipe(self):
         """Empty every drive folder (a node back with replaced drives)."""
@@ -532,7 +532,8 @@ class Cluster:
         self.heal_after = heal_after
         self.write_quorum = write_quorum
         self.data_io = data_io
-        self.extra_dn = list(extra_dn)
+        # extra datanode flags: a list, or a function of the node number (--zone per node)
+        self.extra_dn = extra_dn if callable(extra_dn) else list(extra_dn)
         self.extra_gw = list(extra_gw)
         # local=i: dn-i serves a Unix socket and the gateway is on its host (--local-node)
         self.local = local
@@ -867,6 +868,21 @@ def get_digest(s3, bucket, key):
         h.update(chunk)
         n += len(chunk)
     return n, h.hexdigest()
+
+
+def wrong_objects(s3, bucket, objects):
+    """The objects of {key: (size, sha256)} that do not read back so, as (key, error code)
+    or (key, "differs", size read, size wanted); empty when all do."""
+    bad = []
+    for key, want in sorted(objects.items()):
+        try:
+            got = get_digest(s3, bucket, key)
+        except Exception as e:  # botocore's many error classes: all count
+            bad.append((key, error_code(e)))
+            continue
+        if got != want:
+            bad.append((key, "differs", got[0], want[0]))
+    return bad
 
 
 def error_code(e):

@@ -68,16 +68,7 @@ def wait_healed(c, what, healed_min, timeout=180, quiet=2 * PERIOD):
 
 
 def verify(c, objects, what):
-    s3 = c.s3(retries=0, read_timeout=60)
-    bad = []
-    for key, want in sorted(objects.items()):
-        try:
-            got = ch.get_digest(s3, BUCKET, key)
-        except Exception as e:  # botocore's many error classes: all count
-            bad.append((key, ch.error_code(e)))
-            continue
-        if got != want:
-            bad.append((key, "differs", got[0], want[0]))
+    bad = ch.wrong_objects(c.s3(retries=0, read_timeout=60), BUCKET, objects)
     assert not bad, f"{what}: {len(bad)} objects wrong: {bad[:5]}"
 
 

@@ -16,6 +16,8 @@
   0 is never followed by a status that is not OK;
 - a node back with its LMDB lost but its cells and drive identity kept (the same store
   id): the same, and its cellcheck key was gone at the revision its node key appeared;
+- a node back with one of its drive folders emptied, the other intact (the same store id
+  and metadata): the same;
 - then ok-to-stop of two other nodes exits 0, they are stopped, every object reads back
   byte-identical, status is WARN node_absent 2;
 - m + 1 of a group's nodes stopped: HEALTH_ERR (exit 2), objects_unreadable.
@@ -131,16 +133,7 @@ def until_ok(c, w, cells_before, timeout=240):
 
 
 def verify(c, objects, what):
-    s3 = c.s3(retries=0, read_timeout=60)
-    bad = []
-    for key, want in sorted(objects.items()):
-        try:
-            got = ch.get_digest(s3, BUCKET, key)
-        except Exception as e:  # botocore's many error classes: all count
-            bad.append((key, ch.error_code(e)))
-            continue
-        if got != want:
-            bad.append((key, "differs", got[0], want[0]))
+    bad = ch.wrong_objects(c.s3(retries=0, read_timeout=60), BUCKET, objects)
     assert not bad, f"{what}: {len(bad)} objects wrong: {bad[:5]}"
 
 
@@ -268,6 +261,22 @@ def test_health():
         print(f"     dn-{w} without its metadata: {samples} samples until OK, reasons on "
               f"the way {distinct}", flush=True)
         verify(c, objects, f"dn-{w} back without metadata")
+
+        # dn-4 back with one drive folder emptied (a disk replaced), the other intact: the
+        # same store id and metadata, yet the lost drive's cells are found and rebuilt
+        # before anything says OK
+        w = 4
+        cells_before = len(c.cell_files(w))
+        drive = max(c.node(w).drives, key=lambda d: sum(
+            len(f) for _, _, f in os.walk(os.path.join(d, "data"))))
+        assert c.stop_node(w) == 0
+        ch.shutil.rmtree(drive)
+        os.makedirs(drive)
+        c.restart(w)
+        samples, distinct = until_ok(c, w, cells_before)
+        print(f"     dn-{w} with a drive folder emptied: {samples} samples until OK, reasons "
+              f"on the way {distinct}", flush=True)
+        verify(c, objects, f"dn-{w} back with a drive emptied")
 
         # two other nodes: ok to stop, stopped, every object reads back
         two = [5, 6]

@@ -89,16 +89,8 @@ def gw_live(c):
 
 
 def verify(c, objects, what):
-    s3 = c.s3(retries=3, read_timeout=60)
-    bad = []
-    for key, data in sorted(objects.items()):
-        try:
-            got = ch.get_digest(s3, BUCKET, key)
-        except Exception as e:  # botocore's many error classes: all count
-            bad.append((key, ch.error_code(e)))
-            continue
-        if got != (len(data), ch.digest(data)):
-            bad.append((key, "differs", got[0]))
+    want = {key: (len(data), ch.digest(data)) for key, data in objects.items()}
+    bad = ch.wrong_objects(c.s3(retries=3, read_timeout=60), BUCKET, want)
     assert not bad, f"{what}: {len(bad)} objects wrong: {bad[:5]}"
 
 

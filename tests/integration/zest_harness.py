@@ -183,12 +183,19 @@ class PortTaken(RuntimeError):
     listener, or an outgoing connection's ephemeral port)."""
 
 
+class BackendNotReady(RuntimeError):
+    """A gateway gave up at start on a datanode that was up but had not answered its first
+    call within the gateway's start deadline (a datanode under valgrind on a loaded machine
+    completes its first TLS handshakes late); started again, as a supervisor would."""
+
+
 def start_retrying(start, tries=3):
-    """Call start() until it does not fail with PortTaken; start picks fresh ports."""
+    """Call start() until it does not fail with PortTaken or BackendNotReady; start picks
+    fresh ports."""
     for i in range(tries):
         try:
             return start()
-        except PortTaken:
+        except (PortTaken, BackendNotReady):
             if i == tries - 1:
                 raise
 
@@ -216,6 +223,8 @@ class Daemon:
             sys.stderr.write(f"----- {os.path.basename(log_path)} (tail) -----\n{tail}\n")
             if "Address already in use" in tail:
                 raise PortTaken(tail) from None
+            if "backend=unavailable" in tail:
+                raise BackendNotReady(tail) from None
             raise
 
     def kill9(self):

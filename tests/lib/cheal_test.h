@@ -1,7 +1,8 @@
 /*
  * Shared by test_dn_cheal.c and test_dn_cheal_spread.c: an in-process datanode (a cell
  * store over temp folders, the gRPC binding, a loopback rpc server, plaintext) registered
- * in etcd by hand, cells written into and read back from a store, and a healer's metric.
+ * in etcd by hand, cells written into and read back from a store, a healer's metric, a
+ * record's cell holders, to-do keys and a pass over every healer.
  * Include after dn_test.h and cmeta_test.h.
  */
 #ifndef ZEST_TEST_CHEAL_H
@@ -174,6 +175,45 @@ tn_metric(struct dn_cheal *h, const char *name)
 	CHECK(at && sscanf(at + strlen(name), " %llu", &v) == 1);
 	free(buf);
 	return v;
+}
+
+/* Which node holds cell c of group g in the record's first extent. */
+static inline const char *
+tn_cell_node(const struct cl_rec_object *o, unsigned g, unsigned c)
+{
+	const struct cl_rec_extent *e = &o->extents[0];
+
+	return e->nodes[e->groups[g].cell[c]];
+}
+
+/* The to-do key of bucket/key ("bkt/obj"): its value's length (value in buf, cap bytes),
+ * or ZC_E(ZC_NO_KEY). */
+static inline int
+tn_todo_value(struct cl_etcd *c, const char *bucket_key, char *buf, size_t cap)
+{
+	char k[128];
+	struct cl_etcd_kvs kvs = { 0 };
+	int rc;
+
+	snprintf(k, sizeof(k), CL_META_HEAL "%s", bucket_key);
+	rc = cl_etcd_get(c, k, strlen(k), false, &kvs, 0);
+	if (rc == 0) {
+		CHECK(kvs.kv[0].value_len < cap);
+		memcpy(buf, kvs.kv[0].value, kvs.kv[0].value_len);
+		buf[kvs.kv[0].value_len] = '\0';
+		rc = (int)kvs.kv[0].value_len;
+	}
+	cl_etcd_kvs_fini(&kvs);
+	return rc;
+}
+
+/* A pass on each of the n nodes' healers; the sums in *st. */
+static inline void
+tn_pass_all(struct tnode *const *nodes, unsigned n, struct dn_cheal_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (unsigned i = 0; i < n; i++)
+		CHECK_EQ(dn_cheal_pass(nodes[i]->h, st), 0);
 }
 
 #endif

@@ -4,6 +4,7 @@
  *   zest-admin --cluster https://E:2379 --tls-ca ca.pem --tls-cert c.pem --tls-key c.key status
  *   zest-admin ... status --json
  *   zest-admin ... ok-to-stop dn-3 dn-4
+ *   zest-admin ... nodes [--json]
  *   zest-admin ... drain dn-3 | undrain dn-3 | decommission dn-3      (admin_drain.c)
  *   zest-admin ... maintenance dn-3 --for 30m | maintenance dn-3 --end
  *
@@ -18,14 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cl_etcd.h"
 #include "cl_health.h"
 #include "cl_members.h"
 #include "admin_drain.h"
 #include "zc.h"
 
-#define EXIT_NOT_OK 1 /* ok-to-stop: no */
-#define EXIT_ETCD   3 /* etcd could not be read: no state */
+#define EXIT_NOT_OK 1               /* ok-to-stop: no */
+#define EXIT_ETCD   ADMIN_EXIT_ETCD /* etcd could not be read: no state */
 #define EXIT_USAGE  64
 
 struct admin_opts {
@@ -97,6 +99,8 @@ usage(FILE *f)
 	      "                         NODE may be absent that long (30m, 2h, 90s; at most 7d)\n"
 	      "                         without its cells being rebuilt; writes place around it\n"
 	      "  maintenance NODE --end end the window now\n"
+	      "  nodes                  each node's zone, state (live, absent, unverified),\n"
+	      "                         capacity, used, free (above its reserve) and cells\n"
 	      "options:\n"
 	      "  --cluster URL[,...]    etcd endpoints, https://HOST:PORT (TLS with the files\n"
 	      "                         below) or HOST:PORT with --insecure (required)\n"
@@ -324,6 +328,24 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 	printf(",\"cost\":{\"ranges\":%llu}", (unsigned long long)ranges);
 }
 
+/* The zones line of status: how many whole zones a group placed now may lose. */
+static void
+print_zones(const struct cl_health *h, bool json)
+{
+	unsigned k = 4, m = 2, zones;
+	int t;
+
+	cl_health_scheme(h, &k, &m);
+	t = cl_health_zone_tolerance(h, k, m, false, &zones);
+	if (json)
+		printf(",\"zones\":{\"count\":%u,\"fault_tolerance\":%d,\"k\":%u,\"m\":%u}", zones,
+		       t, k, m);
+	else
+		printf("zones:   %u with live nodes; a new RS(%u,%u) group may lose %d whole "
+		       "zones\n",
+		       zones, k, m, t);
+}
+
 static void
 print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n)
 {
@@ -344,6 +366,7 @@ print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n
 	       (unsigned long long)h->objects_unreadable, (unsigned long long)h->objects_bad);
 	printf("heal:    %llu to-do keys, %llu objects being healed now\n",
 	       (unsigned long long)h->todo_keys, (unsigned long long)h->heal_locks);
+	print_zones(h, false);
 	{
 		struct cl_health_progress p;
 
@@ -431,6 +454,7 @@ cmd_status(struct cl_etcd *c, const struct admin_opts *o)
 		printf("{\"state\":\"%s\",", cl_health_state_name(cl_health_state(&h)));
 		print_reasons_json(r, n);
 		print_body_json(&h, ranges);
+		print_zones(&h, true);
 		fputs("}\n", stdout);
 	} else {
 		print_text(&h, r, n);
@@ -551,15 +575,16 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE..., drain, "
+		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE..., nodes, drain, "
 		                "undrain, decommission, maintenance NODE)\n");
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind];
 	if (!admin_drain_is_cmd(cmd) &&
-	    (strcmp(cmd, "status") == 0 ? optind + 1 != argc
-	                                : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc)) {
-		fprintf(stderr, "zest-admin: bad command line: status | ok-to-stop NODE... | "
+	    (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0
+	             ? optind + 1 != argc
+	             : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc)) {
+		fprintf(stderr, "zest-admin: bad command line: status | ok-to-stop NODE... | nodes | "
 		                "drain|undrain|decommission NODE | maintenance NODE "
 		                "(--for D | --end)\n");
 		return EXIT_USAGE;
@@ -582,6 +607,13 @@ main(int argc, char **argv)
 		                                                 .timeout_ms = o.timeout_ms });
 	else if (strcmp(cmd, "status") == 0)
 		rc = cmd_status(c, &o);
+	else if (strcmp(cmd, "nodes") == 0)
+		rc = admin_cmd_nodes(c,
+		                     &(struct rpc_tls){ .ca_file = o.ca,
+		                                        .cert_file = o.cert,
+		                                        .key_file = o.key,
+		                                        .insecure = o.insecure },
+		                     o.json, o.timeout_ms);
 	else
 		rc = cmd_ok_to_stop(c, &o, argv + optind + 1, argc - optind - 1);
 	cl_etcd_destroy(c);

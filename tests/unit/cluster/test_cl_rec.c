@@ -69,8 +69,20 @@ test_node_roundtrip(void **state)
 	assert_int_equal(d.drives[0].free_bytes, 600);
 	assert_int_equal(d.free_bytes, 1000);
 	assert_string_equal(d.version, "0.1.0");
+	/* no zone written: the node is a zone of its own; weight = free above the reserve */
+	assert_string_equal(cl_rec_node_zone(&d), "dn-1");
+	assert_int_equal(cl_rec_node_weight(&d), 1000);
 	cl_rec_node_fini(&d);
 	cl_rec_node_fini(&d); /* a fini'd struct is zeroed */
+	n.zone = "rack-1";
+	free(buf);
+	assert_int_equal(cl_rec_node_encode(&n, &buf, &len, why, sizeof(why)), 0);
+	assert_int_equal(cl_rec_node_decode(buf, len, &d, why, sizeof(why)), 0);
+	assert_string_equal(d.zone, "rack-1");
+	assert_string_equal(cl_rec_node_zone(&d), "rack-1");
+	d.capacity_bytes = 0; /* an older writer, no capacity: a nominal weight */
+	assert_true(cl_rec_node_weight(&d) == CL_REC_WEIGHT_UNKNOWN);
+	cl_rec_node_fini(&d);
 
 	/* a newer writer's field 99 (varint 7) is skipped */
 	{
@@ -88,6 +100,10 @@ test_node_roundtrip(void **state)
 	free(buf);
 
 	/* the rules, on encode and on decode */
+	n.zone = "rack/1";
+	assert_int_equal(cl_rec_node_encode(&n, &buf, &len, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "NodeInfo.zone \"rack/1\" is not a zone name");
+	n.zone = NULL;
 	n.name = "a/b";
 	assert_int_equal(cl_rec_node_encode(&n, &buf, &len, why, sizeof(why)), -EINVAL);
 	assert_string_equal(why, "NodeInfo.name \"a/b\" is not a node name");

@@ -637,6 +637,58 @@ test_failures(struct t_env *e)
 	CHECK_EQ(dn_cell_write_open(e->s, &sp, &w), ZC_E(ZC_NO_QUORUM));
 }
 
+/*
+ * A drive folder back empty (its disk replaced while the node was down) in a store that
+ * exists: open takes it in as the same drive, drops every cell entry on it (the files went
+ * with it) and says the store lost cells (dn_store_lost_at_open), so that the node's
+ * cluster healer checks the store against the records; the other drives' cells stay and
+ * read back. The next open has nothing to say.
+ */
+static void
+test_emptied_drive(struct t_env *e)
+{
+	unsigned on[3] = { 0 }, gone;
+	struct dn_cell_info info;
+	char path[PATH_MAX];
+
+	CHECK(!dn_store_lost_at_open(e->s));
+	for (unsigned i = 0; i < 9; i++) {
+		struct dn_cell_spec sp = spec_of(0xe3e3, i, 0, 4000 + i);
+
+		CHECK_EQ(put_cell(e->s, &sp, buf + i, sp.length, 900), 0);
+		CHECK_EQ(dn_cell_commit(e->s, sp.id), 0);
+		CHECK_EQ(dn_cell_stat(e->s, sp.id, &info), 0);
+		on[info.drive]++;
+		dn_cell_info_fini(&info);
+	}
+	gone = on[0] ? 0 : on[1] ? 1 : 2;
+	t_close(e);
+	t_rmrf(e->dirs[gone]);
+	CHECK_EQ(mkdir(e->dirs[gone], 0755), 0);
+	t_open(e);
+	CHECK(dn_store_lost_at_open(e->s));
+	snprintf(path, sizeof(path), "%s/zest-drive", e->dirs[gone]);
+	CHECK_EQ(access(path, F_OK), 0);
+	for (unsigned i = 0; i < 9; i++) {
+		struct dn_cell_spec sp = spec_of(0xe3e3, i, 0, 4000 + i);
+		int rc = dn_cell_stat(e->s, sp.id, &info);
+
+		if (rc == ZC_E(ZC_NO_KEY)) {
+			on[gone]--;
+			continue;
+		}
+		CHECK_EQ(rc, 0);
+		CHECK(info.drive != gone);
+		dn_cell_info_fini(&info);
+		CHECK_EQ(check_cell(e->s, sp.id, 0, 0, false, buf + i, sp.length), 0);
+		CHECK_EQ(dn_cell_delete(e->s, sp.id), 1);
+	}
+	CHECK_EQ(on[gone], 0); /* exactly the emptied drive's cells went */
+	t_close(e);
+	t_open(e);
+	CHECK(!dn_store_lost_at_open(e->s));
+}
+
 int
 main(void)
 {
@@ -655,6 +707,7 @@ main(void)
 	test_commit_restart_orphans(&e);
 	test_retire(&e);
 	test_crash(&e);
+	test_emptied_drive(&e);
 	/* The object came through the restarts' sweeps whole. */
 	CHECK_EQ(t_check_read(e.s, "b", "obj", 0, 0, false, buf, 50000), 0);
 	CHECK_EQ(dn_delete(e.s, "b", "obj"), 1);

@@ -168,14 +168,6 @@ get_record(struct cl_etcd *c, struct cl_rec_object *o)
 	CHECK_EQ(o->extents[0].ngroups, NG);
 }
 
-static const char *
-cell_node(const struct cl_rec_object *o, unsigned g, unsigned c)
-{
-	const struct cl_rec_extent *e = &o->extents[0];
-
-	return e->nodes[e->groups[g].cell[c]];
-}
-
 /* Test hook: an overwrite of the object lands between the heal's rebuild and its Txn. */
 static void
 race(void *arg, const char *bucket, const char *key)
@@ -210,24 +202,6 @@ race(void *arg, const char *bucket, const char *key)
 	cl_meta_old_fini(&old);
 }
 
-/* The to-do key of bkt/obj: its value's length, or ZC_E(ZC_NO_KEY). */
-static int
-todo_value(struct cl_etcd *c, char *buf, size_t cap)
-{
-	struct cl_etcd_kvs kvs = { 0 };
-	int rc = cl_etcd_get(c, CL_META_HEAL "bkt/obj", strlen(CL_META_HEAL "bkt/obj"), false, &kvs,
-	                     0);
-
-	if (rc == 0) {
-		CHECK(kvs.kv[0].value_len < cap);
-		memcpy(buf, kvs.kv[0].value, kvs.kv[0].value_len);
-		buf[kvs.kv[0].value_len] = '\0';
-		rc = (int)kvs.kv[0].value_len;
-	}
-	cl_etcd_kvs_fini(&kvs);
-	return rc;
-}
-
 /* Commit the record again as it is, with group g's cells `missing` marked missing. */
 static void
 commit_missing(struct cl_etcd *c, unsigned g, uint32_t missing)
@@ -256,7 +230,7 @@ commit_missing(struct cl_etcd *c, unsigned g, uint32_t missing)
 	get_record(c, &o);
 	for (unsigned i = 0; i < NG; i++)
 		for (unsigned j = 0; j < K + M; j++)
-			grp[i].node[j] = cell_node(&o, i, j);
+			grp[i].node[j] = tn_cell_node(&o, i, j);
 	grp[g].missing = missing;
 	CHECK_EQ(cl_meta_commit(c, &p, &old), 0);
 	cl_meta_old_fini(&old);
@@ -282,15 +256,6 @@ uncheck(struct cl_etcd *c, const struct tnode *n)
 	snprintf(key, sizeof(key), DN_CHEAL_CHECKED "%s", n->name);
 	r.key_len = strlen(key);
 	CHECK_EQ(cl_etcd_delete(c, &r, NULL, NULL, 0), 0);
-}
-
-/* A pass on every healer whose node is up; the sums. */
-static void
-pass_all(struct dn_cheal_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	for (unsigned i = 0; i < NN; i++)
-		CHECK_EQ(dn_cheal_pass(nodes[i]->h, st), 0);
 }
 
 static void
@@ -357,12 +322,12 @@ main(void)
 
 	/* all well: nothing to do. The new stores' first passes check them against every
 	 * record; after that no pass reads a record. */
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.records, NN);
 	CHECK_EQ(st.scans, NN);
 	CHECK_EQ(st.pending + st.marked + st.healed + st.degraded + st.failed, 0);
 	for (int i = 0; i < 3; i++) {
-		pass_all(&st);
+		tn_pass_all(nodes, NN, &st);
 		CHECK_EQ(st.records + st.scans + st.todos, 0);
 	}
 	for (unsigned i = 0; i < NN; i++)
@@ -372,30 +337,30 @@ main(void)
 	tn_unregister(c, nodes[2]);
 	observe_all(m);
 	t0 = t_mono_ms();
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 0);
 	CHECK_EQ(st.pending, 0);
 	CHECK_EQ(st.records, 0);
 	get_record(c, &o);
-	CHECK(strcmp(cell_node(&o, 0, 2), "dn-2") == 0);
+	CHECK(strcmp(tn_cell_node(&o, 0, 2), "dn-2") == 0);
 	cl_rec_object_fini(&o);
 	while (t_mono_ms() - t0 < 1700)
 		usleep(50 * 1000);
 	observe_all(m);
 	/* its cells (group 0 cell 2, group 1 cell 1) go to dn-3, the one node outside the
 	 * groups */
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 2);
 	CHECK_EQ(st.pending, 0);
 	get_record(c, &o);
-	CHECK(strcmp(cell_node(&o, 0, 2), "dn-3") == 0);
-	CHECK(strcmp(cell_node(&o, 1, 1), "dn-3") == 0);
+	CHECK(strcmp(tn_cell_node(&o, 0, 2), "dn-3") == 0);
+	CHECK(strcmp(tn_cell_node(&o, 1, 1), "dn-3") == 0);
 	CHECK_EQ(o.extents[0].groups[0].missing | o.extents[0].groups[1].missing, 0);
 	cl_rec_object_fini(&o);
 	CHECK_EQ(st.scans, NN - 1); /* every healer read the records once */
 	check_cell(nodes[3], 0, 2);
 	check_cell(nodes[3], 1, 1);
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed + st.pending + st.degraded + st.failed, 0);
 	/* dn-2 stays away: those passes left nothing to heal, so no more are run */
 	CHECK_EQ(st.records + st.scans, 0);
@@ -430,11 +395,11 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), 16);
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), 16);
 		CHECK(strcmp(v, "00000000feed0001") == 0);
 	}
 	/* another healer holds the lock: nothing is rebuilt, the cell stays pending */
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 0);
 	CHECK_EQ(st.pending, 1);
 	CHECK_EQ(st.degraded, 1);
@@ -448,17 +413,17 @@ main(void)
 	}
 	/* the lock gone: rebuilt back onto dn-1, which is live and lost it; the Txn that
 	 * names it deletes the to-do key */
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 1);
 	CHECK_EQ(st.pending, 0);
 	CHECK_EQ(st.scans, 0);
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	get_record(c, &o);
-	CHECK(strcmp(cell_node(&o, 0, 1), "dn-1") == 0);
+	CHECK(strcmp(tn_cell_node(&o, 0, 1), "dn-1") == 0);
 	CHECK_EQ(o.extents[0].groups[0].missing, 0);
 	cl_rec_object_fini(&o);
 	check_cell(nodes[1], 0, 1);
@@ -478,28 +443,28 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), 16);
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), 16);
 		CHECK(strcmp(v, "00000000feed0001") == 0);
 	}
 	/* overwritten whole before any healer came: the key outlived its reason and goes */
 	commit_missing(c, 1, 0);
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed + st.scans + st.failed, 0);
 	CHECK(st.todos >= 1); /* until its healer dropped it */
 	CHECK_EQ(st.records, 1);
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 	CHECK_EQ(dn_cell_delete(nodes[0]->t.s, (struct dn_cell_id){ EXT, 1, 2 }), 1);
 	commit_missing(c, 1, 1u << 2);
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), 16);
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), 16);
 	}
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 1);
 	CHECK_EQ(st.scans, 0);
 	CHECK(st.records <= 2); /* the to-do's record, again under the lock */
@@ -507,7 +472,7 @@ main(void)
 	{
 		char v[128];
 
-		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	}
 
 	/* dn_cheal_mark_missing (the scrubber's call): fenced on the revision, only the
@@ -520,7 +485,7 @@ main(void)
 
 		CHECK(cl_meta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
 		CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
-		holder = node_named(cell_node(&o, 1, 0));
+		holder = node_named(tn_cell_node(&o, 1, 0));
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, "nobody", &id, 1, 3000), 0);
 		rev--;
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, holder->name, &id, 1, 3000),
@@ -532,12 +497,12 @@ main(void)
 		get_record(c, &o);
 		CHECK_EQ(o.extents[0].groups[1].missing, 1u << 0);
 		cl_rec_object_fini(&o);
-		pass_all(&st);
+		tn_pass_all(nodes, NN, &st);
 		CHECK_EQ(st.healed, 1);
 		CHECK_EQ(st.scans, 0);
 		get_record(c, &o);
 		CHECK_EQ(o.extents[0].groups[1].missing, 0);
-		CHECK(strcmp(cell_node(&o, 1, 0), holder->name) == 0);
+		CHECK(strcmp(tn_cell_node(&o, 1, 0), holder->name) == 0);
 		cl_rec_object_fini(&o);
 		check_cell(holder, 1, 0);
 	}
@@ -555,7 +520,7 @@ main(void)
 
 		CHECK(cl_meta_object_key("bkt", "obj", ok, sizeof(ok)) > 0);
 		CHECK_EQ(cl_meta_get(c, "bkt", "obj", false, &o, &rev, 3000), 0);
-		holder = node_named(cell_node(&o, 0, 0));
+		holder = node_named(tn_cell_node(&o, 0, 0));
 		CHECK_EQ(dn_cheal_mark_missing(c, ok, &o, &rev, NULL, &id, 1, 3000), 1);
 		cl_rec_object_fini(&o);
 		CHECK_EQ(cl_meta_compose(c, "bkt", "obj2", &part, 1, "\"e3\"", NULL, 0, NULL, 3,
@@ -564,16 +529,16 @@ main(void)
 		cl_meta_old_fini(&old);
 		healed = scans = 0;
 		for (int i = 0; i < 4 && !healed; i++) {
-			pass_all(&st);
+			tn_pass_all(nodes, NN, &st);
 			healed += st.healed;
 			scans += st.scans;
 		}
 		CHECK_EQ(healed, 1);
 		CHECK_EQ(scans, 0);
-		CHECK_EQ(todo_value(c, v, sizeof(v)), ZC_E(ZC_NO_KEY));
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 		CHECK_EQ(cl_meta_get(c, "bkt", "obj2", false, &o, NULL, 3000), 0);
 		CHECK_EQ(o.extents[0].groups[0].missing, 0);
-		CHECK(strcmp(cell_node(&o, 0, 0), holder->name) == 0);
+		CHECK(strcmp(tn_cell_node(&o, 0, 0), holder->name) == 0);
 		cl_rec_object_fini(&o);
 		cell_key = "obj2"; /* its record's key, as the healer writes it */
 		check_cell(holder, 0, 0);
@@ -592,13 +557,13 @@ main(void)
 		uint64_t marked = 0, healed = 0, scans = 0;
 
 		get_record(c, &o);
-		holder = node_named(cell_node(&o, 1, 1));
+		holder = node_named(tn_cell_node(&o, 1, 1));
 		cl_rec_object_fini(&o);
 		dn_cell_lost(holder->t.s, id);
 		CHECK_EQ(dn_cell_delete(holder->t.s, id), 1);
 		dn_cell_lost(nodes[0]->t.s == holder->t.s ? nodes[1]->t.s : nodes[0]->t.s, id);
 		for (int i = 0; i < 3 && !healed; i++) {
-			pass_all(&st);
+			tn_pass_all(nodes, NN, &st);
 			marked += st.marked;
 			healed += st.healed;
 			scans += st.scans;
@@ -609,7 +574,7 @@ main(void)
 		check_cell(holder, 1, 1);
 	}
 	for (int i = 0; i < 2; i++) {
-		pass_all(&st);
+		tn_pass_all(nodes, NN, &st);
 		CHECK_EQ(st.records + st.scans + st.todos + st.healed + st.pending, 0);
 	}
 
@@ -619,7 +584,7 @@ main(void)
 	uncheck(c, nodes[0]);
 	race_on = true;
 	/* dn-0 marks it and, as the object's healer, rebuilds it in the same pass */
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK(!race_on);
 	CHECK(st.marked >= 1); /* and then the new record's cells, which no node has */
 	CHECK_EQ(st.healed, 0);
@@ -635,8 +600,8 @@ main(void)
 		         ZC_E(ZC_NO_KEY));
 		/* dn-0's heal failed, so its next pass reads the records again and marks the
 		 * newer record's cells it lacks: the to-do key now names that extent */
-		pass_all(&st);
-		CHECK_EQ(todo_value(c, v, sizeof(v)), 16);
+		tn_pass_all(nodes, NN, &st);
+		CHECK_EQ(tn_todo_value(c, "bkt/obj", v, sizeof(v)), 16);
 		CHECK(strcmp(v, "00000000feed0002") == 0);
 	}
 

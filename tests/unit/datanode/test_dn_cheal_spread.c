@@ -123,42 +123,6 @@ commit(struct cl_etcd *c, const char *key, uint64_t ext, uint64_t size, unsigned
 	cl_meta_old_fini(&old);
 }
 
-static const char *
-cell_node(const struct cl_rec_object *o, unsigned g, unsigned c)
-{
-	const struct cl_rec_extent *e = &o->extents[0];
-
-	return e->nodes[e->groups[g].cell[c]];
-}
-
-/* The to-do key of bkt/key: its value's length (value in buf), or ZC_E(ZC_NO_KEY). */
-static int
-todo_value(struct cl_etcd *c, const char *key, char *buf, size_t cap)
-{
-	char k[128];
-	struct cl_etcd_kvs kvs = { 0 };
-	int rc;
-
-	snprintf(k, sizeof(k), CL_META_HEAL "bkt/%s", key);
-	rc = cl_etcd_get(c, k, strlen(k), false, &kvs, 0);
-	if (rc == 0) {
-		CHECK(kvs.kv[0].value_len < cap);
-		memcpy(buf, kvs.kv[0].value, kvs.kv[0].value_len);
-		buf[kvs.kv[0].value_len] = '\0';
-		rc = (int)kvs.kv[0].value_len;
-	}
-	cl_etcd_kvs_fini(&kvs);
-	return rc;
-}
-
-static void
-pass_all(struct dn_cheal_stats *st)
-{
-	memset(st, 0, sizeof(*st));
-	for (unsigned i = 0; i < NN; i++)
-		CHECK_EQ(dn_cheal_pass(nodes[i]->h, st), 0);
-}
-
 /* Node n has cell (ext, g, c), committed, with the bytes of cells[g][c]. */
 static void
 check_cell(struct tnode *n, uint64_t ext, unsigned g, unsigned c)
@@ -246,13 +210,13 @@ main(void)
 
 	/* the commit of a doubled object names it to the healers */
 	commit(c, "dbl", EXT, SIZE, NG, two, 0);
-	CHECK_EQ(todo_value(c, "dbl", v, sizeof(v)), 16);
+	CHECK_EQ(tn_todo_value(c, "bkt/dbl", v, sizeof(v)), 16);
 	CHECK(strcmp(v, "00000000feed0002") == 0);
 
 	/* two live nodes: nothing to move to; counted, and left as it is (the first passes
 	 * check the new stores against every record, the next read the to-do key only) */
 	for (int round = 0; round < 2; round++) {
-		pass_all(&st);
+		tn_pass_all(nodes, NN, &st);
 		CHECK_EQ(st.doubled, NG);
 		CHECK_EQ(st.pending, NG);
 		CHECK_EQ(st.degraded, 1);
@@ -265,35 +229,35 @@ main(void)
 	CHECK_EQ(metric_sum("zest_heal_pending_cells"), NG);
 	CHECK_EQ(cl_meta_get(c, "bkt", "dbl", false, &o, NULL, 3000), 0);
 	for (unsigned g = 0; g < NG; g++)
-		CHECK(strcmp(cell_node(&o, g, 0), cell_node(&o, g, 2)) == 0);
+		CHECK(strcmp(tn_cell_node(&o, g, 0), tn_cell_node(&o, g, 2)) == 0);
 	cl_rec_object_fini(&o);
-	CHECK_EQ(todo_value(c, "dbl", v, sizeof(v)), 16);
+	CHECK_EQ(tn_todo_value(c, "bkt/dbl", v, sizeof(v)), 16);
 
 	/* dn-2 live: each group's extra cell moves onto it, read from the doubled node */
 	tn_register(c, nodes[2]);
 	CHECK_EQ(cl_members_refresh(m), 3);
-	pass_all(&st);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.moved, NG);
 	CHECK_EQ(st.healed, NG);
 	CHECK_EQ(st.pending + st.doubled + st.failed + st.scans, 0);
 	CHECK_EQ(cl_meta_get(c, "bkt", "dbl", false, &o, NULL, 3000), 0);
 	for (unsigned g = 0; g < NG; g++) {
 		CHECK_EQ(o.extents[0].groups[g].missing, 0);
-		CHECK(strcmp(cell_node(&o, g, 0), nodes[two[g][0]]->name) == 0);
-		CHECK(strcmp(cell_node(&o, g, 1), nodes[two[g][1]]->name) == 0);
-		CHECK(strcmp(cell_node(&o, g, 2), "dn-2") == 0);
+		CHECK(strcmp(tn_cell_node(&o, g, 0), nodes[two[g][0]]->name) == 0);
+		CHECK(strcmp(tn_cell_node(&o, g, 1), nodes[two[g][1]]->name) == 0);
+		CHECK(strcmp(tn_cell_node(&o, g, 2), "dn-2") == 0);
 		check_cell(&n2, EXT, g, 2);
 		CHECK(!has_cell(nodes[two[g][2]], EXT, g, 2)); /* the old copy */
 		check_cell(nodes[two[g][0]], EXT, g, 0);       /* its neighbour stays */
 		check_cell(nodes[two[g][1]], EXT, g, 1);
 	}
 	cl_rec_object_fini(&o);
-	CHECK_EQ(todo_value(c, "dbl", v, sizeof(v)), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(tn_todo_value(c, "bkt/dbl", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 	CHECK_EQ(metric_sum("zest_heal_moved_cells_total"), NG);
 	CHECK_EQ(metric_sum("zest_heal_cells_total"), NG);
 	CHECK_EQ(metric_sum("zest_cluster_doubled_groups"), 0);
 	for (int round = 0; round < 2; round++) {
-		pass_all(&st);
+		tn_pass_all(nodes, NN, &st);
 		CHECK_EQ(st.records + st.todos + st.scans + st.healed + st.pending + st.degraded,
 		         0);
 	}
@@ -301,18 +265,18 @@ main(void)
 	/* a cell marked missing whose node holds another cell of the group: rebuilt onto
 	 * the node free of the group (dn-2), not back onto dn-1 */
 	commit(c, "lost", EXT2, (uint64_t)K * CELL, 1, lost, 1u << 2);
-	CHECK_EQ(todo_value(c, "lost", v, sizeof(v)), 16);
-	pass_all(&st);
+	CHECK_EQ(tn_todo_value(c, "bkt/lost", v, sizeof(v)), 16);
+	tn_pass_all(nodes, NN, &st);
 	CHECK_EQ(st.healed, 1);
 	CHECK_EQ(st.moved, 0);
 	CHECK_EQ(st.pending + st.doubled + st.failed, 0);
 	CHECK_EQ(cl_meta_get(c, "bkt", "lost", false, &o, NULL, 3000), 0);
 	CHECK_EQ(o.extents[0].groups[0].missing, 0);
-	CHECK(strcmp(cell_node(&o, 0, 2), "dn-2") == 0);
+	CHECK(strcmp(tn_cell_node(&o, 0, 2), "dn-2") == 0);
 	cl_rec_object_fini(&o);
 	check_cell(&n2, EXT2, 0, 2);
 	CHECK(!has_cell(&n1, EXT2, 0, 2));
-	CHECK_EQ(todo_value(c, "lost", v, sizeof(v)), ZC_E(ZC_NO_KEY));
+	CHECK_EQ(tn_todo_value(c, "bkt/lost", v, sizeof(v)), ZC_E(ZC_NO_KEY));
 
 	for (unsigned i = 0; i < NN; i++)
 		tn_down(nodes[i]);

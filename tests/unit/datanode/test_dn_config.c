@@ -85,6 +85,16 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --advertise 10.0.0.1:7070", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+	/* --zone with --cluster only (its rule is dn_cluster_start's); --reserve a size */
+	CHECK(!c.zone);
+	CHECK_EQ(c.reserve, 1ull << 30);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --zone rack-2 --reserve 5GiB", six);
+	CHECK_EQ(parse(&c, line), 0);
+	CHECK(strcmp(c.zone, "rack-2") == 0 && c.reserve == 5ull << 30);
+	snprintf(line, sizeof(line), "%s --zone rack-2", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
+	snprintf(line, sizeof(line), "%s --cluster e:1 --node n --reserve much", six);
+	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --write-workers 0", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s --readers 257", six);
@@ -225,6 +235,61 @@ main(void)
 	CHECK_EQ(parse(&c, line), -EINVAL);
 	snprintf(line, sizeof(line), "%s extra", six);
 	CHECK_EQ(parse(&c, line), -EINVAL);
+
+	/* --config: defaults, then the file, then flags; a bad line says FILE:LINE */
+	{
+		char path[] = "/tmp/test_dn_config.XXXXXX", want[128];
+		const char *good = "# six drives\n"
+		                   "drive = a\ndrive = b\ndrive = c\ndrive = d\ndrive = e\n"
+		                   "drive = f\ninsecure = true\ncell-size = 64KiB\n"
+		                   "listen = 1.2.3.4:1\n";
+		int fd = mkstemp(path);
+		FILE *f;
+
+		CHECK(fd >= 0);
+		close(fd);
+		f = fopen(path, "w");
+		fputs(good, f);
+		fclose(f);
+		snprintf(line, sizeof(line), "--config %s --listen 5.6.7.8:2 --readers 2", path);
+		CHECK_EQ(parse(&c, line), 0);
+		CHECK_EQ(c.ndrives, 6);
+		CHECK(!strcmp(c.drives[0], "a") && !strcmp(c.drives[5], "f"));
+		CHECK_EQ(c.cell_size, 65536);
+		CHECK(c.tls.insecure);
+		CHECK(!strcmp(c.listen, "5.6.7.8:2")); /* the flag wins */
+		CHECK_EQ(c.readers, 2);
+		snprintf(line, sizeof(line), "heal --config=%s --heal-drive 5", path);
+		CHECK_EQ(parse(&c, line), 0);
+		CHECK(c.heal && c.ndrives == 6 && c.heal_drive == 5);
+		CHECK(!strcmp(c.listen, "1.2.3.4:1"));
+		/* a bad value on line 3, with and without the subcommand in front */
+		f = fopen(path, "w");
+		fputs("insecure = true\n\ncell-size = 100KiB\n", f);
+		fclose(f);
+		snprintf(want, sizeof(want), "zest-datanode: %s:3: bad value for cell-size: 100KiB\n",
+		         path);
+		snprintf(line, sizeof(line), "%s --config %s", six_bare, path);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		CHECK(strstr(errbuf, "  --cell-size SIZE ") != NULL); /* its --help line */
+		snprintf(line, sizeof(line), "heal --config %s %s", path, six_bare);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		/* the same value as a flag: no file line */
+		snprintf(line, sizeof(line), "%s --cell-size 100KiB", six);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		CHECK(!strncmp(errbuf, "zest-datanode: bad value for --cell-size: 100KiB", 48));
+		f = fopen(path, "w");
+		fputs("insecure = true\nwrite-quorom = 5\n", f);
+		fclose(f);
+		snprintf(line, sizeof(line), "%s --config %s", six_bare, path);
+		CHECK_EQ(parse(&c, line), -EINVAL);
+		snprintf(want, sizeof(want), "zest-datanode: %s:2: unknown setting 'write-quorom'",
+		         path);
+		CHECK(!strncmp(errbuf, want, strlen(want)));
+		unlink(path);
+	}
 	printf("ok\n");
 	return 0;
 }

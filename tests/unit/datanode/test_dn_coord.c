@@ -485,6 +485,53 @@ test_few_nodes(void)
 	free(buf);
 }
 
+/* The coordinator's own drives below their reserve while its registration still shows
+ * room: RS(1,1) over the three nodes, n0 in every group's placement; its cell of the first
+ * group moves to the node left before any byte, the later groups go around n0, and the
+ * write commits with no cell missing and none on n0. */
+static void
+test_full_self(void)
+{
+	struct dn_coord *c2 = coord, *two;
+	size_t len = 3 * CELL * SPG + 5;
+	uint8_t *buf = malloc(len);
+	char msg[RPC_STATUS_MSG_MAX];
+	struct cl_rec_object o;
+
+	t_fill(buf, len);
+	CHECK_EQ(dn_coord_create(&(struct dn_coord_opts){ .store = n0.s,
+	                                                  .etcd = ec,
+	                                                  .members = members,
+	                                                  .node = "n0",
+	                                                  .k = 1,
+	                                                  .m = 1,
+	                                                  .cell_size = CELL,
+	                                                  .stripes_per_group = SPG,
+	                                                  .tls.insecure = true,
+	                                                  .peer_timeout_ms = 2000 },
+	                         &two),
+	         0);
+	coord = two;
+	n0.s->o.cell_reserve = 1ull << 62;
+	CHECK_EQ(put("full", buf, len, msg, sizeof(msg)), 0);
+	n0.s->o.cell_reserve = 0;
+	get_record("full", &o);
+	CHECK_EQ(o.extents[0].ngroups, 4);
+	for (size_t x = 0; x < o.extents[0].nnodes; x++)
+		CHECK(strcmp(o.extents[0].nodes[x], "n0") != 0);
+	for (uint32_t g = 0; g < o.extents[0].ngroups; g++) {
+		const struct cl_rec_group *gr = &o.extents[0].groups[g];
+
+		CHECK_EQ(gr->missing, 0);
+		CHECK(gr->cell[0] != gr->cell[1]);
+	}
+	wait_cells(&o.extents[0], 1);
+	cl_rec_object_fini(&o);
+	coord = c2;
+	dn_coord_destroy(two);
+	free(buf);
+}
+
 /* 4 MiB cells, fed in slices of up to 3 MiB (as the copy marshaller's one buffer per
  * chunk): parity and data go out in messages of at most 1 MiB, and the cells hold the
  * bytes. */
@@ -718,6 +765,7 @@ main(void)
 	t_require_uring();
 	up();
 	test_few_nodes();
+	test_full_self();
 	test_grace();
 	test_big_cells();
 	test_writes();
