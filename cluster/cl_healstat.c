@@ -14,11 +14,12 @@ cl_healstat_format(const struct cl_healstat *s, char *buf, size_t cap)
 	                 " pending_bytes=%" PRIu64 " healed_cells=%" PRIu64 " healed_bytes=%" PRIu64
 	                 " prev_t_ms=%" PRIu64 " prev_healed_cells=%" PRIu64
 	                 " prev_healed_bytes=%" PRIu64 " own_cells=%" PRId64 " own_bytes=%" PRId64
-	                 " own_t_ms=%" PRIu64 " prev_own_cells=%" PRId64 " prev_own_t_ms=%" PRIu64,
+	                 " own_t_ms=%" PRIu64 " prev_own_cells=%" PRId64 " prev_own_t_ms=%" PRIu64
+	                 " own_drain_s=%" PRId64,
 	                 s->t_ms, s->passes, s->pending_cells, s->pending_bytes, s->healed_cells,
 	                 s->healed_bytes, s->prev_t_ms, s->prev_healed_cells, s->prev_healed_bytes,
 	                 s->own_cells, s->own_bytes, s->own_t_ms, s->prev_own_cells,
-	                 s->prev_own_t_ms);
+	                 s->prev_own_t_ms, s->own_drain_s);
 
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }
@@ -69,6 +70,7 @@ cl_healstat_parse(const char *val, size_t len, struct cl_healstat *s)
 		F(own_t_ms, false),
 		F(prev_own_cells, true),
 		F(prev_own_t_ms, false),
+		F(own_drain_s, false),
 #undef F
 	};
 	bool have_t = false;

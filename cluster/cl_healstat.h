@@ -36,6 +36,10 @@ struct cl_healstat {
 	uint64_t own_t_ms;
 	int64_t prev_own_cells;
 	uint64_t prev_own_t_ms;
+	/* the since-when (unix s) of this node's drain or decommission key in the view its
+	 * counting pass started with; 0: none. A drain's count is its progress only when this
+	 * is the key's own value: a count from before the key says nothing of the drain. */
+	int64_t own_drain_s;
 };
 
 /* Format s into buf (cap >= CL_HEALSTAT_CAP): the length, or -ENOSPC. */

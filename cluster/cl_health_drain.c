@@ -98,7 +98,9 @@ cl_health_drain_progress(const struct cl_health *h, const struct cl_health_node 
 
 	memset(p, 0, sizeof(*p));
 	p->eta_s = -1;
-	if (!n->has_stat || n->stat.own_cells < 0)
+	/* only a count whose pass began under this very key (a node counts its cells at
+	 * start too, before any drain: that count is no drain's progress) */
+	if (!n->has_stat || n->stat.own_cells < 0 || n->stat.own_drain_s != n->drain_since_s)
 		return;
 	p->known = true;
 	p->cells = (uint64_t)n->stat.own_cells;

@@ -159,9 +159,10 @@ unsigned chl_doubled_groups(const struct cl_rec_object *rec);
 int chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
                     unsigned *moved);
 
-/* Put o's record (changed by the caller) if etcd still has it at o->mod_revision: 1 (and
- * o->mod_revision moves on), 0 when it changed meanwhile, or an etcd error. */
-int chl_put_record(struct dn_cheal *h, struct chl_obj *o);
+/* Put o's record (changed by the caller) if etcd still has it at o->mod_revision and no
+ * key of unreg[0..nunreg) (registration keys /zest/nodes/<n>, at most 16) exists: 1 (and
+ * o->mod_revision moves on), 0 when one of them changed meanwhile, or an etcd error. */
+int chl_put_record(struct dn_cheal *h, struct chl_obj *o, const char *const *unreg, size_t nunreg);
 
 /* ---- drains, maintenance and progress (dn_cheal_stat.c) ---- */
 /* Bytes of cell c of group g (about: each cell of a group holds 1/k of its data). */

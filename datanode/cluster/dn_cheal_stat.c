@@ -125,6 +125,8 @@ chl_stat_pass(struct dn_cheal *h, const struct cl_members_view *v, const struct 
 {
 	struct cl_healstat *s = &h->stat, old = h->stat;
 	const struct cl_members_mark *dm = cl_members_mark_of(v, h->node, CL_MEMBERS_DECOMMISSION);
+	const struct cl_members_mark *dr =
+	        dm ? dm : cl_members_mark_of(v, h->node, CL_MEMBERS_DRAIN);
 	uint64_t now = chl_wall_ms();
 
 	if (!old.t_ms)
@@ -144,6 +146,8 @@ chl_stat_pass(struct dn_cheal *h, const struct cl_members_view *v, const struct 
 		s->own_t_ms = now;
 		s->prev_own_cells = old.own_cells;
 		s->prev_own_t_ms = old.own_t_ms;
+		/* v is the view this pass started with: its records were read after the mark */
+		s->own_drain_s = dr ? dr->at_s : 0;
 	} else if (!old.t_ms) {
 		s->own_cells = s->own_bytes = s->prev_own_cells = -1;
 	}

@@ -43,7 +43,8 @@ test_healstat_roundtrip(void **state)
 		                 .own_bytes = 30 << 20,
 		                 .own_t_ms = 1700000010000,
 		                 .prev_own_cells = 50,
-		                 .prev_own_t_ms = 1700000005000 },
+		                 .prev_own_t_ms = 1700000005000,
+		                 .own_drain_s = 1699999990 },
 	                   back;
 	char buf[CL_HEALSTAT_CAP];
 	int n;
@@ -167,7 +168,8 @@ test_drain_progress(void **state)
 		                 .own_bytes = 3000,
 		                 .own_t_ms = 20000,
 		                 .prev_own_cells = 50,
-		                 .prev_own_t_ms = 10000 },
+		                 .prev_own_t_ms = 10000,
+		                 .own_drain_s = 5 },
 	                   other = { .t_ms = 20000,
 		                     .pending_cells = 6,
 		                     .pending_bytes = 600,
@@ -186,6 +188,17 @@ test_drain_progress(void **state)
 	assert_non_null(x);
 	assert_int_equal(x->count, 1);
 	assert_non_null(strstr(x->message, "not counted yet"));
+	/* a count of 0 from a pass that began before the key (the node's check at start):
+	 * no progress of this drain */
+	s.own_drain_s = 0;
+	s.own_cells = 0;
+	assert_int_equal(cl_health_node_stat(&h, "dn-1", &s), 0);
+	cl_health_drain_progress(&h, cl_health_node_find(&h, "dn-1"), &p);
+	assert_false(p.known);
+	x = reason(&h, CL_HEALTH_NODE_DRAINING, r);
+	assert_non_null(strstr(x->message, "not counted yet"));
+	s.own_drain_s = 5;
+	s.own_cells = 30;
 	assert_int_equal(cl_health_node_stat(&h, "dn-1", &s), 0);
 	assert_int_equal(cl_health_node_stat(&h, "dn-3", &other), 0);
 	cl_health_drain_progress(&h, cl_health_node_find(&h, "dn-1"), &p);
