@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl_health.h"
+#include "cl_health_internal.h"
 #include "zc_err.h"
 
 enum cell_at { AT_ABSENT, AT_UNKNOWN, AT_AVAILABLE };
@@ -55,6 +55,12 @@ find(struct cl_health *h, const char *name)
 
 const struct cl_health_node *
 cl_health_node_find(struct cl_health *h, const char *name)
+{
+	return find(h, name);
+}
+
+struct cl_health_node *
+clh_find(struct cl_health *h, const char *name)
 {
 	return find(h, name);
 }
@@ -148,8 +154,9 @@ cl_health_nodes_absent(const struct cl_health *h)
 {
 	uint64_t n = 0;
 
+	/* a node in a maintenance window is reported as such, not as absent */
 	for (size_t i = 0; i < h->nnodes; i++)
-		n += h->nodes[i].member && !h->nodes[i].live;
+		n += h->nodes[i].member && !h->nodes[i].live && !h->nodes[i].maint_until_s;
 	return n;
 }
 
@@ -354,6 +361,9 @@ cl_health_code_name(enum cl_health_code c)
 		[CL_HEALTH_OBJECTS_DEGRADED] = "objects_degraded",
 		[CL_HEALTH_GROUPS_DOUBLED] = "groups_doubled",
 		[CL_HEALTH_HEAL_PENDING] = "heal_pending",
+		[CL_HEALTH_HEAL_PROGRESS] = "heal_progress",
+		[CL_HEALTH_MAINTENANCE] = "maintenance",
+		[CL_HEALTH_NODE_DRAINING] = "node_draining",
 		[CL_HEALTH_RECORDS_BAD] = "records_bad",
 	};
 
@@ -371,7 +381,8 @@ node_list(const struct cl_health *h, bool absent, char *buf, size_t cap)
 		const struct cl_health_node *n = &h->nodes[i];
 		int w;
 
-		if (absent ? !(n->member && !n->live) : !(n->live && !n->checked))
+		if (absent ? !(n->member && !n->live && !n->maint_until_s)
+		           : !(n->live && !n->checked))
 			continue;
 		w = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", n->name);
 		if (w < 0 || (size_t)w >= cap - len) {
@@ -387,8 +398,10 @@ size_t
 cl_health_reasons(const struct cl_health *h, struct cl_health_reason *out, size_t cap)
 {
 	size_t n = 0;
-	char names[120];
+	char names[120], msg[400];
 	uint64_t absent = cl_health_nodes_absent(h), checking = cl_health_nodes_checking(h);
+	uint64_t maint = cl_health_nodes_maintenance(h), draining = cl_health_nodes_draining(h);
+	struct cl_health_progress prog;
 
 #define ADD(c, sev, cnt, ...)                                                          \
 	do {                                                                           \
@@ -412,6 +425,14 @@ cl_health_reasons(const struct cl_health *h, struct cl_health_reason *out, size_
 		ADD(CL_HEALTH_NODE_ABSENT, CL_HEALTH_WARN, absent,
 		    "%llu nodes absent (a member with no live registration): %s",
 		    (unsigned long long)absent, names);
+	}
+	if (maint) {
+		clh_maint_msg(h, msg, sizeof(msg));
+		ADD(CL_HEALTH_MAINTENANCE, CL_HEALTH_WARN, maint, "%s", msg);
+	}
+	if (draining) {
+		clh_drain_msg(h, msg, sizeof(msg));
+		ADD(CL_HEALTH_NODE_DRAINING, CL_HEALTH_WARN, draining, "%s", msg);
 	}
 	if (checking) {
 		node_list(h, false, names, sizeof(names));
@@ -438,6 +459,11 @@ cl_health_reasons(const struct cl_health *h, struct cl_health_reason *out, size_
 		ADD(CL_HEALTH_HEAL_PENDING, CL_HEALTH_WARN, h->todo_keys,
 		    "heal in progress: %llu objects with heal to-do keys, %llu being healed now",
 		    (unsigned long long)h->todo_keys, (unsigned long long)h->heal_locks);
+	cl_health_heal_progress(h, &prog);
+	if (prog.cells) {
+		clh_progress_msg(&prog, msg, sizeof(msg));
+		ADD(CL_HEALTH_HEAL_PROGRESS, CL_HEALTH_WARN, prog.cells, "%s", msg);
+	}
 	if (h->objects_bad)
 		ADD(CL_HEALTH_RECORDS_BAD, CL_HEALTH_WARN, h->objects_bad,
 		    "%llu records could not be evaluated (first: %s)",

@@ -11,6 +11,12 @@
  * record has k + m available cells on k + m distinct nodes and nothing else is pending;
  * HEALTH_ERR when some group has fewer than k available cells.
  *
+ * Drains, maintenance windows and heal progress (/zest/drain/, /zest/maintenance/,
+ * /zest/healstat/, cl_members.h and cl_healstat.h) are WARN reasons of their own: a
+ * node in maintenance is reported as such, not as absent; a draining node keeps the
+ * state WARN until its key goes; the healers' progress gives cells left, a rate and an
+ * estimate.
+ *
  * The readers (cl_health_read_keys, cl_health_read_records) fill a cl_health from etcd at
  * one revision, so every key read belongs to the same moment.
  *
@@ -25,6 +31,7 @@
 #include <stdint.h>
 
 #include "cl_rec.h"
+#include "cl_healstat.h"
 
 struct cl_etcd;
 
@@ -44,11 +51,14 @@ enum cl_health_state {
 enum cl_health_code {
 	CL_HEALTH_OBJECTS_UNREADABLE, /* ERR: objects with a group of fewer than k available */
 	CL_HEALTH_NODE_ABSENT,        /* members with no live /zest/nodes/ key */
+	CL_HEALTH_MAINTENANCE,        /* nodes in a maintenance window (absent or not) */
+	CL_HEALTH_NODE_DRAINING,      /* nodes with a drain or decommission key */
 	CL_HEALTH_NODE_CHECKING,      /* live nodes whose store is not checked yet */
 	CL_HEALTH_OBJECTS_UNKNOWN,    /* objects with cells on a node not checked yet */
 	CL_HEALTH_OBJECTS_DEGRADED,   /* objects with a group short of k + m available */
 	CL_HEALTH_GROUPS_DOUBLED,     /* groups with two cells on one node */
 	CL_HEALTH_HEAL_PENDING,       /* to-do keys /zest/heal/ */
+	CL_HEALTH_HEAL_PROGRESS,      /* the healers' progress keys: cells left to heal or move */
 	CL_HEALTH_RECORDS_BAD,        /* records that do not decode */
 	CL_HEALTH_NCODES
 };
@@ -66,6 +76,19 @@ struct cl_health_node {
 	uint64_t used_bytes;     /* capacity less the drives' free space */
 	uint64_t free_bytes;     /* above the reserve: what placement may still use */
 	uint64_t cells;          /* cells the records added place on it, not missing */
+	int drain;     /* 0, CL_MEMBERS_DRAIN or CL_MEMBERS_DECOMMISSION (cl_members.h) */
+	int64_t drain_since_s, maint_until_s; /* 0: no such key */
+	bool has_stat;                        /* /zest/healstat/<name> read into stat */
+	struct cl_healstat stat;
+};
+
+/* Cells (and bytes) left, a rate in cells/s (0: not known yet) and an estimate in seconds
+ * (-1: not known). */
+struct cl_health_progress {
+	uint64_t cells, bytes;
+	double rate;
+	int64_t eta_s;
+	bool known; /* some progress key counted */
 };
 
 struct cl_health {
@@ -123,6 +146,20 @@ int cl_health_node_place(struct cl_health *h, const struct cl_rec_node *ni);
  */
 int cl_health_zone_tolerance(const struct cl_health *h, unsigned k, unsigned m, bool after,
                              unsigned *zones);
+/* A drain (kind CL_MEMBERS_DRAIN / _DECOMMISSION, since at_s) or maintenance (until at_s)
+ * key of name; the node is added when unknown. 0, -EINVAL or -ENOMEM. */
+int cl_health_node_mark(struct cl_health *h, const char *name, int kind, int64_t at_s);
+/* name's healer progress key. 0, -EINVAL or -ENOMEM. */
+int cl_health_node_stat(struct cl_health *h, const char *name, const struct cl_healstat *s);
+
+/* The healers' progress over every progress key (pure). */
+void cl_health_heal_progress(const struct cl_health *h, struct cl_health_progress *p);
+/* A draining node's: cells records name on it by its own last count (known false when it
+ * counted none), its own rate, else the healers' overall one. */
+void cl_health_drain_progress(const struct cl_health *h, const struct cl_health_node *n,
+                              struct cl_health_progress *p);
+uint64_t cl_health_nodes_draining(const struct cl_health *h);
+uint64_t cl_health_nodes_maintenance(const struct cl_health *h);
 
 /* Mark name as about to stop (ok-to-stop). Returns 0, or ZC_E(ZC_NO_KEY) when name is
  * neither a member nor live. */
@@ -169,7 +206,8 @@ int cl_health_tolerance(unsigned k, unsigned m, unsigned n);
 /*
  * Read, at one revision (the first Range's, linearizable; the rest serializable at it),
  * /zest/nodes/, /zest/members/ (keys), /zest/cellcheck/, the count of /zest/heal/ and of
- * /zest/locks/heal/ keys into h (h->revision set). Returns 0 or the etcd error.
+ * /zest/locks/heal/ keys, the drain, maintenance and progress keys into h (h->revision
+ * set). Returns 0 or the etcd error.
  */
 int cl_health_read_keys(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms);
 

@@ -61,6 +61,45 @@ check_of(const struct cl_etcd_kvs *kvs, const char *name)
 	return NULL;
 }
 
+/* The drain, maintenance and progress keys at h->revision. A value that does not parse
+ * marks nothing (and is no progress). */
+static int
+read_marks(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms)
+{
+	static const char *const prefixes[] = { CL_MEMBERS_DRAIN_PREFIX, CL_MEMBERS_MAINT_PREFIX,
+		                                CL_HEALSTAT_PREFIX };
+	int rc = 0;
+
+	for (size_t p = 0; !rc && p < 3; p++) {
+		struct cl_etcd_kvs kvs = { 0 };
+		size_t pl = strlen(prefixes[p]);
+
+		rc = read_prefix(c, prefixes[p], h->revision, false, 0, &kvs, timeout_ms);
+		for (size_t i = 0; !rc && i < kvs.n; i++) {
+			const struct cl_etcd_kv *kv = &kvs.kv[i];
+			char name[CL_REC_MAX_NAME + 1];
+			enum cl_members_mark_kind kind;
+			struct cl_healstat st;
+			int64_t at;
+			size_t nl = kv->key_len - pl;
+
+			if (kv->key_len <= pl || nl >= sizeof(name))
+				continue;
+			memcpy(name, kv->key + pl, nl);
+			name[nl] = '\0';
+			if (!cl_rec_node_name_ok(name))
+				continue;
+			if (p < 2 && cl_members_mark_parse(kv->value, kv->value_len, p == 1, &kind,
+			                                   &at) == 0)
+				rc = cl_health_node_mark(h, name, (int)kind, at);
+			else if (p == 2 && cl_healstat_parse(kv->value, kv->value_len, &st) == 0)
+				rc = cl_health_node_stat(h, name, &st);
+		}
+		cl_etcd_kvs_fini(&kvs);
+	}
+	return rc;
+}
+
 int
 cl_health_read_keys(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms)
 {
@@ -103,6 +142,8 @@ cl_health_read_keys(struct cl_etcd *c, struct cl_health *h, unsigned timeout_ms)
 		}
 		cl_rec_node_fini(&ni);
 	}
+	if (!rc)
+		rc = read_marks(c, h, timeout_ms);
 	if (!rc)
 		rc = read_prefix(c, CL_META_HEAL, h->revision, true, 1, &cnt, timeout_ms);
 	if (!rc) {

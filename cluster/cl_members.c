@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cl_members.h"
+#include "cl_members_internal.h"
 #include "rpc_tls.h"
 #include "zc.h"
 
@@ -17,6 +17,8 @@ struct view {
 	atomic_long refs;
 	struct cl_rec_node *nodes;
 	const char **names;
+	struct cl_members_mark *marks; /* owned by a full view, borrowed by a placement one */
+	struct view *parent; /* a placement view: its nodes are the parent's (referenced) */
 };
 
 /* What this process knows of one registered node's identity. */
@@ -49,6 +51,7 @@ struct cl_members {
 	bool kick; /* a probe ended: refresh now */
 	pthread_t thread;
 	struct view *cur;
+	struct view *place;            /* cur without the marked nodes (cur itself when none) */
 	int64_t logged_rev;            /* bad values at or below this mod_revision were logged */
 	struct rpc_tls_prober *prober; /* NULL: no identity check */
 	uint64_t retry_ns;
@@ -84,8 +87,18 @@ cl_members_view_put(const struct cl_members_view *pub)
 
 	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
 		return;
+	if (v->parent) {
+		struct view *parent = v->parent;
+
+		free(v->nodes);
+		free(v->names);
+		free(v);
+		cl_members_view_put(&parent->pub);
+		return;
+	}
 	for (size_t i = 0; i < v->pub.n; i++)
 		cl_rec_node_fini(&v->nodes[i]);
+	clm_marks_free(v->marks, v->pub.nmarks);
 	free(v->nodes);
 	free(v->names);
 	free(v);
@@ -103,15 +116,60 @@ cl_members_get(struct cl_members *m)
 	return &v->pub;
 }
 
-static void
-publish(struct cl_members *m, struct view *v)
+const struct cl_members_view *
+cl_members_get_place(struct cl_members *m)
 {
-	struct view *old;
+	struct view *v;
+
+	pthread_mutex_lock(&m->mu);
+	v = m->place;
+	atomic_fetch_add(&v->refs, 1);
+	pthread_mutex_unlock(&m->mu);
+	return &v->pub;
+}
+
+/* v's placement view (a new reference): v itself when nothing is marked, else one that
+ * borrows v's nodes, holding a reference on v. NULL without memory. */
+static struct view *
+place_view(struct view *v)
+{
+	struct view *p;
+
+	if (!v->pub.nmarks) {
+		atomic_fetch_add(&v->refs, 1);
+		return v;
+	}
+	p = view_new(v->pub.n);
+	if (!p)
+		return NULL;
+	for (size_t i = 0; i < v->pub.n; i++) {
+		if (!cl_members_placeable(&v->pub, v->nodes[i].name))
+			continue;
+		p->nodes[p->pub.n] = v->nodes[i]; /* shallow: the parent owns the strings */
+		p->names[p->pub.n++] = v->nodes[i].name;
+	}
+	p->pub.unverified = v->pub.unverified;
+	p->pub.revision = v->pub.revision;
+	p->pub.read_ns = v->pub.read_ns;
+	p->pub.marks = v->pub.marks;
+	p->pub.nmarks = v->pub.nmarks;
+	p->parent = v;
+	atomic_fetch_add(&v->refs, 1);
+	return p;
+}
+
+static void
+publish(struct cl_members *m, struct view *v, struct view *place)
+{
+	struct view *old, *old_place;
 
 	pthread_mutex_lock(&m->mu);
 	old = m->cur;
+	old_place = m->place;
 	m->cur = v;
+	m->place = place;
 	pthread_mutex_unlock(&m->mu);
+	cl_members_view_put(old_place ? &old_place->pub : NULL);
 	cl_members_view_put(old ? &old->pub : NULL);
 }
 
@@ -258,7 +316,7 @@ cl_members_refresh(struct cl_members *m)
 	struct cl_etcd_range r = { .key = prefix, .key_len = sizeof(prefix) - 1, .prefix = true };
 	struct cl_etcd_kvs kvs = { 0 };
 	int64_t bad_rev = 0;
-	struct view *v;
+	struct view *v, *place;
 	int rc;
 
 	pthread_mutex_lock(&m->refresh_mu);
@@ -340,10 +398,23 @@ cl_members_refresh(struct cl_members *m)
 		}
 		v->pub.unverified = (size_t)failed;
 	}
+	/* the marks at the same revision: a read that fails keeps the old view whole */
+	rc = clm_marks_read(m->c, kvs.revision, &v->marks, &v->pub.nmarks);
+	if (rc) {
+		cl_members_view_put(&v->pub);
+		goto out;
+	}
+	v->pub.marks = v->marks;
 	v->pub.revision = kvs.revision;
 	v->pub.read_ns = zc_now_ns();
+	place = place_view(v);
+	if (!place) {
+		rc = -ENOMEM;
+		cl_members_view_put(&v->pub);
+		goto out;
+	}
 	rc = (int)v->pub.n;
-	publish(m, v);
+	publish(m, v, place);
 out:
 	pthread_mutex_unlock(&m->refresh_mu);
 	cl_etcd_kvs_fini(&kvs);
@@ -411,10 +482,12 @@ cl_members_create_opts(struct cl_etcd *c, const struct cl_members_opts *o, struc
 		free(m);
 		return -ENOMEM;
 	}
+	m->place = place_view(m->cur);
 	if (o->tls && !o->tls->insecure) {
 		rc = rpc_tls_prober_create(o->tls, probe_ms, &m->prober, err, sizeof(err));
 		if (rc) {
 			ZC_ERR("members", "no identity check: %s", err);
+			cl_members_view_put(&m->place->pub);
 			cl_members_view_put(&m->cur->pub);
 			free(m);
 			return rc;
@@ -473,6 +546,7 @@ cl_members_destroy(struct cl_members *m)
 		m->ids = id->next;
 		ident_free(id);
 	}
+	cl_members_view_put(&m->place->pub);
 	cl_members_view_put(&m->cur->pub);
 	pthread_cond_destroy(&m->cv);
 	pthread_mutex_destroy(&m->refresh_mu);

@@ -19,12 +19,19 @@
  * per incarnation, counted in the view's `unverified`, and probed again every
  * retry period. Probes run on their own thread (rpc_tls.h), never under a lock.
  *
- * Threading: create/destroy from one thread; cl_members_get/_view_put and
+ * Marks (cl_members_marks.c): each refresh also reads /zest/drain/<node> ("drain <unix s>"
+ * or "decommission <unix s>", written by `zest-admin drain|decommission`) and
+ * /zest/maintenance/<node> ("<until unix s>", under a lease of the window's length) at the
+ * same revision. A marked node stays in the view (it serves reads, heals, coordinates);
+ * the placement view (cl_members_get_place) leaves it out, so no new cell goes there.
+ *
+ * Threading: create/destroy from one thread; cl_members_get/_get_place/_view_put and
  * cl_members_refresh from any thread.
  */
 #ifndef ZEST_CL_MEMBERS_H
 #define ZEST_CL_MEMBERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,14 +46,32 @@
 
 struct cl_members;
 
+#define CL_MEMBERS_DRAIN_PREFIX "/zest/drain/"
+#define CL_MEMBERS_MAINT_PREFIX "/zest/maintenance/"
+
+enum cl_members_mark_kind {
+	CL_MEMBERS_DRAIN = 1,        /* move every cell off; keep serving */
+	CL_MEMBERS_DECOMMISSION = 2, /* drain, then leave the cluster */
+	CL_MEMBERS_MAINTENANCE = 3,  /* may be absent until `at_s`: no absence heal */
+};
+
+/* One mark key: drain keys carry since when, maintenance keys until when (unix s). */
+struct cl_members_mark {
+	const char *name;
+	enum cl_members_mark_kind kind;
+	int64_t at_s;
+};
+
 /* One published membership: nodes in name order. Read-only; hold it with a reference. */
 struct cl_members_view {
 	const struct cl_rec_node *nodes;
 	size_t n;
-	const char *const *names; /* nodes[i].name, the list zc_place ranks */
-	size_t unverified;        /* registered, left out: their identity probe failed */
-	int64_t revision;         /* etcd revision read; 0 before the first read */
-	uint64_t read_ns;         /* zc_now_ns() of that read */
+	const char *const *names;            /* nodes[i].name, the list zc_place ranks */
+	size_t unverified;                   /* registered, left out: their identity probe failed */
+	int64_t revision;                    /* etcd revision read; 0 before the first read */
+	uint64_t read_ns;                    /* zc_now_ns() of that read */
+	const struct cl_members_mark *marks; /* drain and maintenance keys, any node */
+	size_t nmarks;
 };
 
 /*
@@ -83,6 +108,29 @@ int cl_members_refresh(struct cl_members *m);
 
 /* The current view, referenced: never NULL. Release with cl_members_view_put. */
 const struct cl_members_view *cl_members_get(struct cl_members *m);
+
+/* The placement view of the current one: its nodes without the drained, decommissioning
+ * and maintenance ones (the same marks). Never NULL; release with cl_members_view_put. */
+const struct cl_members_view *cl_members_get_place(struct cl_members *m);
+
+/* The mark of kind kind on name in v, or NULL. */
+const struct cl_members_mark *cl_members_mark_of(const struct cl_members_view *v, const char *name,
+                                                 enum cl_members_mark_kind kind);
+/* Draining: a drain or decommission mark. */
+bool cl_members_draining(const struct cl_members_view *v, const char *name);
+bool cl_members_in_maintenance(const struct cl_members_view *v, const char *name);
+/* May a new cell go to name (no mark)? Whether it is live is the caller's question. */
+bool cl_members_placeable(const struct cl_members_view *v, const char *name);
+/* Nodes of v with a drain or decommission mark. */
+size_t cl_members_ndraining(const struct cl_members_view *v);
+
+/*
+ * Parse a mark's value (pure): a drain key's "drain <unix s>" / "decommission <unix s>"
+ * (maint false), a maintenance key's "<until unix s>" (maint true). 0 with *kind and *at_s,
+ * or -EINVAL.
+ */
+int cl_members_mark_parse(const char *val, size_t len, bool maint, enum cl_members_mark_kind *kind,
+                          int64_t *at_s);
 void cl_members_view_put(const struct cl_members_view *v);
 
 #endif

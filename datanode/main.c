@@ -63,6 +63,13 @@ static struct dn_cheal *healer;  /* the cluster healer, with --cluster */
 static struct dn_coord *coord;   /* the coordinator of Writes, with --cluster */
 static struct dn_scrub *scrub;   /* the scrubber, unless --scrub-rate/-interval 0 */
 
+/* The healer found this decommissioned node empty: its registration goes. */
+static void
+retire_hook(void *arg)
+{
+	dn_cluster_retire(arg);
+}
+
 static void
 metrics_hook(FILE *out, void *arg)
 {
@@ -244,7 +251,9 @@ main(int argc, char **argv)
 			                                 .node = cfg.node,
 			                                 .tls = cfg.tls,
 			                                 .heal_after_ns = cfg.heal_after_ns,
-			                                 .gc_grace_ns = cfg.gc_grace_ns },
+			                                 .gc_grace_ns = cfg.gc_grace_ns,
+			                                 .retire = retire_hook,
+			                                 .retire_arg = cluster },
 			        &healer);
 		if (rc) {
 			dn_cluster_leave(cluster);

@@ -135,7 +135,9 @@ chl_cell_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct
 
 	if (gr->missing & (1u << c))
 		return true;
-	return chl_view_find(v, n) < 0 && chl_absent_for(h, n, now) > heal_after(h);
+	/* a node in a maintenance window may be away that long: nothing is rebuilt for it */
+	return chl_view_find(v, n) < 0 && !cl_members_in_maintenance(v, n) &&
+	       chl_absent_for(h, n, now) > heal_after(h);
 }
 
 /* ---- the lock ---- */
@@ -149,8 +151,8 @@ lease_lost(void *arg, int64_t id, int err)
 	atomic_store(&h->lease_lost, true);
 }
 
-static int
-ensure_lease(struct dn_cheal *h)
+int
+chl_ensure_lease(struct dn_cheal *h)
 {
 	int64_t ttl = h->o.lock_ttl_s ? h->o.lock_ttl_s : 10, got;
 	int rc;
@@ -190,7 +192,7 @@ lock_take(struct dn_cheal *h, const struct chl_obj *o, int64_t *rev)
 
 	if (n < 0)
 		return n;
-	rc = ensure_lease(h);
+	rc = chl_ensure_lease(h);
 	if (rc)
 		return rc;
 	{
@@ -276,7 +278,8 @@ chl_responsible(struct dn_cheal *h, const struct cl_members_view *v, const char 
 /* What o needs now. */
 struct needs {
 	unsigned cells;   /* to rebuild: marked missing, or on a node absent past heal_after */
-	unsigned moves;   /* the extras of doubled groups, to move to a node of their own */
+	unsigned moves;   /* the extras of doubled groups and the cells on draining nodes */
+	uint64_t bytes;   /* of the cells and moves */
 	unsigned doubled; /* groups with two cells on one node */
 	bool movable;     /* some extra is on a live node and has a live node to go to */
 	bool degraded;    /* a cell missing or on an absent node, or a group doubled */
@@ -303,8 +306,17 @@ count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct ch
 				if (chl_cell_needs(h, v, e, gr, c, now)) {
 					need |= 1u << c;
 					n->cells++;
+					n->bytes += chl_cell_bytes(e, g);
 				}
 			}
+			extra = chl_drain_cells(v, e, gr, need);
+			for (unsigned c = 0; c < e->k + e->m; c++)
+				if (extra & (1u << c)) {
+					n->moves++;
+					n->bytes += chl_cell_bytes(e, g);
+					n->movable |= chl_free_node(v, e, gr);
+				}
+			need |= extra;
 			if (!cl_meta_heal_group_doubled(e, gr))
 				continue;
 			n->doubled++;
@@ -313,6 +325,7 @@ count_needs(struct dn_cheal *h, const struct cl_members_view *v, const struct ch
 			for (unsigned c = 0; c < e->k + e->m; c++)
 				if (extra & (1u << c)) {
 					n->moves++;
+					n->bytes += chl_cell_bytes(e, g);
 					n->movable |=
 					        chl_view_find(v, e->nodes[gr->cell[c]]) >= 0 &&
 					        chl_free_node(v, e, gr);
@@ -431,6 +444,7 @@ chl_process(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj 
 		}
 	}
 	acc->pending += need;
+	acc->pending_bytes += need ? nd.bytes : 0; /* as read, like the degraded count */
 	acc->doubled += doubled;
 	acc->degraded += nd.degraded; /* as read: counted until a pass finds it whole */
 	/* Marked cells or doubled groups left for later, found by reading every record (a
@@ -503,6 +517,7 @@ scan_one(struct dn_cheal *h, struct cl_etcd_kv *kv, void *arg)
 		return 0;
 	}
 	o.mod_revision = kv->mod_revision;
+	chl_own_count(h, &o, a->acc);
 	err = chl_process(h, a->v, &o, a->now, true, a->st, a->acc);
 	chl_obj_clear(&o);
 	return err;
@@ -534,7 +549,7 @@ expired_fp(struct dn_cheal *h, const struct cl_members_view *v, uint64_t now, un
 		const struct chl_absent *a = &h->absent[i];
 
 		if (!a->since_ns || now - a->since_ns <= heal_after(h) ||
-		    chl_view_find(v, a->name) >= 0)
+		    chl_view_find(v, a->name) >= 0 || cl_members_in_maintenance(v, a->name))
 			continue;
 		fp += zc_place_hash(a->since_ns, a->name, strlen(a->name)); /* order-free */
 		(*n)++;
@@ -556,6 +571,11 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 
 	if (!st)
 		st = &local;
+	if (h->retired) {
+		cl_members_view_put(v);
+		return 0; /* decommissioned: this node is no member any more */
+	}
+	h->pass_wall_ms = chl_wall_ms();
 	if (!view_fresh(v, now)) {
 		cl_members_view_put(v);
 		return ZC_E(ZC_UNAVAILABLE); /* the view no longer moves: etcd is away */
@@ -575,6 +595,9 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 		fp = expired_fp(h, v, now, &nexpired);
 		want_scan = h->must_check || (self_live && nexpired &&
 		                              (!h->scanned || h->scan_fp != fp || !h->scan_clean));
+		/* a drain's cells are named by no to-do key: every healer reads every record
+		 * while some node drains, to move the cells of the objects it heals */
+		want_scan |= self_live && cl_members_ndraining(v) > 0;
 	}
 	if (!err && want_scan && !chl_stopping(h))
 		err = scan_pass(h, v, now, st, &scan);
@@ -594,6 +617,9 @@ dn_cheal_pass(struct dn_cheal *h, struct dn_cheal_stats *st)
 		st->pending += acc->pending;
 		st->degraded += acc->degraded;
 		st->doubled += acc->doubled;
+		atomic_fetch_add(&h->passes, 1);
+		if (!err)
+			err = chl_stat_pass(h, v, acc, want_scan, want_scan && !scan.fenced);
 	}
 	cl_members_view_put(v);
 	return err;
@@ -741,7 +767,23 @@ dn_cheal_metrics(struct dn_cheal *h, FILE *out)
 	        "zest_heal_records_read_total %llu\n"
 	        "# HELP zest_heal_scans_total Healer passes that read every object record.\n"
 	        "# TYPE zest_heal_scans_total counter\n"
-	        "zest_heal_scans_total %llu\n",
+	        "zest_heal_scans_total %llu\n"
+	        "# HELP zest_heal_passes_total Healer passes completed (each puts its progress "
+	        "in /zest/healstat/).\n"
+	        "# TYPE zest_heal_passes_total counter\n"
+	        "zest_heal_passes_total %llu\n"
+	        "# HELP zest_heal_pending_bytes Bytes of the cells counted in "
+	        "zest_heal_pending_cells (about: 1/k of their group each).\n"
+	        "# TYPE zest_heal_pending_bytes gauge\n"
+	        "zest_heal_pending_bytes %llu\n"
+	        "# HELP zest_heal_bytes_total Bytes of the cells counted in "
+	        "zest_heal_cells_total.\n"
+	        "# TYPE zest_heal_bytes_total counter\n"
+	        "zest_heal_bytes_total %llu\n"
+	        "# HELP zest_heal_own_cells Cells records name on this node, at its last pass "
+	        "over every record (what a drain has left).\n"
+	        "# TYPE zest_heal_own_cells gauge\n"
+	        "zest_heal_own_cells %llu\n",
 	        (unsigned long long)atomic_load(&h->pending),
 	        (unsigned long long)atomic_load(&h->healed),
 	        (unsigned long long)atomic_load(&h->moved),
@@ -750,5 +792,9 @@ dn_cheal_metrics(struct dn_cheal *h, FILE *out)
 	        (unsigned long long)atomic_load(&h->marked),
 	        (unsigned long long)atomic_load(&h->failed),
 	        (unsigned long long)atomic_load(&h->records_read),
-	        (unsigned long long)atomic_load(&h->scans));
+	        (unsigned long long)atomic_load(&h->scans),
+	        (unsigned long long)atomic_load(&h->passes),
+	        (unsigned long long)atomic_load(&h->pending_bytes),
+	        (unsigned long long)atomic_load(&h->healed_bytes),
+	        (unsigned long long)atomic_load(&h->own_cells));
 }

@@ -77,6 +77,11 @@ struct dn_cheal_opts {
 	unsigned timeout_ms;        /* per remote call; 0: 5000 */
 	unsigned lock_ttl_s;        /* the lock lease; 0: 10 */
 	bool no_thread;             /* tests: passes only when called */
+	/* Decommission: called on the healer's thread once this node holds no cell a record
+	 * names, just before its keys go (/zest/nodes/, /zest/members/, its drain and cellcheck
+	 * keys): the registration must stop being renewed. NULL: nothing to stop. */
+	void (*retire)(void *arg);
+	void *retire_arg;
 #ifdef ZC_FAULTS
 	/* Test builds only (ZC_FAULTS, zc_fault.h): called on the healer's thread once an
 	 * object's cells are rebuilt, just before the Txn that names them, so a test can

@@ -8,6 +8,7 @@
 #include "dn_cheal.h"
 #include "rpc_client.h"
 #include "cl_rec.h"
+#include "cl_healstat.h"
 #include "zc_loop.h"
 
 /* A node named by records and not in the view: since when (zc_now_ns) this healer knows. */
@@ -50,12 +51,19 @@ struct dn_cheal {
 	/* gauges and counters */
 	atomic_uint_fast64_t pending, degraded, doubled, healed, moved, marked, failed,
 	        records_read, scans;
+	atomic_uint_fast64_t pending_bytes, healed_bytes, passes, own_cells;
+	/* the healer thread's: the last progress put in /zest/healstat/<node> */
+	struct cl_healstat stat;
+	uint64_t pass_wall_ms; /* wall clock at the current pass's start */
+	bool retired;          /* decommissioned: this node left the cluster, the healer rests */
 };
 
 /* What the records a pass read came to (a phase: the to-do keys, or every record). */
 struct chl_acc {
 	uint64_t pending, degraded, doubled, failed;
-	bool fenced; /* a marking of this node's cells found its record changed */
+	uint64_t pending_bytes;
+	uint64_t own_cells, own_bytes; /* cells records name on this node (a scan's) */
+	bool fenced;                   /* a marking of this node's cells found its record changed */
 };
 
 /* One object as a pass reads it. */
@@ -151,9 +159,27 @@ unsigned chl_doubled_groups(const struct cl_rec_object *rec);
 int chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *o,
                     unsigned *moved);
 
-/* Put o's record (changed by the caller) if etcd still has it at o->mod_revision: 1 (and
- * o->mod_revision moves on), 0 when it changed meanwhile, or an etcd error. */
-int chl_put_record(struct dn_cheal *h, struct chl_obj *o);
+/* Put o's record (changed by the caller) if etcd still has it at o->mod_revision and no
+ * key of unreg[0..nunreg) (registration keys /zest/nodes/<n>, at most 16) exists: 1 (and
+ * o->mod_revision moves on), 0 when one of them changed meanwhile, or an etcd error. */
+int chl_put_record(struct dn_cheal *h, struct chl_obj *o, const char *const *unreg, size_t nunreg);
+
+/* ---- drains, maintenance and progress (dn_cheal_stat.c) ---- */
+/* Bytes of cell c of group g (about: each cell of a group holds 1/k of its data). */
+uint64_t chl_cell_bytes(const struct cl_rec_extent *e, size_t g);
+/* The cells of group gr on a live node that drains (to move off), none of skip. */
+uint32_t chl_drain_cells(const struct cl_members_view *v, const struct cl_rec_extent *e,
+                         const struct cl_rec_group *gr, uint32_t skip);
+/* Count the cells o names on this node into acc (a pass over every record). */
+void chl_own_count(struct dn_cheal *h, const struct chl_obj *o, struct chl_acc *acc);
+/* After a pass: put /zest/healstat/<node> from the counters (and acc's own count when
+ * scanned); with a decommission mark on this node and a clean scan that found no cell
+ * named here, leave the cluster. 0 or an etcd error. */
+int chl_stat_pass(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_acc *acc,
+                  bool scanned, bool clean);
+uint64_t chl_wall_ms(void);
+/* The heal lock lease, granted and kept alive when there is none. */
+int chl_ensure_lease(struct dn_cheal *h);
 
 /* ---- peer calls (dn_cheal_peer.c), each bounded by the healer's timeout ---- */
 struct rpc_client *chl_peer(struct dn_cheal *h, const char *name, const char *address);

@@ -35,7 +35,22 @@ struct made {
 struct work {
 	struct made *v;
 	size_t n, cap;
+	uint64_t bytes;    /* of the cells written */
 	uint64_t first_ns; /* zc_now_ns() of the first cell written */
+};
+
+/* The nodes whose cells a heal rebuilds for their absence (not marked missing). The view
+ * that judged them absent may be behind etcd: a node registered again, its identity probe
+ * not through yet, is live for `zest-admin status` while a healer's view still lacks it.
+ * So each is looked up in /zest/nodes/ before anything is rebuilt, and the record's Txn
+ * compares that it still has no registration: a late heal never replaces the cells of a
+ * node that is back (docs/cluster.md "Heal": absent from /zest/nodes/). */
+#define GONE_MAX 16
+struct gone {
+	char name[GONE_MAX][256];
+	char key[GONE_MAX][256 + sizeof(CL_MEMBERS_NODES_PREFIX)];
+	bool back[GONE_MAX]; /* registered: not absent for this heal */
+	size_t n;
 };
 
 static uint32_t
@@ -256,7 +271,8 @@ chl_free_node(const struct cl_members_view *v, const struct cl_rec_extent *e,
               const struct cl_rec_group *gr)
 {
 	for (size_t i = 0; i < v->n; i++)
-		if (!group_has(e, gr, CL_REC_MAX_CELLS, v->names[i]))
+		if (!group_has(e, gr, CL_REC_MAX_CELLS, v->names[i]) &&
+		    cl_members_placeable(v, v->names[i]))
 			return true;
 	return false;
 }
@@ -292,8 +308,10 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 	struct dn_cell_id id = { e->id, (uint32_t)g, c };
 	char *old = strdup(e->nodes[gr->cell[c]]);
 	bool old_live = old && chl_view_find(v, old) >= 0;
-	bool back_first = old_live && !move && !group_has(e, gr, c, old);
-	bool back_last = old_live && !move && !back_first;
+	/* a drained or maintenance node takes no cell, not even its own back */
+	bool old_ok = old_live && cl_members_placeable(v, old);
+	bool back_first = old_ok && !move && !group_has(e, gr, c, old);
+	bool back_last = old_ok && !move && !back_first;
 	unsigned *order = calloc(v->n ? v->n : 1, sizeof(*order)), tries = 0;
 	int rc = ZC_E(ZC_UNAVAILABLE), idx;
 
@@ -313,7 +331,8 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 
 		if (i == (long)v->n && !back_last)
 			break;
-		if (i >= 0 && i < (long)v->n && (strcmp(t, old) == 0 || group_has(e, gr, c, t)))
+		if (i >= 0 && i < (long)v->n &&
+		    (strcmp(t, old) == 0 || group_has(e, gr, c, t) || !cl_members_placeable(v, t)))
 			continue;
 		tries++;
 		rc = write_cell(h, v, o, e, id, t, buf, len);
@@ -333,6 +352,7 @@ place_cell(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 		}
 		gr->cell[c] = (uint16_t)idx;
 		gr->missing &= ~(1u << c);
+		wk->bytes += len;
 		ZC_INFO("cheal",
 		        "%s cell %016llx.%u.%u of bucket=%s key=%s on node=%s "
 		        "(was node=%s)",
@@ -360,10 +380,11 @@ has_target(const struct cl_members_view *v, const struct cl_rec_extent *e,
 
 		if (!(need & (1u << c)))
 			continue;
-		if (chl_view_find(v, old) >= 0)
+		if (chl_view_find(v, old) >= 0 && cl_members_placeable(v, old))
 			return true;
 		for (size_t i = 0; i < v->n; i++)
-			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]))
+			if (strcmp(v->names[i], old) != 0 && !group_has(e, gr, c, v->names[i]) &&
+			    cl_members_placeable(v, v->names[i]))
 				return true;
 	}
 	return false;
@@ -492,7 +513,7 @@ heal_group(struct dn_cheal *h, const struct cl_members_view *v, struct chl_obj *
 }
 
 int
-chl_put_record(struct dn_cheal *h, struct chl_obj *o)
+chl_put_record(struct dn_cheal *h, struct chl_obj *o, const char *const *unreg, size_t nunreg)
 {
 	char key[4096], why[CL_REC_WHY_MAX];
 	uint8_t *buf;
@@ -510,11 +531,11 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 	{
 		char hk[4096], hv[CL_META_HEAL_VALUE_CAP];
 		int hkl = cl_meta_heal_key(key, (size_t)n, hk, sizeof(hk));
-		struct cl_etcd_cmp cmp = { .key = key,
-			                   .key_len = (size_t)n,
-			                   .target = CL_ETCD_CMP_MOD,
-			                   .op = CL_ETCD_EQUAL,
-			                   .num = o->mod_revision };
+		struct cl_etcd_cmp cmp[1 + GONE_MAX] = { { .key = key,
+			                                   .key_len = (size_t)n,
+			                                   .target = CL_ETCD_CMP_MOD,
+			                                   .op = CL_ETCD_EQUAL,
+			                                   .num = o->mod_revision } };
 		struct cl_etcd_op ops[2] = {
 			{ .type = CL_ETCD_OP_PUT,
 			  .r = { .key = key, .key_len = (size_t)n },
@@ -522,9 +543,16 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 			  .value_len = len },
 			{ .type = CL_ETCD_OP_DELETE, .r = { .key = hk, .key_len = (size_t)hkl } },
 		};
-		struct cl_etcd_txn txn = { &cmp, 1, ops, 2, NULL, 0 };
+		struct cl_etcd_txn txn = { cmp, 1, ops, 2, NULL, 0 };
 		struct cl_etcd_txn_result res = { 0 };
 
+		/* each node whose cells were rebuilt for its absence: still unregistered */
+		for (size_t i = 0; i < nunreg && i < GONE_MAX; i++)
+			cmp[txn.n_cmp++] = (struct cl_etcd_cmp){ .key = unreg[i],
+				                                 .key_len = strlen(unreg[i]),
+				                                 .target = CL_ETCD_CMP_VERSION,
+				                                 .op = CL_ETCD_EQUAL,
+				                                 .num = 0 };
 		/* The last missing bit cleared and the last doubled cell moved: the record's
 		 * to-do key goes in the same Txn (else it stays). */
 		if (hkl < 0 || cl_meta_heal_value(&o->rec, hv) > 0)
@@ -539,6 +567,73 @@ chl_put_record(struct dn_cheal *h, struct chl_obj *o)
 	}
 	free(buf);
 	return rc;
+}
+
+static int
+gone_find(const struct gone *gn, const char *name)
+{
+	for (size_t i = 0; i < gn->n; i++)
+		if (strcmp(gn->name[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* May a cell on name be rebuilt for its node's absence? Only a node gone_read found
+ * unregistered (one past GONE_MAX waits for a later heal). */
+static bool
+gone_absent(const struct gone *gn, const char *name)
+{
+	int i = gone_find(gn, name);
+
+	return i >= 0 && !gn->back[i];
+}
+
+/* Collect the absent nodes o's cells need healing for, then read (linearizable, keys
+ * only) which of them are registered again. 0 or an etcd error. */
+static int
+gone_read(struct dn_cheal *h, const struct cl_members_view *v, const struct chl_obj *o,
+          uint64_t now, struct gone *gn)
+{
+	static const char prefix[] = CL_MEMBERS_NODES_PREFIX;
+	struct cl_etcd_range r = {
+		.key = prefix, .key_len = sizeof(prefix) - 1, .prefix = true, .keys_only = true
+	};
+	struct cl_etcd_kvs kvs = { 0 };
+	int err;
+
+	gn->n = 0;
+	for (size_t x = 0; x < o->rec.nextents; x++) {
+		const struct cl_rec_extent *e = &o->rec.extents[x];
+
+		for (size_t g = 0; g < e->ngroups; g++) {
+			const struct cl_rec_group *gr = &e->groups[g];
+
+			for (unsigned c = 0; c < e->k + e->m; c++) {
+				const char *n = e->nodes[gr->cell[c]];
+
+				if ((gr->missing & (1u << c)) ||
+				    !chl_cell_needs(h, v, e, gr, c, now) || gone_find(gn, n) >= 0 ||
+				    gn->n == GONE_MAX || strlen(n) >= sizeof(gn->name[0]))
+					continue;
+				strcpy(gn->name[gn->n], n);
+				snprintf(gn->key[gn->n], sizeof(gn->key[0]), "%s%s", prefix, n);
+				gn->back[gn->n++] = false;
+			}
+		}
+	}
+	if (!gn->n)
+		return 0;
+	err = cl_etcd_range(h->o.etcd, &r, &kvs, chl_timeout(h));
+	for (size_t i = 0; !err && i < kvs.n; i++) {
+		const struct cl_etcd_kv *kv = &kvs.kv[i];
+
+		for (size_t j = 0; j < gn->n; j++)
+			if (kv->key_len == strlen(gn->key[j]) &&
+			    memcmp(kv->key, gn->key[j], kv->key_len) == 0)
+				gn->back[j] = true;
+	}
+	cl_etcd_kvs_fini(&kvs);
+	return err;
 }
 
 static void
@@ -557,11 +652,19 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 {
 	uint64_t now = zc_now_ns(), grace = h->o.gc_grace_ns ? h->o.gc_grace_ns : 600000000000ull;
 	struct work wk = { 0 };
+	struct gone gn;
+	const char *unreg[GONE_MAX];
+	size_t nunreg = 0;
 	bool blocked = false;
 	unsigned nmoved = 0;
-	int rc = 0;
+	int rc = gone_read(h, v, o, now, &gn);
 
 	*moved = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < gn.n; i++)
+		if (!gn.back[i])
+			unreg[nunreg++] = gn.key[i];
 	for (size_t x = 0; x < o->rec.nextents && rc != -ENOMEM; x++) {
 		struct cl_rec_extent *e = &o->rec.extents[x];
 		struct ec_codec *codec = NULL;
@@ -571,7 +674,9 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 			uint32_t need = 0, move;
 
 			for (unsigned c = 0; c < e->k + e->m; c++)
-				if (chl_cell_needs(h, v, e, gr, c, now))
+				if (chl_cell_needs(h, v, e, gr, c, now) &&
+				    ((gr->missing & (1u << c)) ||
+				     gone_absent(&gn, e->nodes[gr->cell[c]])))
 					need |= 1u << c;
 			/* a doubled group's extras on a live node move; those with no
 			 * live node free of the group wait, counted pending, not failed */
@@ -580,6 +685,8 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 				if ((move & (1u << c)) &&
 				    chl_view_find(v, e->nodes[gr->cell[c]]) < 0)
 					move &= ~(1u << c);
+			/* a draining node's cells move too, by the same copy-then-retire path */
+			move |= chl_drain_cells(v, e, gr, need);
 			if (!need && (!move || !chl_free_node(v, e, gr)))
 				continue;
 			if (need && !codec && (rc = ec_codec_create(e->k, e->m, &codec)) != 0)
@@ -605,10 +712,11 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 	if (zc_now_ns() - wk.first_ns > grace / 2)
 		rc = 0;
 	else
-		rc = chl_put_record(h, o);
+		rc = chl_put_record(h, o, unreg, nunreg);
 	if (rc == 0) {
 		ZC_WARN("cheal",
-		        "bucket=%s key=%s changed while healing (or too slow): dropping "
+		        "bucket=%s key=%s changed while healing (or a node it healed around "
+		        "registered again, or too slow): dropping "
 		        "%zu rebuilt cells",
 		        o->bucket, o->key, wk.n);
 		for (size_t i = 0; i < wk.n; i++)
@@ -634,6 +742,7 @@ chl_heal_object(struct dn_cheal *h, const struct cl_members_view *v, struct chl_
 	}
 	rc = (int)wk.n;
 	*moved = nmoved;
+	atomic_fetch_add(&h->healed_bytes, wk.bytes);
 	work_fini(&wk);
 	return rc;
 }

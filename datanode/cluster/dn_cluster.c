@@ -40,7 +40,8 @@ struct dn_cluster {
 	int64_t lease;
 	struct cl_etcd_keepalive *ka;
 	bool lost, stop;
-	bool left; /* dn_cluster_leave ran (main thread only) */
+	bool retire; /* decommissioned: stop, give the lease up, never register again */
+	bool left;   /* dn_cluster_leave ran (main thread only) */
 	pthread_t thread;
 	atomic_bool registered;
 	atomic_uint_fast64_t registrations;
@@ -429,8 +430,34 @@ keeper(void *arg)
 		}
 		pthread_mutex_lock(&c->mu);
 	}
+	if (c->retire) {
+		struct cl_etcd_keepalive *ka = c->ka;
+		int64_t lease = c->lease;
+
+		c->ka = NULL;
+		c->lease = 0;
+		pthread_mutex_unlock(&c->mu);
+		atomic_store(&c->registered, false);
+		cl_etcd_keepalive_stop(ka);
+		if (lease)
+			(void)cl_etcd_lease_revoke(c->etcd, lease, 0);
+		ZC_INFO("cluster", "node=%s decommissioned: registration given up", c->o.node);
+		return NULL;
+	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
+}
+
+void
+dn_cluster_retire(struct dn_cluster *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->retire = true;
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* /zest/cellcheck/<node> away: the healer deletes it too before its check, but only after
@@ -625,6 +652,14 @@ dn_cluster_metrics(struct dn_cluster *c, FILE *out)
 	        "zest_cluster_registrations_total %llu\n",
 	        v->n, v->unverified, atomic_load(&c->registered) ? 1 : 0,
 	        (unsigned long long)atomic_load(&c->registrations));
+	cl_members_view_put(v);
+	v = cl_members_get_place(c->members);
+	fprintf(out,
+	        "# HELP zest_cluster_placement_nodes Live datanodes new cells may go to: the "
+	        "live view without drained, decommissioning and maintenance nodes.\n"
+	        "# TYPE zest_cluster_placement_nodes gauge\n"
+	        "zest_cluster_placement_nodes %zu\n",
+	        v->n);
 	cl_members_view_put(v);
 	dn_health_metrics(&c->health, c->etcd, c->o.group_cells, out);
 }

@@ -58,6 +58,10 @@ int dn_cluster_start(const struct dn_cluster_opts *o, struct dn_cluster **out);
  * a second call and NULL are no-ops. */
 void dn_cluster_leave(struct dn_cluster *c);
 
+/* Decommissioned (the healer found no cell named here): the keeper stops renewing the
+ * registration, gives its lease up and never registers again. Any thread, never blocks. */
+void dn_cluster_retire(struct dn_cluster *c);
+
 /* Leave if not yet done, stop the membership view, close the etcd client and free c.
  * Only once nothing calls dn_cluster_metrics any more. NULL: no-op. */
 void dn_cluster_destroy(struct dn_cluster *c);

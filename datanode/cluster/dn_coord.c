@@ -330,7 +330,7 @@ dn_coord_metrics(struct dn_coord *c, FILE *out)
 	 * (dn_coord_tolerance): the live view moves with nodes coming and going, before any
 	 * write shows it. Every group over a view holds as many cells per node (the rounds
 	 * rule), so any key tells. */
-	v = cl_members_get(c->o.members);
+	v = cl_members_get_place(c->o.members);
 	for (size_t i = 0; i < v->n; i++)
 		if (!strcmp(v->names[i], c->node))
 			self = (int)i;

@@ -44,7 +44,8 @@ dn_coord_begin(struct dn_coord *c, const char *bucket, const char *key, uint64_t
 	rc = dn_coord_bucket_check(c, bucket, msg, cap);
 	if (rc)
 		return rc;
-	v = cl_members_get(c->o.members);
+	/* the placement view: drained and maintenance nodes get no new cell */
+	v = cl_members_get_place(c->o.members);
 	if (!v->n) {
 		cl_members_view_put(v);
 		snprintf(msg, cap, "no live nodes in the membership view");

@@ -5,6 +5,8 @@
  *   zest-admin ... status --json
  *   zest-admin ... ok-to-stop dn-3 dn-4
  *   zest-admin ... nodes [--json]
+ *   zest-admin ... drain dn-3 | undrain dn-3 | decommission dn-3      (admin_drain.c)
+ *   zest-admin ... maintenance dn-3 --for 30m | maintenance dn-3 --end
  *
  * status reads the membership, the members, the cellcheck keys, the heal to-do keys and
  * every record (one serializable Range per 256), all at one etcd revision, and evaluates
@@ -20,6 +22,8 @@
 #include "admin.h"
 #include "cl_etcd.h"
 #include "cl_health.h"
+#include "cl_members.h"
+#include "admin_drain.h"
 #include "zc.h"
 
 #define EXIT_NOT_OK 1               /* ok-to-stop: no */
@@ -32,6 +36,8 @@ struct admin_opts {
 	bool insecure, json;
 	unsigned k, m, quorum; /* 0: from the records (k, m) / k + 1 */
 	unsigned timeout_ms;
+	uint64_t for_s; /* maintenance --for */
+	bool end;       /* maintenance --end */
 };
 
 enum {
@@ -45,7 +51,9 @@ enum {
 	OPT_JSON,
 	OPT_EC,
 	OPT_QUORUM,
-	OPT_TIMEOUT
+	OPT_TIMEOUT,
+	OPT_FOR,
+	OPT_END
 };
 
 static const struct option longopts[] = {
@@ -64,6 +72,8 @@ static const struct option longopts[] = {
 	{ "ec", required_argument, NULL, OPT_EC },
 	{ "write-quorum", required_argument, NULL, OPT_QUORUM },
 	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
+	{ "for", required_argument, NULL, OPT_FOR },
+	{ "end", no_argument, NULL, OPT_END },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -78,7 +88,17 @@ usage(FILE *f)
 	      "                         counts; exit 0 OK, 1 WARN, 2 ERR, 3 etcd unreadable\n"
 	      "  ok-to-stop NODE...     exit 0 only if stopping NODE... now leaves every object\n"
 	      "                         readable (every group keeps >= k available cells) and\n"
-	      "                         new writes their quorum; else 1 with the reasons\n"
+	      "                         new writes their quorum; else 1 with the reasons (a\n"
+	      "                         live node in a maintenance window counts as stopping)\n"
+	      "  drain NODE             place no new cell on NODE and move every cell it holds\n"
+	      "                         to other nodes (it keeps serving reads meanwhile)\n"
+	      "  undrain NODE           stop draining NODE (cells moved stay where they are)\n"
+	      "  decommission NODE      drain NODE, then remove it from the cluster once no\n"
+	      "                         record names a cell on it\n"
+	      "  maintenance NODE --for DURATION\n"
+	      "                         NODE may be absent that long (30m, 2h, 90s; at most 7d)\n"
+	      "                         without its cells being rebuilt; writes place around it\n"
+	      "  maintenance NODE --end end the window now\n"
 	      "  nodes                  each node's zone, state (live, absent, unverified),\n"
 	      "                         capacity, used, free (above its reserve) and cells\n"
 	      "options:\n"
@@ -94,6 +114,8 @@ usage(FILE *f)
 	      "                         (default: the records' most common scheme, else 4+2)\n"
 	      "  --write-quorum N       ok-to-stop: the datanodes' --write-quorum (default k+1)\n"
 	      "  --timeout-ms N         deadline of each etcd call (default 5000)\n"
+	      "  --for DURATION         maintenance: the window's length (a lease of that TTL)\n"
+	      "  --end                  maintenance: end the window (delete its key)\n"
 	      "  --help, --version\n",
 	      f);
 }
@@ -151,6 +173,16 @@ parse_opts(int argc, char **argv, struct admin_opts *o)
 			if (parse_uint(optarg, &o->timeout_ms))
 				return -EINVAL;
 			break;
+		case OPT_FOR:
+			if (admin_parse_duration(optarg, &o->for_s)) {
+				fprintf(stderr, "zest-admin: bad --for %s (30m, 2h, 90s; <= 7d)\n",
+				        optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_END:
+			o->end = true;
+			break;
 		default:
 			return -EINVAL;
 		}
@@ -198,6 +230,45 @@ print_reasons_json(const struct cl_health_reason *r, size_t n)
 }
 
 static void
+progress_fields(const struct cl_health_progress *p)
+{
+	printf("\"cells_left\":%llu,\"bytes_left\":%llu,\"rate_cells_per_s\":%.3f,\"eta_s\":",
+	       (unsigned long long)p->cells, (unsigned long long)p->bytes, p->rate);
+	if (p->eta_s >= 0)
+		printf("%lld", (long long)p->eta_s);
+	else
+		fputs("null", stdout);
+}
+
+/* the rest of "heal" (its progress), then "drains" */
+static void
+print_progress_json(const struct cl_health *h)
+{
+	struct cl_health_progress p;
+	bool first = true;
+
+	cl_health_heal_progress(h, &p);
+	progress_fields(&p);
+	fputs("},\"drains\":[", stdout);
+	for (size_t i = 0; i < h->nnodes; i++) {
+		const struct cl_health_node *n = &h->nodes[i];
+
+		if (!n->drain)
+			continue;
+		cl_health_drain_progress(h, n, &p);
+		printf("%s{\"node\":", first ? "" : ",");
+		zc_json_string(stdout, n->name);
+		printf(",\"mode\":\"%s\",\"since\":%lld,\"counted\":%s,",
+		       n->drain == CL_MEMBERS_DECOMMISSION ? "decommission" : "drain",
+		       (long long)n->drain_since_s, p.known ? "true" : "false");
+		progress_fields(&p);
+		fputc('}', stdout);
+		first = false;
+	}
+	fputc(']', stdout);
+}
+
+static void
 print_body_json(const struct cl_health *h, uint64_t ranges)
 {
 	size_t members = 0;
@@ -212,18 +283,39 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 	       (unsigned long long)cl_health_nodes_checking(h));
 	for (size_t i = 0; i < h->nnodes; i++) {
 		const struct cl_health_node *n = &h->nodes[i];
+		const char *drain = n->drain == CL_MEMBERS_DECOMMISSION ? "\"decommission\""
+		                    : n->drain                          ? "\"drain\""
+		                                                        : "null";
 
 		printf("%s{\"name\":", i ? "," : "");
 		zc_json_string(stdout, n->name);
-		printf(",\"member\":%s,\"live\":%s,\"checked\":%s,\"stopping\":%s}",
+		printf(",\"member\":%s,\"live\":%s,\"checked\":%s,\"stopping\":%s",
 		       n->member ? "true" : "false", n->live ? "true" : "false",
 		       n->checked ? "true" : "false", n->stopping ? "true" : "false");
+		printf(",\"drain\":%s,\"maintenance_until\":", drain);
+		if (n->maint_until_s)
+			printf("%lld", (long long)n->maint_until_s);
+		else
+			fputs("null", stdout);
+		if (n->has_stat)
+			printf(",\"heal\":{\"passes\":%llu,\"pending_cells\":%llu,"
+			       "\"pending_bytes\":%llu,\"healed_cells\":%llu,\"healed_bytes\":%llu,"
+			       "\"own_cells\":%lld,\"own_bytes\":%lld,\"t_ms\":%llu}}",
+			       (unsigned long long)n->stat.passes,
+			       (unsigned long long)n->stat.pending_cells,
+			       (unsigned long long)n->stat.pending_bytes,
+			       (unsigned long long)n->stat.healed_cells,
+			       (unsigned long long)n->stat.healed_bytes,
+			       (long long)n->stat.own_cells, (long long)n->stat.own_bytes,
+			       (unsigned long long)n->stat.t_ms);
+		else
+			fputs(",\"heal\":null}", stdout);
 	}
 	printf("]},\"objects\":{\"total\":%llu,\"ok\":%llu,\"degraded\":%llu,"
 	       "\"unreadable\":%llu,\"unknown\":%llu,\"undecodable\":%llu,\"bytes\":%llu},"
 	       "\"groups\":{\"total\":%llu,\"doubled\":%llu,\"unreadable\":%llu},"
 	       "\"cells\":{\"missing\":%llu,\"absent\":%llu,\"unknown\":%llu},"
-	       "\"heal\":{\"todo_keys\":%llu,\"locks\":%llu},\"cost\":{\"ranges\":%llu}",
+	       "\"heal\":{\"todo_keys\":%llu,\"locks\":%llu,",
 	       (unsigned long long)h->objects, (unsigned long long)h->objects_ok,
 	       (unsigned long long)h->objects_degraded, (unsigned long long)h->objects_unreadable,
 	       (unsigned long long)h->objects_unknown, (unsigned long long)h->objects_bad,
@@ -231,7 +323,9 @@ print_body_json(const struct cl_health *h, uint64_t ranges)
 	       (unsigned long long)h->groups_doubled, (unsigned long long)h->groups_unreadable,
 	       (unsigned long long)h->cells_missing, (unsigned long long)h->cells_absent,
 	       (unsigned long long)h->cells_unknown, (unsigned long long)h->todo_keys,
-	       (unsigned long long)h->heal_locks, (unsigned long long)ranges);
+	       (unsigned long long)h->heal_locks);
+	print_progress_json(h);
+	printf(",\"cost\":{\"ranges\":%llu}", (unsigned long long)ranges);
 }
 
 /* The zones line of status: how many whole zones a group placed now may lose. */
@@ -273,6 +367,39 @@ print_text(const struct cl_health *h, const struct cl_health_reason *r, size_t n
 	printf("heal:    %llu to-do keys, %llu objects being healed now\n",
 	       (unsigned long long)h->todo_keys, (unsigned long long)h->heal_locks);
 	print_zones(h, false);
+	{
+		struct cl_health_progress p;
+
+		cl_health_heal_progress(h, &p);
+		if (p.known) {
+			printf("         %llu cells (%llu bytes) to heal or move, %.1f cells/s, "
+			       "ETA ",
+			       (unsigned long long)p.cells, (unsigned long long)p.bytes, p.rate);
+			if (p.eta_s >= 0)
+				printf("%lld s\n", (long long)p.eta_s);
+			else
+				puts(p.cells ? "unknown" : "0 s");
+		}
+	}
+	for (size_t i = 0; i < h->nnodes; i++) {
+		const struct cl_health_node *n = &h->nodes[i];
+		struct cl_health_progress p;
+
+		if (!n->drain)
+			continue;
+		cl_health_drain_progress(h, n, &p);
+		printf("%s %s: ", n->drain == CL_MEMBERS_DECOMMISSION ? "decommission" : "drain",
+		       n->name);
+		if (!p.known)
+			puts("cells left not counted yet");
+		else if (p.eta_s >= 0)
+			printf("%llu cells (%llu bytes) left, %.1f cells/s, ETA %lld s\n",
+			       (unsigned long long)p.cells, (unsigned long long)p.bytes, p.rate,
+			       (long long)p.eta_s);
+		else
+			printf("%llu cells (%llu bytes) left, %.1f cells/s, ETA unknown\n",
+			       (unsigned long long)p.cells, (unsigned long long)p.bytes, p.rate);
+	}
 }
 
 /* Read everything at one revision into h; a compaction in the middle reads again. */
@@ -292,6 +419,10 @@ read_all(struct cl_etcd *c, const struct admin_opts *o, char **stops, int nstops
 				        stops[i]);
 				return -ENOENT;
 			}
+		/* a live node in a maintenance window is about to go: ok-to-stop counts it */
+		for (size_t i = 0; !rc && nstops && i < h->nnodes; i++)
+			if (h->nodes[i].maint_until_s && h->nodes[i].live)
+				h->nodes[i].stopping = true;
 		if (!rc)
 			rc = cl_health_read_records(c, h, o->timeout_ms, ranges);
 		if (rc != -ERANGE)
@@ -444,15 +575,18 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE..., nodes)\n");
+		fprintf(stderr, "zest-admin: no command (status, ok-to-stop NODE..., nodes, drain, "
+		                "undrain, decommission, maintenance NODE)\n");
 		return EXIT_USAGE;
 	}
 	cmd = argv[optind];
-	if (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0
-	            ? optind + 1 != argc
-	            : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc) {
-		fprintf(stderr,
-		        "zest-admin: bad command line: status | ok-to-stop NODE... | nodes\n");
+	if (!admin_drain_is_cmd(cmd) &&
+	    (strcmp(cmd, "status") == 0 || strcmp(cmd, "nodes") == 0
+	             ? optind + 1 != argc
+	             : strcmp(cmd, "ok-to-stop") != 0 || optind + 1 == argc)) {
+		fprintf(stderr, "zest-admin: bad command line: status | ok-to-stop NODE... | nodes | "
+		                "drain|undrain|decommission NODE | maintenance NODE "
+		                "(--for D | --end)\n");
 		return EXIT_USAGE;
 	}
 	eo.timeout_ms = o.timeout_ms;
@@ -465,7 +599,13 @@ main(int argc, char **argv)
 		        rc);
 		return EXIT_USAGE;
 	}
-	if (strcmp(cmd, "status") == 0)
+	if (admin_drain_is_cmd(cmd))
+		rc = admin_drain_run(c, cmd, argv + optind + 1, argc - optind - 1,
+		                     &(struct admin_drain_opts){ .for_s = o.for_s,
+		                                                 .end = o.end,
+		                                                 .json = o.json,
+		                                                 .timeout_ms = o.timeout_ms });
+	else if (strcmp(cmd, "status") == 0)
 		rc = cmd_status(c, &o);
 	else if (strcmp(cmd, "nodes") == 0)
 		rc = admin_cmd_nodes(c,
