@@ -118,11 +118,50 @@ zc_place_rank(uint64_t key, const char *const *nodes, unsigned n, unsigned *orde
 	return 0;
 }
 
+void
+zc_place_count_per_node(struct zc_place_slots *sl)
+{
+	unsigned max = 0;
+
+	/* cells per node, counted per slot: no per-node table */
+	for (unsigned s = 0; s < sl->nslots; s++) {
+		unsigned c = 0;
+
+		for (unsigned t = 0; t < sl->nslots; t++)
+			c += sl->node[t] == sl->node[s];
+		if (c > max)
+			max = c;
+	}
+	sl->max_per_node = max;
+}
+
+int
+zc_place_losable(unsigned *cnt, unsigned n, unsigned left, unsigned k)
+{
+	int t = 0;
+
+	/* the worst to lose hold the most: take them greedily while k cells are left (a
+	 * selection sort: n <= ZC_PLACE_MAX_SLOTS) */
+	for (unsigned a = 0; a < n; a++) {
+		unsigned best = a;
+
+		for (unsigned b = a + 1; b < n; b++)
+			if (cnt[b] > cnt[best])
+				best = b;
+		if (left - cnt[best] < k)
+			break;
+		left -= cnt[best];
+		cnt[best] = cnt[a];
+		t++;
+	}
+	return t;
+}
+
 int
 zc_place_group(uint64_t key, const char *const *nodes, unsigned n, unsigned k, unsigned m, int self,
                struct zc_place_slots *out)
 {
-	unsigned w = k + m, max = 0;
+	unsigned w = k + m;
 	bool self_in = false;
 
 	if (n == 0 || k == 0 || w > ZC_PLACE_MAX_SLOTS || (self >= 0 && (unsigned)self >= n))
@@ -156,15 +195,6 @@ zc_place_group(uint64_t key, const char *const *nodes, unsigned n, unsigned k, u
 	}
 	if (self >= 0 && !self_in)
 		out->node[0] = (unsigned)self; /* only possible with n > w: still node-distinct */
-	/* cells per node, counted per slot: no per-node table */
-	for (unsigned s = 0; s < w; s++) {
-		unsigned c = 0;
-
-		for (unsigned t = 0; t < w; t++)
-			c += out->node[t] == out->node[s];
-		if (c > max)
-			max = c;
-	}
-	out->max_per_node = max;
+	zc_place_count_per_node(out);
 	return 0;
 }

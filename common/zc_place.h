@@ -65,6 +65,16 @@ struct zc_place_slots {
 int zc_place_group(uint64_t key, const char *const *nodes, unsigned n, unsigned k, unsigned m,
                    int self, struct zc_place_slots *out);
 
+/* Set sl->max_per_node from sl->node[0 .. nslots): the most slots one node holds. */
+void zc_place_count_per_node(struct zc_place_slots *sl);
+
+/*
+ * How many holders of a group's cells may be lost with at least k of its `left` cells
+ * left, the worst case: cnt[0 .. n) the cells each holder (a node, a zone) has, reordered.
+ * The node and the zone tolerances both count so.
+ */
+int zc_place_losable(unsigned *cnt, unsigned n, unsigned left, unsigned k);
+
 /* The weight of node for slot `slot` of the group of key, as zc_place_group ranks them. */
 uint64_t zc_place_slot_weight(uint64_t key, const char *node, unsigned slot);
 

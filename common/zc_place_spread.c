@@ -68,7 +68,7 @@ int
 zc_place_spread(uint64_t key, const struct zc_place_node *nodes, unsigned n, unsigned k, unsigned m,
                 int self, struct zc_place_slots *out)
 {
-	unsigned w = k + m, max = 0;
+	unsigned w = k + m;
 	bool any_weight = false, self_in = false;
 
 	if (n == 0 || k == 0 || w > ZC_PLACE_MAX_SLOTS || (self >= 0 && (unsigned)self >= n))
@@ -119,15 +119,7 @@ zc_place_spread(uint64_t key, const struct zc_place_node *nodes, unsigned n, uns
 			t++;
 		out->node[t < w ? t : 0] = (unsigned)self;
 	}
-	for (unsigned s = 0; s < w; s++) {
-		unsigned c = 0;
-
-		for (unsigned t = 0; t < w; t++)
-			c += out->node[t] == out->node[s];
-		if (c > max)
-			max = c;
-	}
-	out->max_per_node = max;
+	zc_place_count_per_node(out);
 	return 0;
 }
 
@@ -136,7 +128,6 @@ zc_place_zone_tolerance(const struct zc_place_slots *sl, const struct zc_place_n
                         unsigned k)
 {
 	unsigned cnt[ZC_PLACE_MAX_SLOTS], nz = 0, left = sl->nslots;
-	int t = 0;
 
 	if (left < k)
 		return -1;
@@ -154,18 +145,5 @@ zc_place_zone_tolerance(const struct zc_place_slots *sl, const struct zc_place_n
 			cnt[nz] += same_zone(&nodes[sl->node[u]], &nodes[sl->node[s]]);
 		nz++;
 	}
-	/* lose the fullest zones first while k cells are left (a selection sort, <= 32) */
-	for (unsigned a = 0; a < nz; a++) {
-		unsigned best = a;
-
-		for (unsigned b = a + 1; b < nz; b++)
-			if (cnt[b] > cnt[best])
-				best = b;
-		if (left - cnt[best] < k)
-			break;
-		left -= cnt[best];
-		cnt[best] = cnt[a];
-		t++;
-	}
-	return t;
+	return zc_place_losable(cnt, nz, left, k);
 }

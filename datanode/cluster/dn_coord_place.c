@@ -42,7 +42,6 @@ int
 dn_coord_tolerance(const unsigned *node, unsigned n, uint32_t durable, unsigned k)
 {
 	unsigned cnt[ZC_PLACE_MAX_SLOTS], nn = 0, left = 0;
-	int t = 0;
 
 	if (n > ZC_PLACE_MAX_SLOTS)
 		n = ZC_PLACE_MAX_SLOTS;
@@ -65,21 +64,7 @@ dn_coord_tolerance(const unsigned *node, unsigned n, uint32_t durable, unsigned 
 	}
 	if (left < k)
 		return -1;
-	/* The worst t nodes to lose are the t holding the most: take them greedily while k
-	 * cells are left. A selection sort: at most 32 nodes. */
-	for (unsigned a = 0; a < nn; a++) {
-		unsigned best = a;
-
-		for (unsigned b = a + 1; b < nn; b++)
-			if (cnt[b] > cnt[best])
-				best = b;
-		if (left - cnt[best] < k)
-			break;
-		left -= cnt[best];
-		cnt[best] = cnt[a];
-		t++;
-	}
-	return t;
+	return zc_place_losable(cnt, nn, left, k);
 }
 
 /* The tolerance a placement over the live view gives, logged when it changes (a view of
