@@ -118,7 +118,9 @@ def etcd_minority(r, s):
     r.heal()
 
 
-@schedule("a")
+# Long form only until NF-6 is fixed (docs/reliability.md, "Network faults"): after its
+# heal a LIST showed a key deleted before the LIST began, once in three short runs.
+@schedule("long")
 def etcd_majority(r, s):
     """Two etcd members (the majority) cut from every datanode and gateway, which reach
     only the third: no quorum for them, then the heal."""
