@@ -381,8 +381,26 @@ def curl_status(*args, timeout=20):
     return p.stdout
 
 
+def select(tests, names=None):
+    """The test functions named on the command line, in that order (all of them when none
+    is): tests/integration/meson.build runs a long script as several meson tests, each a
+    part of its functions, so that the parts run side by side. A name that is not one of
+    them is an error (exit 2), never a test quietly left out."""
+    names = sys.argv[1:] if names is None else names
+    if not names:
+        return tests
+    by_name = {t.__name__: t for t in tests}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        print(f"no such test function: {' '.join(unknown)} (have: {' '.join(by_name)})")
+        sys.exit(2)
+    return [by_name[n] for n in names]
+
+
 def run_tests(tests):
-    """Run test functions, print one line each and a summary; exit 1 on any failure."""
+    """Run test functions (those named on the command line, select()), print one line each
+    and a summary; exit 1 on any failure."""
+    tests = select(tests)
     failed = 0
     for t in tests:
         t0 = time.time()
