@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every suite: all tests on the normal build and, side by side with it, the unit and
 # integration tests again under ASan+UBSan (the daemons then exit non-zero on any leak or UB).
+# The netfaults suite (13 daemons in namespaces per test) runs in the normal build only:
+# docs/reliability.md, "The test suite's time".
 # Ends with "N passed, N failed" and exits non-zero on any failure.
 #
 # Each build runs ZEST_TEST_JOBS tests at a time (default 2), the longest integration tests
